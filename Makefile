@@ -1,0 +1,35 @@
+# Quick start:  make demo   (sets up .venv and runs the demo)
+#               make test   (sets up .venv and runs ruff + the test suite)
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip --disable-pip-version-check -q
+STAMP  := $(VENV)/.setup-stamp
+
+.PHONY: setup demo test lint typecheck bench clean
+
+setup: $(STAMP)
+
+# Idempotent: re-runs only when the project's dependency declarations change.
+$(STAMP): pyproject.toml Makefile scripts/setup_env.sh
+	PYTHON=$(PYTHON) VENV=$(VENV) bash scripts/setup_env.sh
+	touch $(STAMP)
+
+demo: setup
+	$(PY) -m examples.digits
+
+lint: setup
+	$(PY) -m ruff check .
+
+typecheck: setup
+	$(PY) -m mypy
+
+test: setup
+	$(PY) -m ruff check .
+	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+
+bench: setup
+	$(PY) -m benchmarks
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,14 @@
+"""Reports of a `SearchResult`: one self-contained HTML file (plotly, optional) and a Markdown summary.
+
+No backend is needed to build them, only the result (for instance ``SearchResult.load(output_dir)``).
+plotly is imported when an HTML report is rendered; without it the HTML functions raise an ImportError
+that says ``pip install 'hpsearch[report]'``, while `render_markdown` needs nothing.
+"""
+
+from __future__ import annotations
+
+from hpsearch.report._compare import compare_html, write_compare_html
+from hpsearch.report._html import render_html, write_html
+from hpsearch.report._markdown import render_markdown
+
+__all__ = ["compare_html", "render_html", "render_markdown", "write_compare_html", "write_html"]

@@ -1,0 +1,230 @@
+"""Several searches side by side: best-so-far curves, best results, time to reach a target."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from hpsearch.report._analysis import (
+    best_so_far,
+    elapsed_best_so_far,
+    is_better,
+    search_span,
+    time_to_target,
+    total_training_time,
+)
+from hpsearch.report._format import fmt_duration, fmt_number, fmt_params
+from hpsearch.report._page import esc, note, page, section, sortable_table
+from hpsearch.report._plotly import bundle_script, plot_div, require_plotly
+from hpsearch.trial import TrialState
+
+if TYPE_CHECKING:
+    from hpsearch.results import SearchResult
+
+__all__ = ["compare_html", "write_compare_html"]
+
+_LAYOUT = {"template": "plotly_white", "height": 420, "margin": {"l": 60, "r": 20, "t": 30, "b": 50}}
+
+
+def _check(results: Sequence[SearchResult], labels: Sequence[str] | None) -> list[str]:
+    results = list(results)
+    if not results:
+        raise ValueError("compare_html needs at least one SearchResult but got an empty list.")
+    multi = [i for i, r in enumerate(results) if r.is_multi_objective]
+    if multi:
+        raise ValueError(
+            f"compare_html compares single-objective searches but results {multi} have several directions; "
+            "compare their Pareto fronts in their own reports (render_html) instead."
+        )
+    directions = sorted({r.directions[0] for r in results})
+    if len(directions) > 1:
+        raise ValueError(
+            f"compare_html needs searches optimized in the same direction but got {directions}; compare "
+            "searches of the same objective."
+        )
+    if labels is None:
+        labels = [f"{i + 1}. {r.backend}" for i, r in enumerate(results)]
+    labels = [str(label) for label in labels]
+    if len(labels) != len(results):
+        raise ValueError(
+            f"labels must give one label per result: got {len(labels)} labels for {len(results)} results."
+        )
+    return labels
+
+
+def compare_html(
+    results: Sequence[SearchResult], labels: Sequence[str] | None = None, target: float | None = None
+) -> str:
+    """One HTML page comparing searches of the same objective.
+
+    Args:
+        results: the searches (single-objective, all in the same direction).
+        labels: one name per search (default "1. optuna", "2. ray", ...).
+        target: the objective value for "time to reach target"; default: the best objective of the worst
+            search, which every search with a complete trial reaches.
+    """
+    go = require_plotly()
+    names = _check(results, labels)
+    results = list(results)
+    direction = results[0].directions[0]
+    bests = [r.best_trial for r in results]
+    best_values = [
+        None if b is None else (r.objective_values(b) or [math.nan])[0] for r, b in zip(results, bests)
+    ]
+
+    # Best so far against trial number.
+    by_number = go.Figure()
+    for label, result in zip(names, results):
+        complete = sorted((r.number, v[0]) for r, v in result.scored_trials())
+        if complete:
+            by_number.add_trace(
+                go.Scatter(
+                    x=[n for n, _ in complete],
+                    y=best_so_far([v for _, v in complete], direction),
+                    mode="lines+markers",
+                    line={"shape": "hv"},
+                    name=esc(label),
+                    hovertemplate="trial %{x}<br>best %{y:.6g}<extra>" + esc(label) + "</extra>",
+                )
+            )
+    by_number.update_layout(
+        **_LAYOUT, xaxis_title="trial number", yaxis_title=f"best {esc(results[0].objective)}"
+    )
+
+    # Best so far against time since each search started.
+    by_time = go.Figure()
+    for label, result in zip(names, results):
+        xs, ys = elapsed_best_so_far(result)
+        if xs:
+            by_time.add_trace(
+                go.Scatter(
+                    x=xs,
+                    y=ys,
+                    mode="lines+markers",
+                    line={"shape": "hv"},
+                    name=esc(label),
+                    hovertemplate="%{x:.1f}s<br>best %{y:.6g}<extra>" + esc(label) + "</extra>",
+                )
+            )
+    by_time.update_layout(
+        **_LAYOUT,
+        xaxis_title="seconds since the search started",
+        yaxis_title=f"best {esc(results[0].objective)}",
+    )
+
+    curves = []
+    if by_number.data:
+        curves.append(
+            plot_div(by_number, "hp-plot-compare-trials", "Best complete trial so far, by trial number.")
+        )
+    if by_time.data:
+        curves.append(
+            plot_div(
+                by_time,
+                "hp-plot-compare-time",
+                "Best complete trial so far, by time since each search started (trials in finishing order).",
+            )
+        )
+    curves_html = (
+        f'<div class="grid">{"".join(curves)}</div>' if curves else note("No complete trial in any search.")
+    )
+
+    # Best results.
+    rows = []
+    for label, result, best, value in zip(names, results, bests, best_values):
+        start, end = search_span(result)
+        wall = (end - start).total_seconds() if start is not None and end is not None else None
+        counts = result.counts()
+        rows.append(
+            [
+                label,
+                result.backend,
+                value,
+                None if best is None else best.name,
+                None if best is None else fmt_params(best.params),
+                len(result.records),
+                counts[TrialState.COMPLETE.value],
+                counts[TrialState.PRUNED.value],
+                counts[TrialState.FAIL.value],
+                fmt_duration(wall),
+                fmt_duration(total_training_time(result)),
+            ]
+        )
+    table = sortable_table(
+        [
+            "search",
+            "backend",
+            "best objective",
+            "best trial",
+            "params",
+            "trials",
+            "complete",
+            "pruned",
+            "failed",
+            "wall time",
+            "training time",
+        ],
+        rows,
+        state_column=None,
+    )
+
+    # Time to reach the target.
+    finite = [v for v in best_values if v is not None and not math.isnan(v)]
+    if target is None and finite:
+        worst = finite[0]
+        for v in finite[1:]:
+            if is_better(worst, v, direction):
+                worst = v
+        target, origin = worst, "the best objective of the worst search"
+    else:
+        origin = "given"
+    if target is None:
+        reach_html = note("No search has a complete trial, so there is no target to reach.")
+    else:
+        reach_rows = []
+        for label, result in zip(names, results):
+            reach = time_to_target(result, target)
+            reach_rows.append(
+                [label, reach.trials, reach.seconds, None if reach.record is None else reach.record.name]
+            )
+        reach_html = (
+            f"<p>Target: {esc(fmt_number(target))} ({esc(origin)}, {esc(direction)}). For each search, the "
+            "trials finished and the seconds elapsed when a complete trial first reached it (— if never).</p>"
+            + sortable_table(
+                ["search", "trials", "seconds", "trial that reached it"], reach_rows, state_column=None
+            )
+        )
+
+    body = (
+        section("curves", "Best so far", curves_html)
+        + section("best", "Best results", table)
+        + section("target", "Time to reach target", reach_html)
+    )
+    generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return page(
+        title=f"hpsearch comparison: {len(results)} searches",
+        subtitle=f"{results[0].objective} · {direction} · generated {generated}",
+        nav=[("curves", "Best so far"), ("best", "Best results"), ("target", "Time to target")],
+        body=body,
+        bundle=bundle_script(),
+    )
+
+
+def write_compare_html(
+    results: Sequence[SearchResult],
+    path: str | os.PathLike[str],
+    labels: Sequence[str] | None = None,
+    target: float | None = None,
+) -> str:
+    """Write `compare_html` to ``path`` (atomically) and return the path as a string."""
+    from hpsearch.results import _atomic_write_text
+
+    text = compare_html(results, labels=labels, target=target)
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    _atomic_write_text(out, text)
+    return str(out)

@@ -1,0 +1,360 @@
+"""The plotly figures of a single search's report. Each builder returns None when it has nothing to draw.
+
+Every string handed to plotly (trace names, hover text, tick labels, titles) is HTML-escaped first:
+plotly renders a subset of HTML in text, and escaped entities are shown as the characters they stand for.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from hpsearch.report._analysis import (
+    STATE_COLORS,
+    Importances,
+    best_so_far,
+    category_label,
+    param_axis,
+    param_kind,
+)
+from hpsearch.report._page import esc
+from hpsearch.report._plotly import require_plotly
+from hpsearch.trial import TrialState
+
+if TYPE_CHECKING:
+    from hpsearch.results import SearchResult
+
+__all__ = [
+    "history_figure",
+    "importance_figure",
+    "learning_curves_figure",
+    "parallel_figure",
+    "pareto_figure",
+    "slice_figure",
+]
+
+_LAYOUT = {"template": "plotly_white", "height": 420, "margin": {"l": 60, "r": 20, "t": 40, "b": 50}}
+_DASH = {"COMPLETE": "solid", "PRUNED": "dash", "FAIL": "dot", "RUNNING": "dot"}
+
+
+def _objective_titles(result: SearchResult) -> list[str]:
+    name = esc(result.objective)
+    if not result.is_multi_objective:
+        return [f"{name} ({result.directions[0]})"]
+    return [f"objective {i} ({d})" for i, d in enumerate(result.directions)]
+
+
+def _figure(result: SearchResult, rows: int = 1, shared_x: bool = True) -> Any:
+    go = require_plotly()
+    if rows == 1:
+        return go.Figure()
+    from plotly.subplots import make_subplots
+
+    return make_subplots(rows=rows, cols=1, shared_xaxes=shared_x, vertical_spacing=0.08)
+
+
+def _add(fig: Any, trace: Any, row: int, rows: int) -> None:
+    if rows == 1:
+        fig.add_trace(trace)
+    else:
+        fig.add_trace(trace, row=row + 1, col=1)
+
+
+def _finite(v: float | None) -> bool:
+    return v is not None and not math.isnan(v)
+
+
+def history_figure(result: SearchResult) -> Any | None:
+    """Objective per trial number, one marker color per state, and the best-so-far line."""
+    go = require_plotly()
+    k = len(result.directions)
+    records = sorted(result.records, key=lambda r: r.number)
+    vectors = [result.objective_values(r) or [math.nan] * k for r in records]
+    if not any(_finite(v) for vec in vectors for v in vec):
+        return None
+    fig = _figure(result, k)
+    titles = _objective_titles(result)
+    for i in range(k):
+        for state, color in STATE_COLORS.items():
+            pts = [(r, vec[i]) for r, vec in zip(records, vectors) if r.state == state and _finite(vec[i])]
+            if not pts:
+                continue
+            trace = go.Scatter(
+                x=[r.number for r, _ in pts],
+                y=[v for _, v in pts],
+                mode="markers",
+                name=state,
+                legendgroup=state,
+                showlegend=i == 0,
+                marker={"color": color, "size": 8, "symbol": "x" if state == "FAIL" else "circle"},
+                text=[esc(r.name) for r, _ in pts],
+                hovertemplate="%{text}<br>trial %{x}<br>%{y:.6g}<extra>" + state + "</extra>",
+            )
+            _add(fig, trace, i, k)
+        if k == 1:
+            complete = [
+                (r.number, vec[0]) for r, vec in zip(records, vectors) if r.state == TrialState.COMPLETE
+            ]
+            if complete:
+                _add(
+                    fig,
+                    go.Scatter(
+                        x=[n for n, _ in complete],
+                        y=best_so_far([v for _, v in complete], result.directions[0]),
+                        mode="lines",
+                        line={"shape": "hv", "color": "#111827", "width": 2},
+                        name="best so far",
+                        hovertemplate="best so far %{y:.6g}<extra></extra>",
+                    ),
+                    i,
+                    k,
+                )
+        axis = "yaxis" if i == 0 else f"yaxis{i + 1}"
+        fig.update_layout({axis: {"title": {"text": titles[i]}}})
+    fig.update_layout(**{**_LAYOUT, "height": 320 * k + 100 if k > 1 else 420})
+    fig.update_xaxes(title_text="trial number", row=k if k > 1 else None)
+    return fig
+
+
+def learning_curves_figure(result: SearchResult) -> Any | None:
+    """Objective against step for every trial; pruned dashed, a cross at the last point of failed trials."""
+    go = require_plotly()
+    k = len(result.directions)
+    curves = []
+    for record in sorted(result.records, key=lambda r: r.number):
+        pts = []
+        for ev in sorted(record.intermediates, key=lambda e: e.step):
+            vec = result.objective_values(ev)
+            if vec is not None:
+                pts.append((ev.step, vec))
+        if pts:
+            curves.append((record, pts))
+    if not curves:
+        return None
+    fig = _figure(result, k)
+    titles = _objective_titles(result)
+    shown: set[str] = set()
+    for record, pts in curves:
+        state = TrialState(record.state).value
+        color = STATE_COLORS[state]
+        for i in range(k):
+            xs = [s for s, _ in pts]
+            ys = [vec[i] for _, vec in pts]
+            first = state not in shown and i == 0
+            _add(
+                fig,
+                go.Scatter(
+                    x=xs,
+                    y=ys,
+                    mode="lines+markers" if len(xs) == 1 else "lines",
+                    line={"color": color, "dash": _DASH[state], "width": 1.5},
+                    opacity=0.75,
+                    name=state,
+                    legendgroup=state,
+                    showlegend=first,
+                    hovertemplate=f"{esc(record.name)}<br>step %{{x}}<br>%{{y:.6g}}<extra>{state}</extra>",
+                ),
+                i,
+                k,
+            )
+            if first:
+                shown.add(state)
+            if state == "FAIL":
+                _add(
+                    fig,
+                    go.Scatter(
+                        x=[xs[-1]],
+                        y=[ys[-1]],
+                        mode="markers",
+                        marker={"symbol": "x", "size": 11, "color": color},
+                        legendgroup=state,
+                        showlegend=False,
+                        hovertemplate=f"{esc(record.name)} failed here<extra></extra>",
+                    ),
+                    i,
+                    k,
+                )
+    for i in range(k):
+        axis = "yaxis" if i == 0 else f"yaxis{i + 1}"
+        fig.update_layout({axis: {"title": {"text": titles[i]}}})
+    fig.update_layout(**{**_LAYOUT, "height": 320 * k + 100 if k > 1 else 420})
+    fig.update_xaxes(title_text="step", row=k if k > 1 else None)
+    return fig
+
+
+def parallel_figure(result: SearchResult) -> Any | None:
+    """Parallel coordinates of the complete trials over every parameter, colored by the (first) objective."""
+    go = require_plotly()
+    scored = result.scored_trials()
+    names = sorted({n for r, _ in scored for n in r.params})
+    if not scored or not names:
+        return None
+    records = [r for r, _ in scored]
+    dimensions = []
+    for name in names:
+        axis = param_axis(result, name, records)
+        low, high = min(axis.tickvals + axis.positions), max(axis.tickvals + axis.positions)
+        pad = 0.5 if axis.kind == "categorical" else 0.0
+        label = f"{esc(name)} (log)" if axis.log else esc(name)
+        dimensions.append(
+            {
+                "label": label,
+                "values": axis.positions,
+                "tickvals": axis.tickvals,
+                "ticktext": [esc(t) for t in axis.ticktext],
+                "range": [low - pad, high + pad] if high > low or pad else [low - 1, high + 1],
+            }
+        )
+    titles = _objective_titles(result)
+    for i in range(len(result.directions)):
+        values = [v[i] for _, v in scored]
+        dimensions.append({"label": titles[i], "values": values})
+    color = [v[0] for _, v in scored]
+    fig = go.Figure(
+        go.Parcoords(
+            dimensions=dimensions,
+            line={
+                "color": color,
+                "colorscale": "Viridis",
+                # Bright means better whatever the direction.
+                "reversescale": result.directions[0] == "minimize",
+                "showscale": True,
+                "colorbar": {"title": {"text": "objective" if len(titles) == 1 else "objective 0"}},
+            },
+        )
+    )
+    fig.update_layout(**{**_LAYOUT, "margin": {"l": 80, "r": 80, "t": 60, "b": 40}})
+    return fig
+
+
+def importance_figure(result: SearchResult, importances: Importances) -> Any | None:
+    go = require_plotly()
+    names = sorted({n for per in importances.per_objective for n in per})
+    if not names:
+        return None
+    first = importances.per_objective[0]
+    names.sort(key=lambda n: first.get(n, 0.0))  # most important on top of a horizontal bar chart
+    fig = go.Figure()
+    labels = (
+        ["importance"]
+        if len(importances.per_objective) == 1
+        else [f"objective {i}" for i in range(len(importances.per_objective))]
+    )
+    for label, per in zip(labels, importances.per_objective):
+        fig.add_trace(
+            go.Bar(
+                x=[per.get(n, 0.0) for n in names],
+                y=[esc(n) for n in names],
+                orientation="h",
+                name=label,
+                hovertemplate="%{y}: %{x:.3f}<extra></extra>",
+            )
+        )
+    title = "fANOVA importance (sums to 1)" if importances.method == "fanova" else "|Spearman rho|"
+    fig.update_layout(
+        **{
+            **_LAYOUT,
+            "height": max(240, 40 * len(names) + 120),
+            "margin": {"l": 140, "r": 20, "t": 30, "b": 50},
+        },
+        barmode="group",
+        xaxis_title=title,
+        showlegend=len(labels) > 1,
+    )
+    return fig
+
+
+def slice_figure(result: SearchResult, name: str) -> tuple[Any | None, int]:
+    """Objective against one parameter's value over the complete trials; (figure, trials where inactive)."""
+    go = require_plotly()
+    scored = result.scored_trials()
+    active = [(r, v) for r, v in scored if name in r.params]
+    inactive = len(scored) - len(active)
+    if not active:
+        return None, inactive
+    k = len(result.directions)
+    values = [r.params[name] for r, _ in active]
+    kind, log = param_kind(result, name, values)
+    xs: list[Any] = [esc(category_label(v)) for v in values] if kind == "categorical" else list(values)
+    fig = _figure(result, k, shared_x=True)
+    titles = _objective_titles(result)
+    for i in range(k):
+        _add(
+            fig,
+            go.Scatter(
+                x=xs,
+                y=[v[i] for _, v in active],
+                mode="markers",
+                marker={
+                    "color": [r.number for r, _ in active],
+                    "colorscale": "Blues",
+                    "showscale": i == 0,
+                    "colorbar": {"title": {"text": "trial"}},
+                    "size": 9,
+                    "line": {"width": 0.5, "color": "#1f2937"},
+                },
+                text=[esc(r.name) for r, _ in active],
+                hovertemplate="%{text}<br>%{x}<br>%{y:.6g}<extra></extra>",
+                showlegend=False,
+            ),
+            i,
+            k,
+        )
+        axis = "yaxis" if i == 0 else f"yaxis{i + 1}"
+        fig.update_layout({axis: {"title": {"text": titles[i]}}})
+    xaxis: dict[str, Any] = {"title_text": esc(name)}
+    if kind == "categorical":
+        order = sorted(set(xs))
+        xaxis.update(type="category", categoryorder="array", categoryarray=order)
+    elif log:
+        xaxis.update(type="log")
+    fig.update_xaxes(**xaxis, row=k if k > 1 else None)
+    if kind == "categorical" and k > 1:
+        fig.update_xaxes(type="category")
+    fig.update_layout(**{**_LAYOUT, "height": 300 * k + 60 if k > 1 else 340})
+    return fig, inactive
+
+
+def pareto_figure(result: SearchResult) -> Any | None:
+    """Two objectives: every complete trial, the Pareto front highlighted and joined."""
+    go = require_plotly()
+    if len(result.directions) != 2:
+        return None
+    scored = result.scored_trials()
+    if not scored:
+        return None
+    front = result.best_trials
+    front_ids = {id(r) for r in front}
+    others = [(r, v) for r, v in scored if id(r) not in front_ids]
+    fig = go.Figure()
+    if others:
+        fig.add_trace(
+            go.Scatter(
+                x=[v[0] for _, v in others],
+                y=[v[1] for _, v in others],
+                mode="markers",
+                name="dominated",
+                marker={"color": "#9ca3af", "size": 8},
+                text=[esc(r.name) for r, _ in others],
+                hovertemplate="%{text}<br>%{x:.6g}, %{y:.6g}<extra></extra>",
+            )
+        )
+    points = sorted(((result.objective_values(r) or [], r) for r in front), key=lambda p: (p[0], p[1].number))
+    # The front drawn as the edge of the region it dominates: a staircase that first moves along x when x
+    # is minimized (the corner point is dominated by the left point) and first along y when x is maximized.
+    shape = "hv" if result.directions[0] == "minimize" else "vh"
+    fig.add_trace(
+        go.Scatter(
+            x=[v[0] for v, _ in points],
+            y=[v[1] for v, _ in points],
+            mode="lines+markers",
+            name="Pareto front",
+            line={"shape": shape, "color": "#dc2626"},
+            marker={"color": "#dc2626", "size": 10},
+            text=[esc(r.name) for _, r in points],
+            hovertemplate="%{text}<br>%{x:.6g}, %{y:.6g}<extra>front</extra>",
+        )
+    )
+    titles = _objective_titles(result)
+    fig.update_layout(**_LAYOUT, xaxis_title=titles[0], yaxis_title=titles[1])
+    return fig

@@ -1,0 +1,248 @@
+"""The HTML report of one search: one self-contained file (plotly.js inlined once), eight sections."""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from hpsearch.report import _figures as figures
+from hpsearch.report._analysis import (
+    SavedTime,
+    compute_importances,
+    saved_time,
+    search_span,
+    total_training_time,
+)
+from hpsearch.report._format import fmt_datetime, fmt_duration, fmt_number, fmt_params
+from hpsearch.report._page import esc, json_text, kv_table, note, page, section, sortable_table
+from hpsearch.report._plotly import bundle_script, plot_div, require_plotly
+
+if TYPE_CHECKING:
+    from hpsearch.results import SearchResult
+
+__all__ = ["render_html", "write_html"]
+
+
+def render_html(result: SearchResult) -> str:
+    """The report of ``result`` as one HTML document (needs plotly; no backend)."""
+    require_plotly()
+    sections = [
+        ("summary", "Summary", _summary(result)),
+        ("history", "Optimization history", _history(result)),
+        ("curves", "Learning curves", _curves(result)),
+        ("parallel", "Parallel coordinates", _parallel(result)),
+        ("importance", "Parameter importance", _importance(result)),
+        ("slices", "Slice plots", _slices(result)),
+    ]
+    if len(result.directions) >= 2:
+        sections.append(("pareto", "Pareto front", _pareto(result)))
+    sections.append(("trials", "All trials", _trials_table(result)))
+    body = "".join(section(anchor, title, html) for anchor, title, html in sections)
+    generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    subtitle = f"{result.objective} · {' / '.join(result.directions)} · {len(result.records)} trials · generated {generated}"
+    return page(
+        title=f"hpsearch report: {result.backend}",
+        subtitle=subtitle,
+        nav=[(anchor, title) for anchor, title, _ in sections],
+        body=body,
+        bundle=bundle_script(),
+    )
+
+
+def write_html(result: SearchResult, path: str | os.PathLike[str]) -> str:
+    """Write the report of ``result`` to ``path`` (atomically) and return the path as a string."""
+    from hpsearch.results import _atomic_write_text
+
+    text = render_html(result)
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    _atomic_write_text(target, text)
+    return str(target)
+
+
+# ---------------------------------------------------------------------- sections
+
+
+def _card(label: str, value: str) -> str:
+    return f'<div class="card"><div class="v">{esc(value)}</div><div class="k">{esc(label)}</div></div>'
+
+
+def _summary(result: SearchResult) -> str:
+    counts = result.counts()
+    start, end = search_span(result)
+    total = total_training_time(result)
+    saved = saved_time(result)
+    best_html, best_card = _best_html(result)
+
+    requested = "unbounded" if result.n_trials is None else str(result.n_trials)
+    cards = [_card("trials", f"{len(result.records)} / {requested}")]
+    cards += [_card(state, str(n)) for state, n in counts.items()]
+    cards += [_card("best", best_card), _card("training time", fmt_duration(total))]
+    cards.append(
+        _card("saved by pruning*", fmt_duration(saved.seconds) if saved.seconds is not None else "—")
+    )
+
+    wall = (end - start).total_seconds() if start is not None and end is not None else None
+    rows = [
+        ("backend", esc(result.backend)),
+        ("directions", esc(", ".join(result.directions))),
+        ("objective", esc(result.objective)),
+        ("trials requested", esc(requested)),
+        ("trials by state", esc(", ".join(f"{n} {s}" for s, n in counts.items()))),
+        ("best" if not result.is_multi_objective else "Pareto front", best_html),
+        ("total training time", esc(f"{fmt_duration(total)} (sum of trial durations)")),
+        ("saved by pruning*", esc(_saved_text(saved))),
+        ("started", esc(fmt_datetime(start))),
+        ("finished", esc(fmt_datetime(end))),
+        ("wall time", esc(fmt_duration(wall))),
+    ]
+    if result.output_dir:
+        rows.append(("output dir", esc(result.output_dir)))
+    if result.versions:
+        rows.append(("versions", esc(", ".join(f"{k} {v}" for k, v in sorted(result.versions.items())))))
+    settings = (
+        kv_table(
+            (str(k), json_text(v)) for k, v in sorted(result.settings.items(), key=lambda kv: str(kv[0]))
+        )
+        if result.settings
+        else note("No backend settings were recorded.")
+    )
+    space = (
+        f"<details><summary>Search space</summary><pre>{json_text(result.space)}</pre></details>"
+        if result.space
+        else note("The search space was given in the backend's native form (not recorded).")
+    )
+    footnote = (
+        '<p class="footnote">* Estimate: for each pruned trial, (median last step of the complete trials '
+        f"[{esc(fmt_number(saved.median_steps))}] - the step it was pruned at) x its own seconds per step, "
+        "summed. It assumes a pruned trial would have run as long as a typical complete one at its own pace; "
+        f"{saved.counted} pruned trial(s) counted, {saved.skipped} left out (no duration, no step count, or "
+        "no complete trial to compare with).</p>"
+    )
+    return (
+        f'<div class="cards">{"".join(cards)}</div>{kv_table(rows)}'
+        f"<h3>Settings</h3>{settings}{space}{footnote}"
+    )
+
+
+def _saved_text(saved: SavedTime) -> str:
+    if saved.seconds is None:
+        return "— (no pruned trial to estimate from)" if saved.counted == 0 else "—"
+    return f"≈ {fmt_duration(saved.seconds)} over {saved.counted} pruned trial(s)"
+
+
+def _best_html(result: SearchResult) -> tuple[str, str]:
+    if not result.is_multi_objective:
+        best = result.best_trial
+        if best is None:
+            return esc("no complete trial with an objective"), "—"
+        value = (result.objective_values(best) or [float("nan")])[0]
+        text = f"{best.name} (trial {best.number}): {fmt_number(value)} · {fmt_params(best.params)}"
+        return esc(text), fmt_number(value)
+    front = result.best_trials
+    if not front:
+        return esc("no complete trial with objectives"), "—"
+    columns = ["name", "number", *[f"objective_{i}" for i in range(len(result.directions))], "params"]
+    rows = [[r.name, r.number, *(result.objective_values(r) or []), fmt_params(r.params)] for r in front]
+    return (
+        f"{len(front)} trial(s){sortable_table(columns, rows, state_column=None)}",
+        f"{len(front)} on front",
+    )
+
+
+def _history(result: SearchResult) -> str:
+    fig = figures.history_figure(result)
+    if fig is None:
+        return note("No trial reported an objective yet.")
+    missing = sum(1 for r in result.records if result.objective_values(r) is None)
+    caption = "Objective of every trial by number, colored by state"
+    caption += "; the black line is the best complete trial so far." if not result.is_multi_objective else "."
+    if missing:
+        caption += f" {missing} trial(s) without an objective are not shown."
+    return plot_div(fig, "hp-plot-history", esc(caption))
+
+
+def _curves(result: SearchResult) -> str:
+    fig = figures.learning_curves_figure(result)
+    if fig is None:
+        return note("No intermediate evaluations were recorded.")
+    caption = (
+        "Objective at each evaluation of every trial: complete solid, pruned dashed, running dotted, "
+        "failed dotted with a cross at its last evaluation."
+    )
+    return plot_div(fig, "hp-plot-curves", esc(caption))
+
+
+def _parallel(result: SearchResult) -> str:
+    fig = figures.parallel_figure(result)
+    if fig is None:
+        if not result.param_names:
+            return note("The trials have no parameters.")
+        return note("No complete trial with an objective to draw.")
+    caption = (
+        "Complete trials across every parameter, colored by objective (brighter is better). Categorical "
+        "values sit on integer ticks; a conditional parameter that was inactive sits on its own "
+        "'(inactive)' tick; '(log)' axes show log10 of the value."
+    )
+    return plot_div(fig, "hp-plot-parallel", esc(caption))
+
+
+def _importance(result: SearchResult) -> str:
+    importances = compute_importances(result)
+    if isinstance(importances, str):
+        return note(esc(importances))
+    fig = figures.importance_figure(result, importances)
+    if importances.method == "fanova":
+        caption = (
+            "Computed by optuna's fANOVA (FanovaImportanceEvaluator, seed 0) on an in-memory study rebuilt "
+            "from the complete trials. " + importances.note
+        )
+    else:
+        caption = importances.note
+    if fig is None:
+        return note(esc("No parameter could be assessed. " + caption))
+    return plot_div(fig, "hp-plot-importance", esc(caption.strip()))
+
+
+def _slices(result: SearchResult) -> str:
+    names = sorted({n for r, _ in result.scored_trials() for n in r.params})
+    if not names:
+        if not result.param_names:
+            return note("The trials have no parameters.")
+        return note("No complete trial with an objective to draw.")
+    parts = []
+    for i, name in enumerate(names):
+        fig, inactive = figures.slice_figure(result, name)
+        if fig is None:
+            continue
+        caption = f"{name}: objective of the complete trials against the value (color: trial number)."
+        if inactive:
+            caption += f" Inactive in {inactive} complete trial(s), not shown."
+        parts.append(plot_div(fig, f"hp-plot-slice-{i}", esc(caption)))
+    return f'<div class="grid">{"".join(parts)}</div>'
+
+
+def _pareto(result: SearchResult) -> str:
+    fig = figures.pareto_figure(result)
+    if fig is not None:
+        n = len(result.best_trials)
+        return plot_div(
+            fig, "hp-plot-pareto", esc(f"{n} trial(s) on the Pareto front (red); grey ones are dominated.")
+        )
+    if len(result.directions) > 2:
+        return note(
+            esc(
+                f"The front of {len(result.directions)} objectives is listed in the summary; it is drawn for two only."
+            )
+        )
+    return note("No complete trial with objectives to draw.")
+
+
+def _trials_table(result: SearchResult) -> str:
+    df = result.trials_dataframe()
+    if df.empty:
+        return note("No trials were recorded.")
+    rows = df.astype(object).where(df.notna(), None).itertuples(index=False, name=None)
+    return sortable_table(list(df.columns), rows) + '<p class="caption">Click a column header to sort.</p>'

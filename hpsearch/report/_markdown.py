@@ -1,0 +1,85 @@
+"""The Markdown summary of a search: a few lines and a table, readable in a terminal and a pull request."""
+
+from __future__ import annotations
+
+import html
+from typing import TYPE_CHECKING, Any
+
+from hpsearch.report._analysis import order_best_first, saved_time, search_span, total_training_time
+from hpsearch.report._format import fmt_datetime, fmt_duration, fmt_number, fmt_params, fmt_value
+
+if TYPE_CHECKING:
+    from hpsearch.results import SearchResult
+
+__all__ = ["render_markdown"]
+
+
+def _md(value: Any) -> str:
+    """A cell's text with what would break a table row or be read as HTML by a Markdown renderer escaped."""
+    text = html.escape(str(value), quote=False).replace("|", "\\|")
+    return " ".join(text.split())
+
+
+def render_markdown(result: SearchResult, max_rows: int | None = 50) -> str:
+    """Summary lines and a table of the trials, best first (at most ``max_rows`` rows; None for all)."""
+    if max_rows is not None and max_rows < 0:
+        raise ValueError(f"max_rows must be None or >= 0 but got {max_rows}; pass e.g. max_rows=50.")
+    counts = result.counts()
+    start, end = search_span(result)
+    requested = "" if result.n_trials is None else f" of {result.n_trials}"
+    lines = [
+        f"## Hyperparameter search: {_md(result.backend)}",
+        "",
+        f"- **Objective**: {_md(result.objective)} ({', '.join(result.directions)})",
+        f"- **Trials**: {len(result.records)}{requested} ("
+        + ", ".join(f"{n} {s}" for s, n in counts.items() if n or s == "COMPLETE")
+        + ")",
+    ]
+    if not result.is_multi_objective:
+        best = result.best_trial
+        if best is None:
+            lines.append("- **Best**: none (no complete trial with an objective)")
+        else:
+            value = (result.objective_values(best) or [float("nan")])[0]
+            lines.append(
+                f"- **Best**: {fmt_number(value)} by {_md(best.name)} (trial {best.number}): {_md(fmt_params(best.params))}"
+            )
+    else:
+        lines.append(f"- **Pareto front**: {len(result.best_trials)} trial(s), marked ★ below")
+    saved = saved_time(result)
+    time_line = f"- **Training time**: {fmt_duration(total_training_time(result))} (sum of trial durations)"
+    if saved.seconds is not None:
+        time_line += f", about {fmt_duration(saved.seconds)} saved by pruning {saved.counted} trial(s)"
+    lines.append(time_line)
+    lines.append(f"- **Started** {fmt_datetime(start)} · **finished** {fmt_datetime(end)}")
+    lines.append("")
+
+    records = order_best_first(result)
+    if not records:
+        lines.append("_No trials recorded._")
+        return "\n".join(lines) + "\n"
+    front = {id(r) for r in result.best_trials}
+    objectives = result.objective_columns
+    params = result.param_names
+    header = ["#", "name", "state", *objectives, *params, "last step", "duration"]
+    align = ["---:", "---", "---", *["---:"] * len(objectives), *["---"] * len(params), "---:", "---:"]
+    lines.append("| " + " | ".join(_md(h) for h in header) + " |")
+    lines.append("|" + "|".join(align) + "|")
+    shown = records if max_rows is None else records[:max_rows]
+    for record in shown:
+        values = result.objective_values(record) or [float("nan")] * len(objectives)
+        star = " ★" if id(record) in front else ""
+        cells = [
+            str(record.number),
+            _md(record.name) + star,
+            record.state.value if hasattr(record.state, "value") else str(record.state),
+            *[fmt_number(v) for v in values],
+            *[_md(fmt_value(record.params[p])) if p in record.params else "" for p in params],
+            fmt_number(record.last_step),
+            fmt_duration(record.duration_s),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    if len(shown) < len(records):
+        lines.append("")
+        lines.append(f"_… and {len(records) - len(shown)} more trial(s); see trials.csv._")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,534 @@
+"""The callback system: `TrainerState`, `TrainerControl`, `TrainerCallback` and the one dispatcher, `CallbackHandler`.
+
+Callbacks observe the loop and flip switches on `TrainerControl`; the loop alone acts on them. Every event is a
+no-op by default, so a callback implements only what it needs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ._training_args import IntervalStrategy, SaveStrategy
+
+if TYPE_CHECKING:
+    from ._training_args import TrainingArguments
+
+__all__ = [
+    "CallbackHandler",
+    "DefaultFlowCallback",
+    "EarlyStoppingCallback",
+    "ExportableState",
+    "PrinterCallback",
+    "ProgressCallback",
+    "TrainerCallback",
+    "TrainerControl",
+    "TrainerState",
+]
+
+logger = logging.getLogger(__name__)
+
+
+class ExportableState:
+    """Mixin for callbacks (and `TrainerControl`) whose state is saved in checkpoints.
+
+    `state()` returns ``{"args": <constructor kwargs>, "attributes": <mutable attributes>}``; `from_state` rebuilds
+    an equal object. The trainer stores these under ``TrainerState.stateful_callbacks`` when it saves.
+    """
+
+    def state(self) -> dict[str, Any]:
+        raise NotImplementedError(f"{type(self).__name__} must implement state() to be saved in checkpoints.")
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any]) -> Any:
+        instance = cls(**state.get("args", {}))
+        for key, value in state.get("attributes", {}).items():
+            setattr(instance, key, value)
+        return instance
+
+
+@dataclass
+class TrainerState:
+    """The state of a training run, handed to every callback event and saved in every checkpoint.
+
+    ``epoch`` is fractional (2.5 = halfway through the third epoch). ``logging_steps``/``eval_steps``/``save_steps``
+    are the resolved integer intervals (ratios in `TrainingArguments` are turned into steps once ``max_steps``
+    is known). ``log_history`` holds every dict passed to `Trainer.log`, with its ``step``.
+    """
+
+    epoch: float | None = None
+    global_step: int = 0
+    max_steps: int = 0
+    logging_steps: int = 500
+    eval_steps: int = 500
+    save_steps: int = 500
+    train_batch_size: int | None = None
+    num_train_epochs: int = 0
+    num_input_tokens_seen: int = 0
+    total_flos: float = 0
+    log_history: list[dict[str, float]] = field(default_factory=list)
+    best_metric: float | None = None
+    best_global_step: int | None = None
+    best_model_checkpoint: str | None = None
+    is_local_process_zero: bool = True
+    is_world_process_zero: bool = True
+    is_hyper_param_search: bool = False
+    trial_name: str | None = None
+    trial_params: dict[str, Any] | None = None
+    stateful_callbacks: dict[str, Any] = field(default_factory=dict)
+
+    def save_to_json(self, json_path: str) -> None:
+        text = json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True, default=_json_default) + "\n"
+        with open(json_path, "w", encoding="utf-8") as f:
+            f.write(text)
+
+    @classmethod
+    def load_from_json(cls, json_path: str) -> TrainerState:
+        with open(json_path, encoding="utf-8") as f:
+            data = json.load(f)
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    def compute_steps(self, args: TrainingArguments, max_steps: int) -> None:
+        """Resolve the logging/eval/save intervals (ratios of ``max_steps`` below 1) into steps."""
+        for name in ("logging", "eval", "save"):
+            value = getattr(args, f"{name}_steps")
+            if value is None:
+                continue
+            steps = math.ceil(max_steps * value) if value < 1 else int(value)
+            setattr(self, f"{name}_steps", max(steps, 1))
+
+    def init_training_references(self, trainer: Any, max_steps: int, num_train_epochs: int, trial: Any) -> None:
+        self.max_steps = max_steps
+        self.num_train_epochs = num_train_epochs
+        self.train_batch_size = trainer.args.per_device_train_batch_size
+        self.is_hyper_param_search = trial is not None
+        if trial is not None:
+            self.trial_name = getattr(trial, "name", None)
+            self.trial_params = dict(getattr(trial, "params", {}) or {})
+
+
+def _json_default(value: Any) -> Any:
+    # numpy scalars and other number-likes sneak into log_history through compute_metrics.
+    if hasattr(value, "item"):
+        return value.item()
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    return str(value)
+
+
+@dataclass
+class TrainerControl(ExportableState):
+    """Switches the loop reads after each event. Callbacks flip them; the loop resets them.
+
+    Reset rules: ``should_training_stop`` at the start of training, ``should_epoch_stop`` at the start of each
+    epoch, ``should_log``/``should_evaluate``/``should_save`` at the start of each step and once their action ran.
+    """
+
+    should_training_stop: bool = False
+    should_epoch_stop: bool = False
+    should_save: bool = False
+    should_evaluate: bool = False
+    should_log: bool = False
+
+    def _new_training(self) -> None:
+        self.should_training_stop = False
+
+    def _new_epoch(self) -> None:
+        self.should_epoch_stop = False
+
+    def _new_step(self) -> None:
+        self.should_save = False
+        self.should_evaluate = False
+        self.should_log = False
+
+    def state(self) -> dict[str, Any]:
+        return {"args": dataclasses.asdict(self), "attributes": {}}
+
+
+_CONTROL_FLAGS = frozenset(f.name for f in dataclasses.fields(TrainerControl))
+
+
+class TrainerCallback:
+    """Base class of every callback: each event below is a no-op; override the ones you need.
+
+    Every event is called as ``event(args, state, control, **kwargs)`` where the keyword arguments are
+    ``model``, ``optimizer``, ``lr_scheduler``, ``train_dataloader``, ``eval_dataloader`` (always passed, possibly
+    None) plus ``metrics`` (`on_evaluate`, `on_predict`) and ``logs`` (`on_log`). An event may return a
+    `TrainerControl` or a mapping of control flags (``{"should_training_stop": True}``); returning anything else
+    is an error.
+    """
+
+    def on_init_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any):
+        """At the end of `Trainer.__init__`."""
+
+    def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any):
+        """At the beginning of training, after the model, optimizer and data are ready."""
+
+    def on_train_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any):
+        """At the end of training (also after an early stop or a prune)."""
+
+    def on_epoch_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any):
+        """At the beginning of an epoch."""
+
+    def on_epoch_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any):
+        """At the end of an epoch."""
+
+    def on_step_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any):
+        """At the beginning of an optimizer step (before its first micro-batch under gradient accumulation)."""
+
+    def on_pre_optimizer_step(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any):
+        """After gradient clipping, just before ``optimizer.step()``."""
+
+    def on_optimizer_step(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any):
+        """Just after ``optimizer.step()``, before the gradients are zeroed."""
+
+    def on_substep_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any):
+        """At the end of a micro-batch that did not step the optimizer (gradient accumulation)."""
+
+    def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any):
+        """At the end of an optimizer step, after ``state.global_step`` was incremented."""
+
+    def on_evaluate(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any):
+        """After an evaluation; ``metrics`` holds its results."""
+
+    def on_predict(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any):
+        """After a successful `Trainer.predict`; ``metrics`` holds its results."""
+
+    def on_save(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any):
+        """After a checkpoint was saved."""
+
+    def on_log(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any):
+        """After something was logged; ``logs`` holds it."""
+
+    def on_prediction_step(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any):
+        """After each batch of an evaluation or prediction loop."""
+
+
+EVENTS = tuple(
+    name for name in vars(TrainerCallback) if name.startswith("on_") and callable(getattr(TrainerCallback, name))
+)
+
+
+class CallbackHandler(TrainerCallback):
+    """Calls the callbacks, in order, for every event (`call_event` is the one dispatcher)."""
+
+    def __init__(
+        self,
+        callbacks: Iterable[TrainerCallback | type[TrainerCallback]] | None,
+        model: Any = None,
+        optimizer: Any = None,
+        lr_scheduler: Any = None,
+    ) -> None:
+        self.callbacks: list[TrainerCallback] = []
+        for cb in callbacks or ():
+            self.add_callback(cb)
+        self.model = model
+        self.optimizer = optimizer
+        self.lr_scheduler = lr_scheduler
+        self.train_dataloader: Any = None
+        self.eval_dataloader: Any = None
+        if not any(isinstance(cb, DefaultFlowCallback) for cb in self.callbacks):
+            logger.warning(
+                "The Trainer has no DefaultFlowCallback: it will never log, evaluate or save on its own. "
+                "Add DefaultFlowCallback unless that is what you want."
+            )
+
+    def add_callback(self, callback: TrainerCallback | type[TrainerCallback]) -> None:
+        cb = callback() if isinstance(callback, type) else callback
+        if not isinstance(cb, TrainerCallback):
+            raise TypeError(
+                f"callbacks must be TrainerCallback instances or subclasses, got {callback!r}; "
+                "subclass trainer.TrainerCallback."
+            )
+        cb_class = type(cb)
+        if any(type(existing) is cb_class for existing in self.callbacks):
+            logger.warning(
+                "A callback of type %s is already registered; adding another one. Current callbacks: %s",
+                cb_class.__name__,
+                self.callback_list,
+            )
+        self.callbacks.append(cb)
+
+    def pop_callback(self, callback: TrainerCallback | type[TrainerCallback]) -> TrainerCallback | None:
+        for i, cb in enumerate(self.callbacks):
+            if (isinstance(callback, type) and type(cb) is callback) or cb is callback:
+                return self.callbacks.pop(i)
+        return None
+
+    def remove_callback(self, callback: TrainerCallback | type[TrainerCallback]) -> None:
+        self.pop_callback(callback)
+
+    @property
+    def callback_list(self) -> str:
+        return "\n".join(type(cb).__name__ for cb in self.callbacks)
+
+    def on_init_end(self, args, state, control, **kwargs):
+        return self.call_event("on_init_end", args, state, control)
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        control._new_training()
+        return self.call_event("on_train_begin", args, state, control)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        return self.call_event("on_train_end", args, state, control)
+
+    def on_epoch_begin(self, args, state, control, **kwargs):
+        control._new_epoch()
+        return self.call_event("on_epoch_begin", args, state, control)
+
+    def on_epoch_end(self, args, state, control, **kwargs):
+        return self.call_event("on_epoch_end", args, state, control)
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        control._new_step()
+        return self.call_event("on_step_begin", args, state, control)
+
+    def on_pre_optimizer_step(self, args, state, control, **kwargs):
+        return self.call_event("on_pre_optimizer_step", args, state, control)
+
+    def on_optimizer_step(self, args, state, control, **kwargs):
+        return self.call_event("on_optimizer_step", args, state, control)
+
+    def on_substep_end(self, args, state, control, **kwargs):
+        return self.call_event("on_substep_end", args, state, control)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        return self.call_event("on_step_end", args, state, control)
+
+    def on_evaluate(self, args, state, control, metrics=None, **kwargs):
+        control.should_evaluate = False
+        return self.call_event("on_evaluate", args, state, control, metrics=metrics)
+
+    def on_predict(self, args, state, control, metrics=None, **kwargs):
+        return self.call_event("on_predict", args, state, control, metrics=metrics)
+
+    def on_save(self, args, state, control, **kwargs):
+        control.should_save = False
+        return self.call_event("on_save", args, state, control)
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        control.should_log = False
+        return self.call_event("on_log", args, state, control, logs=logs)
+
+    def on_prediction_step(self, args, state, control, **kwargs):
+        return self.call_event("on_prediction_step", args, state, control)
+
+    def call_event(self, event: str, args, state, control, **kwargs) -> TrainerControl:
+        """Call ``event`` on every callback in order; a returned control (or mapping of flags) is applied."""
+        for callback in self.callbacks:
+            result = getattr(callback, event)(
+                args,
+                state,
+                control,
+                model=self.model,
+                optimizer=self.optimizer,
+                lr_scheduler=self.lr_scheduler,
+                train_dataloader=self.train_dataloader,
+                eval_dataloader=self.eval_dataloader,
+                **kwargs,
+            )
+            if result is None:
+                continue
+            if isinstance(result, TrainerControl):
+                control = result
+            elif isinstance(result, Mapping):
+                unknown = set(result) - _CONTROL_FLAGS
+                if unknown:
+                    raise ValueError(
+                        f"{type(callback).__name__}.{event} returned unknown control flags {sorted(unknown)}; "
+                        f"the flags are {sorted(_CONTROL_FLAGS)}."
+                    )
+                for key, value in result.items():
+                    setattr(control, key, bool(value))
+            else:
+                raise TypeError(
+                    f"{type(callback).__name__}.{event} returned {type(result).__name__} ({result!r}); an event may "
+                    "return None, a TrainerControl or a mapping of control flags such as "
+                    "{'should_training_stop': True}."
+                )
+        return control
+
+
+class DefaultFlowCallback(TrainerCallback):
+    """Decides when to log, evaluate and save from the strategies in `TrainingArguments`, and when to stop."""
+
+    def on_step_end(self, args, state, control, **kwargs):
+        step = state.global_step
+        if step == 1 and args.logging_first_step:
+            control.should_log = True
+        if args.logging_strategy == IntervalStrategy.STEPS and step % state.logging_steps == 0:
+            control.should_log = True
+        if (
+            args.eval_strategy == IntervalStrategy.STEPS
+            and step % state.eval_steps == 0
+            and args.eval_delay <= step
+        ):
+            control.should_evaluate = True
+        if args.save_strategy == SaveStrategy.STEPS and step % state.save_steps == 0:
+            control.should_save = True
+        if step >= state.max_steps:
+            control.should_training_stop = True
+            # Keep the final weights when saving by steps, even off the save interval.
+            if args.save_strategy == SaveStrategy.STEPS:
+                control.should_save = True
+        return control
+
+    def on_epoch_end(self, args, state, control, **kwargs):
+        if args.logging_strategy == IntervalStrategy.EPOCH:
+            control.should_log = True
+        if args.eval_strategy == IntervalStrategy.EPOCH and args.eval_delay <= (state.epoch or 0):
+            control.should_evaluate = True
+        if args.save_strategy == SaveStrategy.EPOCH:
+            control.should_save = True
+        return control
+
+
+class ProgressCallback(TrainerCallback):
+    """tqdm bars for training and for evaluation/prediction, on the local main process only."""
+
+    def __init__(self, max_str_len: int = 100) -> None:
+        self.training_bar: Any = None
+        self.prediction_bar: Any = None
+        self.max_str_len = max_str_len
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:
+            from tqdm.auto import tqdm
+
+            self.training_bar = tqdm(total=state.max_steps, dynamic_ncols=True, desc=_bar_desc(state, "train"))
+        self.current_step = state.global_step
+        if self.training_bar is not None and self.current_step:
+            self.training_bar.update(self.current_step)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.training_bar is not None:
+            self.training_bar.update(state.global_step - self.current_step)
+            self.current_step = state.global_step
+
+    def on_prediction_step(self, args, state, control, eval_dataloader=None, **kwargs):
+        if not state.is_world_process_zero:
+            return
+        if self.prediction_bar is None:
+            from tqdm.auto import tqdm
+
+            total = len(eval_dataloader) if eval_dataloader is not None and hasattr(eval_dataloader, "__len__") else None
+            self.prediction_bar = tqdm(
+                total=total, leave=self.training_bar is None, dynamic_ncols=True, desc=_bar_desc(state, "eval")
+            )
+        self.prediction_bar.update(1)
+
+    def _close_prediction_bar(self) -> None:
+        if self.prediction_bar is not None:
+            self.prediction_bar.close()
+            self.prediction_bar = None
+
+    def on_evaluate(self, args, state, control, **kwargs):
+        self._close_prediction_bar()
+
+    def on_predict(self, args, state, control, **kwargs):
+        self._close_prediction_bar()
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not state.is_world_process_zero or self.training_bar is None or not logs:
+            return
+        shown = {k: (f"{v:.4g}" if isinstance(v, float) else v) for k, v in logs.items() if k != "total_flos"}
+        text = str(shown)
+        self.training_bar.write(text[: self.max_str_len] + ("..." if len(text) > self.max_str_len else ""))
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if self.training_bar is not None:
+            self.training_bar.close()
+            self.training_bar = None
+
+
+def _bar_desc(state: TrainerState, what: str) -> str:
+    return f"{state.trial_name} {what}" if state.trial_name else what
+
+
+class PrinterCallback(TrainerCallback):
+    """Prints the logs (used instead of `ProgressCallback` when ``disable_tqdm`` is set)."""
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if state.is_world_process_zero and logs:
+            logs = {k: v for k, v in logs.items() if k != "total_flos"}
+            print(logs)
+
+
+class EarlyStoppingCallback(TrainerCallback, ExportableState):
+    """Stops training when ``metric_for_best_model`` has not improved for ``early_stopping_patience`` evaluations.
+
+    An evaluation improves on the best value so far when it is better by more than ``early_stopping_threshold``
+    (in the direction ``greater_is_better`` gives). Needs ``metric_for_best_model`` and an evaluation strategy.
+    """
+
+    def __init__(self, early_stopping_patience: int = 1, early_stopping_threshold: float | None = 0.0) -> None:
+        if not isinstance(early_stopping_patience, int) or early_stopping_patience < 1:
+            raise ValueError(
+                f"early_stopping_patience must be an integer >= 1, got {early_stopping_patience!r}; "
+                "it counts evaluations without improvement."
+            )
+        threshold = 0.0 if early_stopping_threshold is None else float(early_stopping_threshold)
+        if threshold < 0 or math.isnan(threshold):
+            raise ValueError(
+                f"early_stopping_threshold must be >= 0, got {early_stopping_threshold!r}; "
+                "it is the minimum improvement that counts."
+            )
+        self.early_stopping_patience = early_stopping_patience
+        self.early_stopping_threshold = threshold
+        self.early_stopping_patience_counter = 0
+        self.best_value: float | None = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if not args.metric_for_best_model:
+            raise ValueError(
+                "EarlyStoppingCallback needs TrainingArguments.metric_for_best_model (got None); "
+                "set it, e.g. metric_for_best_model='eval_loss'."
+            )
+        if args.eval_strategy == IntervalStrategy.NO:
+            raise ValueError(
+                "EarlyStoppingCallback needs evaluations, but eval_strategy='no'; set eval_strategy to "
+                "'steps' or 'epoch'."
+            )
+
+    def on_evaluate(self, args, state, control, metrics=None, **kwargs):
+        name = args.metric_for_best_model
+        key = name if name.startswith("eval_") else f"eval_{name}"
+        if not metrics or key not in metrics:
+            logger.warning(
+                "Early stopping needs metric %r, which is not among the metrics %s; early stopping is off.",
+                key,
+                sorted(metrics or {}),
+            )
+            return
+        value = float(metrics[key])
+        greater = args.greater_is_better if args.greater_is_better is not None else not key.endswith("loss")
+        improved = self.best_value is None or (
+            value - self.best_value > self.early_stopping_threshold
+            if greater
+            else self.best_value - value > self.early_stopping_threshold
+        )
+        if improved:
+            self.best_value = value
+            self.early_stopping_patience_counter = 0
+        else:
+            self.early_stopping_patience_counter += 1
+        if self.early_stopping_patience_counter >= self.early_stopping_patience:
+            control.should_training_stop = True
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "args": {
+                "early_stopping_patience": self.early_stopping_patience,
+                "early_stopping_threshold": self.early_stopping_threshold,
+            },
+            "attributes": {
+                "early_stopping_patience_counter": self.early_stopping_patience_counter,
+                "best_value": self.best_value,
+            },
+        }

@@ -1,0 +1,338 @@
+"""Checkpoints: folders written atomically, weights in safetensors, everything else tensors-only or JSON.
+
+Layout of ``output_dir/checkpoint-<global_step>/``: ``model.safetensors`` (or shards plus
+``model.safetensors.index.json``), ``optimizer.pt``, ``scheduler.pt``, ``rng_state.pth`` (``rng_state_<rank>.pth``
+with several processes), ``trainer_state.json``, ``training_args.json``. A checkpoint is built in a temporary
+folder and renamed into place, so a crash mid-save never leaves a ``checkpoint-*`` folder that resume would take.
+Nothing here unpickles arbitrary objects: ``.pt``/``.pth`` files are read with ``torch.load(weights_only=True)``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import re
+import shutil
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from ._callbacks import ExportableState
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from ._trainer import Trainer
+
+__all__ = [
+    "CHECKPOINT_PREFIX",
+    "TRAINER_STATE_NAME",
+    "get_last_checkpoint",
+    "load_model_weights",
+    "save_checkpoint",
+    "save_model",
+    "sorted_checkpoints",
+]
+
+logger = logging.getLogger(__name__)
+
+CHECKPOINT_PREFIX = "checkpoint"
+WEIGHTS_NAME = "model.safetensors"
+WEIGHTS_INDEX_NAME = "model.safetensors.index.json"
+OPTIMIZER_NAME = "optimizer.pt"
+SCHEDULER_NAME = "scheduler.pt"
+SCALER_NAME = "scaler.pt"
+TRAINER_STATE_NAME = "trainer_state.json"
+TRAINING_ARGS_NAME = "training_args.json"
+_CHECKPOINT_RE = re.compile(rf"^{CHECKPOINT_PREFIX}-(\d+)$")
+
+
+# ---------------------------------------------------------------------------------------------- discovery
+def sorted_checkpoints(output_dir: str) -> list[str]:
+    """Complete checkpoint folders in ``output_dir``, oldest (lowest step) first."""
+    if not os.path.isdir(output_dir):
+        return []
+    found = []
+    for name in os.listdir(output_dir):
+        match = _CHECKPOINT_RE.match(name)
+        path = os.path.join(output_dir, name)
+        if match and os.path.isdir(path) and os.path.isfile(os.path.join(path, TRAINER_STATE_NAME)):
+            found.append((int(match.group(1)), path))
+    return [path for _, path in sorted(found)]
+
+
+def get_last_checkpoint(output_dir: str) -> str | None:
+    checkpoints = sorted_checkpoints(output_dir)
+    return checkpoints[-1] if checkpoints else None
+
+
+# ---------------------------------------------------------------------------------------------- weights
+def _parse_size(size: str | int) -> int:
+    if isinstance(size, int):
+        return size
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMG]?B?)\s*", str(size).upper())
+    if not match:
+        raise ValueError(f"max_checkpoint_shard_size={size!r} is not a size; use e.g. '500MB' or '5GB'.")
+    unit = {"": 1, "B": 1, "K": 2**10, "KB": 2**10, "M": 2**20, "MB": 2**20, "G": 2**30, "GB": 2**30}[match.group(2)]
+    return int(float(match.group(1)) * unit)
+
+
+def _state_dict_for_saving(model: nn.Module) -> dict[str, torch.Tensor]:
+    """The model's tensors, contiguous, with tied (shared-storage) duplicates dropped after their first name."""
+    seen: dict[tuple[int, int, tuple[int, ...]], str] = {}
+    out: dict[str, torch.Tensor] = {}
+    for name, tensor in model.state_dict().items():
+        key = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape))
+        if tensor.numel() and key in seen:
+            continue
+        seen[key] = name
+        out[name] = tensor.detach().contiguous().cpu()
+    return out
+
+
+def save_model_weights(model: nn.Module, folder: str, max_shard_size: str | int = "5GB") -> list[str]:
+    """Write ``model``'s weights as safetensors (sharded above ``max_shard_size``); returns the files written."""
+    from safetensors.torch import save_file
+
+    tensors = _state_dict_for_saving(model)
+    limit = _parse_size(max_shard_size)
+    shards: list[dict[str, torch.Tensor]] = [{}]
+    size = 0
+    for name, tensor in tensors.items():
+        nbytes = tensor.numel() * tensor.element_size()
+        if shards[-1] and size + nbytes > limit:
+            shards.append({})
+            size = 0
+        shards[-1][name] = tensor
+        size += nbytes
+    metadata = {"format": "pt"}
+    if len(shards) == 1:
+        save_file(shards[0], os.path.join(folder, WEIGHTS_NAME), metadata=metadata)
+        return [WEIGHTS_NAME]
+    files = []
+    weight_map = {}
+    for i, shard in enumerate(shards, start=1):
+        filename = f"model-{i:05d}-of-{len(shards):05d}.safetensors"
+        save_file(shard, os.path.join(folder, filename), metadata=metadata)
+        files.append(filename)
+        weight_map.update(dict.fromkeys(shard, filename))
+    index = {"metadata": {"total_size": sum(t.numel() * t.element_size() for t in tensors.values())},
+             "weight_map": weight_map}
+    _write_json(os.path.join(folder, WEIGHTS_INDEX_NAME), index)
+    return [*files, WEIGHTS_INDEX_NAME]
+
+
+def load_model_weights(model: nn.Module, folder: str, strict: bool = True) -> None:
+    """Load safetensors weights (single file or sharded) from ``folder`` into ``model``; tied weights are re-tied."""
+    from safetensors.torch import load_file
+
+    single = os.path.join(folder, WEIGHTS_NAME)
+    index_path = os.path.join(folder, WEIGHTS_INDEX_NAME)
+    if os.path.isfile(single):
+        state = load_file(single)
+    elif os.path.isfile(index_path):
+        with open(index_path, encoding="utf-8") as f:
+            weight_map = json.load(f)["weight_map"]
+        state = {}
+        for filename in sorted(set(weight_map.values())):
+            state.update(load_file(os.path.join(folder, filename)))
+    else:
+        raise FileNotFoundError(
+            f"No {WEIGHTS_NAME} or {WEIGHTS_INDEX_NAME} in {folder!r}; weights are only read from safetensors files."
+        )
+    expected = model.state_dict()
+    missing = [k for k in expected if k not in state]
+    # Names missing because they were tied to an earlier tensor when saved are fine.
+    tied_ok = {
+        k for k in missing
+        if any(expected[k].untyped_storage().data_ptr() == expected[o].untyped_storage().data_ptr()
+               for o in state if o in expected)
+    }
+    unexpected = [k for k in state if k not in expected]
+    if strict and (set(missing) - tied_ok or unexpected):
+        raise RuntimeError(
+            f"Checkpoint {folder!r} does not match the model: missing {sorted(set(missing) - tied_ok)}, "
+            f"unexpected {sorted(unexpected)}. Was it saved from a different model_init?"
+        )
+    model.load_state_dict(state, strict=False)
+
+
+# ---------------------------------------------------------------------------------------------- rng
+def _rng_state() -> dict[str, Any]:
+    # Stored as plain tensors and numbers, so it loads with torch.load(weights_only=True).
+    version, py_state, gauss = random.getstate()
+    np_name, np_keys, np_pos, np_has_gauss, np_gauss = np.random.get_state(legacy=True)
+    state: dict[str, Any] = {
+        "python": {"version": version, "state": torch.tensor(py_state, dtype=torch.int64), "gauss": gauss},
+        "numpy": {
+            "name": str(np_name),
+            "keys": torch.from_numpy(np.asarray(np_keys, dtype=np.int64)),
+            "pos": int(np_pos),
+            "has_gauss": int(np_has_gauss),
+            "gauss": float(np_gauss),
+        },
+        "cpu": torch.random.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.random.get_rng_state_all()
+    return state
+
+
+def _set_rng_state(state: dict[str, Any]) -> None:
+    py = state["python"]
+    random.setstate((py["version"], tuple(int(x) for x in py["state"].tolist()), py["gauss"]))
+    npy = state["numpy"]
+    np.random.set_state(
+        (npy["name"], npy["keys"].numpy().astype(np.uint32), npy["pos"], npy["has_gauss"], npy["gauss"])
+    )
+    torch.random.set_rng_state(state["cpu"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.random.set_rng_state_all(state["cuda"])
+
+
+def _rng_file(process_index: int, num_processes: int) -> str:
+    return "rng_state.pth" if num_processes <= 1 else f"rng_state_{process_index}.pth"
+
+
+def load_rng_state(folder: str, process_index: int = 0) -> None:
+    candidates = [f"rng_state_{process_index}.pth", "rng_state.pth"]
+    for name in candidates:
+        path = os.path.join(folder, name)
+        if os.path.isfile(path):
+            _set_rng_state(torch.load(path, weights_only=True))
+            return
+    logger.warning("No RNG state in %s; the resumed run will not reproduce the random draws of the original.", folder)
+
+
+# ---------------------------------------------------------------------------------------------- save
+def _write_json(path: str, data: Any) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=2, sort_keys=True, default=str)
+        f.write("\n")
+
+
+def _fsync_dir(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _collect_callback_states(trainer: Trainer) -> dict[str, Any]:
+    states: dict[str, Any] = {}
+    for cb in trainer.callback_handler.callbacks:
+        if isinstance(cb, ExportableState):
+            name = type(cb).__name__
+            states.setdefault(name, []).append(cb.state())
+    states = {k: (v[0] if len(v) == 1 else v) for k, v in states.items()}
+    states["TrainerControl"] = trainer.control.state()
+    return states
+
+
+def save_checkpoint(trainer: Trainer, model: nn.Module, metrics: dict[str, float] | None) -> str:
+    """Save ``output_dir/checkpoint-<global_step>`` atomically and return its path."""
+    args = trainer.args
+    state = trainer.state
+    accelerator = trainer.accelerator
+    assert accelerator is not None
+    name = f"{CHECKPOINT_PREFIX}-{state.global_step}"
+    final = os.path.join(args.output_dir, name)
+    tmp = os.path.join(args.output_dir, f".tmp-{name}")
+    if metrics is not None and args.metric_for_best_model and state.best_global_step == state.global_step:
+        state.best_model_checkpoint = final
+    main = trainer.is_world_process_zero()
+    if main:
+        os.makedirs(args.output_dir, exist_ok=True)
+        if os.path.exists(tmp):
+            shutil.rmtree(tmp)
+        os.makedirs(tmp)
+    accelerator.wait_for_everyone()
+    if not args.save_only_model:
+        torch.save(_rng_state(), os.path.join(tmp, _rng_file(accelerator.process_index, accelerator.num_processes)))
+    if main:
+        save_model_weights(accelerator.unwrap_model(model), tmp, args.max_checkpoint_shard_size)
+        if not args.save_only_model:
+            torch.save(trainer.optimizer.state_dict(), os.path.join(tmp, OPTIMIZER_NAME))
+            if trainer.lr_scheduler is not None:
+                torch.save(trainer.lr_scheduler.state_dict(), os.path.join(tmp, SCHEDULER_NAME))
+            scaler = getattr(accelerator, "scaler", None)
+            if scaler is not None:
+                torch.save(scaler.state_dict(), os.path.join(tmp, SCALER_NAME))
+        state.stateful_callbacks = _collect_callback_states(trainer)
+        state.save_to_json(os.path.join(tmp, TRAINER_STATE_NAME))
+        _write_json(os.path.join(tmp, TRAINING_ARGS_NAME), args.to_dict())
+        _before_checkpoint_rename(tmp)
+        if os.path.exists(final):  # the same step saved again (e.g. save at epoch end and at max_steps)
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+        _fsync_dir(args.output_dir)
+        if args.save_total_limit is not None:
+            rotate_checkpoints(trainer, args.output_dir)
+    accelerator.wait_for_everyone()
+    return final
+
+
+def _before_checkpoint_rename(tmp_folder: str) -> None:
+    """Hook between writing a checkpoint's files and publishing the folder (tests inject faults here)."""
+
+
+def load_optimizer_and_scheduler(trainer: Trainer, folder: str) -> None:
+    opt_path = os.path.join(folder, OPTIMIZER_NAME)
+    if not os.path.isfile(opt_path):
+        logger.warning("No optimizer state in %s (saved with save_only_model?); the optimizer starts fresh.", folder)
+        return
+    trainer.optimizer.load_state_dict(torch.load(opt_path, weights_only=True, map_location="cpu"))
+    sched_path = os.path.join(folder, SCHEDULER_NAME)
+    if trainer.lr_scheduler is not None and os.path.isfile(sched_path):
+        trainer.lr_scheduler.load_state_dict(torch.load(sched_path, weights_only=True))
+    scaler_path = os.path.join(folder, SCALER_NAME)
+    scaler = getattr(trainer.accelerator, "scaler", None)
+    if scaler is not None and os.path.isfile(scaler_path):
+        scaler.load_state_dict(torch.load(scaler_path, weights_only=True))
+
+
+def load_best_model(trainer: Trainer) -> None:
+    best = trainer.state.best_model_checkpoint
+    if best is None or not os.path.isdir(best):
+        logger.warning("load_best_model_at_end: the best checkpoint %r is gone; keeping the last weights.", best)
+        return
+    load_model_weights(trainer.model, best)
+    logger.info("Loaded the best model from %s (%s=%s).", best, trainer.args.metric_for_best_model,
+                trainer.state.best_metric)
+
+
+def rotate_checkpoints(trainer: Trainer, output_dir: str) -> None:
+    """Delete the oldest checkpoints beyond ``save_total_limit``, never the best one."""
+    limit = trainer.args.save_total_limit
+    if limit is None or limit <= 0:
+        return
+    checkpoints = sorted_checkpoints(output_dir)
+    best = trainer.state.best_model_checkpoint
+    best_abs = os.path.abspath(best) if best else None
+    if best_abs is not None and limit == 1 and checkpoints and os.path.abspath(checkpoints[-1]) != best_abs:
+        limit = 2  # keep the best and the newest (to resume from)
+    deletable = [c for c in checkpoints if os.path.abspath(c) != best_abs]
+    excess = len(checkpoints) - limit
+    for path in deletable[: max(excess, 0)]:
+        logger.info("Deleting older checkpoint %s (save_total_limit=%d).", path, limit)
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def save_model(trainer: Trainer, output_dir: str) -> None:
+    if not trainer.is_world_process_zero():
+        return
+    os.makedirs(output_dir, exist_ok=True)
+    model = trainer.model
+    if trainer.accelerator is not None:
+        model = trainer.accelerator.unwrap_model(model)
+    save_model_weights(model, output_dir, trainer.args.max_checkpoint_shard_size)
+    _write_json(os.path.join(output_dir, TRAINING_ARGS_NAME), trainer.args.to_dict())

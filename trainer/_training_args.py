@@ -1,0 +1,762 @@
+"""`TrainingArguments`: the validated, serialisable configuration of one training run.
+
+The field names, meanings and defaults follow Hugging Face transformers' ``TrainingArguments`` so that
+code and configs written for it carry over. Everything is checked in ``__post_init__``, which also runs
+again on ``dataclasses.replace`` (that is how a hyperparameter trial overrides fields), so a bad trial
+value fails when the trial's arguments are built rather than deep inside the training loop.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import enum
+import json
+import math
+import numbers
+import os
+import re
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal, NoReturn
+
+__all__ = [
+    "IntervalStrategy",
+    "MixedPrecision",
+    "OptimizerNames",
+    "SaveStrategy",
+    "SchedulerType",
+    "TrainingArguments",
+]
+
+
+class _StrEnum(str, enum.Enum):
+    """A str-valued enum whose ``str()`` and ``format()`` give the bare value (Python 3.10 has no StrEnum)."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, format_spec: str) -> str:
+        return format(str(self.value), format_spec)
+
+
+class IntervalStrategy(_StrEnum):
+    """When to evaluate or log: never, every ``*_steps`` optimizer steps, or at the end of every epoch."""
+
+    NO = "no"
+    STEPS = "steps"
+    EPOCH = "epoch"
+
+
+class SaveStrategy(_StrEnum):
+    """When to save a checkpoint; ``best`` saves whenever ``metric_for_best_model`` reaches a new best."""
+
+    NO = "no"
+    STEPS = "steps"
+    EPOCH = "epoch"
+    BEST = "best"
+
+
+class SchedulerType(_StrEnum):
+    """Learning-rate schedules understood by :func:`trainer.get_scheduler`."""
+
+    LINEAR = "linear"
+    COSINE = "cosine"
+    COSINE_WITH_RESTARTS = "cosine_with_restarts"
+    POLYNOMIAL = "polynomial"
+    CONSTANT = "constant"
+    CONSTANT_WITH_WARMUP = "constant_with_warmup"
+    INVERSE_SQRT = "inverse_sqrt"
+    REDUCE_ON_PLATEAU = "reduce_lr_on_plateau"
+    COSINE_WITH_MIN_LR = "cosine_with_min_lr"
+    WARMUP_STABLE_DECAY = "warmup_stable_decay"
+
+
+class MixedPrecision(_StrEnum):
+    """Mixed-precision mode handed to ``accelerate.Accelerator(mixed_precision=...)``."""
+
+    NO = "no"
+    FP16 = "fp16"
+    BF16 = "bf16"
+
+
+class OptimizerNames(_StrEnum):
+    """Optimizers understood by :func:`trainer.create_optimizer`."""
+
+    ADAMW_TORCH = "adamw_torch"
+    ADAMW_TORCH_FUSED = "adamw_torch_fused"
+    ADAM = "adam"
+    SGD = "sgd"
+    ADAGRAD = "adagrad"
+    RMSPROP = "rmsprop"
+
+
+_LOG_LEVELS = ("debug", "info", "warning", "error", "critical", "passive")
+_REPORT_TO = ("all", "none", "tensorboard", "mlflow", "jsonl")
+# numpy seeds (used by accelerate's set_seed) must fit in 32 unsigned bits.
+_MAX_SEED = 2**32 - 1
+
+# Fields whose value __post_init__ may fill in from other fields. They are recorded in `_derived` so that a
+# `dataclasses.replace` that changes an input (output_dir, logging_steps, ...) re-derives them instead of
+# keeping a value computed from the old input.
+_DERIVABLE = ("logging_dir", "run_name", "eval_steps", "metric_for_best_model", "greater_is_better")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Validation helpers. Each one returns the normalised value or raises a ValueError that names the field,
+# the offending value and what to pass instead.
+# ----------------------------------------------------------------------------------------------------------
+
+
+def _fail(name: str, value: Any, constraint: str, fix: str) -> NoReturn:
+    raise ValueError(f"{name} must be {constraint}, got {value!r}; {fix}.")
+
+
+def _is_bool(value: Any) -> bool:
+    # numpy.bool_ is not a subclass of bool but is what numpy-based samplers hand out.
+    # (numpy is not imported for this: the check must not make numpy a dependency of the arguments.)
+    kind = type(value)
+    return isinstance(value, bool) or (kind.__module__ == "numpy" and kind.__name__ in ("bool", "bool_"))
+
+
+def _as_bool(name: str, value: Any, *, allow_none: bool = False) -> bool | None:
+    if value is None and allow_none:
+        return None
+    if not _is_bool(value):
+        extra = " or None" if allow_none else ""
+        _fail(name, value, f"a bool{extra}", "pass True or False")
+    return bool(value)
+
+
+def _as_int(
+    name: str, value: Any, *, minimum: int | None = None, maximum: int | None = None, allow_none: bool = False
+) -> int | None:
+    if value is None and allow_none:
+        return None
+    bounds = ""
+    if minimum is not None and maximum is not None:
+        bounds = f" between {minimum} and {maximum}"
+    elif minimum is not None:
+        bounds = f" >= {minimum}"
+    kind = "a positive integer" if minimum == 1 and maximum is None else f"an integer{bounds}"
+    constraint = kind + (" or None" if allow_none else "")
+    if minimum is not None and maximum is not None:
+        fix = f"pass an int in [{minimum}, {maximum}]"
+    elif minimum is not None:
+        fix = f"pass {minimum} or more"
+    else:
+        fix = "pass an int"
+    # bool is an int subclass, but True as a batch size is always a mistake.
+    if _is_bool(value) or not isinstance(value, numbers.Integral):
+        _fail(name, value, constraint, fix)
+    value = int(value)
+    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+        _fail(name, value, constraint, fix)
+    return value
+
+
+def _as_float(
+    name: str,
+    value: Any,
+    *,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    maximum_inclusive: bool = True,
+) -> float:
+    if _is_bool(value) or not isinstance(value, numbers.Real):
+        _fail(name, value, "a number", "pass an int or a float")
+    value = float(value)
+    if math.isnan(value):
+        _fail(name, value, "a number", "pass a finite value, not NaN")
+    if minimum is not None and value < minimum:
+        upper = "" if maximum is None else f" and {'<=' if maximum_inclusive else '<'} {maximum}"
+        _fail(name, value, f">= {minimum}{upper}", f"pass {minimum} or more")
+    if maximum is not None and (value > maximum or (not maximum_inclusive and value == maximum)):
+        op = "<=" if maximum_inclusive else "<"
+        lower = "" if minimum is None else f">= {minimum} and "
+        _fail(name, value, f"{lower}{op} {maximum}", f"pass a value {op} {maximum}")
+    return value
+
+
+def _as_steps(name: str, value: Any, *, allow_zero: bool, allow_none: bool = False) -> int | float | None:
+    """A step count (int >= 1) or, when in (0, 1), a ratio of the total number of training steps."""
+    if value is None and allow_none:
+        return None
+    constraint = (
+        "a whole number of steps (>= 1) or a ratio of the total training steps in (0, 1)"
+        + (", or 0" if allow_zero else "")
+        + (", or None" if allow_none else "")
+    )
+    if _is_bool(value) or not isinstance(value, numbers.Real):
+        _fail(name, value, constraint, "pass e.g. 500 (steps) or 0.1 (10% of the training steps)")
+    value = float(value)
+    if math.isnan(value) or value < 0 or (value == 0 and not allow_zero):
+        _fail(name, value, constraint, "pass e.g. 500 (steps) or 0.1 (10% of the training steps)")
+    if value >= 1:
+        if not value.is_integer():
+            _fail(name, value, constraint, f"pass {math.floor(value)} or {math.ceil(value)}")
+        return int(value)
+    return 0 if value == 0 else value
+
+
+def _as_enum(name: str, value: Any, enum_cls: type[_StrEnum]) -> Any:
+    if isinstance(value, enum_cls):
+        return value
+    accepted = ", ".join(repr(m.value) for m in enum_cls)
+    if isinstance(value, str):
+        try:
+            return enum_cls(value.strip().lower())
+        except ValueError:
+            pass
+    _fail(name, value, f"one of {accepted}", "pass one of those strings")
+
+
+def _as_str(name: str, value: Any, *, allow_none: bool = False, path: bool = False) -> str | None:
+    if value is None and allow_none:
+        return None
+    if path and isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str) or not value:
+        kind = "a non-empty string" + (" or path" if path else "") + (" or None" if allow_none else "")
+        _fail(name, value, kind, "pass a string")
+    return value
+
+
+def _as_dict(name: str, value: Any) -> dict[str, Any]:
+    # A JSON object string is accepted too: that is how the value arrives from a command line or an env var.
+    if isinstance(value, str):
+        try:
+            value = json.loads(value) if value.strip() else {}
+        except json.JSONDecodeError:
+            _fail(name, value, "a dict or a JSON object string", 'pass e.g. {"key": 1}')
+    if not isinstance(value, Mapping):
+        _fail(name, value, "a dict", 'pass e.g. {"key": 1} (or {} for none)')
+    bad = [k for k in value if not isinstance(k, str)]
+    if bad:
+        _fail(name, value, "a dict with string keys", f"use string keys instead of {bad!r}")
+    return dict(value)  # a copy: the caller's dict must not alias the arguments
+
+
+_SIZE_UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+}
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+
+
+def _parse_size(name: str, value: Any) -> int:
+    """Bytes from an int or a string like ``"5GB"`` (decimal units) or ``"512MiB"`` (binary units)."""
+    fix = 'pass e.g. "5GB", "500MB", "512MiB" or an int number of bytes'
+    if _is_bool(value):
+        _fail(name, value, "a size > 0", fix)
+    if isinstance(value, numbers.Integral):
+        size = int(value)
+    elif isinstance(value, str) and (match := _SIZE_RE.match(value)) and match.group(2).lower() in _SIZE_UNITS:
+        size = int(float(match.group(1)) * _SIZE_UNITS[match.group(2).lower()])
+    else:
+        _fail(name, value, "a size > 0", fix)
+    if size <= 0:
+        _fail(name, value, "a size > 0", fix)
+    return size
+
+
+def _default_logging_dir(output_dir: str, run_folder: str | None = None) -> str:
+    if run_folder is None:
+        run_folder = f"{datetime.now().strftime('%Y-%m-%d_%H-%M-%S')}_{socket.gethostname()}"
+    return os.path.join(output_dir, "runs", run_folder)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    if _is_bool(value):
+        return bool(value)
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return float(value)
+    if value is None or isinstance(value, str):
+        return value
+    return str(value)
+
+
+@dataclass
+class TrainingArguments:
+    """Arguments of one training run (names, meanings and defaults as in transformers' TrainingArguments).
+
+    Attributes:
+        output_dir: Folder for checkpoints and outputs; None means ``"trainer_output"``.
+        overwrite_output_dir: Start afresh in ``output_dir`` instead of resuming from a checkpoint in it.
+        eval_strategy: When to evaluate: ``"no"``, ``"steps"`` (every ``eval_steps``) or ``"epoch"``.
+        eval_steps: Steps between evaluations (ratio of total steps if in (0, 1)); None -> ``logging_steps``.
+        eval_delay: Epochs or steps (per ``eval_strategy``) to wait before the first evaluation.
+        per_device_train_batch_size: Training batch size per device (per process).
+        per_device_eval_batch_size: Evaluation batch size per device (per process).
+        gradient_accumulation_steps: Batches whose gradients are summed before each optimizer step.
+        eval_accumulation_steps: Prediction steps to accumulate on device before moving to CPU; None = all.
+        learning_rate: Peak learning rate of the optimizer (reached after warmup).
+        weight_decay: Decoupled weight decay for every parameter except biases and normalisation weights.
+        adam_beta1: Beta1 of the Adam-family optimizers, in [0, 1).
+        adam_beta2: Beta2 of the Adam-family optimizers, in [0, 1).
+        adam_epsilon: Epsilon of the Adam-family optimizers.
+        max_grad_norm: Gradient clipping norm; 0 disables clipping.
+        num_train_epochs: Epochs to train (may be fractional); ignored when ``max_steps > 0``.
+        max_steps: Total optimizer steps to train; -1 means use ``num_train_epochs``.
+        lr_scheduler_type: Learning-rate schedule, one of :class:`SchedulerType`.
+        lr_scheduler_kwargs: Extra keyword arguments of the schedule (e.g. ``{"num_cycles": 2}``).
+        warmup_ratio: Fraction of the total steps used for linear warmup (used when ``warmup_steps`` is 0).
+        warmup_steps: Warmup steps (>= 1) or a ratio of total steps (in (0, 1)); overrides ``warmup_ratio``.
+        log_level: Logger level on the main process: debug, info, warning, error, critical or passive.
+        logging_dir: TensorBoard/log folder; None -> ``output_dir/runs/<YYYY-mm-dd_HH-MM-SS>_<hostname>``.
+        logging_strategy: When to log: ``"no"``, ``"steps"`` (every ``logging_steps``) or ``"epoch"``.
+        logging_first_step: Also log (and evaluate, if evaluating by steps) at the first step.
+        logging_steps: Steps between logs (ratio of total steps if in (0, 1)).
+        logging_nan_inf_filter: Drop NaN/inf losses from the logged running loss.
+        save_strategy: When to checkpoint: ``"no"``, ``"steps"``, ``"epoch"`` or ``"best"``.
+        save_steps: Steps between checkpoints (ratio of total steps if in (0, 1)).
+        save_total_limit: Most checkpoints kept in ``output_dir`` (the best one is always kept); None = all.
+        save_only_model: Checkpoint only the model weights (no optimizer/scheduler/RNG state: no resume).
+        restore_callback_states_from_checkpoint: Restore stateful callbacks' state when resuming.
+        use_cpu: Train on the CPU even when an accelerator is available.
+        seed: Random seed set at the start of training.
+        data_seed: Seed of the data samplers; None means ``seed``.
+        full_determinism: Also switch on PyTorch's deterministic algorithms (slower).
+        mixed_precision: ``"no"``, ``"fp16"`` (CUDA only) or ``"bf16"``.
+        dataloader_num_workers: Worker processes per dataloader; 0 loads in the main process.
+        dataloader_drop_last: Drop the last incomplete batch.
+        dataloader_pin_memory: Use pinned memory in the dataloaders.
+        dataloader_persistent_workers: Keep dataloader workers alive between epochs (needs workers > 0).
+        dataloader_prefetch_factor: Batches prefetched per worker; None is PyTorch's default (needs workers > 0).
+        remove_unused_columns: Drop dataset columns the model's ``forward`` does not accept.
+        label_names: Keys of the input batch that hold the labels; None = the model's default.
+        load_best_model_at_end: Load the best checkpoint (by ``metric_for_best_model``) when training ends.
+        metric_for_best_model: Metric that ranks checkpoints; None -> ``"loss"`` when loading the best model.
+        greater_is_better: Whether a larger metric is better; None -> False for names ending in "loss".
+        prediction_loss_only: During evaluation return only the loss, not predictions.
+        batch_eval_metrics: Call ``compute_metrics`` per batch (with ``compute_result``) instead of once.
+        optim: Optimizer, one of :class:`OptimizerNames`.
+        optim_args: Extra keyword arguments of the optimizer (e.g. ``{"momentum": 0.9}`` for sgd).
+        report_to: Logging integrations: "all", "none", "tensorboard", "mlflow", "jsonl" (str or list).
+        disable_tqdm: Hide progress bars; None -> False.
+        run_name: Name of the run in the logging integrations; None -> ``output_dir``.
+        skip_memory_metrics: Skip the memory profiler metrics (they slow training down).
+        include_num_input_tokens_seen: Track the number of input tokens seen.
+        average_tokens_across_devices: Average the token count across processes before scaling the loss.
+        max_checkpoint_shard_size: Largest safetensors shard: int bytes or a string like "5GB"/"500MB".
+        save_on_each_node: Save checkpoints on every node, not just the main one (no shared filesystem).
+
+    Every field is validated in ``__post_init__``, which also runs again on ``dataclasses.replace`` /
+    :meth:`replace`. Values that were filled in from other fields (``logging_dir``, ``run_name``,
+    ``eval_steps``, ``metric_for_best_model``, ``greater_is_better``) are re-derived when those fields change
+    in a replace, unless the replace also sets them to a new value.
+    """
+
+    output_dir: str | None = None
+    overwrite_output_dir: bool = False
+    eval_strategy: IntervalStrategy | str = "no"
+    eval_steps: float | None = None
+    eval_delay: float = 0
+    per_device_train_batch_size: int = 8
+    per_device_eval_batch_size: int = 8
+    gradient_accumulation_steps: int = 1
+    eval_accumulation_steps: int | None = None
+    learning_rate: float = 5e-5
+    weight_decay: float = 0.0
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    adam_epsilon: float = 1e-8
+    max_grad_norm: float = 1.0
+    num_train_epochs: float = 3.0
+    max_steps: int = -1
+    lr_scheduler_type: SchedulerType | str = "linear"
+    lr_scheduler_kwargs: dict[str, Any] = field(default_factory=dict)
+    warmup_ratio: float = 0.0
+    warmup_steps: float = 0
+    log_level: Literal["debug", "info", "warning", "error", "critical", "passive"] = "passive"
+    logging_dir: str | None = None
+    logging_strategy: IntervalStrategy | str = "steps"
+    logging_first_step: bool = False
+    logging_steps: float = 500
+    logging_nan_inf_filter: bool = True
+    save_strategy: SaveStrategy | str = "steps"
+    save_steps: float = 500
+    save_total_limit: int | None = None
+    save_only_model: bool = False
+    restore_callback_states_from_checkpoint: bool = False
+    use_cpu: bool = False
+    seed: int = 42
+    data_seed: int | None = None
+    full_determinism: bool = False
+    mixed_precision: MixedPrecision | str = "no"
+    dataloader_num_workers: int = 0
+    dataloader_drop_last: bool = False
+    dataloader_pin_memory: bool = True
+    dataloader_persistent_workers: bool = False
+    dataloader_prefetch_factor: int | None = None
+    remove_unused_columns: bool = True
+    label_names: list[str] | None = None
+    load_best_model_at_end: bool = False
+    metric_for_best_model: str | None = None
+    greater_is_better: bool | None = None
+    prediction_loss_only: bool = False
+    batch_eval_metrics: bool = False
+    optim: OptimizerNames | str = "adamw_torch"
+    optim_args: dict[str, Any] = field(default_factory=dict)
+    report_to: str | list[str] = "none"
+    disable_tqdm: bool | None = None
+    run_name: str | None = None
+    skip_memory_metrics: bool = True
+    include_num_input_tokens_seen: bool = False
+    average_tokens_across_devices: bool = False
+    max_checkpoint_shard_size: str | int = "5GB"
+    save_on_each_node: bool = False
+    # Private bookkeeping: {field name: value __post_init__ derived for it}. It is an init field (not
+    # init=False) on purpose: dataclasses.replace passes init fields along, which is the only way the new
+    # instance can tell a derived value (re-derive it) from one the user chose (keep it). Not serialised.
+    _derived: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        previous = self._derived if isinstance(self._derived, dict) else {}
+        run_folder = None
+        for name in _DERIVABLE:
+            # Still equal to what was derived last time -> it was not chosen by the caller: derive it anew.
+            if name in previous and getattr(self, name) == previous[name]:
+                if name == "logging_dir" and isinstance(previous[name], str):
+                    # Keep the timestamped folder name so that re-validating the same arguments is a no-op.
+                    run_folder = os.path.basename(previous[name])
+                setattr(self, name, None)
+        derived: dict[str, Any] = {}
+
+        # --- paths and names ---
+        self.output_dir = _as_str("output_dir", self.output_dir, allow_none=True, path=True) or "trainer_output"
+        self.logging_dir = _as_str("logging_dir", self.logging_dir, allow_none=True, path=True)
+        if self.logging_dir is None:
+            self.logging_dir = derived["logging_dir"] = _default_logging_dir(self.output_dir, run_folder)
+        self.run_name = _as_str("run_name", self.run_name, allow_none=True)
+        if self.run_name is None:
+            self.run_name = derived["run_name"] = self.output_dir
+
+        # --- enums and choices ---
+        self.eval_strategy = _as_enum("eval_strategy", self.eval_strategy, IntervalStrategy)
+        self.logging_strategy = _as_enum("logging_strategy", self.logging_strategy, IntervalStrategy)
+        self.save_strategy = _as_enum("save_strategy", self.save_strategy, SaveStrategy)
+        self.lr_scheduler_type = _as_enum("lr_scheduler_type", self.lr_scheduler_type, SchedulerType)
+        self.optim = _as_enum("optim", self.optim, OptimizerNames)
+        self.mixed_precision = _as_enum("mixed_precision", self.mixed_precision, MixedPrecision)
+        if not isinstance(self.log_level, str) or self.log_level.strip().lower() not in _LOG_LEVELS:
+            _fail("log_level", self.log_level, f"one of {', '.join(map(repr, _LOG_LEVELS))}", "pass one of those")
+        self.log_level = self.log_level.strip().lower()
+
+        # --- booleans ---
+        for name in (
+            "overwrite_output_dir",
+            "logging_first_step",
+            "logging_nan_inf_filter",
+            "save_only_model",
+            "restore_callback_states_from_checkpoint",
+            "use_cpu",
+            "full_determinism",
+            "dataloader_drop_last",
+            "dataloader_pin_memory",
+            "dataloader_persistent_workers",
+            "remove_unused_columns",
+            "load_best_model_at_end",
+            "prediction_loss_only",
+            "batch_eval_metrics",
+            "skip_memory_metrics",
+            "include_num_input_tokens_seen",
+            "average_tokens_across_devices",
+            "save_on_each_node",
+        ):
+            setattr(self, name, _as_bool(name, getattr(self, name)))
+        self.disable_tqdm = bool(_as_bool("disable_tqdm", self.disable_tqdm, allow_none=True))
+        self.greater_is_better = _as_bool("greater_is_better", self.greater_is_better, allow_none=True)
+
+        # --- integers ---
+        self.per_device_train_batch_size = _as_int(
+            "per_device_train_batch_size", self.per_device_train_batch_size, minimum=1
+        )
+        self.per_device_eval_batch_size = _as_int(
+            "per_device_eval_batch_size", self.per_device_eval_batch_size, minimum=1
+        )
+        self.gradient_accumulation_steps = _as_int(
+            "gradient_accumulation_steps", self.gradient_accumulation_steps, minimum=1
+        )
+        self.eval_accumulation_steps = _as_int(
+            "eval_accumulation_steps", self.eval_accumulation_steps, minimum=1, allow_none=True
+        )
+        self.max_steps = _as_int("max_steps", self.max_steps)
+        if self.max_steps == 0 or self.max_steps < -1:
+            _fail(
+                "max_steps",
+                self.max_steps,
+                "-1 (train for num_train_epochs) or a positive integer",
+                "pass -1 or 1 or more",
+            )
+        self.save_total_limit = _as_int("save_total_limit", self.save_total_limit, minimum=1, allow_none=True)
+        self.seed = _as_int("seed", self.seed, minimum=0, maximum=_MAX_SEED)
+        self.data_seed = _as_int("data_seed", self.data_seed, minimum=0, maximum=_MAX_SEED, allow_none=True)
+        self.dataloader_num_workers = _as_int("dataloader_num_workers", self.dataloader_num_workers, minimum=0)
+        self.dataloader_prefetch_factor = _as_int(
+            "dataloader_prefetch_factor", self.dataloader_prefetch_factor, minimum=1, allow_none=True
+        )
+
+        # --- real numbers ---
+        self.learning_rate = _as_float("learning_rate", self.learning_rate, minimum=0.0)
+        self.weight_decay = _as_float("weight_decay", self.weight_decay, minimum=0.0)
+        self.adam_beta1 = _as_float("adam_beta1", self.adam_beta1, minimum=0.0, maximum=1.0, maximum_inclusive=False)
+        self.adam_beta2 = _as_float("adam_beta2", self.adam_beta2, minimum=0.0, maximum=1.0, maximum_inclusive=False)
+        self.adam_epsilon = _as_float("adam_epsilon", self.adam_epsilon, minimum=0.0)
+        self.max_grad_norm = _as_float("max_grad_norm", self.max_grad_norm, minimum=0.0)
+        self.num_train_epochs = _as_float("num_train_epochs", self.num_train_epochs, minimum=0.0)
+        self.warmup_ratio = _as_float("warmup_ratio", self.warmup_ratio, minimum=0.0, maximum=1.0)
+        self.eval_delay = _as_float("eval_delay", self.eval_delay, minimum=0.0)
+
+        # --- step counts (ints, or ratios of the total when in (0, 1)) ---
+        self.warmup_steps = _as_steps("warmup_steps", self.warmup_steps, allow_zero=True)
+        self.logging_steps = _as_steps("logging_steps", self.logging_steps, allow_zero=True)
+        self.save_steps = _as_steps("save_steps", self.save_steps, allow_zero=True)
+        self.eval_steps = _as_steps("eval_steps", self.eval_steps, allow_zero=False, allow_none=True)
+
+        # --- containers ---
+        self.lr_scheduler_kwargs = _as_dict("lr_scheduler_kwargs", self.lr_scheduler_kwargs)
+        self.optim_args = _as_dict("optim_args", self.optim_args)
+        self.report_to = self._normalise_report_to(self.report_to)
+        self.label_names = self._normalise_label_names(self.label_names)
+        _parse_size("max_checkpoint_shard_size", self.max_checkpoint_shard_size)
+        self.metric_for_best_model = _as_str("metric_for_best_model", self.metric_for_best_model, allow_none=True)
+
+        # --- defaults that depend on other fields ---
+        if self.eval_strategy == IntervalStrategy.STEPS and self.eval_steps is None:
+            if self.logging_steps == 0:
+                raise ValueError(
+                    "eval_strategy='steps' needs eval_steps, got eval_steps=None and logging_steps=0 to fall back "
+                    "on; pass eval_steps (e.g. 500) or a logging_steps > 0."
+                )
+            self.eval_steps = derived["eval_steps"] = self.logging_steps
+        if self.metric_for_best_model is None and self.load_best_model_at_end:
+            self.metric_for_best_model = derived["metric_for_best_model"] = "loss"
+        if self.greater_is_better is None and self.metric_for_best_model is not None:
+            self.greater_is_better = derived["greater_is_better"] = not self.metric_for_best_model.endswith("loss")
+
+        self._check_consistency()
+        self._derived = derived
+
+    # ------------------------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _normalise_report_to(value: Any) -> list[str]:
+        accepted = ", ".join(map(repr, _REPORT_TO))
+        fix = f"pass one of {accepted} or a list of them"
+        if isinstance(value, str):
+            entries = [value]
+        elif isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+            entries = list(value)
+        else:
+            _fail("report_to", value, "a string or a list of strings", fix)
+        entries = [e.strip().lower() for e in entries]
+        unknown = [e for e in entries if e not in _REPORT_TO]
+        if unknown:
+            _fail("report_to", value, f"made of {accepted}", f"remove {unknown!r}")
+        if ("none" in entries or "all" in entries) and len(set(entries)) > 1:
+            _fail(
+                "report_to",
+                value,
+                "'none', 'all' or a list of integrations",
+                "pass 'none' or 'all' alone, or a list of specific integrations",
+            )
+        if entries == ["none"]:
+            return []
+        return list(dict.fromkeys(entries))  # drop duplicates, keep order
+
+    @staticmethod
+    def _normalise_label_names(value: Any) -> list[str] | None:
+        if value is None:
+            return None
+        if isinstance(value, str):
+            _fail("label_names", value, "a list of strings", f"pass [{value!r}]")
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v for v in value):
+            _fail("label_names", value, "a list of non-empty strings or None", 'pass e.g. ["labels"]')
+        return list(value)
+
+    def _check_consistency(self) -> None:
+        """Constraints between fields (each field is already well-typed here)."""
+        if self.logging_strategy == IntervalStrategy.STEPS and self.logging_steps == 0:
+            raise ValueError(
+                "logging_steps must be > 0 when logging_strategy='steps', got 0; pass e.g. logging_steps=500 "
+                "or logging_strategy='no'."
+            )
+        if self.save_strategy == SaveStrategy.STEPS and self.save_steps == 0:
+            raise ValueError(
+                "save_steps must be > 0 when save_strategy='steps', got 0; pass e.g. save_steps=500 "
+                "or save_strategy='no'."
+            )
+        if self.save_strategy == SaveStrategy.BEST:
+            if self.eval_strategy == IntervalStrategy.NO:
+                raise ValueError(
+                    "save_strategy='best' saves when an evaluation finds a new best, but eval_strategy='no'; "
+                    "pass eval_strategy='steps' or 'epoch'."
+                )
+            if self.metric_for_best_model is None:
+                raise ValueError(
+                    "save_strategy='best' needs metric_for_best_model, got None; pass e.g. "
+                    "metric_for_best_model='loss' (or load_best_model_at_end=True, which defaults it to 'loss')."
+                )
+        if self.load_best_model_at_end:
+            if self.eval_strategy == IntervalStrategy.NO:
+                raise ValueError(
+                    "load_best_model_at_end=True needs evaluations, but eval_strategy='no'; pass "
+                    "eval_strategy='steps' or 'epoch' (and the same save_strategy)."
+                )
+            if self.save_strategy != SaveStrategy.BEST and self.save_strategy.value != self.eval_strategy.value:
+                raise ValueError(
+                    "load_best_model_at_end=True needs save_strategy equal to eval_strategy (or 'best'), got "
+                    f"save_strategy={self.save_strategy.value!r} and eval_strategy={self.eval_strategy.value!r}; "
+                    f"pass save_strategy={self.eval_strategy.value!r}."
+                )
+            if self.save_strategy == SaveStrategy.STEPS:
+                self._check_save_steps_multiple()
+        if self.mixed_precision == MixedPrecision.FP16:
+            import torch  # lazy: only this check needs torch
+
+            if self.use_cpu or not torch.cuda.is_available():
+                where = "use_cpu=True" if self.use_cpu else "no CUDA GPU is available"
+                raise ValueError(
+                    f"mixed_precision='fp16' needs a CUDA GPU, got mixed_precision='fp16' but {where}; pass "
+                    "mixed_precision='bf16' (supported on CPU) or 'no'."
+                )
+        if self.dataloader_num_workers == 0:
+            if self.dataloader_prefetch_factor is not None:
+                raise ValueError(
+                    f"dataloader_prefetch_factor only applies with worker processes, got "
+                    f"dataloader_prefetch_factor={self.dataloader_prefetch_factor} and dataloader_num_workers=0; "
+                    "pass dataloader_num_workers >= 1 or dataloader_prefetch_factor=None."
+                )
+            if self.dataloader_persistent_workers:
+                raise ValueError(
+                    "dataloader_persistent_workers only applies with worker processes, got "
+                    "dataloader_persistent_workers=True and dataloader_num_workers=0; pass "
+                    "dataloader_num_workers >= 1 or dataloader_persistent_workers=False."
+                )
+
+    def _check_save_steps_multiple(self) -> None:
+        eval_steps, save_steps = self.eval_steps, self.save_steps
+        assert eval_steps is not None  # filled in by __post_init__ for eval_strategy='steps'
+        if (eval_steps < 1) != (save_steps < 1):
+            raise ValueError(
+                "load_best_model_at_end=True needs save_steps and eval_steps both as step counts or both as "
+                f"ratios, got save_steps={save_steps} and eval_steps={eval_steps}; pass both as ints or both "
+                "in (0, 1)."
+            )
+        quotient = save_steps / eval_steps
+        if quotient < 1 - 1e-9 or abs(quotient - round(quotient)) > 1e-9 * max(1.0, quotient):
+            raise ValueError(
+                "load_best_model_at_end=True needs save_steps to be a round multiple of eval_steps (so that "
+                f"every checkpoint has an evaluation), got save_steps={save_steps} and eval_steps={eval_steps}; "
+                f"pass save_steps={eval_steps} or a multiple of it."
+            )
+
+    # ------------------------------------------------------------------------------------------------------
+    # Convenience API
+    # ------------------------------------------------------------------------------------------------------
+
+    def replace(self, **changes: Any) -> TrainingArguments:
+        """A validated copy with ``changes`` applied (same as ``dataclasses.replace(self, **changes)``)."""
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def train_batch_size(self) -> int:
+        """Training batch size of one process (each process drives one device)."""
+        return self.per_device_train_batch_size
+
+    @property
+    def eval_batch_size(self) -> int:
+        """Evaluation batch size of one process (each process drives one device)."""
+        return self.per_device_eval_batch_size
+
+    @property
+    def max_checkpoint_shard_bytes(self) -> int:
+        """``max_checkpoint_shard_size`` in bytes."""
+        return _parse_size("max_checkpoint_shard_size", self.max_checkpoint_shard_size)
+
+    def get_warmup_steps(self, num_training_steps: int) -> int:
+        """Warmup steps for a run of ``num_training_steps`` optimizer steps.
+
+        ``warmup_steps >= 1`` is used as is; otherwise the ratio is ``warmup_steps`` if it is in (0, 1), else
+        ``warmup_ratio``, and the result is ``ceil(ratio * num_training_steps)``.
+        """
+        num_training_steps = _as_int("num_training_steps", num_training_steps, minimum=0)
+        if self.warmup_steps >= 1:
+            return int(self.warmup_steps)
+        ratio = self.warmup_steps if self.warmup_steps > 0 else self.warmup_ratio
+        return math.ceil(ratio * num_training_steps)
+
+    def resolve_steps(self, value: float, num_training_steps: int) -> int:
+        """A ``*_steps`` value as a step count: ints (>= 1) as is, ratios in (0, 1) as ``ceil(ratio * total)``.
+
+        A ratio always gives at least 1 step.
+        """
+        num_training_steps = _as_int("num_training_steps", num_training_steps, minimum=0)
+        steps = _as_steps("value", value, allow_zero=False)
+        if steps >= 1:
+            return int(steps)
+        return max(1, math.ceil(steps * num_training_steps))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The public fields as a JSON-safe dict (enums as their string values)."""
+        return {
+            f.name: _jsonable(getattr(self, f.name))
+            for f in dataclasses.fields(self)
+            if f.init and not f.name.startswith("_")
+        }
+
+    def to_json_string(self, indent: int | None = 2) -> str:
+        """``to_dict()`` as JSON text."""
+        return json.dumps(self.to_dict(), indent=indent, sort_keys=False) + "\n"
+
+    def to_sanitized_dict(self) -> dict[str, bool | int | float | str]:
+        """``to_dict()`` with every value a scalar (lists, dicts and None become strings), for hparams loggers."""
+        return {
+            key: value if isinstance(value, (bool, int, float, str)) else str(value)
+            for key, value in self.to_dict().items()
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TrainingArguments:
+        """Build (and validate) arguments from a dict such as ``to_dict()``'s; unknown keys raise ValueError."""
+        if not isinstance(data, Mapping):
+            raise ValueError(f"from_dict needs a dict of field values, got {type(data).__name__}; pass a dict.")
+        known = [f.name for f in dataclasses.fields(cls) if f.init and not f.name.startswith("_")]
+        unknown = [key for key in data if key not in known]
+        if unknown:
+            hints = []
+            for key in unknown:
+                close = difflib.get_close_matches(str(key), known, n=1)
+                hints.append(f"{key!r} (did you mean {close[0]!r}?)" if close else repr(key))
+            raise ValueError(
+                f"Unknown TrainingArguments field(s): {', '.join(hints)}; remove them. "
+                f"Accepted fields: {', '.join(known)}."
+            )
+        return cls(**dict(data))
+
+    def __repr__(self) -> str:
+        body = ",\n".join(f"    {key}={value!r}" for key, value in self.to_dict().items())
+        return f"{type(self).__name__}(\n{body}\n)"
+
+    __str__ = __repr__
