@@ -46,9 +46,11 @@ def _json_dict(text: str) -> dict[str, Any]:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as error:
-        raise argparse.ArgumentTypeError(f'expected a JSON object such as \'{{"key": 1}}\', got {text!r} ({error})')
+        raise argparse.ArgumentTypeError(
+            f"expected a JSON object such as '{{\"key\": 1}}', got {text!r} ({error})"
+        ) from None
     if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f'expected a JSON object such as \'{{"key": 1}}\', got {text!r}')
+        raise argparse.ArgumentTypeError(f"expected a JSON object such as '{{\"key\": 1}}', got {text!r}")
     return value
 
 
@@ -90,10 +92,13 @@ class DataclassArgumentParser(argparse.ArgumentParser):
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(**kwargs)
         if isinstance(dataclass_types, type) or dataclasses.is_dataclass(dataclass_types):
-            dataclass_types = [dataclass_types]  # one type (an instance is rejected below with a clear message)
+            # One type (a dataclass instance lands here too and is rejected below with a clear message).
+            dataclass_types = [dataclass_types]
         self.dataclass_types: list[type] = list(dataclass_types)
         if not self.dataclass_types:
-            raise ValueError("dataclass_types must name at least one dataclass type, got none; pass e.g. [MyArgs].")
+            raise ValueError(
+                "dataclass_types must name at least one dataclass type, got none; pass e.g. [MyArgs]."
+            )
         seen: dict[str, str] = {}
         for dtype in self.dataclass_types:
             if not (isinstance(dtype, type) and dataclasses.is_dataclass(dtype)):
@@ -189,7 +194,11 @@ class DataclassArgumentParser(argparse.ArgumentParser):
         if tp is bool and default is True:
             no_names = [f"--no_{f.name}"] + ([f"--no-{f.name.replace('_', '-')}"] if "_" in f.name else [])
             group.add_argument(
-                *no_names, dest=f.name, action="store_false", default=argparse.SUPPRESS, help=f"Set {f.name} to False."
+                *no_names,
+                dest=f.name,
+                action="store_false",
+                default=argparse.SUPPRESS,
+                help=f"Set {f.name} to False.",
             )
 
     # ------------------------------------------------------------------------------------------------------
@@ -241,7 +250,9 @@ class DataclassArgumentParser(argparse.ArgumentParser):
         Keys that are no dataclass field raise ValueError unless ``allow_extra_keys`` (then they are ignored).
         """
         if not isinstance(data, Mapping):
-            raise ValueError(f"parse_dict needs a dict of field values, got {type(data).__name__}; pass a dict.")
+            raise ValueError(
+                f"parse_dict needs a dict of field values, got {type(data).__name__}; pass a dict."
+            )
         accepted = [f.name for dtype in self.dataclass_types for f in _public_init_fields(dtype)]
         unknown = [key for key in data if key not in accepted]
         if unknown and not allow_extra_keys:
@@ -255,15 +266,21 @@ class DataclassArgumentParser(argparse.ArgumentParser):
             outputs.append(dtype(**{key: value for key, value in data.items() if key in names}))
         return tuple(outputs)
 
-    def parse_json_file(self, path: str | os.PathLike[str], allow_extra_keys: bool = False) -> tuple[Any, ...]:
+    def parse_json_file(
+        self, path: str | os.PathLike[str], allow_extra_keys: bool = False
+    ) -> tuple[Any, ...]:
         """:meth:`parse_dict` of a JSON file holding one object."""
         with open(path, encoding="utf-8") as handle:
             data = json.load(handle)
         if not isinstance(data, dict):
-            raise ValueError(f"{os.fspath(path)} must hold a JSON object of field values, got {type(data).__name__}.")
+            raise ValueError(
+                f"{os.fspath(path)} must hold a JSON object of field values, got {type(data).__name__}."
+            )
         return self.parse_dict(data, allow_extra_keys=allow_extra_keys)
 
-    def parse_yaml_file(self, path: str | os.PathLike[str], allow_extra_keys: bool = False) -> tuple[Any, ...]:
+    def parse_yaml_file(
+        self, path: str | os.PathLike[str], allow_extra_keys: bool = False
+    ) -> tuple[Any, ...]:
         """:meth:`parse_dict` of a YAML file holding one mapping."""
         import yaml  # lazy: only YAML configs need it
 
@@ -271,5 +288,7 @@ class DataclassArgumentParser(argparse.ArgumentParser):
         if data is None:
             data = {}
         if not isinstance(data, dict):
-            raise ValueError(f"{os.fspath(path)} must hold a YAML mapping of field values, got {type(data).__name__}.")
+            raise ValueError(
+                f"{os.fspath(path)} must hold a YAML mapping of field values, got {type(data).__name__}."
+            )
         return self.parse_dict(data, allow_extra_keys=allow_extra_keys)

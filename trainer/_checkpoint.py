@@ -83,13 +83,19 @@ def _parse_size(size: str | int) -> int:
 def _state_dict_for_saving(model: nn.Module) -> dict[str, torch.Tensor]:
     """The model's tensors, contiguous, with tied (shared-storage) duplicates dropped after their first name."""
     seen: dict[tuple[int, int, tuple[int, ...]], str] = {}
+    storages: set[int] = set()
     out: dict[str, torch.Tensor] = {}
     for name, tensor in model.state_dict().items():
-        key = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape))
+        ptr = tensor.untyped_storage().data_ptr()
+        key = (ptr, tensor.storage_offset(), tuple(tensor.shape))
         if tensor.numel() and key in seen:
             continue
         seen[key] = name
-        out[name] = tensor.detach().contiguous().cpu()
+        tensor = tensor.detach()
+        # safetensors refuses two tensors on one storage; a distinct view of a shared buffer gets its own copy.
+        out[name] = tensor.clone().cpu() if tensor.numel() and ptr in storages else tensor.contiguous().cpu()
+        if tensor.numel():
+            storages.add(ptr)
     return out
 
 
@@ -252,33 +258,60 @@ def save_checkpoint(trainer: Trainer, model: nn.Module, metrics: dict[str, float
     main = trainer.is_world_process_zero()
     if main:
         os.makedirs(args.output_dir, exist_ok=True)
-        if os.path.exists(tmp):
+        if os.path.exists(tmp):  # left by a crashed save of the same step
             shutil.rmtree(tmp)
         os.makedirs(tmp)
     accelerator.wait_for_everyone()
     if not args.save_only_model:
+        # Every process has its own RNG streams (dropout, augmentation), so each writes its own file.
         torch.save(_rng_state(), os.path.join(tmp, _rng_file(accelerator.process_index, accelerator.num_processes)))
+    # The main process publishes the folder, so every other process must be done writing into it first.
+    accelerator.wait_for_everyone()
     if main:
-        save_model_weights(accelerator.unwrap_model(model), tmp, args.max_checkpoint_shard_size)
-        if not args.save_only_model:
-            torch.save(trainer.optimizer.state_dict(), os.path.join(tmp, OPTIMIZER_NAME))
-            if trainer.lr_scheduler is not None:
-                torch.save(trainer.lr_scheduler.state_dict(), os.path.join(tmp, SCHEDULER_NAME))
-            scaler = getattr(accelerator, "scaler", None)
-            if scaler is not None:
-                torch.save(scaler.state_dict(), os.path.join(tmp, SCALER_NAME))
-        state.stateful_callbacks = _collect_callback_states(trainer)
-        state.save_to_json(os.path.join(tmp, TRAINER_STATE_NAME))
-        _write_json(os.path.join(tmp, TRAINING_ARGS_NAME), args.to_dict())
-        _before_checkpoint_rename(tmp)
-        if os.path.exists(final):  # the same step saved again (e.g. save at epoch end and at max_steps)
-            shutil.rmtree(final)
-        os.replace(tmp, final)
+        try:
+            _write_checkpoint_files(trainer, model, tmp)
+            _before_checkpoint_rename(tmp)
+            _publish(tmp, final)
+        except BaseException:
+            # Nothing half-written may stay behind; a crash that skips this (kill -9) leaves only a ``.tmp-``
+            # folder, which sorted_checkpoints ignores and the next save of that step replaces.
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
         _fsync_dir(args.output_dir)
         if args.save_total_limit is not None:
             rotate_checkpoints(trainer, args.output_dir)
     accelerator.wait_for_everyone()
     return final
+
+
+def _write_checkpoint_files(trainer: Trainer, model: nn.Module, folder: str) -> None:
+    args = trainer.args
+    accelerator = trainer.accelerator
+    assert accelerator is not None
+    save_model_weights(accelerator.unwrap_model(model), folder, args.max_checkpoint_shard_size)
+    if not args.save_only_model:
+        torch.save(trainer.optimizer.state_dict(), os.path.join(folder, OPTIMIZER_NAME))
+        if trainer.lr_scheduler is not None:
+            torch.save(trainer.lr_scheduler.state_dict(), os.path.join(folder, SCHEDULER_NAME))
+        scaler = getattr(accelerator, "scaler", None)
+        if scaler is not None:
+            torch.save(scaler.state_dict(), os.path.join(folder, SCALER_NAME))
+    trainer.state.stateful_callbacks = _collect_callback_states(trainer)
+    # trainer_state.json is what marks a folder as a complete checkpoint, so it goes last.
+    _write_json(os.path.join(folder, TRAINING_ARGS_NAME), args.to_dict())
+    trainer.state.save_to_json(os.path.join(folder, TRAINER_STATE_NAME))
+
+
+def _publish(tmp: str, final: str) -> None:
+    """Rename ``tmp`` to ``final``; an existing ``final`` (the same step saved twice) is swapped out, not merged."""
+    if not os.path.exists(final):
+        os.replace(tmp, final)
+        return
+    old = f"{os.path.dirname(final)}{os.sep}.old-{os.path.basename(final)}"
+    shutil.rmtree(old, ignore_errors=True)
+    os.replace(final, old)
+    os.replace(tmp, final)
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def _before_checkpoint_rename(tmp_folder: str) -> None:

@@ -146,7 +146,9 @@ _SPECIFIC_KWARGS: dict[SchedulerType, tuple[str, ...]] = {
         "num_cycles",
     ),
     SchedulerType.REDUCE_ON_PLATEAU: tuple(
-        name for name in inspect.signature(ReduceLROnPlateau.__init__).parameters if name not in ("self", "optimizer")
+        name
+        for name in inspect.signature(ReduceLROnPlateau.__init__).parameters
+        if name not in ("self", "optimizer")
     ),
 }
 _NEEDS_TRAINING_STEPS = frozenset(
@@ -329,7 +331,9 @@ def get_scheduler(
         for key, default in (("warmup_type", "linear"), ("decay_type", "cosine")):
             shapes[key] = options.get(key, default)
             if shapes[key] not in _WSD_SHAPES:
-                raise ValueError(f"{key} must be one of {_WSD_SHAPES}, got {shapes[key]!r}; pass one of those.")
+                raise ValueError(
+                    f"{key} must be one of {_WSD_SHAPES}, got {shapes[key]!r}; pass one of those."
+                )
         factor = functools.partial(
             _wsd_factor,
             num_warmup_steps=warmup,
@@ -337,7 +341,9 @@ def get_scheduler(
             num_decay_steps=decay,
             warmup_type=shapes["warmup_type"],
             decay_type=shapes["decay_type"],
-            min_lr_ratio=_check_number("min_lr_ratio", options.get("min_lr_ratio", 0.0), minimum=0, maximum=1),
+            min_lr_ratio=_check_number(
+                "min_lr_ratio", options.get("min_lr_ratio", 0.0), minimum=0, maximum=1
+            ),
             num_cycles=_check_number("num_cycles", options.get("num_cycles", 0.5), minimum=0),
         )
     return LambdaLR(optimizer, factor)
@@ -412,7 +418,9 @@ def create_optimizer(model: torch.nn.Module, args: TrainingArguments) -> torch.o
         if key in extra:
             fix = f"set TrainingArguments.{field_name} instead" if field_name else "remove it"
             raise ValueError(f"optim_args must not contain {key!r} (got {extra[key]!r}); {fix}.")
-    accepted = [n for n in inspect.signature(cls.__init__).parameters if n not in ("self", *_RESERVED_OPTIM_ARGS)]
+    accepted = [
+        n for n in inspect.signature(cls.__init__).parameters if n not in ("self", *_RESERVED_OPTIM_ARGS)
+    ]
     unknown = sorted(set(extra) - set(accepted))
     if unknown:
         raise ValueError(

@@ -299,6 +299,9 @@ class Trainer:
 
     def create_scheduler(self, num_training_steps: int, optimizer: torch.optim.Optimizer | None = None) -> Any:
         if self.lr_scheduler is None:
+            # Remember that we built it: the next train() builds a fresh one instead of resuming a finished
+            # schedule (a user-given scheduler is kept as is).
+            self._created_lr_scheduler = True
             self.lr_scheduler = get_scheduler(
                 self.args.lr_scheduler_type,
                 optimizer=optimizer if optimizer is not None else self.optimizer,
@@ -396,6 +399,10 @@ class Trainer:
         self.state.compute_steps(args, max_steps)
         self.control = TrainerControl()
 
+        if getattr(self, "_created_lr_scheduler", False):
+            # A schedule we built for a previous train() ended at lr=0 (linear) or elsewhere: start a new one.
+            self.lr_scheduler = None
+            self._created_lr_scheduler = False
         self.create_optimizer_and_scheduler(num_training_steps=max_steps)
         model, optimizer = accelerator.prepare(self.model, self.optimizer)
         self.model_wrapped = model
@@ -433,8 +440,14 @@ class Trainer:
                 epoch_iterator = accelerator.skip_first_batches(train_dataloader, steps_to_skip)
                 skipped = steps_to_skip
                 steps_to_skip = 0
+            restore_rng_at_first_batch = False
             if resume_from_checkpoint is not None and epoch == epochs_trained:
-                ckpt.load_rng_state(resume_from_checkpoint, accelerator.process_index)
+                if skipped:
+                    # Mid-epoch checkpoint: the original run had already built this epoch's iterator (which draws
+                    # the loader's base seed from the global RNG) when it saved, so restore once ours exists too.
+                    restore_rng_at_first_batch = True
+                else:
+                    ckpt.load_rng_state(resume_from_checkpoint, accelerator.process_index)
             try:
                 steps_in_epoch = len(train_dataloader)
             except TypeError:
@@ -443,6 +456,9 @@ class Trainer:
             step_started = False
             step = -1
             for step, inputs in enumerate(epoch_iterator):
+                if restore_rng_at_first_batch:
+                    ckpt.load_rng_state(resume_from_checkpoint, accelerator.process_index)
+                    restore_rng_at_first_batch = False
                 total_batched_samples += 1
                 if not step_started:
                     self.control = self.callback_handler.on_step_begin(args, self.state, self.control)
@@ -474,6 +490,7 @@ class Trainer:
                         self.control = self.callback_handler.on_substep_end(args, self.state, self.control)
                 if self.control.should_epoch_stop or self.control.should_training_stop:
                     break
+            _release_dataloader(epoch_iterator)
             if step < 0:
                 logger.warning("The train dataloader yielded no batches in epoch %d; stopping.", epoch)
                 self.control.should_training_stop = True
@@ -559,13 +576,21 @@ class Trainer:
             metrics: dict[str, float] = {}
             for name, dataset in self.eval_dataset.items():
                 metrics.update(self.evaluate(eval_dataset=dataset, metric_key_prefix=f"eval_{name}"))
+            self._track_best(metrics)
         else:
-            metrics = self.evaluate()
+            # The best metric is updated before on_evaluate, so callbacks see whether this evaluation will be saved.
+            self._eval_in_training = True
+            try:
+                metrics = self.evaluate()
+            finally:
+                self._eval_in_training = False
+        return metrics
+
+    def _track_best(self, metrics: Mapping[str, float]) -> None:
         if self.args.metric_for_best_model:
             is_new_best = self._update_best_metric(metrics)
             if is_new_best and self.args.save_strategy == SaveStrategy.BEST:
                 self.control.should_save = True
-        return metrics
 
     def _update_best_metric(self, metrics: Mapping[str, float]) -> bool:
         name = self.args.metric_for_best_model
@@ -667,6 +692,8 @@ class Trainer:
         num_samples = output.num_samples
         metrics.update(speed_metrics(metric_key_prefix, start, num_samples=num_samples, num_steps=output.num_steps))
         self.log(metrics)
+        if getattr(self, "_eval_in_training", False):
+            self._track_best(metrics)
         self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics=metrics)
         self._memory_tracker.stop_and_update_metrics("eval", metrics)
         return metrics
@@ -712,11 +739,7 @@ class Trainer:
         num_samples = 0
         num_steps = 0
         batch_metrics = args.batch_eval_metrics and self.compute_metrics is not None and not prediction_loss_only
-        try:
-            is_last_known = len(dataloader)
-        except TypeError:
-            is_last_known = None
-        for step, inputs in enumerate(dataloader):
+        for inputs, is_last in _flag_last(dataloader):
             num_steps += 1
             loss, logits, labels = self.prediction_step(model, inputs, prediction_loss_only, ignore_keys=ignore_keys)
             batch_size = _batch_size(inputs)
@@ -734,9 +757,8 @@ class Trainer:
                 _batch_size(logits) if logits is not None else batch_size
             )
             if batch_metrics:
-                last = is_last_known is not None and step == is_last_known - 1
                 metrics = self.compute_metrics(
-                    EvalPrediction(predictions=logits, label_ids=labels), compute_result=last
+                    EvalPrediction(predictions=logits, label_ids=labels), compute_result=is_last
                 )
             elif not prediction_loss_only:
                 if logits is not None:
@@ -900,6 +922,19 @@ class _EvalLoopOutput:
         self.num_steps = num_steps
 
 
+def _release_dataloader(dataloader: Any) -> None:
+    """Unregister a prepared dataloader left mid-iteration (early stop, prune) from accelerate's global state.
+
+    accelerate registers a dataloader when its iteration starts and unregisters it only when the iteration runs
+    to the end; a loop that breaks early would leave it (and its dataset) referenced by the process-wide
+    ``GradientState`` forever, a leak across the trials of a search.
+    """
+    state = getattr(dataloader, "gradient_state", None)
+    refs = getattr(state, "dataloader_references", None)
+    if refs is not None and dataloader in refs and hasattr(dataloader, "end"):
+        dataloader.end()
+
+
 def _extract_loss(outputs: Any) -> torch.Tensor | None:
     if isinstance(outputs, Mapping):
         return outputs.get("loss")
@@ -908,6 +943,20 @@ def _extract_loss(outputs: Any) -> torch.Tensor | None:
     if isinstance(outputs, torch.Tensor) and outputs.dim() == 0:
         return outputs
     return getattr(outputs, "loss", None)
+
+
+def _flag_last(iterable: Any) -> Any:
+    """Yield ``(item, is_last)``, looking one item ahead: unsized loaders (iterable datasets) have no len()
+    to tell which batch is the last, and batch_eval_metrics must finish its result on it."""
+    iterator = iter(iterable)
+    try:
+        current = next(iterator)
+    except StopIteration:
+        return
+    for following in iterator:
+        yield current, False
+        current = following
+    yield current, True
 
 
 def _batch_size(x: Any) -> int:

@@ -20,7 +20,7 @@ import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, NoReturn
+from typing import Any, Literal, NoReturn, cast
 
 __all__ = [
     "IntervalStrategy",
@@ -106,7 +106,8 @@ _DERIVABLE = ("logging_dir", "run_name", "eval_steps", "metric_for_best_model", 
 
 # ----------------------------------------------------------------------------------------------------------
 # Validation helpers. Each one returns the normalised value or raises a ValueError that names the field,
-# the offending value and what to pass instead.
+# the offending value and what to pass instead. Those that may return None are typed `-> Any`: the precise
+# type of each value is the one declared on the dataclass field it is assigned to.
 # ----------------------------------------------------------------------------------------------------------
 
 
@@ -121,7 +122,7 @@ def _is_bool(value: Any) -> bool:
     return isinstance(value, bool) or (kind.__module__ == "numpy" and kind.__name__ in ("bool", "bool_"))
 
 
-def _as_bool(name: str, value: Any, *, allow_none: bool = False) -> bool | None:
+def _as_bool(name: str, value: Any, *, allow_none: bool = False) -> Any:
     if value is None and allow_none:
         return None
     if not _is_bool(value):
@@ -132,7 +133,7 @@ def _as_bool(name: str, value: Any, *, allow_none: bool = False) -> bool | None:
 
 def _as_int(
     name: str, value: Any, *, minimum: int | None = None, maximum: int | None = None, allow_none: bool = False
-) -> int | None:
+) -> Any:
     if value is None and allow_none:
         return None
     bounds = ""
@@ -180,7 +181,7 @@ def _as_float(
     return value
 
 
-def _as_steps(name: str, value: Any, *, allow_zero: bool, allow_none: bool = False) -> int | float | None:
+def _as_steps(name: str, value: Any, *, allow_zero: bool, allow_none: bool = False) -> Any:
     """A step count (int >= 1) or, when in (0, 1), a ratio of the total number of training steps."""
     if value is None and allow_none:
         return None
@@ -213,7 +214,7 @@ def _as_enum(name: str, value: Any, enum_cls: type[_StrEnum]) -> Any:
     _fail(name, value, f"one of {accepted}", "pass one of those strings")
 
 
-def _as_str(name: str, value: Any, *, allow_none: bool = False, path: bool = False) -> str | None:
+def _as_str(name: str, value: Any, *, allow_none: bool = False, path: bool = False) -> Any:
     if value is None and allow_none:
         return None
     if path and isinstance(value, os.PathLike):
@@ -261,7 +262,9 @@ def _parse_size(name: str, value: Any) -> int:
         _fail(name, value, "a size > 0", fix)
     if isinstance(value, numbers.Integral):
         size = int(value)
-    elif isinstance(value, str) and (match := _SIZE_RE.match(value)) and match.group(2).lower() in _SIZE_UNITS:
+    elif (
+        isinstance(value, str) and (match := _SIZE_RE.match(value)) and match.group(2).lower() in _SIZE_UNITS
+    ):
         size = int(float(match.group(1)) * _SIZE_UNITS[match.group(2).lower()])
     else:
         _fail(name, value, "a size > 0", fix)
@@ -444,7 +447,9 @@ class TrainingArguments:
         derived: dict[str, Any] = {}
 
         # --- paths and names ---
-        self.output_dir = _as_str("output_dir", self.output_dir, allow_none=True, path=True) or "trainer_output"
+        self.output_dir = (
+            _as_str("output_dir", self.output_dir, allow_none=True, path=True) or "trainer_output"
+        )
         self.logging_dir = _as_str("logging_dir", self.logging_dir, allow_none=True, path=True)
         if self.logging_dir is None:
             self.logging_dir = derived["logging_dir"] = _default_logging_dir(self.output_dir, run_folder)
@@ -460,8 +465,13 @@ class TrainingArguments:
         self.optim = _as_enum("optim", self.optim, OptimizerNames)
         self.mixed_precision = _as_enum("mixed_precision", self.mixed_precision, MixedPrecision)
         if not isinstance(self.log_level, str) or self.log_level.strip().lower() not in _LOG_LEVELS:
-            _fail("log_level", self.log_level, f"one of {', '.join(map(repr, _LOG_LEVELS))}", "pass one of those")
-        self.log_level = self.log_level.strip().lower()
+            _fail(
+                "log_level",
+                self.log_level,
+                f"one of {', '.join(map(repr, _LOG_LEVELS))}",
+                "pass one of those",
+            )
+        self.log_level = cast(Any, self.log_level.strip().lower())
 
         # --- booleans ---
         for name in (
@@ -512,7 +522,9 @@ class TrainingArguments:
         self.save_total_limit = _as_int("save_total_limit", self.save_total_limit, minimum=1, allow_none=True)
         self.seed = _as_int("seed", self.seed, minimum=0, maximum=_MAX_SEED)
         self.data_seed = _as_int("data_seed", self.data_seed, minimum=0, maximum=_MAX_SEED, allow_none=True)
-        self.dataloader_num_workers = _as_int("dataloader_num_workers", self.dataloader_num_workers, minimum=0)
+        self.dataloader_num_workers = _as_int(
+            "dataloader_num_workers", self.dataloader_num_workers, minimum=0
+        )
         self.dataloader_prefetch_factor = _as_int(
             "dataloader_prefetch_factor", self.dataloader_prefetch_factor, minimum=1, allow_none=True
         )
@@ -520,8 +532,12 @@ class TrainingArguments:
         # --- real numbers ---
         self.learning_rate = _as_float("learning_rate", self.learning_rate, minimum=0.0)
         self.weight_decay = _as_float("weight_decay", self.weight_decay, minimum=0.0)
-        self.adam_beta1 = _as_float("adam_beta1", self.adam_beta1, minimum=0.0, maximum=1.0, maximum_inclusive=False)
-        self.adam_beta2 = _as_float("adam_beta2", self.adam_beta2, minimum=0.0, maximum=1.0, maximum_inclusive=False)
+        self.adam_beta1 = _as_float(
+            "adam_beta1", self.adam_beta1, minimum=0.0, maximum=1.0, maximum_inclusive=False
+        )
+        self.adam_beta2 = _as_float(
+            "adam_beta2", self.adam_beta2, minimum=0.0, maximum=1.0, maximum_inclusive=False
+        )
         self.adam_epsilon = _as_float("adam_epsilon", self.adam_epsilon, minimum=0.0)
         self.max_grad_norm = _as_float("max_grad_norm", self.max_grad_norm, minimum=0.0)
         self.num_train_epochs = _as_float("num_train_epochs", self.num_train_epochs, minimum=0.0)
@@ -540,7 +556,9 @@ class TrainingArguments:
         self.report_to = self._normalise_report_to(self.report_to)
         self.label_names = self._normalise_label_names(self.label_names)
         _parse_size("max_checkpoint_shard_size", self.max_checkpoint_shard_size)
-        self.metric_for_best_model = _as_str("metric_for_best_model", self.metric_for_best_model, allow_none=True)
+        self.metric_for_best_model = _as_str(
+            "metric_for_best_model", self.metric_for_best_model, allow_none=True
+        )
 
         # --- defaults that depend on other fields ---
         if self.eval_strategy == IntervalStrategy.STEPS and self.eval_steps is None:
@@ -553,7 +571,9 @@ class TrainingArguments:
         if self.metric_for_best_model is None and self.load_best_model_at_end:
             self.metric_for_best_model = derived["metric_for_best_model"] = "loss"
         if self.greater_is_better is None and self.metric_for_best_model is not None:
-            self.greater_is_better = derived["greater_is_better"] = not self.metric_for_best_model.endswith("loss")
+            self.greater_is_better = derived["greater_is_better"] = not self.metric_for_best_model.endswith(
+                "loss"
+            )
 
         self._check_consistency()
         self._derived = derived
@@ -624,11 +644,11 @@ class TrainingArguments:
                     "load_best_model_at_end=True needs evaluations, but eval_strategy='no'; pass "
                     "eval_strategy='steps' or 'epoch' (and the same save_strategy)."
                 )
-            if self.save_strategy != SaveStrategy.BEST and self.save_strategy.value != self.eval_strategy.value:
+            if self.save_strategy != SaveStrategy.BEST and str(self.save_strategy) != str(self.eval_strategy):
                 raise ValueError(
                     "load_best_model_at_end=True needs save_strategy equal to eval_strategy (or 'best'), got "
-                    f"save_strategy={self.save_strategy.value!r} and eval_strategy={self.eval_strategy.value!r}; "
-                    f"pass save_strategy={self.eval_strategy.value!r}."
+                    f"save_strategy={str(self.save_strategy)!r} and eval_strategy={str(self.eval_strategy)!r}; "
+                    f"pass save_strategy={str(self.eval_strategy)!r}."
                 )
             if self.save_strategy == SaveStrategy.STEPS:
                 self._check_save_steps_multiple()
@@ -741,7 +761,9 @@ class TrainingArguments:
     def from_dict(cls, data: Mapping[str, Any]) -> TrainingArguments:
         """Build (and validate) arguments from a dict such as ``to_dict()``'s; unknown keys raise ValueError."""
         if not isinstance(data, Mapping):
-            raise ValueError(f"from_dict needs a dict of field values, got {type(data).__name__}; pass a dict.")
+            raise ValueError(
+                f"from_dict needs a dict of field values, got {type(data).__name__}; pass a dict."
+            )
         known = [f.name for f in dataclasses.fields(cls) if f.init and not f.name.startswith("_")]
         unknown = [key for key in data if key not in known]
         if unknown:

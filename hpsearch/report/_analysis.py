@@ -248,6 +248,9 @@ def compute_importances(result: SearchResult) -> Importances | str:
     names = sorted({n for r, _ in scored for n in r.params})
     if not names:
         return "Parameter importance needs parameters; the trials have none."
+    if all(len({v[i] for _, v in scored}) < 2 for i in range(len(result.directions))):
+        # Nothing to explain (fANOVA would answer with equal shares, which reads as a finding).
+        return "Parameter importance needs an objective that varies; every complete trial scored the same."
     note = ""
     try:
         import optuna  # noqa: F401
@@ -288,7 +291,7 @@ def _fanova(result: SearchResult, scored: list[tuple[TrialRecord, list[float]]])
     verbosity = optuna.logging.get_verbosity()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
-        study = optuna.create_study(directions=result.directions)
+        study = optuna.create_study(directions=result.directions)  # type: ignore[arg-type]
         for record, values in scored:
             params = {
                 n: (float(v) if isinstance(distributions[n], FloatDistribution) else choice(v))
@@ -306,13 +309,10 @@ def _fanova(result: SearchResult, scored: list[tuple[TrialRecord, list[float]]])
             target: Callable[[Any], float] | None = None
             if result.is_multi_objective:
                 target = lambda t, i=i: t.values[i]  # noqa: E731
-            per_objective.append(
-                dict(
-                    optuna.importance.get_param_importances(
-                        study, evaluator=optuna.importance.FanovaImportanceEvaluator(seed=0), target=target
-                    )
-                )
+            importances = optuna.importance.get_param_importances(
+                study, evaluator=optuna.importance.FanovaImportanceEvaluator(seed=0), target=target
             )
+            per_objective.append({name: float(value) for name, value in importances.items()})
     finally:
         optuna.logging.set_verbosity(verbosity)
     missing = sorted(set(distributions) - set().union(*per_objective))

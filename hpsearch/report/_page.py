@@ -116,7 +116,9 @@ def sortable_table(
 ) -> str:
     """An HTML table whose headers sort it; values are formatted and escaped here."""
     head = "".join(f"<th>{esc(c)}</th>" for c in columns)
-    state_index = list(columns).index(state_column) if state_column in columns else None
+    state_index = (
+        list(columns).index(state_column) if state_column is not None and state_column in columns else None
+    )
     body = []
     for row in rows:
         cells = []

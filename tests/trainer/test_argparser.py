@@ -88,10 +88,20 @@ def test_every_kind_of_field():
 
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [("true", True), ("True", True), ("yes", True), ("1", True), ("false", False), ("no", False), ("0", False)],
+    [
+        ("true", True),
+        ("True", True),
+        ("yes", True),
+        ("1", True),
+        ("false", False),
+        ("no", False),
+        ("0", False),
+    ],
 )
 def test_bool_values(text, expected):
-    (model,) = make_parser().parse_args_into_dataclasses(["--model_name", "m", "--freeze", text, "--use-bias", text])
+    (model,) = make_parser().parse_args_into_dataclasses(
+        ["--model_name", "m", "--freeze", text, "--use-bias", text]
+    )
     assert model.freeze is expected and model.use_bias is expected
 
 

@@ -54,7 +54,12 @@ def test_defaults_and_derived_values():
     assert args.lr_scheduler_type is SchedulerType.LINEAR
     assert args.optim is OptimizerNames.ADAMW_TORCH
     assert args.mixed_precision is MixedPrecision.NO
-    assert (args.learning_rate, args.adam_beta1, args.adam_beta2, args.adam_epsilon) == (5e-5, 0.9, 0.999, 1e-8)
+    assert (args.learning_rate, args.adam_beta1, args.adam_beta2, args.adam_epsilon) == (
+        5e-5,
+        0.9,
+        0.999,
+        1e-8,
+    )
     assert (args.per_device_train_batch_size, args.num_train_epochs, args.max_steps) == (8, 3.0, -1)
     assert (args.logging_steps, args.save_steps, args.seed) == (500, 500, 42)
     assert args.report_to == []
@@ -131,7 +136,10 @@ def test_best_model_defaults():
 @pytest.mark.parametrize(
     ("kwargs", "needles"),
     [
-        ({"per_device_train_batch_size": 0}, ["per_device_train_batch_size", "positive integer", "got 0", "pass 1"]),
+        (
+            {"per_device_train_batch_size": 0},
+            ["per_device_train_batch_size", "positive integer", "got 0", "pass 1"],
+        ),
         ({"per_device_eval_batch_size": 2.0}, ["per_device_eval_batch_size", "2.0"]),
         ({"per_device_train_batch_size": True}, ["per_device_train_batch_size", "True"]),
         ({"gradient_accumulation_steps": 0}, ["gradient_accumulation_steps", "got 0"]),
@@ -168,7 +176,10 @@ def test_best_model_defaults():
         ({"data_seed": 2**40}, ["data_seed"]),
         ({"dataloader_num_workers": -1}, ["dataloader_num_workers", "-1"]),
         ({"dataloader_prefetch_factor": 2}, ["dataloader_prefetch_factor", "dataloader_num_workers"]),
-        ({"dataloader_persistent_workers": True}, ["dataloader_persistent_workers", "dataloader_num_workers"]),
+        (
+            {"dataloader_persistent_workers": True},
+            ["dataloader_persistent_workers", "dataloader_num_workers"],
+        ),
         ({"lr_scheduler_kwargs": [1, 2]}, ["lr_scheduler_kwargs", "dict"]),
         ({"optim_args": "momentum=0.9"}, ["optim_args", "momentum=0.9"]),
         ({"optim_args": {1: 2}}, ["optim_args", "string keys"]),
@@ -190,8 +201,14 @@ def test_best_model_defaults():
             {"eval_strategy": "steps", "logging_steps": 0, "logging_strategy": "no"},
             ["eval_strategy='steps'", "eval_steps"],
         ),
-        ({"save_strategy": "best", "metric_for_best_model": "loss"}, ["save_strategy='best'", "eval_strategy"]),
-        ({"save_strategy": "best", "eval_strategy": "epoch"}, ["save_strategy='best'", "metric_for_best_model"]),
+        (
+            {"save_strategy": "best", "metric_for_best_model": "loss"},
+            ["save_strategy='best'", "eval_strategy"],
+        ),
+        (
+            {"save_strategy": "best", "eval_strategy": "epoch"},
+            ["save_strategy='best'", "metric_for_best_model"],
+        ),
         ({"load_best_model_at_end": True}, ["load_best_model_at_end", "eval_strategy='no'"]),
         (
             {"load_best_model_at_end": True, "eval_strategy": "epoch", "save_strategy": "steps"},
@@ -231,7 +248,9 @@ def test_valid_best_model_combinations():
     TrainingArguments(eval_strategy="epoch", save_strategy="best", metric_for_best_model="accuracy")
     # eval_steps falls back on logging_steps, so save_steps must be a multiple of logging_steps here
     with pytest.raises(ValueError, match="multiple"):
-        TrainingArguments(load_best_model_at_end=True, eval_strategy="steps", logging_steps=300, save_steps=500)
+        TrainingArguments(
+            load_best_model_at_end=True, eval_strategy="steps", logging_steps=300, save_steps=500
+        )
 
 
 def test_fp16_needs_cuda(monkeypatch):
@@ -255,7 +274,10 @@ def test_report_to_normalisation():
     assert TrainingArguments(report_to=["none"]).report_to == []
     assert TrainingArguments(report_to=[]).report_to == []
     assert TrainingArguments(report_to="all").report_to == ["all"]
-    assert TrainingArguments(report_to=("jsonl", "TensorBoard", "jsonl")).report_to == ["jsonl", "tensorboard"]
+    assert TrainingArguments(report_to=("jsonl", "TensorBoard", "jsonl")).report_to == [
+        "jsonl",
+        "tensorboard",
+    ]
 
 
 def test_max_checkpoint_shard_size_parsing():
@@ -299,7 +321,9 @@ def test_post_init_is_idempotent():
 
 
 def test_replace_rederives_values_derived_from_changed_fields():
-    args = TrainingArguments(output_dir="a", eval_strategy="steps", logging_steps=10, metric_for_best_model="loss")
+    args = TrainingArguments(
+        output_dir="a", eval_strategy="steps", logging_steps=10, metric_for_best_model="loss"
+    )
     assert args.eval_steps == 10 and args.greater_is_better is False
     trial = dataclasses.replace(args, output_dir="b", logging_steps=20, metric_for_best_model="accuracy")
     assert trial.run_name == "b"
@@ -313,11 +337,21 @@ def test_replace_rederives_values_derived_from_changed_fields():
 
 def test_replace_keeps_values_the_caller_chose():
     args = TrainingArguments(
-        output_dir="a", logging_dir="logs", run_name="mine", eval_strategy="steps", eval_steps=7, greater_is_better=True,
+        output_dir="a",
+        logging_dir="logs",
+        run_name="mine",
+        eval_strategy="steps",
+        eval_steps=7,
+        greater_is_better=True,
         metric_for_best_model="loss",
     )
     trial = args.replace(output_dir="b", logging_steps=20, metric_for_best_model="rmse")
-    assert (trial.logging_dir, trial.run_name, trial.eval_steps, trial.greater_is_better) == ("logs", "mine", 7, True)
+    assert (trial.logging_dir, trial.run_name, trial.eval_steps, trial.greater_is_better) == (
+        "logs",
+        "mine",
+        7,
+        True,
+    )
     # a replace that sets a derived field explicitly wins over re-derivation
     derived = TrainingArguments(output_dir="a")
     chosen = derived.replace(output_dir="b", logging_dir="explicit", run_name="r")

@@ -1,0 +1,96 @@
+"""The reporting callback: the objective at every evaluation goes to the backend, which may stop the trial."""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import TYPE_CHECKING, Any
+
+from trainer import TrainerCallback
+
+from . import _dist
+from .trial import Evaluation
+
+if TYPE_CHECKING:
+    from .backends.base import TrialReporter
+    from .runner import SearchContext
+    from .trial import TrialRecord
+
+__all__ = ["ReportingCallback"]
+
+
+def _plain_metrics(metrics: dict[str, Any]) -> dict[str, float]:
+    out = {}
+    for key, value in metrics.items():
+        try:
+            out[key] = float(value)
+        except (TypeError, ValueError):
+            continue
+    return out
+
+
+class ReportingCallback(TrainerCallback):
+    """Computes the objective at each evaluation, records it and hands it to the backend's reporter.
+
+    When the reporter says prune, training stops (``on_train_end`` still runs) and the trial is marked pruned.
+    If a checkpoint is saved at the same step as an evaluation, the report waits for ``on_save`` so that it can
+    carry the checkpoint (Ray's schedulers restart trials from it). Under several processes only rank 0 talks to
+    the backend; its decision is broadcast so every rank stops together.
+    """
+
+    def __init__(self, ctx: SearchContext, reporter: TrialReporter, record: TrialRecord) -> None:
+        self.ctx = ctx
+        self.reporter = reporter
+        self.record = record
+        self.pruned = False
+        self.training = False
+        self.checkpoints: dict[int, str] = {}
+        self._pending: Evaluation | None = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.training = True
+
+    def on_evaluate(self, args, state, control, metrics=None, **kwargs):
+        evaluation = Evaluation(
+            step=state.global_step,
+            epoch=state.epoch,
+            objective=self.ctx.objective_of(metrics or {}),
+            metrics=_plain_metrics(metrics or {}),
+        )
+        self.record.intermediates.append(evaluation)
+        self.record.last_step = state.global_step
+        if not self.training:
+            return
+        if control.should_save:
+            self._pending = evaluation
+            return
+        self._report(evaluation, None, control)
+
+    def on_save(self, args, state, control, **kwargs):
+        path = os.path.join(args.output_dir, f"checkpoint-{state.global_step}")
+        self.checkpoints[state.global_step] = path
+        if self._pending is not None:
+            pending, self._pending = self._pending, None
+            self._report(pending, path, control)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.record.last_step = state.global_step
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if self._pending is not None:
+            pending, self._pending = self._pending, None
+            self._report(pending, None, control)
+        self.training = False
+
+    def _report(self, evaluation: Evaluation, checkpoint: str | None, control) -> None:
+        prune = False
+        if _dist.is_main_process():
+            prune = bool(self.reporter.report(evaluation.objective, evaluation.step, evaluation.metrics, checkpoint))
+        if _dist.broadcast_object(prune):
+            self.pruned = True
+            control.should_training_stop = True
+
+
+def is_finite_objective(value: Any) -> bool:
+    values = value if isinstance(value, list) else [value]
+    return all(isinstance(v, float) and math.isfinite(v) for v in values)

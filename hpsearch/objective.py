@@ -1,0 +1,110 @@
+"""Turning evaluation metrics into the objective a backend optimizes."""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from .errors import SearchConfigError
+
+__all__ = ["default_compute_objective", "resolve_compute_objective", "to_objective"]
+
+logger = logging.getLogger(__name__)
+
+_IGNORED_SUFFIXES = ("_runtime", "_per_second", "_compilation_time", "_time")
+_warned_sum = threading.Event()
+
+
+def _summable(metrics: Mapping[str, Any]) -> dict[str, float]:
+    out = {}
+    for key, value in metrics.items():
+        if key in ("epoch", "eval_loss") or key.endswith(_IGNORED_SUFFIXES) or "_mem_" in key:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) and not hasattr(value, "__float__"):
+            continue
+        out[key] = float(value)
+    return out
+
+
+def default_compute_objective(metrics: Mapping[str, float]) -> float:
+    """The evaluation loss when it is the only metric; otherwise the sum of the other metrics.
+
+    Speed, runtime, memory and epoch entries are never counted. Summing several metrics is rarely what you
+    want, so it is announced once: pass ``compute_objective="eval_accuracy"`` (or a callable) to choose.
+    """
+    others = _summable(metrics)
+    if not others:
+        if "eval_loss" not in metrics:
+            raise ValueError(
+                f"No metric to optimize among {sorted(metrics)}; pass compute_objective (a metric name or a callable)."
+            )
+        return float(metrics["eval_loss"])
+    if len(others) > 1 and not _warned_sum.is_set():
+        _warned_sum.set()
+        logger.warning(
+            "default_compute_objective sums %d metrics (%s); pass compute_objective to optimize one of them.",
+            len(others),
+            ", ".join(sorted(others)),
+        )
+    return sum(others.values())
+
+
+def _metric_getter(name: str) -> Callable[[Mapping[str, float]], float]:
+    def get(metrics: Mapping[str, float]) -> float:
+        for key in (name, f"eval_{name}"):
+            if key in metrics:
+                return float(metrics[key])
+        raise KeyError(
+            f"compute_objective={name!r} is not among the evaluation metrics {sorted(metrics)}; "
+            "pass one of those names."
+        )
+
+    get.__qualname__ = name
+    return get
+
+
+def resolve_compute_objective(compute_objective: Any) -> tuple[Callable[[Mapping[str, float]], Any], str]:
+    """(function, description) for a callable, a metric name or None (the default)."""
+    if compute_objective is None:
+        return default_compute_objective, "default"
+    if isinstance(compute_objective, str):
+        if not compute_objective:
+            raise SearchConfigError("compute_objective='' is empty; pass a metric name such as 'eval_accuracy'.")
+        return _metric_getter(compute_objective), compute_objective
+    if callable(compute_objective):
+        name = getattr(compute_objective, "__qualname__", None) or type(compute_objective).__name__
+        return compute_objective, name
+    raise SearchConfigError(
+        f"compute_objective must be a callable on the metrics dict, a metric name or None, got "
+        f"{compute_objective!r}."
+    )
+
+
+def to_objective(value: Any, n_objectives: int) -> float | list[float]:
+    """Check and normalise what compute_objective returned: a finite float, or one per direction."""
+    if n_objectives == 1:
+        if isinstance(value, Sequence) and not isinstance(value, str) and len(value) == 1:
+            value = value[0]
+        number = _as_float(value)
+        if not math.isfinite(number):
+            raise ValueError(f"the objective is {number} (not finite)")
+        return number
+    if not isinstance(value, Sequence) or isinstance(value, str) or len(value) != n_objectives:
+        raise ValueError(
+            f"compute_objective returned {value!r}, but direction has {n_objectives} entries: return a "
+            f"sequence of {n_objectives} numbers."
+        )
+    numbers = [_as_float(v) for v in value]
+    if not all(math.isfinite(v) for v in numbers):
+        raise ValueError(f"the objective is {numbers} (not finite)")
+    return numbers
+
+
+def _as_float(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"compute_objective returned {value!r}, which is not a number") from None
