@@ -38,6 +38,11 @@ logger = logging.getLogger(__name__)
 # Arguments the search sets per trial itself: a space may not choose them.
 RESERVED_PARAMS = frozenset({"output_dir", "logging_dir", "run_name", "overwrite_output_dir"})
 
+#: Called as ``hook(ctx, record)`` after each finished trial is recorded and saved, in the process that records
+#: it (the CLI's sweep progress bar registers here, see ``hpsearch._progress``). A hook that raises is logged
+#: and ignored: a display must never stop a search.
+TRIAL_END_HOOKS: list[Callable[[SearchContext, TrialRecord], None]] = []
+
 
 def _now() -> datetime:
     return datetime.now(timezone.utc)
@@ -93,6 +98,11 @@ class SearchContext:
                 self.result.finished = _now()
                 if _is_main():
                     self.result.save(self.output_dir)
+                    for hook in list(TRIAL_END_HOOKS):
+                        try:
+                            hook(self, record)
+                        except Exception:
+                            logger.warning("Trial-end hook %r failed; ignoring it.", hook, exc_info=True)
             if record.state is TrialState.FAIL:
                 self._consecutive_failures.append(record)
             elif record.state in (TrialState.COMPLETE, TrialState.PRUNED):

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from ._callbacks import ExportableState
+from ._training_args import _parse_size
 
 if TYPE_CHECKING:
     from torch import nn
@@ -70,16 +71,6 @@ def get_last_checkpoint(output_dir: str) -> str | None:
 
 
 # ---------------------------------------------------------------------------------------------- weights
-def _parse_size(size: str | int) -> int:
-    if isinstance(size, int):
-        return size
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMG]?B?)\s*", str(size).upper())
-    if not match:
-        raise ValueError(f"max_checkpoint_shard_size={size!r} is not a size; use e.g. '500MB' or '5GB'.")
-    unit = {"": 1, "B": 1, "K": 2**10, "KB": 2**10, "M": 2**20, "MB": 2**20, "G": 2**30, "GB": 2**30}[match.group(2)]
-    return int(float(match.group(1)) * unit)
-
-
 def _state_dict_for_saving(model: nn.Module) -> dict[str, torch.Tensor]:
     """The model's tensors, contiguous, with tied (shared-storage) duplicates dropped after their first name."""
     seen: dict[tuple[int, int, tuple[int, ...]], str] = {}
@@ -104,7 +95,8 @@ def save_model_weights(model: nn.Module, folder: str, max_shard_size: str | int 
     from safetensors.torch import save_file
 
     tensors = _state_dict_for_saving(model)
-    limit = _parse_size(max_shard_size)
+    # The same parser (and units: KB = 1000, KiB = 1024) as TrainingArguments.max_checkpoint_shard_size.
+    limit = _parse_size("max_checkpoint_shard_size", max_shard_size)
     shards: list[dict[str, torch.Tensor]] = [{}]
     size = 0
     for name, tensor in tensors.items():

@@ -228,15 +228,22 @@ class Trainer:
         return found or ["labels"]
 
     def _forward_parameters(self) -> set[str] | None:
-        """Names ``forward`` accepts, or None when it takes ``**kwargs`` (anything goes)."""
+        """Names ``forward`` declares, or None when it declares none but takes ``**kwargs`` (anything goes).
+
+        A ``forward(input_ids, ..., labels, **kwargs)`` (every transformers model) counts as its named
+        parameters only, as in the Hugging Face Trainer: its ``**kwargs`` are for model internals, not for
+        dataset columns such as an example id or raw text.
+        """
         model = self.model
         try:
             params = inspect.signature(model.forward).parameters
         except (TypeError, ValueError):
             return None
-        if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        variadic = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+        named = {name for name, p in params.items() if p.kind not in variadic}
+        if not named and any(p.kind is p.VAR_KEYWORD for p in params.values()):
             return None
-        return set(params)
+        return named
 
     def _get_collator(self) -> Callable[[list[Any]], Any]:
         if not self.args.remove_unused_columns:
@@ -948,6 +955,12 @@ def _extract_loss(outputs: Any) -> torch.Tensor | None:
 def _flag_last(iterable: Any) -> Any:
     """Yield ``(item, is_last)``, looking one item ahead: unsized loaders (iterable datasets) have no len()
     to tell which batch is the last, and batch_eval_metrics must finish its result on it."""
+    if hasattr(iterable, "end_of_dataloader"):
+        # Accelerate's loaders already read one batch ahead and flag the last one. Looking ahead again would end
+        # them a batch early, and gather_for_metrics would then trim the cross-process padding off the wrong batch.
+        for item in iterable:
+            yield item, bool(iterable.end_of_dataloader)
+        return
     iterator = iter(iterable)
     try:
         current = next(iterator)

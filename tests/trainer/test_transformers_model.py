@@ -62,6 +62,11 @@ def test_tiny_bert_trains_and_evaluates(make_args):
     trainer = Trainer(
         model_init=_tiny_bert, args=args, train_dataset=train, eval_dataset=val, compute_metrics=_accuracy
     )
+    # forward(input_ids, ..., labels, **kwargs): the named parameters decide which keys are kept.
+    batch = next(iter(trainer.get_train_dataloader()))
+    assert set(batch) == {"input_ids", "attention_mask", "labels"}
+    assert trainer.label_names == ["labels"]
+
     before = trainer.evaluate()
     out = trainer.train()
     after = trainer.evaluate()

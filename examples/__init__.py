@@ -1,0 +1,1 @@
+"""Runnable examples of hpsearch (``python -m examples.digits``)."""

@@ -1,0 +1,16 @@
+"""``python -m examples.digits [hpsearch run options]``: the demo sweep, i.e. ``hpsearch run sweep.yaml``.
+
+Extra arguments go to ``hpsearch run`` (``--n-trials 5``, ``--resume``, ``--output-dir DIR``, ``--backend``).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from hpsearch.cli import main
+
+SWEEP = Path(__file__).resolve().parent / "sweep.yaml"
+
+if __name__ == "__main__":
+    raise SystemExit(main(["run", str(SWEEP), *sys.argv[1:]]))

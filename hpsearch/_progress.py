@@ -1,0 +1,155 @@
+"""The sweep-level progress bar of `hpsearch run`: trials done/pruned/failed, best so far, elapsed.
+
+It is a CLI feature, hooked in without touching any backend: `SweepProgress` registers itself in
+``hpsearch.runner.TRIAL_END_HOOKS``, which `SearchContext.finish` calls after every recorded trial (in the
+driver process, whatever the backend), and recomputes its counts from the records so a trial recorded twice
+(a restart) is not counted twice. `TrialProgressCallback` replaces the trainer's per-trial bar during a
+sweep with a transient one (no log lines), so thirty trials do not leave thirty bars and hundreds of metric
+dicts on the screen. Both are quiet when the output is not a terminal.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import threading
+from typing import IO, TYPE_CHECKING, Any
+
+from trainer import TrainerCallback
+
+if TYPE_CHECKING:
+    from .runner import SearchContext
+    from .trial import TrialRecord
+
+__all__ = ["SweepProgress", "TrialProgressCallback", "is_interactive"]
+
+
+def is_interactive(stream: IO[str] | None = None) -> bool:
+    """True when both stdout and the bar's stream are terminals (``hpsearch run ... > log`` stays quiet)."""
+    stream = sys.stderr if stream is None else stream
+    return _isatty(sys.stdout) and _isatty(stream)
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # replaced or closed streams
+        return False
+
+
+def _format_value(value: float) -> str:
+    return f"{value:.4g}" if math.isfinite(value) else str(value)
+
+
+class SweepProgress:
+    """One tqdm bar for the whole sweep, updated after each trial; a context manager that hooks itself in.
+
+    Args:
+        total: the number of trials asked for (the bar's length).
+        enabled: show the bar; None means "when stdout and ``file`` are terminals".
+        file: where the bar is drawn (stderr, like the per-trial bars, so stdout keeps only the results).
+    """
+
+    def __init__(self, total: int | None, enabled: bool | None = None, file: IO[str] | None = None) -> None:
+        self.total = total
+        self.file = sys.stderr if file is None else file
+        self.enabled = is_interactive(self.file) if enabled is None else enabled
+        self.bar: Any = None
+        self.postfix = ""
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> SweepProgress:
+        from . import runner
+
+        if self.enabled:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(
+                total=self.total, desc="sweep", unit="trial", file=self.file, dynamic_ncols=True, position=0,
+                leave=True,
+            )
+        runner.TRIAL_END_HOOKS.append(self.on_trial_end)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        from . import runner
+
+        try:
+            runner.TRIAL_END_HOOKS.remove(self.on_trial_end)
+        except ValueError:
+            pass
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+    def on_trial_end(self, ctx: SearchContext, record: TrialRecord) -> None:
+        result = ctx.result
+        if result is None:
+            return
+        with self._lock:
+            counts = result.counts()
+            finished = counts["COMPLETE"] + counts["PRUNED"] + counts["FAIL"]
+            self.postfix = self.describe(result, counts)
+            if self.bar is None:
+                return
+            self.bar.n = finished
+            if self.bar.total is not None and finished > self.bar.total:
+                self.bar.total = finished  # a resumed study may hold more trials than asked for
+            self.bar.set_postfix_str(self.postfix, refresh=False)
+            self.bar.refresh()
+
+    @staticmethod
+    def describe(result: Any, counts: dict[str, int]) -> str:
+        """``"done 5, pruned 3, failed 0, best 0.9721 (run-4)"`` (Pareto size for several objectives)."""
+        text = f"done {counts['COMPLETE']}, pruned {counts['PRUNED']}, failed {counts['FAIL']}"
+        if result.is_multi_objective:
+            return f"{text}, pareto {len(result.best_trials)}"
+        best = result.best_trial
+        if best is not None:
+            values = result.objective_values(best)
+            text += f", best {_format_value(values[0])} ({best.name})"
+        return text
+
+
+class TrialProgressCallback(TrainerCallback):
+    """A transient per-trial bar (steps of the running trial, last objective), under the sweep bar.
+
+    Unlike the trainer's `ProgressCallback` it writes no log lines and leaves nothing behind when the
+    trial ends. It holds no bar between trials, so the search can deep-copy it into every trial's trainer.
+    """
+
+    def __init__(self, file: IO[str] | None = None) -> None:
+        self.file = file
+        self.bar: Any = None
+        self._step = 0
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> TrialProgressCallback:
+        return TrialProgressCallback(self.file)
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if not state.is_world_process_zero:
+            return
+        from tqdm.auto import tqdm
+
+        self.bar = tqdm(
+            total=state.max_steps, desc=state.trial_name or "trial", unit="step", leave=False, dynamic_ncols=True,
+            file=self.file if self.file is not None else sys.stderr, position=1,
+        )
+        self._step = state.global_step
+        if self._step:
+            self.bar.update(self._step)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.bar is not None:
+            self.bar.update(state.global_step - self._step)
+            self._step = state.global_step
+
+    def on_evaluate(self, args, state, control, metrics=None, **kwargs):
+        if self.bar is not None and metrics:
+            shown = {k: v for k, v in metrics.items() if isinstance(v, float) and not k.endswith(("_runtime", "_second"))}
+            self.bar.set_postfix({k.removeprefix("eval_"): f"{v:.4g}" for k, v in list(shown.items())[:3]}, refresh=False)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None

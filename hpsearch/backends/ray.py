@@ -1,0 +1,986 @@
+"""Ray Tune adapter: a `tune.Tuner` drives the trials, locally or on a Ray cluster.
+
+How the shared machinery maps onto Tune:
+
+- **Space.** Portable domains become Tune domains. Ray's integer upper bounds are exclusive, so
+  ``Int(low, high)`` is ``tune.randint(low, high + 1)`` (``lograndint`` likewise); a stepped domain is
+  ``qrandint``/``quniform`` (whose bound is inclusive) when ``low`` is a multiple of the step, because Ray
+  quantizes to multiples of ``q``, and otherwise ``tune.choice`` over the grid. A conditional parameter is a
+  ``tune.sample_from`` that draws only when its parents' values activate it and gives ``None`` otherwise; the
+  trainable recomputes which parameters are active with the portable space, so an inactive parameter is
+  absent from ``trial.params`` while an active ``None`` choice stays. Search algorithms other than Tune's
+  default cannot read ``sample_from``, so they are refused with a conditional space. A Ray-native
+  ``hp_space`` (a dict of ``tune.*`` domains, or the Hugging Face form: a callable returning one when called
+  with ``None``) is passed through.
+- **Shipping.** The trainer goes to the object store once through ``tune.with_parameters``, without its
+  model, optimizer and accelerator (each trial calls ``model_init`` and builds its own accelerator). A piece
+  that cannot be pickled is named before anything starts.
+- **Reports.** Every evaluation reports ``objective``, ``step`` and the eval metrics, with the checkpoint
+  folder when one was saved at that step. Ray schedulers stop a trial by stopping its actor, so the reporter
+  never asks to prune. A trial that ends on its own sends one last report marked ``hpsearch_done`` (and
+  Tune's ``done``, so no scheduler acts on it): a trial that ended without it and without an error was
+  stopped early and is recorded PRUNED.
+- **Restarts.** When Tune restarts a trial with a checkpoint (a retry after a crash, a restored experiment,
+  or PBT's exploit), the trial resumes from it. A checkpoint of another trial (PBT) brings its weights and
+  step but not its optimizer and scheduler state, so the trial's new hyperparameters (learning rate, ...) take
+  effect; ``extra["restored_from"]`` says from which trial and step. Its learning-rate schedule restarts.
+- **Records.** A Tune callback in the driver turns each finished trial's results into a `TrialRecord` and
+  hands it to ``ctx.finish`` while the search runs; after ``Tuner.fit`` the `ResultGrid` is translated once
+  more so that trials restored from an earlier run are included. ``node`` is the Ray node id the trial last
+  ran on (``extra["node_ip"]`` its address).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import logging
+import math
+import os
+import shutil
+import socket
+import uuid
+from collections.abc import Callable, Mapping
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from trainer import TrainerCallback
+
+from ..errors import SearchConfigError, TooManyFailedTrials, TrialFailed
+from ..runner import RESERVED_PARAMS, SearchContext, argument_fields, run_trial
+from ..trial import Evaluation, Trial, TrialRecord, TrialState
+from .base import SearchBackend
+
+if TYPE_CHECKING:
+    from spaces import SearchSpace
+
+    from ..results import SearchResult
+
+__all__ = ["RayBackend"]
+
+logger = logging.getLogger(__name__)
+
+_SCOPES = ("last", "all", "avg", "last-5-avg", "last-10-avg")
+_CONNECT_TIMEOUT_S = 10.0
+_MAX_GRID = 10_000
+_DEFAULT_NAME = "hpsearch"
+# Keys of a Tune result that are ours or Ray's bookkeeping, not eval metrics.
+_OWN_KEYS = frozenset({"objective", "step", "done", "trial_id", "experiment_id", "should_checkpoint",
+                       "experiment_tag", "__duplicate__"})
+_PREFIX = "hpsearch_"
+
+
+class _TrialError(TrialFailed):
+    """Raised inside the trainable for a FAIL trial, so that Tune marks it errored (and may retry it)."""
+
+
+# ---------------------------------------------------------------------------------------------- worker side
+@dataclasses.dataclass
+class _Payload:
+    """What every trial needs, shipped once to the object store (no model, no locks, no accelerator)."""
+
+    trainer: Any
+    compute_objective: Callable[..., Any]
+    objective_name: str
+    directions: list[str]
+    output_dir: str
+    hp_name: Callable[[Trial], str] | None
+    objective_scope: str
+    space: SearchSpace | None
+
+    def context(self) -> SearchContext:
+        # Failures are counted by the driver, which sees every trial; a worker never stops the search.
+        return SearchContext(
+            trainer=self.trainer,
+            compute_objective=self.compute_objective,
+            objective_name=self.objective_name,
+            directions=self.directions,
+            output_dir=self.output_dir,
+            hp_name=self.hp_name,
+            max_failed_trials=1 << 30,
+            objective_scope=self.objective_scope,
+        )
+
+    def params(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        if self.space is None:
+            return dict(config)
+        # Walk the space parents-first so an inactive parent also deactivates its children.
+        params: dict[str, Any] = {}
+        for name in self.space.order:
+            if name in config and self.space.is_active(name, params):
+                params[name] = config[name]
+        return params
+
+
+class _RayReporter:
+    """Sends each evaluation to Tune (with its checkpoint folder); Tune's schedulers stop trials themselves."""
+
+    def __init__(self, extra: Mapping[str, Any]) -> None:
+        self.extra = dict(extra)
+        self.count = 0
+
+    def report(self, objective: Any, step: int, metrics: Mapping[str, float], checkpoint: str | None) -> bool:
+        from ray import tune
+
+        result = {k: v for k, v in metrics.items() if k not in _OWN_KEYS}
+        result.update(self.extra, objective=float(objective), step=int(step))
+        folder = checkpoint if checkpoint is not None and os.path.isdir(checkpoint) else None
+        self.count += 1
+        tune.report(result, checkpoint=tune.Checkpoint.from_directory(folder) if folder else None)
+        return False
+
+
+def _trial_number(trial_id: str) -> int:
+    # Tune's ids are "<experiment>_<index>"; the index is the trial's number.
+    try:
+        return int(trial_id.rsplit("_", 1)[1])
+    except (IndexError, ValueError):
+        return 0
+
+
+def _restart_point(checkpoint: Any, run_dir: str, trial_name: str) -> tuple[str, dict[str, Any]]:
+    """A local copy of the checkpoint Tune restarts this trial from, and what it was.
+
+    Tune may hand over a checkpoint on another node or in cloud storage, so it is always copied. One from
+    another trial (PBT's exploit) keeps weights, step and RNG state but drops the optimizer and scheduler state:
+    they carry the donor's learning rate, which would silently undo the new hyperparameters.
+    """
+    os.makedirs(run_dir, exist_ok=True)
+    for old in os.listdir(run_dir):
+        if old.startswith(".restore-"):
+            shutil.rmtree(os.path.join(run_dir, old), ignore_errors=True)
+    local = os.path.join(run_dir, f".restore-{uuid.uuid4().hex[:8]}")
+    checkpoint.to_directory(local)
+    origin, step = None, None
+    with contextlib.suppress(OSError, ValueError):
+        with open(os.path.join(local, "training_args.json")) as f:
+            origin = json.load(f).get("run_name")
+    with contextlib.suppress(OSError, ValueError):
+        with open(os.path.join(local, "trainer_state.json")) as f:
+            step = json.load(f).get("global_step")
+    if origin is not None and origin != trial_name:
+        for file in ("optimizer.pt", "scheduler.pt", "scaler.pt"):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(local, file))
+        return local, {f"{_PREFIX}restored_from": f"{origin}@{step}"}
+    return local, {f"{_PREFIX}resumed_from": f"{trial_name}@{step}"}
+
+
+class _MaxSteps(TrainerCallback):
+    """Adds the trial's planned number of steps to its reports, so the driver can tell a stopped trial.
+
+    A scheduler may stop a trial at its last evaluation (ASHA at ``max_t``), before the trial's end marker:
+    such a trial still ran every step and is COMPLETE. Shared, not copied, by the trial's clone of the trainer.
+    """
+
+    def __init__(self, reporter: _RayReporter) -> None:
+        self.reporter = reporter
+
+    def __deepcopy__(self, memo: dict) -> _MaxSteps:
+        return self
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.reporter.extra[f"{_PREFIX}max_steps"] = int(state.max_steps)
+
+
+def _with_callback(trainer: Any, callback: TrainerCallback) -> Any:
+    import copy
+
+    from trainer import CallbackHandler
+
+    own = copy.copy(trainer)
+    own.callback_handler = CallbackHandler([*trainer.callback_handler.callbacks, callback], None, None, None)
+    return own
+
+
+def _trainable(config: dict[str, Any], payload: _Payload) -> None:
+    """One Tune trial: `run_trial` with a reporter that talks to Tune."""
+    import ray
+    from ray import tune
+
+    ctx = payload.context()
+    trial_id = tune.get_context().get_trial_id()
+    trial = Trial(trial_id, _trial_number(trial_id), payload.params(config), "ray")
+    name = ctx.trial_name(trial)
+    runtime = ray.get_runtime_context()
+    extra: dict[str, Any] = {
+        f"{_PREFIX}name": name,
+        f"{_PREFIX}node": runtime.get_node_id(),
+        f"{_PREFIX}node_ip": ray.util.get_node_ip_address(),
+    }
+    resume = None
+    checkpoint = tune.get_checkpoint()
+    if checkpoint is not None:
+        resume, restart = _restart_point(checkpoint, os.path.join(ctx.output_dir, name), name)
+        extra.update(restart)
+    reporter = _RayReporter(extra)
+    ctx.trainer = _with_callback(ctx.trainer, _MaxSteps(reporter))
+    record = run_trial(ctx, trial, reporter, resume_from_checkpoint=resume)
+    if resume is not None:
+        shutil.rmtree(resume, ignore_errors=True)
+    if record.state is TrialState.FAIL:
+        raise _TrialError(record.error or "the trial failed")
+    objective = float(record.objective) if record.objective is not None else math.nan
+    if reporter.count == 0:
+        # No evaluation during training (eval_strategy="no"): the final one is the trial's only result.
+        last = record.intermediates[-1] if record.intermediates else None
+        reporter.report(objective, record.last_step or 0, last.metrics if last else {}, None)
+    # The marker of a trial that ran to its end; `done` makes Tune stop it without asking the scheduler.
+    tune.report({
+        **extra,
+        "objective": objective,
+        "step": int(record.last_step or 0),
+        "done": True,
+        f"{_PREFIX}done": True,
+        f"{_PREFIX}last_step": int(record.last_step or 0),
+    })
+
+
+# ---------------------------------------------------------------------------------------------- driver side
+_current: _Recorder | None = None  # the search running in this driver (Tune pickles callbacks: they look it up)
+
+
+class _Recorder:
+    """Collects each trial's results in the driver and records the trial when Tune says it ended."""
+
+    def __init__(self, backend: RayBackend) -> None:
+        self.backend = backend
+        self.results: dict[str, list[dict[str, Any]]] = {}
+        self.started: dict[str, datetime] = {}
+        self.failure: TooManyFailedTrials | None = None
+        self.recorded: set[str] = set()
+
+    def finish(self, trial: Any, error: str | None) -> None:
+        trial_id = trial.trial_id
+        record = self.backend._record(
+            trial_id, trial.config, self.results.get(trial_id, []), error, getattr(trial, "path", None),
+            started=self.started.get(trial_id), finished=_now(),
+        )
+        self.recorded.add(trial_id)
+        try:
+            self.backend.ctx.finish(record)
+        except TooManyFailedTrials as failure:
+            self.failure = failure  # raised after Tune stopped every trial (see _StopAll)
+
+
+def _tune_callback_class() -> type:
+    return _lazy("_HPSearchCallback")
+
+
+def _stopper_class() -> type:
+    return _lazy("_StopAll")
+
+
+def __getattr__(name: str) -> Any:
+    # Tune pickles the callback and the stopper with the experiment (and unpickles them on restore); they
+    # subclass Ray's classes, which this module may not import eagerly, so they are built on first access and
+    # pickled by reference to this module.
+    if name in ("_HPSearchCallback", "_StopAll"):
+        return _lazy(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _lazy(name: str) -> type:
+    cls = globals().get(name)
+    if cls is None:
+        cls = _build_callback() if name == "_HPSearchCallback" else _build_stopper()
+        cls.__module__ = __name__
+        cls.__qualname__ = name
+        globals()[name] = cls
+    return cls
+
+
+def _build_callback() -> type:
+    from ray import tune
+
+    class _HPSearchCallback(tune.Callback):
+        """Forwards Tune's trial events to the running search (stateless, so Tune may pickle it)."""
+
+        def on_trial_start(self, iteration, trials, trial, **info):
+            if _current is not None:
+                _current.started.setdefault(trial.trial_id, _now())
+
+        def on_trial_result(self, iteration, trials, trial, result, **info):
+            if _current is not None:
+                _current.results.setdefault(trial.trial_id, []).append(_plain(result))
+
+        def on_trial_complete(self, iteration, trials, trial, **info):
+            if _current is not None:
+                _current.finish(trial, None)
+
+        def on_trial_error(self, iteration, trials, trial, **info):
+            if _current is not None:
+                _current.finish(trial, _trial_error(trial))
+
+    return _HPSearchCallback
+
+
+def _build_stopper() -> type:
+    from ray import tune
+
+    class _StopAll(tune.stopper.Stopper):
+        """The user's ``stop`` plus stopping everything after too many failed trials in a row."""
+
+        def __init__(self, user: Any) -> None:
+            self.user = user
+
+        def __call__(self, trial_id, result):
+            user = self.user
+            if user is None:
+                return False
+            if isinstance(user, Mapping):
+                return any(k in result and result[k] >= v for k, v in user.items())
+            return bool(user(trial_id, result))
+
+        def stop_all(self):
+            if _current is not None and _current.failure is not None:
+                return True
+            return bool(getattr(self.user, "stop_all", lambda: False)())
+
+    return _StopAll
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _plain(result: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in result.items() if k != "config"}
+
+
+def _trial_error(trial: Any) -> str:
+    error = None
+    with contextlib.suppress(Exception):
+        error = trial.get_error()
+    text = str(error) if error is not None else "the trial errored"
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    # Ray wraps the exception in its own traceback; its last line is the trial's error.
+    return lines[-1].strip() if lines else text
+
+
+def _ran_to_end(results: list[Mapping[str, Any]], evaluations: list[Evaluation]) -> bool:
+    planned = next((_as_float(r.get(f"{_PREFIX}max_steps")) for r in reversed(results)
+                    if _as_float(r.get(f"{_PREFIX}max_steps")) is not None), None)
+    return planned is not None and bool(evaluations) and evaluations[-1].step >= planned
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _as_float(value: Any) -> float | None:
+    if _missing(value) or isinstance(value, bool | str):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+class RayBackend(SearchBackend):
+    name = "ray"
+    requirement = "ray"
+    install_command = "pip install 'hpsearch[ray]'"
+    accepted_kwargs = frozenset({
+        "address", "resources_per_trial", "max_concurrent_trials", "scheduler", "search_alg", "storage_path",
+        "name", "max_failures", "keep_checkpoints_num", "checkpoint_score_attr", "time_budget_s", "stop",
+        "scope", "resume", "workers_per_trial",
+    })
+
+    # ------------------------------------------------------------------ checks
+    def validate(self) -> None:
+        from ray.tune.schedulers import FIFOScheduler, TrialScheduler
+        from ray.tune.search import Searcher, SearchAlgorithm
+
+        kw = self.kwargs
+        ctx = self.ctx
+        args = ctx.trainer.args
+        if ctx.n_objectives > 1:
+            raise SearchConfigError(
+                f"direction={ctx.directions}: Ray Tune optimizes one metric, so the ray backend cannot run a "
+                "multi-objective search; pass one direction (combine the objectives in compute_objective) or use "
+                "backend='optuna'."
+            )
+        address = kw.get("address")
+        if address is not None and (not isinstance(address, str) or not address):
+            raise SearchConfigError(f"address must be a string such as 'auto' or '127.0.0.1:6379', got {address!r}.")
+        resources = kw.get("resources_per_trial")
+        if resources is not None:
+            if not isinstance(resources, Mapping) or not resources:
+                raise SearchConfigError(
+                    f"resources_per_trial must be a dict such as {{'cpu': 1, 'gpu': 0.5}}, got {resources!r}."
+                )
+            for key, value in resources.items():
+                if not isinstance(key, str) or isinstance(value, bool) or not isinstance(value, int | float) \
+                        or value < 0:
+                    raise SearchConfigError(
+                        f"resources_per_trial[{key!r}]={value!r}: each resource must be a number >= 0 "
+                        "(fractional GPUs such as 0.5 are allowed)."
+                    )
+        for key, minimum in (("max_concurrent_trials", 1), ("max_failures", -1), ("keep_checkpoints_num", 1),
+                             ("workers_per_trial", 1)):
+            value = kw.get(key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < minimum):
+                raise SearchConfigError(f"{key} must be an integer >= {minimum} (or None), got {value!r}.")
+        if (kw.get("workers_per_trial") or 1) > 1:
+            raise SearchConfigError(
+                f"workers_per_trial={kw['workers_per_trial']}: distributed trials (Ray Train workers) are not "
+                "implemented yet in the ray backend; use workers_per_trial=1, or run the search under "
+                "`accelerate launch` with backend='optuna'."
+            )
+        budget = kw.get("time_budget_s")
+        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int | float) or budget <= 0):
+            raise SearchConfigError(f"time_budget_s must be a positive number of seconds, got {budget!r}.")
+        for key in ("name", "checkpoint_score_attr"):
+            value = kw.get(key)
+            if value is not None and (not isinstance(value, str) or not value or os.sep in value and key == "name"):
+                raise SearchConfigError(f"{key} must be a non-empty string (a folder name for name), got {value!r}.")
+        storage = kw.get("storage_path")
+        if storage is not None and (not isinstance(storage, str | os.PathLike) or not os.fspath(storage)):
+            raise SearchConfigError(f"storage_path must be a folder path or a URI such as 's3://...', got {storage!r}.")
+        stop = kw.get("stop")
+        from ray.tune.stopper import Stopper
+
+        if stop is not None and not isinstance(stop, Mapping | Stopper) and not callable(stop):
+            raise SearchConfigError(
+                f"stop must be a dict of result thresholds, a ray.tune.stopper.Stopper or a callable "
+                f"(trial_id, result) -> bool, got {stop!r}."
+            )
+        scope = kw.get("scope")
+        if scope is not None and scope not in _SCOPES:
+            raise SearchConfigError(f"scope={scope!r} must be one of {list(_SCOPES)}.")
+        if scope not in (None, "all") and ctx.objective_scope == "best":
+            raise SearchConfigError(
+                f"objective_scope='best' and scope={scope!r} disagree on which evaluation is a trial's objective; "
+                "drop one of them (scope='all' is the same as objective_scope='best')."
+            )
+        resume = kw.get("resume")
+        if resume is not None and not isinstance(resume, bool | str | os.PathLike):
+            raise SearchConfigError(f"resume must be True/False or an experiment folder, got {resume!r}.")
+        scheduler = kw.get("scheduler")
+        if scheduler is not None:
+            if not isinstance(scheduler, TrialScheduler):
+                raise SearchConfigError(
+                    f"scheduler must be a ray.tune.schedulers.TrialScheduler (ASHAScheduler(), ...), got {scheduler!r}."
+                )
+            self._check_unset_metric("scheduler", scheduler)
+            if not isinstance(scheduler, FIFOScheduler) and str(args.eval_strategy) == "no":
+                raise SearchConfigError(
+                    f"scheduler={type(scheduler).__name__} needs intermediate results, but eval_strategy='no' never "
+                    "evaluates during training; set eval_strategy='epoch' or 'steps' (or drop the scheduler)."
+                )
+            if _is_pbt(scheduler) and str(args.save_strategy) == "no":
+                raise SearchConfigError(
+                    f"scheduler={type(scheduler).__name__} restarts trials from each other's checkpoints, but "
+                    "save_strategy='no' saves none; set save_strategy to eval_strategy's value."
+                )
+        search_alg = kw.get("search_alg")
+        if search_alg is not None:
+            if not isinstance(search_alg, Searcher | SearchAlgorithm):
+                raise SearchConfigError(
+                    f"search_alg must be a ray.tune.search.Searcher (e.g. OptunaSearch()), got {search_alg!r}."
+                )
+            self._check_unset_metric("search_alg", search_alg)
+            if self._conditional:
+                raise SearchConfigError(
+                    f"search_alg={type(search_alg).__name__} cannot read conditional parameters "
+                    f"({sorted(self._conditional)}), which the ray backend expresses with tune.sample_from; drop "
+                    "search_alg (Tune's random search handles them) or give a space without conditions."
+                )
+        self._check_picklable()
+
+    def _check_unset_metric(self, key: str, obj: Any) -> None:
+        metric = getattr(obj, "metric", None) or getattr(obj, "_metric", None)
+        mode = getattr(obj, "mode", None) or getattr(obj, "_mode", None)
+        if metric or mode:
+            raise SearchConfigError(
+                f"{key}={type(obj).__name__} was built with metric={metric!r}, mode={mode!r}; the search sets "
+                f"them (metric='objective', mode from direction), and Tune refuses them twice. Build it without "
+                "metric and mode."
+            )
+
+    @property
+    def _conditional(self) -> set[str]:
+        space = getattr(self, "_space", None)
+        return {n for n in space if space[n].is_conditional} if space is not None else set()
+
+    def _payload(self, space: SearchSpace | None) -> _Payload:
+        from trainer import CallbackHandler
+
+        trainer = self.ctx.trainer
+        shipped = _strip(trainer, CallbackHandler)
+        ctx = self.ctx
+        return _Payload(
+            trainer=shipped,
+            compute_objective=ctx.compute_objective,
+            objective_name=ctx.objective_name,
+            directions=list(ctx.directions),
+            output_dir=os.path.abspath(ctx.output_dir),
+            hp_name=ctx.hp_name,
+            objective_scope=ctx.objective_scope,
+            space=space,
+        )
+
+    def _check_picklable(self) -> None:
+        """Name the piece of the trainer (or of the search) that cannot go to Ray's object store."""
+        from ray import cloudpickle
+
+        payload = self._payload(getattr(self, "_space", None))
+        try:
+            cloudpickle.dumps(payload)
+            return
+        except Exception as error:  # find the culprit to name it
+            first = error
+        for attr, value in vars(payload.trainer).items():
+            try:
+                cloudpickle.dumps(value)
+            except Exception as error:
+                raise SearchConfigError(
+                    f"The trainer's {attr!r} ({type(value).__name__}) cannot be pickled, so it cannot be sent to Ray "
+                    f"workers: {error}. Make it picklable (e.g. load data inside a picklable Dataset, use a "
+                    "module-level function instead of a closure over a lock/file/connection)."
+                ) from error
+        for field in dataclasses.fields(payload):
+            if field.name == "trainer":
+                continue
+            try:
+                cloudpickle.dumps(getattr(payload, field.name))
+            except Exception as error:
+                raise SearchConfigError(
+                    f"The search's {field.name} cannot be pickled, so it cannot be sent to Ray workers: {error}."
+                ) from error
+        raise SearchConfigError(f"The trainer cannot be pickled for Ray workers: {first}") from first
+
+    def settings(self) -> dict[str, Any]:
+        out = super().settings()
+        for key in ("scheduler", "search_alg"):
+            if key in self.kwargs:
+                out[key] = type(self.kwargs[key]).__name__
+        return out
+
+    # ------------------------------------------------------------------ space
+    def is_native_space(self, hp_space: Any) -> bool:
+        from ray.tune.search.sample import Domain
+
+        if isinstance(hp_space, Mapping):
+            return any(isinstance(v, Domain) for v in hp_space.values())
+        return callable(hp_space)
+
+    def resolve_space(self, hp_space: Any) -> tuple[SearchSpace | None, Any]:
+        self._space: SearchSpace | None = None
+        if hp_space is not None and self.is_native_space(hp_space):
+            native = hp_space(None) if callable(hp_space) and not isinstance(hp_space, Mapping) else hp_space
+            if not isinstance(native, Mapping):
+                raise SearchConfigError(
+                    f"hp_space(None) must return a dict of Ray Tune domains (tune.uniform(...), ...), got "
+                    f"{type(native).__name__}: {native!r}."
+                )
+            self._check_native_names(native)
+            return None, dict(native)
+        space, native = super().resolve_space(hp_space)
+        self._space = space
+        return space, native
+
+    def _check_native_names(self, native: Mapping[str, Any]) -> None:
+        fields = argument_fields()
+        takes_trial = getattr(self.ctx.trainer, "_model_init_arity", 0) == 1
+        for name in native:
+            if not isinstance(name, str):
+                raise SearchConfigError(f"hp_space keys must be parameter names (str), got {name!r}.")
+            if name in RESERVED_PARAMS:
+                raise SearchConfigError(f"hp_space has the reserved parameter {name!r}; rename it.")
+            if name not in fields and not takes_trial:
+                raise SearchConfigError(
+                    f"hp_space has {name!r}, which is not a TrainingArguments field, and model_init takes no trial; "
+                    "give model_init a `trial` parameter or remove it."
+                )
+
+    def convert_space(self, space: SearchSpace) -> dict[str, Any]:
+        """Tune domains for the space (Ray's integer upper bounds are exclusive: ``high + 1``)."""
+        from ray import tune
+
+        out: dict[str, Any] = {}
+        for name in space.order:
+            domain = space[name]
+            native = _domain(name, domain)
+            if domain.is_conditional:
+                native = tune.sample_from(_ConditionalSample(space, name, native))
+            out[name] = native
+        return out
+
+    # ------------------------------------------------------------------ run
+    def _connect(self) -> bool:
+        """Connect to (or start) Ray; True when this search started it and must shut it down."""
+        import ray
+
+        address = self.kwargs.get("address")
+        if address is not None and address not in ("auto", "local") and not address.startswith("ray://"):
+            _probe(address)
+        if ray.is_initialized():
+            return False
+        if address is None:
+            ray.init(
+                num_cpus=os.cpu_count(),
+                include_dashboard=False,
+                _node_ip_address="127.0.0.1",
+                log_to_driver=False,
+                configure_logging=False,
+            )
+            return True
+        try:
+            ray.init(address=address, log_to_driver=False, configure_logging=False)
+        except Exception as error:  # Ray raises ConnectionError, RuntimeError, ValueError...
+            raise SearchConfigError(
+                f"address={address!r}: could not connect to a Ray cluster ({type(error).__name__}: {error}). Start "
+                "one with `ray start --head`, or leave address unset to start a local Ray."
+            ) from error
+        return False
+
+    def _storage(self) -> tuple[str, str]:
+        kw = self.kwargs
+        storage = kw.get("storage_path")
+        storage = os.fspath(storage) if storage is not None else os.path.join(self.ctx.output_dir, "ray_results")
+        if "://" not in storage:
+            storage = os.path.abspath(storage)
+        return storage, kw.get("name") or _DEFAULT_NAME
+
+    def run(self, n_trials: int, space: SearchSpace | None, native_space: Any) -> SearchResult:
+        global _current
+        import ray
+        from ray import tune
+
+        ctx = self.ctx
+        kw = self.kwargs
+        assert ctx.result is not None
+        started = self._connect()
+        recorder = _Recorder(self)
+        _current = recorder
+        try:
+            payload = self._payload(space)
+            resources = dict(kw.get("resources_per_trial") or {"cpu": 1})
+            trainable = tune.with_resources(tune.with_parameters(_trainable, payload=payload), resources)
+            storage, name = self._storage()
+            experiment = os.path.join(storage, name)
+            resume = kw.get("resume")
+            if resume:
+                path = experiment if resume is True else os.path.abspath(os.fspath(resume))
+                if not tune.Tuner.can_restore(path):
+                    raise SearchConfigError(
+                        f"resume={resume!r}: there is no Ray Tune experiment to restore in {path!r}; run without "
+                        "resume first, or pass the experiment folder (storage_path/name)."
+                    )
+                tuner = tune.Tuner.restore(path, trainable=trainable, resume_errored=True)
+            else:
+                tuner = tune.Tuner(
+                    trainable,
+                    param_space=dict(native_space),
+                    tune_config=self._tune_config(n_trials),
+                    run_config=self._run_config(storage, name),
+                )
+            grid = tuner.fit()
+            ctx.result.native = grid
+            self._translate(grid)
+        finally:
+            _current = None
+            if started:
+                ray.shutdown()
+        if recorder.failure is not None:
+            raise recorder.failure
+        return ctx.result
+
+    def _tune_config(self, n_trials: int) -> Any:
+        from ray import tune
+
+        kw = self.kwargs
+        return tune.TuneConfig(
+            metric="objective",
+            mode="max" if self.ctx.directions[0] == "maximize" else "min",
+            num_samples=n_trials,
+            scheduler=kw.get("scheduler"),
+            search_alg=kw.get("search_alg"),
+            max_concurrent_trials=kw.get("max_concurrent_trials"),
+            time_budget_s=kw.get("time_budget_s"),
+        )
+
+    def _run_config(self, storage: str, name: str) -> Any:
+        from ray import tune
+
+        kw = self.kwargs
+        score = kw.get("checkpoint_score_attr")
+        order = "max" if self.ctx.directions[0] == "maximize" else "min"
+        if score is not None and score.startswith("min-"):  # Ray's legacy "min-<metric>" form
+            score, order = score[4:], "min"
+        return tune.RunConfig(
+            name=name,
+            storage_path=storage,
+            stop=_stopper_class()(kw.get("stop")),
+            callbacks=[_tune_callback_class()()],
+            failure_config=tune.FailureConfig(max_failures=kw.get("max_failures") or 0),
+            checkpoint_config=tune.CheckpointConfig(
+                num_to_keep=kw.get("keep_checkpoints_num"),
+                checkpoint_score_attribute=score if score is not None or kw.get("keep_checkpoints_num") is None
+                else "objective",
+                checkpoint_score_order=order,
+            ),
+            verbose=0,
+        )
+
+    # ------------------------------------------------------------------ records
+    def _scope(self) -> str:
+        return self.kwargs.get("scope") or ("all" if self.ctx.objective_scope == "best" else "last")
+
+    def _choose(self, evaluations: list[Evaluation]) -> tuple[float | None, Evaluation | None]:
+        scored = [e for e in evaluations if isinstance(e.objective, float) and math.isfinite(e.objective)]
+        if not scored:
+            return None, None
+        scope = self._scope()
+        if scope == "all":
+            best = scored[0]
+            for e in scored[1:]:
+                if self.ctx.better(e.objective, best.objective):  # type: ignore[arg-type]
+                    best = e
+            return best.objective, best  # type: ignore[return-value]
+        if scope == "last":
+            return scored[-1].objective, scored[-1]  # type: ignore[return-value]
+        window = {"avg": len(scored), "last-5-avg": 5, "last-10-avg": 10}[scope]
+        values = [e.objective for e in scored[-window:]]
+        return sum(values) / len(values), scored[-1]  # type: ignore[arg-type]
+
+    def _params(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        space = getattr(self, "_space", None)
+        if space is None:
+            return dict(config)
+        params: dict[str, Any] = {}
+        for name in space.order:
+            if name in config and space.is_active(name, params):
+                params[name] = config[name]
+        return params
+
+    def _record(
+        self,
+        trial_id: str,
+        config: Mapping[str, Any],
+        results: list[Mapping[str, Any]],
+        error: str | None,
+        trial_path: str | None,
+        started: datetime | None = None,
+        finished: datetime | None = None,
+    ) -> TrialRecord:
+        final = next((r for r in reversed(results) if r.get(f"{_PREFIX}done") is True), None)
+        evaluations: list[Evaluation] = []
+        checkpoints: dict[int, str] = {}
+        extra: dict[str, Any] = {}
+        for r in results:
+            for key in ("restored_from", "resumed_from"):
+                value = r.get(_PREFIX + key)
+                if isinstance(value, str) and value and value not in extra.setdefault(key, []):
+                    extra[key].append(value)
+            if r.get(f"{_PREFIX}done") is True or _as_float(r.get("objective")) is None and "step" not in r:
+                continue
+            step = int(_as_float(r.get("step")) or 0)
+            metrics = {}
+            for key, value in r.items():
+                if key in _OWN_KEYS or key.startswith(_PREFIX) or key in _RAY_KEYS:
+                    continue
+                number = _as_float(value)
+                if number is not None:
+                    metrics[key] = number
+            evaluations.append(Evaluation(step=step, epoch=_as_float(r.get("epoch")), objective=_as_float(
+                r.get("objective")), metrics=metrics))
+            folder = r.get("checkpoint_dir_name")
+            if isinstance(folder, str) and folder and trial_path:
+                checkpoints[step] = os.path.join(trial_path, folder)
+        extra = {k: v for k, v in extra.items() if v}
+        last = results[-1] if results else {}
+        if isinstance(last.get(f"{_PREFIX}node_ip"), str):
+            extra["node_ip"] = last[f"{_PREFIX}node_ip"]
+        extra["ray_trial_id"] = trial_id
+        objective, chosen = self._choose(evaluations)
+        if error is not None:
+            state = TrialState.FAIL
+        elif final is not None or _ran_to_end(results, evaluations):
+            state = TrialState.COMPLETE
+        else:
+            state = TrialState.PRUNED  # ended without our marker and without an error: a scheduler stopped it
+        if state is TrialState.COMPLETE and objective is None:
+            state, error = TrialState.FAIL, "the objective is not finite"
+        checkpoint = checkpoints.get(chosen.step) if chosen is not None else None
+        if checkpoint is not None and not os.path.isdir(checkpoint):
+            checkpoint = None  # removed by keep_checkpoints_num
+        name = last.get(f"{_PREFIX}name") if isinstance(last.get(f"{_PREFIX}name"), str) else None
+        if name is None:
+            try:
+                name = self.ctx.trial_name(Trial(trial_id, _trial_number(trial_id), dict(config), "ray"))
+            except Exception:
+                name = f"run-{trial_id}"
+        if started is None and results:
+            first = results[0]
+            ts = _as_float(first.get("timestamp"))
+            if ts is not None:
+                started = datetime.fromtimestamp(ts - (_as_float(first.get("time_this_iter_s")) or 0.0), timezone.utc)
+        if finished is None and results:
+            ts = _as_float(last.get("timestamp"))
+            finished = datetime.fromtimestamp(ts, timezone.utc) if ts is not None else None
+        last_step = final.get(f"{_PREFIX}last_step") if final is not None else None
+        if last_step is None and evaluations:
+            last_step = evaluations[-1].step
+        return TrialRecord(
+            trial_id=trial_id,
+            number=_trial_number(trial_id),
+            name=name,
+            state=state,
+            params=self._params(config),
+            objective=objective,
+            started=started,
+            finished=finished,
+            intermediates=evaluations,
+            last_step=int(last_step) if last_step is not None else None,
+            checkpoint=checkpoint,
+            node=last.get(f"{_PREFIX}node") if isinstance(last.get(f"{_PREFIX}node"), str) else None,
+            error=error,
+            extra=extra,
+        )
+
+    def _translate(self, grid: Any) -> None:
+        """Records for every trial of the ResultGrid (those this run did not see: restored from a previous run)."""
+        ctx = self.ctx
+        assert ctx.result is not None
+        seen = {r.trial_id: r for r in ctx.result.records}
+        analysis = getattr(grid, "_experiment_analysis", None)
+        trials = list(getattr(analysis, "trials", None) or [])
+        records: list[TrialRecord] = []
+        for i in range(len(grid)):
+            result = grid[i]
+            trial = trials[i] if i < len(trials) else None
+            trial_id = trial.trial_id if trial is not None else (result.metrics or {}).get("trial_id")
+            if trial_id is None:
+                continue
+            record = seen.get(trial_id)
+            if record is None or record.state is TrialState.RUNNING:
+                frame = result.metrics_dataframe
+                rows = [] if frame is None else [
+                    {k: v for k, v in row.items() if not _missing(v)} for row in frame.to_dict("records")
+                ]
+                error = None
+                if result.error is not None:
+                    lines = [line for line in str(result.error).strip().splitlines() if line.strip()]
+                    error = lines[-1].strip() if lines else repr(result.error)
+                record = self._record(trial_id, result.config or {}, rows, error, result.path)
+            records.append(record)
+        known = {r.trial_id for r in records}
+        records.extend(r for r in ctx.result.records if r.trial_id not in known)
+        ctx.result.records[:] = records
+        ctx.result.finished = _now()
+        if records:
+            ctx.result.save(ctx.output_dir)
+
+
+_RAY_KEYS = frozenset({
+    "training_iteration", "time_total_s", "episodes_total", "timesteps_total", "node_ip", "hostname", "pid",
+    "time_this_iter_s", "timestamp", "date", "time_since_restore", "timesteps_since_restore",
+    "iterations_since_restore", "config", "checkpoint_dir_name",
+})
+
+
+def _is_pbt(scheduler: Any) -> bool:
+    from ray.tune.schedulers import PopulationBasedTraining
+
+    return isinstance(scheduler, PopulationBasedTraining)
+
+
+def _strip(trainer: Any, handler_cls: type) -> Any:
+    """A shallow copy of the trainer without the model, optimizer and accelerator (never shipped to workers)."""
+    import copy
+
+    shipped = copy.copy(trainer)
+    shipped.model = None
+    shipped.model_wrapped = None
+    shipped.optimizer = None
+    shipped.lr_scheduler = None
+    shipped.accelerator = None
+    shipped._accelerator_key = None
+    shipped.callback_handler = handler_cls(list(trainer.callback_handler.callbacks), None, None, None)
+    return shipped
+
+
+def _probe(address: str) -> None:
+    """Fail within seconds for an address nothing listens on (``ray.init`` would retry for minutes)."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise SearchConfigError(
+            f"address={address!r} is not 'auto', 'ray://host:port' or 'host:port' (e.g. '127.0.0.1:6379')."
+        )
+    try:
+        with socket.create_connection((host, int(port)), timeout=_CONNECT_TIMEOUT_S):
+            pass
+    except OSError as error:
+        raise SearchConfigError(
+            f"address={address!r}: no Ray cluster answers there ({error.strerror or error}); check the address "
+            "printed by `ray start --head`, or leave address unset to start a local Ray."
+        ) from error
+
+
+def _domain(name: str, domain: Any) -> Any:
+    """The Tune domain of one portable domain (conditions are handled by the caller)."""
+    from ray import tune
+
+    from spaces import Categorical, Fixed, Float, Int
+
+    if isinstance(domain, Fixed):
+        return domain.value
+    if isinstance(domain, Categorical):
+        return tune.choice(list(domain.choices))
+    if isinstance(domain, Int):
+        if domain.log:
+            return tune.lograndint(domain.low, domain.high + 1)  # exclusive upper bound
+        if domain.step == 1:
+            return tune.randint(domain.low, domain.high + 1)  # exclusive upper bound
+        if domain.low % domain.step == 0:
+            return tune.qrandint(domain.low, domain.high, domain.step)  # inclusive for q > 1
+        return tune.choice(list(range(domain.low, domain.high + 1, domain.step)))
+    if isinstance(domain, Float):
+        if domain.step is None:
+            return tune.loguniform(domain.low, domain.high) if domain.log else tune.uniform(domain.low, domain.high)
+        k = domain.low / domain.step
+        if abs(k - round(k)) <= 1e-9 * max(1.0, abs(k)):
+            return tune.quniform(domain.low, domain.high, domain.step)  # quantization: inclusive upper bound
+        n = round((domain.high - domain.low) / domain.step)
+        if n + 1 > _MAX_GRID:
+            raise SearchConfigError(
+                f"hp_space parameter {name!r}: Ray quantizes to multiples of the step, and low={domain.low} is not "
+                f"one of step={domain.step}; the grid has {n + 1} values, too many for tune.choice. Make low a "
+                "multiple of step."
+            )
+        return tune.choice([min(domain.low + i * domain.step, domain.high) for i in range(n + 1)])
+    raise SearchConfigError(f"hp_space parameter {name!r}: the ray backend cannot express {domain!r}.")
+
+
+class _ConditionalSample:
+    """``tune.sample_from`` body: a draw when the parents activate the parameter, else None (dropped later)."""
+
+    def __init__(self, space: SearchSpace, name: str, native: Any) -> None:
+        self.space = space
+        self.name = name
+        self.native = native
+        ancestors: list[str] = []
+        todo = [name]
+        while todo:
+            for parent in space[todo.pop()].when or {}:
+                if parent not in ancestors:
+                    ancestors.append(parent)
+                    todo.append(parent)
+        self.ancestors = [n for n in space.order if n in ancestors]
+
+    def __call__(self, spec: Any) -> Any:
+        from ray.tune.search.sample import Domain
+
+        # Only the ancestors are read: Tune resolves them first and retries while one is unresolved.
+        values = {n: spec.config[n] for n in self.ancestors}
+        active: dict[str, Any] = {}
+        for n in self.ancestors:
+            if self.space.is_active(n, active):
+                active[n] = values[n]
+        if not self.space.is_active(self.name, active):
+            return None
+        return self.native.sample() if isinstance(self.native, Domain) else self.native

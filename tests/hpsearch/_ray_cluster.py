@@ -1,0 +1,129 @@
+"""A real two-node Ray cluster on 127.0.0.1 for the Ray backend tests, and the picklable pieces trials use.
+
+The cluster is started with the venv's ``ray`` executable (``ray start --head`` plus one worker node, one CPU
+each, no dashboard, no usage stats, its own temp dir) and always stopped with ``ray stop --force``. Helpers
+that trials need on the workers live here (not in the test module) so Ray pickles them by reference.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from trainer import TrainerCallback
+
+ROOT = Path(__file__).resolve().parents[2]
+RAY = str(Path(sys.executable).with_name("ray"))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cluster_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["RAY_USAGE_STATS_ENABLED"] = "0"
+    # Workers import the tests' helpers and the package from the checkout.
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    return env
+
+
+@dataclass
+class Cluster:
+    address: str
+    temp_dir: str
+
+    def stop(self) -> None:
+        subprocess.run([RAY, "stop", "--force"], env=cluster_env(), capture_output=True, timeout=120)
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+
+def start_cluster() -> Cluster:
+    """A head node and a second node, one CPU each, both bound to 127.0.0.1."""
+    port = _free_port()
+    # Short: Ray puts unix sockets under the temp dir, and their paths are limited to ~100 characters.
+    temp_dir = tempfile.mkdtemp(prefix="rt", dir="/tmp")
+    env = cluster_env()
+    common = ["--num-cpus", "1", "--node-ip-address", "127.0.0.1", "--disable-usage-stats"]
+    cluster = Cluster(address=f"127.0.0.1:{port}", temp_dir=temp_dir)
+    try:
+        subprocess.run(
+            [RAY, "start", "--head", "--port", str(port), "--include-dashboard", "false", "--temp-dir", temp_dir,
+             *common],
+            env=env, check=True, capture_output=True, timeout=180,
+        )
+        subprocess.run(
+            [RAY, "start", "--address", cluster.address, *common],
+            env=env, check=True, capture_output=True, timeout=180,
+        )
+    except subprocess.CalledProcessError as error:
+        cluster.stop()
+        raise RuntimeError(f"ray start failed: {error.stderr.decode(errors='replace')[-3000:]}") from error
+    except BaseException:
+        cluster.stop()
+        raise
+    return cluster
+
+
+# ---------------------------------------------------------------------------------------------- trial helpers
+def model_init(trial=None):
+    from tests._digits import DigitsMLP
+
+    return DigitsMLP(hidden=32)
+
+
+class DieOnceAtSecondEval(TrainerCallback):
+    """Kills the trial's worker process at its 2nd evaluation, the first time only (a marker file remembers)."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+        self.evaluations = 0
+
+    def on_evaluate(self, args, state, control, **kwargs):
+        self.evaluations += 1
+        if self.evaluations == 2 and not os.path.exists(self.marker):
+            Path(self.marker).write_text(str(state.global_step))
+            os._exit(1)
+
+
+class KillDriverAt(TrainerCallback):
+    """Logs each trial start; when the ``kill_at``-th trial starts, SIGKILLs the driver (``pid``), once."""
+
+    def __init__(self, log: str, kill_at: int, pid: int) -> None:
+        self.log = log
+        self.kill_at = kill_at
+        self.pid = pid
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        with open(self.log, "a") as f:
+            f.write(args.run_name + "\n")
+        names = set(Path(self.log).read_text().split())
+        marker = self.log + ".killed"
+        if self.pid and len(names) >= self.kill_at and not os.path.exists(marker):
+            Path(marker).write_text("1")
+            os.kill(self.pid, 9)
+
+
+def make_trainer(output_dir: str, epochs: int = 3, callbacks=(), **overrides):
+    from tests._digits import accuracy, digits_datasets
+    from trainer import Trainer, TrainingArguments
+
+    train, evaluation = digits_datasets()
+    kwargs = dict(
+        output_dir=output_dir, disable_tqdm=True, report_to="none", eval_strategy="epoch", save_strategy="epoch",
+        logging_strategy="no", num_train_epochs=epochs, per_device_train_batch_size=64, learning_rate=1e-2,
+        skip_memory_metrics=True,
+    )
+    kwargs.update(overrides)
+    return Trainer(
+        model_init=model_init, args=TrainingArguments(**kwargs), train_dataset=train, eval_dataset=evaluation,
+        compute_metrics=accuracy, callbacks=list(callbacks),
+    )

@@ -1,0 +1,355 @@
+"""hyperparameter_search with the Optuna backend, for real: studies in memory, SQLite and journal files."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+import optuna
+import pytest
+import torch
+
+import hpsearch
+import spaces
+from hpsearch import BestRun, SearchConfigError, SearchResult, TooManyFailedTrials, TrialState
+from tests._digits import DigitsMLP, accuracy, digits_datasets
+from trainer import Trainer, TrainingArguments
+from trainer._checkpoint import load_model_weights
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+def _model_init(trial):
+    hidden = trial["hidden"] if trial is not None and "hidden" in trial else 64
+    return DigitsMLP(hidden=hidden)
+
+
+def make_trainer(tmp_path, model_init=_model_init, **overrides) -> Trainer:
+    train, evaluation = digits_datasets()
+    settings = dict(
+        output_dir=str(tmp_path / "search"),
+        eval_strategy="epoch",
+        save_strategy="epoch",
+        num_train_epochs=4,
+        learning_rate=3e-3,
+        per_device_train_batch_size=32,
+        per_device_eval_batch_size=256,
+        logging_strategy="no",
+        disable_tqdm=True,
+    )
+    settings.update(overrides)
+    return Trainer(
+        model_init=model_init,
+        args=TrainingArguments(**settings),
+        train_dataset=train,
+        eval_dataset=evaluation,
+        compute_metrics=accuracy,
+    )
+
+
+SPACE = {
+    "learning_rate": spaces.Float(3e-4, 3e-2, log=True),
+    "hidden": spaces.Categorical([16, 64, 128]),
+    "per_device_train_batch_size": spaces.Categorical([16, 32]),
+}
+
+
+def test_pruned_search_finds_accurate_model_and_checkpoint_reproduces(tmp_path):
+    trainer = make_trainer(tmp_path)
+    best = trainer.hyperparameter_search(
+        hp_space=SPACE,
+        compute_objective="eval_accuracy",
+        direction="maximize",
+        n_trials=12,
+        backend="optuna",
+        sampler=optuna.samplers.TPESampler(seed=0),
+        pruner=optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=0),
+    )
+    assert isinstance(best, BestRun)
+    result = best.run_summary
+    assert isinstance(result, SearchResult)
+    df = result.trials_dataframe()
+    assert len(df) == 12
+    states = set(df["state"])
+    assert "PRUNED" in states, df[["state", "objective"]]
+    assert best.objective >= 0.95
+    complete = df[df.state == "COMPLETE"]
+    assert best.objective == pytest.approx(complete.objective.max())
+    assert best.run_id == complete.loc[complete.objective.idxmax(), "trial_id"]
+    assert set(best.hyperparameters) == set(SPACE)
+    assert best.hyperparameters["hidden"] in (16, 64, 128)
+    for column in ("trial_id", "name", "state", "objective", "params_learning_rate", "params_hidden"):
+        assert column in df.columns
+    # Every trial trained in its own run folder.
+    assert best.checkpoint is not None and os.path.isdir(best.checkpoint)
+    assert os.path.dirname(best.checkpoint) == os.path.join(trainer.args.output_dir, f"run-{best.run_id}")
+
+    # The checkpoint, loaded into a fresh model_init(...), reproduces the reported objective.
+    trial = hpsearch.Trial(best.run_id, 0, best.hyperparameters, "optuna")
+    model = _model_init(trial)
+    load_model_weights(model, best.checkpoint)
+    _, evaluation = digits_datasets()
+    with torch.no_grad():
+        preds = model(evaluation.x)["logits"].argmax(-1)
+    assert float((preds == evaluation.y).double().mean()) == pytest.approx(best.objective, abs=1e-9)
+
+    # Pruned trials stopped before the last epoch and kept their intermediate values.
+    pruned = [r for r in result.records if r.state is TrialState.PRUNED]
+    full_steps = max(r.last_step for r in result.records if r.state is TrialState.COMPLETE)
+    assert all(r.last_step < full_steps and r.intermediates for r in pruned)
+    # Results were written to disk as the search ran.
+    assert SearchResult.load(trainer.args.output_dir).trials_dataframe().shape[0] == 12
+
+
+def test_native_optuna_space_and_suggest_inside_model_init(tmp_path):
+    def model_init(trial):
+        hidden = trial.suggest_categorical("hidden", [32, 64]) if trial is not None else 64
+        return DigitsMLP(hidden=hidden)
+
+    def hp_space(trial):
+        return {"learning_rate": trial.suggest_float("learning_rate", 1e-3, 1e-2, log=True)}
+
+    trainer = make_trainer(tmp_path, model_init=model_init, num_train_epochs=1)
+    best = trainer.hyperparameter_search(
+        hp_space=hp_space, compute_objective="eval_loss", n_trials=3, backend="optuna",
+        sampler=optuna.samplers.RandomSampler(seed=1),
+    )
+    df = best.run_summary.trials_dataframe()
+    assert list(df.state) == ["COMPLETE"] * 3
+    # The parameter suggested inside model_init is recorded like the others.
+    assert set(best.hyperparameters) == {"learning_rate", "hidden"}
+    assert df["params_hidden"].isin([32, 64]).all()
+    study = best.run_summary.native
+    assert isinstance(study, optuna.Study)
+    assert {t.params["hidden"] for t in study.trials} <= {32, 64}
+
+
+def test_default_space_in_both_forms(tmp_path):
+    trainer = make_trainer(tmp_path, model_init=lambda: DigitsMLP(), max_steps=3, eval_strategy="steps", eval_steps=3,
+                           save_strategy="no")
+    for hp_space in (None, hpsearch.default_hp_space_optuna):
+        best = trainer.hyperparameter_search(
+            hp_space=hp_space, n_trials=2, backend="optuna", sampler=optuna.samplers.RandomSampler(seed=0)
+        )
+        assert set(best.hyperparameters) == {"learning_rate", "num_train_epochs", "seed", "per_device_train_batch_size"}
+        assert 1e-6 <= best.hyperparameters["learning_rate"] <= 1e-4
+        # The default objective is the eval loss when accuracy is absent... here accuracy is present: it sums
+        # the non-loss metrics (accuracy), as the seed documentation says.
+        assert 0 <= best.objective <= 1
+
+
+def test_resume_study_from_sqlite_continues_numbering(tmp_path):
+    storage = f"sqlite:///{tmp_path}/study.db"
+    common = dict(hp_space={"learning_rate": spaces.Float(1e-3, 1e-2, log=True)}, compute_objective="eval_loss",
+                  backend="optuna", storage=storage, study_name="resume", load_if_exists=True,
+                  sampler=optuna.samplers.RandomSampler(seed=0))
+    trainer = make_trainer(tmp_path, num_train_epochs=1)
+    first = trainer.hyperparameter_search(n_trials=2, **common)
+    assert sorted(first.run_summary.trials_dataframe().number) == [0, 1]
+    first_params = {r.trial_id: r.params for r in first.run_summary.records}
+
+    trainer = make_trainer(tmp_path, num_train_epochs=1)
+    second = trainer.hyperparameter_search(n_trials=4, **common)
+    df = second.run_summary.trials_dataframe()
+    assert sorted(df.number) == [0, 1, 2, 3]  # two new trials, numbers continue
+    kept = {r.trial_id: r.params for r in second.run_summary.records if r.trial_id in first_params}
+    assert kept == first_params  # the first two were not re-run
+    assert len(optuna.load_study(study_name="resume", storage=storage).trials) == 4
+    # A third call with the budget already spent runs nothing.
+    trainer = make_trainer(tmp_path, num_train_epochs=1)
+    third = trainer.hyperparameter_search(n_trials=4, **common)
+    assert len(third.run_summary.records) == 4
+
+
+def test_journal_storage(tmp_path):
+    trainer = make_trainer(tmp_path, num_train_epochs=1)
+    journal = str(tmp_path / "study.log")
+    trainer.hyperparameter_search(
+        hp_space={"learning_rate": spaces.Float(1e-3, 1e-2)}, compute_objective="eval_loss", n_trials=2,
+        backend="optuna", storage=journal, study_name="j",
+    )
+    assert os.path.getsize(journal) > 0
+
+
+def test_multi_objective_returns_pareto_front(tmp_path):
+    trainer = make_trainer(tmp_path, num_train_epochs=2)
+    front = trainer.hyperparameter_search(
+        hp_space=SPACE,
+        compute_objective=lambda m: (m["eval_accuracy"], m["eval_loss"]),
+        direction=["maximize", "minimize"],
+        n_trials=5,
+        backend="optuna",
+        sampler=optuna.samplers.RandomSampler(seed=0),
+    )
+    assert isinstance(front, list) and front
+    assert all(isinstance(b, BestRun) and len(b.objective) == 2 for b in front)
+    df = front[0].run_summary.trials_dataframe()
+    assert {"objective_0", "objective_1"} <= set(df.columns)
+    # No member of the front is dominated by another trial.
+    points = [tuple(r.objective) for r in front[0].run_summary.records if r.state is TrialState.COMPLETE]
+    for b in front:
+        acc, loss = b.objective
+        assert not any(a >= acc and l <= loss and (a, l) != (acc, loss) for a, l in points)
+
+
+def test_failing_trial_is_recorded_and_search_completes(tmp_path):
+    def model_init(trial):
+        if trial is not None and trial["hidden"] == 16:
+            raise RuntimeError("hidden=16 is broken on purpose")
+        return _model_init(trial)
+
+    trainer = make_trainer(tmp_path, model_init=model_init, num_train_epochs=1)
+    space = {"hidden": spaces.Categorical([16, 64])}
+    best = trainer.hyperparameter_search(
+        hp_space=space, compute_objective="eval_loss", n_trials=6, backend="optuna",
+        sampler=optuna.samplers.RandomSampler(seed=0),
+        max_failed_trials=6,
+    )
+    records = best.run_summary.records
+    failed = [r for r in records if r.state is TrialState.FAIL]
+    assert failed and all("broken on purpose" in r.error for r in failed)
+    assert all(r.params["hidden"] == 16 for r in failed)
+    assert len(records) == 6
+    assert best.hyperparameters["hidden"] == 64
+    study = best.run_summary.native
+    assert sum(t.state == optuna.trial.TrialState.FAIL for t in study.trials) == len(failed)
+
+
+def test_consecutive_failures_stop_the_search_quoting_them(tmp_path):
+    def model_init(trial):
+        if trial is not None:
+            raise ValueError("no model today")
+        return DigitsMLP()
+
+    trainer = make_trainer(tmp_path, model_init=model_init, num_train_epochs=1)
+    with pytest.raises(TooManyFailedTrials, match="no model today") as info:
+        trainer.hyperparameter_search(
+            hp_space={"learning_rate": spaces.Float(1e-3, 1e-2)}, n_trials=10, backend="optuna", max_failed_trials=2
+        )
+    assert "2 trials failed in a row" in str(info.value)
+    saved = SearchResult.load(trainer.args.output_dir)
+    assert len(saved.records) == 2 and all(r.state is TrialState.FAIL for r in saved.records)
+
+
+def test_nan_objective_fails_the_trial(tmp_path):
+    calls = []
+
+    def objective(metrics):
+        calls.append(1)
+        return float("nan") if len(calls) == 1 else metrics["eval_loss"]
+
+    trainer = make_trainer(tmp_path, num_train_epochs=1)
+    best = trainer.hyperparameter_search(
+        hp_space={"learning_rate": spaces.Float(1e-3, 1e-2)}, compute_objective=objective, n_trials=2, backend="optuna"
+    )
+    states = [r.state for r in best.run_summary.records]
+    assert states == [TrialState.FAIL, TrialState.COMPLETE]
+    assert "not finite" in best.run_summary.records[0].error
+
+
+def test_objective_scope_best_and_hp_name(tmp_path):
+    trainer = make_trainer(tmp_path, num_train_epochs=3)
+    best = trainer.hyperparameter_search(
+        hp_space={"learning_rate": spaces.Float(1e-3, 1e-2)}, compute_objective="eval_accuracy", direction="maximize",
+        n_trials=2, backend="optuna", objective_scope="best", hp_name=lambda t: f"lr-trial-{t.number}",
+    )
+    for record in best.run_summary.records:
+        assert record.name == f"lr-trial-{record.number}"
+        assert record.objective == max(e.objective for e in record.intermediates)
+        assert os.path.isdir(os.path.join(trainer.args.output_dir, record.name))
+
+
+def test_concurrent_trials_get_their_own_trainer(tmp_path):
+    trainer = make_trainer(tmp_path, num_train_epochs=1)
+    best = trainer.hyperparameter_search(
+        hp_space=SPACE, compute_objective="eval_loss", n_trials=4, backend="optuna", n_jobs=2,
+        sampler=optuna.samplers.RandomSampler(seed=0),
+    )
+    records = best.run_summary.records
+    assert len(records) == 4 and all(r.state is TrialState.COMPLETE for r in records)
+    # The original trainer was not touched by the trials.
+    assert trainer.args.output_dir == str(tmp_path / "search")
+    assert trainer.state.global_step == 0
+
+
+def test_search_files_are_json_and_secret_free(tmp_path):
+    trainer = make_trainer(tmp_path, num_train_epochs=1)
+    storage = f"sqlite:///{tmp_path}/s.db"
+    trainer.hyperparameter_search(
+        hp_space={"learning_rate": spaces.Float(1e-3, 1e-2)}, n_trials=1, backend="optuna", storage=storage,
+    )
+    with open(os.path.join(trainer.args.output_dir, "search.json")) as f:
+        meta = json.load(f)
+    assert meta["backend"] == "optuna"
+    assert meta["settings"]["storage"] == storage
+
+
+# ---------------------------------------------------------------------------------------------- bad input
+def _trainer_no_eval(tmp_path):
+    return make_trainer(tmp_path, eval_strategy="no", save_strategy="no")
+
+
+BAD_INPUTS = [
+    ("unknown kwarg", {"sampler_seed": 3}, "sampler_seed"),
+    ("unknown backend", {"backend": "hyperopt"}, "hyperopt"),
+    ("direction", {"direction": "up"}, "direction"),
+    ("n_trials zero", {"n_trials": 0}, "n_trials"),
+    ("n_trials bool", {"n_trials": True}, "n_trials"),
+    ("reserved param", {"hp_space": {"output_dir": spaces.Categorical(["a", "b"])}}, "reserved"),
+    ("unused param", {"hp_space": {"dropout_rate": spaces.Float(0.0, 0.5)}, "_model_init": lambda: DigitsMLP()},
+     "dropout_rate"),
+    ("invalid arg value", {"hp_space": {"learning_rate": spaces.Float(-1.0, 1.0)}}, "learning_rate"),
+    ("int field float", {"hp_space": {"per_device_train_batch_size": spaces.Float(1.0, 8.5)}},
+     "per_device_train_batch_size"),
+    ("bad storage", {"storage": "notadb://x"}, "storage"),
+    ("journal folder", {"storage": "/nonexistent/dir/study.log"}, "does not exist"),
+    ("pruner no eval", {"pruner": optuna.pruners.MedianPruner(), "_no_eval": True}, "eval_strategy"),
+    ("pruner multi", {"pruner": optuna.pruners.MedianPruner(), "direction": ["minimize", "maximize"]}, "multi-objective"),
+    ("n_jobs accum", {"n_jobs": 2, "_args": {"gradient_accumulation_steps": 2}}, "gradient_accumulation_steps"),
+    ("objective scope", {"objective_scope": "median"}, "objective_scope"),
+    ("max failed", {"max_failed_trials": 0}, "max_failed_trials"),
+    ("compute objective", {"compute_objective": 3}, "compute_objective"),
+    ("timeout", {"timeout": -5}, "timeout"),
+    ("sampler type", {"sampler": "tpe"}, "sampler"),
+    ("hp_space type", {"hp_space": 42}, "hp_space"),
+]
+
+
+@pytest.mark.parametrize("case", BAD_INPUTS, ids=[c[0] for c in BAD_INPUTS])
+def test_bad_input_is_refused_before_any_trial(tmp_path, case):
+    _, kwargs, expected = case
+    kwargs = dict(kwargs)
+    model_init = kwargs.pop("_model_init", _model_init)
+    overrides = kwargs.pop("_args", {})
+    if kwargs.pop("_no_eval", False):
+        overrides.update(eval_strategy="no", save_strategy="no")
+    trainer = make_trainer(tmp_path, model_init=model_init, **overrides)
+    kwargs.setdefault("backend", "optuna")
+    kwargs.setdefault("hp_space", {"learning_rate": spaces.Float(1e-3, 1e-2)})
+    with pytest.raises((SearchConfigError, ValueError, TypeError)) as info:
+        hpsearch.hyperparameter_search(trainer, **kwargs)
+    assert expected in str(info.value)
+    assert not os.path.exists(trainer.args.output_dir)  # nothing written
+
+
+def test_model_init_required(tmp_path):
+    train, evaluation = digits_datasets()
+    trainer = Trainer(model=DigitsMLP(), args=TrainingArguments(output_dir=str(tmp_path)), train_dataset=train)
+    with pytest.raises(SearchConfigError, match="model_init"):
+        trainer.hyperparameter_search(backend="optuna")
+
+
+def test_native_space_returning_non_dict_is_refused(tmp_path):
+    trainer = make_trainer(tmp_path, num_train_epochs=1)
+    with pytest.raises(SearchConfigError, match="must return a dict"):
+        trainer.hyperparameter_search(hp_space=lambda trial: [1, 2], n_trials=2, backend="optuna")
+
+
+def test_default_compute_objective_follows_the_seed(caplog):
+    assert hpsearch.default_compute_objective({"eval_loss": 0.5, "epoch": 1.0, "eval_runtime": 3.0}) == 0.5
+    assert hpsearch.default_compute_objective(
+        {"eval_loss": 0.5, "eval_accuracy": 0.9, "eval_samples_per_second": 100.0}
+    ) == pytest.approx(0.9)
+    value = hpsearch.default_compute_objective({"eval_loss": 0.5, "eval_f1": 0.5, "eval_accuracy": 0.25})
+    assert math.isclose(value, 0.75)

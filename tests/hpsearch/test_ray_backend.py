@@ -1,0 +1,241 @@
+"""The Ray Tune backend against a real two-node Ray cluster on 127.0.0.1 (no mocks)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from hpsearch import hyperparameter_search
+from hpsearch.errors import SearchConfigError
+from hpsearch.results import SearchResult
+from hpsearch.trial import TrialState
+from spaces import Categorical, Float, Int, SearchSpace
+from tests.hpsearch import _ray_cluster as rc
+
+pytestmark = [pytest.mark.slow, pytest.mark.multiprocess]
+
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    import ray
+
+    started = rc.start_cluster()
+    try:
+        yield started
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        started.stop()
+
+
+def _space():
+    return {"learning_rate": Float(1e-4, 3e-1, log=True)}
+
+
+def test_asha_sweep_on_two_nodes(cluster, tmp_path):
+    from ray.tune.schedulers import ASHAScheduler
+    from ray.tune.search import BasicVariantGenerator
+
+    trainer = rc.make_trainer(str(tmp_path / "out"), epochs=3)
+    best = hyperparameter_search(
+        trainer, hp_space=_space(), compute_objective="eval_accuracy", n_trials=8, direction="maximize",
+        backend="ray", address=cluster.address,
+        scheduler=ASHAScheduler(grace_period=1, max_t=10, reduction_factor=2),
+        search_alg=BasicVariantGenerator(random_state=0),
+    )
+    result = best.run_summary
+    assert result.backend == "ray" and len(result.records) == 8
+    states = [r.state for r in result.records]
+    assert TrialState.PRUNED in states, states
+    assert TrialState.COMPLETE in states, states
+    assert TrialState.FAIL not in states
+    assert len({r.node for r in result.records}) == 2  # two node ids, both on 127.0.0.1
+    assert all(r.node for r in result.records)
+    for r in result.records:
+        if r.state is TrialState.PRUNED:
+            assert r.last_step < 3 * 23 and len(r.intermediates) < 3
+        if r.state is TrialState.COMPLETE:
+            assert r.last_step == 3 * 23 and [e.step for e in r.intermediates] == [23, 46, 69]
+            assert r.objective == r.intermediates[-1].metrics["eval_accuracy"]
+    completed = [r for r in result.records if r.state is TrialState.COMPLETE]
+    top = max(completed, key=lambda r: r.objective)
+    assert best.run_id == top.trial_id and best.objective == top.objective
+    assert best.hyperparameters == {"learning_rate": top.params["learning_rate"]}
+    assert best.checkpoint is not None and os.path.isfile(os.path.join(best.checkpoint, "model.safetensors"))
+    loaded = SearchResult.load(str(tmp_path / "out"))
+    assert {r.trial_id: r.state for r in loaded.records} == {r.trial_id: r.state for r in result.records}
+    assert result.native is not None  # the ResultGrid
+
+
+def test_dead_worker_is_retried_from_its_checkpoint(cluster, tmp_path):
+    marker = str(tmp_path / "died")
+    trainer = rc.make_trainer(str(tmp_path / "out"), epochs=3, callbacks=[rc.DieOnceAtSecondEval(marker)])
+    best = hyperparameter_search(
+        trainer, hp_space={"learning_rate": Float(1e-2, 2e-2)}, compute_objective="eval_accuracy", n_trials=1,
+        direction="maximize", backend="ray", address=cluster.address, max_failures=1,
+    )
+    assert os.path.exists(marker)  # the worker did die once
+    (record,) = best.run_summary.records
+    assert record.state is TrialState.COMPLETE, record.error
+    assert record.extra.get("resumed_from") == [f"{record.name}@23"]  # restarted from the epoch-1 checkpoint
+    steps = [e.step for e in record.intermediates]
+    assert steps == [23, 46, 69]  # step 46 was re-evaluated after the restart, step 23 not repeated
+    assert record.last_step == 69
+
+
+def test_interrupted_experiment_resumes_without_rerunning_finished_trials(cluster, tmp_path):
+    out = str(tmp_path / "out")
+    log = str(tmp_path / "runs.log")
+    script = textwrap.dedent(f"""
+        import os, sys
+        sys.path.insert(0, {str(rc.ROOT)!r})
+        from hpsearch import hyperparameter_search
+        from spaces import Float
+        from tests.hpsearch import _ray_cluster as rc
+        trainer = rc.make_trainer({out!r}, epochs=2, callbacks=[rc.KillDriverAt({log!r}, 3, os.getpid())])
+        hyperparameter_search(trainer, hp_space={{"learning_rate": Float(1e-3, 1e-1, log=True)}},
+                              compute_objective="eval_accuracy", n_trials=4, direction="maximize", backend="ray",
+                              address={cluster.address!r}, max_concurrent_trials=1)
+    """)
+    env = rc.cluster_env()
+    env["TUNE_GLOBAL_CHECKPOINT_S"] = "0"  # the experiment state is written after every event
+    proc = subprocess.run([sys.executable, "-c", script], env=env, cwd=str(rc.ROOT), capture_output=True,
+                          timeout=300)
+    assert proc.returncode == -9, proc.stderr.decode(errors="replace")[-3000:]
+    first_run = Path(log).read_text().split()
+    assert len(set(first_run)) == 3
+    finished_before = first_run[:2]
+
+    trainer = rc.make_trainer(out, epochs=2, callbacks=[rc.KillDriverAt(log, 99, 0)])
+    best = hyperparameter_search(
+        trainer, hp_space={"learning_rate": Float(1e-3, 1e-1, log=True)}, compute_objective="eval_accuracy",
+        n_trials=4, direction="maximize", backend="ray", address=cluster.address, resume=True,
+        max_concurrent_trials=1,
+    )
+    records = best.run_summary.records
+    assert len(records) == 4
+    assert all(r.state is TrialState.COMPLETE for r in records), [(r.name, r.state, r.error) for r in records]
+    runs = Path(log).read_text().split()
+    for name in finished_before:
+        assert runs.count(name) == 1  # never re-run
+    assert {r.name for r in records} == set(runs)
+
+
+def test_pbt_exploit_restores_weights_from_another_trial(cluster, tmp_path):
+    from ray import tune
+    from ray.tune.schedulers import PopulationBasedTraining
+
+    trainer = rc.make_trainer(str(tmp_path / "out"), epochs=4)
+    pbt = PopulationBasedTraining(
+        time_attr="training_iteration", perturbation_interval=1, quantile_fraction=0.5,
+        hyperparam_mutations={"learning_rate": tune.loguniform(1e-4, 1e-1)},
+    )
+    best = hyperparameter_search(
+        trainer, hp_space={"learning_rate": tune.choice([1e-4, 2e-4, 5e-2, 1e-1])},
+        compute_objective="eval_accuracy", n_trials=4, direction="maximize", backend="ray",
+        address=cluster.address, scheduler=pbt,
+    )
+    records = best.run_summary.records
+    restored = [r for r in records if r.extra.get("restored_from")]
+    assert restored, [(r.name, r.extra) for r in records]
+    names = {r.name for r in records}
+    for r in restored:
+        for source in r.extra["restored_from"]:
+            donor, step = source.rsplit("@", 1)
+            assert donor in names and donor != r.name and int(step) > 0
+    assert all(r.state is not TrialState.FAIL for r in records), [(r.name, r.error) for r in records]
+
+
+# ---------------------------------------------------------------------------------------------- conversion
+def test_space_conversion_respects_inclusive_bounds():
+    import random
+
+    from ray.tune.search.variant_generator import generate_variants
+
+    from hpsearch.backends.ray import RayBackend
+
+    space = SearchSpace({
+        "num_train_epochs": Int(1, 2),
+        "seed": Int(2, 8, step=2),
+        "warmup_steps": Int(1, 7, step=3),
+        "learning_rate": Float(1e-3, 1e-1, log=True),
+        "weight_decay": Float(0.05, 0.25, step=0.1),
+        "optim": Categorical(["adamw_torch", "sgd"]),
+        "momentum": Float(0.5, 0.9, when={"optim": "sgd"}),
+        "max_grad_norm": 1.0,
+    })
+    backend = RayBackend.__new__(RayBackend)
+    native = backend.convert_space(space)
+    random.seed(0)
+    seen: dict[str, set] = {k: set() for k in space}
+    for _ in range(300):
+        _, config = next(generate_variants({"config": native}))
+        config = config["config"]
+        params = {n: config[n] for n in space.order if n in config and space.is_active(n, {
+            k: config[k] for k in space.order if k in config and config[k] is not None})}
+        for name, value in params.items():
+            if value is not None:
+                seen[name].add(round(value, 6) if isinstance(value, float) and name != "learning_rate" else value)
+        assert (config["momentum"] is None) == (config["optim"] != "sgd")
+    assert seen["num_train_epochs"] == {1, 2}  # Ray's exclusive upper bound handled
+    assert seen["seed"] == {2, 4, 6, 8}
+    assert seen["warmup_steps"] == {1, 4, 7}
+    assert seen["weight_decay"] == {0.05, 0.15, 0.25}
+    assert seen["max_grad_norm"] == {1.0}
+    assert all(1e-3 <= v <= 1e-1 for v in seen["learning_rate"])
+
+
+# ---------------------------------------------------------------------------------------------- bad inputs
+def test_unknown_kwarg_is_refused(tmp_path):
+    trainer = rc.make_trainer(str(tmp_path / "out"))
+    with pytest.raises(SearchConfigError, match="num_workers.*accepts"):
+        hyperparameter_search(trainer, hp_space=_space(), backend="ray", num_workers=2)
+
+
+def test_scheduler_needs_evaluations(tmp_path):
+    from ray.tune.schedulers import ASHAScheduler
+
+    trainer = rc.make_trainer(str(tmp_path / "out"), eval_strategy="no", save_strategy="no")
+    with pytest.raises(SearchConfigError, match="eval_strategy='no'"):
+        hyperparameter_search(trainer, hp_space=_space(), backend="ray", scheduler=ASHAScheduler())
+
+
+def test_unreachable_address_fails_fast(tmp_path):
+    trainer = rc.make_trainer(str(tmp_path / "out"))
+    port = rc._free_port()  # nothing listens there
+    with pytest.raises(SearchConfigError, match=f"127.0.0.1:{port}"):
+        hyperparameter_search(trainer, hp_space=_space(), backend="ray", address=f"127.0.0.1:{port}")
+
+
+def test_multi_objective_is_refused(tmp_path):
+    trainer = rc.make_trainer(str(tmp_path / "out"))
+    with pytest.raises(SearchConfigError, match="one metric"):
+        hyperparameter_search(
+            trainer, hp_space=_space(), backend="ray", direction=["maximize", "minimize"],
+            compute_objective=lambda m: [m["eval_accuracy"], m["eval_loss"]],
+        )
+
+
+def test_bad_kwarg_types_are_named(tmp_path):
+    trainer = rc.make_trainer(str(tmp_path / "out"))
+    with pytest.raises(SearchConfigError, match="resources_per_trial"):
+        hyperparameter_search(trainer, hp_space=_space(), backend="ray", resources_per_trial={"cpu": -1})
+    with pytest.raises(SearchConfigError, match="scope"):
+        hyperparameter_search(trainer, hp_space=_space(), backend="ray", scope="best-ever")
+
+
+def test_unpicklable_trainer_piece_is_named(tmp_path):
+    import threading
+
+    trainer = rc.make_trainer(str(tmp_path / "out"))
+    lock = threading.Lock()
+    trainer.compute_metrics = lambda p: (lock, {})[1]
+    with pytest.raises(SearchConfigError, match="compute_metrics"):
+        hyperparameter_search(trainer, hp_space=_space(), backend="ray")
