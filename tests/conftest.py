@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+# The test models are tiny: one intra-op thread is as fast, and on a shared 2-core CI machine torch's spinning
+# thread pool makes a loaded run several times slower. Set before torch is first imported; override from outside.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 # `tests._digits` is shared by tests, examples and benchmarks; make it importable however pytest is launched.
 _ROOT = str(Path(__file__).resolve().parent.parent)

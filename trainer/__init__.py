@@ -12,9 +12,22 @@ from ._callbacks import (
     TrainerControl,
     TrainerState,
 )
-from ._optimization import get_scheduler
+from ._integrations import (
+    JsonlCallback,
+    MLflowCallback,
+    TensorBoardCallback,
+    get_reporting_integration_callbacks,
+)
+from ._optimization import create_optimizer, get_scheduler
 from ._trainer import Trainer
-from ._training_args import IntervalStrategy, SaveStrategy, SchedulerType, TrainingArguments
+from ._training_args import (
+    IntervalStrategy,
+    MixedPrecision,
+    OptimizerNames,
+    SaveStrategy,
+    SchedulerType,
+    TrainingArguments,
+)
 from ._utils import (
     EvalPrediction,
     PredictionOutput,
@@ -32,19 +45,26 @@ __all__ = [
     "EvalPrediction",
     "ExportableState",
     "IntervalStrategy",
+    "JsonlCallback",
+    "MLflowCallback",
+    "MixedPrecision",
+    "OptimizerNames",
     "PredictionOutput",
     "PrinterCallback",
     "ProgressCallback",
     "SaveStrategy",
     "SchedulerType",
+    "TensorBoardCallback",
     "TrainOutput",
     "Trainer",
     "TrainerCallback",
     "TrainerControl",
     "TrainerState",
     "TrainingArguments",
+    "create_optimizer",
     "default_data_collator",
     "enable_full_determinism",
+    "get_reporting_integration_callbacks",
     "get_scheduler",
     "set_seed",
 ]

@@ -32,9 +32,14 @@ __all__ = [
     "CHECKPOINT_PREFIX",
     "TRAINER_STATE_NAME",
     "get_last_checkpoint",
+    "load_best_model",
     "load_model_weights",
+    "load_optimizer_and_scheduler",
+    "load_rng_state",
+    "rotate_checkpoints",
     "save_checkpoint",
     "save_model",
+    "save_model_weights",
     "sorted_checkpoints",
 ]
 

@@ -179,7 +179,9 @@ class Trainer:
         if self.accelerator is not None and key == self._accelerator_key:
             return
         self.accelerator = Accelerator(
-            cpu=args.use_cpu,
+            # Without an accelerator, say so: accelerate then runs several launched processes as MULTI_CPU (gloo)
+            # instead of silently training each one alone.
+            cpu=args.use_cpu or not (torch.cuda.is_available() or _mps_available()),
             mixed_precision=str(getattr(args.mixed_precision, "value", args.mixed_precision)),
             gradient_accumulation_steps=args.gradient_accumulation_steps,
             # A sampler seeded per epoch from data_seed: the same data order on every run and after a resume.
@@ -927,6 +929,11 @@ class _EvalLoopOutput:
         self.metrics = metrics
         self.num_samples = num_samples
         self.num_steps = num_steps
+
+
+def _mps_available() -> bool:
+    backend = getattr(torch.backends, "mps", None)
+    return bool(backend is not None and backend.is_available())
 
 
 def _release_dataloader(dataloader: Any) -> None:

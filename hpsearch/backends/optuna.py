@@ -302,7 +302,7 @@ class OptunaBackend(SearchBackend):
             _, trial_id, number, params = message
             trial = Trial(trial_id, number, params, "optuna")
             trial._suggest_hook = _follower_suggest
-            run_trial(ctx, trial, _NullReporter())
+            ctx.finish(run_trial(ctx, trial, _NullReporter()))
         assert ctx.result is not None
         return ctx.result
 
