@@ -35,7 +35,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-_COMMON_KWARGS = ("max_failed_trials", "objective_scope")
+_COMMON_KWARGS = ("max_failed_trials", "objective_scope", "trial_timeout")
 
 
 class HPSearchBackend(str, enum.Enum):
@@ -204,7 +204,8 @@ def hyperparameter_search(
     ``direction`` is 'minimize', 'maximize' or a list of them (several objectives: the Pareto front is returned as a
     list of `BestRun`). ``backend`` None takes the first installed of optuna, ray, sigopt. ``hp_name(trial)``
     names each trial's folder and record. Every backend also accepts ``max_failed_trials`` (consecutive
-    failures that stop the search, default 3) and ``objective_scope`` ('last' evaluation, default, or 'best');
+    failures that stop the search, default 3), ``objective_scope`` ('last' evaluation, default, or 'best') and
+    ``trial_timeout`` (seconds; a trial running longer is stopped and recorded FAIL);
     other keyword arguments go to the backend (an unknown one is an error naming the accepted ones).
     """
     from trainer import Trainer
@@ -224,6 +225,11 @@ def hyperparameter_search(
     objective_scope = kwargs.pop("objective_scope", "last")
     if objective_scope not in ("last", "best"):
         raise SearchConfigError(f"objective_scope={objective_scope!r} must be 'last' or 'best'.")
+    trial_timeout = kwargs.pop("trial_timeout", None)
+    if trial_timeout is not None and (
+        isinstance(trial_timeout, bool) or not isinstance(trial_timeout, int | float) or not trial_timeout > 0
+    ):
+        raise SearchConfigError(f"trial_timeout must be a positive number of seconds or None, got {trial_timeout!r}.")
     backend_cls = _resolve_backend(backend)
     backend_cls.check_kwargs(kwargs)
     objective_fn, objective_name = resolve_compute_objective(compute_objective)
@@ -238,6 +244,7 @@ def hyperparameter_search(
         hp_name=hp_name,
         max_failed_trials=max_failed_trials,
         objective_scope=objective_scope,
+        trial_timeout=trial_timeout,
     )
     adapter = backend_cls(ctx, kwargs)
     space, native_space = adapter.resolve_space(hp_space)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import math
 import os
+import signal
+import threading
+import time
 from typing import TYPE_CHECKING, Any
 
 from trainer import TrainerCallback
@@ -16,7 +19,7 @@ if TYPE_CHECKING:
     from .runner import SearchContext
     from .trial import TrialRecord
 
-__all__ = ["ReportingCallback"]
+__all__ = ["ReportingCallback", "TrialTimeout", "Watchdog"]
 
 
 def _plain_metrics(metrics: dict[str, Any]) -> dict[str, float]:
@@ -94,3 +97,58 @@ class ReportingCallback(TrainerCallback):
 def is_finite_objective(value: Any) -> bool:
     values = value if isinstance(value, list) else [value]
     return all(isinstance(v, float) and math.isfinite(v) for v in values)
+
+
+class TrialTimeout(Exception):
+    """A trial ran past ``trial_timeout``."""
+
+
+class Watchdog(TrainerCallback):
+    """Enforces ``trial_timeout``.
+
+    In the main thread a SIGALRM interrupts whatever the trial is doing (a hung data loader, a model_init that
+    never returns). Elsewhere (Optuna's n_jobs threads, Ray workers' threads) signals are not available, so the
+    deadline is checked at every step and evaluation and training is stopped there.
+    """
+
+    def __init__(self, timeout: float | None) -> None:
+        self.timeout = timeout
+        self.deadline: float | None = None
+        self._previous_handler: Any = None
+        self._armed = False
+
+    def _message(self) -> str:
+        return f"trial_timeout: the trial ran longer than {self.timeout:g} s and was stopped"
+
+    def start(self) -> None:
+        if self.timeout is None:
+            return
+        self.deadline = time.monotonic() + self.timeout
+        if threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer"):
+            def on_alarm(signum: int, frame: Any) -> None:
+                raise TrialTimeout(self._message())
+
+            self._previous_handler = signal.signal(signal.SIGALRM, on_alarm)
+            signal.setitimer(signal.ITIMER_REAL, self.timeout)
+            self._armed = True
+
+    def stop(self) -> None:
+        if self._armed:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, self._previous_handler or signal.SIG_DFL)
+            self._armed = False
+
+    def expired(self) -> bool:
+        return self.deadline is not None and time.monotonic() > self.deadline
+
+    def check(self) -> None:
+        if self.expired():
+            raise TrialTimeout(self._message())
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.expired():
+            control.should_training_stop = True
+
+    def on_evaluate(self, args, state, control, **kwargs):
+        if self.expired():
+            control.should_training_stop = True

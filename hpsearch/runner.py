@@ -60,6 +60,7 @@ class SearchContext:
     hp_name: Callable[[Trial], str] | None = None
     max_failed_trials: int = 3
     objective_scope: str = "last"
+    trial_timeout: float | None = None
     result: SearchResult | None = None
     _consecutive_failures: list[TrialRecord] = dataclasses.field(default_factory=list)
     _lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
@@ -217,7 +218,7 @@ def run_trial(
 
     KeyboardInterrupt and `TooManyFailedTrials` still propagate: they stop the search.
     """
-    from .callback import ReportingCallback
+    from .callback import ReportingCallback, Watchdog
 
     name = ctx.trial_name(trial)
     trial.name = name
@@ -233,11 +234,14 @@ def run_trial(
     run_dir = os.path.join(ctx.output_dir, name)
     trainer = None
     callback = None
+    watchdog = Watchdog(ctx.trial_timeout)
     try:
+        watchdog.start()
         args = build_trial_args(ctx.trainer.args, trial.params, run_dir, name)
         trainer = clone_trainer(ctx.trainer, args)
         callback = ReportingCallback(ctx, reporter, record)
         trainer.add_callback(callback)
+        trainer.add_callback(watchdog)
         trainer.train(resume_from_checkpoint=resume_from_checkpoint, trial=trial)
         record.params = dict(trial.params)  # including values suggested inside model_init
         if not record.intermediates:
@@ -248,6 +252,7 @@ def run_trial(
             path = callback.checkpoints.get(step)
             record.checkpoint = path if path is not None and os.path.isdir(path) else None
         record.last_step = trainer.state.global_step
+        watchdog.check()
         record.state = TrialState.PRUNED if callback.pruned else TrialState.COMPLETE
     except (KeyboardInterrupt, TooManyFailedTrials):
         record.state = TrialState.FAIL
@@ -263,6 +268,7 @@ def run_trial(
         logger.warning("Trial %s failed: %s", name, record.error)
         logger.debug("Trial %s traceback", name, exc_info=True)
     finally:
+        watchdog.stop()
         record.finished = _now()
         if trainer is not None:
             _release(trainer)

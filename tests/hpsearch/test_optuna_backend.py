@@ -311,6 +311,7 @@ BAD_INPUTS = [
     ("max failed", {"max_failed_trials": 0}, "max_failed_trials"),
     ("compute objective", {"compute_objective": 3}, "compute_objective"),
     ("timeout", {"timeout": -5}, "timeout"),
+    ("trial_timeout", {"trial_timeout": 0}, "trial_timeout"),
     ("sampler type", {"sampler": "tpe"}, "sampler"),
     ("hp_space type", {"hp_space": 42}, "hp_space"),
 ]
@@ -353,3 +354,24 @@ def test_default_compute_objective_follows_the_seed(caplog):
     ) == pytest.approx(0.9)
     value = hpsearch.default_compute_objective({"eval_loss": 0.5, "eval_f1": 0.5, "eval_accuracy": 0.25})
     assert math.isclose(value, 0.75)
+
+
+def test_hanging_and_memory_error_trials_fail_and_search_goes_on(tmp_path):
+    import time
+
+    def model_init(trial):
+        if trial is not None and trial.number == 0:
+            time.sleep(60)  # hangs past trial_timeout
+        if trial is not None and trial.number == 1:
+            raise MemoryError("simulated out of memory")
+        return DigitsMLP()
+
+    trainer = make_trainer(tmp_path, model_init=model_init, num_train_epochs=1)
+    best = trainer.hyperparameter_search(
+        hp_space={"learning_rate": spaces.Float(1e-3, 1e-2)}, compute_objective="eval_loss", n_trials=3,
+        backend="optuna", trial_timeout=3,
+    )
+    records = best.run_summary.records
+    assert [r.state for r in records] == [TrialState.FAIL, TrialState.FAIL, TrialState.COMPLETE]
+    assert "trial_timeout" in records[0].error
+    assert "MemoryError" in records[1].error
