@@ -204,17 +204,12 @@ def _portable_to_sigopt(space: SearchSpace) -> _Converted:
         if name in parents and not isinstance(domain, Fixed):
             continue  # already a conditional
         conditions: dict[str, list[str]] = {}
-        never = False
         for parent, allowed in (domain.when or {}).items():
             parent_domain = space[parent]
             if isinstance(parent_domain, Fixed):
-                if not any(parent_domain.contains(v) for v in allowed):
-                    never = True
-                continue
+                continue  # the space only accepts the fixed value itself in `when`: always met
             labels = encodings[parent].labels
-            conditions[parent] = [_label_of(labels, v) for v in allowed if parent_domain.contains(v)]
-        if never:
-            continue  # its Fixed parent never takes an allowed value: the space never activates it
+            conditions[parent] = [_label_of(labels, v) for v in allowed]
         spec: dict[str, Any] = {"name": name}
         if isinstance(domain, Fixed):
             encodings[name] = _Encoding("constant", constant=domain.value)
