@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check -q
 STAMP  := $(VENV)/.setup-stamp
 
-.PHONY: setup demo test lint typecheck bench clean
+.PHONY: setup system-deps demo test lint typecheck bench clean
 
 setup: $(STAMP)
 
@@ -14,6 +14,10 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml Makefile scripts/setup_env.sh
 	PYTHON=$(PYTHON) VENV=$(VENV) bash scripts/setup_env.sh
 	touch $(STAMP)
+
+# Debian packages for the tests (PostgreSQL, Chromium); skipped when already installed.
+system-deps:
+	bash scripts/install_system_deps.sh
 
 demo: setup
 	$(PY) -m examples.digits
@@ -24,7 +28,7 @@ lint: setup
 typecheck: setup
 	$(PY) -m mypy
 
-test: setup
+test: setup system-deps
 	$(PY) -m ruff check .
 	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 

@@ -8,11 +8,9 @@ PIP="$VENV/bin/python -m pip --disable-pip-version-check -q"
 # The CPU build of torch lies on this machine's disk; installing it first keeps every later resolver
 # from pulling a multi-GB CUDA build.
 $PIP install torch==2.13.0
-$PIP install -e ".[optuna,ray,report,tensorboard,mlflow,postgres,test]"
-# SigOpt: the client from the `sigopt` extra (it pins urllib3<2, which nothing else here needs newer), then
-# its in-process optimizer. sigoptlite/libsigopt declare numpy<1.23 and jsonschema<4 but run on numpy 2
-# (hpsearch/backends/sigopt.py restores the one numpy alias they miss), so they go in without their
-# declared dependencies; qmcpy==1.2, the one they really need, comes with the extra. Nothing is downgraded.
-$PIP install -e ".[sigopt]"
+$PIP install -e ".[all,test]"
+# SigOpt's in-process optimizer: sigoptlite/libsigopt declare numpy<1.23 and jsonschema<4 but run on numpy 2
+# (hpsearch/backends/sigopt.py restores the one numpy alias they miss), so they go in without their declared
+# dependencies; qmcpy==1.2, the one they really need, comes with the `sigopt` extra. Nothing is downgraded.
 $PIP install --no-deps sigoptlite==0.1.2 libsigopt==1.0.0
 "$VENV/bin/python" -c "import numpy, sigopt; assert int(numpy.__version__.split('.')[0]) >= 2, numpy.__version__; sigopt.Connection(driver='lite')"
