@@ -146,7 +146,10 @@ class TrialProgressCallback(TrainerCallback):
 
     def on_evaluate(self, args, state, control, metrics=None, **kwargs):
         if self.bar is not None and metrics:
-            shown = {k: v for k, v in metrics.items() if isinstance(v, float) and not k.endswith(("_runtime", "_second"))}
+            shown = {
+                k: v for k, v in metrics.items()
+                if isinstance(v, float) and k != "epoch" and not k.endswith(("_runtime", "_second"))
+            }
             self.bar.set_postfix({k.removeprefix("eval_"): f"{v:.4g}" for k, v in list(shown.items())[:3]}, refresh=False)
 
     def on_train_end(self, args, state, control, **kwargs):

@@ -108,6 +108,8 @@ class _Lines:
     def __init__(self, path: str, root: yaml.Node | None) -> None:
         self.path = path
         self._lines: dict[tuple[Any, ...], int] = {}
+        #: Keys set by ``--set`` on the command line: an error about them points there, not at a line.
+        self.overridden: set[tuple[Any, ...]] = set()
         if root is not None:
             self._lines[()] = root.start_mark.line + 1
             self._walk(root, ())
@@ -139,6 +141,10 @@ class _Lines:
 
     def error(self, message: str, *keys: Any) -> ConfigError:
         key = ".".join(str(k) for k in keys) if keys else None
+        for i in range(len(keys), 0, -1):
+            if tuple(keys[:i]) in self.overridden:
+                where = ".".join(str(k) for k in keys[:i])
+                return ConfigError(f"{message} (set by --set {where}=...)", key=key, path=self.path)
         return ConfigError(message, key=key, line=self.line(*keys), path=self.path)
 
 
@@ -162,6 +168,7 @@ class SweepConfig:
     backend_options: dict[str, Any]
     torch_threads: int | None
     owns_storage: bool = False
+    sampler_spec: Any = None
 
     def error(self, message: str, *keys: Any) -> ConfigError:
         return self.lines.error(message, *keys)
@@ -420,20 +427,50 @@ def _build_object(spec: Any, modules: Sequence[str], lines: _Lines, *keys: Any) 
         raise lines.error(f"{name}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())}) failed: {message}", *where) from None
 
 
+def _apply_override(data: dict[str, Any], lines: _Lines, override: str) -> None:
+    key, sep, text = override.partition("=")
+    keys = tuple(k for k in key.strip().split("."))
+    if not sep or not all(keys):
+        raise ConfigError(
+            f"--set {override!r}: expected KEY=VALUE with a dotted key, e.g. --set training_args.num_train_epochs=2."
+        )
+    try:
+        value = yaml.load(text, Loader=_Loader)
+    except yaml.YAMLError as error:
+        raise ConfigError(f"--set {override!r}: the value is not valid YAML ({error}).") from None
+    target = data
+    for i, part in enumerate(keys[:-1]):
+        child = target.get(part)
+        if child is None:
+            child = target[part] = {}
+        if not isinstance(child, dict):
+            where = ".".join(keys[: i + 1])
+            raise ConfigError(f"--set {override!r}: {where} is a {type(child).__name__}, not a mapping.")
+        target = child
+    target[keys[-1]] = value
+    lines.overridden.add(keys)
+
+
 def load_sweep(
     path: str | os.PathLike[str],
     backend: str | None = None,
     n_trials: int | None = None,
     output_dir: str | None = None,
     resume: bool = False,
+    overrides: Sequence[str] = (),
 ) -> SweepConfig:
     """Read and check a sweep file; command-line values (when not None) override the file's.
+
+    ``overrides`` are ``KEY.PATH=VALUE`` strings (``training_args.num_train_epochs=2``); each value is read
+    as YAML (``2`` is an int, ``[1, 2]`` a list, ``"no"`` a string).
 
     Raises:
         ConfigError: for anything wrong, naming the key and its line.
     """
     config_path = Path(path)
     data, lines = _parse_yaml(config_path)
+    for override in overrides:
+        _apply_override(data, lines, override)
     for key in data:
         if key not in _KEYS:
             close = difflib.get_close_matches(str(key), list(_KEYS), n=1)
@@ -509,6 +546,7 @@ def _backend_options(data: Mapping[str, Any], config: SweepConfig, resume: bool)
             )
     config.owns_storage = isinstance(raw.get("storage"), str) and _OUTPUT_DIR_TOKEN in raw["storage"]
     options = _substitute(dict(raw), config.output_dir)
+    config.sampler_spec = options.get("sampler")
     for key, modules in _OBJECT_OPTIONS[config.backend].items():
         if key in options and isinstance(options[key], Mapping):
             options[key] = _build_object(options[key], modules, lines, "backend_options", key)
@@ -563,21 +601,36 @@ def _locate(message: str, config: SweepConfig) -> tuple[Any, ...]:
 
 
 def _prepare_storage(config: SweepConfig, resume: bool) -> str | None:
-    """Start a fresh sweep afresh: a study left in a storage this sweep owns is replaced (returns a note)."""
+    """Get an Optuna storage ready; returns a note for the user, or None.
+
+    A fresh run replaces a study left in a storage this sweep owns (``{output_dir}`` in its URL) and refuses
+    to touch one elsewhere. A resumed run reseeds a seeded sampler with ``seed + trials so far``: the same
+    seed would replay the first trials' samples (TPE samples its first trials at random from that seed).
+    """
     options = config.backend_options
     storage = options.get("storage")
-    if config.backend != "optuna" or resume or not isinstance(storage, str) or "://" not in storage:
+    if config.backend != "optuna" or not isinstance(storage, str) or "://" not in storage:
         return None
     import optuna
 
     study_name = options["study_name"]
     Path(config.output_dir).mkdir(parents=True, exist_ok=True)
     try:
-        existing = optuna.study.get_all_study_names(storage=storage)
+        summaries = optuna.study.get_all_study_summaries(storage=storage, include_best_trial=False)
     except Exception as error:
         raise config.error(f"cannot open the storage ({error}); check the URL.", "backend_options", "storage") from None
-    if study_name not in existing:
+    summary = next((s for s in summaries if s.study_name == study_name), None)
+    if summary is None:
         return None
+    if resume:
+        note = f"Resuming study {study_name!r} ({summary.n_trials} trials so far)"
+        spec = config.sampler_spec
+        if summary.n_trials and isinstance(spec, Mapping) and isinstance(spec.get("seed"), int):
+            seed = spec["seed"] + summary.n_trials
+            options["sampler"] = _build_object({**spec, "seed": seed}, _OBJECT_OPTIONS["optuna"]["sampler"],
+                                               config.lines, "backend_options", "sampler")
+            note += f"; sampler seed {seed} (seed + trials so far, so that no earlier sample is replayed)"
+        return note + "."
     if not config.owns_storage:
         raise config.error(
             f"study {study_name!r} already exists in this storage; pass --resume to continue it, or set "
@@ -627,7 +680,7 @@ def _print_summary(result: Any, started: float, report: str | None, out: Any) ->
 def run(args: argparse.Namespace) -> int:
     """``hpsearch run``: the whole sweep, then report.html; returns the exit code."""
     config = load_sweep(args.config, backend=args.backend, n_trials=args.n_trials, output_dir=args.output_dir,
-                        resume=args.resume)
+                        resume=args.resume, overrides=args.set)
     started = time.monotonic()
     from trainer import Trainer, TrainingArguments
 
@@ -783,6 +836,9 @@ def _parser() -> argparse.ArgumentParser:
     run_parser.add_argument("--resume", action="store_true",
                             help="continue the study saved in the output folder instead of starting afresh")
     run_parser.add_argument("--output-dir", help="override the file's output_dir (relative to the current directory)")
+    run_parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                            help="override any key of the file, e.g. --set training_args.num_train_epochs=2 "
+                                 "(the value is YAML; repeatable)")
     bars = run_parser.add_mutually_exclusive_group()
     bars.add_argument("--progress", dest="progress", action="store_true", default=None,
                       help="show progress bars even when the output is not a terminal")

@@ -195,13 +195,15 @@ def parallel_figure(result: SearchResult) -> Any | None:
         axis = param_axis(result, name, records)
         low, high = min(axis.tickvals + axis.positions), max(axis.tickvals + axis.positions)
         pad = 0.5 if axis.kind == "categorical" else 0.0
-        label = f"{esc(name)} (log)" if axis.log else esc(name)
+        # Parcoords draws labels as SVG text (no HTML parsing), so they are passed unescaped: escaping would show
+        # the entities literally. The page escapes the figure JSON itself, so no string can leave its <script>.
+        label = f"{name} (log)" if axis.log else name
         dimensions.append(
             {
                 "label": label,
                 "values": axis.positions,
                 "tickvals": axis.tickvals,
-                "ticktext": [esc(t) for t in axis.ticktext],
+                "ticktext": list(axis.ticktext),
                 "range": [low - pad, high + pad] if high > low or pad else [low - 1, high + 1],
             }
         )
@@ -287,7 +289,7 @@ def slice_figure(result: SearchResult, name: str) -> tuple[Any | None, int]:
                 mode="markers",
                 marker={
                     "color": [r.number for r, _ in active],
-                    "colorscale": "Blues",
+                    "colorscale": "Viridis",
                     "showscale": i == 0,
                     "colorbar": {"title": {"text": "trial"}},
                     "size": 9,

@@ -39,6 +39,7 @@ td.num { text-align:right; font-variant-numeric:tabular-nums; }
 tr:nth-child(even) td { background:#fafafa; }
 table.kv th { color:var(--muted); font-weight:500; white-space:nowrap; }
 .table-scroll { overflow:auto; max-height:640px; border:1px solid var(--line); border-radius:6px; }
+table.sortable td { white-space:nowrap; }
 table.sortable th { position:sticky; top:0; background:#f3f4f6; cursor:pointer; user-select:none; white-space:nowrap; }
 table.sortable th[aria-sort=ascending]::after { content:" \\25B2"; }
 table.sortable th[aria-sort=descending]::after { content:" \\25BC"; }

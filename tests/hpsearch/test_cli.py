@@ -1,0 +1,357 @@
+"""The ``hpsearch`` command: the example sweep end to end, config errors with key and line, reports."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from hpsearch import SearchResult
+from hpsearch.cli import main
+from hpsearch.trial import Evaluation, TrialRecord, TrialState
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "digits" / "sweep.yaml"
+
+# A small sweep of the example model: two epochs of a quarter of the steps, so each trial takes well under a second.
+TINY = """\
+model: examples.digits.model:model_init
+data: examples.digits.model:datasets
+metrics: examples.digits.model:compute_metrics
+objective: eval_accuracy
+direction: maximize
+n_trials: 2
+torch_threads: 1
+training_args:
+  num_train_epochs: 1
+  max_steps: 6
+  per_device_train_batch_size: 64
+  eval_strategy: steps
+  eval_steps: 3
+  save_strategy: "no"
+  report_to: none
+space:
+  learning_rate: {type: float, low: 1.0e-3, high: 1.0e-1, log: true}
+  hidden: {type: categorical, choices: [8, 16]}
+backend: optuna
+backend_options:
+  sampler: {name: TPESampler, seed: 0}
+"""
+
+
+@pytest.fixture(autouse=True)
+def _keep_torch_threads():
+    """`torch_threads: 1` in a sweep file sets a process-wide switch; give the next test what it had."""
+    import torch
+
+    before = torch.get_num_threads()
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(autouse=True)
+def _run_from_root(monkeypatch):
+    """Import paths in sweep files resolve against the current directory, as they would for a user."""
+    monkeypatch.chdir(ROOT)
+
+
+def write(tmp_path: Path, text: str, name: str = "sweep.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return path
+
+
+def line_of(path: Path, needle: str) -> int:
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if needle in line:
+            return number
+    raise AssertionError(f"{needle!r} not in {path}")
+
+
+def run_error(capsys, path: Path, *extra: str) -> str:
+    code = main(["run", str(path), *extra])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "Traceback" not in err
+    return err
+
+
+# ---------------------------------------------------------------------------------------------- end to end
+@pytest.fixture(scope="module")
+def example_run(tmp_path_factory):
+    """`hpsearch run examples/digits/sweep.yaml --n-trials 3` (two epochs) into a temporary folder, once."""
+    import torch
+
+    out = tmp_path_factory.mktemp("example") / "out"
+    threads = torch.get_num_threads()
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        code = main([
+            "run", str(EXAMPLE), "--n-trials", "3", "--output-dir", str(out),
+            "--set", "training_args.num_train_epochs=2",
+        ])
+    finally:
+        os.chdir(cwd)
+        torch.set_num_threads(threads)
+    return code, out
+
+
+def test_run_example_config_end_to_end(example_run):
+    code, out = example_run
+    assert code == 0
+    for name in ("search.json", "trials.csv", "intermediates.csv", "report.html", "study.db"):
+        assert (out / name).is_file(), name
+    result = SearchResult.load(out)
+    frame = result.trials_dataframe()
+    assert len(frame) == 3
+    assert set(frame["state"]) <= {"COMPLETE", "PRUNED"}
+    assert result.backend == "optuna"
+    assert result.objective == "eval_accuracy"
+    assert result.directions == ["maximize"]
+    assert result.settings["sampler"] == "TPESampler"
+    assert result.settings["pruner"] == "HyperbandPruner"
+    assert {"params_learning_rate", "params_hidden", "params_layers", "params_dropout"} <= set(frame.columns)
+    # Evaluated once per epoch.
+    assert (result.intermediates_dataframe()["step"] % 23 == 0).all()
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert "Optimization history" in html and "run-2" in html
+
+
+def test_run_prints_best_trial_and_report_path(capsys, tmp_path):
+    path = write(tmp_path, TINY)
+    out = tmp_path / "out"
+    assert main(["run", str(path), "--output-dir", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "Best trial: run-" in printed
+    assert "eval_accuracy = " in printed
+    assert f"Report: {out / 'report.html'}" in printed
+    assert "learning_rate:" in printed
+    assert len(SearchResult.load(out).records) == 2
+
+
+def test_output_dir_in_the_file_is_relative_to_the_file(tmp_path, monkeypatch):
+    sub = tmp_path / "sweeps"
+    sub.mkdir()
+    path = write(sub, TINY + "output_dir: results\n")
+    assert main(["run", str(path), "--n-trials", "1"]) == 0
+    assert (sub / "results" / "search.json").is_file()
+
+
+def test_resume_continues_the_study(tmp_path, capsys):
+    text = TINY + "  storage: sqlite:///{output_dir}/study.db\n"
+    path = write(tmp_path, text)
+    out = tmp_path / "out"
+    assert main(["run", str(path), "--n-trials", "1", "--output-dir", str(out)]) == 0
+    first = SearchResult.load(out).records[0]
+    assert main(["run", str(path), "--n-trials", "3", "--output-dir", str(out), "--resume"]) == 0
+    err = capsys.readouterr().err
+    assert "Resuming study 'sweep' (1 trials so far); sampler seed 1" in err
+    records = SearchResult.load(out).records
+    assert sorted(r.number for r in records) == [0, 1, 2]
+    # The reseeded sampler does not replay trial 0's values.
+    assert all(r.params != first.params for r in records if r.number != 0)
+    # Without --resume the study starts afresh.
+    assert main(["run", str(path), "--n-trials", "1", "--output-dir", str(out)]) == 0
+    assert "Replaced the previous study 'sweep'" in capsys.readouterr().err
+    assert len(SearchResult.load(out).records) == 1
+
+
+# ---------------------------------------------------------------------------------------------- config errors
+def test_set_overrides_and_its_errors(tmp_path, capsys):
+    path = write(tmp_path, TINY)
+    err = run_error(capsys, path, "--set", "n_trials=0")
+    assert "n_trials: expected an integer >= 1, got int 0. (set by --set n_trials=...)" in err
+    err = run_error(capsys, path, "--set", "n_trials")
+    assert "expected KEY=VALUE" in err
+    out = tmp_path / "out"
+    assert main(["run", str(path), "--output-dir", str(out), "--set", "n_trials=1",
+                 "--set", "space.hidden={type: categorical, choices: [4]}"]) == 0
+    (record,) = SearchResult.load(out).records
+    assert record.params["hidden"] == 4
+
+
+def test_missing_required_key(tmp_path, capsys):
+    path = write(tmp_path, TINY.replace("model: examples.digits.model:model_init\n", ""))
+    err = run_error(capsys, path)
+    assert f"{path}:1:" in err
+    assert "required key 'model'" in err
+    assert "model: examples.digits.model:model_init" in err  # the fix, as an example line
+
+
+def test_bad_type_names_key_and_line(tmp_path, capsys):
+    path = write(tmp_path, TINY.replace("n_trials: 2", "n_trials: three"))
+    err = run_error(capsys, path)
+    assert f"{path}:{line_of(path, 'n_trials')}: n_trials: expected an integer >= 1" in err
+
+
+def test_bad_training_argument_value(tmp_path, capsys):
+    path = write(tmp_path, TINY.replace("  max_steps: 6\n", "  max_steps: 6\n  learning_rate: fast\n"))
+    err = run_error(capsys, path)
+    assert f"{path}:{line_of(path, 'learning_rate: fast')}: training_args.learning_rate:" in err
+    assert "must be a number" in err
+
+
+def test_unknown_training_argument_suggests_the_field(tmp_path, capsys):
+    path = write(tmp_path, TINY.replace("  max_steps: 6\n", "  max_step: 6\n"))
+    err = run_error(capsys, path)
+    assert f"{path}:{line_of(path, 'max_step:')}: training_args.max_step:" in err
+    assert "did you mean 'max_steps'?" in err
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("no_such_module_xyz:build", "module 'no_such_module_xyz' is not importable"),
+        ("examples.digits.model:modle_init", "did you mean examples.digits.model:model_init?"),
+        ("examples.digits.model", "expected an import path 'module:function'"),
+    ],
+)
+def test_bad_import_path(tmp_path, capsys, value, expected):
+    path = write(tmp_path, TINY.replace("model: examples.digits.model:model_init", f"model: {value}"))
+    err = run_error(capsys, path)
+    assert f"{path}:{line_of(path, 'model:')}: model:" in err
+    assert expected in err
+
+
+def test_unknown_backend(tmp_path, capsys):
+    path = write(tmp_path, TINY.replace("backend: optuna", "backend: hyperopt"))
+    err = run_error(capsys, path)
+    assert f"{path}:{line_of(path, 'backend: hyperopt')}: backend: unknown backend 'hyperopt'" in err
+    assert "optuna, ray, sigopt" in err
+
+
+def test_unknown_backend_option_and_class(tmp_path, capsys):
+    path = write(tmp_path, TINY + "  prunr: {name: MedianPruner}\n")
+    err = run_error(capsys, path)
+    assert f"{path}:{line_of(path, 'prunr')}: backend_options.prunr:" in err
+    assert "did you mean 'pruner'?" in err
+
+    path = write(tmp_path, TINY.replace("name: TPESampler", "name: TPESamplr"), "sampler.yaml")
+    err = run_error(capsys, path)
+    assert f"{path}:{line_of(path, 'TPESamplr')}: backend_options.sampler.name:" in err
+    assert "did you mean 'TPESampler'?" in err
+
+
+def test_bad_space_domain(tmp_path, capsys):
+    path = write(tmp_path, TINY.replace("hidden: {type: categorical, choices: [8, 16]}", "hidden: {type: int, low: 9}"))
+    err = run_error(capsys, path)
+    assert f"{path}:{line_of(path, 'hidden:')}: space.hidden:" in err
+    assert "'high'" in err
+
+
+def test_error_found_by_the_search_points_at_its_key(tmp_path, capsys):
+    # A pruner without evaluations is only detected by hyperparameter_search itself.
+    text = TINY.replace("  eval_strategy: steps\n  eval_steps: 3\n", "") + "  pruner: {name: MedianPruner}\n"
+    path = write(tmp_path, text)
+    err = run_error(capsys, path, "--output-dir", str(tmp_path / "out"))
+    assert f"{path}:{line_of(path, 'pruner:')}: backend_options.pruner:" in err
+    assert "eval_strategy='epoch'" in err
+
+
+def test_invalid_yaml_gives_its_line(tmp_path, capsys):
+    path = write(tmp_path, TINY.replace("direction: maximize", "direction: [maximize"))
+    err = run_error(capsys, path)
+    assert f"{path}:" in err and "invalid YAML" in err
+
+
+def test_missing_sweep_file(tmp_path, capsys):
+    err = run_error(capsys, tmp_path / "nope.yaml")
+    assert "no such sweep file" in err
+
+
+def test_resume_on_a_backend_that_cannot(tmp_path, capsys):
+    path = write(tmp_path, TINY.replace("backend: optuna\nbackend_options:\n  sampler: {name: TPESampler, seed: 0}\n",
+                                        "backend: sigopt\n"))
+    err = run_error(capsys, path, "--resume")
+    assert "backend: --resume: the sigopt backend cannot resume" in err
+
+
+def test_usage_errors_exit_2(capsys):
+    assert main(["run"]) == 2
+    assert main(["frobnicate"]) == 2
+    assert main(["--help"]) == 0
+
+
+def test_subprocess_config_error_exit_code_and_no_traceback(tmp_path):
+    path = write(tmp_path, TINY.replace("backend: optuna", "backend: hyperopt"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "hpsearch", "run", str(path)], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert f"{path}:{line_of(path, 'hyperopt')}: backend: unknown backend 'hyperopt'" in proc.stderr
+
+
+# ---------------------------------------------------------------------------------------------- reports
+def synthetic(folder: Path, backend: str = "ray", best: float = 0.9) -> Path:
+    """A saved search with one complete and one pruned trial, without training anything."""
+    start = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    records = [
+        TrialRecord(
+            trial_id=str(i), number=i, name=f"t{i}", state=state, params={"learning_rate": 0.01 * (i + 1)},
+            objective=value, started=start + timedelta(seconds=10 * i), finished=start + timedelta(seconds=10 * i + 5),
+            intermediates=[Evaluation(step=3, epoch=1.0, objective=value, metrics={"eval_accuracy": value})],
+            last_step=3,
+        )
+        for i, (state, value) in enumerate([(TrialState.COMPLETE, best), (TrialState.PRUNED, 0.5)])
+    ]
+    SearchResult(
+        backend=backend, directions=["maximize"], records=records, objective="eval_accuracy", n_trials=2,
+        started=start, finished=start + timedelta(seconds=30),
+    ).save(folder)
+    return folder
+
+
+def test_report_one_search(example_run, tmp_path, capsys):
+    _, out = example_run
+    target = tmp_path / "r.html"
+    assert main(["report", str(out), "-o", str(target)]) == 0
+    assert target.is_file()
+    assert f"Report: {target}" in capsys.readouterr().out
+    assert "Parallel coordinates" in target.read_text(encoding="utf-8")
+
+
+def test_report_default_path_is_in_the_output_dir(tmp_path):
+    folder = synthetic(tmp_path / "search")
+    assert main(["report", str(folder)]) == 0
+    assert (folder / "report.html").is_file()
+
+
+def test_report_compares_several_searches(example_run, tmp_path, capsys):
+    _, out = example_run
+    other = synthetic(tmp_path / "ray-run")
+    target = tmp_path / "compare.html"
+    assert main(["report", str(out), str(other), "-o", str(target)]) == 0
+    html = target.read_text(encoding="utf-8")
+    assert "ray-run" in html and out.name in html
+    assert f"Report: {target}" in capsys.readouterr().out
+
+
+def test_report_markdown_to_stdout(example_run, capsys):
+    _, out = example_run
+    assert main(["report", str(out), "--markdown"]) == 0
+    printed = capsys.readouterr().out
+    assert "|" in printed and "run-0" in printed
+    assert not (Path(out) / "report.md").exists()
+
+
+def test_report_of_a_folder_without_search(tmp_path, capsys):
+    assert main(["report", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "search.json" in err and "Traceback" not in err
+
+
+def test_report_subprocess_markdown(tmp_path):
+    folder = synthetic(tmp_path / "search")
+    proc = subprocess.run(
+        [sys.executable, "-m", "hpsearch", "report", str(folder), "--markdown"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "t0" in proc.stdout and "|" in proc.stdout

@@ -1,0 +1,186 @@
+"""One results schema for every backend, and results that survive an interrupted search.
+
+The same tiny sweep runs on each backend; its `trials_dataframe` must have exactly the columns and dtypes
+below (`EXPECTED_TRIALS`), live and after `SearchResult.load`. A backend whose adapter is missing or does not
+import fails here: it is not skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from hpsearch import SearchResult, hyperparameter_search
+from spaces import Categorical, Float, Int, SearchSpace
+
+ROOT = Path(__file__).resolve().parents[2]
+
+BACKENDS = ["optuna", "ray", "sigopt"]
+N_TRIALS = 3
+
+# trials_dataframe() of the sweep below, on any backend.
+EXPECTED_TRIALS = {
+    "trial_id": "object",
+    "name": "object",
+    "number": "int64",
+    "state": "object",
+    "objective": "float64",
+    "params_dropout": "float64",
+    "params_hidden": "Int64",
+    "params_layers": "Int64",
+    "params_learning_rate": "float64",
+    "started": "datetime64[us, UTC]",
+    "finished": "datetime64[us, UTC]",
+    "duration_s": "float64",
+    "n_evaluations": "int64",
+    "last_step": "Int64",
+    "checkpoint": "object",
+    "node": "object",
+    "error": "object",
+}
+# The leading columns of intermediates_dataframe(), then the eval metrics (at least these).
+EXPECTED_INTERMEDIATES = {
+    "trial_id": "object",
+    "step": "int64",
+    "epoch": "float64",
+    "objective": "float64",
+}
+EXPECTED_METRICS = {"eval_accuracy": "float64", "eval_loss": "float64"}
+
+
+def space() -> SearchSpace:
+    return SearchSpace({
+        "learning_rate": Float(1e-3, 1e-1, log=True),
+        "hidden": Categorical([8, 16]),
+        "layers": Int(1, 2),
+        "dropout": Float(0.0, 0.3),
+    })
+
+
+def make_trainer(output_dir: Path, callbacks=None, **overrides):
+    # The example's model and data: importable by Ray's worker processes as well.
+    from examples.digits.model import compute_metrics, datasets, model_init
+    from trainer import Trainer, TrainingArguments
+
+    train, evaluation = datasets()
+    settings = dict(
+        output_dir=str(output_dir),
+        max_steps=6,
+        per_device_train_batch_size=64,
+        per_device_eval_batch_size=512,
+        eval_strategy="steps",
+        eval_steps=3,
+        save_strategy="no",
+        logging_strategy="no",
+        disable_tqdm=True,
+        report_to="none",
+    )
+    args = TrainingArguments(**{**settings, **overrides})
+    return Trainer(
+        model_init=model_init, args=args, train_dataset=train, eval_dataset=evaluation,
+        compute_metrics=compute_metrics, callbacks=callbacks,
+    )
+
+
+def dtypes(frame) -> dict[str, str]:
+    return {column: str(dtype) for column, dtype in frame.dtypes.items()}
+
+
+@pytest.fixture
+def ray_env(monkeypatch):
+    monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
+    # Ray's workers import the example model from the checkout.
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
+
+
+@pytest.mark.parametrize("backend", [pytest.param(b, marks=pytest.mark.slow) if b == "ray" else b for b in BACKENDS])
+def test_same_schema_on_every_backend(backend, tmp_path, ray_env, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    out = tmp_path / "out"
+    best = hyperparameter_search(
+        make_trainer(out), hp_space=space(), compute_objective="eval_accuracy", n_trials=N_TRIALS,
+        direction="maximize", backend=backend,
+    )
+    result = best.run_summary
+    assert result.backend == backend
+    for frame in (result.trials_dataframe(), SearchResult.load(out).trials_dataframe()):
+        assert dtypes(frame) == EXPECTED_TRIALS
+        assert len(frame) == N_TRIALS
+        assert set(frame["state"]) <= {"COMPLETE", "PRUNED"}
+        assert (frame["n_evaluations"] >= 1).all()
+    for frame in (result.intermediates_dataframe(), SearchResult.load(out).intermediates_dataframe()):
+        found = dtypes(frame)
+        assert list(found)[: len(EXPECTED_INTERMEDIATES)] == list(EXPECTED_INTERMEDIATES)
+        assert {k: found[k] for k in EXPECTED_INTERMEDIATES} == EXPECTED_INTERMEDIATES
+        assert {k: found.get(k) for k in EXPECTED_METRICS} == EXPECTED_METRICS
+        assert sorted(set(frame["step"])) == [3, 6]
+
+
+# ---------------------------------------------------------------------------------------------- interrupted
+K = 2
+
+
+def test_keyboard_interrupt_in_trial_k_plus_1_leaves_k_rows(tmp_path):
+    from trainer import TrainerCallback
+
+    class InterruptThirdTrial(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.trial_name == f"run-{K}" and state.global_step == 2:
+                raise KeyboardInterrupt
+
+    out = tmp_path / "out"
+    trainer = make_trainer(out, callbacks=[InterruptThirdTrial()])
+    hyperparameter_search(
+        trainer, hp_space=space(), compute_objective="eval_accuracy", n_trials=5, direction="maximize",
+        backend="optuna",
+    )
+    loaded = SearchResult.load(out)
+    frame = loaded.trials_dataframe()
+    assert list(frame["name"]) == [f"run-{i}" for i in range(K)], frame[["name", "state", "error"]]
+    assert set(frame["state"]) <= {"COMPLETE", "PRUNED"}
+
+
+KILLED_SEARCH = """
+import os, signal, sys
+sys.path.insert(0, {root!r})
+from pathlib import Path
+from hpsearch import hyperparameter_search, runner
+from tests.hpsearch.test_results_backends import K, make_trainer, space
+
+def kill_after_k(ctx, record):
+    # After the k-th trial is recorded and saved: the harshest interruption, no cleanup of any kind.
+    if len(ctx.result.records) == K:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+runner.TRIAL_END_HOOKS.append(kill_after_k)
+hyperparameter_search(
+    make_trainer(Path({out!r})), hp_space=space(), compute_objective="eval_accuracy", n_trials=6,
+    direction="maximize", backend="optuna", storage="sqlite:///" + {out!r} + "/study.db", study_name="killed",
+)
+"""
+
+
+@pytest.mark.slow
+def test_search_killed_after_k_trials_loads_k_rows(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    script = tmp_path / "killed.py"
+    script.write_text(textwrap.dedent(KILLED_SEARCH).format(root=str(ROOT), out=str(out)), encoding="utf-8")
+    proc = subprocess.run([sys.executable, str(script)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-3000:]
+    loaded = SearchResult.load(out)
+    frame = loaded.trials_dataframe()
+    assert len(frame) == K
+    assert list(frame["number"]) == list(range(K))
+    assert set(frame["state"]) <= {"COMPLETE", "PRUNED"}
+    # The CSV exports are complete too.
+    import pandas as pd
+
+    assert len(pd.read_csv(out / "trials.csv")) == K
+    assert set(pd.read_csv(out / "intermediates.csv")["trial_id"].astype(str)) == {str(i) for i in range(K)}
