@@ -370,7 +370,7 @@ class TrainingArguments:
     in a replace, unless the replace also sets them to a new value.
     """
 
-    output_dir: str | None = None
+    output_dir: str = "trainer_output"
     overwrite_output_dir: bool = False
     eval_strategy: IntervalStrategy | str = "no"
     eval_steps: float | None = None
