@@ -7,6 +7,7 @@ import importlib.metadata
 import logging
 import os
 import platform
+import shutil
 import uuid
 from collections.abc import Callable
 from datetime import datetime, timezone
@@ -117,7 +118,7 @@ def _directions(direction: Any) -> list[str]:
 
 def _check_int(name: str, value: Any, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise SearchConfigError(f"{name} must be an integer >= {minimum}, got {value!r}.")
+        raise SearchConfigError(f"{name} must be an integer >= {minimum}, got {value!r}; pass e.g. {name}=3.")
     return value
 
 
@@ -169,21 +170,40 @@ def _versions(backend: str) -> dict[str, str]:
     return out
 
 
-def _probe_writable(output_dir: str) -> None:
-    """Fail now, not after an hour of training, if results cannot be written."""
+def _probe_writable(output_dir: str) -> str | None:
+    """Fail now, not after an hour of training, if results cannot be written; returns the first folder it created."""
+    # The first folder the probe creates: removed again if the probe fails, so a refused search leaves nothing.
+    created = None
+    path = os.path.abspath(output_dir)
+    while not os.path.exists(path) and os.path.dirname(path) != path:
+        created, path = path, os.path.dirname(path)
     try:
         os.makedirs(output_dir, exist_ok=True)
         probe = os.path.join(output_dir, f".hpsearch-probe-{uuid.uuid4().hex}")
-        with open(probe, "wb") as f:
-            f.write(b"0" * 4096)
-            f.flush()
-            os.fsync(f.fileno())
-        os.remove(probe)
+        try:
+            with open(probe, "wb") as f:
+                f.write(b"0" * 4096)
+                f.flush()
+                os.fsync(f.fileno())
+        finally:
+            if os.path.exists(probe):
+                os.remove(probe)
     except OSError as error:
+        if created is not None:
+            shutil.rmtree(created, ignore_errors=True)
         raise SearchConfigError(
             f"output_dir={output_dir!r} is not writable ({error.strerror or error}); choose a writable folder "
             "with free space via TrainingArguments(output_dir=...)."
         ) from error
+    return created
+
+
+def _remove_if_empty(folder: str | None) -> None:
+    """Remove a folder tree the probe created if nothing was written into it (a search refused at start)."""
+    if folder is None or not os.path.isdir(folder):
+        return
+    if not any(files for _, _, files in os.walk(folder)):
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def hyperparameter_search(
@@ -251,7 +271,7 @@ def hyperparameter_search(
     if space is not None:
         check_space_against_trainer(space, trainer)
     adapter.validate()
-    _probe_writable(output_dir)
+    created = _probe_writable(output_dir)
 
     from .results import SearchResult
 
@@ -269,6 +289,10 @@ def hyperparameter_search(
     )
     try:
         result = adapter.run(n_trials, space, native_space)
+    except SearchConfigError:
+        # Raised by a check only the run can make (e.g. Ray's address): leave no empty folder behind.
+        _remove_if_empty(created)
+        raise
     except KeyboardInterrupt:
         result = ctx.result
         result.save(output_dir)

@@ -23,7 +23,7 @@ def _summable(metrics: Mapping[str, Any]) -> dict[str, float]:
     for key, value in metrics.items():
         if key in ("epoch", "eval_loss") or key.endswith(_IGNORED_SUFFIXES) or "_mem_" in key:
             continue
-        if isinstance(value, bool) or not isinstance(value, int | float) and not hasattr(value, "__float__"):
+        if isinstance(value, bool) or (not isinstance(value, int | float) and not hasattr(value, "__float__")):
             continue
         out[key] = float(value)
     return out

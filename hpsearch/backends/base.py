@@ -68,7 +68,7 @@ class SearchBackend(abc.ABC):
         self.ctx = ctx
         self.kwargs = dict(kwargs)
 
-    def validate(self) -> None:
+    def validate(self) -> None:  # noqa: B027 - an optional hook, a no-op unless a backend needs checks
         """Backend-specific checks of the kwargs against the trainer (e.g. a pruner needs evaluations)."""
 
     @abc.abstractmethod

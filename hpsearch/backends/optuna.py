@@ -5,12 +5,23 @@ Portable domains map to Optuna distributions with the same inclusive bounds (`Fl
 hashables) are suggested by index and mapped back. Conditional parameters are simply not suggested when
 inactive (define-by-run). ``n_trials`` is the study's budget: a study loaded from storage runs only the
 trials it still lacks, so a rerun after a crash completes the search without repeating finished trials.
+
+Crashes and several workers. A storage URL gets an `RDBStorage` with Optuna's heartbeat: a trial whose driver
+stopped beating for `GRACE_PERIOD` seconds is failed and its parameters are re-enqueued once. Every trial also
+carries its driver's ``host:pid`` (user attr ``hpsearch_owner``), so a rerun on the same machine fails and
+re-enqueues a dead driver's trial at once, on any storage (journal files have no heartbeat). The budget counts
+every trial of the study except a failed trial that was re-enqueued (its retry takes its place) and is claimed
+by trial number, which the storage hands out in order: the trial numbered past the budget is not trained, so
+workers sharing one study stop at exactly ``n_trials`` however they race (a worker that loses the race leaves
+one empty FAIL trial marked ``hpsearch_over_budget``, which the budget and the results ignore).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import socket
+import warnings
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -34,9 +45,68 @@ _OPTUNA_SCALARS = (type(None), bool, int, float, str)
 _JOURNAL_SUFFIXES = (".log", ".journal", ".jsonl")
 _RDB_SCHEMES = ("sqlite", "postgresql", "postgres", "mysql", "oracle", "mssql")
 
+#: Optuna heartbeat of storages built from a URL (seconds): a trial whose driver has not beaten for
+#: GRACE_PERIOD is failed by the next driver that starts a trial, and re-enqueued once.
+HEARTBEAT_INTERVAL = 10
+GRACE_PERIOD = 20
+_OWNER_ATTR = "hpsearch_owner"
+_OVER_BUDGET_ATTR = "hpsearch_over_budget"
+
 
 class _Failed(TrialFailed):
     pass
+
+
+class _OverBudget(_Failed):
+    """The trial was numbered past the budget because another worker claimed the last slot first."""
+
+
+def _owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _owner_is_dead(owner: Any) -> bool:
+    """True only for a driver process of this machine that no longer exists (other hosts: unknown)."""
+    if not isinstance(owner, str) or ":" not in owner:
+        return False
+    host, _, pid_text = owner.rpartition(":")
+    if host != socket.gethostname() or not pid_text.isdigit() or int(pid_text) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid_text), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # exists but belongs to someone else
+        return False
+    return False
+
+
+def _retried_numbers(trials: list[Any]) -> set[int]:
+    """Numbers of failed trials that were re-enqueued (by the heartbeat or by `_recover_dead_drivers`)."""
+    out: set[int] = set()
+    for t in trials:
+        out.update(t.system_attrs.get("retry_history", ()))
+    return out
+
+
+def _budget_trials(trials: list[Any]) -> list[Any]:
+    """The trials that use the budget: all but re-enqueued failures and the empty over-budget ones."""
+    import optuna
+
+    retried = _retried_numbers(trials)
+    return [
+        t for t in trials
+        if not t.user_attrs.get(_OVER_BUDGET_ATTR)
+        and not (t.state == optuna.trial.TrialState.FAIL and t.number in retried)
+    ]
+
+
+def _retry_callback() -> Any:
+    import optuna
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=1)
 
 
 def redact_url(url: str) -> str:
@@ -72,6 +142,7 @@ class OptunaBackend(SearchBackend):
     def __init__(self, ctx, kwargs) -> None:
         super().__init__(ctx, kwargs)
         self._choice_maps: dict[str, list[Any]] = {}
+        self._interrupted: set[int] = set()
 
     # ------------------------------------------------------------------ checks
     def validate(self) -> None:
@@ -99,7 +170,7 @@ class OptunaBackend(SearchBackend):
                 )
         storage = kw.get("storage")
         if isinstance(storage, str):
-            self._check_storage_url(storage)
+            self._check_storage_url(storage, self.ctx.output_dir)
         elif storage is not None and not isinstance(storage, optuna.storages.BaseStorage):
             raise SearchConfigError(
                 f"storage must be a URL such as 'sqlite:///study.db', a journal file path ending in .log, or an "
@@ -129,10 +200,14 @@ class OptunaBackend(SearchBackend):
             raise SearchConfigError(f"catch must be an exception class or a tuple of them, got {catch!r}.")
 
     @staticmethod
-    def _check_storage_url(url: str) -> None:
+    def _check_storage_url(url: str, output_dir: str) -> None:
+        def missing(folder: str) -> bool:
+            # output_dir itself is created before the storage is opened.
+            return not os.path.isdir(folder) and os.path.abspath(folder) != os.path.abspath(output_dir)
+
         if url.endswith(_JOURNAL_SUFFIXES) and "://" not in url:
             parent = os.path.dirname(os.path.abspath(url))
-            if not os.path.isdir(parent):
+            if missing(parent):
                 raise SearchConfigError(f"storage journal file {url!r}: folder {parent!r} does not exist; create it.")
             return
         scheme = url.split("://", 1)[0].split("+", 1)[0] if "://" in url else ""
@@ -141,6 +216,23 @@ class OptunaBackend(SearchBackend):
                 f"storage={redact_url(url)!r} is not a database URL or journal file; use e.g. "
                 "'sqlite:///study.db', 'postgresql://user@host/db' or a path ending in .log."
             )
+        # Parse it now: a malformed URL (a port that is not a number, ...) must fail before anything is written.
+        import sqlalchemy.engine
+
+        try:
+            parsed = sqlalchemy.engine.make_url(url)
+            parsed.port  # noqa: B018 - parsing the port is lazy in some versions
+        except Exception as error:
+            raise SearchConfigError(
+                f"storage={redact_url(url)!r} is not a valid database URL ({type(error).__name__}); write it as "
+                "'dialect+driver://user:password@host:port/database', e.g. 'postgresql+psycopg2://me:pw@127.0.0.1:5432/db'."
+            ) from None
+        if scheme == "sqlite" and parsed.database not in (None, "", ":memory:"):
+            parent = os.path.dirname(os.path.abspath(parsed.database))
+            if missing(parent):
+                raise SearchConfigError(
+                    f"storage={url!r}: folder {parent!r} of the SQLite file does not exist; create it or use another path."
+                )
 
     def settings(self) -> dict[str, Any]:
         out = super().settings()
@@ -194,6 +286,34 @@ class OptunaBackend(SearchBackend):
 
         return space.sample_with(suggest)
 
+    def resolve_space(self, hp_space: Any) -> tuple[SearchSpace | None, Any]:
+        space, native_space = super().resolve_space(hp_space)
+        if space is None:
+            self._probe_native_space(native_space)
+        return space, native_space
+
+    def _probe_native_space(self, native_space: Any) -> None:
+        """Call a native ``hp_space(trial)`` once on a throw-away trial, so a broken one fails before any storage
+        or folder is created (it only suggests values; nothing is trained)."""
+        import optuna
+
+        verbosity = optuna.logging.get_verbosity()
+        optuna.logging.set_verbosity(optuna.logging.WARNING)  # no "new study created in memory" line
+        try:
+            probe = optuna.create_study(directions=self.ctx.directions).ask()
+        finally:
+            optuna.logging.set_verbosity(verbosity)
+        trial = Trial("probe", 0, {}, "optuna", native=probe)
+        try:
+            self._native_params(trial, native_space)
+        except SearchConfigError:
+            raise
+        except Exception as error:
+            raise SearchConfigError(
+                f"hp_space(trial) raised {type(error).__name__}: {error} when called with an Optuna trial; "
+                "hp_space must only call trial.suggest_* and return a dict of the values."
+            ) from error
+
     def _native_params(self, trial: Trial, native_space: Any) -> dict[str, Any]:
         params = native_space(trial)
         if not isinstance(params, Mapping):
@@ -221,7 +341,41 @@ class OptunaBackend(SearchBackend):
             from optuna.storages.journal import JournalFileBackend
 
             return optuna.storages.JournalStorage(JournalFileBackend(storage))
+        if isinstance(storage, str):
+            # Optuna marks heartbeat_interval experimental; the warning would repeat in every run.
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                return optuna.storages.RDBStorage(
+                    storage,
+                    heartbeat_interval=HEARTBEAT_INTERVAL,
+                    grace_period=GRACE_PERIOD,
+                    heartbeat_stale_trial_callback=_retry_callback(),
+                )
         return storage
+
+    @staticmethod
+    def _recover_dead_drivers(study: Any) -> None:
+        """Fail the RUNNING trials of drivers that died, and re-enqueue their parameters once.
+
+        Heartbeat storages do this themselves once GRACE_PERIOD has passed; a driver of this machine whose
+        process is gone is certainly dead, so its trials are recovered now, on every storage.
+        """
+        import optuna
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            optuna.storages.fail_stale_trials(study)
+        retry = _retry_callback()
+        for frozen in study.get_trials(deepcopy=True, states=(optuna.trial.TrialState.RUNNING,)):
+            if not _owner_is_dead(frozen.user_attrs.get(_OWNER_ATTR)):
+                continue
+            try:
+                study.tell(frozen.number, state=optuna.trial.TrialState.FAIL)
+            except (ValueError, RuntimeError, optuna.exceptions.UpdateFinishedTrialError):
+                continue  # another driver recovered it first
+            logger.warning("Trial %d was left RUNNING by a driver that died (%s); marked FAIL and re-enqueued.",
+                           frozen.number, frozen.user_attrs[_OWNER_ATTR])
+            retry(study, frozen)
 
     def run(self, n_trials: int, space: SearchSpace | None, native_space: Any) -> SearchResult:
         import optuna
@@ -242,15 +396,35 @@ class OptunaBackend(SearchBackend):
         )
         assert ctx.result is not None
         ctx.result.native = study
+        self._recover_dead_drivers(study)
         self._adopt_previous(study)
-        finished = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED, optuna.trial.TrialState.FAIL)
-        done = len(study.get_trials(deepcopy=False, states=finished))
+        # Running trials count too (other workers' trials). Waiting ones (retries) do not: running one takes one of
+        # this call's optimize iterations, like a new trial would.
+        waiting = optuna.trial.TrialState.WAITING
+        done = len([t for t in _budget_trials(study.get_trials(deepcopy=False)) if t.state != waiting])
         remaining = max(n_trials - done, 0)
         if done:
-            logger.info("Study %r already has %d finished trials; running %d more.", study.study_name, done, remaining)
+            logger.info("Study %r already has %d trials; running %d more.", study.study_name, done, remaining)
         multi = len(directions) > 1
 
+        def within_budget(optuna_trial: Any) -> bool:
+            # Trial numbers are handed out in order by the storage, so "the budget trials numbered below mine"
+            # is the same answer for every worker: exactly n_trials trials pass, whatever the race.
+            if optuna_trial.number < n_trials:
+                return True  # fewer trials than that are numbered below it: no need to read them all
+            below = [t for t in study.get_trials(deepcopy=False) if t.number < optuna_trial.number]
+            return len(_budget_trials(below)) < n_trials
+
+        def stop_at_budget(study_: Any, frozen: Any) -> None:
+            if len(_budget_trials(study_.get_trials(deepcopy=False))) >= n_trials:
+                study_.stop()
+
         def objective(optuna_trial: Any) -> Any:
+            if not within_budget(optuna_trial):
+                optuna_trial.set_user_attr(_OVER_BUDGET_ATTR, True)
+                optuna_trial.study.stop()
+                raise _OverBudget(f"the study already has its {n_trials} trials")
+            optuna_trial.set_user_attr(_OWNER_ATTR, _owner())
             trial = Trial(optuna_trial.number, optuna_trial.number, {}, "optuna", native=optuna_trial)
             if _dist.world_size() > 1:
                 trial._suggest_hook = _leader_suggest
@@ -259,7 +433,12 @@ class OptunaBackend(SearchBackend):
             else:
                 trial.params = self._native_params(trial, native_space)
             _dist.broadcast_object(("trial", trial.id, trial.number, trial.params))
-            record = run_trial(ctx, trial, _OptunaReporter(optuna_trial, multi))
+            try:
+                record = run_trial(ctx, trial, _OptunaReporter(optuna_trial, multi))
+            except KeyboardInterrupt:
+                # Not a finished trial: it stays out of the results (Optuna itself marks it FAIL).
+                self._interrupted.add(optuna_trial.number)
+                raise
             for key, value in (("name", record.name), ("checkpoint", record.checkpoint), ("node", record.node),
                                ("error", record.error), ("last_step", record.last_step)):
                 if value is not None:
@@ -281,7 +460,7 @@ class OptunaBackend(SearchBackend):
                     timeout=self.kwargs.get("timeout"),
                     n_jobs=self.kwargs.get("n_jobs", 1),
                     gc_after_trial=self.kwargs.get("gc_after_trial", False),
-                    callbacks=self.kwargs.get("callbacks"),
+                    callbacks=[*(self.kwargs.get("callbacks") or ()), stop_at_budget],
                     catch=(_Failed, *catch),
                     show_progress_bar=self.kwargs.get("show_progress_bar", False),
                 )
@@ -337,7 +516,11 @@ class OptunaBackend(SearchBackend):
             optuna.trial.TrialState.WAITING: TrialState.RUNNING,
         }
         records: list[TrialRecord] = []
-        for frozen in study.get_trials(deepcopy=False):
+        trials = study.get_trials(deepcopy=False)
+        retries = {t.system_attrs["failed_trial"]: t.number for t in trials if "failed_trial" in t.system_attrs}
+        for frozen in trials:
+            if frozen.user_attrs.get(_OVER_BUDGET_ATTR) or frozen.number in self._interrupted:
+                continue
             trial_id = str(frozen.number)
             record = known.get(trial_id)
             if record is None:
@@ -363,6 +546,9 @@ class OptunaBackend(SearchBackend):
                     node=attrs.get("hpsearch_node"),
                     error=attrs.get("hpsearch_error"),
                 )
+                if record.state is TrialState.FAIL and record.error is None and frozen.number in retries:
+                    record.error = (f"its driver process died while it ran; re-enqueued with the same parameters "
+                                    f"as trial {retries[frozen.number]}")
             records.append(record)
         ctx.result.records[:] = records
         if records:

@@ -153,12 +153,10 @@ def _restart_point(checkpoint: Any, run_dir: str, trial_name: str) -> tuple[str,
     local = os.path.join(run_dir, f".restore-{uuid.uuid4().hex[:8]}")
     checkpoint.to_directory(local)
     origin, step = None, None
-    with contextlib.suppress(OSError, ValueError):
-        with open(os.path.join(local, "training_args.json")) as f:
-            origin = json.load(f).get("run_name")
-    with contextlib.suppress(OSError, ValueError):
-        with open(os.path.join(local, "trainer_state.json")) as f:
-            step = json.load(f).get("global_step")
+    with contextlib.suppress(OSError, ValueError), open(os.path.join(local, "training_args.json")) as f:
+        origin = json.load(f).get("run_name")
+    with contextlib.suppress(OSError, ValueError), open(os.path.join(local, "trainer_state.json")) as f:
+        step = json.load(f).get("global_step")
     if origin is not None and origin != trial_name:
         for file in ("optimizer.pt", "scheduler.pt", "scaler.pt"):
             with contextlib.suppress(FileNotFoundError):
@@ -391,7 +389,7 @@ class RayBackend(SearchBackend):
     # ------------------------------------------------------------------ checks
     def validate(self) -> None:
         from ray.tune.schedulers import FIFOScheduler, TrialScheduler
-        from ray.tune.search import Searcher, SearchAlgorithm
+        from ray.tune.search import SearchAlgorithm, Searcher
 
         kw = self.kwargs
         ctx = self.ctx
@@ -434,7 +432,7 @@ class RayBackend(SearchBackend):
             raise SearchConfigError(f"time_budget_s must be a positive number of seconds, got {budget!r}.")
         for key in ("name", "checkpoint_score_attr"):
             value = kw.get(key)
-            if value is not None and (not isinstance(value, str) or not value or os.sep in value and key == "name"):
+            if value is not None and (not isinstance(value, str) or not value or (os.sep in value and key == "name")):
                 raise SearchConfigError(f"{key} must be a non-empty string (a folder name for name), got {value!r}.")
         storage = kw.get("storage_path")
         if storage is not None and (not isinstance(storage, str | os.PathLike) or not os.fspath(storage)):
@@ -465,12 +463,13 @@ class RayBackend(SearchBackend):
                     f"scheduler must be a ray.tune.schedulers.TrialScheduler (ASHAScheduler(), ...), got {scheduler!r}."
                 )
             self._check_unset_metric("scheduler", scheduler)
-            if not isinstance(scheduler, FIFOScheduler) and str(args.eval_strategy) == "no":
+            # ASHA and the other schedulers subclass FIFOScheduler: only plain FIFO needs no intermediate results.
+            if type(scheduler) is not FIFOScheduler and _strategy(args.eval_strategy) == "no":
                 raise SearchConfigError(
                     f"scheduler={type(scheduler).__name__} needs intermediate results, but eval_strategy='no' never "
                     "evaluates during training; set eval_strategy='epoch' or 'steps' (or drop the scheduler)."
                 )
-            if _is_pbt(scheduler) and str(args.save_strategy) == "no":
+            if _is_pbt(scheduler) and _strategy(args.save_strategy) == "no":
                 raise SearchConfigError(
                     f"scheduler={type(scheduler).__name__} restarts trials from each other's checkpoints, but "
                     "save_strategy='no' saves none; set save_strategy to eval_strategy's value."
@@ -564,7 +563,9 @@ class RayBackend(SearchBackend):
         from ray.tune.search.sample import Domain
 
         if isinstance(hp_space, Mapping):
-            return any(isinstance(v, Domain) for v in hp_space.values())
+            # tune.grid_search(...) is a plain {"grid_search": [...]} dict, not a Domain.
+            return any(isinstance(v, Domain) or (isinstance(v, Mapping) and set(v) == {"grid_search"})
+                       for v in hp_space.values())
         return callable(hp_space)
 
     def resolve_space(self, hp_space: Any) -> tuple[SearchSpace | None, Any]:
@@ -776,7 +777,7 @@ class RayBackend(SearchBackend):
                 value = r.get(_PREFIX + key)
                 if isinstance(value, str) and value and value not in extra.setdefault(key, []):
                     extra[key].append(value)
-            if r.get(f"{_PREFIX}done") is True or _as_float(r.get("objective")) is None and "step" not in r:
+            if r.get(f"{_PREFIX}done") is True or (_as_float(r.get("objective")) is None and "step" not in r):
                 continue
             step = int(_as_float(r.get("step")) or 0)
             metrics = {}
@@ -881,6 +882,10 @@ _RAY_KEYS = frozenset({
     "time_this_iter_s", "timestamp", "date", "time_since_restore", "timesteps_since_restore",
     "iterations_since_restore", "config", "checkpoint_dir_name",
 })
+
+
+def _strategy(value: Any) -> str:
+    return str(getattr(value, "value", value))
 
 
 def _is_pbt(scheduler: Any) -> bool:

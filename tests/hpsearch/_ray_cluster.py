@@ -31,6 +31,8 @@ def _free_port() -> int:
 def cluster_env() -> dict[str, str]:
     env = dict(os.environ)
     env["RAY_USAGE_STATS_ENABLED"] = "0"
+    # One loopback-only test cluster; Ray's token mode would need the same token propagated to every node.
+    env["RAY_AUTH_MODE"] = "disabled"
     # Workers import the tests' helpers and the package from the checkout.
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
     return env

@@ -190,7 +190,7 @@ def test_multi_objective_returns_pareto_front(tmp_path):
     points = [tuple(r.objective) for r in front[0].run_summary.records if r.state is TrialState.COMPLETE]
     for b in front:
         acc, loss = b.objective
-        assert not any(a >= acc and l <= loss and (a, l) != (acc, loss) for a, l in points)
+        assert not any(a >= acc and lo <= loss and (a, lo) != (acc, loss) for a, lo in points)
 
 
 def test_failing_trial_is_recorded_and_search_completes(tmp_path):
@@ -335,7 +335,7 @@ def test_bad_input_is_refused_before_any_trial(tmp_path, case):
 
 
 def test_model_init_required(tmp_path):
-    train, evaluation = digits_datasets()
+    train, _evaluation = digits_datasets()
     trainer = Trainer(model=DigitsMLP(), args=TrainingArguments(output_dir=str(tmp_path)), train_dataset=train)
     with pytest.raises(SearchConfigError, match="model_init"):
         trainer.hyperparameter_search(backend="optuna")

@@ -20,6 +20,7 @@ from tests.hpsearch import _ray_cluster as rc
 pytestmark = [pytest.mark.slow, pytest.mark.multiprocess]
 
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # the driver joins the loopback test cluster (see _ray_cluster)
 
 
 @pytest.fixture(scope="module")
@@ -132,7 +133,7 @@ def test_pbt_exploit_restores_weights_from_another_trial(cluster, tmp_path):
     from ray import tune
     from ray.tune.schedulers import PopulationBasedTraining
 
-    trainer = rc.make_trainer(str(tmp_path / "out"), epochs=4)
+    trainer = rc.make_trainer(str(tmp_path / "out"), epochs=3)
     pbt = PopulationBasedTraining(
         time_attr="training_iteration", perturbation_interval=1, quantile_fraction=0.5,
         hyperparam_mutations={"learning_rate": tune.loguniform(1e-4, 1e-1)},
@@ -195,7 +196,7 @@ def test_space_conversion_respects_inclusive_bounds():
 # ---------------------------------------------------------------------------------------------- bad inputs
 def test_unknown_kwarg_is_refused(tmp_path):
     trainer = rc.make_trainer(str(tmp_path / "out"))
-    with pytest.raises(SearchConfigError, match="num_workers.*accepts"):
+    with pytest.raises(SearchConfigError, match=r"num_workers.*accepts"):
         hyperparameter_search(trainer, hp_space=_space(), backend="ray", num_workers=2)
 
 

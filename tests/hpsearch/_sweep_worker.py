@@ -1,0 +1,132 @@
+"""A driver process for the reliability tests, killed (SIGKILL) and rerun by them.
+
+    python -m tests.hpsearch._sweep_worker sweep CONFIG_JSON       an Optuna sweep on the digits MLP
+    python -m tests.hpsearch._sweep_worker checkpoint CONFIG_JSON  a training run that saves checkpoints
+
+Both take ``data``: an ``.npz`` of the digits split (x_train, y_train, x_eval, y_eval) saved by the test.
+``sweep`` config: storage, study_name, output_dir, n_trials, max_steps, seed, and optionally ``hold_trial`` (the
+trial with that number writes ``<marker_dir>/holding-<number>`` after its first step and then waits to be
+killed), ``foreign_owner`` (the trials claim to belong to a driver on another machine, so only Optuna's heartbeat
+can tell that this one died) and ``heartbeat`` ([interval, grace] in seconds). Every trial start is marked with
+``<marker_dir>/started-<number>-<pid>``.
+
+``checkpoint`` config: output_dir, max_steps, save_steps, resume, and ``kill_at_save`` (the process kills itself
+with SIGKILL inside the n-th checkpoint save, after the files are written and before the folder is published).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+_ROOT = str(Path(__file__).resolve().parents[2])
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
+
+
+def _datasets(config: dict):
+    """The digits split, from the arrays the test saved (``data``), so the worker does not import scikit-learn."""
+    from tests._digits import DigitsDataset, digits_datasets
+
+    if "data" not in config:
+        return digits_datasets()
+    import numpy as np
+
+    with np.load(config["data"]) as arrays:
+        return (DigitsDataset(arrays["x_train"], arrays["y_train"]),
+                DigitsDataset(arrays["x_eval"], arrays["y_eval"]))
+
+
+def _trainer(config: dict, output_dir: str, model_init, callbacks=()):
+    from trainer import Trainer, TrainingArguments
+
+    train, evaluation = _datasets(config)
+    args = TrainingArguments(
+        output_dir=output_dir,
+        max_steps=config["max_steps"],
+        per_device_train_batch_size=32,
+        per_device_eval_batch_size=512,
+        eval_strategy="no",
+        save_strategy=config.get("save_strategy", "no"),
+        save_steps=config.get("save_steps", 500),
+        logging_strategy="no",
+        disable_tqdm=True,
+        report_to="none",
+        seed=config.get("seed", 0),
+        dataloader_num_workers=0,
+    )
+    return Trainer(model_init=model_init, args=args, train_dataset=train, eval_dataset=evaluation,
+                   callbacks=list(callbacks))
+
+
+def sweep(config: dict) -> None:
+    import optuna
+
+    import hpsearch
+    import hpsearch.backends.optuna as optuna_adapter
+    import spaces
+    from tests._digits import DigitsMLP
+    from trainer import TrainerCallback
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    markers = Path(config["marker_dir"])
+    if config.get("heartbeat"):
+        optuna_adapter.HEARTBEAT_INTERVAL, optuna_adapter.GRACE_PERIOD = config["heartbeat"]
+    if config.get("foreign_owner"):
+        optuna_adapter._owner = lambda: "another-machine:1"
+    hold = config.get("hold_trial")
+
+    def model_init(trial):
+        if trial is not None:
+            (markers / f"started-{trial.number}-{os.getpid()}").touch()
+        return DigitsMLP(hidden=trial["hidden"] if trial is not None else 32)
+
+    class Hold(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            if hold is not None and args.run_name == f"run-{hold}":
+                (markers / f"holding-{hold}").touch()
+                while True:  # mid-trial, until the test kills this process
+                    time.sleep(0.5)
+
+    trainer = _trainer(config, config["output_dir"], model_init, [Hold()])
+    hpsearch.hyperparameter_search(
+        trainer,
+        hp_space={"learning_rate": spaces.Float(1e-3, 1e-1, log=True), "hidden": spaces.Categorical([8, 16, 32, 64])},
+        compute_objective="eval_loss",
+        n_trials=config["n_trials"],
+        backend="optuna",
+        storage=config["storage"],
+        study_name=config["study_name"],
+        load_if_exists=True,
+        sampler=optuna.samplers.RandomSampler(seed=config.get("seed", 0) + os.getpid()),
+    )
+
+
+def checkpoint(config: dict) -> None:
+    import trainer._checkpoint as ckpt
+    from tests._digits import DigitsMLP
+
+    kill_at = config.get("kill_at_save")
+    saves = []
+    original = ckpt._before_checkpoint_rename
+
+    def before_rename(tmp_folder: str) -> None:
+        original(tmp_folder)
+        saves.append(tmp_folder)
+        if kill_at is not None and len(saves) == kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)  # the files are written, the folder is not yet published
+
+    ckpt._before_checkpoint_rename = before_rename
+    config = {**config, "save_strategy": "steps"}
+    trainer = _trainer(config, config["output_dir"], lambda: DigitsMLP(hidden=16))
+    trainer.train(resume_from_checkpoint=True if config.get("resume") else None)
+
+
+if __name__ == "__main__":
+    mode, config_json = sys.argv[1], sys.argv[2]
+    {"sweep": sweep, "checkpoint": checkpoint}[mode](json.loads(config_json))

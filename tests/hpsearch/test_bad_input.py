@@ -1,0 +1,262 @@
+"""Malformed input is refused before any trial: a message naming the argument, the value and the fix.
+
+Every case below must raise (or make the CLI exit 2) without building a model, without creating
+``output_dir`` and without creating the SQLite file of the study. Cases cover `TrainingArguments`, spaces,
+`hyperparameter_search` arguments, backend keyword arguments (Optuna, Ray, SigOpt), sweep files and CLI flags.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+
+import hpsearch
+import spaces
+from hpsearch.cli import main as cli_main
+from tests._digits import DigitsMLP, accuracy, digits_datasets
+from trainer import Trainer, TrainingArguments
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+LR = {"learning_rate": spaces.Float(1e-3, 1e-2, log=True)}
+
+
+@dataclasses.dataclass
+class Env:
+    tmp_path: Path
+    monkeypatch: pytest.MonkeyPatch
+    built: list[int]
+
+    @property
+    def output_dir(self) -> Path:
+        return self.tmp_path / "search"
+
+    @property
+    def db(self) -> Path:
+        return self.tmp_path / "study.db"
+
+    def trainer(self, takes_trial: bool = True, **overrides: Any) -> Trainer:
+        def model_init(trial):
+            self.built.append(1)
+            return DigitsMLP(hidden=16)
+
+        def model_init_no_trial():
+            self.built.append(1)
+            return DigitsMLP(hidden=16)
+
+        settings: dict[str, Any] = dict(output_dir=str(self.output_dir), eval_strategy="epoch", save_strategy="no",
+                                        num_train_epochs=1, report_to="none", disable_tqdm=True)
+        settings.update(overrides)
+        train, evaluation = digits_datasets()
+        trainer = Trainer(model_init=model_init if takes_trial else model_init_no_trial,
+                          args=TrainingArguments(**settings), train_dataset=train, eval_dataset=evaluation,
+                          compute_metrics=accuracy)
+        self.built.clear()  # the Trainer builds one model up front, as transformers' does; trials come later
+        return trainer
+
+    def search(self, trainer: Trainer | None = None, **kwargs: Any) -> Any:
+        kwargs.setdefault("hp_space", LR)
+        kwargs.setdefault("n_trials", 2)
+        kwargs.setdefault("backend", "optuna")
+        if kwargs["backend"] == "optuna":
+            kwargs.setdefault("storage", f"sqlite:///{self.db}")
+            kwargs.setdefault("study_name", "bad-input")
+        return hpsearch.hyperparameter_search(trainer or self.trainer(), **kwargs)
+
+    def sweep_file(self, **changes: Any) -> Path:
+        """A valid sweep file (its output folder is this env's output_dir) with ``changes`` applied."""
+        import yaml
+
+        sweep: dict[str, Any] = {
+            "model": "examples.digits.model:model_init",
+            "data": "examples.digits.model:datasets",
+            "metrics": "examples.digits.model:compute_metrics",
+            "objective": "eval_accuracy",
+            "direction": "maximize",
+            "n_trials": 2,
+            "output_dir": "search",
+            "training_args": {"num_train_epochs": 1, "eval_strategy": "epoch", "save_strategy": "no",
+                              "report_to": "none"},
+            "space": {"learning_rate": {"type": "float", "low": 1e-3, "high": 1e-2, "log": True}},
+            "backend": "optuna",
+            "backend_options": {"storage": f"sqlite:///{self.db}", "study_name": "bad-input"},
+        }
+        for key, value in changes.items():
+            if value is None:
+                sweep.pop(key, None)
+            else:
+                sweep[key] = value
+        path = self.tmp_path / "sweep.yaml"
+        path.write_text(yaml.safe_dump(sweep, sort_keys=False))
+        return path
+
+    def cli(self, *flags: str, **changes: Any) -> None:
+        code = cli_main(["run", str(self.sweep_file(**changes)), "--no-progress", *flags])
+        raise CliExit(code)
+
+
+class CliExit(Exception):
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+def _not_installed(env: Env) -> None:
+    real = importlib.util.find_spec
+    env.monkeypatch.setattr(importlib.util, "find_spec",
+                            lambda name, *a, **k: None if name == "optuna" else real(name, *a, **k))
+    env.search()
+
+
+def _native_space(result: Any) -> Callable[[Any], Any]:
+    def hp_space(trial):
+        trial.suggest_float("learning_rate", 1e-3, 1e-2)
+        return result
+
+    return hp_space
+
+
+def _raising_space(trial):
+    raise KeyError("lerning_rate")
+
+
+# (id, what to run, fragments the message must contain: the argument, the value, the fix)
+CASES: list[tuple[str, Callable[[Env], Any], tuple[str, ...]]] = [
+    # ------------------------------------------------------------ TrainingArguments
+    ("args-load-best-strategies",
+     lambda e: e.trainer(load_best_model_at_end=True, eval_strategy="epoch", save_strategy="steps"),
+     ("load_best_model_at_end", "save_strategy='steps'", "pass save_strategy='epoch'")),
+    ("args-eval-strategy", lambda e: e.trainer(eval_strategy="sometimes"),
+     ("eval_strategy", "'sometimes'", "pass one of")),
+    ("args-learning-rate", lambda e: e.trainer(learning_rate=-1.0), ("learning_rate", "-1.0", "pass 0.0 or more")),
+    ("args-batch-size", lambda e: e.trainer(per_device_train_batch_size=0),
+     ("per_device_train_batch_size", "got 0", "pass 1 or more")),
+    ("args-scheduler", lambda e: e.trainer(lr_scheduler_type="zigzag"), ("lr_scheduler_type", "'zigzag'", "pass one of")),
+    ("args-warmup-ratio", lambda e: e.trainer(warmup_ratio=1.5), ("warmup_ratio", "1.5", "pass a value <= 1.0")),
+    # ------------------------------------------------------------ spaces
+    ("space-bounds-swapped", lambda e: e.search(hp_space={"learning_rate": spaces.Float(1e-2, 1e-3)}),
+     ("low must be < high", "low=0.01", "swap them")),
+    ("space-log-zero", lambda e: e.search(hp_space={"learning_rate": spaces.Float(0.0, 1e-2, log=True)}),
+     ("log=True", "low=0.0", "use log=False")),
+    ("space-empty-choices", lambda e: e.search(hp_space={"seed": spaces.Categorical([])}),
+     ("choices", "[]", "give at least one value")),
+    ("space-int-float-bound", lambda e: e.search(hp_space={"seed": spaces.Int(1.5, 3)}),
+     ("low", "1.5", "pass an integer")),
+    ("space-unknown-type", lambda e: e.search(hp_space={"learning_rate": {"type": "gaussian", "low": 0, "high": 1}}),
+     ("learning_rate", "'gaussian'", "accepted types are")),
+    ("space-bound-rejected-by-args", lambda e: e.search(hp_space={"learning_rate": spaces.Float(-1.0, 1.0)}),
+     ("learning_rate", "-1.0", "pass 0.0 or more")),
+    ("space-float-for-int-arg", lambda e: e.search(hp_space={"per_device_train_batch_size": spaces.Float(1.0, 8.5)}),
+     ("per_device_train_batch_size", "8.5", "use spaces.Int")),
+    # ------------------------------------------------------------ hyperparameter_search arguments
+    ("unknown-backend", lambda e: e.search(backend="hyperopt"), ("backend", "'hyperopt'", "use one of")),
+    ("backend-not-installed", _not_installed, ("optuna", "not installed", "pip install 'hpsearch[optuna]'")),
+    ("direction", lambda e: e.search(direction="up"), ("direction", "'up'", "pass one of them")),
+    ("direction-in-list", lambda e: e.search(direction=["minimize", "sideways"]), ("direction", "'sideways'", "pass")),
+    ("n-trials-zero", lambda e: e.search(n_trials=0), ("n_trials", "got 0", "pass e.g. n_trials=3")),
+    ("n-trials-negative", lambda e: e.search(n_trials=-4), ("n_trials", "got -4", "pass e.g.")),
+    ("n-trials-float", lambda e: e.search(n_trials=2.5), ("n_trials", "2.5", "pass e.g.")),
+    ("hp-space-non-dict", lambda e: e.search(hp_space=_native_space([1, 2])),
+     ("hp_space(trial) must return a dict", "[1, 2]", "dict of parameter values")),
+    ("hp-space-raises", lambda e: e.search(hp_space=_raising_space),
+     ("hp_space(trial) raised", "lerning_rate", "must only call trial.suggest_*")),
+    ("hp-space-type", lambda e: e.search(hp_space=42), ("hp_space", "got int 42", "a dict {name: Domain or value}")),
+    ("reserved-param", lambda e: e.search(hp_space={"output_dir": spaces.Categorical(["a", "b"])}),
+     ("'output_dir'", "reserved", "rename the parameter")),
+    ("reserved-param-native", lambda e: e.search(hp_space=_native_space({"run_name": "x"})),
+     ("'run_name'", "reserved", "rename it")),
+    ("unused-param", lambda e: e.search(e.trainer(takes_trial=False), hp_space={"dropout": spaces.Float(0.0, 0.5)}),
+     ("'dropout'", "not a TrainingArguments field", "give model_init a `trial` parameter")),
+    ("unused-param-native",
+     lambda e: e.search(e.trainer(takes_trial=False), hp_space=_native_space({"dropout": 0.1})),
+     ("'dropout'", "not a TrainingArguments field", "give model_init a `trial` parameter")),
+    ("compute-objective", lambda e: e.search(compute_objective=3),
+     ("compute_objective", "got 3", "a metric name or None")),
+    ("objective-scope", lambda e: e.search(objective_scope="median"), ("objective_scope", "'median'", "'last' or 'best'")),
+    ("max-failed-trials", lambda e: e.search(max_failed_trials=0), ("max_failed_trials", "got 0", "pass e.g.")),
+    ("trial-timeout", lambda e: e.search(trial_timeout=-1), ("trial_timeout", "-1", "positive number of seconds")),
+    ("hp-name", lambda e: e.search(hp_name="run"), ("hp_name", "'run'", "callable taking the trial")),
+    # ------------------------------------------------------------ Optuna keyword arguments
+    ("optuna-unknown-kwarg", lambda e: e.search(sampler_seed=3), ("sampler_seed", "optuna", "it accepts")),
+    ("optuna-pruner-no-eval", lambda e: e.search(e.trainer(eval_strategy="no"), pruner=optuna.pruners.MedianPruner()),
+     ("pruner=MedianPruner", "eval_strategy='no'", "set eval_strategy='epoch' or 'steps'")),
+    ("optuna-pruner-multi-objective",
+     lambda e: e.search(pruner=optuna.pruners.MedianPruner(), direction=["minimize", "maximize"],
+                        compute_objective=lambda m: (m["eval_loss"], m["eval_accuracy"])),
+     ("pruner=MedianPruner", "multi-objective", "remove the pruner")),
+    ("optuna-sampler-type", lambda e: e.search(sampler="tpe"), ("sampler", "'tpe'", "optuna.samplers.BaseSampler")),
+    ("optuna-storage-port",
+     lambda e: e.search(storage="postgresql+psycopg2://me:hunter2@127.0.0.1:notaport/db"),
+     ("storage=", "me:***@127.0.0.1:notaport/db", "'dialect+driver://user:password@host:port/database'")),
+    ("optuna-storage-scheme", lambda e: e.search(storage="mongodb://127.0.0.1/db"),
+     ("storage=", "mongodb://127.0.0.1/db", "use e.g. 'sqlite:///study.db'")),
+    ("optuna-sqlite-folder", lambda e: e.search(storage="sqlite:////nonexistent/folder/study.db"),
+     ("storage=", "/nonexistent/folder", "create it")),
+    ("optuna-journal-folder", lambda e: e.search(storage="/nonexistent/folder/study.log"),
+     ("storage journal file", "/nonexistent/folder", "create it")),
+    ("optuna-n-jobs", lambda e: e.search(n_jobs=0), ("n_jobs", "0", "positive integer or -1")),
+    ("optuna-n-jobs-accumulation", lambda e: e.search(e.trainer(gradient_accumulation_steps=2), n_jobs=2),
+     ("n_jobs=2", "gradient_accumulation_steps=2", "use n_jobs=1")),
+    ("optuna-timeout", lambda e: e.search(timeout=-5), ("timeout", "-5", "positive number of seconds")),
+    ("optuna-study-name", lambda e: e.search(study_name=""), ("study_name", "''", "non-empty string")),
+    # ------------------------------------------------------------ Ray and SigOpt keyword arguments
+    ("ray-address-unreachable", lambda e: e.search(backend="ray", address="127.0.0.1:1"),
+     ("address='127.0.0.1:1'", "no Ray cluster answers", "ray start --head")),
+    ("ray-multi-objective",
+     lambda e: e.search(backend="ray", direction=["minimize", "maximize"],
+                        compute_objective=lambda m: (m["eval_loss"], m["eval_accuracy"])),
+     ("direction=", "['minimize', 'maximize']", "use backend='optuna'")),
+    ("ray-unknown-kwarg", lambda e: e.search(backend="ray", num_workers=2), ("num_workers", "ray", "it accepts")),
+    ("sigopt-int-log", lambda e: e.search(backend="sigopt", hp_space={"seed": spaces.Int(1, 64, log=True)}),
+     ("'seed'", "log=True", "use spaces.Float(1, 64, log=True)")),
+    ("sigopt-driver", lambda e: e.search(backend="sigopt", driver="carrier-pigeon"),
+     ("driver=", "'carrier-pigeon'", "use 'lite'")),
+    # ------------------------------------------------------------ sweep files and CLI flags
+    ("yaml-missing-import", lambda e: e.cli(model="examples.digits.model:no_such_factory"),
+     ("model", "no_such_factory", "it defines")),
+    ("yaml-missing-module", lambda e: e.cli(data="examples.nowhere:datasets"), ("data", "examples.nowhere", "check the spelling")),
+    ("yaml-unknown-key", lambda e: e.cli(n_trial=3), ("n_trial", "unknown key", "did you mean 'n_trials'")),
+    ("yaml-space-type", lambda e: e.cli(space={"learning_rate": {"type": "gaussian"}}),
+     ("learning_rate", "gaussian", "accepted types are")),
+    ("yaml-training-args", lambda e: e.cli(training_args={"eval_strategy": "sometimes"}),
+     ("eval_strategy", "sometimes", "pass one of those strings")),
+    ("cli-n-trials", lambda e: e.cli("--n-trials", "0"), ("--n-trials", "got 0", ">= 1")),
+    ("cli-backend", lambda e: e.cli("--backend", "hyperopt"), ("--backend", "hyperopt", "choose from")),
+    ("cli-set", lambda e: e.cli("--set", "training_args.learning_rate=-1"), ("learning_rate", "got -1.0", "pass 0.0 or more")),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_bad_input_is_refused_before_anything_happens(case, tmp_path, monkeypatch, capsys):
+    _, run, fragments = case
+    env = Env(tmp_path=tmp_path, monkeypatch=monkeypatch, built=[])
+    monkeypatch.chdir(tmp_path)
+    try:
+        run(env)
+    except CliExit as exit_:
+        assert exit_.code == 2, capsys.readouterr()
+        message = capsys.readouterr().err
+    except (hpsearch.SearchConfigError, hpsearch.BackendNotAvailable, ValueError, TypeError) as error:
+        message = str(error)
+    else:
+        pytest.fail("the bad input was accepted")
+    for fragment in fragments:
+        assert fragment in message, f"{fragment!r} not in: {message}"
+    assert "Traceback" not in message
+    assert "hunter2" not in message  # a password in a bad URL is not repeated
+    assert env.built == []  # no model was built: no trial started
+    assert not env.output_dir.exists(), sorted(os.listdir(env.output_dir))
+    assert not env.db.exists()
+
+
+def test_there_are_at_least_thirty_cases():
+    assert len(CASES) >= 30
+    kinds = {c[0].split("-")[0] for c in CASES}
+    assert {"args", "space", "optuna", "ray", "sigopt", "yaml", "cli"} <= kinds

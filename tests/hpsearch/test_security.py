@@ -1,0 +1,234 @@
+"""Nothing a search loads is unpickled, every user string in a report is escaped, and no secret is written.
+
+- a malicious pickle planted where a search's checkpoint or ``search.json`` is expected is refused, never run;
+- the HTML report escapes a payload in trial names (``hp_name``), parameter values and trial errors;
+- a PostgreSQL password (in the storage URL) and ``SIGOPT_API_TOKEN`` appear in no log line, no printed
+  output and no file a run writes (every file under output_dir, the reports included, is searched).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pathlib
+import pickle
+from pathlib import Path
+
+import optuna
+import pytest
+import torch
+
+import hpsearch
+import spaces
+from hpsearch import SearchResult, TrialState
+from hpsearch.cli import main as cli_main
+from tests._digits import DigitsMLP, accuracy, digits_datasets
+from tests.hpsearch._postgres import postgres  # noqa: F401 - the session fixture
+from trainer import Trainer, TrainingArguments
+from trainer._checkpoint import load_model_weights
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+class _Payload:
+    """Unpickling this creates ``marker``: if the marker exists, untrusted data was executed."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (pathlib.Path.touch, (self.marker,))
+
+
+def _plant(path: Path, marker: Path) -> None:
+    path.write_bytes(pickle.dumps(_Payload(marker), protocol=2))  # torch.load expects protocol 2
+    # The payload works: loading it with plain pickle would run it (proved on a copy).
+    probe = path.with_name(path.name + ".probe-marker")
+    pickle.loads(pickle.dumps(_Payload(probe)))
+    assert probe.exists()
+    probe.unlink()
+
+
+def _trainer(output_dir: Path, model_init=None, **overrides) -> Trainer:
+    train, evaluation = digits_datasets()
+    settings = dict(output_dir=str(output_dir), num_train_epochs=1, eval_strategy="epoch", save_strategy="epoch",
+                    per_device_train_batch_size=64, logging_strategy="no", disable_tqdm=True, report_to="none")
+    settings.update(overrides)
+    return Trainer(model_init=model_init or (lambda trial: DigitsMLP(hidden=16)), args=TrainingArguments(**settings),
+                   train_dataset=train, eval_dataset=evaluation, compute_metrics=accuracy)
+
+
+# ---------------------------------------------------------------------------------------------- pickles
+@pytest.fixture(scope="module")
+def searched(tmp_path_factory) -> tuple[Path, hpsearch.BestRun]:
+    out = tmp_path_factory.mktemp("searched") / "search"
+    best = hpsearch.hyperparameter_search(_trainer(out), hp_space={"learning_rate": spaces.Float(1e-3, 1e-2)},
+                                          compute_objective="eval_loss", n_trials=1, backend="optuna")
+    assert best.checkpoint is not None
+    return out, best
+
+
+@pytest.mark.parametrize("how", ["pickle-instead-of-safetensors", "pickle-named-model.safetensors"])
+def test_best_checkpoint_with_a_planted_pickle_is_refused(searched, tmp_path, how):
+    import shutil
+
+    _, best = searched
+    checkpoint = tmp_path / "checkpoint"
+    shutil.copytree(best.checkpoint, checkpoint)
+    marker = tmp_path / "pwned"
+    weights = checkpoint / "model.safetensors"
+    if how == "pickle-instead-of-safetensors":
+        weights.unlink()
+        _plant(checkpoint / "pytorch_model.bin", marker)
+        with pytest.raises(FileNotFoundError, match="only read from safetensors"):
+            load_model_weights(DigitsMLP(hidden=16), str(checkpoint))
+    else:
+        _plant(weights, marker)
+        with pytest.raises(Exception) as info:  # safetensors refuses the header; the bytes are never unpickled
+            load_model_weights(DigitsMLP(hidden=16), str(checkpoint))
+        assert "safetensors" in type(info.value).__module__ or "header" in str(info.value).lower()
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("victim", ["optimizer.pt", "rng_state.pth"])
+def test_resuming_a_trial_checkpoint_with_a_planted_pickle_is_refused(searched, tmp_path, victim):
+    import shutil
+
+    _, best = searched
+    run = tmp_path / "run"
+    shutil.copytree(Path(best.checkpoint).parent, run)
+    checkpoint = run / Path(best.checkpoint).name
+    marker = tmp_path / "pwned"
+    _plant(checkpoint / victim, marker)
+    trainer = _trainer(run, num_train_epochs=2)
+    with pytest.raises(pickle.UnpicklingError):
+        trainer.train(resume_from_checkpoint=str(checkpoint))
+    assert not marker.exists()
+
+
+def test_a_pickle_named_search_json_is_refused_cleanly(tmp_path):
+    marker = tmp_path / "pwned"
+    _plant(tmp_path / "search.json", marker)
+    with pytest.raises(ValueError, match=r"search\.json.*not valid JSON"):
+        SearchResult.load(tmp_path)
+    assert not marker.exists()
+    # `hpsearch report` on that folder refuses it the same way (exit 2), still without unpickling.
+    assert cli_main(["report", str(tmp_path)]) == 2
+    assert not marker.exists()
+
+
+# ---------------------------------------------------------------------------------------------- reports
+NAME_PAYLOAD = "<script>alert('name')<script><img src=x onerror=alert('name')>"
+PARAM_PAYLOAD = "</script><script>alert('param')</script>"
+ERROR_PAYLOAD = "</script><script>alert('error')</script><b onmouseover=alert('error')>"
+
+
+def test_html_report_escapes_names_params_and_errors(tmp_path):
+    def model_init(trial):
+        if trial is not None and trial.number == 1:
+            raise RuntimeError(ERROR_PAYLOAD)
+        return DigitsMLP(hidden=16)
+
+    out = tmp_path / "search"
+    best = hpsearch.hyperparameter_search(
+        _trainer(out, model_init=model_init, save_strategy="no"),
+        hp_space={"learning_rate": spaces.Float(1e-3, 1e-2), "tag": spaces.Categorical([PARAM_PAYLOAD])},
+        compute_objective="eval_loss", n_trials=3, backend="optuna",
+        hp_name=lambda trial: f"{NAME_PAYLOAD}-{trial.number}",
+    )
+    result = best.run_summary
+    assert [r.state for r in result.records].count(TrialState.FAIL) == 1
+    assert best.name.startswith(NAME_PAYLOAD) and best.hyperparameters["tag"] == PARAM_PAYLOAD
+
+    pages = [Path(result.to_html(str(tmp_path / "report.html")))]
+    assert cli_main(["report", str(out), "-o", str(tmp_path / "cli-report.html")]) == 0
+    pages.append(tmp_path / "cli-report.html")
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        for raw in ("<script>alert(", "<img src=x", "<b onmouseover", "</script><script>alert"):
+            assert raw not in text, f"{raw!r} unescaped in {page.name}"
+        # The strings are shown, escaped, not dropped.
+        assert "&lt;script&gt;alert(&#x27;name&#x27;)" in text
+        assert "&lt;/script&gt;&lt;script&gt;alert(&#x27;param&#x27;)" in text
+        assert "&lt;b onmouseover=alert(&#x27;error&#x27;)&gt;" in text
+
+
+# ---------------------------------------------------------------------------------------------- secrets
+def _everything_written(folder: Path) -> dict[str, bytes]:
+    return {str(p): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def _assert_absent(secret: str, texts: dict[str, bytes]) -> None:
+    leaks = [name for name, data in texts.items() if secret.encode() in data]
+    assert not leaks, f"the secret was written to {leaks}"
+
+
+def test_postgres_password_appears_in_no_log_result_or_report(postgres, tmp_path, caplog, capsys):  # noqa: F811
+    password = postgres.password
+    out = tmp_path / "search"
+    caplog.set_level(logging.DEBUG)
+    optuna.logging.set_verbosity(optuna.logging.DEBUG)
+    try:
+        def model_init(trial):
+            if trial is not None and trial.number == 1:
+                raise RuntimeError("a failing trial, so that errors are logged too")
+            return DigitsMLP(hidden=16)
+
+        best = hpsearch.hyperparameter_search(
+            _trainer(out, model_init=model_init),  # checkpoints too: training_args.json, trainer_state.json
+            hp_space={"learning_rate": spaces.Float(1e-3, 1e-2)}, compute_objective="eval_loss", n_trials=3,
+            backend="optuna", storage=postgres.url, study_name="secret-free", load_if_exists=True,
+        )
+    finally:
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+    best.run_summary.to_html(str(out / "report.html"))
+    (out / "report.md").write_text(best.run_summary.to_markdown())
+    assert cli_main(["report", str(out), "--markdown"]) == 0
+    printed = capsys.readouterr()
+
+    # The search really used the password (the server refuses host connections without it).
+    assert optuna.load_study(study_name="secret-free", storage=postgres.url).trials
+    settings = SearchResult.load(out).settings
+    assert settings["storage"] == postgres.url.replace(password, "***")
+    texts = _everything_written(out)
+    assert any(name.endswith("search.json") for name in texts) and any("run-" in name for name in texts)
+    texts["<log records>"] = "\n".join(r.getMessage() + str(r.args) for r in caplog.records).encode()
+    texts["<stdout>"] = printed.out.encode()
+    texts["<stderr>"] = printed.err.encode()
+    assert caplog.records  # something was logged, and searched
+    _assert_absent(password, texts)
+
+
+def test_sigopt_token_appears_in_no_log_result_or_report(tmp_path, monkeypatch, caplog, capsys):
+    token = "sigopt-token-" + os.urandom(8).hex()
+    monkeypatch.setenv("SIGOPT_API_TOKEN", token)
+    caplog.set_level(logging.DEBUG)
+    out = tmp_path / "search"
+    best = hpsearch.hyperparameter_search(
+        _trainer(out, save_strategy="no"), hp_space={"learning_rate": spaces.Float(1e-3, 1e-2)},
+        compute_objective="eval_loss", n_trials=2, backend="sigopt", driver="lite",
+    )
+    best.run_summary.to_html(str(out / "report.html"))
+    assert cli_main(["report", str(out), "--markdown"]) == 0
+    printed = capsys.readouterr()
+    texts = _everything_written(out)
+    texts["<log records>"] = "\n".join(r.getMessage() + str(r.args) for r in caplog.records).encode()
+    texts["<stdout>"] = printed.out.encode()
+    texts["<stderr>"] = printed.err.encode()
+    texts["<environment of the search>"] = repr(SearchResult.load(out).settings).encode()
+    _assert_absent(token, texts)
+
+
+def test_torch_loads_in_this_codebase_are_weights_only():
+    """Every torch.load in the packages passes weights_only=True (the pickle-free loader)."""
+    root = Path(__file__).resolve().parents[2]
+    offenders = []
+    for package in ("trainer", "hpsearch", "spaces"):
+        for path in (root / package).rglob("*.py"):
+            for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                if "torch.load(" in line and "weights_only=True" not in line:
+                    offenders.append(f"{path.relative_to(root)}:{number}: {line.strip()}")
+                if "pickle.load" in line or "import pickle" in line:
+                    offenders.append(f"{path.relative_to(root)}:{number}: {line.strip()}")
+    assert not offenders, offenders
+    assert torch.load  # the check above is only meaningful while torch.load is what loads tensors
