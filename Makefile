@@ -30,7 +30,7 @@ typecheck: setup
 
 test: setup system-deps
 	$(PY) -m ruff check .
-	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+	bash scripts/isolated.sh $(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
 bench: setup
 	$(PY) -m benchmarks

@@ -240,3 +240,40 @@ def test_unpicklable_trainer_piece_is_named(tmp_path):
     trainer.compute_metrics = lambda p: (lock, {})[1]
     with pytest.raises(SearchConfigError, match="compute_metrics"):
         hyperparameter_search(trainer, hp_space=_space(), backend="ray")
+
+
+def _listening_tcp_addresses() -> set[str]:
+    """Local addresses of listening TCP sockets in this process's network namespace (from /proc/net)."""
+    import ipaddress
+
+    found = set()
+    for name, width in (("/proc/net/tcp", 8), ("/proc/net/tcp6", 32)):
+        with open(name) as f:
+            for line in f.readlines()[1:]:
+                fields = line.split()
+                local, state = fields[1], fields[3]
+                if state != "0A":  # LISTEN
+                    continue
+                raw = bytes.fromhex(local.split(":")[0])
+                # /proc/net prints each 32-bit word in host (little-endian) order.
+                packed = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
+                found.add(str(ipaddress.ip_address(packed)) if width == 8 else str(ipaddress.IPv6Address(packed)))
+    return found
+
+
+def _network_interfaces() -> set[str]:
+    out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=True).stdout
+    return {line.split(":")[1].strip().split("@")[0] for line in out.splitlines() if line.strip()}
+
+
+def test_cluster_is_reachable_only_through_loopback(cluster):
+    """Nothing the tests start may listen beyond 127.0.0.1.
+
+    Ray 2.60's gRPC servers bind every interface even with --node-ip-address 127.0.0.1, so `make test` runs the
+    suite in a private network namespace (scripts/isolated.sh) whose only interface is loopback. Either every
+    listener is on a loopback address, or loopback is the only interface there is.
+    """
+    listeners = _listening_tcp_addresses()
+    assert listeners, "the cluster should be listening"
+    exposed = {a for a in listeners if a not in ("127.0.0.1", "::1") and not a.startswith("127.")}
+    assert not exposed or _network_interfaces() == {"lo"}, (exposed, _network_interfaces())
