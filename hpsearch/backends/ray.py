@@ -28,6 +28,16 @@ How the shared machinery maps onto Tune:
   hands it to ``ctx.finish`` while the search runs; after ``Tuner.fit`` the `ResultGrid` is translated once
   more so that trials restored from an earlier run are included. ``node`` is the Ray node id the trial last
   ran on (``extra["node_ip"]`` its address).
+- **Distributed trials.** With ``workers_per_trial=N`` each Tune trial drives a Ray Train v2 ``TorchTrainer`` run
+  (Ray's recommended way to run Train inside Tune) of N workers, gloo on CPU and NCCL on GPU, each given
+  ``resources_per_trial``; the trial itself reserves no CPU, and unless ``max_concurrent_trials`` is set, Tune
+  runs as many trials as the cluster has room for. Ray Train sets up the process group and the
+  ``RANK``/``WORLD_SIZE``/``LOCAL_RANK``/``MASTER_*`` variables, so every worker runs the same `run_trial` and its
+  Accelerator trains data-parallel (MULTI_CPU or MULTI_GPU). Rank 0 sends its reports, checkpoint folders
+  included, to the Tune trial, which forwards them with ``tune.report``: schedulers, PBT, retries and restores see
+  what a one-process trial sends. Records carry ``extra["workers"]``; ``node`` is rank 0's node. Across nodes,
+  output_dir must be storage every node shares (checkpoints are read where the Tune trial runs and resumed by
+  every worker), as Ray itself requires for multi-node storage.
 """
 
 from __future__ import annotations
@@ -69,6 +79,8 @@ _DEFAULT_NAME = "hpsearch"
 _OWN_KEYS = frozenset({"objective", "step", "done", "trial_id", "experiment_id", "should_checkpoint",
                        "experiment_tag", "__duplicate__"})
 _PREFIX = "hpsearch_"
+_TRAIN_STOP_TIMEOUT_S = 30.0
+_DRIVER_MEMORY = 1 << 20  # bytes of Ray's logical memory a distributed trial's driver asks for (see run)
 
 
 class _TrialError(TrialFailed):
@@ -113,21 +125,30 @@ class _Payload:
         return params
 
 
-class _RayReporter:
-    """Sends each evaluation to Tune (with its checkpoint folder); Tune's schedulers stop trials themselves."""
+def _tune_send(result: dict[str, Any], folder: str | None) -> None:
+    from ray import tune
 
-    def __init__(self, extra: Mapping[str, Any]) -> None:
+    tune.report(result, checkpoint=tune.Checkpoint.from_directory(folder) if folder else None)
+
+
+class _RayReporter:
+    """Sends each evaluation to Tune (with its checkpoint folder); Tune's schedulers stop trials themselves.
+
+    ``send(result, folder)`` delivers one result: `tune.report` in a trial's own process, or the channel to the
+    Tune trial for rank 0 of a distributed trial.
+    """
+
+    def __init__(self, extra: Mapping[str, Any], send: Callable[[dict[str, Any], str | None], None] = _tune_send) -> None:
         self.extra = dict(extra)
         self.count = 0
+        self.send = send
 
     def report(self, objective: Any, step: int, metrics: Mapping[str, float], checkpoint: str | None) -> bool:
-        from ray import tune
-
         result = {k: v for k, v in metrics.items() if k not in _OWN_KEYS}
         result.update(self.extra, objective=float(objective), step=int(step))
         folder = checkpoint if checkpoint is not None and os.path.isdir(checkpoint) else None
         self.count += 1
-        tune.report(result, checkpoint=tune.Checkpoint.from_directory(folder) if folder else None)
+        self.send(result, folder)
         return False
 
 
@@ -217,6 +238,11 @@ def _trainable(config: dict[str, Any], payload: _Payload) -> None:
     record = run_trial(ctx, trial, reporter, resume_from_checkpoint=resume)
     if resume is not None:
         shutil.rmtree(resume, ignore_errors=True)
+    _conclude(record, reporter)
+
+
+def _conclude(record: TrialRecord, reporter: _RayReporter) -> None:
+    """After `run_trial`: fail the Tune trial, or send its last result and the marker of a trial that ended itself."""
     if record.state is TrialState.FAIL:
         raise _TrialError(record.error or "the trial failed")
     objective = float(record.objective) if record.objective is not None else math.nan
@@ -225,14 +251,249 @@ def _trainable(config: dict[str, Any], payload: _Payload) -> None:
         last = record.intermediates[-1] if record.intermediates else None
         reporter.report(objective, record.last_step or 0, last.metrics if last else {}, None)
     # The marker of a trial that ran to its end; `done` makes Tune stop it without asking the scheduler.
-    tune.report({
-        **extra,
+    reporter.send({
+        **reporter.extra,
         "objective": objective,
         "step": int(record.last_step or 0),
         "done": True,
         f"{_PREFIX}done": True,
         f"{_PREFIX}last_step": int(record.last_step or 0),
-    })
+    }, None)
+
+
+# ---------------------------------------------------------------------------------------------- distributed trials
+@dataclasses.dataclass
+class _Workers:
+    """What a distributed trial needs: the payload's object-store reference and the Ray Train worker group."""
+
+    payload: Any  # ray.ObjectRef of the _Payload, put once by the driver and read by every trial and worker
+    count: int
+    resources: dict[str, float]  # per worker, in Ray's names (CPU, GPU, custom)
+
+    @property
+    def use_gpu(self) -> bool:
+        return self.resources.get("GPU", 0) > 0
+
+
+class _Channel:
+    """Rank 0 of a distributed trial -> its Tune trial: each result waits until Tune took it (and its checkpoint).
+
+    Ray Train v2's ``ray.train.report`` is a barrier that every rank must reach equally often, while the shared
+    reporting callback reports from rank 0 alone; and its Tune bridge forwards metrics without the checkpoint,
+    which PBT, retries and ``Tuner.restore`` need. So rank 0 hands results to the Tune trial through a queue
+    and waits for the acknowledgment: the checkpoint folder stays in place until Tune copied it.
+    """
+
+    def __init__(self) -> None:
+        from ray.util.queue import Queue
+
+        self.results = Queue(actor_options={"num_cpus": 0})
+        self.acks = Queue(actor_options={"num_cpus": 0})
+
+    def _put(self, kind: str, value: Any, folder: str | None = None) -> None:
+        self.results.put((kind, value, folder))
+        self.acks.get()
+
+    def hello(self, placement_group: Any) -> None:
+        self._put("placement_group", placement_group)
+
+    def send(self, result: dict[str, Any], folder: str | None) -> None:
+        self._put("result", result, folder)
+
+    def fail(self, error: str) -> None:
+        self._put("error", error)
+
+
+def _distributed_trainable(config: dict[str, Any], workers: _Workers) -> None:
+    """One Tune trial run by ``workers.count`` Ray Train workers; this process only drives them and talks to Tune."""
+    import threading
+
+    import ray
+    import ray.train
+    from ray import tune
+    from ray.train.torch import TorchConfig, TorchTrainer
+    from ray.util.queue import Empty
+
+    payload: _Payload = ray.get(workers.payload)
+    ctx = payload.context()
+    trial_id = tune.get_context().get_trial_id()
+    params = payload.params(config)
+    name = ctx.trial_name(Trial(trial_id, _trial_number(trial_id), dict(params), "ray"))
+    resume, restart = None, {}
+    checkpoint = tune.get_checkpoint()
+    if checkpoint is not None:
+        # Copied next to the trial's outputs: every worker reads it (a shared output_dir across nodes).
+        resume, restart = _restart_point(checkpoint, os.path.join(ctx.output_dir, name), name)
+    channel = _Channel()
+    trainer = TorchTrainer(
+        _worker_loop,
+        train_loop_config={"workers": workers, "trial_id": trial_id, "params": params, "resume": resume,
+                           "extra": restart, "channel": channel},
+        scaling_config=ray.train.ScalingConfig(
+            num_workers=workers.count, use_gpu=workers.use_gpu, resources_per_worker=dict(workers.resources)
+        ),
+        torch_config=TorchConfig(backend="nccl" if workers.use_gpu else "gloo"),
+        run_config=ray.train.RunConfig(
+            # A fresh Train run for every attempt: a retry resumes from the Tune checkpoint, not from Train's state.
+            name=f"{name}-{uuid.uuid4().hex[:8]}",
+            storage_path=os.path.join(payload.output_dir, "ray_train"),
+            # Tune retries the whole trial from its checkpoint (max_failures), as for single-process trials.
+            failure_config=ray.train.FailureConfig(max_failures=0),
+        ),
+    )
+    outcome: dict[str, BaseException] = {}
+
+    def fit() -> None:
+        try:
+            trainer.fit()
+        except BaseException as error:  # re-raised below, in the trial's thread
+            outcome["error"] = error
+
+    # Tune takes reports from this thread only, so the Train run goes to a helper thread.
+    thread = threading.Thread(target=fit, name=f"hpsearch-train-{name}", daemon=True)
+    stopper = _TrainRunStopper(thread)
+    thread.start()
+    failure: str | None = None
+    final: dict[str, Any] | None = None
+    unseen_warned = False
+    try:
+        while True:
+            try:
+                kind, value, folder = channel.results.get(timeout=0.5)
+            except Empty:
+                if thread.is_alive():
+                    continue
+                if channel.results.empty():
+                    break
+                continue
+            if kind == "placement_group":
+                stopper.watch(value)
+            elif kind == "error":
+                failure = value
+            elif value.get(f"{_PREFIX}done") is True:
+                # Held until the Train run has ended: Tune stops a done trial at once, and a Train run cut short
+                # leaves its placement group (its workers' CPUs) reserved.
+                final = value
+            else:
+                if folder is not None and not os.path.isdir(folder):
+                    if not unseen_warned:
+                        logger.warning(
+                            "Trial %s: rank 0 saved %s on another node, where this Tune trial cannot read it; its "
+                            "results go to Tune without checkpoints. Put output_dir on storage every node shares.",
+                            name, folder,
+                        )
+                        unseen_warned = True
+                    folder = None
+                _tune_send(value, folder)
+            channel.acks.put(True)
+        thread.join()
+    finally:
+        stopper.stop()
+    if resume is not None:
+        shutil.rmtree(resume, ignore_errors=True)
+    if failure is not None:
+        raise _TrialError(failure)
+    if "error" in outcome:
+        error = outcome["error"]
+        lines = [line for line in str(error).strip().splitlines() if line.strip()]
+        raise _TrialError(
+            f"a Ray Train worker of the trial failed: {lines[-1].strip() if lines else type(error).__name__}"
+        ) from error
+    if final is not None:
+        _tune_send(final, None)
+
+
+class _TrainRunStopper:
+    """Ends a distributed trial's Train run when its Tune trial stops first (a scheduler, an error, the end).
+
+    Tune stops a trial by ending its process, which takes the Train controller and workers with it but not their
+    placement group: Ray keeps that until the driver exits, unless Ray Train's cleaner can see through the State
+    API (a dashboard) that the controller died. So the trial removes it itself, on its way out (``atexit`` runs
+    when Tune ends the actor), and waits briefly for the controller to wind down.
+    """
+
+    def __init__(self, thread: Any) -> None:
+        self.thread = thread
+        self.placement_group: Any = None
+        self.registered = False
+
+    def watch(self, placement_group: Any) -> None:
+        import atexit
+
+        self.placement_group = placement_group
+        if not self.registered:
+            atexit.register(self.stop)
+            self.registered = True
+
+    def stop(self) -> None:
+        import atexit
+
+        if self.registered:
+            atexit.unregister(self.stop)
+            self.registered = False
+        if self.placement_group is None or not self.thread.is_alive():
+            return
+        from ray.util.placement_group import remove_placement_group
+
+        with contextlib.suppress(Exception):
+            remove_placement_group(self.placement_group)
+        self.thread.join(timeout=_TRAIN_STOP_TIMEOUT_S)
+
+
+def _set_distributed_env() -> None:
+    """The torch.distributed variables accelerate reads, for whichever of them Ray Train did not set."""
+    import ray.train
+
+    context = ray.train.get_context()
+    for key, value in (("RANK", context.get_world_rank()), ("WORLD_SIZE", context.get_world_size()),
+                       ("LOCAL_RANK", context.get_local_rank()), ("LOCAL_WORLD_SIZE", context.get_local_world_size()),
+                       ("NODE_RANK", context.get_node_rank())):
+        os.environ.setdefault(key, str(value))
+
+
+def _worker_loop(config: dict[str, Any]) -> None:
+    """Every Ray Train worker of a distributed trial: the same `run_trial`, data-parallel through accelerate.
+
+    Ray Train has set up the process group (gloo or NCCL) before this runs, so the trial's Accelerator joins it
+    (MULTI_CPU or MULTI_GPU), and the reporting callback reports from rank 0 and broadcasts its decisions.
+    """
+    import ray
+    import ray.train
+
+    _set_distributed_env()
+    workers: _Workers = config["workers"]
+    payload: _Payload = ray.get(workers.payload)
+    ctx = payload.context()
+    trial_id = config["trial_id"]
+    trial = Trial(trial_id, _trial_number(trial_id), dict(config["params"]), "ray")
+    name = ctx.trial_name(trial)
+    rank = ray.train.get_context().get_world_rank()
+    channel: _Channel = config["channel"]
+    extra: dict[str, Any] = {
+        f"{_PREFIX}name": name,
+        f"{_PREFIX}node": ray.get_runtime_context().get_node_id(),
+        f"{_PREFIX}node_ip": ray.util.get_node_ip_address(),
+        f"{_PREFIX}workers": workers.count,
+        **config["extra"],
+    }
+    if rank == 0:
+        channel.hello(ray.util.get_current_placement_group())
+    reporter = _RayReporter(extra, send=channel.send if rank == 0 else _rank_zero_only)
+    ctx.trainer = _with_callback(ctx.trainer, _MaxSteps(reporter))
+    record = run_trial(ctx, trial, reporter, resume_from_checkpoint=config["resume"])
+    if rank != 0:
+        if record.state is TrialState.FAIL:
+            raise _TrialError(record.error or "the trial failed")
+        return
+    try:
+        _conclude(record, reporter)
+    except _TrialError as error:
+        channel.fail(str(error))
+        raise
+
+
+def _rank_zero_only(result: dict[str, Any], folder: str | None) -> None:
+    raise RuntimeError("only rank 0 of a distributed trial reports to Tune")
 
 
 # ---------------------------------------------------------------------------------------------- driver side
@@ -422,11 +683,7 @@ class RayBackend(SearchBackend):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < minimum):
                 raise SearchConfigError(f"{key} must be an integer >= {minimum} (or None), got {value!r}.")
         if (kw.get("workers_per_trial") or 1) > 1:
-            raise SearchConfigError(
-                f"workers_per_trial={kw['workers_per_trial']}: distributed trials (Ray Train workers) are not "
-                "implemented yet in the ray backend; use workers_per_trial=1, or run the search under "
-                "`accelerate launch` with backend='optuna'."
-            )
+            self._check_distributed()
         budget = kw.get("time_budget_s")
         if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int | float) or budget <= 0):
             raise SearchConfigError(f"time_budget_s must be a positive number of seconds, got {budget!r}.")
@@ -488,6 +745,24 @@ class RayBackend(SearchBackend):
                     "search_alg (Tune's random search handles them) or give a space without conditions."
                 )
         self._check_picklable()
+
+    def _check_distributed(self) -> None:
+        from ray.train.v2._internal.constants import V2_ENABLED_ENV_VAR, is_v2_enabled
+
+        n = self.kwargs["workers_per_trial"]
+        if not is_v2_enabled():
+            raise SearchConfigError(
+                f"workers_per_trial={n} runs each trial as a Ray Train run, which needs Ray Train v2 (Ray's "
+                f"default), but {V2_ENABLED_ENV_VAR}={os.environ.get(V2_ENABLED_ENV_VAR)!r} turned it off; unset it "
+                "or set it to 1."
+            )
+        import torch.distributed
+
+        if not torch.distributed.is_available():
+            raise SearchConfigError(
+                f"workers_per_trial={n} needs torch.distributed, which this torch build lacks; use "
+                "workers_per_trial=1 or a torch build with distributed support."
+            )
 
     def _check_unset_metric(self, key: str, obj: Any) -> None:
         metric = getattr(obj, "metric", None) or getattr(obj, "_metric", None)
@@ -660,7 +935,17 @@ class RayBackend(SearchBackend):
         try:
             payload = self._payload(space)
             resources = dict(kw.get("resources_per_trial") or {"cpu": 1})
-            trainable = tune.with_resources(tune.with_parameters(_trainable, payload=payload), resources)
+            workers = kw.get("workers_per_trial") or 1
+            if workers > 1:
+                # The Tune trial only drives its Ray Train workers (Ray's own advice), so it takes no CPU: the
+                # workers may use every CPU. Tune refuses an all-zero request, hence a token of logical memory.
+                spec = _Workers(ray.put(payload), workers, _worker_resources(resources))
+                self._concurrency = _fitting_trials(spec)
+                trainable = tune.with_resources(
+                    tune.with_parameters(_distributed_trainable, workers=spec), {"memory": _DRIVER_MEMORY}
+                )
+            else:
+                trainable = tune.with_resources(tune.with_parameters(_trainable, payload=payload), resources)
             storage, name = self._storage()
             experiment = os.path.join(storage, name)
             resume = kw.get("resume")
@@ -700,7 +985,7 @@ class RayBackend(SearchBackend):
             num_samples=n_trials,
             scheduler=kw.get("scheduler"),
             search_alg=kw.get("search_alg"),
-            max_concurrent_trials=kw.get("max_concurrent_trials"),
+            max_concurrent_trials=kw.get("max_concurrent_trials") or getattr(self, "_concurrency", None),
             time_budget_s=kw.get("time_budget_s"),
         )
 
@@ -797,6 +1082,10 @@ class RayBackend(SearchBackend):
         if isinstance(last.get(f"{_PREFIX}node_ip"), str):
             extra["node_ip"] = last[f"{_PREFIX}node_ip"]
         extra["ray_trial_id"] = trial_id
+        workers = next((_as_float(r.get(f"{_PREFIX}workers")) for r in reversed(results)
+                        if _as_float(r.get(f"{_PREFIX}workers")) is not None), None)
+        if workers is not None:
+            extra["workers"] = int(workers)
         objective, chosen = self._choose(evaluations)
         if error is not None:
             state = TrialState.FAIL
@@ -882,6 +1171,24 @@ _RAY_KEYS = frozenset({
     "time_this_iter_s", "timestamp", "date", "time_since_restore", "timesteps_since_restore",
     "iterations_since_restore", "config", "checkpoint_dir_name",
 })
+
+
+def _worker_resources(resources: Mapping[str, float]) -> dict[str, float]:
+    """``resources_per_trial`` in Ray's resource names, as what each worker of a distributed trial gets."""
+    names = {"cpu": "CPU", "gpu": "GPU"}
+    out = {names.get(k, k): float(v) for k, v in resources.items()}
+    out.setdefault("CPU", 1.0)
+    return out
+
+
+def _fitting_trials(workers: _Workers) -> int:
+    """How many distributed trials the cluster can run at once (Tune would otherwise start trials whose Ray
+    Train runs only wait for resources)."""
+    import ray
+
+    total = ray.cluster_resources()
+    fits = [int(total.get(k, 0.0) // (v * workers.count)) for k, v in workers.resources.items() if v > 0]
+    return max(1, min(fits)) if fits else 1
 
 
 def _strategy(value: Any) -> str:
