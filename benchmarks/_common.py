@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import statistics
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["Timer", "median", "print_table", "time_call"]
+__all__ = ["JSON_PREFIX", "Timer", "emit_json", "median", "print_table", "result_row", "time_call"]
+
+#: The last line a benchmark prints starts with this, then one JSON object (``python -m benchmarks`` reads it).
+JSON_PREFIX = "BENCHMARK_JSON "
 
 
 class Timer:
@@ -48,3 +52,68 @@ def _fmt(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.3f}" if abs(value) < 100 else f"{value:.1f}"
     return str(value)
+
+
+def result_row(
+    name: str,
+    ours: float | None,
+    baseline: float | None,
+    ratio: float | None,
+    target: str,
+    met: bool | None,
+    unit: str = "",
+    note: str = "",
+) -> dict[str, Any]:
+    """One line of the summary table: our figure, the baseline's, their ratio and whether the target is met."""
+    return {"name": name, "ours": ours, "baseline": baseline, "ratio": ratio, "target": target, "met": met,
+            "unit": unit, "note": note}
+
+
+def emit_json(benchmark: str, rows: Sequence[dict[str, Any]], **extra: Any) -> None:
+    """Print the machine-readable result as the very last line (``JSON_PREFIX`` + one JSON object)."""
+    print(JSON_PREFIX + json.dumps({"benchmark": benchmark, "rows": list(rows), **extra}, default=str), flush=True)
+
+
+def start_ray(num_cpus: int) -> Any:
+    """A local Ray instance with ``num_cpus`` CPUs whose workers can import this checkout (``benchmarks._digits``).
+
+    Returns the ``ray`` module. Raises whatever Ray raises when it cannot start (the caller reports it).
+    """
+    import os
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[1])
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
+    ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
+             configure_logging=False)  # fmt: skip
+    return ray
+
+
+def run_isolated(module: str, args: Sequence[str], timeout: float | None = None) -> Any:
+    """Run ``python -m <module> <args>`` and return the JSON object it prints last (after `JSON_PREFIX`).
+
+    Ray runs go through this: when Ray's processes die under it (another job on the machine running
+    ``ray stop``), Ray aborts the whole driver process, which must not take the benchmark down with it.
+    Raises RuntimeError with the tail of the child's output when it fails.
+    """
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[1])
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    proc = subprocess.run([sys.executable, "-m", module, *args], cwd=root, env=env, capture_output=True, text=True,
+                          timeout=timeout)  # fmt: skip
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith(JSON_PREFIX) and proc.returncode == 0:
+            return json.loads(line[len(JSON_PREFIX):])
+    tail = " | ".join((proc.stderr or proc.stdout).strip().splitlines()[-3:])
+    raise RuntimeError(f"{module} exited with {proc.returncode}: {tail[-400:]}")

@@ -16,6 +16,9 @@ writes still loads as the consistent state of its last complete ``search.json``.
 
 from __future__ import annotations
 
+import copy
+import csv
+import io
 import json
 import math
 import os
@@ -76,6 +79,14 @@ class SearchResult:
     settings: dict[str, Any] = field(default_factory=dict)
     versions: dict[str, str] = field(default_factory=dict)
     native: Any = field(default=None, compare=False)
+    # Serialized search.json line of each record already written: (record, a copy to detect changes, line).
+    _json_lines: dict[int, tuple[TrialRecord, TrialRecord, str]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    # CSV lines of each record: (record, unused, columns key, trials.csv line, intermediates.csv lines).
+    _csv_cache: dict[int, tuple[Any, Any, Any, str, str]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         if isinstance(self.directions, str):
@@ -256,8 +267,9 @@ class SearchResult:
 
         Each file is written to a temporary file in the same folder, flushed, fsynced and renamed over the
         old one, so a search killed at any moment leaves complete files (the previous or the new version).
-        ``search.json`` goes first because it is what `load` reads. Called after every trial, it rewrites
-        everything: for 1000 trials x 20 evaluations this takes a few tenths of a second (see the report).
+        ``search.json`` goes first because it is what `load` reads; it alone is fsynced (the CSVs are exports).
+        Each record's JSON line is kept between saves and rebuilt only when the record changed, so a save
+        after every trial stays cheap; the search itself saves through `_save_after_trial`.
 
         Returns:
             The folder written to.
@@ -271,9 +283,63 @@ class SearchResult:
         folder = Path(target)
         folder.mkdir(parents=True, exist_ok=True)
         _atomic_write_text(folder / _SEARCH_FILE, self._to_json_text())
-        _atomic_write_text(folder / _TRIALS_FILE, self.trials_dataframe().to_csv(index=False))
-        _atomic_write_text(folder / _INTERMEDIATES_FILE, self.intermediates_dataframe().to_csv(index=False))
+        self._write_exports(folder)
         return str(folder)
+
+    def _save_after_trial(self, output_dir: str | os.PathLike[str]) -> None:
+        """`save` as the search calls it after every trial (kept as the search's entry point)."""
+        self.save(output_dir)
+
+    def _write_exports(self, folder: Path) -> None:
+        # The CSVs are exports rebuilt from the records: replaced atomically (never seen half-written) after
+        # every trial, but not fsynced (syncing three files per trial cost ~60 ms on a busy disk; only a power
+        # cut could lose their latest version, and `load` reads the fsynced search.json). Rows are rendered
+        # once per record and reused while the record and the columns stay the same, so a save after trial
+        # 1,000 joins cached lines instead of rebuilding two dataframes.
+        trials_text, intermediates_text = self._csv_texts()
+        _atomic_write_text(folder / _TRIALS_FILE, trials_text, durable=False)
+        _atomic_write_text(folder / _INTERMEDIATES_FILE, intermediates_text, durable=False)
+
+    def _csv_texts(self) -> tuple[str, str]:
+        """The two CSV files' text; call after `_to_json_text`, which invalidates the lines of changed records."""
+        k = len(self.directions)
+        params = tuple(self.param_names)
+        metrics = tuple(sorted({m for r in self.records for ev in r.intermediates for m in ev.metrics}))
+        fixed = ("trial_id", "step", "epoch", *self.objective_columns)
+        trials_header = [
+            "trial_id", "name", "number", "state", *self.objective_columns, *(f"params_{n}" for n in params),
+            "started", "finished", "duration_s", "n_evaluations", "last_step", "checkpoint", "node", "error",
+        ]
+        inter_header = [*fixed, *(f"metric_{m}" if m in fixed else m for m in metrics)]
+        key = (k, params, metrics)
+        trial_lines, inter_lines = [], []
+        for record in sorted(self.records, key=lambda r: (r.number, r.trial_id)):
+            cached = self._csv_cache.get(id(record))
+            # A record that changed was re-rendered for search.json first, which dropped its CSV lines.
+            if cached is None or cached[0] is not record or cached[2] != key:
+                rendered = (record, None, key, _trial_csv_line(record, k, params), _inter_csv_lines(record, k, metrics))
+                self._csv_cache[id(record)] = rendered
+                cached = rendered
+            trial_lines.append(cached[3])
+            inter_lines.append(cached[4])
+        if len(self._csv_cache) > len(self.records):
+            kept = {id(r) for r in self.records}
+            self._csv_cache = {i: v for i, v in self._csv_cache.items() if i in kept}
+        return (_csv_row(trials_header) + "".join(trial_lines), _csv_row(inter_header) + "".join(inter_lines))
+
+    def _record_line(self, record: TrialRecord) -> str:
+        """The record's search.json line, serialized again only when the record changed since the last save."""
+        cached = self._json_lines.get(id(record))
+        if cached is not None and cached[0] is record and cached[1] == record:
+            return cached[2]
+        self._csv_cache.pop(id(record), None)  # its CSV lines are stale too
+        line = "    " + json.dumps(_record_to_json(record), separators=(",", ":"), default=_json_default)
+        try:
+            snapshot = copy.deepcopy(record)
+        except Exception:  # an extra value that cannot be copied: just do not cache this record
+            return line
+        self._json_lines[id(record)] = (record, snapshot, line)
+        return line
 
     def _to_json_text(self) -> str:
         meta = {
@@ -294,10 +360,10 @@ class SearchResult:
         # The header is indented for people; records go one per line so that a 1000-trial search stays a
         # few thousand lines and diffs of two saves show which trials changed.
         head = json.dumps(meta, indent=2, default=_json_default)
-        records = ",\n".join(
-            "    " + json.dumps(_record_to_json(r), separators=(",", ":"), default=_json_default)
-            for r in self.records
-        )
+        records = ",\n".join(self._record_line(r) for r in self.records)
+        if len(self._json_lines) > len(self.records):  # forget records that were replaced or removed
+            kept = {id(r) for r in self.records}
+            self._json_lines = {k: v for k, v in self._json_lines.items() if k in kept}
         body = f'"records": [\n{records}\n  ]' if records else '"records": []'
         return f"{head[:-2]},\n  {body}\n}}\n"
 
@@ -396,6 +462,43 @@ def _objective_vector(objective: Any, k: int) -> list[float] | None:
         # A wrong-length objective is a backend bug; NaNs keep the row visible without making it win.
         return [math.nan] * k
     return out
+
+
+def _csv_cell(value: Any) -> Any:
+    value = _plain(value)
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, datetime):
+        return str(value.astimezone(timezone.utc) if value.tzinfo else value.replace(tzinfo=timezone.utc))
+    return value if isinstance(value, str | int) else str(value)
+
+
+def _csv_row(cells: list[Any]) -> str:
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerow([_csv_cell(c) for c in cells])
+    return buffer.getvalue()
+
+
+def _trial_csv_line(record: TrialRecord, k: int, params: tuple[str, ...]) -> str:
+    objectives = _objective_vector(record.objective, k) or [math.nan] * k
+    return _csv_row([
+        str(record.trial_id), str(record.name), int(record.number), TrialState(record.state).value, *objectives,
+        *(record.params.get(name) for name in params),
+        record.started, record.finished, record.duration_s, len(record.intermediates), record.last_step,
+        record.checkpoint, record.node, record.error,
+    ])
+
+
+def _inter_csv_lines(record: TrialRecord, k: int, metrics: tuple[str, ...]) -> str:
+    return "".join(
+        _csv_row([
+            str(record.trial_id), int(ev.step), ev.epoch, *(_objective_vector(ev.objective, k) or [math.nan] * k),
+            *(ev.metrics.get(m) for m in metrics),
+        ])
+        for ev in record.intermediates
+    )
 
 
 def _plain(value: Any) -> Any:
@@ -529,14 +632,18 @@ def _record_from_json(data: dict[str, Any]) -> TrialRecord:
     )
 
 
-def _atomic_write_text(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` so that readers see the old file or the new one, never a partial one."""
+def _atomic_write_text(path: Path, text: str, durable: bool = True) -> None:
+    """Replace ``path`` with ``text`` so that readers see the old file or the new one, never a partial one.
+
+    ``durable`` also fsyncs the file and its folder, so the new version survives a power cut, not just a kill.
+    """
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
             handle.write(text)
             handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -544,6 +651,8 @@ def _atomic_write_text(path: Path, text: str) -> None:
         except OSError:
             pass
         raise
+    if not durable:
+        return
     # Persist the rename itself; not possible on every platform (Windows), and not worth failing a save over.
     try:
         dir_fd = os.open(path.parent, os.O_RDONLY)

@@ -610,8 +610,13 @@ def _plain(result: Mapping[str, Any]) -> dict[str, Any]:
 
 def _trial_error(trial: Any) -> str:
     error = None
-    with contextlib.suppress(Exception):
-        error = trial.get_error()
+    # Tune writes the error to the driver's staging folder just before on_trial_error and copies it to storage
+    # (where `get_error` reads) only at its next sync, so the staging file is the one that exists by now.
+    with contextlib.suppress(Exception), open(trial.error_file) as f:
+        error = f.read() or None
+    if error is None:
+        with contextlib.suppress(Exception):
+            error = trial.get_error()
     text = str(error) if error is not None else "the trial errored"
     lines = [line for line in text.strip().splitlines() if line.strip()]
     # Ray wraps the exception in its own traceback; its last line is the trial's error.

@@ -7,12 +7,14 @@ that trials need on the workers live here (not in the test module) so Ray pickle
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -129,3 +131,84 @@ def make_trainer(output_dir: str, epochs: int = 3, callbacks=(), **overrides):
         model_init=model_init, args=TrainingArguments(**kwargs), train_dataset=train, eval_dataset=evaluation,
         compute_metrics=accuracy, callbacks=list(callbacks),
     )
+
+
+# ---------------------------------------------------------------------------------------------- node faults
+def node_ids() -> tuple[str, list[str]]:
+    """The head's node id and the other alive nodes' ids, from the connected driver's view of the cluster."""
+    import ray
+
+    head, others = None, []
+    for node in ray.nodes():
+        if not node.get("Alive"):
+            continue
+        if "node:__internal_head__" in node.get("Resources", {}):
+            head = node["NodeID"]
+        else:
+            others.append(node["NodeID"])
+    if head is None:
+        raise RuntimeError(f"no alive head node among {ray.nodes()!r}")
+    return head, others
+
+
+def kill_node(node_id: str, timeout: float = 30.0) -> list[int]:
+    """SIGKILL one node's raylet and every process under it (its workers and agents): the node is gone, as if
+    its machine died. Only that node: both test nodes share this machine, so `ray stop` would stop the head too.
+    Returns the killed pids."""
+    import psutil
+
+    raylets = [p for p in psutil.process_iter(["name", "cmdline"])
+               if p.info["name"] == "raylet" and f"--node_id={node_id}" in (p.info["cmdline"] or [])]
+    if len(raylets) != 1:
+        raise RuntimeError(f"expected one raylet with --node_id={node_id}, found {[p.pid for p in raylets]}")
+    (raylet,) = raylets
+    victims = [raylet, *raylet.children(recursive=True)]
+    # The raylet first, so it cannot start replacement workers, then everything it had started.
+    for process in victims:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.kill()
+    _, alive = psutil.wait_procs(victims, timeout=timeout)
+    if alive:
+        raise RuntimeError(f"processes of node {node_id} survived SIGKILL: {[p.pid for p in alive]}")
+    return [p.pid for p in victims]
+
+
+class StallOnNodeAtSecondEval(TrainerCallback):
+    """On node ``node_id`` only: at a trial's 2nd evaluation, writes ``marker`` (the trial's name) and waits there
+    up to ``stall_s`` seconds, long enough for the test to stop the node under it. Elsewhere it does nothing."""
+
+    def __init__(self, node_id: str, marker: str, stall_s: float = 120.0) -> None:
+        self.node_id = node_id
+        self.marker = marker
+        self.stall_s = stall_s
+        self.evaluations = 0
+
+    def on_evaluate(self, args, state, control, **kwargs):
+        import ray
+
+        self.evaluations += 1
+        if self.evaluations != 2 or ray.get_runtime_context().get_node_id() != self.node_id:
+            return
+        if os.path.exists(self.marker):
+            return  # another trial on that node already stalls: one is enough
+        # Written then renamed, so the test never reads a half-written name.
+        Path(self.marker + ".tmp").write_text(f"{args.run_name}\n{state.global_step}\n")
+        os.replace(self.marker + ".tmp", self.marker)
+        time.sleep(self.stall_s)
+
+
+class RaiseInFirstTrial(TrainerCallback):
+    """The first trial to evaluate (claimed through ``marker``, created exclusively) raises ``message`` there."""
+
+    def __init__(self, marker: str, message: str) -> None:
+        self.marker = marker
+        self.message = message
+
+    def on_evaluate(self, args, state, control, **kwargs):
+        try:
+            fd = os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            return
+        os.write(fd, args.run_name.encode())
+        os.close(fd)
+        raise RuntimeError(self.message)

@@ -1,0 +1,113 @@
+"""Our search against the peer users would reach for: ``transformers.Trainer.hyperparameter_search`` (Optuna).
+
+The sweep of `benchmarks.trial_overhead` (digits MLP, eval per epoch, TPE seeded 0, no pruning, no checkpoints)
+through both, alternated; the figure is our speed-up (their per-trial wall / ours). transformers' Trainer gets
+the same model (its forward already returns the loss), ``report_to="none"``, no saving, no progress bars, and
+the same optimizer settings (AdamW, linear decay, clipping at 1.0). Where transformers is not installed the
+script says so and reports nothing.
+
+    python -m benchmarks.peer           # full: 10 trials x 3 epochs, 3 rounds
+    python -m benchmarks.peer --quick   # seconds
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import io
+import logging
+import tempfile
+import time
+import warnings
+from typing import Any
+
+from benchmarks._common import emit_json, median, print_table, result_row
+from benchmarks._digits import EVAL_BATCH, accuracy, digits_datasets, limit_threads, model_init
+from benchmarks.trial_overhead import run_ours, suggest
+
+
+def run_transformers(n_trials: int, epochs: int, output_dir: str) -> tuple[float, float, list[dict[str, Any]]]:
+    """(wall s, CPU s, params of each trial) of ``transformers.Trainer.hyperparameter_search(backend="optuna")``."""
+    import optuna
+    import transformers
+
+    train, evaluation = digits_datasets()
+    args = transformers.TrainingArguments(
+        output_dir=output_dir, eval_strategy="epoch", save_strategy="no", logging_strategy="no",
+        num_train_epochs=epochs, learning_rate=3e-3, per_device_train_batch_size=32,
+        per_device_eval_batch_size=EVAL_BATCH, disable_tqdm=True, report_to="none", use_cpu=True, seed=0,
+    )  # fmt: skip
+    trainer = transformers.Trainer(
+        model_init=model_init, args=args, train_dataset=train, eval_dataset=evaluation, compute_metrics=accuracy
+    )
+    wall, cpu = time.perf_counter(), time.process_time()
+    trainer.hyperparameter_search(
+        hp_space=suggest, compute_objective=lambda metrics: metrics["eval_accuracy"], n_trials=n_trials,
+        direction="maximize", backend="optuna", sampler=optuna.samplers.TPESampler(seed=0),
+        pruner=optuna.pruners.NopPruner(),
+    )  # fmt: skip
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    return wall, cpu, []
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="3 trials x 1 epoch, 1 round (seconds)")
+    parser.add_argument("--trials", type=int, default=None)
+    parser.add_argument("--epochs", type=int, default=None)
+    parser.add_argument("--rounds", type=int, default=None)
+    opts = parser.parse_args(argv)
+    if importlib.util.find_spec("transformers") is None:
+        print("peer: transformers is not installed; nothing to compare against")
+        emit_json("peer", [result_row("speed-up over transformers.Trainer (optuna)", None, None, None, "report",
+                                      None, note="transformers not installed")])  # fmt: skip
+        return {}
+    limit_threads(1)
+    import optuna
+    import transformers
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    transformers.logging.set_verbosity_error()
+    warnings.filterwarnings("ignore")
+    for name in ("trainer", "hpsearch", "transformers"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    n_trials = opts.trials or (3 if opts.quick else 10)
+    epochs = opts.epochs or (1 if opts.quick else 3)
+    rounds = opts.rounds or (1 if opts.quick else 3)
+
+    times: dict[str, list[tuple[float, float]]] = {"ours": [], "transformers": []}
+    with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stdout(io.StringIO()):
+        run_ours(1, 1, f"{tmp}/warm-ours")
+        run_transformers(1, 1, f"{tmp}/warm-hf")
+        for i in range(rounds):
+            order = ["ours", "transformers"] if i % 2 == 0 else ["transformers", "ours"]
+            for side in order:
+                run = run_ours if side == "ours" else run_transformers
+                wall, cpu, _ = run(n_trials, epochs, f"{tmp}/{side}-{i}")
+                times[side].append((wall / n_trials, cpu / n_trials))
+
+    ours_ms = median([w for w, _ in times["ours"]]) * 1e3
+    hf_ms = median([w for w, _ in times["transformers"]]) * 1e3
+    ours_cpu = median([c for _, c in times["ours"]]) * 1e3
+    hf_cpu = median([c for _, c in times["transformers"]]) * 1e3
+    speedup, cpu_speedup = hf_ms / ours_ms, hf_cpu / ours_cpu
+    print(f"peer: digits MLP, {n_trials} trials x {epochs} epochs, TPE seed 0, {rounds} alternated rounds, "
+          f"transformers {transformers.__version__}, torch threads 1")  # fmt: skip
+    print_table("Per trial (ms, median)", ["side", "wall", "CPU"],
+                [["hpsearch.hyperparameter_search (optuna)", ours_ms, ours_cpu],
+                 ["transformers.Trainer.hyperparameter_search (optuna)", hf_ms, hf_cpu]])  # fmt: skip
+    print(f"\nour speed-up over transformers: wall {speedup:.2f}x, CPU {cpu_speedup:.2f}x")
+    result = {"speedup": speedup, "cpu_speedup": cpu_speedup, "ours_ms": ours_ms, "transformers_ms": hf_ms,
+              "transformers_version": transformers.__version__}  # fmt: skip
+    emit_json(
+        "peer",
+        [result_row("per-trial wall, transformers.Trainer search / ours", ours_ms, hf_ms, speedup, "report (>1 = faster)",
+                    None, unit="ms/trial", note=f"CPU speed-up {cpu_speedup:.2f}x")],
+        **result,
+    )  # fmt: skip
+    return result
+
+
+if __name__ == "__main__":
+    main()

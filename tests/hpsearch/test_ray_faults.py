@@ -1,0 +1,153 @@
+"""Ray node faults against a real two-node Ray cluster on 127.0.0.1: a worker node stopped during a sweep.
+
+The cluster is this module's own: its second node is killed, so it cannot be shared with other modules.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from hpsearch import hyperparameter_search
+from hpsearch.results import SearchResult
+from hpsearch.trial import TrialState
+from spaces import Float
+from tests.hpsearch import _ray_cluster as rc
+
+pytestmark = [pytest.mark.slow, pytest.mark.multiprocess]
+
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # the driver joins the loopback test cluster (see _ray_cluster)
+
+# The GCS declares a node dead after `threshold` failed health checks `period` apart; Ray's defaults (5 x 3 s) would
+# spend ~15 s of the test waiting, so the head's GCS checks every second. The timeout and threshold stay generous:
+# a killed raylet refuses at once, while a live one on a busy 2-core machine may answer late.
+_FAST_NODE_DEATH = {
+    "RAY_health_check_initial_delay_ms": "1000",
+    "RAY_health_check_period_ms": "1000",
+    "RAY_health_check_timeout_ms": "5000",
+    "RAY_health_check_failure_threshold": "5",
+}
+_MARKER_WAIT_S = 180.0
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    import ray
+
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in _FAST_NODE_DEATH.items():
+            patch.setenv(key, value)  # read by the head's GCS when `ray start` launches it
+        started = rc.start_cluster()
+    try:
+        # Connected here, not by the search, so the test can look up node ids; the search then reuses the
+        # connection. Ray connects a driver to the head when several nodes share the host.
+        ray.init(address=started.address, log_to_driver=False, configure_logging=False)
+        yield started
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        started.stop()
+
+
+class _NodeKiller(threading.Thread):
+    """Waits for the marker of a trial stalled on ``node_id``, then kills that node (raylet, workers, agents)."""
+
+    def __init__(self, node_id: str, marker: str) -> None:
+        super().__init__(daemon=True)
+        self.node_id = node_id
+        self.marker = marker
+        self.stop = threading.Event()
+        self.killed: list[int] = []
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            deadline = time.monotonic() + _MARKER_WAIT_S
+            while not os.path.exists(self.marker):
+                if self.stop.is_set() or time.monotonic() > deadline:
+                    return
+                time.sleep(0.2)
+            self.killed = rc.kill_node(self.node_id)
+        except BaseException as error:  # reported by the test, not lost in the thread
+            self.error = error
+
+
+def _wait_dead(node_id: str, timeout: float = 60.0) -> bool:
+    import ray
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(n["NodeID"] == node_id and not n["Alive"] for n in ray.nodes()):
+            return True
+        time.sleep(0.5)
+    return False
+
+
+def test_stopped_worker_node_trials_are_retried_elsewhere_and_the_sweep_completes(cluster, tmp_path):
+    import ray
+
+    head, others = rc.node_ids()
+    assert len(others) == 1, others
+    (second,) = others
+    assert ray.get_runtime_context().get_node_id() == head  # the driver survives the node it kills
+
+    out = str(tmp_path / "out")
+    marker = str(tmp_path / "stalled")
+    killer = _NodeKiller(second, marker)
+    killer.start()
+    try:
+        trainer = rc.make_trainer(out, epochs=3, callbacks=[rc.StallOnNodeAtSecondEval(second, marker)])
+        best = hyperparameter_search(
+            trainer, hp_space={"learning_rate": Float(1e-2, 2e-2)}, compute_objective="eval_accuracy", n_trials=3,
+            direction="maximize", backend="ray", address=cluster.address, max_failures=1,
+        )
+    finally:
+        killer.stop.set()
+        killer.join(timeout=60)
+    assert killer.error is None, repr(killer.error)
+    assert os.path.exists(marker), "no trial reached its 2nd evaluation on the second node"
+    assert killer.killed, "the second node was not stopped"
+    stalled_name, stalled_step = Path(marker).read_text().split()
+    assert int(stalled_step) == 46  # stopped during its 2nd epoch's evaluation, after the epoch-1 checkpoint
+    assert _wait_dead(second), "the GCS never declared the stopped node dead"
+
+    records = best.run_summary.records
+    assert len(records) == 3
+    assert all(r.state is TrialState.COMPLETE for r in records), [(r.name, r.state, r.error) for r in records]
+    (retried,) = [r for r in records if r.name == stalled_name]
+    # Retried once, from the checkpoint it had saved on the lost node, and finished on the survivor.
+    assert retried.extra.get("resumed_from") == [f"{stalled_name}@23"], retried.extra
+    assert retried.node == head
+    assert [e.step for e in retried.intermediates] == [23, 46, 69]
+    assert retried.last_step == 69
+    # Nothing else needed a retry, and with the second node gone every trial ended on the head.
+    assert [r.name for r in records if r.extra.get("resumed_from")] == [stalled_name]
+    assert {r.node for r in records} == {head}
+    loaded = SearchResult.load(out)
+    assert {r.trial_id: r.state for r in loaded.records} == {r.trial_id: r.state for r in records}
+
+
+def test_failed_trial_on_the_cluster_is_recorded_with_its_reason(cluster, tmp_path):
+    # Runs after the node test: only the head is left, which is all this needs. Tune writes a trial's error where
+    # its driver stages files before copying it to storage; the record must quote it, not a generic text.
+    marker = str(tmp_path / "raised")
+    trainer = rc.make_trainer(
+        str(tmp_path / "out"), epochs=1, callbacks=[rc.RaiseInFirstTrial(marker, "boom-7f3a: data shard missing")]
+    )
+    best = hyperparameter_search(
+        trainer, hp_space={"learning_rate": Float(1e-2, 2e-2)}, compute_objective="eval_accuracy", n_trials=2,
+        direction="maximize", backend="ray", address=cluster.address, max_concurrent_trials=1,
+    )
+    failed_name = Path(marker).read_text()
+    records = {r.name: r for r in best.run_summary.records}
+    assert len(records) == 2 and failed_name in records
+    failed = records.pop(failed_name)
+    assert failed.state is TrialState.FAIL
+    assert "boom-7f3a: data shard missing" in (failed.error or ""), failed.error
+    (other,) = records.values()
+    assert other.state is TrialState.COMPLETE, other.error
