@@ -396,6 +396,7 @@ def _build_object(spec: Any, modules: Sequence[str], lines: _Lines, *keys: Any) 
         )
     name = spec["name"]
     kwargs = {k: v for k, v in spec.items() if k != "name"}
+    cls: Callable[..., Any] | None
     if ":" in name:
         cls = _import_path(name, lines, *keys, "name")
     else:

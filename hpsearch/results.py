@@ -439,8 +439,9 @@ class SearchResult:
         best = ""
         if not self.is_multi_objective:
             trial = self.best_trial
-            if trial is not None:
-                best = f", best={self.objective_values(trial)[0]:.6g} ({trial.name})"  # type: ignore[index]
+            values = self.objective_values(trial) if trial is not None else None
+            if trial is not None and values is not None:  # best_trial only picks trials with an objective
+                best = f", best={values[0]:.6g} ({trial.name})"
         else:
             best = f", pareto={len(self.best_trials)}"
         return (

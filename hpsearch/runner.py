@@ -207,6 +207,7 @@ def _choose(ctx: SearchContext, record: TrialRecord) -> tuple[Any, int | None]:
     chosen = evaluations[-1]
     if ctx.objective_scope == "best" and ctx.n_objectives == 1:
         for e in evaluations:
+            # One objective here, so these are single floats (mypy can't tie that to n_objectives).
             if ctx.better(e.objective, chosen.objective):  # type: ignore[arg-type]
                 chosen = e
     return chosen.objective, chosen.step
@@ -287,6 +288,7 @@ def run_trial(
 
 def _release(trainer: Trainer) -> None:
     """Drop the trial's model, optimizer and accelerator so their memory is freed before the next trial."""
+    # Trainer types model as always set; this trainer is never trained again, so None only frees memory.
     trainer.model = None  # type: ignore[assignment]
     trainer.model_wrapped = None  # type: ignore[assignment]
     trainer.optimizer = None

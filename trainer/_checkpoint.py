@@ -287,6 +287,8 @@ def _write_checkpoint_files(trainer: Trainer, model: nn.Module, folder: str) -> 
     assert accelerator is not None
     save_model_weights(accelerator.unwrap_model(model), folder, args.max_checkpoint_shard_size)
     if not args.save_only_model:
+        # Checkpoints are saved from inside train(), after create_optimizer_and_scheduler has run.
+        assert trainer.optimizer is not None
         torch.save(trainer.optimizer.state_dict(), os.path.join(folder, OPTIMIZER_NAME))
         if trainer.lr_scheduler is not None:
             torch.save(trainer.lr_scheduler.state_dict(), os.path.join(folder, SCHEDULER_NAME))
@@ -320,6 +322,8 @@ def load_optimizer_and_scheduler(trainer: Trainer, folder: str) -> None:
     if not os.path.isfile(opt_path):
         logger.warning("No optimizer state in %s (saved with save_only_model?); the optimizer starts fresh.", folder)
         return
+    # Called by train() when resuming, after create_optimizer_and_scheduler has run.
+    assert trainer.optimizer is not None
     trainer.optimizer.load_state_dict(torch.load(opt_path, weights_only=True, map_location="cpu"))
     sched_path = os.path.join(folder, SCHEDULER_NAME)
     if trainer.lr_scheduler is not None and os.path.isfile(sched_path):

@@ -7,7 +7,7 @@ import random
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 import torch
@@ -151,6 +151,14 @@ def _pad_cat(a: torch.Tensor, b: torch.Tensor, padding_index: int) -> torch.Tens
     return out
 
 
+def _same_mapping(like: Mapping[Any, Any], items: dict[Any, Any]) -> Any:
+    """A mapping of ``like``'s own class (dict, OrderedDict, a tokenizer's batch...) holding ``items``.
+
+    The ``Mapping`` ABC declares no constructor, so the type checker can't see that these classes take a dict.
+    """
+    return cast(Any, type(like))(items)
+
+
 def nested_concat(a: Any, b: Any, padding_index: int = -100) -> Any:
     """Concatenate two (nested tuples/dicts of) tensors along the batch dimension, padding ragged sequences."""
     if a is None:
@@ -158,7 +166,7 @@ def nested_concat(a: Any, b: Any, padding_index: int = -100) -> Any:
     if isinstance(a, list | tuple):
         return type(a)(nested_concat(x, y, padding_index) for x, y in zip(a, b))
     if isinstance(a, Mapping):
-        return type(a)({k: nested_concat(a[k], b[k], padding_index) for k in a})
+        return _same_mapping(a, {k: nested_concat(a[k], b[k], padding_index) for k in a})
     return _pad_cat(a, b, padding_index)
 
 
@@ -166,7 +174,7 @@ def nested_numpify(x: Any) -> Any:
     if isinstance(x, list | tuple):
         return type(x)(nested_numpify(t) for t in x)
     if isinstance(x, Mapping):
-        return type(x)({k: nested_numpify(v) for k, v in x.items()})
+        return _same_mapping(x, {k: nested_numpify(v) for k, v in x.items()})
     if isinstance(x, torch.Tensor):
         t = x.detach().cpu()
         if t.dtype == torch.bfloat16:
@@ -179,7 +187,7 @@ def nested_detach(x: Any) -> Any:
     if isinstance(x, list | tuple):
         return type(x)(nested_detach(t) for t in x)
     if isinstance(x, Mapping):
-        return type(x)({k: nested_detach(v) for k, v in x.items()})
+        return _same_mapping(x, {k: nested_detach(v) for k, v in x.items()})
     return x.detach() if isinstance(x, torch.Tensor) else x
 
 

@@ -23,7 +23,7 @@ import os
 import socket
 import warnings
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from ..errors import SearchConfigError, TrialFailed
 from ..runner import RESERVED_PARAMS, argument_fields, run_trial
@@ -59,6 +59,14 @@ class _Failed(TrialFailed):
 
 class _OverBudget(_Failed):
     """The trial was numbered past the budget because another worker claimed the last slot first."""
+
+
+def _study_directions(directions: list[str]) -> list[Literal["minimize", "maximize"]]:
+    """``directions`` typed the way ``optuna.create_study`` declares them.
+
+    api._directions already normalised every entry to "minimize" or "maximize"; only the static type is narrowed.
+    """
+    return cast('list[Literal["minimize", "maximize"]]', directions)
 
 
 def _owner() -> str:
@@ -300,7 +308,7 @@ class OptunaBackend(SearchBackend):
         verbosity = optuna.logging.get_verbosity()
         optuna.logging.set_verbosity(optuna.logging.WARNING)  # no "new study created in memory" line
         try:
-            probe = optuna.create_study(directions=self.ctx.directions).ask()
+            probe = optuna.create_study(directions=_study_directions(self.ctx.directions)).ask()
         finally:
             optuna.logging.set_verbosity(verbosity)
         trial = Trial("probe", 0, {}, "optuna", native=probe)
@@ -387,7 +395,7 @@ class OptunaBackend(SearchBackend):
             return self._follow(space)
         directions = ctx.directions
         study = optuna.create_study(
-            directions=directions,
+            directions=_study_directions(directions),
             sampler=self.kwargs.get("sampler"),
             pruner=self.kwargs.get("pruner"),
             storage=self._storage(),

@@ -51,9 +51,9 @@ import os
 import shutil
 import socket
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from trainer import TrainerCallback
 
@@ -245,7 +245,8 @@ def _conclude(record: TrialRecord, reporter: _RayReporter) -> None:
     """After `run_trial`: fail the Tune trial, or send its last result and the marker of a trial that ended itself."""
     if record.state is TrialState.FAIL:
         raise _TrialError(record.error or "the trial failed")
-    objective = float(record.objective) if record.objective is not None else math.nan
+    # RayBackend refuses multi-objective searches up front, so a Ray trial's objective is a single number.
+    objective = float(cast(float, record.objective)) if record.objective is not None else math.nan
     if reporter.count == 0:
         # No evaluation during training (eval_strategy="no"): the final one is the trial's only result.
         last = record.intermediates[-1] if record.intermediates else None
@@ -319,7 +320,8 @@ def _distributed_trainable(config: dict[str, Any], workers: _Workers) -> None:
     trial_id = tune.get_context().get_trial_id()
     params = payload.params(config)
     name = ctx.trial_name(Trial(trial_id, _trial_number(trial_id), dict(params), "ray"))
-    resume, restart = None, {}
+    resume: str | None = None
+    restart: dict[str, Any] = {}
     checkpoint = tune.get_checkpoint()
     if checkpoint is not None:
         # Copied next to the trial's outputs: every worker reads it (a shared output_dir across nodes).
@@ -623,7 +625,7 @@ def _trial_error(trial: Any) -> str:
     return lines[-1].strip() if lines else text
 
 
-def _ran_to_end(results: list[Mapping[str, Any]], evaluations: list[Evaluation]) -> bool:
+def _ran_to_end(results: Sequence[Mapping[str, Any]], evaluations: list[Evaluation]) -> bool:
     planned = next((_as_float(r.get(f"{_PREFIX}max_steps")) for r in reversed(results)
                     if _as_float(r.get(f"{_PREFIX}max_steps")) is not None), None)
     return planned is not None and bool(evaluations) and evaluations[-1].step >= planned
@@ -1022,21 +1024,23 @@ class RayBackend(SearchBackend):
         return self.kwargs.get("scope") or ("all" if self.ctx.objective_scope == "best" else "last")
 
     def _choose(self, evaluations: list[Evaluation]) -> tuple[float | None, Evaluation | None]:
-        scored = [e for e in evaluations if isinstance(e.objective, float) and math.isfinite(e.objective)]
+        scored: list[tuple[float, Evaluation]] = [
+            (e.objective, e) for e in evaluations if isinstance(e.objective, float) and math.isfinite(e.objective)
+        ]
         if not scored:
             return None, None
         scope = self._scope()
         if scope == "all":
-            best = scored[0]
-            for e in scored[1:]:
-                if self.ctx.better(e.objective, best.objective):  # type: ignore[arg-type]
-                    best = e
-            return best.objective, best  # type: ignore[return-value]
+            best_value, best = scored[0]
+            for value, e in scored[1:]:
+                if self.ctx.better(value, best_value):
+                    best_value, best = value, e
+            return best_value, best
         if scope == "last":
-            return scored[-1].objective, scored[-1]  # type: ignore[return-value]
+            return scored[-1]
         window = {"avg": len(scored), "last-5-avg": 5, "last-10-avg": 10}[scope]
-        values = [e.objective for e in scored[-window:]]
-        return sum(values) / len(values), scored[-1]  # type: ignore[arg-type]
+        values = [value for value, _ in scored[-window:]]
+        return sum(values) / len(values), scored[-1][1]
 
     def _params(self, config: Mapping[str, Any]) -> dict[str, Any]:
         space = getattr(self, "_space", None)
@@ -1052,7 +1056,7 @@ class RayBackend(SearchBackend):
         self,
         trial_id: str,
         config: Mapping[str, Any],
-        results: list[Mapping[str, Any]],
+        results: Sequence[Mapping[str, Any]],
         error: str | None,
         trial_path: str | None,
         started: datetime | None = None,

@@ -93,6 +93,7 @@ def _numpy2_compat() -> None:
         numpy_ref = getattr(module, "numpy", None)
         stale = isinstance(numpy_ref, types.ModuleType) and not hasattr(numpy_ref, "product")
         if stale and not isinstance(numpy_ref, _NumpyWithProduct):
+            # ModuleType declares no ``numpy`` attribute, but these modules do have one (checked above).
             module.numpy = _NumpyWithProduct("numpy")  # type: ignore[attr-defined]
 
 

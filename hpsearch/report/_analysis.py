@@ -10,7 +10,7 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from hpsearch.trial import TrialRecord, TrialState
 
@@ -291,7 +291,9 @@ def _fanova(result: SearchResult, scored: list[tuple[TrialRecord, list[float]]])
     verbosity = optuna.logging.get_verbosity()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
-        study = optuna.create_study(directions=result.directions)  # type: ignore[arg-type]
+        # SearchResult validates each direction as "minimize" or "maximize"; only the static type is narrowed.
+        directions = cast('list[Literal["minimize", "maximize"]]', result.directions)
+        study = optuna.create_study(directions=directions)
         for record, values in scored:
             params = {
                 n: (float(v) if isinstance(distributions[n], FloatDistribution) else choice(v))
