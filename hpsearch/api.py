@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .errors import HPSearchError, SearchConfigError
 from .objective import resolve_compute_objective
-from .runner import RESERVED_PARAMS, SearchContext, argument_fields, build_trial_args
+from .runner import SearchContext, argument_fields, build_trial_args, check_param_names
 from .trial import Trial, TrialRecord
 
 if TYPE_CHECKING:
@@ -136,20 +136,10 @@ def _domain_probes(domain: Any) -> list[Any]:
 
 def check_space_against_trainer(space: SearchSpace, trainer: Trainer) -> None:
     """Every parameter must be an argument (with valid values at its bounds) or reachable by ``model_init(trial)``."""
+    check_param_names(space, trainer)
     fields = argument_fields()
-    takes_trial = getattr(trainer, "_model_init_arity", 0) == 1
     for name in space:
-        if name in RESERVED_PARAMS:
-            raise SearchConfigError(
-                f"hp_space parameter {name!r} is reserved: the search sets it for every trial "
-                f"(reserved: {sorted(RESERVED_PARAMS)}); rename the parameter."
-            )
         if name not in fields:
-            if not takes_trial:
-                raise SearchConfigError(
-                    f"hp_space parameter {name!r} is not a TrainingArguments field and model_init takes no trial, so "
-                    f"nothing would use it; give model_init a `trial` parameter and read trial[{name!r}], or remove it."
-                )
             continue
         for value in _domain_probes(space[name]):
             try:

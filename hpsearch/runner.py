@@ -18,7 +18,7 @@ import socket
 import threading
 import traceback
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from .backends.base import TrialReporter
     from .results import SearchResult
 
-__all__ = ["RESERVED_PARAMS", "SearchContext", "build_trial_args", "clone_trainer", "run_trial"]
+__all__ = ["RESERVED_PARAMS", "SearchContext", "build_trial_args", "check_param_names", "clone_trainer", "run_trial"]
 
 logger = logging.getLogger(__name__)
 
@@ -156,6 +156,28 @@ def _coerce(name: str, value: Any, hint: Any) -> Any:
     if hasattr(value, "item") and not isinstance(value, str):  # numpy scalars
         return value.item()
     return value
+
+
+def check_param_names(names: Iterable[Any], trainer: Trainer) -> None:
+    """Every parameter must be a `TrainingArguments` field or reachable by ``model_init(trial)``, and none reserved.
+
+    Shared by portable spaces (checked before any trial) and backend-native ones (checked on the values they give).
+    """
+    fields = argument_fields()
+    takes_trial = getattr(trainer, "_model_init_arity", 0) == 1
+    for name in names:
+        if not isinstance(name, str):
+            raise SearchConfigError(f"hp_space keys must be parameter names (str), got {name!r}.")
+        if name in RESERVED_PARAMS:
+            raise SearchConfigError(
+                f"hp_space parameter {name!r} is reserved: the search sets it for every trial "
+                f"(reserved: {sorted(RESERVED_PARAMS)}); rename the parameter (rename it e.g. to {name + '_'!r})."
+            )
+        if name not in fields and not takes_trial:
+            raise SearchConfigError(
+                f"hp_space parameter {name!r} is not a TrainingArguments field and model_init takes no trial, so "
+                f"nothing would use it; give model_init a `trial` parameter and read trial[{name!r}], or remove it."
+            )
 
 
 def build_trial_args(base: TrainingArguments, params: Mapping[str, Any], output_dir: str, run_name: str) -> TrainingArguments:

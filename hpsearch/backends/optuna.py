@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from ..errors import SearchConfigError, TrialFailed
-from ..runner import RESERVED_PARAMS, argument_fields, run_trial
+from ..runner import check_param_names, run_trial
 from ..trial import Trial, TrialRecord, TrialState
 from .base import SearchBackend
 
@@ -51,6 +51,11 @@ HEARTBEAT_INTERVAL = 10
 GRACE_PERIOD = 20
 _OWNER_ATTR = "hpsearch_owner"
 _OVER_BUDGET_ATTR = "hpsearch_over_budget"
+#: What a finished trial leaves for `_translate` (name, checkpoint, node, error, last_step), as one JSON user
+#: attr: one storage transaction per trial instead of one per field. Studies written before this kept each
+#: field in its own ``hpsearch_<field>`` attr; `_translate` reads both.
+_RECORD_ATTR = "hpsearch"
+_RECORD_FIELDS = ("name", "checkpoint", "node", "error", "last_step")
 
 
 class _Failed(TrialFailed):
@@ -87,6 +92,15 @@ def _owner_is_dead(owner: Any) -> bool:
     except OSError:  # exists but belongs to someone else
         return False
     return False
+
+
+def _saved_fields(user_attrs: Mapping[str, Any]) -> dict[str, Any]:
+    """The record fields a trial's driver saved: the one ``hpsearch`` attr, or the older one-attr-per-field form."""
+    saved = user_attrs.get(_RECORD_ATTR)
+    out = {key: user_attrs[f"hpsearch_{key}"] for key in _RECORD_FIELDS if f"hpsearch_{key}" in user_attrs}
+    if isinstance(saved, dict):
+        out.update(saved)
+    return out
 
 
 def _retried_numbers(trials: list[Any]) -> set[int]:
@@ -328,16 +342,7 @@ class OptunaBackend(SearchBackend):
             raise SearchConfigError(
                 f"hp_space(trial) must return a dict of parameter values, got {type(params).__name__}: {params!r}."
             )
-        fields = argument_fields()
-        takes_trial = getattr(self.ctx.trainer, "_model_init_arity", 0) == 1
-        for name in params:
-            if name in RESERVED_PARAMS:
-                raise SearchConfigError(f"hp_space returned the reserved parameter {name!r}; rename it.")
-            if name not in fields and not takes_trial:
-                raise SearchConfigError(
-                    f"hp_space returned {name!r}, which is not a TrainingArguments field, and model_init takes no "
-                    "trial; give model_init a `trial` parameter or remove it."
-                )
+        check_param_names(params, self.ctx.trainer)
         return {**trial.params, **params}
 
     # ------------------------------------------------------------------ run
@@ -424,6 +429,12 @@ class OptunaBackend(SearchBackend):
             return len(_budget_trials(below)) < n_trials
 
         def stop_at_budget(study_: Any, frozen: Any) -> None:
+            # Reading the study costs a storage round trip per trial, so only when the budget can be full: the
+            # trials numbered up to this one are fewer than n_trials otherwise. Trials numbered above it (other
+            # workers') may still fill it; then this worker's next trial is numbered past the budget and
+            # `within_budget` stops it untrained (one empty over-budget trial instead of a read per trial).
+            if frozen.number + 1 < n_trials:
+                return
             if len(_budget_trials(study_.get_trials(deepcopy=False))) >= n_trials:
                 study_.stop()
 
@@ -447,10 +458,8 @@ class OptunaBackend(SearchBackend):
                 # Not a finished trial: it stays out of the results (Optuna itself marks it FAIL).
                 self._interrupted.add(optuna_trial.number)
                 raise
-            for key, value in (("name", record.name), ("checkpoint", record.checkpoint), ("node", record.node),
-                               ("error", record.error), ("last_step", record.last_step)):
-                if value is not None:
-                    optuna_trial.set_user_attr(f"hpsearch_{key}", value)
+            fields = {key: getattr(record, key) for key in _RECORD_FIELDS}
+            optuna_trial.set_user_attr(_RECORD_ATTR, {k: v for k, v in fields.items() if v is not None})
             ctx.finish(record)
             if record.state is TrialState.FAIL:
                 raise _Failed(record.error or "failed")
@@ -535,12 +544,13 @@ class OptunaBackend(SearchBackend):
                 from ..trial import Evaluation
 
                 attrs = frozen.user_attrs
+                saved = _saved_fields(attrs)
                 values = frozen.values
                 objective = (values[0] if len(values) == 1 else list(values)) if values else None
                 record = TrialRecord(
                     trial_id=trial_id,
                     number=frozen.number,
-                    name=attrs.get("hpsearch_name", f"run-{trial_id}"),
+                    name=saved.get("name", f"run-{trial_id}"),
                     state=states[frozen.state],
                     params={k: self._choice_maps[k][v] if k in self._choice_maps else v
                             for k, v in frozen.params.items()},
@@ -549,10 +559,10 @@ class OptunaBackend(SearchBackend):
                     finished=frozen.datetime_complete,
                     intermediates=[Evaluation(step=s, epoch=None, objective=v)
                                    for s, v in sorted(frozen.intermediate_values.items())],
-                    last_step=attrs.get("hpsearch_last_step"),
-                    checkpoint=attrs.get("hpsearch_checkpoint"),
-                    node=attrs.get("hpsearch_node"),
-                    error=attrs.get("hpsearch_error"),
+                    last_step=saved.get("last_step"),
+                    checkpoint=saved.get("checkpoint"),
+                    node=saved.get("node"),
+                    error=saved.get("error"),
                 )
                 if record.state is TrialState.FAIL and record.error is None and frozen.number in retries:
                     record.error = (f"its driver process died while it ran; re-enqueued with the same parameters "

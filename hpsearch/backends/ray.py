@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING, Any, cast
 from trainer import TrainerCallback
 
 from ..errors import SearchConfigError, TooManyFailedTrials, TrialFailed
-from ..runner import RESERVED_PARAMS, SearchContext, argument_fields, run_trial
+from ..runner import SearchContext, check_param_names, run_trial
 from ..trial import Evaluation, Trial, TrialRecord, TrialState
 from .base import SearchBackend
 
@@ -866,18 +866,7 @@ class RayBackend(SearchBackend):
         return space, native
 
     def _check_native_names(self, native: Mapping[str, Any]) -> None:
-        fields = argument_fields()
-        takes_trial = getattr(self.ctx.trainer, "_model_init_arity", 0) == 1
-        for name in native:
-            if not isinstance(name, str):
-                raise SearchConfigError(f"hp_space keys must be parameter names (str), got {name!r}.")
-            if name in RESERVED_PARAMS:
-                raise SearchConfigError(f"hp_space has the reserved parameter {name!r}; rename it.")
-            if name not in fields and not takes_trial:
-                raise SearchConfigError(
-                    f"hp_space has {name!r}, which is not a TrainingArguments field, and model_init takes no trial; "
-                    "give model_init a `trial` parameter or remove it."
-                )
+        check_param_names(native, self.ctx.trainer)
 
     def convert_space(self, space: SearchSpace) -> dict[str, Any]:
         """Tune domains for the space (Ray's integer upper bounds are exclusive: ``high + 1``)."""

@@ -45,7 +45,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import HPSearchError, SearchConfigError
-from ..runner import RESERVED_PARAMS, _field_types, run_trial
+from ..runner import _field_types, check_param_names, run_trial
 from ..trial import Trial, TrialRecord, TrialState
 from .base import SearchBackend
 
@@ -426,7 +426,6 @@ class SigOptBackend(SearchBackend):
                 f"got {type(parameters).__name__}."
             )
         fields = _field_types()
-        takes_trial = getattr(self.ctx.trainer, "_model_init_arity", 0) == 1
         out: list[dict[str, Any]] = []
         for i, raw in enumerate(parameters):
             if not isinstance(raw, Mapping) or not isinstance(raw.get("name"), str) or not raw.get("name"):
@@ -441,13 +440,7 @@ class SigOptBackend(SearchBackend):
                 logger.warning("hp_space parameter %r: reading the misspelled key 'transformamtion' as "
                                "'transformation'.", name)
                 spec.setdefault("transformation", spec.pop("transformamtion"))
-            if name in RESERVED_PARAMS:
-                raise SearchConfigError(f"hp_space parameter {name!r} is reserved (the search sets it); rename it.")
-            if name not in fields and not takes_trial:
-                raise SearchConfigError(
-                    f"hp_space parameter {name!r} is not a TrainingArguments field and model_init takes no trial, "
-                    f"so nothing would use it; give model_init a `trial` parameter and read trial[{name!r}]."
-                )
+            check_param_names([name], self.ctx.trainer)
             if name in fields and spec["type"] == "categorical":
                 target = _numeric_type(fields[name])
                 if target is not None:
