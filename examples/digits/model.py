@@ -75,7 +75,7 @@ def datasets(seed: int = 0, eval_fraction: float = 0.2) -> tuple[DigitsDataset, 
     y = data.target.astype(np.int64)
     order = np.random.default_rng(seed).permutation(len(y))
     x, y = x[order], y[order]
-    cut = round((1.0 - eval_fraction) * len(y))
+    cut = int((1.0 - eval_fraction) * len(y))
     return DigitsDataset(x[:cut], y[:cut]), DigitsDataset(x[cut:], y[cut:])
 
 
