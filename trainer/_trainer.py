@@ -10,6 +10,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Mapping
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -275,18 +276,46 @@ class Trainer:
         dataset = self.train_dataset
         kwargs = self._dataloader_kwargs()
         kwargs["batch_size"] = self.args.per_device_train_batch_size
-        if not isinstance(dataset, IterableDataset):
-            kwargs["sampler"] = RandomSampler(dataset)
-            kwargs["drop_last"] = self.args.dataloader_drop_last
         assert self.accelerator is not None
+        if not isinstance(dataset, IterableDataset):
+            kwargs["drop_last"] = self.args.dataloader_drop_last
+            if _accelerate_only_forwards(self.accelerator):
+                # One process and nothing for accelerate to shard, place or scale: a plain loader with the sampler
+                # accelerate's prepare would install (seeded with data_seed + epoch, see _set_loader_epoch), so the
+                # data order is the same batch for batch and a resume still finds its place. Accelerate's wrapper
+                # costs a look-ahead, a device copy and its gradient-state bookkeeping per batch; the loop does
+                # the little of that it needs itself (see _inner_training_loop).
+                from accelerate.data_loader import SeedableRandomSampler
+
+                kwargs["sampler"] = SeedableRandomSampler(dataset, data_seed=self._data_seed())
+                return DataLoader(dataset, **kwargs)
+            kwargs["sampler"] = RandomSampler(dataset)
         return self.accelerator.prepare(DataLoader(dataset, **kwargs))
 
+    def _data_seed(self) -> int:
+        return self.args.data_seed if self.args.data_seed is not None else self.args.seed
+
     def _eval_dataloader_for(self, dataset: Any) -> DataLoader:
+        assert self.accelerator is not None
+        plain = not isinstance(dataset, IterableDataset) and _accelerate_only_forwards(self.accelerator)
+        # Within a train() the evaluations of one dataset share a loader (see _inner_training_loop): building one
+        # means a collator with an inspect.signature of forward, and accelerate's prepare, at every evaluation.
+        cache = getattr(self, "_eval_loader_cache", None) if plain else None
+        if cache is not None:
+            cached = cache.get(id(dataset))
+            if cached is not None and cached[0] is dataset:
+                return cached[1]
         kwargs = self._dataloader_kwargs()
         kwargs["batch_size"] = self.args.per_device_eval_batch_size
         if not isinstance(dataset, IterableDataset):
             kwargs["sampler"] = SequentialSampler(dataset)
-        assert self.accelerator is not None
+        if plain:
+            # Sequential, one process: accelerate's wrapper would only place batches on the device, which
+            # evaluation_loop does for a plain loader.
+            loader = DataLoader(dataset, **kwargs)
+            if cache is not None:
+                cache[id(dataset)] = (dataset, loader)  # the dataset is kept too: its id is never reused meanwhile
+            return loader
         return self.accelerator.prepare(DataLoader(dataset, **kwargs))
 
     def get_eval_dataloader(self, eval_dataset: Any = None) -> DataLoader:
@@ -389,6 +418,14 @@ class Trainer:
         )
 
     def _inner_training_loop(self, resume_from_checkpoint: str | None, trial: Any) -> TrainOutput:
+        self._eval_loader_cache: dict[int, tuple[Any, DataLoader]] | None = {}
+        try:
+            return self._training_loop(resume_from_checkpoint, trial)
+        finally:
+            # Loaders (and through them the datasets) are not kept past the run, nor shared with copies of the trainer.
+            self._eval_loader_cache = None
+
+    def _training_loop(self, resume_from_checkpoint: str | None, trial: Any) -> TrainOutput:
         args = self.args
         accelerator = self.accelerator
         assert accelerator is not None
@@ -415,6 +452,16 @@ class Trainer:
         self.create_optimizer_and_scheduler(num_training_steps=max_steps)
         model, optimizer = accelerator.prepare(self.model, self.optimizer)
         step_optimizer = _direct_optimizer(accelerator, optimizer)
+        # Single process with nothing for accelerate to do (see _accelerate_only_forwards): backward without
+        # accelerate's wrapper, and, when the train loader is a plain one (ours is, then), the loop decides gradient
+        # synchronization itself instead of entering accelerator.accumulate() per micro-batch. Several processes,
+        # XLA, DeepSpeed, FSDP or a gradient scaler keep accelerate's prepare/accumulate/backward as they are.
+        plain = _accelerate_only_forwards(accelerator)
+        self._plain_backward = plain
+        fast_loop = plain and getattr(train_dataloader, "gradient_state", None) is None
+        accum = args.gradient_accumulation_steps
+        move_batches = fast_loop and accelerator.device.type != "cpu"
+        no_accumulate_context = nullcontext()
         # Where accelerate's wrappers only forward (see _direct_optimizer), clip with torch directly too.
         clip = torch.nn.utils.clip_grad_norm_ if step_optimizer is not optimizer else accelerator.clip_grad_norm_
         self.model_wrapped = model
@@ -444,8 +491,7 @@ class Trainer:
         model.zero_grad(set_to_none=True)
 
         for epoch in range(epochs_trained, num_train_epochs):
-            if hasattr(train_dataloader, "set_epoch"):
-                train_dataloader.set_epoch(epoch)
+            _set_loader_epoch(train_dataloader, epoch)
             epoch_iterator: Any = train_dataloader
             skipped = 0
             if steps_to_skip > 0 and epoch == epochs_trained:
@@ -467,7 +513,10 @@ class Trainer:
             self.control = self.callback_handler.on_epoch_begin(args, self.state, self.control)
             step_started = False
             step = -1
-            for step, inputs in enumerate(epoch_iterator):
+            # The fast loop reads one batch ahead, as accelerate's loader does (the same order of data loading and
+            # training, so the global RNG is drawn in the same sequence), to know the epoch's last batch.
+            batches = _flag_last(epoch_iterator) if fast_loop else epoch_iterator
+            for step, inputs in enumerate(batches):
                 if restore_rng_at_first_batch:
                     ckpt.load_rng_state(resume_from_checkpoint, accelerator.process_index)
                     restore_rng_at_first_batch = False
@@ -475,20 +524,34 @@ class Trainer:
                 if not step_started:
                     self.control = self.callback_handler.on_step_begin(args, self.state, self.control)
                     step_started = True
-                with accelerator.accumulate(model):
+                if fast_loop:
+                    inputs, is_last = inputs
+                    # accelerate's rule: every accum-th micro-batch, and the last one of the epoch. A resume skips
+                    # whole optimizer steps (a multiple of accum batches), so counting from the epoch's first
+                    # yielded batch agrees with counting from the epoch's start.
+                    sync = is_last or (step + 1) % accum == 0
+                    accelerator.sync_gradients = sync  # kept truthful for code that reads it
+                    if move_batches:
+                        inputs = _send_to_device(inputs, accelerator.device)
+                    context: Any = no_accumulate_context
+                else:
+                    context = accelerator.accumulate(model)
+                with context:
                     loss_step = self.training_step(model, inputs)
-                    if args.logging_nan_inf_filter and not torch.isfinite(loss_step):
+                    # math.isfinite of the value: the same test as torch.isfinite on this scalar, without a kernel.
+                    if args.logging_nan_inf_filter and not math.isfinite(loss_step.item()):
                         # Count a NaN/inf step as the running mean so one bad batch does not poison the log.
                         tr_loss = tr_loss + tr_loss / (1 + self.state.global_step - self._globalstep_last_logged)
                     else:
                         tr_loss = tr_loss + loss_step
-                    if accelerator.sync_gradients:
+                    if sync if fast_loop else accelerator.sync_gradients:
                         if args.max_grad_norm is not None and args.max_grad_norm > 0:
                             self._grad_norm = clip(model.parameters(), args.max_grad_norm)
                         self.control = self.callback_handler.on_pre_optimizer_step(args, self.state, self.control)
                         step_optimizer.step()
                         self.control = self.callback_handler.on_optimizer_step(args, self.state, self.control)
-                        if not accelerator.optimizer_step_was_skipped and not isinstance(
+                        # Only a gradient scaler skips steps, and the plain path has none.
+                        if (plain or not accelerator.optimizer_step_was_skipped) and not isinstance(
                             self.lr_scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau
                         ):
                             self.lr_scheduler.step()
@@ -663,13 +726,22 @@ class Trainer:
     def training_step(self, model: nn.Module, inputs: Any) -> torch.Tensor:
         """One micro-batch: forward, loss, backward. Returns the loss scaled for gradient accumulation, detached."""
         assert self.accelerator is not None
-        model.train()
+        if not all(m.training for m in model.modules()):
+            # Checked rather than set: model.train() walks every module with nn.Module.__setattr__, as long as
+            # a small model's step. Anything that left a module in eval mode (evaluation, a callback) is undone.
+            model.train()
         inputs = self._prepare_inputs(inputs)
         loss = self.compute_loss(model, inputs)
         if self.accelerator.num_processes > 1 and loss.dim() > 0:
             loss = loss.mean()
-        self.accelerator.backward(loss)  # divides by gradient_accumulation_steps
-        return loss.detach() / self.args.gradient_accumulation_steps
+        accum = self.args.gradient_accumulation_steps
+        if getattr(self, "_plain_backward", False):
+            # What accelerator.backward does here (no scaler, one process), minus its call overhead; dividing by
+            # 1 changes no gradient bit, so it is skipped.
+            (loss / accum if accum > 1 else loss).backward()
+        else:
+            self.accelerator.backward(loss)  # divides by gradient_accumulation_steps
+        return loss.detach() / accum
 
     # ------------------------------------------------------------------ evaluation & prediction
     def evaluate(
@@ -751,8 +823,12 @@ class Trainer:
         num_samples = 0
         num_steps = 0
         batch_metrics = args.batch_eval_metrics and self.compute_metrics is not None and not prediction_loss_only
+        # accelerate's loaders place batches on the device; a plain one (ours in a single process) is placed here.
+        move_batches = accelerator.device.type != "cpu" and getattr(dataloader, "gradient_state", None) is None
         for inputs, is_last in _flag_last(dataloader):
             num_steps += 1
+            if move_batches:
+                inputs = _send_to_device(inputs, accelerator.device)
             loss, logits, labels = self.prediction_step(model, inputs, prediction_loss_only, ignore_keys=ignore_keys)
             batch_size = _batch_size(inputs)
             if loss is not None:
@@ -956,6 +1032,43 @@ def _direct_optimizer(accelerator: Any, optimizer: Any) -> Any:
     ):
         return optimizer.optimizer
     return optimizer
+
+
+def _accelerate_only_forwards(accelerator: Any) -> bool:
+    """True when accelerate's data loader, accumulate() and backward() would add nothing but their cost.
+
+    That is one process (``DistributedType.NO``: not XLA, DeepSpeed, Megatron or several processes), not FSDP
+    and no gradient scaler (fp16 on a GPU): accelerate then neither shards, dispatches nor scales anything, its
+    loaders only place batches on the device and its backward only divides the loss by the accumulation steps.
+    """
+    from accelerate.utils import DistributedType
+
+    return (
+        accelerator.num_processes == 1
+        and accelerator.distributed_type == DistributedType.NO
+        and getattr(accelerator, "scaler", None) is None
+        and os.environ.get("ACCELERATE_USE_FSDP", "false").lower() != "true"
+    )
+
+
+def _set_loader_epoch(dataloader: Any, epoch: int) -> None:
+    """Seed the epoch's data order: accelerate's loaders have set_epoch; a plain one has its sampler set the same way
+    (``SeedableRandomSampler`` draws its permutation from data_seed + epoch), and its dataset when it has set_epoch."""
+    if hasattr(dataloader, "set_epoch"):
+        dataloader.set_epoch(epoch)
+        return
+    sampler = getattr(getattr(dataloader, "batch_sampler", None), "sampler", None)
+    if hasattr(sampler, "set_epoch"):
+        sampler.set_epoch(epoch)
+    dataset = getattr(dataloader, "dataset", None)
+    if hasattr(dataset, "set_epoch"):
+        dataset.set_epoch(epoch)
+
+
+def _send_to_device(batch: Any, device: torch.device) -> Any:
+    from accelerate.utils import send_to_device
+
+    return send_to_device(batch, device)
 
 
 def _mps_available() -> bool:
