@@ -28,7 +28,7 @@ BATCH = 64
 
 
 def _model_init(trial=None):
-    from tests._digits import DigitsMLP
+    from benchmarks._digits import DigitsMLP
 
     return DigitsMLP(hidden=32)
 
@@ -65,7 +65,7 @@ def plain_trainable(config: dict, data: tuple) -> None:
 def run_plain(n_trials: int, epochs: int, storage: str) -> tuple[float, float]:
     from ray import tune
 
-    from tests._digits import digits_datasets
+    from benchmarks._digits import digits_datasets
 
     with Timer() as t:
         grid = tune.Tuner(
@@ -81,8 +81,8 @@ def run_plain(n_trials: int, epochs: int, storage: str) -> tuple[float, float]:
 def run_ours(n_trials: int, epochs: int, storage: str) -> tuple[float, float]:
     from ray import tune
 
+    from benchmarks._digits import accuracy, digits_datasets
     from hpsearch import hyperparameter_search
-    from tests._digits import accuracy, digits_datasets
     from trainer import Trainer, TrainingArguments
 
     train, evaluation = digits_datasets()
