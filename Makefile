@@ -1,5 +1,5 @@
 # Quick start:  make demo   (sets up .venv and runs the demo)
-#               make test   (sets up .venv and runs ruff + the test suite)
+#               make test   (sets up .venv and runs ruff, mypy and the test suite)
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
@@ -30,6 +30,7 @@ typecheck: setup
 
 test: setup system-deps
 	$(PY) -m ruff check .
+	$(PY) -m mypy
 	bash scripts/isolated.sh $(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
 bench: setup

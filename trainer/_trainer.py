@@ -9,9 +9,9 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sized
 from contextlib import nullcontext
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch import nn
@@ -289,7 +289,7 @@ class Trainer:
 
                 kwargs["sampler"] = SeedableRandomSampler(dataset, data_seed=self._data_seed())
                 return DataLoader(dataset, **kwargs)
-            kwargs["sampler"] = RandomSampler(dataset)
+            kwargs["sampler"] = RandomSampler(cast(Sized, dataset))  # map-style datasets have a length
         return self.accelerator.prepare(DataLoader(dataset, **kwargs))
 
     def _data_seed(self) -> int:
@@ -340,9 +340,12 @@ class Trainer:
             # Remember that we built it: the next train() builds a fresh one instead of resuming a finished
             # schedule (a user-given scheduler is kept as is).
             self._created_lr_scheduler = True
+            optimizer = optimizer if optimizer is not None else self.optimizer
+            if optimizer is None:
+                raise RuntimeError("create_scheduler needs an optimizer; call create_optimizer() first.")
             self.lr_scheduler = get_scheduler(
                 self.args.lr_scheduler_type,
-                optimizer=optimizer if optimizer is not None else self.optimizer,
+                optimizer=optimizer,
                 num_warmup_steps=self.args.get_warmup_steps(num_training_steps),
                 num_training_steps=num_training_steps,
                 scheduler_specific_kwargs=self.args.lr_scheduler_kwargs,
@@ -518,6 +521,7 @@ class Trainer:
             batches = _flag_last(epoch_iterator) if fast_loop else epoch_iterator
             for step, inputs in enumerate(batches):
                 if restore_rng_at_first_batch:
+                    assert resume_from_checkpoint is not None  # the flag is only set when resuming
                     ckpt.load_rng_state(resume_from_checkpoint, accelerator.process_index)
                     restore_rng_at_first_batch = False
                 total_batched_samples += 1
@@ -703,7 +707,8 @@ class Trainer:
         assert self.accelerator is not None
         device = self.accelerator.device
         if isinstance(inputs, Mapping):
-            return type(inputs)({k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()})
+            moved = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+            return cast(Any, type(inputs))(moved)
         return inputs
 
     def compute_loss(self, model: nn.Module, inputs: Any, return_outputs: bool = False) -> Any:
@@ -845,6 +850,7 @@ class Trainer:
                 _batch_size(logits) if logits is not None else batch_size
             )
             if batch_metrics:
+                assert self.compute_metrics is not None  # batch_metrics requires it
                 metrics = self.compute_metrics(
                     EvalPrediction(predictions=logits, label_ids=labels), compute_result=is_last
                 )
@@ -1057,10 +1063,10 @@ def _set_loader_epoch(dataloader: Any, epoch: int) -> None:
     if hasattr(dataloader, "set_epoch"):
         dataloader.set_epoch(epoch)
         return
-    sampler = getattr(getattr(dataloader, "batch_sampler", None), "sampler", None)
+    sampler: Any = getattr(getattr(dataloader, "batch_sampler", None), "sampler", None)
     if hasattr(sampler, "set_epoch"):
         sampler.set_epoch(epoch)
-    dataset = getattr(dataloader, "dataset", None)
+    dataset: Any = getattr(dataloader, "dataset", None)
     if hasattr(dataset, "set_epoch"):
         dataset.set_epoch(epoch)
 
