@@ -3,9 +3,12 @@
 Each trial builds an ``nn.Linear`` model, trains it for one step and evaluates it once; the baseline is a plain
 Optuna objective doing the same (one AdamW step, one evaluation) on its own study in the same kind of SQLite
 database. What remains in the difference is what we add per trial: trial arguments, a fresh Trainer and
-Accelerator, the callbacks, the record, and `SearchResult.save` after every trial (search.json, trials.csv
-and intermediates.csv rewritten whole, so it grows with the number of trials; timed on its own at the end).
-The two sides are run in alternated chunks that continue the same two studies (``load_if_exists``).
+Accelerator, the callbacks, the record (one JSON user attribute on the Optuna trial, besides its driver's
+``host:pid`` set when it starts), Optuna's heartbeat on storages built from a URL, and `SearchResult.save`
+after every trial (search.json, trials.csv and intermediates.csv replaced whole; each record's JSON line and
+CSV rows are rendered once and reused while it is unchanged, so what grows with the number of trials is
+joining and writing the text; a save is timed on its own after each chunk). The two sides are run in
+alternated chunks that continue the same two studies (``load_if_exists``).
 
 Both sides work in tmpfs (``/dev/shm``) by default: on a shared machine whose disk other jobs keep busy, each
 fsync (SQLite commits a few per trial on both sides; `SearchResult.save` one per trial) takes 10-200 ms at
