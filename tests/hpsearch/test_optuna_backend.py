@@ -13,7 +13,7 @@ import torch
 import hpsearch
 import spaces
 from hpsearch import BestRun, SearchConfigError, SearchResult, TooManyFailedTrials, TrialState
-from tests._digits import DigitsMLP, accuracy, digits_datasets
+from tests._digits import DigitsMLP, digits_datasets, digits_trainer
 from trainer import Trainer, TrainingArguments
 from trainer._checkpoint import load_model_weights
 
@@ -26,9 +26,7 @@ def _model_init(trial):
 
 
 def make_trainer(tmp_path, model_init=_model_init, **overrides) -> Trainer:
-    train, evaluation = digits_datasets()
     settings = dict(
-        output_dir=str(tmp_path / "search"),
         eval_strategy="epoch",
         save_strategy="epoch",
         num_train_epochs=4,
@@ -39,13 +37,7 @@ def make_trainer(tmp_path, model_init=_model_init, **overrides) -> Trainer:
         disable_tqdm=True,
     )
     settings.update(overrides)
-    return Trainer(
-        model_init=model_init,
-        args=TrainingArguments(**settings),
-        train_dataset=train,
-        eval_dataset=evaluation,
-        compute_metrics=accuracy,
-    )
+    return digits_trainer(str(tmp_path / "search"), model_init, **settings)
 
 
 SPACE = {

@@ -14,8 +14,8 @@ import hpsearch
 import spaces
 from hpsearch import BestRun, SearchConfigError, SearchResult, TrialState
 from hpsearch.backends.sigopt import SigOptBackend, _labels, _portable_to_sigopt
-from tests._digits import DigitsMLP, accuracy, digits_datasets
-from trainer import Trainer, TrainingArguments
+from tests._digits import DigitsMLP, digits_trainer
+from trainer import Trainer
 
 FAKE_TOKEN = "sigopt-fake-token-7f3a9c21d4e8b6"
 
@@ -29,9 +29,7 @@ def _model_init(trial):
 
 
 def make_trainer(tmp_path, model_init=_model_init, **overrides) -> Trainer:
-    train, evaluation = digits_datasets()
     settings = dict(
-        output_dir=str(tmp_path / "search"),
         eval_strategy="epoch",
         save_strategy="no",
         num_train_epochs=1,
@@ -43,13 +41,7 @@ def make_trainer(tmp_path, model_init=_model_init, **overrides) -> Trainer:
         report_to="none",
     )
     settings.update(overrides)
-    return Trainer(
-        model_init=model_init,
-        args=TrainingArguments(**settings),
-        train_dataset=train,
-        eval_dataset=evaluation,
-        compute_metrics=accuracy,
-    )
+    return digits_trainer(str(tmp_path / "search"), model_init, **settings)
 
 
 def test_install_lite_driver_runs_on_numpy_2():
