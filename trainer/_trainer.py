@@ -9,7 +9,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable, Mapping, Sized
+from collections.abc import Callable, Mapping, Sequence, Sized
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any, cast
 
@@ -978,6 +978,66 @@ class Trainer:
         if self.is_world_process_zero():
             os.makedirs(self.args.output_dir, exist_ok=True)
             self.state.save_to_json(os.path.join(self.args.output_dir, ckpt.TRAINER_STATE_NAME))
+
+    # ------------------------------------------------------------------ seams for a search
+    @property
+    def model_init_takes_trial(self) -> bool:
+        """True when ``model_init`` takes the trial (one argument), False when it takes none."""
+        return self._model_init_arity == 1
+
+    def recipe(self) -> Trainer:
+        """A picklable copy of this trainer without its model, optimizer, scheduler or accelerator.
+
+        What a remote worker needs to build a trial's trainer with `for_trial`: data, collator, ``model_init``,
+        metrics and callbacks travel; the model is never shipped (each trial calls ``model_init``).
+        """
+        recipe = copy.copy(self)
+        recipe.model = None  # type: ignore[assignment]  # rebuilt by model_init in train()
+        recipe.model_wrapped = None  # type: ignore[assignment]
+        recipe.optimizer = None
+        recipe.lr_scheduler = None
+        recipe.accelerator = None
+        recipe._accelerator_key = None
+        recipe.callback_handler = CallbackHandler(list(self.callback_handler.callbacks), None, None, None)
+        return recipe
+
+    def for_trial(self, args: TrainingArguments, callbacks: Sequence[TrainerCallback] = ()) -> Trainer:
+        """A copy for one trial: the same data and functions, ``args`` instead of this trainer's arguments.
+
+        The copy has its own accelerator, state, control and memory tracker; this trainer's callbacks are
+        deep-copied (a stateful one such as early stopping starts fresh, and concurrent trials share nothing),
+        and ``callbacks`` are appended as they are (not copied). The model comes from ``model_init`` in `train`.
+        """
+        clone = copy.copy(self)
+        clone.args = args
+        clone.accelerator = None
+        clone._accelerator_key = None
+        clone._create_accelerator()
+        clone.optimizer = None
+        clone.lr_scheduler = None
+        own = [copy.deepcopy(cb) for cb in self.callback_handler.callbacks]
+        clone.callback_handler = CallbackHandler([*own, *callbacks], clone.model, None, None)
+        clone.state = TrainerState(
+            is_local_process_zero=clone.is_local_process_zero(), is_world_process_zero=clone.is_world_process_zero()
+        )
+        clone.control = TrainerControl()
+        clone._memory_tracker = MemoryTracker(skip=args.skip_memory_metrics)
+        return clone
+
+    def release_memory(self) -> None:
+        """Drop the model, optimizer, scheduler, accelerator and loaders so their memory can be freed.
+
+        For a trainer that will not train again (a finished trial); data and arguments stay.
+        """
+        self.model = None  # type: ignore[assignment]
+        self.model_wrapped = None  # type: ignore[assignment]
+        self.optimizer = None
+        self.lr_scheduler = None
+        self.accelerator = None
+        self._accelerator_key = None
+        handler = self.callback_handler
+        handler.model = handler.optimizer = handler.lr_scheduler = None
+        handler.train_dataloader = handler.eval_dataloader = None
 
     # ------------------------------------------------------------------ search
     def hyperparameter_search(
