@@ -1,16 +1,13 @@
-"""Hyperparameter search for PyTorch training: Optuna, Ray Tune and SigOpt behind one call.
+"""Hyperparameter search for PyTorch training: every registered engine behind one call.
 
-Importing this package imports no search backend; each adapter imports its library when it is used.
+Importing this package imports no search engine; each backend adapter imports its library when it is used.
+``default_hp_space_<backend>`` is each backend's native default space (as transformers names them).
 """
 
-from .api import (
-    BestRun,
-    HPSearchBackend,
-    default_hp_space_optuna,
-    default_hp_space_ray,
-    default_hp_space_sigopt,
-    hyperparameter_search,
-)
+from typing import Any
+
+from .api import BestRun, HPSearchBackend, hyperparameter_search
+from .backends import backend_names, get_backend, register_backend
 from .errors import (
     BackendNotAvailable,
     HPSearchError,
@@ -21,7 +18,11 @@ from .errors import (
 from .objective import default_compute_objective
 from .results import SearchResult
 from .runner import run_trial
+from .session import SearchSession
+from .settings import TrialSettings
 from .trial import Evaluation, Trial, TrialRecord, TrialState
+
+_DEFAULT_SPACE_PREFIX = "default_hp_space_"
 
 __all__ = [
     "BackendNotAvailable",
@@ -31,16 +32,26 @@ __all__ = [
     "HPSearchError",
     "SearchConfigError",
     "SearchResult",
+    "SearchSession",
     "TooManyFailedTrials",
     "Trial",
     "TrialFailed",
     "TrialRecord",
+    "TrialSettings",
     "TrialState",
+    "backend_names",
     "default_compute_objective",
-    "default_hp_space_optuna",
-    "default_hp_space_ray",
-    "default_hp_space_sigopt",
+    "get_backend",
     "hyperparameter_search",
+    "register_backend",
     "run_trial",
+    *(_DEFAULT_SPACE_PREFIX + name for name in backend_names()),
 ]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    # default_hp_space_<backend>: the adapter's own default space, looked up (not imported) on first use.
+    if name.startswith(_DEFAULT_SPACE_PREFIX) and name[len(_DEFAULT_SPACE_PREFIX):] in backend_names():
+        return get_backend(name[len(_DEFAULT_SPACE_PREFIX):]).default_space
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,7 +1,7 @@
 """The sweep-level progress bar of `hpsearch run`: trials done/pruned/failed, best so far, elapsed.
 
 It is a CLI feature, hooked in without touching any backend: `SweepProgress` registers itself in
-``hpsearch.runner.TRIAL_END_HOOKS``, which `SearchContext.finish` calls after every recorded trial (in the
+``hpsearch.session.TRIAL_END_HOOKS``, which `SearchSession.record` calls after every recorded trial (in the
 driver process, whatever the backend), and recomputes its counts from the records so a trial recorded twice
 (a restart) is not counted twice. `TrialProgressCallback` replaces the trainer's per-trial bar during a
 sweep with a transient one (no log lines), so thirty trials do not leave thirty bars and hundreds of metric
@@ -18,7 +18,7 @@ from typing import IO, TYPE_CHECKING, Any
 from trainer import TrainerCallback
 
 if TYPE_CHECKING:
-    from .runner import SearchContext
+    from .session import SearchSession
     from .trial import TrialRecord
 
 __all__ = ["SweepProgress", "TrialProgressCallback", "is_interactive"]
@@ -59,7 +59,7 @@ class SweepProgress:
         self._lock = threading.Lock()
 
     def __enter__(self) -> SweepProgress:
-        from . import runner
+        from . import session
 
         if self.enabled:
             from tqdm.auto import tqdm
@@ -68,22 +68,22 @@ class SweepProgress:
                 total=self.total, desc="sweep", unit="trial", file=self.file, dynamic_ncols=True, position=0,
                 leave=True,
             )
-        runner.TRIAL_END_HOOKS.append(self.on_trial_end)
+        session.TRIAL_END_HOOKS.append(self.on_trial_end)
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        from . import runner
+        from . import session
 
         try:
-            runner.TRIAL_END_HOOKS.remove(self.on_trial_end)
+            session.TRIAL_END_HOOKS.remove(self.on_trial_end)
         except ValueError:
             pass
         if self.bar is not None:
             self.bar.close()
             self.bar = None
 
-    def on_trial_end(self, ctx: SearchContext, record: TrialRecord) -> None:
-        result = ctx.result
+    def on_trial_end(self, session: SearchSession, record: TrialRecord) -> None:
+        result = session.result
         if result is None:
             return
         with self._lock:

@@ -15,9 +15,8 @@ from . import _dist
 from .trial import Evaluation
 
 if TYPE_CHECKING:
-    from .backends.base import TrialReporter
-    from .runner import SearchContext
-    from .trial import TrialRecord
+    from .settings import TrialSettings
+    from .trial import TrialRecord, TrialReporter
 
 __all__ = ["ReportingCallback", "TrialTimeout", "Watchdog"]
 
@@ -41,8 +40,8 @@ class ReportingCallback(TrainerCallback):
     the backend; its decision is broadcast so every rank stops together.
     """
 
-    def __init__(self, ctx: SearchContext, reporter: TrialReporter, record: TrialRecord) -> None:
-        self.ctx = ctx
+    def __init__(self, settings: TrialSettings, reporter: TrialReporter, record: TrialRecord) -> None:
+        self.settings = settings
         self.reporter = reporter
         self.record = record
         self.pruned = False
@@ -57,7 +56,7 @@ class ReportingCallback(TrainerCallback):
         evaluation = Evaluation(
             step=state.global_step,
             epoch=state.epoch,
-            objective=self.ctx.objective_of(metrics or {}),
+            objective=self.settings.objective_of(metrics or {}),
             metrics=_plain_metrics(metrics or {}),
         )
         self.record.intermediates.append(evaluation)
@@ -99,8 +98,12 @@ def is_finite_objective(value: Any) -> bool:
     return all(isinstance(v, float) and math.isfinite(v) for v in values)
 
 
-class TrialTimeout(Exception):
-    """A trial ran past ``trial_timeout``."""
+class TrialTimeout(BaseException):
+    """A trial ran past ``trial_timeout``.
+
+    A `BaseException`, like KeyboardInterrupt: a user's ``except Exception`` retry loop inside the trial must not
+    swallow it. `run_trial` catches it and records the trial FAIL.
+    """
 
 
 class Watchdog(TrainerCallback):

@@ -28,7 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hpsearch.trial import Evaluation, TrialRecord, TrialState
+from hpsearch.trial import Evaluation, TrialRecord, TrialState, _from_iso, _iso
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -333,7 +333,7 @@ class SearchResult:
         if cached is not None and cached[0] is record and cached[1] == record:
             return cached[2]
         self._csv_cache.pop(id(record), None)  # its CSV lines are stale too
-        line = "    " + json.dumps(_record_to_json(record), separators=(",", ":"), default=_json_default)
+        line = "    " + json.dumps(record.to_dict(), separators=(",", ":"), default=_json_default)
         try:
             snapshot = copy.deepcopy(record)
         except Exception:  # an extra value that cannot be copied: just do not cache this record
@@ -396,7 +396,7 @@ class SearchResult:
                 f"{FORMAT_VERSION}; upgrade hpsearch to read it."
             )
         try:
-            records = [_record_from_json(r) for r in data["records"]]
+            records = [TrialRecord.from_dict(r) for r in data["records"]]
             return cls(
                 backend=data["backend"],
                 directions=list(data["directions"]),
@@ -413,26 +413,6 @@ class SearchResult:
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             detail = f"missing key {exc}" if isinstance(exc, KeyError) else str(exc)
             raise ValueError(f"{os.fspath(path)!r} is corrupt or incomplete: {detail}.") from exc
-
-    # ------------------------------------------------------------------ reports
-
-    def to_markdown(self, max_rows: int | None = 50) -> str:
-        """Summary lines and a table of trials (best first), for a terminal or a pull request."""
-        from hpsearch.report import render_markdown
-
-        return render_markdown(self, max_rows=max_rows)
-
-    def to_html(self, path: str | os.PathLike[str] | None = None) -> str:
-        """Write the HTML report (default ``output_dir/report.html``) and return its path. Needs plotly."""
-        from hpsearch.report import write_html
-
-        if path is None:
-            if self.output_dir is None:
-                raise ValueError(
-                    "to_html needs a path but none was given and output_dir is None; pass to_html(path)."
-                )
-            path = Path(self.output_dir) / "report.html"
-        return write_html(self, path)
 
     def __repr__(self) -> str:
         counts = ", ".join(f"{n} {s}" for s, n in self.counts().items() if n)
@@ -532,14 +512,6 @@ def _datetime_series(values: list[datetime | None]) -> pd.Series:
     return pd.Series(pd.to_datetime(pd.Series(utc, dtype="object"), utc=True), dtype=_DATETIME)
 
 
-def _iso(value: datetime | None) -> str | None:
-    return None if value is None else value.isoformat()
-
-
-def _from_iso(value: str | None) -> datetime | None:
-    return None if value is None else datetime.fromisoformat(value)
-
-
 def _json_default(value: Any) -> Any:
     """JSON for what `json` cannot encode: numpy scalars/arrays, sets, paths, enums, datetimes.
 
@@ -560,77 +532,6 @@ def _json_default(value: Any) -> Any:
     if hasattr(value, "value") and isinstance(getattr(value, "value", None), (str, int, float)):
         return value.value
     return str(value)
-
-
-def _encode_tuples(value: Any) -> Any:
-    """Tuples as ``{"__tuple__": [...]}``: JSON would turn them into lists, and a categorical choice such as
-    ``(0.9, 0.999)`` must come back as the tuple the model code was given."""
-    if isinstance(value, tuple):
-        return {"__tuple__": [_encode_tuples(v) for v in value]}
-    if isinstance(value, list):
-        return [_encode_tuples(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _encode_tuples(v) for k, v in value.items()}
-    return value
-
-
-def _decode_tuples(value: Any) -> Any:
-    if isinstance(value, dict):
-        if set(value) == {"__tuple__"} and isinstance(value["__tuple__"], list):
-            return tuple(_decode_tuples(v) for v in value["__tuple__"])
-        return {k: _decode_tuples(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_decode_tuples(v) for v in value]
-    return value
-
-
-def _record_to_json(record: TrialRecord) -> dict[str, Any]:
-    return {
-        "trial_id": record.trial_id,
-        "number": record.number,
-        "name": record.name,
-        "state": TrialState(record.state).value,
-        "params": {name: _encode_tuples(value) for name, value in record.params.items()},
-        "objective": record.objective,
-        "started": _iso(record.started),
-        "finished": _iso(record.finished),
-        "last_step": record.last_step,
-        "checkpoint": record.checkpoint,
-        "node": record.node,
-        "error": record.error,
-        "extra": record.extra,
-        "intermediates": [
-            {"step": ev.step, "epoch": ev.epoch, "objective": ev.objective, "metrics": ev.metrics}
-            for ev in record.intermediates
-        ],
-    }
-
-
-def _record_from_json(data: dict[str, Any]) -> TrialRecord:
-    return TrialRecord(
-        trial_id=str(data["trial_id"]),
-        number=int(data["number"]),
-        name=str(data["name"]),
-        state=TrialState(data["state"]),
-        params={name: _decode_tuples(value) for name, value in data["params"].items()},
-        objective=data.get("objective"),
-        started=_from_iso(data.get("started")),
-        finished=_from_iso(data.get("finished")),
-        intermediates=[
-            Evaluation(
-                step=int(ev["step"]),
-                epoch=ev.get("epoch"),
-                objective=ev.get("objective"),
-                metrics=dict(ev.get("metrics") or {}),
-            )
-            for ev in data.get("intermediates") or []
-        ],
-        last_step=data.get("last_step"),
-        checkpoint=data.get("checkpoint"),
-        node=data.get("node"),
-        error=data.get("error"),
-        extra=dict(data.get("extra") or {}),
-    )
 
 
 def _atomic_write_text(path: Path, text: str, durable: bool = True) -> None:

@@ -1,13 +1,23 @@
-"""One uniform view of a backend trial (`Trial`) and the record every backend leaves of it (`TrialRecord`)."""
+"""The one message types of a search: `Trial` (what a trial sees) and `TrialRecord` (what it leaves behind).
+
+`Trial` is the object ``model_init(trial)`` and ``hp_name(trial)`` receive on every backend: a read-only
+mapping of the trial's parameters (``trial["lr"]``, ``trial.items()``, ``dict(trial)``) that also answers the
+native trial's attributes (``trial.number``; ``trial.suggest_float(...)`` where the engine has it) and names
+the native object (``trial.native``, ``trial.backend``).
+
+`TrialRecord` is the only message a trial sends back to the driver, on every backend: `run_trial` produces it
+and it travels unchanged (as `TrialRecord.to_dict` on engines that ship results between processes).
+"""
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
-__all__ = ["Evaluation", "Trial", "TrialRecord", "TrialState"]
+__all__ = ["Evaluation", "Trial", "TrialRecord", "TrialReporter", "TrialState"]
 
 
 class TrialState(str, enum.Enum):
@@ -60,47 +70,120 @@ class TrialRecord:
             return None
         return (self.finished - self.started).total_seconds()
 
+    def to_dict(self) -> dict[str, Any]:
+        """The record as JSON-safe values (tuples in parameters kept as tuples by `from_dict`)."""
+        return {
+            "trial_id": self.trial_id,
+            "number": self.number,
+            "name": self.name,
+            "state": TrialState(self.state).value,
+            "params": {name: encode_tuples(value) for name, value in self.params.items()},
+            "objective": self.objective,
+            "started": _iso(self.started),
+            "finished": _iso(self.finished),
+            "last_step": self.last_step,
+            "checkpoint": self.checkpoint,
+            "node": self.node,
+            "error": self.error,
+            "extra": self.extra,
+            "intermediates": [
+                {"step": ev.step, "epoch": ev.epoch, "objective": ev.objective, "metrics": ev.metrics}
+                for ev in self.intermediates
+            ],
+        }
 
-class Trial:
-    """One backend trial, seen the same way by every backend, by `run_trial` and by ``model_init(trial)``.
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TrialRecord:
+        """The record `to_dict` wrote (KeyError/TypeError/ValueError for a malformed one)."""
+        return cls(
+            trial_id=str(data["trial_id"]),
+            number=int(data["number"]),
+            name=str(data["name"]),
+            state=TrialState(data["state"]),
+            params={name: decode_tuples(value) for name, value in data["params"].items()},
+            objective=data.get("objective"),
+            started=_from_iso(data.get("started")),
+            finished=_from_iso(data.get("finished")),
+            intermediates=[
+                Evaluation(
+                    step=int(ev["step"]),
+                    epoch=ev.get("epoch"),
+                    objective=ev.get("objective"),
+                    metrics=dict(ev.get("metrics") or {}),
+                )
+                for ev in data.get("intermediates") or []
+            ],
+            last_step=data.get("last_step"),
+            checkpoint=data.get("checkpoint"),
+            node=data.get("node"),
+            error=data.get("error"),
+            extra=dict(data.get("extra") or {}),
+        )
 
-    ``trial[name]`` reads a parameter. Attributes the view does not have are looked up on the backend's own
-    object (``native``), so ``trial.suggest_int(...)`` works inside ``model_init`` for Optuna users; parameters
-    suggested that way are recorded in ``params`` too.
+
+class TrialReporter(Protocol):
+    """How a running trial talks to its engine (one per trial; called by the reporting callback on rank 0)."""
+
+    def report(self, objective: Any, step: int, metrics: Mapping[str, float], checkpoint: str | None) -> bool:
+        """Tell the engine the objective of an evaluation; return True when the trial should be pruned."""
+        ...
+
+
+class NullReporter:
+    """Reports nowhere and never prunes: for engines without intermediate results, and for ranks other than 0."""
+
+    def report(self, objective: Any, step: int, metrics: Mapping[str, float], checkpoint: str | None) -> bool:
+        return False
+
+
+class Trial(Mapping[str, Any]):
+    """One trial, seen the same way on every backend by `run_trial`, ``model_init(trial)`` and ``hp_name(trial)``.
+
+    A read-only mapping of the trial's parameters. Attributes it does not have are looked up on the engine's own
+    trial object (``native``), so ``trial.suggest_int(...)`` works inside ``model_init`` for Optuna users;
+    parameters suggested that way join the mapping (and the record).
     """
 
     def __init__(
         self,
         id: str,
         number: int,
-        params: dict[str, Any],
+        params: Mapping[str, Any],
         backend: str,
         native: Any = None,
         name: str | None = None,
     ) -> None:
         self.id = str(id)
         self.number = int(number)
-        self.params = dict(params)
+        self._params = dict(params)
         self.backend = backend
         self.native = native
         self.name = name if name is not None else f"run-{self.id}"
-        # Filled by the distributed helper when several processes train one trial.
+        # Set by the multi-process helper (`hpsearch._dist`) when several processes train one trial.
         self._suggest_hook: Any = None
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """A copy of the parameters as a plain dict."""
+        return dict(self._params)
 
     def __getitem__(self, name: str) -> Any:
         try:
-            return self.params[name]
+            return self._params[name]
         except KeyError:
-            raise KeyError(f"Trial {self.name} has no parameter {name!r}; it has {sorted(self.params)}.") from None
+            raise KeyError(f"Trial {self.name} has no parameter {name!r}; it has {sorted(self._params)}.") from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._params)
+
+    def __len__(self) -> int:
+        return len(self._params)
 
     def __contains__(self, name: object) -> bool:
-        return name in self.params
-
-    def get(self, name: str, default: Any = None) -> Any:
-        return self.params.get(name, default)
+        return name in self._params
 
     def __getattr__(self, attr: str) -> Any:
-        if attr.startswith("_") or attr in ("native", "params"):
+        if attr.startswith("_") or attr in ("native", "id", "number", "backend", "name"):
             raise AttributeError(attr)
         native = self.__dict__.get("native")
         hook = self.__dict__.get("_suggest_hook")
@@ -117,10 +200,41 @@ class Trial:
                 value = hook(self, attr, name, args, kwargs)
             else:
                 value = getattr(self.native, attr)(name, *args, **kwargs)
-            self.params[name] = value
+            self._params[name] = value
             return value
 
         return suggest
 
     def __repr__(self) -> str:
-        return f"Trial(id={self.id!r}, number={self.number}, backend={self.backend!r}, params={self.params!r})"
+        return f"Trial(id={self.id!r}, number={self.number}, backend={self.backend!r}, params={self._params!r})"
+
+
+# ---------------------------------------------------------------------------------------------- JSON helpers
+def encode_tuples(value: Any) -> Any:
+    """Tuples as ``{"__tuple__": [...]}``: JSON would turn them into lists, and a categorical choice such as
+    ``(0.9, 0.999)`` must come back as the tuple the model code was given."""
+    if isinstance(value, tuple):
+        return {"__tuple__": [encode_tuples(v) for v in value]}
+    if isinstance(value, list):
+        return [encode_tuples(v) for v in value]
+    if isinstance(value, dict):
+        return {k: encode_tuples(v) for k, v in value.items()}
+    return value
+
+
+def decode_tuples(value: Any) -> Any:
+    if isinstance(value, dict):
+        if set(value) == {"__tuple__"} and isinstance(value["__tuple__"], list):
+            return tuple(decode_tuples(v) for v in value["__tuple__"])
+        return {k: decode_tuples(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [decode_tuples(v) for v in value]
+    return value
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
+
+
+def _from_iso(value: str | None) -> datetime | None:
+    return None if value is None else datetime.fromisoformat(value)

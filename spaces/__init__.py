@@ -19,7 +19,7 @@ library's native form at its own edge.
 from __future__ import annotations
 
 from ._defaults import default_space
-from ._domains import Categorical, Domain, Fixed, Float, Int
+from ._domains import Categorical, Domain, Fixed, Float, Int, same_value
 from ._space import SearchSpace
 
 __all__ = [
@@ -30,4 +30,5 @@ __all__ = [
     "Fixed",
     "SearchSpace",
     "default_space",
+    "same_value",
 ]

@@ -26,8 +26,8 @@ __all__ = ["Categorical", "Domain", "Fixed", "Float", "Int", "domain_from_dict"]
 _SCALARS = (str, int, float, bool, type(None))
 
 
-def _same_value(a: Any, b: Any) -> bool:
-    """Equality that does not let ``True`` stand for ``1`` (Python says ``True == 1``)."""
+def same_value(a: Any, b: Any) -> bool:
+    """Equality that does not let ``True`` stand for ``1`` (Python says ``True == 1``); how domains compare values."""
     if isinstance(a, bool) != isinstance(b, bool):
         return False
     try:
@@ -140,7 +140,7 @@ def _normalize_when(when: Any, owner: str) -> _Conditions | None:
                     f"{owner}: when[{parent!r}] values must be hashable, got {value!r} "
                     f"(type {type(value).__name__}); use a str, number, bool, None or tuple."
                 )
-            if not any(_same_value(value, seen) for seen in kept):
+            if not any(same_value(value, seen) for seen in kept):
                 kept.append(value)
         items[parent] = tuple(kept)
     return _Conditions(items)
@@ -488,7 +488,7 @@ class Categorical(Domain):
         object.__setattr__(self, "when", _normalize_when(self.when, "Categorical"))
 
     def contains(self, value: Any) -> bool:
-        return any(_same_value(value, choice) for choice in self.choices)
+        return any(same_value(value, choice) for choice in self.choices)
 
     def sample(self, rng: random.Random) -> Any:
         return self.choices[rng.randrange(len(self.choices))]
@@ -522,7 +522,7 @@ class Fixed(Domain):
         object.__setattr__(self, "when", _normalize_when(self.when, "Fixed"))
 
     def contains(self, value: Any) -> bool:
-        return _same_value(value, self.value)
+        return same_value(value, self.value)
 
     def sample(self, rng: random.Random) -> Any:
         return self.value

@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from ._domains import Domain, Fixed, Float, _same_value, domain_from_dict
+from ._domains import Domain, Fixed, Float, same_value, domain_from_dict
 
 __all__ = ["SearchSpace"]
 
@@ -212,7 +212,7 @@ class SearchSpace(Mapping[str, Domain]):
                 return f"it needs {parent}={_describe(values)} but {parent!r} is not set"
             if self._inactive_reason(parent, params) is not None:
                 return f"its parent {parent!r} is itself inactive"
-            if not any(_same_value(params[parent], v) for v in values):
+            if not any(same_value(params[parent], v) for v in values):
                 return f"it needs {parent}={_describe(values)}, got {parent}={params[parent]!r}"
         return None
 

@@ -1,48 +1,64 @@
-"""What a backend adapter is: convert the space, drive the native loop, translate the native records."""
+"""What a backend adapter is: convert the space, drive the engine's loop, translate its events into records.
+
+Everything else (parameter application, objectives, the reporting callback, failure and budget rules, output
+layout, results) is shared: an adapter hands each trial with the `TrialSettings` to ``run_trial`` where the
+engine runs it, and gives the `TrialRecord` that comes back to the `SearchSession` unchanged.
+"""
 
 from __future__ import annotations
 
 import abc
+import importlib.metadata
 import importlib.util
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..errors import BackendNotAvailable, SearchConfigError
+from ..settings import COMMON_OPTIONS, Option
+from ..trial import NullReporter, TrialReporter
 
 if TYPE_CHECKING:
     from spaces import SearchSpace
 
-    from ..results import SearchResult
-    from ..runner import SearchContext
+    from ..session import SearchSession
+    from ..settings import TrialSettings
 
-__all__ = ["SearchBackend", "TrialReporter"]
-
-
-class TrialReporter(Protocol):
-    """How a running trial talks to its backend (one per trial)."""
-
-    def report(self, objective: Any, step: int, metrics: Mapping[str, float], checkpoint: str | None) -> bool:
-        """Tell the backend the objective of an evaluation; return True when the trial should be pruned."""
-        ...
+__all__ = ["NullReporter", "Option", "SearchBackend", "TrialReporter"]
 
 
 class SearchBackend(abc.ABC):
-    """Base of the Optuna, Ray and SigOpt adapters.
+    """Base of every backend adapter (registered by name in `hpsearch.backends`).
 
-    The search calls, in order: `is_available` (when picking a backend), `check_kwargs` and `validate` (before
-    any trial: every bad input fails here), `resolve_space` (a portable space is converted with
-    `convert_space`; a native one is checked), then `run`, which drives the engine, calls
-    ``hpsearch.runner.run_trial`` for each trial and returns the `SearchResult`. Everything else (parameters,
-    objectives, pruning callback, failures, output layout) is shared.
+    `hyperparameter_search` calls, in order:
+
+    - `is_available` (class): when picking a backend; `check_options` (class): before anything else, an
+      unknown keyword argument is an error naming the accepted ones;
+    - ``__init__(settings, options)``; `resolve_space` (a portable space is converted with `convert_space`,
+      abstract; a native one is checked); `validate` (optional: backend-specific checks, before any trial);
+      `describe` (the settings worth saving with the results, no secrets);
+    - `run` (abstract): drive the engine until the session's budget is used, calling ``run_trial`` for each
+      trial and `SearchSession.record` with each record.
+
+    Class-level facts read without running anything: ``options`` (keyword arguments and their types, used by
+    the API and the sweep file), `default_space` (the engine's native default space, as transformers spells
+    it), `version`, and the sweep hooks `sweep_options` / `existing_run` / `discard_existing_run`.
     """
 
+    #: The name users pass as ``backend=``.
     name: ClassVar[str]
-    #: The distribution that provides the engine, and what to install to get it.
+    #: The module the engine is imported as, and what to run to install it.
     requirement: ClassVar[str]
     install_command: ClassVar[str]
-    #: Backend-specific keyword arguments `hyperparameter_search` accepts.
-    accepted_kwargs: ClassVar[frozenset[str]] = frozenset()
+    #: The distribution whose version is saved with the results (defaults to ``requirement``).
+    distribution: ClassVar[str | None] = None
+    #: Keyword arguments `hyperparameter_search` accepts for this backend (besides `COMMON_OPTIONS`).
+    options: ClassVar[tuple[Option, ...]] = ()
+    #: Whether ``backend=None`` may pick this backend when it is installed.
+    auto_select: ClassVar[bool] = True
+    #: Whether a rerun of the same search can continue it (``--resume``).
+    can_resume: ClassVar[bool] = False
 
+    # ------------------------------------------------------------------ class-level facts
     @classmethod
     def is_available(cls) -> bool:
         return importlib.util.find_spec(cls.requirement) is not None
@@ -56,27 +72,73 @@ class SearchBackend(abc.ABC):
             )
 
     @classmethod
-    def check_kwargs(cls, kwargs: Mapping[str, Any]) -> None:
-        unknown = sorted(set(kwargs) - cls.accepted_kwargs)
+    def option_names(cls) -> frozenset[str]:
+        return frozenset(option.name for option in cls.options)
+
+    @classmethod
+    def all_options(cls) -> dict[str, Option]:
+        """Every option this backend accepts, the common ones first."""
+        out = {name: spec[0] for name, spec in COMMON_OPTIONS.items()}
+        out.update({option.name: option for option in cls.options})
+        return out
+
+    @classmethod
+    def check_options(cls, kwargs: Mapping[str, Any]) -> None:
+        unknown = sorted(set(kwargs) - cls.option_names() - set(COMMON_OPTIONS))
         if unknown:
             raise SearchConfigError(
                 f"Unknown keyword argument(s) {unknown} for backend={cls.name!r}; it accepts "
-                f"{sorted(cls.accepted_kwargs)} plus max_failed_trials, objective_scope and trial_timeout."
+                f"{sorted(cls.option_names())} plus {', '.join(COMMON_OPTIONS)}."
             )
 
-    def __init__(self, ctx: SearchContext, kwargs: Mapping[str, Any]) -> None:
-        self.ctx = ctx
-        self.kwargs = dict(kwargs)
+    @classmethod
+    def version(cls) -> str | None:
+        try:
+            return importlib.metadata.version(cls.distribution or cls.requirement)
+        except importlib.metadata.PackageNotFoundError:
+            return None
+
+    @staticmethod
+    def default_space(trial: Any = None) -> Any:
+        """The engine's native default space, as transformers defines it (``hp_space=None`` means the portable
+        default of `spaces` instead); exported as ``hpsearch.default_hp_space_<name>``."""
+        raise NotImplementedError
+
+    @classmethod
+    def sweep_options(cls, options: dict[str, Any], *, resume: bool, sweep_name: str) -> dict[str, Any]:
+        """A sweep file's options, adjusted for `hpsearch run` (e.g. a stable study name); `--resume` is refused
+        by backends that cannot continue a search."""
+        if resume and not cls.can_resume:
+            raise SearchConfigError(
+                f"--resume: the {cls.name} backend cannot resume a search; run it again without --resume, or use a "
+                "backend that can."
+            )
+        return options
+
+    @classmethod
+    def existing_run(cls, options: Mapping[str, Any]) -> int | None:
+        """How many trials an earlier run of these options left in the engine's own store (None: none there)."""
+        return None
+
+    @classmethod
+    def discard_existing_run(cls, options: Mapping[str, Any]) -> None:
+        """Delete what `existing_run` found (only ever on the user's explicit request)."""
+        return None
+
+    # ------------------------------------------------------------------ one search
+    def __init__(self, settings: TrialSettings, options: Mapping[str, Any]) -> None:
+        self.settings = settings
+        self.kwargs = dict(options)
 
     def validate(self) -> None:  # noqa: B027 - an optional hook, a no-op unless a backend needs checks
-        """Backend-specific checks of the kwargs against the trainer (e.g. a pruner needs evaluations)."""
+        """Backend-specific checks of the options against the settings (e.g. a pruner needs evaluations)."""
 
     @abc.abstractmethod
     def convert_space(self, space: SearchSpace) -> Any:
-        """The backend's native form of a portable space; `SearchConfigError` for what it cannot express."""
+        """The backend's native form of a portable space; `SearchConfigError` naming what it cannot express."""
 
     def resolve_space(self, hp_space: Any) -> tuple[SearchSpace | None, Any]:
-        """(portable space or None, native space) for what the user passed (None = the default space)."""
+        """(portable space or None, native space) for what the user passed (None = the portable default space)."""
         from spaces import SearchSpace, default_space
 
         if hp_space is None:
@@ -93,10 +155,10 @@ class SearchBackend(abc.ABC):
         return callable(hp_space) and not isinstance(hp_space, Mapping)
 
     @abc.abstractmethod
-    def run(self, n_trials: int, space: SearchSpace | None, native_space: Any) -> SearchResult:
-        """Run the search and return every trial's record."""
+    def run(self, session: SearchSession, native_space: Any) -> None:
+        """Run trials until ``session.n_trials`` are done (or the engine stops), recording each in ``session``."""
 
-    def settings(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, Any]:
         """The backend settings worth keeping in the results (no secrets)."""
         return {k: _describe(v) for k, v in self.kwargs.items()}
 

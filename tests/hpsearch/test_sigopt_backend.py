@@ -13,7 +13,9 @@ from torch import nn
 import hpsearch
 import spaces
 from hpsearch import BestRun, SearchConfigError, SearchResult, TrialState
-from hpsearch.backends.sigopt import SigOptBackend, _labels, _portable_to_sigopt
+from hpsearch.backends.sigopt import SigOptBackend
+from hpsearch.backends.sigopt._space import labels_for as _labels
+from hpsearch.backends.sigopt._space import portable_to_sigopt as _portable_to_sigopt
 from tests._digits import DigitsMLP, digits_trainer
 from trainer import Trainer
 
@@ -57,7 +59,7 @@ def test_install_lite_driver_runs_on_numpy_2():
     conn = sigopt.Connection(driver="lite")
     assert conn.experiments is not None
     # The numpy-2 shim is local to sigoptlite/libsigopt: numpy itself still lacks the removed alias.
-    from hpsearch.backends.sigopt import _numpy2_compat
+    from hpsearch.backends.sigopt._compat import numpy2_compat as _numpy2_compat
 
     _numpy2_compat()
     assert not hasattr(numpy, "product")

@@ -1,0 +1,121 @@
+"""Parameter application, shared by every backend: which parameters are arguments, and the trial's arguments.
+
+A space's parameters are either `TrainingArguments` fields (replaced in the trial's arguments, with their values
+coerced to the field's type) or read by ``model_init(trial)``. Both portable spaces (checked before any trial)
+and native ones (checked on the values they give) go through `check_param_names`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import typing
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from .errors import SearchConfigError
+
+if TYPE_CHECKING:
+    from spaces import SearchSpace
+    from trainer import Trainer, TrainingArguments
+
+__all__ = [
+    "RESERVED_PARAMS",
+    "argument_fields",
+    "argument_types",
+    "build_trial_args",
+    "check_param_names",
+    "check_space_against_trainer",
+]
+
+# Arguments the search sets per trial itself: a space may not choose them.
+RESERVED_PARAMS = frozenset({"output_dir", "logging_dir", "run_name", "overwrite_output_dir"})
+
+
+@functools.lru_cache(maxsize=1)
+def argument_types() -> dict[str, Any]:
+    """Field name -> type hint of `TrainingArguments` (cached: resolving the hints took ~2 ms a trial)."""
+    from trainer import TrainingArguments
+
+    hints = typing.get_type_hints(TrainingArguments)
+    return {f.name: hints.get(f.name) for f in dataclasses.fields(TrainingArguments) if f.init and not f.name.startswith("_")}
+
+
+def argument_fields() -> set[str]:
+    return set(argument_types())
+
+
+def _coerce(name: str, value: Any, hint: Any) -> Any:
+    """Make a sampled value fit the argument's type (an Int 3 for a float field, 4.0 for an int field)."""
+    args = typing.get_args(hint)
+    base = {t for t in (args or (hint,)) if t is not type(None)}
+    if isinstance(value, bool) or value is None:
+        return value
+    if int in base and float not in base and isinstance(value, float):
+        if not value.is_integer():
+            raise SearchConfigError(
+                f"Parameter {name!r} is an integer argument of TrainingArguments, but the space gave {value!r}; "
+                "use spaces.Int for it."
+            )
+        return int(value)
+    if float in base and isinstance(value, int):
+        return float(value)
+    if hasattr(value, "item") and not isinstance(value, str):  # numpy scalars
+        return value.item()
+    return value
+
+
+def check_param_names(names: Iterable[Any], trainer: Trainer) -> None:
+    """Every parameter must be a `TrainingArguments` field or reachable by ``model_init(trial)``, and none reserved."""
+    fields = argument_fields()
+    takes_trial = trainer.model_init_takes_trial
+    for name in names:
+        if not isinstance(name, str):
+            raise SearchConfigError(f"hp_space keys must be parameter names (str), got {name!r}.")
+        if name in RESERVED_PARAMS:
+            raise SearchConfigError(
+                f"hp_space parameter {name!r} is reserved: the search sets it for every trial "
+                f"(reserved: {sorted(RESERVED_PARAMS)}); rename the parameter (rename it e.g. to {name + '_'!r})."
+            )
+        if name not in fields and not takes_trial:
+            raise SearchConfigError(
+                f"hp_space parameter {name!r} is not a TrainingArguments field and model_init takes no trial, so "
+                f"nothing would use it; give model_init a `trial` parameter and read trial[{name!r}], or remove it."
+            )
+
+
+def build_trial_args(base: TrainingArguments, params: Mapping[str, Any], output_dir: str, run_name: str) -> TrainingArguments:
+    """The trial's arguments: ``base`` with every parameter that names an argument replaced (re-validated)."""
+    types = argument_types()
+    overrides = {k: _coerce(k, v, types[k]) for k, v in params.items() if k in types and k not in RESERVED_PARAMS}
+    overrides["output_dir"] = output_dir
+    overrides["run_name"] = run_name
+    return dataclasses.replace(base, **overrides)
+
+
+def _domain_probes(domain: Any) -> list[Any]:
+    from spaces import Categorical, Fixed, Float, Int
+
+    if isinstance(domain, Float | Int):
+        return [domain.low, domain.high]
+    if isinstance(domain, Categorical):
+        return list(domain.choices)
+    if isinstance(domain, Fixed):
+        return [domain.value]
+    return []
+
+
+def check_space_against_trainer(space: SearchSpace, trainer: Trainer) -> None:
+    """Every parameter must be an argument (with valid values at its bounds) or reachable by ``model_init(trial)``."""
+    check_param_names(space, trainer)
+    fields = argument_fields()
+    for name in space:
+        if name not in fields:
+            continue
+        for value in _domain_probes(space[name]):
+            try:
+                build_trial_args(trainer.args, {name: value}, trainer.args.output_dir, "probe")
+            except (ValueError, TypeError) as error:
+                raise SearchConfigError(
+                    f"hp_space parameter {name!r} can take {value!r}, which TrainingArguments rejects: {error}"
+                ) from error

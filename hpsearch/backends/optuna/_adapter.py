@@ -1,0 +1,357 @@
+"""The Optuna adapter: converts the space, drives ``study.optimize``, translates the study into records.
+
+``n_trials`` is the study's budget: a study loaded from storage runs only the trials it still lacks, so a rerun
+after a crash completes the search without repeating finished trials. The budget is claimed by trial number,
+which the storage hands out in order: the trial numbered past the budget is not trained, so workers sharing one
+study stop at exactly ``n_trials`` however they race (a worker that loses the race leaves one empty FAIL trial
+marked ``hpsearch_over_budget``, which the budget and the results ignore).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Literal, cast
+
+from ... import _lockstep
+from ...errors import SearchConfigError, TrialFailed
+from ...runner import run_trial
+from ...settings import Option
+from ...trial import Evaluation, Trial, TrialRecord, TrialState
+from ..base import SearchBackend
+from . import _storage
+from ._space import OptunaSpace, native_params, probe_native_space
+
+if TYPE_CHECKING:
+    from spaces import SearchSpace
+
+    from ...session import SearchSession
+
+__all__ = ["OptunaBackend"]
+
+logger = logging.getLogger(__name__)
+
+
+class _Failed(TrialFailed):
+    pass
+
+
+class _OverBudget(_Failed):
+    """The trial was numbered past the budget because another worker claimed the last slot first."""
+
+
+def _study_directions(directions: Any) -> list[Literal["minimize", "maximize"]]:
+    # The API already normalised every entry to "minimize" or "maximize"; only the static type is narrowed.
+    return cast('list[Literal["minimize", "maximize"]]', list(directions))
+
+
+class _OptunaReporter:
+    def __init__(self, trial: Any, multi_objective: bool) -> None:
+        self.trial = trial
+        self.multi_objective = multi_objective
+        self._steps: set[int] = set()
+
+    def report(self, objective: Any, step: int, metrics: Mapping[str, float], checkpoint: str | None) -> bool:
+        if self.multi_objective or step in self._steps:
+            return False  # Optuna cannot prune multi-objective trials; one report per step
+        self._steps.add(step)
+        self.trial.report(float(objective), step)
+        return bool(self.trial.should_prune())
+
+
+class OptunaBackend(SearchBackend):
+    name = "optuna"
+    requirement = "optuna"
+    install_command = "pip install 'hpsearch[optuna]'"
+    can_resume = True
+    options = (
+        Option("sampler", (object,), "an optuna.samplers sampler", build_from=("optuna.samplers",)),
+        Option("pruner", (object,), "an optuna.pruners pruner", build_from=("optuna.pruners",)),
+        Option("storage", (str, object), "a database URL, a journal file path (*.log) or an Optuna storage"),
+        Option("study_name", (str,), "the study's name in the storage"),
+        Option("load_if_exists", (bool,), "continue a study of that name found in the storage"),
+        Option("timeout", (int, float), "seconds after which no new trial starts"),
+        Option("n_jobs", (int,), "trials run at once in threads (-1: one per CPU)"),
+        Option("gc_after_trial", (bool,), "run the garbage collector after every trial"),
+        Option("callbacks", (list, tuple), "callables (study, frozen_trial) called after every trial"),
+        Option("catch", (type, tuple, list), "exception classes that fail a trial instead of the search"),
+        Option("show_progress_bar", (bool,), "Optuna's own progress bar"),
+    )
+    _OPTIMIZE = ("timeout", "n_jobs", "gc_after_trial", "show_progress_bar")
+
+    def __init__(self, settings, options) -> None:
+        super().__init__(settings, options)
+        self._space: OptunaSpace | None = None
+        self._interrupted: set[int] = set()
+
+    # ------------------------------------------------------------------ class-level facts
+    @staticmethod
+    def default_space(trial: Any = None) -> dict[str, Any]:
+        """The default space written with Optuna's ``trial.suggest_*`` (as transformers users write it)."""
+        return {
+            "learning_rate": trial.suggest_float("learning_rate", 1e-6, 1e-4, log=True),
+            "num_train_epochs": trial.suggest_int("num_train_epochs", 1, 5),
+            "seed": trial.suggest_int("seed", 1, 40),
+            "per_device_train_batch_size": trial.suggest_categorical("per_device_train_batch_size", [4, 8, 16, 32, 64]),
+        }
+
+    @classmethod
+    def sweep_options(cls, options: dict[str, Any], *, resume: bool, sweep_name: str) -> dict[str, Any]:
+        storage = options.get("storage")
+        if isinstance(storage, str):
+            # A named study is what --resume finds again; the sweep file's name is a stable default.
+            options.setdefault("study_name", sweep_name)
+        if resume:
+            if storage is None:
+                raise SearchConfigError(
+                    "--resume continues a study saved in storage, but backend_options has no storage; add "
+                    "`storage: sqlite:///{output_dir}/study.db`."
+                )
+            options["load_if_exists"] = True
+        return options
+
+    @classmethod
+    def existing_run(cls, options: Mapping[str, Any]) -> int | None:
+        storage = options.get("storage")
+        if not isinstance(storage, str) or "://" not in storage or not options.get("study_name"):
+            return None
+        summary = _storage.study_summary(storage, options["study_name"])
+        return None if summary is None else int(summary.n_trials)
+
+    @classmethod
+    def discard_existing_run(cls, options: Mapping[str, Any]) -> None:
+        import optuna
+
+        optuna.delete_study(study_name=options["study_name"], storage=options["storage"])
+
+    # ------------------------------------------------------------------ checks
+    def validate(self) -> None:
+        import optuna
+
+        kw = self.kwargs
+        args = self.settings.trainer.args
+        multi = self.settings.n_objectives > 1
+        pruner = kw.get("pruner")
+        if pruner is not None and not isinstance(pruner, optuna.pruners.BasePruner):
+            raise SearchConfigError(f"pruner must be an optuna.pruners.BasePruner, got {pruner!r}.")
+        sampler = kw.get("sampler")
+        if sampler is not None and not isinstance(sampler, optuna.samplers.BaseSampler):
+            raise SearchConfigError(f"sampler must be an optuna.samplers.BaseSampler, got {sampler!r}.")
+        if pruner is not None and not isinstance(pruner, optuna.pruners.NopPruner):
+            if multi:
+                raise SearchConfigError(
+                    f"pruner={type(pruner).__name__}: Optuna cannot prune trials of a multi-objective study "
+                    f"(direction={list(self.settings.directions)}); remove the pruner or optimize one objective."
+                )
+            if str(args.eval_strategy) == "no":
+                raise SearchConfigError(
+                    f"pruner={type(pruner).__name__} needs intermediate results, but eval_strategy='no' never "
+                    "evaluates during training; set eval_strategy='epoch' or 'steps' (or drop the pruner)."
+                )
+        storage = kw.get("storage")
+        if isinstance(storage, str):
+            _storage.check_storage_url(storage, self.settings.output_dir)
+        elif storage is not None and not isinstance(storage, optuna.storages.BaseStorage):
+            raise SearchConfigError(
+                f"storage must be a URL such as 'sqlite:///study.db', a journal file path ending in .log, or an "
+                f"optuna storage object; got {type(storage).__name__}."
+            )
+        n_jobs = kw.get("n_jobs", 1)
+        if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0 or n_jobs < -1:
+            raise SearchConfigError(f"n_jobs must be a positive integer or -1, got {n_jobs!r}.")
+        if n_jobs != 1 and args.gradient_accumulation_steps > 1:
+            raise SearchConfigError(
+                f"n_jobs={n_jobs} runs trials in threads, and accelerate keeps gradient-accumulation state per "
+                f"process, so concurrent trials would corrupt each other with gradient_accumulation_steps="
+                f"{args.gradient_accumulation_steps}; use n_jobs=1, or run several worker processes on one storage."
+            )
+        timeout = kw.get("timeout")
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0):
+            raise SearchConfigError(f"timeout must be a positive number of seconds or None, got {timeout!r}.")
+        study_name = kw.get("study_name")
+        if study_name is not None and (not isinstance(study_name, str) or not study_name):
+            raise SearchConfigError(f"study_name must be a non-empty string, got {study_name!r}.")
+        callbacks = kw.get("callbacks")
+        if callbacks is not None and (not isinstance(callbacks, list | tuple) or not all(map(callable, callbacks))):
+            raise SearchConfigError(f"callbacks must be a list of callables (study, trial), got {callbacks!r}.")
+        catch = kw.get("catch", ())
+        catch_items = catch if isinstance(catch, tuple | list) else (catch,)
+        if not all(isinstance(c, type) and issubclass(c, BaseException) for c in catch_items):
+            raise SearchConfigError(f"catch must be an exception class or a tuple of them, got {catch!r}.")
+
+    def describe(self) -> dict[str, Any]:
+        out = super().describe()
+        storage = self.kwargs.get("storage")
+        if isinstance(storage, str):
+            out["storage"] = _storage.redact_url(storage)
+        for key in ("sampler", "pruner"):
+            if key in self.kwargs:
+                out[key] = type(self.kwargs[key]).__name__
+        return out
+
+    # ------------------------------------------------------------------ space
+    def convert_space(self, space: SearchSpace) -> dict[str, Any]:
+        """Optuna distributions for every non-fixed domain (same inclusive bounds)."""
+        self._space = OptunaSpace(space)
+        return self._space.distributions
+
+    def resolve_space(self, hp_space: Any) -> tuple[SearchSpace | None, Any]:
+        space, native_space = super().resolve_space(hp_space)
+        if space is None:
+            probe_native_space(native_space, _study_directions(self.settings.directions), self.settings.trainer)
+        return space, native_space
+
+    # ------------------------------------------------------------------ run
+    def run(self, session: SearchSession, native_space: Any) -> None:
+        import optuna
+
+        settings = self.settings
+        if _lockstep.is_follower():
+            _lockstep.follow(settings, session)
+            return
+        n_trials = session.n_trials
+        study = optuna.create_study(
+            directions=_study_directions(settings.directions),
+            sampler=self.kwargs.get("sampler"),
+            pruner=self.kwargs.get("pruner"),
+            storage=_storage.build_storage(self.kwargs.get("storage")),
+            study_name=self.kwargs.get("study_name"),
+            load_if_exists=bool(self.kwargs.get("load_if_exists", False)),
+        )
+        session.result.native = study
+        _storage.recover_dead_drivers(study)
+        self._adopt_previous(study, session)
+        # Running trials count too (other workers' trials). Waiting ones (retries) do not: running one takes one of
+        # this call's optimize iterations, like a new trial would.
+        waiting = optuna.trial.TrialState.WAITING
+        done = len([t for t in _storage.budget_trials(study.get_trials(deepcopy=False)) if t.state != waiting])
+        remaining = max(n_trials - done, 0)
+        if done:
+            logger.info("Study %r already has %d trials; running %d more.", study.study_name, done, remaining)
+        multi = settings.n_objectives > 1
+
+        def within_budget(optuna_trial: Any) -> bool:
+            # Trial numbers are handed out in order by the storage, so "the budget trials numbered below mine"
+            # is the same answer for every worker: exactly n_trials trials pass, whatever the race.
+            if optuna_trial.number < n_trials:
+                return True  # fewer trials than that are numbered below it: no need to read them all
+            below = [t for t in study.get_trials(deepcopy=False) if t.number < optuna_trial.number]
+            return len(_storage.budget_trials(below)) < n_trials
+
+        def stop_at_budget(study_: Any, frozen: Any) -> None:
+            # Reading the study costs a storage round trip per trial, so only when the budget can be full.
+            if frozen.number + 1 < n_trials:
+                return
+            if len(_storage.budget_trials(study_.get_trials(deepcopy=False))) >= n_trials:
+                study_.stop()
+
+        def objective(optuna_trial: Any) -> Any:
+            if not within_budget(optuna_trial):
+                optuna_trial.set_user_attr(_storage.OVER_BUDGET_ATTR, True)
+                optuna_trial.study.stop()
+                raise _OverBudget(f"the study already has its {n_trials} trials")
+            optuna_trial.set_user_attr(_storage.OWNER_ATTR, _storage.owner())
+            if self._space is not None:
+                params = self._space.sample(optuna_trial)
+            else:
+                # Only rank 0 calls hp_space: its suggestions reach the other ranks with the announced trial.
+                asked = Trial(optuna_trial.number, optuna_trial.number, {}, self.name, native=optuna_trial)
+                params = native_params(asked, native_space, settings.trainer)
+            trial = _lockstep.lead(Trial(optuna_trial.number, optuna_trial.number, params, self.name, native=optuna_trial))
+            _lockstep.announce(trial)
+            try:
+                record = run_trial(settings, trial, _OptunaReporter(optuna_trial, multi))
+            except KeyboardInterrupt:
+                # Not a finished trial: it stays out of the results (Optuna itself marks it FAIL).
+                self._interrupted.add(optuna_trial.number)
+                raise
+            fields = {key: getattr(record, key) for key in _storage.RECORD_FIELDS}
+            optuna_trial.set_user_attr(_storage.RECORD_ATTR, {k: v for k, v in fields.items() if v is not None})
+            session.record(record)
+            if record.state is TrialState.FAIL:
+                raise _Failed(record.error or "failed")
+            if record.state is TrialState.PRUNED:
+                raise optuna.TrialPruned(f"pruned at step {record.last_step}")
+            return record.objective
+
+        catch = self.kwargs.get("catch", ())
+        catch = tuple(catch) if isinstance(catch, list | tuple) else (catch,)
+        try:
+            if remaining:
+                study.optimize(
+                    objective,
+                    n_trials=remaining,
+                    timeout=self.kwargs.get("timeout"),
+                    n_jobs=self.kwargs.get("n_jobs", 1),
+                    gc_after_trial=self.kwargs.get("gc_after_trial", False),
+                    callbacks=[*(self.kwargs.get("callbacks") or ()), stop_at_budget],
+                    catch=(_Failed, *catch),
+                    show_progress_bar=self.kwargs.get("show_progress_bar", False),
+                )
+        finally:
+            _lockstep.announce_end()
+            session.replace_all(self._translate(study, session))
+
+    def _adopt_previous(self, study: Any, session: SearchSession) -> None:
+        """Keep the detailed records a previous run of this study saved in output_dir."""
+        from ...results import SearchResult
+
+        if not study.trials or not os.path.isfile(os.path.join(session.output_dir, "search.json")):
+            return
+        try:
+            previous = SearchResult.load(session.output_dir)
+        except Exception as error:  # an unreadable old record must not stop a resume
+            logger.warning("Could not read the previous results in %s: %s", session.output_dir, error)
+            return
+        numbers = {str(t.number) for t in study.trials}
+        session.adopt(r for r in previous.records if r.trial_id in numbers)
+
+    def _translate(self, study: Any, session: SearchSession) -> list[TrialRecord]:
+        """Every trial of the study as a record: the records `run_trial` produced as they are, and records of
+        trials other workers (or earlier runs) trained from what they stored in the study."""
+        import optuna
+
+        states = {
+            optuna.trial.TrialState.COMPLETE: TrialState.COMPLETE,
+            optuna.trial.TrialState.PRUNED: TrialState.PRUNED,
+            optuna.trial.TrialState.FAIL: TrialState.FAIL,
+            optuna.trial.TrialState.RUNNING: TrialState.RUNNING,
+            optuna.trial.TrialState.WAITING: TrialState.RUNNING,
+        }
+        records: list[TrialRecord] = []
+        trials = study.get_trials(deepcopy=False)
+        retries = {t.system_attrs["failed_trial"]: t.number for t in trials if "failed_trial" in t.system_attrs}
+        for frozen in trials:
+            if frozen.user_attrs.get(_storage.OVER_BUDGET_ATTR) or frozen.number in self._interrupted:
+                continue
+            record = session.known(str(frozen.number))
+            if record is None:
+                record = self._stored_record(frozen, states)
+                if record.state is TrialState.FAIL and record.error is None and frozen.number in retries:
+                    record.error = (f"its driver process died while it ran; re-enqueued with the same parameters "
+                                    f"as trial {retries[frozen.number]}")
+            records.append(record)
+        return records
+
+    def _stored_record(self, frozen: Any, states: Mapping[Any, TrialState]) -> TrialRecord:
+        saved = _storage.saved_fields(frozen.user_attrs)
+        values = frozen.values
+        objective = (values[0] if len(values) == 1 else list(values)) if values else None
+        params = self._space.decode(frozen.params) if self._space is not None else dict(frozen.params)
+        return TrialRecord(
+            trial_id=str(frozen.number),
+            number=frozen.number,
+            name=saved.get("name", f"run-{frozen.number}"),
+            state=states[frozen.state],
+            params=params,
+            objective=objective,
+            started=frozen.datetime_start,
+            finished=frozen.datetime_complete,
+            intermediates=[Evaluation(step=s, epoch=None, objective=v)
+                           for s, v in sorted(frozen.intermediate_values.items())],
+            last_step=saved.get("last_step"),
+            checkpoint=saved.get("checkpoint"),
+            node=saved.get("node"),
+            error=saved.get("error"),
+        )

@@ -1,0 +1,75 @@
+"""A random-search backend with no engine to install: trials drawn from a portable space, in this process.
+
+It is the smallest complete backend (one module and one registry line), used by the contract tests to show
+the shared rules without any engine, and useful as a baseline. Parameters are drawn with `SearchSpace.sample`
+from a generator seeded by ``seed`` (default: the trainer's ``args.seed``), so a search is repeatable. Nothing
+prunes: every trial trains to its end.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import TYPE_CHECKING, Any
+
+from .. import _lockstep
+from ..errors import SearchConfigError
+from ..runner import run_trial
+from ..settings import Option
+from ..trial import NullReporter, Trial
+from .base import SearchBackend
+
+if TYPE_CHECKING:
+    from spaces import SearchSpace
+
+    from ..session import SearchSession
+
+__all__ = ["RandomBackend"]
+
+
+class RandomBackend(SearchBackend):
+    name = "random"
+    requirement = "spaces"
+    distribution = "hpsearch"
+    install_command = "pip install hpsearch"
+    auto_select = False  # never chosen silently in place of a real optimizer
+    options = (Option("seed", (int,), "seed of the parameter draws (default: the trainer's args.seed)"),)
+
+    @staticmethod
+    def default_space(trial: Any = None) -> SearchSpace:
+        from spaces import default_space
+
+        return default_space()
+
+    def is_native_space(self, hp_space: Any) -> bool:
+        if callable(hp_space) and not hasattr(hp_space, "items"):
+            raise SearchConfigError(
+                "backend='random' takes a portable hp_space (a spaces.SearchSpace or a dict of spaces domains), "
+                f"not a callable ({hp_space!r}); it has no native space form."
+            )
+        return False
+
+    def convert_space(self, space: SearchSpace) -> SearchSpace:
+        return space
+
+    def validate(self) -> None:
+        seed = self.kwargs.get("seed")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise SearchConfigError(f"seed must be an integer or None, got {seed!r}; pass e.g. seed=0.")
+
+    def run(self, session: SearchSession, native_space: Any) -> None:
+        settings = self.settings
+        if _lockstep.is_follower():
+            _lockstep.follow(settings, session)
+            return
+        space = settings.space
+        assert space is not None  # a portable space: is_native_space refuses everything else
+        seed = self.kwargs.get("seed")
+        rng = random.Random(settings.trainer.args.seed if seed is None else seed)
+        try:
+            for number in range(session.n_trials):
+                trial = _lockstep.lead(Trial(str(number), number, space.sample(rng), self.name))
+                _lockstep.announce(trial)
+                session.record(run_trial(settings, trial, NullReporter()))
+        finally:
+            _lockstep.announce_end()
+        session.save()

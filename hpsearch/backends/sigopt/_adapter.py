@@ -1,0 +1,364 @@
+"""The SigOpt adapter: an experiment drives the trials; see the package docstring for drivers and spaces."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import logging
+import os
+import threading
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from ... import _dist, _lockstep
+from ...errors import HPSearchError, SearchConfigError
+from ...runner import run_trial
+from ...settings import Option
+from ...trial import NullReporter, Trial, TrialRecord, TrialState
+from ..base import SearchBackend
+from ._compat import numpy2_compat
+from ._space import _MAX_NAME, Converted, check_native, portable_to_sigopt, same_assignments
+
+if TYPE_CHECKING:
+    from spaces import SearchSpace
+
+    from ...session import SearchSession
+
+__all__ = ["SigOptBackend"]
+
+logger = logging.getLogger(__name__)
+
+_DRIVERS = ("lite", "http")
+
+_MAX_OBJECTIVES = 2
+
+
+class SigOptBackend(SearchBackend):
+    name = "sigopt"
+    requirement = "sigopt"
+    install_command = (
+        "make setup (or: pip install 'hpsearch[sigopt]' && pip install --no-deps sigoptlite libsigopt qmcpy==1.2)"
+    )
+    options = (
+        Option("driver", (str,), "'lite' (SigOpt's optimizer in this process) or 'http' (a SigOpt server)"),
+        Option("proxies", (dict,), "scheme -> proxy URL for driver='http'"),
+        Option("name", (str,), "the experiment's name"),
+        Option("observation_budget", (int,), "SigOpt's observation budget (default: n_trials)"),
+        Option("parallel_bandwidth", (int,), "trials run at once in threads (driver='http' only)"),
+    )
+
+    def __init__(self, settings, options) -> None:
+        super().__init__(settings, options)
+        self._converted: Converted | None = None
+        self._native_fields: dict[str, Any] = {}
+        self._assignments: dict[str, dict[str, Any]] = {}
+        self._metric_names: list[str] = ["objective"]
+        self._random_state: Any = None
+        driver = self.kwargs.get("driver")
+        # The token decides the default, but its value is never read here: the sigopt client reads it.
+        self.driver = driver if driver is not None else ("http" if os.environ.get("SIGOPT_API_TOKEN") else "lite")
+
+    @staticmethod
+    def default_space(trial: Any = None) -> list[dict[str, Any]]:
+        """The default space as SigOpt parameters (categorical values are strings, mapped back by the adapter)."""
+        return [
+            {"bounds": {"min": 1e-6, "max": 1e-4}, "name": "learning_rate", "type": "double", "transformation": "log"},
+            {"bounds": {"min": 1, "max": 5}, "name": "num_train_epochs", "type": "int"},
+            {"bounds": {"min": 1, "max": 40}, "name": "seed", "type": "int"},
+            {
+                "categorical_values": ["4", "8", "16", "32", "64"],
+                "name": "per_device_train_batch_size",
+                "type": "categorical",
+            },
+        ]
+
+    # ------------------------------------------------------------------ checks
+    def validate(self) -> None:
+        kw = self.kwargs
+        settings = self.settings
+        if self.driver not in _DRIVERS:
+            raise SearchConfigError(
+                f"driver={self.driver!r} is not a SigOpt driver; use 'lite' (in-process, no account) or 'http' "
+                "(the hosted API or a self-hosted server; needs SIGOPT_API_TOKEN)."
+            )
+        if settings.n_objectives > _MAX_OBJECTIVES:
+            raise SearchConfigError(
+                f"direction={list(settings.directions)}: SigOpt optimizes at most {_MAX_OBJECTIVES} metrics at once (its "
+                "multimetric mode gives a two-dimensional Pareto front); combine objectives in compute_objective "
+                "so that it returns one or two values, or use backend='optuna' for more."
+            )
+        proxies = kw.get("proxies")
+        if proxies is not None:
+            if not isinstance(proxies, Mapping) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in proxies.items()
+            ):
+                raise SearchConfigError(
+                    "proxies must be a dict of scheme -> proxy URL such as {'https': 'http://proxy:3128'}, got "
+                    f"{type(proxies).__name__}."
+                )
+            if self.driver == "lite":
+                raise SearchConfigError(
+                    "proxies are for driver='http' (a SigOpt server); the lite driver runs in this process and "
+                    "makes no requests. Drop proxies or pass driver='http'."
+                )
+        name = kw.get("name")
+        if name is not None and (not isinstance(name, str) or not name.strip() or len(name) > _MAX_NAME):
+            raise SearchConfigError(f"name must be a non-empty string of at most {_MAX_NAME} characters, got {name!r}.")
+        budget = kw.get("observation_budget")
+        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 1):
+            raise SearchConfigError(
+                f"observation_budget must be a positive integer (default: n_trials), got {budget!r}."
+            )
+        bandwidth = kw.get("parallel_bandwidth", 1)
+        if isinstance(bandwidth, bool) or not isinstance(bandwidth, int) or bandwidth < 1:
+            raise SearchConfigError(f"parallel_bandwidth must be a positive integer, got {bandwidth!r}.")
+        if bandwidth > 1 and self.driver == "lite":
+            raise SearchConfigError(
+                f"parallel_bandwidth={bandwidth}: the lite driver suggests one trial at a time; use "
+                "parallel_bandwidth=1, or driver='http' with a SigOpt server to run trials concurrently."
+            )
+        if bandwidth > 1 and _dist.world_size() > 1:
+            raise SearchConfigError(
+                f"parallel_bandwidth={bandwidth} runs trials in threads, which a search under accelerate launch "
+                f"({_dist.world_size()} processes training each trial together) cannot do; use parallel_bandwidth=1."
+            )
+        accumulation = settings.trainer.args.gradient_accumulation_steps
+        if bandwidth > 1 and accumulation > 1:
+            raise SearchConfigError(
+                f"parallel_bandwidth={bandwidth} runs trials in threads, and accelerate keeps gradient-accumulation "
+                f"state per process, so concurrent trials would corrupt each other with "
+                f"gradient_accumulation_steps={accumulation}; use parallel_bandwidth=1."
+            )
+        # Building the connection checks the driver now (lite installed; http has its token) without any request.
+        self._connect()
+
+    def describe(self) -> dict[str, Any]:
+        out = super().describe()  # proxies are saved as their type name only: a proxy URL may hold a password
+        out["driver"] = self.driver
+        out["parallel_bandwidth"] = self.kwargs.get("parallel_bandwidth", 1)
+        return out
+
+    def _connect(self) -> Any:
+        import sigopt
+
+        if self.driver == "lite":
+            try:
+                import sigoptlite  # noqa: F401
+            except ImportError as error:
+                raise SearchConfigError(
+                    f"driver='lite' needs sigoptlite, which is not installed ({error}); run `{self.install_command}`."
+                ) from error
+            numpy2_compat()
+            return sigopt.Connection(driver="lite")
+        try:
+            return sigopt.Connection(driver="http", proxies=self.kwargs.get("proxies"))
+        except ValueError as error:
+            # The client's own message names the missing token; it never contains one.
+            raise SearchConfigError(
+                f"driver='http' could not connect: {error}. Set SIGOPT_API_TOKEN (and SIGOPT_API_URL for a "
+                "self-hosted sigopt-server) in the environment, or use driver='lite'."
+            ) from error
+
+    # ------------------------------------------------------------------ space
+    def convert_space(self, space: SearchSpace) -> list[dict[str, Any]]:
+        """SigOpt's parameter list for a portable space (conditionals kept for `run`)."""
+        self._converted = portable_to_sigopt(space)
+        return self._converted.parameters
+
+    def is_native_space(self, hp_space: Any) -> bool:
+        if isinstance(hp_space, list | tuple):
+            return True
+        return super().is_native_space(hp_space)
+
+    def resolve_space(self, hp_space: Any) -> tuple[SearchSpace | None, Any]:
+        space, native = super().resolve_space(hp_space)
+        if space is None:
+            native, self._native_fields = check_native(native, self.settings.trainer)
+        return space, native
+
+    # ------------------------------------------------------------------ run
+    def _experiment_body(self, n_trials: int, native_space: Any) -> dict[str, Any]:
+        settings = self.settings
+        if settings.n_objectives == 1:
+            metric_names = ["objective"]
+        else:
+            metric_names = [f"objective_{i}" for i in range(settings.n_objectives)]
+        self._metric_names = metric_names
+        body: dict[str, Any] = {
+            "name": self.kwargs.get("name") or f"hpsearch {settings.objective_name}"[:_MAX_NAME],
+            "parameters": list(native_space),
+            "metrics": [{"name": m, "objective": d} for m, d in zip(metric_names, list(settings.directions))],
+            "observation_budget": self.kwargs.get("observation_budget") or n_trials,
+            "parallel_bandwidth": self.kwargs.get("parallel_bandwidth", 1),
+        }
+        if self._converted is not None and self._converted.conditionals:
+            body["conditionals"] = self._converted.conditionals
+        return body
+
+    def run(self, session: SearchSession, native_space: Any) -> None:
+        from sigopt.exception import SigOptException
+
+        settings = self.settings
+        if _lockstep.is_follower():
+            _lockstep.follow(settings, session)
+            return
+        n_trials = session.n_trials
+        conn = self._connect()
+        try:
+            experiment = conn.experiments().create(**self._experiment_body(n_trials, native_space))
+        except SigOptException as error:
+            raise SearchConfigError(f"SigOpt refused the experiment: {error}") from error
+        session.result.native = experiment
+        session.result.settings["experiment_id"] = str(experiment.id)
+        logger.info("SigOpt experiment %s (driver=%s): %d trials.", experiment.id, self.driver, n_trials)
+
+        bandwidth = self.kwargs.get("parallel_bandwidth", 1)
+        try:
+            if bandwidth == 1:
+                for number in range(n_trials):
+                    self._one_trial(session, conn, experiment.id, number)
+            else:
+                self._run_concurrently(session, conn, experiment.id, n_trials, bandwidth)
+        finally:
+            _lockstep.announce_end()
+        self._mark_best(session, conn, experiment.id)
+
+    def _run_concurrently(self, session: SearchSession, conn: Any, experiment_id: str, n_trials: int,
+                          bandwidth: int) -> None:
+        """``bandwidth`` workers, each asking SigOpt for a trial as soon as its last one is told (http only)."""
+        numbers = iter(range(n_trials))
+        lock = threading.Lock()
+        stop = threading.Event()
+
+        def worker() -> None:
+            while not stop.is_set():
+                with lock:
+                    number = next(numbers, None)
+                if number is None:
+                    return
+                try:
+                    self._one_trial(session, conn, experiment_id, number)
+                except BaseException:
+                    stop.set()  # the others finish their trial and stop; the error is raised below
+                    raise
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=bandwidth, thread_name_prefix="sigopt") as pool:
+            futures = [pool.submit(worker) for _ in range(bandwidth)]
+        for future in futures:
+            future.result()
+
+    def _one_trial(self, session: SearchSession, conn: Any, experiment_id: str, number: int) -> None:
+        experiment = conn.experiments(experiment_id)
+        with self._optimizer_random_state():
+            suggestion = experiment.suggestions().create()
+        assignments = dict(suggestion.assignments)
+        trial_id = str(suggestion.id)
+        self._assignments[trial_id] = assignments
+        try:
+            params = self._params(assignments, self.settings.space)
+            trial = _lockstep.lead(Trial(trial_id, number, params, self.name, native=suggestion))
+            _lockstep.announce(trial)
+            record = run_trial(self.settings, trial, NullReporter())
+        except BaseException:
+            self._abandon(experiment, trial_id)
+            raise
+        try:
+            self._observe(experiment, trial_id, record)
+        finally:
+            session.record(record)
+
+    @contextlib.contextmanager
+    def _optimizer_random_state(self) -> Iterator[None]:
+        """Run the lite optimizer on a random state of its own.
+
+        sigoptlite draws from numpy's global generator, which every trial's ``set_seed(args.seed)`` resets:
+        without this, each suggestion would start from the same state and lite would propose the same
+        assignments again and again. The optimizer's state is seeded once from ``args.seed`` (a search is
+        repeatable) and swapped in around each suggestion, leaving the trainer's state as it was.
+        """
+        if self.driver != "lite":
+            yield
+            return
+        import numpy
+
+        if self._random_state is None:
+            numpy_state = numpy.random.get_state()
+            numpy.random.seed(int(self.settings.trainer.args.seed) % 2**32)
+            self._random_state = numpy.random.get_state()
+            numpy.random.set_state(numpy_state)
+        trainer_state = numpy.random.get_state()
+        numpy.random.set_state(self._random_state)
+        try:
+            yield
+        finally:
+            self._random_state = numpy.random.get_state()
+            numpy.random.set_state(trainer_state)
+
+    def _params(self, assignments: Mapping[str, Any], space: SearchSpace | None) -> dict[str, Any]:
+        if space is None:
+            out = dict(assignments)
+            for name, target in self._native_fields.items():
+                if isinstance(out.get(name), str):
+                    out[name] = target(out[name])
+            return out
+        assert self._converted is not None
+        encodings = self._converted.encodings
+
+        def value(name: str, domain: Any) -> Any:
+            encoding = encodings[name]
+            if encoding.kind == "constant":
+                return encoding.constant
+            if name not in assignments:
+                raise HPSearchError(
+                    f"SigOpt's suggestion {dict(assignments)} has no value for {name!r}, which the space makes "
+                    "active; the space and the experiment disagree."
+                )
+            return encoding.decode(name, assignments[name])
+
+        return space.sample_with(value)
+
+    def _observe(self, experiment: Any, trial_id: str, record: TrialRecord) -> None:
+        objective = record.objective
+        if record.state is TrialState.COMPLETE and objective is not None:
+            values = objective if isinstance(objective, list) else [objective]
+            experiment.observations().create(
+                suggestion=trial_id,
+                values=[{"name": m, "value": float(v)} for m, v in zip(self._metric_names, values)],
+            )
+        else:
+            experiment.observations().create(suggestion=trial_id, failed=True)
+        record.extra["sigopt_observation"] = "value" if record.state is TrialState.COMPLETE else "failed"
+
+    def _abandon(self, experiment: Any, trial_id: str) -> None:
+        """Interrupted: close the open suggestion on a server (lite forgets it with the process)."""
+        if self.driver != "http":
+            return
+        try:
+            experiment.suggestions(trial_id).delete()
+        except Exception as error:  # the interruption matters more than the clean-up
+            logger.warning("Could not delete SigOpt suggestion %s: %s", trial_id, error)
+
+    def _mark_best(self, session: SearchSession, conn: Any, experiment_id: str) -> None:
+        """Mark the records SigOpt's best_assignments point at (matched by assignments: lite gives no id)."""
+        settings = self.settings
+        try:
+            best = conn.experiments(experiment_id).best_assignments().fetch()
+        except Exception as error:  # the best trial comes from our records anyway
+            logger.warning("Could not fetch SigOpt's best assignments: %s", error)
+            return
+        finished = {r.trial_id: r for r in session.records if r.state is TrialState.COMPLETE}
+        matched: list[str] = []
+        for entry in best.iterate_pages():  # every page (a server may page a long Pareto front)
+            assignments = dict(entry.assignments)
+            for trial_id, record in finished.items():
+                if trial_id not in matched and same_assignments(self._assignments.get(trial_id, {}), assignments):
+                    record.extra["sigopt_best"] = True
+                    matched.append(trial_id)
+                    break
+        if matched:
+            session.save()
+        ours = session.result.best_trial if settings.n_objectives == 1 else None
+        if ours is not None and matched and ours.trial_id not in matched:
+            # Ties, or a server that reports best assignments its own way: our records stay the truth.
+            logger.info("SigOpt's best assignment (trial %s) differs from the best record (%s).",
+                        matched[0], ours.trial_id)

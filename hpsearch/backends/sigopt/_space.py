@@ -1,0 +1,287 @@
+"""Portable spaces as SigOpt parameters and conditionals, and SigOpt's assignments read back.
+
+Bounds are inclusive on both sides, as in `spaces` and in SigOpt. See the package docstring for the mapping.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..._params import argument_types, check_param_names
+from ...errors import HPSearchError, SearchConfigError
+
+if TYPE_CHECKING:
+    from spaces import SearchSpace
+    from trainer import Trainer
+
+logger = logging.getLogger(__name__)
+_NATIVE_TYPES = ("double", "int", "categorical")
+
+__all__ = ["Converted", "Encoding", "check_native", "labels_for", "portable_to_sigopt", "same_assignments"]
+
+_MAX_NAME = 100  # SigOpt's limit on experiment, parameter and categorical value names
+
+
+class Encoding:
+    """How one portable parameter travels through SigOpt and back."""
+
+    def __init__(self, kind: str, labels: dict[str, Any] | None = None, low: float = 0.0,
+                 step: float | None = None, high: float = 0.0, constant: Any = None) -> None:
+        self.kind = kind  # "float", "int", "grid_float", "grid_int", "categorical", "constant"
+        self.labels = labels or {}
+        self.low = low
+        self.step = step
+        self.high = high
+        self.constant = constant
+
+    def decode(self, name: str, raw: Any) -> Any:
+        if self.kind == "float":
+            return float(raw)
+        if self.kind == "int":
+            return int(raw)
+        if self.kind in ("grid_int", "grid_float"):
+            k = int(raw)
+            assert self.step is not None
+            if self.kind == "grid_int":
+                return int(self.low) + k * int(self.step)
+            n = round((self.high - self.low) / self.step)
+            # The last grid point is `high` itself: low + n * step can overshoot it by rounding.
+            return self.high if k >= n else min(self.low + k * self.step, self.high)
+        if self.kind == "categorical":
+            try:
+                return self.labels[str(raw)]
+            except KeyError:
+                raise HPSearchError(
+                    f"SigOpt suggested {name}={raw!r}, which is not one of its categorical values "
+                    f"{sorted(self.labels)}."
+                ) from None
+        return self.constant
+
+
+def labels_for(name: str, choices: Sequence[Any]) -> dict[str, Any]:
+    """Unique, readable SigOpt strings for categorical choices -> the original Python values."""
+    plain = [str(c) for c in choices]
+    counts: dict[str, int] = {}
+    for text in plain:
+        counts[text] = counts.get(text, 0) + 1
+    out: dict[str, Any] = {}
+    for i, (text, choice) in enumerate(zip(plain, choices)):
+        # 1 and "1" (or True and "True") print alike: give those the position as well.
+        if counts[text] > 1 or not text or len(text) > _MAX_NAME:
+            text = f"{i}:{choice!r}"[:_MAX_NAME]
+        out[text] = choice
+    if len(out) != len(choices):  # cannot happen with the position prefix, but never map two values to one
+        raise SearchConfigError(f"hp_space parameter {name!r}: could not label its choices {list(choices)!r}.")
+    return out
+
+
+def _label_of(labels: Mapping[str, Any], value: Any) -> str:
+    from spaces import same_value
+
+    for text, choice in labels.items():
+        if same_value(choice, value):
+            return text
+    raise KeyError(value)
+
+
+class Converted:
+    """The SigOpt form of a portable space: parameters, conditionals, and how to read an assignment back."""
+
+    def __init__(self, parameters: list[dict[str, Any]], conditionals: list[dict[str, Any]],
+                 encodings: dict[str, Encoding]) -> None:
+        self.parameters = parameters
+        self.conditionals = conditionals
+        self.encodings = encodings
+
+
+def portable_to_sigopt(space: SearchSpace) -> Converted:
+    from spaces import Categorical, Fixed, Float, Int
+
+    encodings: dict[str, Encoding] = {}
+    parents = {parent for name in space for parent in (space[name].when or {})}
+
+    # Parents first: a parent's labels are needed to write its children's conditions.
+    conditionals: list[dict[str, Any]] = []
+    for name in space.order:
+        if name not in parents:
+            continue
+        domain = space[name]
+        if isinstance(domain, Fixed):
+            continue  # resolved below, once, for every child
+        if not isinstance(domain, Categorical):
+            raise SearchConfigError(
+                f"hp_space parameter {name!r} ({domain!r}) has conditional parameters, but SigOpt conditionals "
+                f"take only string values chosen from a list; make {name!r} a spaces.Categorical of its values."
+            )
+        if domain.when:
+            raise SearchConfigError(
+                f"hp_space parameter {name!r} is itself conditional ({dict(domain.when)!r}) and has conditional "
+                "parameters; SigOpt conditionals cannot be nested. Flatten the conditions (e.g. one Categorical "
+                "whose values combine both choices)."
+            )
+        labels = labels_for(name, domain.choices)
+        encodings[name] = Encoding("categorical", labels)
+        conditionals.append({"name": name, "values": list(labels)})
+
+    parameters: list[dict[str, Any]] = []
+    for name in space.order:
+        domain = space[name]
+        if name in parents and not isinstance(domain, Fixed):
+            continue  # already a conditional
+        conditions: dict[str, list[str]] = {}
+        for parent, allowed in (domain.when or {}).items():
+            parent_domain = space[parent]
+            if isinstance(parent_domain, Fixed):
+                continue  # the space only accepts the fixed value itself in `when`: always met
+            labels = encodings[parent].labels
+            conditions[parent] = [_label_of(labels, v) for v in allowed]
+        spec: dict[str, Any] = {"name": name}
+        if isinstance(domain, Fixed):
+            encodings[name] = Encoding("constant", constant=domain.value)
+            continue
+        if isinstance(domain, Categorical) and len(domain.choices) == 1:
+            encodings[name] = Encoding("constant", constant=domain.choices[0])
+            continue
+        if isinstance(domain, Float):
+            if domain.step is not None:
+                n = round((domain.high - domain.low) / domain.step)
+                spec.update(type="int", bounds={"min": 0, "max": n})
+                encodings[name] = Encoding("grid_float", low=domain.low, step=domain.step, high=domain.high)
+            else:
+                spec.update(type="double", bounds={"min": domain.low, "max": domain.high})
+                if domain.log:
+                    spec["transformation"] = "log"
+                encodings[name] = Encoding("float")
+        elif isinstance(domain, Int):
+            if domain.log:
+                raise SearchConfigError(
+                    f"hp_space parameter {name!r} is {domain!r}, but SigOpt has no log scale for integers; use "
+                    f"spaces.Float({domain.low}, {domain.high}, log=True) and round it in model_init "
+                    "(int(round(trial[name]))), or drop log=True."
+                )
+            if domain.step != 1:
+                n = (domain.high - domain.low) // domain.step
+                spec.update(type="int", bounds={"min": 0, "max": n})
+                encodings[name] = Encoding("grid_int", low=domain.low, step=domain.step, high=domain.high)
+            else:
+                spec.update(type="int", bounds={"min": domain.low, "max": domain.high})
+                encodings[name] = Encoding("int")
+        elif isinstance(domain, Categorical):
+            labels = labels_for(name, domain.choices)
+            spec.update(type="categorical", categorical_values=[{"name": text} for text in labels])
+            encodings[name] = Encoding("categorical", labels)
+        else:
+            raise SearchConfigError(f"hp_space parameter {name!r}: SigOpt cannot express {domain!r}.")
+        if conditions:
+            spec["conditions"] = conditions
+        if len(name) > _MAX_NAME:
+            raise SearchConfigError(
+                f"hp_space parameter name {name[:40]!r}... is {len(name)} characters; SigOpt accepts at most "
+                f"{_MAX_NAME}; shorten it."
+            )
+        parameters.append(spec)
+
+    if not parameters and not conditionals:
+        raise SearchConfigError(
+            "hp_space has nothing for SigOpt to search (every parameter is fixed); add at least one Float, Int "
+            "or Categorical with two or more choices."
+        )
+    if not parameters:
+        raise SearchConfigError(
+            f"hp_space has only the categorical(s) {[c['name'] for c in conditionals]} that other parameters "
+            "depend on, and SigOpt needs at least one parameter besides its conditionals; add one."
+        )
+    _check_conditionals_covered(parameters, conditionals)
+    return Converted(parameters, conditionals, encodings)
+
+
+def _check_conditionals_covered(parameters: list[dict[str, Any]], conditionals: list[dict[str, Any]]) -> None:
+    """SigOpt wants every combination of conditional values to leave at least one parameter active."""
+    if not conditionals or any("conditions" not in p for p in parameters):
+        return
+    names = [c["name"] for c in conditionals]
+    for combination in itertools.product(*(c["values"] for c in conditionals)):
+        chosen = dict(zip(names, combination))
+        if not any(all(chosen[k] in v for k, v in p["conditions"].items()) for p in parameters):
+            raise SearchConfigError(
+                f"hp_space: when {chosen} no parameter is active, which SigOpt refuses (every combination of "
+                "conditional values needs at least one parameter); add an unconditional parameter or a "
+                "parameter for that case."
+            )
+
+
+def check_native(hp_space: Any, trainer: Trainer) -> tuple[list[dict[str, Any]], dict[str, type]]:
+    """A native hp_space's SigOpt parameters, checked, and the int/float fields among its categoricals."""
+    native_fields: dict[str, type] = {}
+    parameters = hp_space(None) if callable(hp_space) else hp_space
+    if not isinstance(parameters, list | tuple) or not parameters:
+        raise SearchConfigError(
+            "a native SigOpt hp_space must be (a callable returning) a non-empty list of SigOpt parameter "
+            "dicts such as {'name': 'learning_rate', 'type': 'double', 'bounds': {'min': 1e-6, 'max': 1e-4}}, "
+            f"got {type(parameters).__name__}."
+        )
+    fields = argument_types()
+    out: list[dict[str, Any]] = []
+    for i, raw in enumerate(parameters):
+        if not isinstance(raw, Mapping) or not isinstance(raw.get("name"), str) or not raw.get("name"):
+            raise SearchConfigError(f"hp_space parameter #{i} must be a dict with a 'name' string, got {raw!r}.")
+        spec = dict(raw)
+        name = spec["name"]
+        if spec.get("type") not in _NATIVE_TYPES:
+            raise SearchConfigError(
+                f"hp_space parameter {name!r}: type={spec.get('type')!r} must be one of {list(_NATIVE_TYPES)}."
+            )
+        if "transformamtion" in spec:  # transformers' default space misspells the key; SigOpt rejects it
+            logger.warning("hp_space parameter %r: reading the misspelled key 'transformamtion' as "
+                           "'transformation'.", name)
+            spec.setdefault("transformation", spec.pop("transformamtion"))
+        check_param_names([name], trainer)
+        if name in fields and spec["type"] == "categorical":
+            target = _numeric_type(fields[name])
+            if target is not None:
+                native_fields[name] = target
+                for value in spec.get("categorical_values") or []:
+                    text = value.get("name") if isinstance(value, Mapping) else value
+                    try:
+                        target(text)
+                    except (TypeError, ValueError):
+                        raise SearchConfigError(
+                            f"hp_space parameter {name!r} is a TrainingArguments field of type {target.__name__}, but "
+                            f"its categorical value {text!r} cannot be read as {target.__name__}; list values "
+                            "such as '32'."
+                        ) from None
+        out.append(spec)
+    return out, native_fields
+
+
+def same_assignments(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    if set(a) != set(b):
+        return False
+    for key, x in a.items():
+        y = b[key]
+        if isinstance(x, float) or isinstance(y, float):
+            try:
+                if not math.isclose(float(x), float(y), rel_tol=1e-9, abs_tol=1e-12):
+                    return False
+            except (TypeError, ValueError):
+                return False
+        elif x != y:
+            return False
+    return True
+
+
+def _numeric_type(hint: Any) -> type | None:
+    """int or float when a TrainingArguments field takes exactly that number type (Optional allowed)."""
+    import typing
+
+    args = typing.get_args(hint) or (hint,)
+    base = {t for t in args if t is not type(None)}
+    if base == {int}:
+        return int
+    if base == {float} or base == {int, float}:
+        return float
+    return None

@@ -1,0 +1,114 @@
+"""`SearchSession`: the driver's ledger of one search.
+
+The session alone records trials and writes the results (``search.json`` and its exports after every trial),
+counts consecutive failures (`TooManyFailedTrials` after ``max_failed_trials``) and the budget, and calls the
+trial-end hooks. Backends hand it the `TrialRecord` that `run_trial` produced, unchanged; they never write
+results themselves. In a multi-process trial only the main process writes.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING
+
+from . import _dist
+from .errors import TooManyFailedTrials
+from .trial import TrialRecord, TrialState
+
+if TYPE_CHECKING:
+    from .results import SearchResult
+    from .settings import TrialSettings
+
+__all__ = ["TRIAL_END_HOOKS", "SearchSession"]
+
+logger = logging.getLogger(__name__)
+
+#: Called as ``hook(session, record)`` after each finished trial is recorded and saved, in the process that
+#: records it (the CLI's sweep progress bar registers here, see ``hpsearch._progress``). A hook that raises is
+#: logged and ignored: a display must never stop a search.
+TRIAL_END_HOOKS: list[Callable[[SearchSession, TrialRecord], None]] = []
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class SearchSession:
+    """Records the trials of one search; see the module docstring."""
+
+    def __init__(self, settings: TrialSettings, result: SearchResult, n_trials: int, max_failed_trials: int = 3) -> None:
+        self.settings = settings
+        self.result = result
+        self.n_trials = n_trials
+        self.max_failed_trials = max_failed_trials
+        self._consecutive_failures: list[TrialRecord] = []
+        self._lock = threading.Lock()
+
+    @property
+    def output_dir(self) -> str:
+        return self.settings.output_dir
+
+    @property
+    def records(self) -> list[TrialRecord]:
+        return self.result.records
+
+    def record(self, record: TrialRecord) -> None:
+        """Keep a finished trial's record (replacing an earlier one of the same trial), save the results, and stop
+        the search (`TooManyFailedTrials`) after ``max_failed_trials`` failures in a row."""
+        with self._lock:
+            self._keep(record)
+            self.result.finished = _now()
+            if _dist.is_main_process():
+                # search.json now; the CSV exports when cheap enough (the search's last save writes them).
+                self.result._save_after_trial(self.output_dir)
+                for hook in list(TRIAL_END_HOOKS):
+                    try:
+                        hook(self, record)
+                    except Exception:
+                        logger.warning("Trial-end hook %r failed; ignoring it.", hook, exc_info=True)
+            self._count_failure(record)
+
+    def _keep(self, record: TrialRecord) -> None:
+        records = self.result.records
+        for i, existing in enumerate(records):
+            if existing.trial_id == record.trial_id:
+                records[i] = record
+                return
+        records.append(record)
+
+    def _count_failure(self, record: TrialRecord) -> None:
+        if record.state is TrialState.FAIL:
+            self._consecutive_failures.append(record)
+        elif record.state in (TrialState.COMPLETE, TrialState.PRUNED):
+            self._consecutive_failures.clear()
+        if len(self._consecutive_failures) >= self.max_failed_trials:
+            quoted = "\n".join(f"  - {r.name} {r.params}: {r.error}" for r in self._consecutive_failures)
+            raise TooManyFailedTrials(
+                f"{len(self._consecutive_failures)} trials failed in a row (max_failed_trials="
+                f"{self.max_failed_trials}); the search stops. The failures:\n{quoted}"
+            )
+
+    def known(self, trial_id: str) -> TrialRecord | None:
+        """The record kept for ``trial_id``, if any."""
+        return next((r for r in self.result.records if r.trial_id == trial_id), None)
+
+    def adopt(self, records: Iterable[TrialRecord]) -> None:
+        """Keep records of an earlier run of the same search (a resume) without counting or saving them."""
+        with self._lock:
+            for record in records:
+                self._keep(record)
+
+    def replace_all(self, records: Iterable[TrialRecord]) -> None:
+        """The engine's final list of trials (in its order), then save: the search's last word on disk."""
+        with self._lock:
+            self.result.records[:] = list(records)
+            self.result.finished = _now()
+            if self.result.records and _dist.is_main_process():
+                self.result.save(self.output_dir)
+
+    def save(self) -> None:
+        if _dist.is_main_process():
+            self.result.save(self.output_dir)

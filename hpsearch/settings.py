@@ -1,0 +1,171 @@
+"""`TrialSettings`: everything a worker needs to run one trial anywhere, frozen and picklable.
+
+The settings are built once by `hyperparameter_search` and handed to the backend, which hands them (in process,
+or pickled to a remote worker) to `run_trial` with each trial. They hold the rules every backend shares: how a
+trial is named, how metrics become the objective, and which evaluation is the trial's objective (the scope).
+The options every backend accepts (`COMMON_OPTIONS`) are declared here too, with their checks.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .errors import SearchConfigError
+from .objective import to_objective
+
+if TYPE_CHECKING:
+    from spaces import SearchSpace
+    from trainer import Trainer
+
+    from .trial import Evaluation, Trial
+
+__all__ = ["COMMON_OPTIONS", "OBJECTIVE_SCOPES", "Option", "TrialSettings", "check_common_options"]
+
+#: Which evaluation of a trial is its objective: the last one, the best one, the mean of all of them, or the
+#: mean of the last 5 / 10 (the checkpoint is the one of the last evaluation for the means).
+OBJECTIVE_SCOPES = ("last", "best", "avg", "last-5-avg", "last-10-avg")
+
+
+@dataclass(frozen=True)
+class Option:
+    """One keyword argument a backend accepts, as the API and the sweep file see it.
+
+    ``types`` are the Python types a value may have (after a sweep file is read; None is always accepted and
+    means the default); ``build_from`` names the modules whose classes a sweep file may build with
+    ``{name: Class, **kwargs}`` (e.g. a sampler); ``help`` says what it does.
+    """
+
+    name: str
+    types: tuple[type, ...]
+    help: str
+    build_from: tuple[str, ...] = ()
+
+
+def _check_max_failed(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise SearchConfigError(f"max_failed_trials must be an integer >= 1, got {value!r}; pass e.g. max_failed_trials=3.")
+    return value
+
+
+def _check_scope(value: Any) -> str:
+    if value not in OBJECTIVE_SCOPES:
+        raise SearchConfigError(f"objective_scope={value!r} must be one of {list(OBJECTIVE_SCOPES)}.")
+    return str(value)
+
+
+def _check_timeout(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0 or not math.isfinite(value):
+        raise SearchConfigError(
+            f"trial_timeout must be a positive, finite number of seconds or None, got {value!r}; pass e.g. "
+            "trial_timeout=600 (or None for no limit)."
+        )
+    return float(value)
+
+
+#: Options every backend accepts, with their defaults and checks (the sweep file takes the same names).
+COMMON_OPTIONS: dict[str, tuple[Option, Any, Callable[[Any], Any]]] = {
+    "max_failed_trials": (
+        Option("max_failed_trials", (int,), "consecutive failed trials that stop the search"), 3, _check_max_failed,
+    ),
+    "objective_scope": (
+        Option("objective_scope", (str,), f"which evaluation is a trial's objective: {', '.join(OBJECTIVE_SCOPES)}"),
+        "last", _check_scope,
+    ),
+    "trial_timeout": (
+        Option("trial_timeout", (int, float), "seconds after which a trial is stopped and recorded FAIL"),
+        None, _check_timeout,
+    ),
+}
+
+
+def check_common_options(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Pop the common options from ``kwargs``: their checked values (defaults filled in)."""
+    out = {}
+    for name, (_, default, check) in COMMON_OPTIONS.items():
+        value = kwargs.pop(name, default)
+        out[name] = default if value is None and default is not None else check(value)
+    return out
+
+
+@dataclass(frozen=True)
+class TrialSettings:
+    """What every trial of one search needs, on any process or machine.
+
+    ``trainer`` is the trainer's recipe (`trainer.Trainer.recipe`: no model, optimizer or accelerator);
+    ``space`` the portable space (None for a native one); ``output_dir`` is absolute.
+    """
+
+    trainer: Trainer
+    compute_objective: Callable[[Mapping[str, float]], Any]
+    objective_name: str
+    directions: tuple[str, ...]
+    output_dir: str
+    backend: str
+    hp_name: Callable[[Trial], str] | None = None
+    objective_scope: str = "last"
+    trial_timeout: float | None = None
+    space: SearchSpace | None = None
+
+    @property
+    def n_objectives(self) -> int:
+        return len(self.directions)
+
+    def objective_of(self, metrics: Mapping[str, float]) -> float | list[float]:
+        return to_objective(self.compute_objective(dict(metrics)), self.n_objectives)
+
+    def trial_name(self, trial: Trial) -> str:
+        """The trial's folder and record name: ``run-<id>``, or what ``hp_name(trial)`` returns."""
+        if self.hp_name is None:
+            return f"run-{trial.id}"
+        name = self.hp_name(trial)
+        if not isinstance(name, str) or not name or os.sep in name or name in (".", ".."):
+            raise SearchConfigError(
+                f"hp_name(trial) must return a non-empty folder name without {os.sep!r}, got {name!r}."
+            )
+        return name
+
+    def better(self, a: float, b: float) -> bool:
+        return a > b if self.directions[0] == "maximize" else a < b
+
+    def active_params(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """The parameters of ``values`` that the portable space makes active (parents first); all of them for a
+        native space. An inactive parent deactivates its children."""
+        if self.space is None:
+            return dict(values)
+        params: dict[str, Any] = {}
+        for name in self.space.order:
+            if name in values and self.space.is_active(name, params):
+                params[name] = values[name]
+        return params
+
+    def choose(self, evaluations: Sequence[Evaluation]) -> tuple[float | list[float] | None, int | None]:
+        """(objective, step of its evaluation) by ``objective_scope``; (None, None) without a finite evaluation."""
+        scored = [e for e in evaluations if e.objective is not None and _finite(e.objective)]
+        if not scored:
+            return None, None
+        scope = self.objective_scope
+        if scope == "best" and self.n_objectives == 1:
+            chosen = scored[0]
+            for e in scored[1:]:
+                if self.better(e.objective, chosen.objective):  # type: ignore[arg-type]  # one objective: floats
+                    chosen = e
+            return chosen.objective, chosen.step
+        if scope in ("last", "best"):
+            return scored[-1].objective, scored[-1].step
+        window = scored if scope == "avg" else scored[-int(scope.split("-")[1]):]
+        if self.n_objectives == 1:
+            values = [float(e.objective) for e in window]  # type: ignore[arg-type]
+            return sum(values) / len(values), scored[-1].step
+        columns = zip(*(e.objective for e in window))  # type: ignore[misc]
+        return [sum(c) / len(window) for c in columns], scored[-1].step
+
+
+def _finite(objective: Any) -> bool:
+    values = objective if isinstance(objective, list) else [objective]
+    return all(isinstance(v, int | float) and math.isfinite(v) for v in values)
