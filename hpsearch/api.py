@@ -40,7 +40,7 @@ class _BackendName(str, enum.Enum):
         return str(self.value)
 
 
-#: The registered backends as an enum (``HPSearchBackend.OPTUNA``...), as transformers names them.
+#: The registered backends as an enum (one member per registered name, upper-cased), as transformers names them.
 HPSearchBackend = _BackendName("HPSearchBackend", {name.upper(): name for name in backend_names()})  # type: ignore[call-overload]
 
 
@@ -194,6 +194,7 @@ def hyperparameter_search(
         check_space_against_trainer(space, trainer)
         adapter.settings = settings = _with_space(settings, space)
     adapter.validate()
+    settings = adapter.settings  # an adapter may map its own options onto the shared settings (e.g. a scope)
     created = _probe_writable(output_dir)
 
     result = SearchResult(

@@ -36,7 +36,7 @@ class ReportingCallback(TrainerCallback):
 
     When the reporter says prune, training stops (``on_train_end`` still runs) and the trial is marked pruned.
     If a checkpoint is saved at the same step as an evaluation, the report waits for ``on_save`` so that it can
-    carry the checkpoint (Ray's schedulers restart trials from it). Under several processes only rank 0 talks to
+    carry the checkpoint (schedulers that restart trials from checkpoints need it). Under several processes only rank 0 talks to
     the backend; its decision is broadcast so every rank stops together.
     """
 
@@ -110,7 +110,7 @@ class Watchdog(TrainerCallback):
     """Enforces ``trial_timeout``.
 
     In the main thread a SIGALRM interrupts whatever the trial is doing (a hung data loader, a model_init that
-    never returns). Elsewhere (Optuna's n_jobs threads, Ray workers' threads) signals are not available, so the
+    never returns). Elsewhere (trials run in threads by an engine) signals are not available, so the
     deadline is checked at every step and evaluation and training is stopped there.
     """
 

@@ -2,7 +2,7 @@
 
 A backend adapter translates its native records into `TrialRecord`s; from there on nothing depends on the
 backend: the pandas views, the best trial / Pareto front, the files on disk and the reports are computed
-from the records alone, so a search saved by Ray can be reported on a machine with only pandas installed.
+from the records alone, so a search saved by any engine can be reported on a machine with only pandas installed.
 
 On disk (all three written atomically, see `SearchResult.save`)::
 
@@ -17,17 +17,23 @@ writes still loads as the consistent state of its last complete ``search.json``.
 from __future__ import annotations
 
 import copy
-import csv
-import io
 import json
 import math
 import os
-import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hpsearch._files import (
+    atomic_write_text,
+    csv_row,
+    inter_csv_lines,
+    json_default,
+    objective_vector,
+    plain,
+    trial_csv_line,
+)
 from hpsearch.trial import Evaluation, TrialRecord, TrialState, _from_iso, _iso
 
 if TYPE_CHECKING:
@@ -54,7 +60,7 @@ class SearchResult:
     """The outcome of a hyperparameter search, the same for every backend.
 
     Args:
-        backend: name of the backend that ran the search ("optuna", "ray", "sigopt", ...).
+        backend: name of the backend that ran the search (a name from ``hpsearch.backends.backend_names()``).
         directions: one of "minimize"/"maximize" per objective.
         records: one `TrialRecord` per trial, in any order.
         space: the search space in its plain dict form, or None when it was given in the backend's native form.
@@ -64,7 +70,7 @@ class SearchResult:
         output_dir: where `save` writes by default.
         settings: the backend's settings as JSON-safe values.
         versions: package versions (name -> version string).
-        native: the backend's own object (Optuna study, Ray ResultGrid, SigOpt experiment); never saved.
+        native: the engine's own object (its study, result grid or experiment); never saved.
     """
 
     backend: str
@@ -123,7 +129,7 @@ class SearchResult:
 
     def objective_values(self, item: TrialRecord | Evaluation) -> list[float] | None:
         """The objective of a record or evaluation as one float per direction (NaN where unknown), or None."""
-        return _objective_vector(item.objective, len(self.directions))
+        return objective_vector(item.objective, len(self.directions))
 
     def trials_dataframe(self) -> pd.DataFrame:
         """One row per trial (sorted by number), with the same columns and dtypes for every backend.
@@ -138,7 +144,7 @@ class SearchResult:
 
         records = sorted(self.records, key=lambda r: (r.number, r.trial_id))
         k = len(self.directions)
-        objectives = [_objective_vector(r.objective, k) or [math.nan] * k for r in records]
+        objectives = [objective_vector(r.objective, k) or [math.nan] * k for r in records]
         columns: dict[str, Any] = {
             "trial_id": pd.Series([str(r.trial_id) for r in records], dtype=_TEXT),
             "name": pd.Series([str(r.name) for r in records], dtype=_TEXT),
@@ -148,7 +154,7 @@ class SearchResult:
         for i, col in enumerate(self.objective_columns):
             columns[col] = pd.Series([o[i] for o in objectives], dtype="float64")
         for name in self.param_names:
-            values = [_plain(r.params.get(name)) for r in records]
+            values = [plain(r.params.get(name)) for r in records]
             columns[f"params_{name}"] = pd.Series(values, dtype=_param_dtype(values))
         columns["started"] = _datetime_series([r.started for r in records])
         columns["finished"] = _datetime_series([r.finished for r in records])
@@ -186,11 +192,11 @@ class SearchResult:
                 [math.nan if ev.epoch is None else ev.epoch for _, ev in rows], dtype="float64"
             ),
         }
-        objectives = [_objective_vector(ev.objective, k) or [math.nan] * k for _, ev in rows]
+        objectives = [objective_vector(ev.objective, k) or [math.nan] * k for _, ev in rows]
         for i, col in enumerate(self.objective_columns):
             columns[col] = pd.Series([o[i] for o in objectives], dtype="float64")
         for metric in metric_names:
-            values = [_plain(ev.metrics.get(metric)) for _, ev in rows]
+            values = [plain(ev.metrics.get(metric)) for _, ev in rows]
             numeric = all(
                 v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in values
             )
@@ -282,7 +288,7 @@ class SearchResult:
             )
         folder = Path(target)
         folder.mkdir(parents=True, exist_ok=True)
-        _atomic_write_text(folder / _SEARCH_FILE, self._to_json_text())
+        atomic_write_text(folder / _SEARCH_FILE, self._to_json_text())
         self._write_exports(folder)
         return str(folder)
 
@@ -297,8 +303,8 @@ class SearchResult:
         # once per record and reused while the record and the columns stay the same, so a save after trial
         # 1,000 joins cached lines instead of rebuilding two dataframes.
         trials_text, intermediates_text = self._csv_texts()
-        _atomic_write_text(folder / _TRIALS_FILE, trials_text, durable=False)
-        _atomic_write_text(folder / _INTERMEDIATES_FILE, intermediates_text, durable=False)
+        atomic_write_text(folder / _TRIALS_FILE, trials_text, durable=False)
+        atomic_write_text(folder / _INTERMEDIATES_FILE, intermediates_text, durable=False)
 
     def _csv_texts(self) -> tuple[str, str]:
         """The two CSV files' text; call after `_to_json_text`, which invalidates the lines of changed records."""
@@ -317,7 +323,7 @@ class SearchResult:
             cached = self._csv_cache.get(id(record))
             # A record that changed was re-rendered for search.json first, which dropped its CSV lines.
             if cached is None or cached[0] is not record or cached[2] != key:
-                rendered = (record, None, key, _trial_csv_line(record, k, params), _inter_csv_lines(record, k, metrics))
+                rendered = (record, None, key, trial_csv_line(record, k, params), inter_csv_lines(record, k, metrics))
                 self._csv_cache[id(record)] = rendered
                 cached = rendered
             trial_lines.append(cached[3])
@@ -325,7 +331,7 @@ class SearchResult:
         if len(self._csv_cache) > len(self.records):
             kept = {id(r) for r in self.records}
             self._csv_cache = {i: v for i, v in self._csv_cache.items() if i in kept}
-        return (_csv_row(trials_header) + "".join(trial_lines), _csv_row(inter_header) + "".join(inter_lines))
+        return (csv_row(trials_header) + "".join(trial_lines), csv_row(inter_header) + "".join(inter_lines))
 
     def _record_line(self, record: TrialRecord) -> str:
         """The record's search.json line, serialized again only when the record changed since the last save."""
@@ -333,7 +339,7 @@ class SearchResult:
         if cached is not None and cached[0] is record and cached[1] == record:
             return cached[2]
         self._csv_cache.pop(id(record), None)  # its CSV lines are stale too
-        line = "    " + json.dumps(record.to_dict(), separators=(",", ":"), default=_json_default)
+        line = "    " + json.dumps(record.to_dict(), separators=(",", ":"), default=json_default)
         try:
             snapshot = copy.deepcopy(record)
         except Exception:  # an extra value that cannot be copied: just do not cache this record
@@ -359,7 +365,7 @@ class SearchResult:
         }
         # The header is indented for people; records go one per line so that a 1000-trial search stays a
         # few thousand lines and diffs of two saves show which trials changed.
-        head = json.dumps(meta, indent=2, default=_json_default)
+        head = json.dumps(meta, indent=2, default=json_default)
         records = ",\n".join(self._record_line(r) for r in self.records)
         if len(self._json_lines) > len(self.records):  # forget records that were replaced or removed
             kept = {id(r) for r in self.records}
@@ -433,66 +439,6 @@ class SearchResult:
 # ---------------------------------------------------------------------- helpers
 
 
-def _objective_vector(objective: Any, k: int) -> list[float] | None:
-    """An objective (float, list of floats or None) as exactly ``k`` floats, or None if absent."""
-    if objective is None:
-        return None
-    values = list(objective) if isinstance(objective, (list, tuple)) else [objective]
-    out = [math.nan if v is None else float(v) for v in values]
-    if len(out) != k:
-        # A wrong-length objective is a backend bug; NaNs keep the row visible without making it win.
-        return [math.nan] * k
-    return out
-
-
-def _csv_cell(value: Any) -> Any:
-    value = _plain(value)
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return ""
-    if isinstance(value, float):
-        return repr(value)
-    if isinstance(value, datetime):
-        return str(value.astimezone(timezone.utc) if value.tzinfo else value.replace(tzinfo=timezone.utc))
-    return value if isinstance(value, str | int) else str(value)
-
-
-def _csv_row(cells: list[Any]) -> str:
-    buffer = io.StringIO()
-    csv.writer(buffer, lineterminator="\n").writerow([_csv_cell(c) for c in cells])
-    return buffer.getvalue()
-
-
-def _trial_csv_line(record: TrialRecord, k: int, params: tuple[str, ...]) -> str:
-    objectives = _objective_vector(record.objective, k) or [math.nan] * k
-    return _csv_row([
-        str(record.trial_id), str(record.name), int(record.number), TrialState(record.state).value, *objectives,
-        *(record.params.get(name) for name in params),
-        record.started, record.finished, record.duration_s, len(record.intermediates), record.last_step,
-        record.checkpoint, record.node, record.error,
-    ])
-
-
-def _inter_csv_lines(record: TrialRecord, k: int, metrics: tuple[str, ...]) -> str:
-    return "".join(
-        _csv_row([
-            str(record.trial_id), int(ev.step), ev.epoch, *(_objective_vector(ev.objective, k) or [math.nan] * k),
-            *(ev.metrics.get(m) for m in metrics),
-        ])
-        for ev in record.intermediates
-    )
-
-
-def _plain(value: Any) -> Any:
-    """Numpy scalars as Python scalars, so the dtype of a column does not depend on who produced it."""
-    item = getattr(value, "item", None)
-    if item is not None and type(value).__module__ == "numpy":
-        try:
-            return item()
-        except (TypeError, ValueError):
-            return value
-    return value
-
-
 def _param_dtype(values: list[Any]) -> str:
     present = [v for v in values if v is not None]
     if present and all(isinstance(v, bool) for v in present):
@@ -512,57 +458,3 @@ def _datetime_series(values: list[datetime | None]) -> pd.Series:
     return pd.Series(pd.to_datetime(pd.Series(utc, dtype="object"), utc=True), dtype=_DATETIME)
 
 
-def _json_default(value: Any) -> Any:
-    """JSON for what `json` cannot encode: numpy scalars/arrays, sets, paths, enums, datetimes.
-
-    Anything else becomes its ``str``: a save runs after every trial and must not fail the search over a
-    parameter value that only a report will ever read back.
-    """
-    plain = _plain(value)
-    if plain is not value:
-        return plain
-    if hasattr(value, "tolist"):
-        return value.tolist()
-    if isinstance(value, (set, frozenset)):
-        return sorted(value, key=repr)
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, os.PathLike):
-        return os.fspath(value)
-    if hasattr(value, "value") and isinstance(getattr(value, "value", None), (str, int, float)):
-        return value.value
-    return str(value)
-
-
-def _atomic_write_text(path: Path, text: str, durable: bool = True) -> None:
-    """Replace ``path`` with ``text`` so that readers see the old file or the new one, never a partial one.
-
-    ``durable`` also fsyncs the file and its folder, so the new version survives a power cut, not just a kill.
-    """
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
-            handle.flush()
-            if durable:
-                os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    if not durable:
-        return
-    # Persist the rename itself; not possible on every platform (Windows), and not worth failing a save over.
-    try:
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dir_fd)
-    except OSError:
-        pass
-    finally:
-        os.close(dir_fd)

@@ -96,6 +96,7 @@ def run_trial(
     from .callback import ReportingCallback, TrialTimeout, Watchdog
 
     record = new_record(settings, trial)
+    reporter.start(record)
     run_dir = os.path.join(settings.output_dir, record.name)
     trainer = None
     callback = ReportingCallback(settings, reporter, record)

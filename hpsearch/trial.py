@@ -15,9 +15,9 @@ import enum
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
-__all__ = ["Evaluation", "Trial", "TrialRecord", "TrialReporter", "TrialState"]
+__all__ = ["Evaluation", "NullReporter", "Trial", "TrialRecord", "TrialReporter", "TrialState"]
 
 
 class TrialState(str, enum.Enum):
@@ -121,26 +121,31 @@ class TrialRecord:
         )
 
 
-class TrialReporter(Protocol):
-    """How a running trial talks to its engine (one per trial; called by the reporting callback on rank 0)."""
+class TrialReporter:
+    """How a running trial talks to its engine: one per trial, called by the reporting callback on rank 0.
+
+    `start` is called once with the trial's record before training (engines that ship the record back keep it);
+    `report` at every evaluation. The base reports nowhere and never prunes (engines without intermediate
+    results, and ranks other than 0, use it as it is).
+    """
+
+    def start(self, record: TrialRecord) -> None:
+        """The trial's record exists (RUNNING); the callback appends each evaluation to it before `report`."""
 
     def report(self, objective: Any, step: int, metrics: Mapping[str, float], checkpoint: str | None) -> bool:
         """Tell the engine the objective of an evaluation; return True when the trial should be pruned."""
-        ...
-
-
-class NullReporter:
-    """Reports nowhere and never prunes: for engines without intermediate results, and for ranks other than 0."""
-
-    def report(self, objective: Any, step: int, metrics: Mapping[str, float], checkpoint: str | None) -> bool:
         return False
+
+
+#: The reporter of engines without intermediate results.
+NullReporter = TrialReporter
 
 
 class Trial(Mapping[str, Any]):
     """One trial, seen the same way on every backend by `run_trial`, ``model_init(trial)`` and ``hp_name(trial)``.
 
     A read-only mapping of the trial's parameters. Attributes it does not have are looked up on the engine's own
-    trial object (``native``), so ``trial.suggest_int(...)`` works inside ``model_init`` for Optuna users;
+    trial object (``native``), so ``trial.suggest_int(...)`` works inside ``model_init`` on engines that have it;
     parameters suggested that way join the mapping (and the record).
     """
 

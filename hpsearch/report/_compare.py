@@ -221,10 +221,10 @@ def write_compare_html(
     target: float | None = None,
 ) -> str:
     """Write `compare_html` to ``path`` (atomically) and return the path as a string."""
-    from hpsearch.results import _atomic_write_text
+    from hpsearch._files import atomic_write_text
 
     text = compare_html(results, labels=labels, target=target)
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    _atomic_write_text(out, text)
+    atomic_write_text(out, text)
     return str(out)

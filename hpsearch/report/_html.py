@@ -53,12 +53,12 @@ def render_html(result: SearchResult) -> str:
 
 def write_html(result: SearchResult, path: str | os.PathLike[str]) -> str:
     """Write the report of ``result`` to ``path`` (atomically) and return the path as a string."""
-    from hpsearch.results import _atomic_write_text
+    from hpsearch._files import atomic_write_text
 
     text = render_html(result)
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    _atomic_write_text(target, text)
+    atomic_write_text(target, text)
     return str(target)
 
 

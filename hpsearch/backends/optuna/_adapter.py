@@ -18,7 +18,7 @@ from ... import _lockstep
 from ...errors import SearchConfigError, TrialFailed
 from ...runner import run_trial
 from ...settings import Option
-from ...trial import Evaluation, Trial, TrialRecord, TrialState
+from ...trial import Evaluation, Trial, TrialRecord, TrialReporter, TrialState
 from ..base import SearchBackend
 from . import _storage
 from ._space import OptunaSpace, native_params, probe_native_space
@@ -46,7 +46,7 @@ def _study_directions(directions: Any) -> list[Literal["minimize", "maximize"]]:
     return cast('list[Literal["minimize", "maximize"]]', list(directions))
 
 
-class _OptunaReporter:
+class _OptunaReporter(TrialReporter):
     def __init__(self, trial: Any, multi_objective: bool) -> None:
         self.trial = trial
         self.multi_objective = multi_objective

@@ -1,0 +1,137 @@
+"""Writing a search's files: atomic replacement, the CSV lines of a record, JSON for any parameter value."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import os
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .trial import TrialState
+
+if TYPE_CHECKING:
+    from .trial import TrialRecord
+
+__all__ = [
+    "atomic_write_text", "csv_row", "inter_csv_lines", "json_default", "objective_vector", "plain", "trial_csv_line",
+]
+
+
+def csv_cell(value: Any) -> Any:
+    value = plain(value)
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, datetime):
+        return str(value.astimezone(timezone.utc) if value.tzinfo else value.replace(tzinfo=timezone.utc))
+    return value if isinstance(value, str | int) else str(value)
+
+
+def csv_row(cells: list[Any]) -> str:
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerow([csv_cell(c) for c in cells])
+    return buffer.getvalue()
+
+
+def trial_csv_line(record: TrialRecord, k: int, params: tuple[str, ...]) -> str:
+    objectives = objective_vector(record.objective, k) or [math.nan] * k
+    return csv_row([
+        str(record.trial_id), str(record.name), int(record.number), TrialState(record.state).value, *objectives,
+        *(record.params.get(name) for name in params),
+        record.started, record.finished, record.duration_s, len(record.intermediates), record.last_step,
+        record.checkpoint, record.node, record.error,
+    ])
+
+
+def inter_csv_lines(record: TrialRecord, k: int, metrics: tuple[str, ...]) -> str:
+    return "".join(
+        csv_row([
+            str(record.trial_id), int(ev.step), ev.epoch, *(objective_vector(ev.objective, k) or [math.nan] * k),
+            *(ev.metrics.get(m) for m in metrics),
+        ])
+        for ev in record.intermediates
+    )
+
+
+def plain(value: Any) -> Any:
+    """Numpy scalars as Python scalars, so the dtype of a column does not depend on who produced it."""
+    item = getattr(value, "item", None)
+    if item is not None and type(value).__module__ == "numpy":
+        try:
+            return item()
+        except (TypeError, ValueError):
+            return value
+    return value
+
+
+def json_default(value: Any) -> Any:
+    """JSON for what `json` cannot encode: numpy scalars/arrays, sets, paths, enums, datetimes.
+
+    Anything else becomes its ``str``: a save runs after every trial and must not fail the search over a
+    parameter value that only a report will ever read back.
+    """
+    simple = plain(value)
+    if simple is not value:
+        return simple
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=repr)
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    if hasattr(value, "value") and isinstance(getattr(value, "value", None), (str, int, float)):
+        return value.value
+    return str(value)
+
+
+def atomic_write_text(path: Path, text: str, durable: bool = True) -> None:
+    """Replace ``path`` with ``text`` so that readers see the old file or the new one, never a partial one.
+
+    ``durable`` also fsyncs the file and its folder, so the new version survives a power cut, not just a kill.
+    """
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+            handle.flush()
+            if durable:
+                os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    if not durable:
+        return
+    # Persist the rename itself; not possible on every platform (Windows), and not worth failing a save over.
+    try:
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dir_fd)
+    except OSError:
+        pass
+    finally:
+        os.close(dir_fd)
+
+
+def objective_vector(objective: Any, k: int) -> list[float] | None:
+    """An objective (float, list of floats or None) as exactly ``k`` floats, or None if absent."""
+    if objective is None:
+        return None
+    values = list(objective) if isinstance(objective, (list, tuple)) else [objective]
+    out = [math.nan if v is None else float(v) for v in values]
+    if len(out) != k:
+        # A wrong-length objective is a backend bug; NaNs keep the row visible without making it win.
+        return [math.nan] * k
+    return out

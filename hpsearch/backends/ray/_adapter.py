@@ -1,0 +1,262 @@
+"""The Ray Tune adapter: converts the space, ships the settings once, drives ``Tuner.fit``, records the trials.
+
+- **Shipping.** The `TrialSettings` (with the trainer's recipe: no model, optimizer or accelerator) go to the
+  object store once through ``tune.with_parameters``; each trial calls ``model_init``. A piece that cannot be
+  pickled is named before anything starts.
+- **Reports.** Every evaluation reports ``objective``, ``step``, the eval metrics and the record so far, with the
+  checkpoint folder when one was saved at that step, so PBT restarts a trial from another trial's weights and a
+  retried trial resumes from its own (``extra["restored_from"]`` / ``["resumed_from"]`` say from where).
+- **Records.** Trials a scheduler stopped are PRUNED, errored ones FAIL; ``node`` is the Ray node id the trial ran
+  on (``extra["node_ip"]`` its address). After ``Tuner.fit`` the `ResultGrid` is translated once more so that
+  trials restored from an earlier run (``resume=True``) are included.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import socket
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from ..._params import check_param_names
+from ...errors import SearchConfigError
+from ...settings import Option
+from ..base import SearchBackend
+from . import _checks, _driver
+from ._space import convert_space
+
+if TYPE_CHECKING:
+    from spaces import SearchSpace
+
+    from ...session import SearchSession
+
+__all__ = ["RayBackend"]
+
+logger = logging.getLogger(__name__)
+
+_CONNECT_TIMEOUT_S = 10.0
+_DEFAULT_NAME = "hpsearch"
+_DRIVER_MEMORY = 1 << 20  # bytes of Ray's logical memory a distributed trial's driver asks for (see run)
+
+
+class RayBackend(SearchBackend):
+    name = "ray"
+    requirement = "ray"
+    install_command = "pip install 'hpsearch[ray]'"
+    can_resume = True
+    options = (
+        Option("address", (str,), "'auto', 'host:port' or 'ray://host:port' (default: a local Ray on 127.0.0.1)"),
+        Option("resources_per_trial", (dict,), "resources of each trial (or each worker), e.g. {'cpu': 1, 'gpu': 0.5}"),
+        Option("max_concurrent_trials", (int,), "trials run at once"),
+        Option("scheduler", (object,), "a ray.tune.schedulers scheduler", build_from=("ray.tune.schedulers",)),
+        Option("search_alg", (object,), "a ray.tune.search searcher", build_from=("ray.tune.search",)),
+        Option("storage_path", (str,), "Tune's storage (default output_dir/ray_results)"),
+        Option("name", (str,), "the experiment's folder name in storage_path"),
+        Option("max_failures", (int,), "retries of a failed trial (-1: forever)"),
+        Option("keep_checkpoints_num", (int,), "checkpoints Tune keeps per trial"),
+        Option("checkpoint_score_attr", (str,), "the result that ranks checkpoints"),
+        Option("time_budget_s", (int, float), "seconds after which Tune stops the search"),
+        Option("stop", (dict, object), "Tune's stop criteria: a dict, a Stopper or a callable"),
+        Option("scope", (str,), f"Ray's name for objective_scope: {', '.join(_checks.SCOPES)}"),
+        Option("resume", (bool, str), "restore the interrupted experiment (True, or its folder)"),
+        Option("workers_per_trial", (int,), "processes per trial (a Ray Train run, data-parallel)"),
+    )
+
+    @staticmethod
+    def default_space(trial: Any = None) -> dict[str, Any]:
+        """The default space as Ray Tune domains (Ray's integer upper bounds are exclusive, hence 6 and 41)."""
+        from ray import tune
+
+        return {
+            "learning_rate": tune.loguniform(1e-6, 1e-4),
+            "num_train_epochs": tune.choice(list(range(1, 6))),
+            "seed": tune.randint(1, 41),
+            "per_device_train_batch_size": tune.choice([4, 8, 16, 32, 64]),
+        }
+
+    @classmethod
+    def sweep_options(cls, options: dict[str, Any], *, resume: bool, sweep_name: str) -> dict[str, Any]:
+        if resume:
+            options["resume"] = True
+        return options
+
+    # ------------------------------------------------------------------ checks
+    def validate(self) -> None:
+        conditional = {n for n in self.settings.space if self.settings.space[n].is_conditional} \
+            if self.settings.space is not None else set()
+        _checks.validate(self.kwargs, self.settings, conditional)
+        scope = _checks.objective_scope(self.kwargs, self.settings)
+        if scope != self.settings.objective_scope:
+            self.settings = dataclasses.replace(self.settings, objective_scope=scope)
+        _checks.check_picklable(self.settings)
+
+    def describe(self) -> dict[str, Any]:
+        out = super().describe()
+        for key in ("scheduler", "search_alg"):
+            if key in self.kwargs:
+                out[key] = type(self.kwargs[key]).__name__
+        return out
+
+    # ------------------------------------------------------------------ space
+    def is_native_space(self, hp_space: Any) -> bool:
+        from ray.tune.search.sample import Domain
+
+        if isinstance(hp_space, Mapping):
+            # tune.grid_search(...) is a plain {"grid_search": [...]} dict, not a Domain.
+            return any(isinstance(v, Domain) or (isinstance(v, Mapping) and set(v) == {"grid_search"})
+                       for v in hp_space.values())
+        return callable(hp_space)
+
+    def resolve_space(self, hp_space: Any) -> tuple[SearchSpace | None, Any]:
+        if hp_space is not None and self.is_native_space(hp_space):
+            native = hp_space(None) if callable(hp_space) and not isinstance(hp_space, Mapping) else hp_space
+            if not isinstance(native, Mapping):
+                raise SearchConfigError(
+                    f"hp_space(None) must return a dict of Ray Tune domains (tune.uniform(...), ...), got "
+                    f"{type(native).__name__}: {native!r}."
+                )
+            check_param_names(native, self.settings.trainer)
+            return None, dict(native)
+        return super().resolve_space(hp_space)
+
+    def convert_space(self, space: SearchSpace) -> dict[str, Any]:
+        """Tune domains for the space (Ray's integer upper bounds are exclusive: ``high + 1``)."""
+        return convert_space(space)
+
+    # ------------------------------------------------------------------ run
+    def _connect(self) -> bool:
+        """Connect to (or start) Ray; True when this search started it and must shut it down."""
+        import ray
+
+        address = self.kwargs.get("address")
+        if address is not None and address not in ("auto", "local") and not address.startswith("ray://"):
+            _probe(address)
+        if ray.is_initialized():
+            return False
+        if address is None:
+            ray.init(num_cpus=os.cpu_count(), include_dashboard=False, _node_ip_address="127.0.0.1",
+                     log_to_driver=False, configure_logging=False)
+            return True
+        try:
+            ray.init(address=address, log_to_driver=False, configure_logging=False)
+        except Exception as error:  # Ray raises ConnectionError, RuntimeError, ValueError...
+            raise SearchConfigError(
+                f"address={address!r}: could not connect to a Ray cluster ({type(error).__name__}: {error}). Start "
+                "one with `ray start --head`, or leave address unset to start a local Ray."
+            ) from error
+        return False
+
+    def _storage(self) -> tuple[str, str]:
+        storage = self.kwargs.get("storage_path")
+        storage = os.fspath(storage) if storage is not None else os.path.join(self.settings.output_dir, "ray_results")
+        if "://" not in storage:
+            storage = os.path.abspath(storage)
+        return storage, self.kwargs.get("name") or _DEFAULT_NAME
+
+    def run(self, session: SearchSession, native_space: Any) -> None:
+        import ray
+        from ray import tune
+
+        from ._distributed import Workers, distributed_trainable, fitting_trials, worker_resources
+        from ._worker import trainable
+
+        kw = self.kwargs
+        started = self._connect()
+        recorder = _driver.Recorder(self.settings, session)
+        _driver.set_current(recorder)
+        concurrency = None
+        try:
+            resources = dict(kw.get("resources_per_trial") or {"cpu": 1})
+            workers = kw.get("workers_per_trial") or 1
+            if workers > 1:
+                # The Tune trial only drives its Ray Train workers (Ray's own advice), so it takes no CPU: the
+                # workers may use every CPU. Tune refuses an all-zero request, hence a token of logical memory.
+                spec = Workers(ray.put(self.settings), workers, worker_resources(resources))
+                concurrency = fitting_trials(spec)
+                runnable = tune.with_resources(
+                    tune.with_parameters(distributed_trainable, workers=spec), {"memory": _DRIVER_MEMORY}
+                )
+            else:
+                runnable = tune.with_resources(tune.with_parameters(trainable, settings=self.settings), resources)
+            storage, name = self._storage()
+            resume = kw.get("resume")
+            if resume:
+                path = os.path.join(storage, name) if resume is True else os.path.abspath(os.fspath(resume))
+                if not tune.Tuner.can_restore(path):
+                    raise SearchConfigError(
+                        f"resume={resume!r}: there is no Ray Tune experiment to restore in {path!r}; run without "
+                        "resume first, or pass the experiment folder (storage_path/name)."
+                    )
+                tuner = tune.Tuner.restore(path, trainable=runnable, resume_errored=True)
+            else:
+                tuner = tune.Tuner(
+                    runnable,
+                    param_space=dict(native_space),
+                    tune_config=self._tune_config(session.n_trials, concurrency),
+                    run_config=self._run_config(storage, name),
+                )
+            grid = tuner.fit()
+            session.result.native = grid
+            session.replace_all(recorder.translate(grid))
+        finally:
+            _driver.set_current(None)
+            if started:
+                ray.shutdown()
+        if recorder.failure is not None:
+            raise recorder.failure
+
+    def _tune_config(self, n_trials: int, concurrency: int | None) -> Any:
+        from ray import tune
+
+        kw = self.kwargs
+        return tune.TuneConfig(
+            metric="objective",
+            mode="max" if self.settings.directions[0] == "maximize" else "min",
+            num_samples=n_trials,
+            scheduler=kw.get("scheduler"),
+            search_alg=kw.get("search_alg"),
+            max_concurrent_trials=kw.get("max_concurrent_trials") or concurrency,
+            time_budget_s=kw.get("time_budget_s"),
+        )
+
+    def _run_config(self, storage: str, name: str) -> Any:
+        from ray import tune
+
+        kw = self.kwargs
+        score = kw.get("checkpoint_score_attr")
+        order = "max" if self.settings.directions[0] == "maximize" else "min"
+        if score is not None and score.startswith("min-"):  # Ray's legacy "min-<metric>" form
+            score, order = score[4:], "min"
+        return tune.RunConfig(
+            name=name,
+            storage_path=storage,
+            stop=_driver.stopper_class()(kw.get("stop")),
+            callbacks=[_driver.tune_callback_class()()],
+            failure_config=tune.FailureConfig(max_failures=kw.get("max_failures") or 0),
+            checkpoint_config=tune.CheckpointConfig(
+                num_to_keep=kw.get("keep_checkpoints_num"),
+                checkpoint_score_attribute=score if score is not None or kw.get("keep_checkpoints_num") is None
+                else "objective",
+                checkpoint_score_order=order,
+            ),
+            verbose=0,
+        )
+
+
+def _probe(address: str) -> None:
+    """Fail within seconds for an address nothing listens on (``ray.init`` would retry for minutes)."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise SearchConfigError(
+            f"address={address!r} is not 'auto', 'ray://host:port' or 'host:port' (e.g. '127.0.0.1:6379')."
+        )
+    try:
+        with socket.create_connection((host, int(port)), timeout=_CONNECT_TIMEOUT_S):
+            pass
+    except OSError as error:
+        raise SearchConfigError(
+            f"address={address!r}: no Ray cluster answers there ({error.strerror or error}); check the address "
+            "printed by `ray start --head`, or leave address unset to start a local Ray."
+        ) from error

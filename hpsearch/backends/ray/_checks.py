@@ -1,0 +1,187 @@
+"""The ray backend's checks of its options, and of what must travel to Ray workers, before any trial."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from ...errors import SearchConfigError
+
+if TYPE_CHECKING:
+    from ...settings import TrialSettings
+
+#: Ray's ``scope`` (which results are a trial's objective) as the shared ``objective_scope``.
+SCOPES = {"last": "last", "all": "best", "avg": "avg", "last-5-avg": "last-5-avg", "last-10-avg": "last-10-avg"}
+
+
+def validate(kw: Mapping[str, Any], settings: TrialSettings, conditional: set[str]) -> None:
+    from ray.tune.schedulers import FIFOScheduler, TrialScheduler
+    from ray.tune.search import SearchAlgorithm, Searcher
+
+    args = settings.trainer.args
+    if settings.n_objectives > 1:
+        raise SearchConfigError(
+            f"direction={list(settings.directions)}: Ray Tune optimizes one metric, so the ray backend cannot run a "
+            "multi-objective search; pass one direction (combine the objectives in compute_objective) or use "
+            "backend='optuna'."
+        )
+    address = kw.get("address")
+    if address is not None and (not isinstance(address, str) or not address):
+        raise SearchConfigError(f"address must be a string such as 'auto' or '127.0.0.1:6379', got {address!r}.")
+    resources = kw.get("resources_per_trial")
+    if resources is not None:
+        if not isinstance(resources, Mapping) or not resources:
+            raise SearchConfigError(
+                f"resources_per_trial must be a dict such as {{'cpu': 1, 'gpu': 0.5}}, got {resources!r}."
+            )
+        for key, value in resources.items():
+            if not isinstance(key, str) or isinstance(value, bool) or not isinstance(value, int | float) \
+                    or value < 0:
+                raise SearchConfigError(
+                    f"resources_per_trial[{key!r}]={value!r}: each resource must be a number >= 0 "
+                    "(fractional GPUs such as 0.5 are allowed)."
+                )
+    for key, minimum in (("max_concurrent_trials", 1), ("max_failures", -1), ("keep_checkpoints_num", 1),
+                         ("workers_per_trial", 1)):
+        value = kw.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < minimum):
+            raise SearchConfigError(f"{key} must be an integer >= {minimum} (or None), got {value!r}.")
+    if (kw.get("workers_per_trial") or 1) > 1:
+        _check_distributed(kw["workers_per_trial"])
+    budget = kw.get("time_budget_s")
+    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int | float) or budget <= 0):
+        raise SearchConfigError(f"time_budget_s must be a positive number of seconds, got {budget!r}.")
+    for key in ("name", "checkpoint_score_attr"):
+        value = kw.get(key)
+        if value is not None and (not isinstance(value, str) or not value or (os.sep in value and key == "name")):
+            raise SearchConfigError(f"{key} must be a non-empty string (a folder name for name), got {value!r}.")
+    storage = kw.get("storage_path")
+    if storage is not None and (not isinstance(storage, str | os.PathLike) or not os.fspath(storage)):
+        raise SearchConfigError(f"storage_path must be a folder path or a URI such as 's3://...', got {storage!r}.")
+    stop = kw.get("stop")
+    from ray.tune.stopper import Stopper
+
+    if stop is not None and not isinstance(stop, Mapping | Stopper) and not callable(stop):
+        raise SearchConfigError(
+            f"stop must be a dict of result thresholds, a ray.tune.stopper.Stopper or a callable "
+            f"(trial_id, result) -> bool, got {stop!r}."
+        )
+    resume = kw.get("resume")
+    if resume is not None and not isinstance(resume, bool | str | os.PathLike):
+        raise SearchConfigError(f"resume must be True/False or an experiment folder, got {resume!r}.")
+    scheduler = kw.get("scheduler")
+    if scheduler is not None:
+        if not isinstance(scheduler, TrialScheduler):
+            raise SearchConfigError(
+                f"scheduler must be a ray.tune.schedulers.TrialScheduler (ASHAScheduler(), ...), got {scheduler!r}."
+            )
+        _check_unset_metric("scheduler", scheduler)
+        # ASHA and the other schedulers subclass FIFOScheduler: only plain FIFO needs no intermediate results.
+        if type(scheduler) is not FIFOScheduler and strategy(args.eval_strategy) == "no":
+            raise SearchConfigError(
+                f"scheduler={type(scheduler).__name__} needs intermediate results, but eval_strategy='no' never "
+                "evaluates during training; set eval_strategy='epoch' or 'steps' (or drop the scheduler)."
+            )
+        if is_pbt(scheduler) and strategy(args.save_strategy) == "no":
+            raise SearchConfigError(
+                f"scheduler={type(scheduler).__name__} restarts trials from each other's checkpoints, but "
+                "save_strategy='no' saves none; set save_strategy to eval_strategy's value."
+            )
+    search_alg = kw.get("search_alg")
+    if search_alg is not None:
+        if not isinstance(search_alg, Searcher | SearchAlgorithm):
+            raise SearchConfigError(
+                f"search_alg must be a ray.tune.search.Searcher (e.g. OptunaSearch()), got {search_alg!r}."
+            )
+        _check_unset_metric("search_alg", search_alg)
+        if conditional:
+            raise SearchConfigError(
+                f"search_alg={type(search_alg).__name__} cannot read conditional parameters "
+                f"({sorted(conditional)}), which the ray backend expresses with tune.sample_from; drop "
+                "search_alg (Tune's random search handles them) or give a space without conditions."
+            )
+
+def _check_distributed(n: int) -> None:
+    from ray.train.v2._internal.constants import V2_ENABLED_ENV_VAR, is_v2_enabled
+
+    if not is_v2_enabled():
+        raise SearchConfigError(
+            f"workers_per_trial={n} runs each trial as a Ray Train run, which needs Ray Train v2 (Ray's "
+            f"default), but {V2_ENABLED_ENV_VAR}={os.environ.get(V2_ENABLED_ENV_VAR)!r} turned it off; unset it "
+            "or set it to 1."
+        )
+    import torch.distributed
+
+    if not torch.distributed.is_available():
+        raise SearchConfigError(
+            f"workers_per_trial={n} needs torch.distributed, which this torch build lacks; use "
+            "workers_per_trial=1 or a torch build with distributed support."
+        )
+
+def _check_unset_metric(key: str, obj: Any) -> None:
+    metric = getattr(obj, "metric", None) or getattr(obj, "_metric", None)
+    mode = getattr(obj, "mode", None) or getattr(obj, "_mode", None)
+    if metric or mode:
+        raise SearchConfigError(
+            f"{key}={type(obj).__name__} was built with metric={metric!r}, mode={mode!r}; the search sets "
+            f"them (metric='objective', mode from direction), and Tune refuses them twice. Build it without "
+            "metric and mode."
+        )
+
+
+def strategy(value: Any) -> str:
+    return str(getattr(value, "value", value))
+
+
+def is_pbt(scheduler: Any) -> bool:
+    from ray.tune.schedulers import PopulationBasedTraining
+
+    return isinstance(scheduler, PopulationBasedTraining)
+
+
+def objective_scope(kw: Mapping[str, Any], settings: TrialSettings) -> str:
+    """The shared ``objective_scope`` that Ray's ``scope`` asks for (refused when the two disagree)."""
+    scope = kw.get("scope")
+    if scope is None:
+        return settings.objective_scope
+    if scope not in SCOPES:
+        raise SearchConfigError(f"scope={scope!r} must be one of {list(SCOPES)}.")
+    if settings.objective_scope != "last" and SCOPES[scope] != settings.objective_scope:
+        raise SearchConfigError(
+            f"objective_scope={settings.objective_scope!r} and scope={scope!r} disagree on which evaluation is a "
+            f"trial's objective; drop one of them (scope={scope!r} is objective_scope={SCOPES[scope]!r})."
+        )
+    return SCOPES[scope]
+
+
+def check_picklable(settings: TrialSettings) -> None:
+    """Name the piece of the trainer (or of the search) that cannot go to Ray's object store."""
+    import dataclasses
+
+    from ray import cloudpickle
+
+    try:
+        cloudpickle.dumps(settings)
+        return
+    except Exception as error:  # find the culprit to name it
+        first = error
+    for attr, value in vars(settings.trainer).items():
+        try:
+            cloudpickle.dumps(value)
+        except Exception as error:
+            raise SearchConfigError(
+                f"The trainer's {attr!r} ({type(value).__name__}) cannot be pickled, so it cannot be sent to Ray "
+                f"workers: {error}. Make it picklable (e.g. load data inside a picklable Dataset, use a "
+                "module-level function instead of a closure over a lock/file/connection)."
+            ) from error
+    for field in dataclasses.fields(settings):
+        if field.name == "trainer":
+            continue
+        try:
+            cloudpickle.dumps(getattr(settings, field.name))
+        except Exception as error:
+            raise SearchConfigError(
+                f"The search's {field.name} cannot be pickled, so it cannot be sent to Ray workers: {error}."
+            ) from error
+    raise SearchConfigError(f"The trainer cannot be pickled for Ray workers: {first}") from first

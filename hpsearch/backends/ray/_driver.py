@@ -1,0 +1,288 @@
+"""The driver side of a Ray search: Tune's trial events -> the records the trials sent -> the session.
+
+Each result a trial reports carries its record so far (``hpsearch_record``); a trial that ends on its own sends
+its final record last, and a FAIL record travels in the trial's error. The driver records that record unchanged.
+Only a trial whose process Tune stopped (a scheduler's decision, or the budget) cannot send its end: its last
+record is closed with the shared rule (`hpsearch.runner.finish_record`) as PRUNED, or COMPLETE when it had run
+every planned step (ASHA stops a trial at ``max_t`` before its end marker).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import logging
+import math
+import os
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from ...errors import TooManyFailedTrials
+from ...runner import finish_record, new_record
+from ...trial import TrialRecord, TrialState
+from ._worker import MAX_STEPS_KEY, RECORD_KEY, RECORD_MARKER, ray_trial
+
+if TYPE_CHECKING:
+    from ...session import SearchSession
+    from ...settings import TrialSettings
+
+logger = logging.getLogger(__name__)
+
+_current: Recorder | None = None  # the search running in this driver (Tune pickles callbacks: they look it up)
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _number(value: Any) -> float | None:
+    if value is None or isinstance(value, bool | str):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(number) else number
+
+
+def record_in_error(text: str | None) -> TrialRecord | None:
+    """The FAIL record a trial raised (see ``_worker.conclude``), if the error carries one."""
+    if not text:
+        return None
+    for line in reversed(text.splitlines()):
+        at = line.find(RECORD_MARKER)
+        if at >= 0:
+            with contextlib.suppress(ValueError, KeyError, TypeError):
+                return TrialRecord.from_dict(json.loads(line[at + len(RECORD_MARKER):]))
+    return None
+
+
+def error_line(text: str | None) -> str:
+    """The trial's own error message from Tune's error text (Ray wraps it in its traceback)."""
+    if not text:
+        return "the trial errored"
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip() and RECORD_MARKER not in line]
+    return lines[-1] if lines else text
+
+
+class Recorder:
+    """Keeps the latest record each trial sent, and records the trial when Tune says it ended."""
+
+    def __init__(self, settings: TrialSettings, session: SearchSession) -> None:
+        self.settings = settings
+        self.session = session
+        self.latest: dict[str, TrialRecord] = {}
+        self.earlier: dict[str, list[Any]] = {}  # evaluations of earlier attempts of a restarted trial
+        self.restarts: dict[str, dict[str, list[str]]] = {}
+        self.max_steps: dict[str, int] = {}
+        self.tune_checkpoints: dict[str, dict[int, str]] = {}
+        self.started: dict[str, datetime] = {}
+        self.failure: TooManyFailedTrials | None = None
+
+    # ------------------------------------------------------------------ events
+    def result(self, trial_id: str, result: Mapping[str, Any], trial_path: str | None) -> None:
+        payload = result.get(RECORD_KEY)
+        if isinstance(payload, str):
+            with contextlib.suppress(ValueError, KeyError, TypeError):
+                self._keep(trial_id, TrialRecord.from_dict(json.loads(payload)))
+        steps = _number(result.get(MAX_STEPS_KEY))
+        if steps is not None:
+            self.max_steps[trial_id] = int(steps)
+        folder = result.get("checkpoint_dir_name")
+        step = _number(result.get("step"))
+        if isinstance(folder, str) and folder and trial_path and step is not None:
+            self.tune_checkpoints.setdefault(trial_id, {})[int(step)] = os.path.join(trial_path, folder)
+
+    def _keep(self, trial_id: str, record: TrialRecord) -> None:
+        previous = self.latest.get(trial_id)
+        if previous is not None and previous.started != record.started:
+            # A new attempt (a retry, a restore, PBT): keep the evaluations it does not repeat.
+            self.earlier.setdefault(trial_id, []).extend(previous.intermediates)
+        for key in ("restored_from", "resumed_from"):
+            value = record.extra.get(key)
+            seen = self.restarts.setdefault(trial_id, {}).setdefault(key, [])
+            if isinstance(value, str) and value not in seen:
+                seen.append(value)
+        self.latest[trial_id] = record
+
+    def finish(self, trial_id: str, config: Mapping[str, Any], error: str | None) -> None:
+        record = self.final_record(trial_id, config, error)
+        try:
+            self.session.record(record)
+        except TooManyFailedTrials as failure:
+            self.failure = failure  # raised after Tune stopped every trial (see the stopper)
+
+    # ------------------------------------------------------------------ the record
+    def final_record(self, trial_id: str, config: Mapping[str, Any], error: str | None) -> TrialRecord:
+        sent = self.latest.get(trial_id)
+        if error is not None:
+            record = record_in_error(error)
+            if record is None:
+                record = sent if sent is not None else self._unsent(trial_id, config)
+                finish_record(self.settings, record, TrialState.FAIL, error_line(error))
+        elif sent is not None and sent.state is not TrialState.RUNNING:
+            record = sent  # the trial ended on its own and sent its final record
+        else:
+            # Tune stopped the trial's process: it ran to its end only if it reached its planned steps.
+            record = sent if sent is not None else self._unsent(trial_id, config)
+            planned = self.max_steps.get(trial_id)
+            evaluated = [e.step for e in record.intermediates]
+            ran_to_end = planned is not None and bool(evaluated) and evaluated[-1] >= planned
+            finish_record(self.settings, record, TrialState.COMPLETE if ran_to_end else TrialState.PRUNED)
+        self._merge_attempts(trial_id, record)
+        self._visible_checkpoint(trial_id, record)
+        record.extra.setdefault("ray_trial_id", trial_id)
+        return record
+
+    def _unsent(self, trial_id: str, config: Mapping[str, Any]) -> TrialRecord:
+        """A trial that reported nothing (its process died before its first evaluation)."""
+        trial = ray_trial(self.settings, trial_id, config)
+        try:
+            record = new_record(self.settings, trial)
+        except Exception:  # hp_name failed on it: the trial failed before it could report anything
+            record = new_record(dataclasses.replace(self.settings, hp_name=None), trial)
+        record.node = None
+        record.started = self.started.get(trial_id, record.started)
+        return record
+
+    def _merge_attempts(self, trial_id: str, record: TrialRecord) -> None:
+        earlier = self.earlier.get(trial_id)
+        if earlier:
+            first = record.intermediates[0].step if record.intermediates else None
+            kept = [e for e in earlier if first is None or e.step < first]
+            record.intermediates[:0] = sorted({e.step: e for e in kept}.values(), key=lambda e: e.step)
+        for key, values in self.restarts.get(trial_id, {}).items():
+            if values:
+                record.extra[key] = list(values)
+        started = self.started.get(trial_id)
+        if started is not None and (record.started is None or started < record.started):
+            record.started = started
+
+    def _visible_checkpoint(self, trial_id: str, record: TrialRecord) -> None:
+        """Where the trial's own checkpoint folder is not visible here (another node), Tune's copy of it."""
+        if record.checkpoint is not None and os.path.isdir(record.checkpoint):
+            return
+        _, step = self.settings.choose(record.intermediates)
+        copy = self.tune_checkpoints.get(trial_id, {}).get(step) if step is not None else None
+        record.checkpoint = copy if copy is not None and os.path.isdir(copy) else None
+
+    # ------------------------------------------------------------------ after Tune.fit
+    def translate(self, grid: Any) -> list[TrialRecord]:
+        """Every trial of the ResultGrid as a record (those this run did not see were restored from a previous run)."""
+        analysis = getattr(grid, "_experiment_analysis", None)
+        trials = list(getattr(analysis, "trials", None) or [])
+        records: list[TrialRecord] = []
+        for i in range(len(grid)):
+            result = grid[i]
+            trial = trials[i] if i < len(trials) else None
+            trial_id = trial.trial_id if trial is not None else (result.metrics or {}).get("trial_id")
+            if trial_id is None:
+                continue
+            record = self.session.known(trial_id)
+            if record is None or record.state is TrialState.RUNNING:
+                frame = result.metrics_dataframe
+                for row in [] if frame is None else frame.to_dict("records"):
+                    self.result(trial_id, row, result.path)
+                error = str(result.error) if result.error is not None else None
+                record = self.final_record(trial_id, result.config or {}, error)
+            records.append(record)
+        known = {r.trial_id for r in records}
+        records.extend(r for r in self.session.records if r.trial_id not in known)
+        return records
+
+
+def trial_error(trial: Any) -> str:
+    """The error text Tune keeps for an errored trial."""
+    error = None
+    # Tune writes the error to the driver's staging folder just before on_trial_error and copies it to storage
+    # (where `get_error` reads) only at its next sync, so the staging file is the one that exists by now.
+    with contextlib.suppress(Exception), open(trial.error_file) as f:
+        error = f.read() or None
+    if error is None:
+        with contextlib.suppress(Exception):
+            error = trial.get_error()
+    return str(error) if error is not None else "the trial errored"
+
+
+def set_current(recorder: Recorder | None) -> None:
+    global _current
+    _current = recorder
+
+
+def tune_callback_class() -> type:
+    return _lazy("_HPSearchCallback")
+
+
+def stopper_class() -> type:
+    return _lazy("_StopAll")
+
+
+def __getattr__(name: str) -> Any:
+    # Tune pickles the callback and the stopper with the experiment (and unpickles them on restore); they
+    # subclass Ray's classes, which this module may not import eagerly, so they are built on first access and
+    # pickled by reference to this module.
+    if name in ("_HPSearchCallback", "_StopAll"):
+        return _lazy(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _lazy(name: str) -> type:
+    cls = globals().get(name)
+    if cls is None:
+        cls = _build_callback() if name == "_HPSearchCallback" else _build_stopper()
+        cls.__module__ = __name__
+        cls.__qualname__ = name
+        globals()[name] = cls
+    return cls
+
+
+def _build_callback() -> type:
+    from ray import tune
+
+    class _HPSearchCallback(tune.Callback):
+        """Forwards Tune's trial events to the running search (stateless, so Tune may pickle it)."""
+
+        def on_trial_start(self, iteration, trials, trial, **info):
+            if _current is not None:
+                _current.started.setdefault(trial.trial_id, _now())
+
+        def on_trial_result(self, iteration, trials, trial, result, **info):
+            if _current is not None:
+                _current.result(trial.trial_id, result, getattr(trial, "path", None))
+
+        def on_trial_complete(self, iteration, trials, trial, **info):
+            if _current is not None:
+                _current.finish(trial.trial_id, trial.config, None)
+
+        def on_trial_error(self, iteration, trials, trial, **info):
+            if _current is not None:
+                _current.finish(trial.trial_id, trial.config, trial_error(trial))
+
+    return _HPSearchCallback
+
+
+def _build_stopper() -> type:
+    from ray import tune
+
+    class _StopAll(tune.stopper.Stopper):
+        """The user's ``stop`` plus stopping everything after too many failed trials in a row."""
+
+        def __init__(self, user: Any) -> None:
+            self.user = user
+
+        def __call__(self, trial_id, result):
+            user = self.user
+            if user is None:
+                return False
+            if isinstance(user, Mapping):
+                return any(k in result and result[k] >= v for k, v in user.items())
+            return bool(user(trial_id, result))
+
+        def stop_all(self):
+            if _current is not None and _current.failure is not None:
+                return True
+            return bool(getattr(self.user, "stop_all", lambda: False)())
+
+    return _StopAll

@@ -1,0 +1,174 @@
+"""The worker side of a Ray trial: `run_trial` in a Tune trainable, its reporter, and restarts from checkpoints.
+
+Every evaluation reports ``objective``, ``step``, the eval metrics and the trial's record so far (one JSON
+payload, ``hpsearch_record``), with the checkpoint folder when one was saved at that step. The trial's final
+record is reported once more when it ends; a FAIL record is raised instead (in the error's message), so Tune
+marks the trial errored (and may retry it) and no scheduler or searcher sees it as a result. The driver keeps the last record it received: the record `run_trial` produced.
+Ray schedulers stop a trial by stopping its process, so the reporter never asks to prune.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import shutil
+import uuid
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, cast
+
+from trainer import TrainerCallback
+
+from ...errors import TrialFailed
+from ...runner import run_trial
+from ...trial import Trial, TrialRecord, TrialReporter, TrialState
+
+if TYPE_CHECKING:
+    from ...settings import TrialSettings
+
+RECORD_KEY = "hpsearch_record"
+#: A FAIL record travels in the error Tune stores for the trial (a result would reach schedulers and searchers),
+#: on the last line of the message, after this marker.
+RECORD_MARKER = "hpsearch-record: "
+MAX_STEPS_KEY = "hpsearch_max_steps"
+# Keys of a Tune result that are ours or Ray's bookkeeping, not eval metrics.
+_OWN_KEYS = frozenset({"objective", "step", "done", "trial_id", "experiment_id", "should_checkpoint",
+                       "experiment_tag", "__duplicate__"})
+
+
+class TrialError(TrialFailed):
+    """Raised inside the trainable for a FAIL trial, so that Tune marks it errored (and may retry it)."""
+
+
+def tune_send(result: dict[str, Any], folder: str | None) -> None:
+    from ray import tune
+
+    tune.report(result, checkpoint=tune.Checkpoint.from_directory(folder) if folder else None)
+
+
+def trial_number(trial_id: str) -> int:
+    # Tune's ids are "<experiment>_<index>"; the index is the trial's number.
+    try:
+        return int(trial_id.rsplit("_", 1)[1])
+    except (IndexError, ValueError):
+        return 0
+
+
+def ray_trial(settings: TrialSettings, trial_id: str, config: Mapping[str, Any]) -> Trial:
+    """The `Trial` of a Tune trial: its active parameters; the native object is Tune's config dict."""
+    return Trial(trial_id, trial_number(trial_id), settings.active_params(config), "ray", native=dict(config))
+
+
+class RayReporter(TrialReporter):
+    """Sends each evaluation, with the record so far, to Tune; ``send(result, folder)`` delivers one result
+    (`tune.report` in a trial's own process, or the channel to the Tune trial for rank 0 of a distributed one)."""
+
+    def __init__(self, facts: Mapping[str, Any], send: Callable[[dict[str, Any], str | None], None] = tune_send) -> None:
+        self.facts = dict(facts)  # node, node_ip, workers, restored_from: written into the record
+        self.send = send
+        self.count = 0
+        self.max_steps: int | None = None
+        self.record: TrialRecord | None = None
+
+    def start(self, record: TrialRecord) -> None:
+        self.record = record
+        if "node" in self.facts:
+            record.node = self.facts["node"]
+        record.extra.update({k: v for k, v in self.facts.items() if k != "node"})
+
+    def payload(self) -> str:
+        assert self.record is not None
+        return json.dumps(self.record.to_dict(), default=str)
+
+    def report(self, objective: Any, step: int, metrics: Mapping[str, float], checkpoint: str | None) -> bool:
+        result: dict[str, Any] = {k: v for k, v in metrics.items() if k not in _OWN_KEYS}
+        result.update(objective=float(objective), step=int(step))
+        result[RECORD_KEY] = self.payload()
+        if self.max_steps is not None:
+            result[MAX_STEPS_KEY] = self.max_steps
+        folder = checkpoint if checkpoint is not None and os.path.isdir(checkpoint) else None
+        self.count += 1
+        self.send(result, folder)
+        return False
+
+
+class MaxSteps(TrainerCallback):
+    """Tells the reporter the trial's planned number of steps, so the driver can tell a trial a scheduler stopped
+    at its last evaluation (ASHA at ``max_t``: it ran every step, COMPLETE) from one stopped early (PRUNED)."""
+
+    def __init__(self, reporter: RayReporter) -> None:
+        self.reporter = reporter
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.reporter.max_steps = int(state.max_steps)
+
+
+def restart_point(checkpoint: Any, run_dir: str, trial_name: str) -> tuple[str, dict[str, Any]]:
+    """A local copy of the checkpoint Tune restarts this trial from, and what it was.
+
+    Tune may hand over a checkpoint on another node or in cloud storage, so it is always copied. One from
+    another trial (PBT's exploit) keeps weights, step and RNG state but drops the optimizer and scheduler state:
+    they carry the donor's learning rate, which would silently undo the new hyperparameters.
+    """
+    os.makedirs(run_dir, exist_ok=True)
+    for old in os.listdir(run_dir):
+        if old.startswith(".restore-"):
+            shutil.rmtree(os.path.join(run_dir, old), ignore_errors=True)
+    local = os.path.join(run_dir, f".restore-{uuid.uuid4().hex[:8]}")
+    checkpoint.to_directory(local)
+    origin, step = None, None
+    with contextlib.suppress(OSError, ValueError), open(os.path.join(local, "training_args.json")) as f:
+        origin = json.load(f).get("run_name")
+    with contextlib.suppress(OSError, ValueError), open(os.path.join(local, "trainer_state.json")) as f:
+        step = json.load(f).get("global_step")
+    if origin is not None and origin != trial_name:
+        for file in ("optimizer.pt", "scheduler.pt", "scaler.pt"):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(local, file))
+        return local, {"restored_from": f"{origin}@{step}"}
+    return local, {"resumed_from": f"{trial_name}@{step}"}
+
+
+def node_facts() -> dict[str, Any]:
+    import ray
+
+    return {"node": ray.get_runtime_context().get_node_id(), "node_ip": ray.util.get_node_ip_address()}
+
+
+def trainable(config: dict[str, Any], settings: TrialSettings) -> None:
+    """One Tune trial: `run_trial` with a reporter that talks to Tune."""
+    from ray import tune
+
+    trial_id = tune.get_context().get_trial_id()
+    trial = ray_trial(settings, trial_id, config)
+    name = settings.trial_name(trial)
+    facts = {**node_facts(), "ray_trial_id": trial_id}
+    resume = None
+    checkpoint = tune.get_checkpoint()
+    if checkpoint is not None:
+        resume, restart = restart_point(checkpoint, os.path.join(settings.output_dir, name), name)
+        facts.update(restart)
+    reporter = RayReporter(facts)
+    record = run_trial(settings, trial, reporter, resume_from_checkpoint=resume, callbacks=[MaxSteps(reporter)])
+    if resume is not None:
+        shutil.rmtree(resume, ignore_errors=True)
+    conclude(record, reporter)
+
+
+def conclude(record: TrialRecord, reporter: RayReporter) -> None:
+    """After `run_trial`: report the final record, and fail the Tune trial for a FAIL record.
+
+    A trial that reported nothing (``eval_strategy="no"``) reports its final evaluation first, so schedulers and
+    search algorithms see its objective. The final report carries Tune's ``done``, so no scheduler acts on it.
+    """
+    reporter.record = record
+    if record.state is TrialState.FAIL:
+        raise TrialError(f"{record.error or 'the trial failed'}\n{RECORD_MARKER}{reporter.payload()}")
+    # The ray backend refuses multi-objective searches up front, so a Ray trial's objective is a single number.
+    objective = float(cast(float, record.objective)) if record.objective is not None else math.nan
+    if reporter.count == 0:
+        last = record.intermediates[-1] if record.intermediates else None
+        reporter.report(objective, record.last_step or 0, last.metrics if last else {}, None)
+    reporter.send({"objective": objective, "step": int(record.last_step or 0), "done": True,
+                   RECORD_KEY: reporter.payload()}, None)
