@@ -105,14 +105,35 @@ def _domain_probes(domain: Any) -> list[Any]:
     return []
 
 
+#: Arguments whose value must be positive for a trial to train at all (0 epochs trains nothing).
+_POSITIVE = frozenset({"num_train_epochs"})
+
+
 def check_space_against_trainer(space: SearchSpace, trainer: Trainer) -> None:
     """Every parameter must be an argument (with valid values at its bounds) or reachable by ``model_init(trial)``."""
+    from spaces import Float
+
     check_param_names(space, trainer)
-    fields = argument_fields()
+    types = argument_types()
     for name in space:
-        if name not in fields:
+        if name not in types:
             continue
-        for value in _domain_probes(space[name]):
+        domain = space[name]
+        base = {t for t in (typing.get_args(types[name]) or (types[name],)) if t is not type(None)}
+        if isinstance(domain, Float) and base == {int}:
+            raise SearchConfigError(
+                f"hp_space parameter {name!r} is {domain!r}, a Float domain, but TrainingArguments.{name} is an "
+                f"integer; use spaces.Int({int(domain.low)}, {int(domain.high)}) (or Categorical of integers)."
+            )
+        if name in _POSITIVE and not (name == "num_train_epochs" and trainer.args.max_steps > 0):
+            low = min((v for v in _domain_probes(domain) if isinstance(v, int | float) and not isinstance(v, bool)),
+                      default=None)
+            if low is not None and low <= 0:
+                raise SearchConfigError(
+                    f"hp_space parameter {name!r} can take {low!r}, but a trial needs {name} > 0 to train; start "
+                    f"the domain above 0 (e.g. {type(domain).__name__}(1, ...)), or set max_steps."
+                )
+        for value in _domain_probes(domain):
             try:
                 build_trial_args(trainer.args, {name: value}, trainer.args.output_dir, "probe")
             except (ValueError, TypeError) as error:

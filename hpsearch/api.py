@@ -13,7 +13,7 @@ import os
 import platform
 import shutil
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -124,6 +124,19 @@ def _probe_writable(output_dir: str) -> str | None:
     return created
 
 
+def _output_dir(value: Any) -> str:
+    """The search's folder: ``~`` expanded; characters that would change a storage URL built from it refused."""
+    text = os.path.expanduser(os.fspath(value))
+    bad = [c for c in "?#" if c in text]
+    if bad:
+        raise SearchConfigError(
+            f"output_dir={os.fspath(value)!r} contains {bad[0]!r}, which a storage URL built from it (e.g. "
+            "'sqlite:///{output_dir}/study.db') would read as the start of a query or fragment, moving the study "
+            "elsewhere; choose a folder name without '?' and '#'."
+        )
+    return text
+
+
 def _remove_if_empty(folder: str | None) -> None:
     """Remove a folder tree the probe created if nothing was written into it (a search refused at start)."""
     if folder is None or not os.path.isdir(folder):
@@ -167,6 +180,13 @@ def hyperparameter_search(
             "hyperparameter_search needs a Trainer built with model_init (each trial trains a fresh model); "
             "pass Trainer(model_init=...) instead of model=..."
         )
+    if trainer.eval_dataset is None:
+        raise SearchConfigError(
+            "hyperparameter_search needs an eval_dataset: every trial's objective comes from an evaluation; pass "
+            "Trainer(eval_dataset=...)."
+        )
+    if isinstance(hp_space, Mapping) and not hp_space:
+        raise SearchConfigError("hp_space={} has no parameter to search; pass at least one, or None for the default space.")
     n_trials = _check_int("n_trials", n_trials, 1)
     directions = _directions(direction)
     if hp_name is not None and not callable(hp_name):
@@ -176,7 +196,7 @@ def hyperparameter_search(
     backend_cls.check_options(kwargs)
     objective_fn, objective_name = resolve_compute_objective(compute_objective)
 
-    output_dir = trainer.args.output_dir
+    output_dir = _output_dir(trainer.args.output_dir)
     settings = TrialSettings(
         trainer=trainer.recipe(),
         compute_objective=objective_fn,

@@ -110,8 +110,9 @@ class Watchdog(TrainerCallback):
     """Enforces ``trial_timeout``.
 
     In the main thread a SIGALRM interrupts whatever the trial is doing (a hung data loader, a model_init that
-    never returns). Elsewhere (trials run in threads by an engine) signals are not available, so the
-    deadline is checked at every step and evaluation and training is stopped there.
+    never returns). In other threads (trials an engine runs in threads) a timer raises `TrialTimeout` in the
+    trial's thread at the deadline (it lands at the next Python instruction: a trial stuck before its first step
+    is stopped too), and the deadline is also checked at every step and evaluation.
     """
 
     def __init__(self, timeout: float | None) -> None:
@@ -119,6 +120,10 @@ class Watchdog(TrainerCallback):
         self.deadline: float | None = None
         self._previous_handler: Any = None
         self._armed = False
+        self._timer: threading.Timer | None = None
+        self._thread_id: int | None = None
+        self._lock = threading.Lock()
+        self._fired = False
 
     def _message(self) -> str:
         return f"trial_timeout: the trial ran longer than {self.timeout:g} s and was stopped"
@@ -134,12 +139,35 @@ class Watchdog(TrainerCallback):
             self._previous_handler = signal.signal(signal.SIGALRM, on_alarm)
             signal.setitimer(signal.ITIMER_REAL, self.timeout)
             self._armed = True
+            return
+        self._thread_id = threading.get_ident()
+        self._timer = threading.Timer(self.timeout, self._interrupt)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _interrupt(self) -> None:
+        with self._lock:
+            if self._thread_id is None:
+                return  # the trial already ended
+            self._fired = True
+            _async_raise(self._thread_id, TrialTimeout)
 
     def stop(self) -> None:
         if self._armed:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, self._previous_handler or signal.SIG_DFL)
             self._armed = False
+        if self._timer is not None:
+            self._timer.cancel()
+            with self._lock:
+                if self._fired and self._thread_id is not None:
+                    _async_raise(self._thread_id, None)  # withdraw one not delivered yet
+                self._thread_id = None
+            self._timer = None
+
+    @property
+    def fired(self) -> bool:
+        return self._fired or self.expired()
 
     def expired(self) -> bool:
         return self.deadline is not None and time.monotonic() > self.deadline
@@ -155,3 +183,12 @@ class Watchdog(TrainerCallback):
     def on_evaluate(self, args, state, control, **kwargs):
         if self.expired():
             control.should_training_stop = True
+
+
+def _async_raise(thread_id: int, exception: type[BaseException] | None) -> None:
+    """Raise ``exception`` in the thread ``thread_id`` at its next Python instruction (None withdraws a pending one)."""
+    import ctypes
+
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(
+        ctypes.c_ulong(thread_id), ctypes.py_object(exception) if exception is not None else None
+    )

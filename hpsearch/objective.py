@@ -57,9 +57,9 @@ def _metric_getter(name: str) -> Callable[[Mapping[str, float]], float]:
         for key in (name, f"eval_{name}"):
             if key in metrics:
                 return float(metrics[key])
-        raise KeyError(
+        raise SearchConfigError(
             f"compute_objective={name!r} is not among the evaluation metrics {sorted(metrics)}; "
-            "pass one of those names."
+            "pass one of those names (or a callable)."
         )
 
     get.__qualname__ = name

@@ -12,13 +12,15 @@ import logging
 import math
 import os
 import socket
+import threading
 import traceback
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from ._params import build_trial_args
-from .errors import TooManyFailedTrials
+from ._redact import redact
+from .errors import SearchConfigError, TooManyFailedTrials
 from .trial import Trial, TrialRecord, TrialReporter, TrialState
 
 if TYPE_CHECKING:
@@ -26,7 +28,7 @@ if TYPE_CHECKING:
 
     from .settings import TrialSettings
 
-__all__ = ["finish_record", "new_record", "run_trial"]
+__all__ = ["failed_record", "finish_record", "new_record", "run_trial"]
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +39,7 @@ def _now() -> datetime:
 
 def _error_text(error: BaseException) -> str:
     lines = traceback.format_exception_only(type(error), error)
-    return "".join(lines).strip()
+    return redact("".join(lines).strip())  # an error may quote a connection URL
 
 
 def new_record(settings: TrialSettings, trial: Trial) -> TrialRecord:
@@ -53,6 +55,48 @@ def new_record(settings: TrialSettings, trial: Trial) -> TrialRecord:
         started=_now(),
         node=socket.gethostname(),
     )
+
+
+_OWNER_FILE = ".hpsearch-trial"
+
+
+def _claim_folder(output_dir: str, record: TrialRecord, trial: Trial) -> None:
+    """Give the trial a folder no other trial uses: when ``hp_name`` returned a name another trial already has,
+    the folder (and the record's name) become ``<name>-<trial id>``, and the log says so."""
+    from . import _dist
+
+    def owner(name: str) -> str | None:
+        try:
+            with open(os.path.join(output_dir, name, _OWNER_FILE), encoding="utf-8") as f:
+                return f.read().strip() or None
+        except OSError:
+            return None
+
+    first = owner(record.name)
+    if first is not None and first != record.trial_id:
+        unique = f"{record.name}-{record.trial_id}"
+        logger.warning("hp_name gave trial %s the name %r of trial %s; it is named %r instead (trial names must be "
+                       "unique: make hp_name return different names).", record.trial_id, record.name, first, unique)
+        record.extra["hp_name"] = record.name
+        record.name = trial.name = unique
+    if _dist.is_main_process():
+        folder = os.path.join(output_dir, record.name)
+        try:
+            os.makedirs(folder, exist_ok=True)
+            with open(os.path.join(folder, _OWNER_FILE), "w", encoding="utf-8") as f:
+                f.write(record.trial_id)
+        except OSError:
+            pass  # the trial itself reports an unwritable folder
+
+
+def failed_record(settings: TrialSettings, trial: Trial, error: str) -> TrialRecord:
+    """The FAIL record of a trial that could not start (its parameters or its name could not be made)."""
+    import dataclasses
+
+    record = new_record(dataclasses.replace(settings, hp_name=None), trial)
+    record.params = trial.params
+    logger.warning("Trial %s failed: %s", record.name, error)
+    return finish_record(settings, record, TrialState.FAIL, error)
 
 
 def finish_record(settings: TrialSettings, record: TrialRecord, state: TrialState, error: str | None = None,
@@ -95,7 +139,11 @@ def run_trial(
     # Imported here: the callback subclasses the trainer's callback class, and `import hpsearch` stays free of torch.
     from .callback import ReportingCallback, TrialTimeout, Watchdog
 
-    record = new_record(settings, trial)
+    try:
+        record = new_record(settings, trial)
+    except Exception as exc:  # hp_name raised (or named nothing usable): this trial fails, the search goes on
+        return failed_record(settings, trial, f"hp_name(trial) failed: {_error_text(exc)}")
+    _claim_folder(settings.output_dir, record, trial)
     reporter.start(record)
     run_dir = os.path.join(settings.output_dir, record.name)
     trainer = None
@@ -113,18 +161,36 @@ def run_trial(
         record.last_step = trainer.state.global_step
         watchdog.check()
         state = TrialState.PRUNED if callback.pruned else TrialState.COMPLETE
-    except (KeyboardInterrupt, TooManyFailedTrials):
-        record.state = TrialState.FAIL
-        record.error = "interrupted"
-        record.finished = _now()
+    except KeyboardInterrupt:
+        if threading.current_thread() is threading.main_thread():
+            record.state, record.error, record.finished = TrialState.FAIL, "interrupted", _now()
+            raise  # Ctrl-C: the search stops
+        # Raised by the trial's own code in a worker thread (a real Ctrl-C goes to the main thread): its failure.
+        record.params = trial.params
+        error = "the trial raised KeyboardInterrupt in a worker thread"
+        logger.warning("Trial %s failed: %s", record.name, error)
+    except TooManyFailedTrials:
+        record.state, record.error, record.finished = TrialState.FAIL, "interrupted", _now()
         raise
+    except SystemExit as exc:  # sys.exit() inside a trial fails that trial, not the search
+        record.params = trial.params
+        error = f"the trial called sys.exit({exc.code!r})"
+        logger.warning("Trial %s failed: %s", record.name, error)
     except (Exception, TrialTimeout) as exc:  # a failed trial is recorded, the search goes on
         record.params = trial.params
-        error = _error_text(exc)
+        error = watchdog._message() if isinstance(exc, TrialTimeout) else _error_text(exc)
+        if isinstance(exc, SearchConfigError):
+            # A setting no trial can satisfy (an objective no evaluation produces): the session stops the search.
+            record.extra["config_error"] = True
         logger.warning("Trial %s failed: %s", record.name, error)
         logger.debug("Trial %s traceback", record.name, exc_info=True)
     finally:
-        watchdog.stop()
+        while True:
+            try:
+                watchdog.stop()
+                break
+            except TrialTimeout:
+                continue  # delivered as the trial ended: it has ended anyway
         record.finished = _now()
         if trainer is not None:
             trainer.release_memory()

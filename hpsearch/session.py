@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from . import _dist
-from .errors import TooManyFailedTrials
+from .errors import SearchConfigError, TooManyFailedTrials
 from .trial import TrialRecord, TrialState
 
 if TYPE_CHECKING:
@@ -69,6 +69,10 @@ class SearchSession:
                         hook(self, record)
                     except Exception:
                         logger.warning("Trial-end hook %r failed; ignoring it.", hook, exc_info=True)
+            if record.extra.get("config_error"):
+                raise SearchConfigError(
+                    f"Trial {record.name} failed on a setting no trial can satisfy; the search stops: {record.error}"
+                )
             self._count_failure(record)
 
     def _keep(self, record: TrialRecord) -> None:

@@ -13,6 +13,7 @@ import importlib.util
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from .._redact import redact
 from ..errors import BackendNotAvailable, SearchConfigError
 from ..settings import COMMON_OPTIONS, Option
 from ..trial import NullReporter, TrialReporter
@@ -159,8 +160,8 @@ class SearchBackend(abc.ABC):
         """Run trials until ``session.n_trials`` are done (or the engine stops), recording each in ``session``."""
 
     def describe(self) -> dict[str, Any]:
-        """The backend settings worth keeping in the results (no secrets)."""
-        return {k: _describe(v) for k, v in self.kwargs.items()}
+        """The backend settings worth keeping in the results (secrets in URLs masked)."""
+        return {k: redact(_describe(v)) for k, v in self.kwargs.items()}
 
 
 def _describe(value: Any) -> Any:

@@ -51,10 +51,14 @@ def render_html(result: SearchResult) -> str:
     )
 
 
-def write_html(result: SearchResult, path: str | os.PathLike[str]) -> str:
-    """Write the report of ``result`` to ``path`` (atomically) and return the path as a string."""
+def write_html(result: SearchResult, path: str | os.PathLike[str] | None = None) -> str:
+    """Write the report of ``result`` to ``path`` (default ``output_dir/report.html``, atomically); return the path."""
     from hpsearch._files import atomic_write_text
 
+    if path is None:
+        if result.output_dir is None:
+            raise ValueError("write_html needs a path: the result has no output_dir; pass write_html(result, path).")
+        path = Path(result.output_dir) / "report.html"
     text = render_html(result)
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)

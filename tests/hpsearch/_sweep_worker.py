@@ -7,8 +7,10 @@ Both take ``data``: an ``.npz`` of the digits split (x_train, y_train, x_eval, y
 ``sweep`` config: storage, study_name, output_dir, n_trials, max_steps, seed, and optionally ``hold_trial`` (the
 trial with that number writes ``<marker_dir>/holding-<number>`` after its first step and then waits to be
 killed), ``foreign_owner`` (the trials claim to belong to a driver on another machine, so only Optuna's heartbeat
-can tell that this one died) and ``heartbeat`` ([interval, grace] in seconds). Every trial start is marked with
-``<marker_dir>/started-<number>-<pid>``.
+can tell that this one died), ``heartbeat`` ([interval, grace] in seconds), ``step_sleep`` (seconds per step),
+``eval_strategy``/``eval_steps``/``save_strategy``/``save_steps``. Every trial start is marked with
+``<marker_dir>/started-<number>-<pid>``, every trial trained to its last step with
+``<marker_dir>/completed-<run name>-<pid>``.
 
 ``checkpoint`` config: output_dir, max_steps, save_steps, resume, and ``kill_at_save`` (the process kills itself
 with SIGKILL inside the n-th checkpoint save, after the files are written and before the folder is published).
@@ -51,7 +53,8 @@ def _trainer(config: dict, output_dir: str, model_init, callbacks=()):
         max_steps=config["max_steps"],
         per_device_train_batch_size=32,
         per_device_eval_batch_size=512,
-        eval_strategy="no",
+        eval_strategy=config.get("eval_strategy", "no"),
+        eval_steps=config.get("eval_steps"),
         save_strategy=config.get("save_strategy", "no"),
         save_steps=config.get("save_steps", 500),
         logging_strategy="no",
@@ -68,7 +71,7 @@ def sweep(config: dict) -> None:
     import optuna
 
     import hpsearch
-    import hpsearch.backends.optuna as optuna_adapter
+    import hpsearch.backends.optuna._storage as optuna_storage
     import spaces
     from tests._digits import DigitsMLP
     from trainer import TrainerCallback
@@ -76,9 +79,9 @@ def sweep(config: dict) -> None:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     markers = Path(config["marker_dir"])
     if config.get("heartbeat"):
-        optuna_adapter.HEARTBEAT_INTERVAL, optuna_adapter.GRACE_PERIOD = config["heartbeat"]
+        optuna_storage.HEARTBEAT_INTERVAL, optuna_storage.GRACE_PERIOD = config["heartbeat"]
     if config.get("foreign_owner"):
-        optuna_adapter._owner = lambda: "another-machine:1"
+        optuna_storage.owner = lambda: "another-machine:1"
     hold = config.get("hold_trial")
 
     def model_init(trial):
@@ -87,7 +90,13 @@ def sweep(config: dict) -> None:
         return DigitsMLP(hidden=trial["hidden"] if trial is not None else 32)
 
     class Hold(TrainerCallback):
+        def on_train_end(self, args, state, control, **kwargs):
+            if state.global_step >= state.max_steps:  # trained to completion (not stopped, not killed)
+                (markers / f"completed-{args.run_name}-{os.getpid()}").touch()
+
         def on_step_end(self, args, state, control, **kwargs):
+            if config.get("step_sleep"):
+                time.sleep(config["step_sleep"])
             if hold is not None and args.run_name == f"run-{hold}":
                 (markers / f"holding-{hold}").touch()
                 while True:  # mid-trial, until the test kills this process

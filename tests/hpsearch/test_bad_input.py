@@ -181,7 +181,7 @@ CASES: list[tuple[str, Callable[[Env], Any], tuple[str, ...]]] = [
      ("compute_objective", "got 3", "a metric name or None")),
     ("objective-scope", lambda e: e.search(objective_scope="median"), ("objective_scope", "'median'", "'last', 'best'")),
     ("max-failed-trials", lambda e: e.search(max_failed_trials=0), ("max_failed_trials", "got 0", "pass e.g.")),
-    ("trial-timeout", lambda e: e.search(trial_timeout=-1), ("trial_timeout", "-1", "positive number of seconds")),
+    ("trial-timeout", lambda e: e.search(trial_timeout=-1), ("trial_timeout", "-1", "positive, finite number of seconds")),
     ("hp-name", lambda e: e.search(hp_name="run"), ("hp_name", "'run'", "callable taking the trial")),
     # ------------------------------------------------------------ Optuna keyword arguments
     ("optuna-unknown-kwarg", lambda e: e.search(sampler_seed=3), ("sampler_seed", "optuna", "it accepts")),

@@ -154,7 +154,7 @@ def test_driver_killed_mid_trial_then_rerun_keeps_finished_trials(case, tmp_path
     assert all(len(pids) == 1 for pids in started.values()), started
     # The interrupted trial is FAIL, and its parameters were retried once in a new trial.
     assert trials[2].state == FAIL
-    retries = [t for t in trials if t.system_attrs.get("failed_trial") == 2]
+    retries = [t for t in trials if t.user_attrs.get("hpsearch_retry_of") == 2]
     assert len(retries) == 1 and retries[0].params == killed_params and retries[0].state == COMPLETE
     # The budget: exactly n_trials trials that did not fail; the killed one is an extra FAIL record.
     assert sum(t.state != FAIL for t in trials) == 4

@@ -171,14 +171,14 @@ def test_figure_json_cannot_close_its_script():
     assert '<div class="hp-plot" id="p">' in div
 
 
-def test_write_html_and_to_html(tmp_path):
+def test_write_html_to_a_path_and_to_output_dir(tmp_path):
     result = rich_result()
     path = write_html(result, tmp_path / "sub" / "report.html")
     assert path == str(tmp_path / "sub" / "report.html")
     text = (tmp_path / "sub" / "report.html").read_text(encoding="utf-8")
     assert text.startswith("<!DOCTYPE html>")
     result.output_dir = str(tmp_path)
-    assert result.to_html() == str(tmp_path / "report.html")
+    assert write_html(result) == str(tmp_path / "report.html")
 
 
 # ---------------------------------------------------------------------- degenerate inputs

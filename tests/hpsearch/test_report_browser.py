@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from hpsearch.report import write_html
+
 pytestmark = pytest.mark.slow
 
 CHROMIUM = "/usr/bin/chromium"
@@ -145,7 +147,7 @@ def report(tmp_path):
     by_number[1].error = f"RuntimeError: {HOSTILE_ERROR}"
     for record in result.records:  # a string parameter goes into the figures' JSON and the table
         record.params["note"] = HOSTILE_PARAM if record.number == 2 else "plain"
-    path = Path(result.to_html(tmp_path / "report.html"))
+    path = Path(write_html(result, tmp_path / "report.html"))
     return result, path
 
 

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from hpsearch.report import render_markdown
 from hpsearch.results import SearchResult
 from hpsearch.trial import Evaluation, TrialRecord, TrialState
 
@@ -480,7 +481,7 @@ def test_save_accepts_non_json_values(tmp_path):
 
 
 def test_to_markdown():
-    text = single_result().to_markdown()
+    text = render_markdown(single_result())
     assert "optuna" in text and "eval_accuracy" in text
     assert "3 COMPLETE, 1 PRUNED, 1 FAIL, 1 RUNNING" in text
     assert "**Best**: 0.9 by run-1" in text
@@ -503,17 +504,17 @@ def test_to_markdown():
 def test_to_markdown_escapes_and_truncates():
     records = single_records()
     records[0].name = "a|b <i>x</i>"
-    text = single_result(records=records).to_markdown(max_rows=2)
+    text = render_markdown(single_result(records=records), max_rows=2)
     assert "a\\|b &lt;i&gt;x&lt;/i&gt;" not in text  # run-0 is third best: cut
     assert "4 more trial(s)" in text
-    full = single_result(records=records).to_markdown(max_rows=None)
+    full = render_markdown(single_result(records=records), max_rows=None)
     assert "a\\|b &lt;i&gt;x&lt;/i&gt;" in full
     assert "<i>" not in full
 
 
 def test_to_markdown_multi_objective_and_empty():
-    text = multi_result().to_markdown()
+    text = render_markdown(multi_result())
     assert "Pareto front**: 3 trial(s)" in text
     assert "| objective_0 | objective_1 |" in text
-    empty = single_result(records=[]).to_markdown()
+    empty = render_markdown(single_result(records=[]))
     assert "No trials recorded" in empty

@@ -150,15 +150,15 @@ KILLED_SEARCH = """
 import os, signal, sys
 sys.path.insert(0, {root!r})
 from pathlib import Path
-from hpsearch import hyperparameter_search, runner
+from hpsearch import hyperparameter_search, session
 from tests.hpsearch.test_results_backends import K, make_trainer, space
 
-def kill_after_k(ctx, record):
+def kill_after_k(search, record):
     # After the k-th trial is recorded and saved: the harshest interruption, no cleanup of any kind.
-    if len(ctx.result.records) == K:
+    if len(search.result.records) == K:
         os.kill(os.getpid(), signal.SIGKILL)
 
-runner.TRIAL_END_HOOKS.append(kill_after_k)
+session.TRIAL_END_HOOKS.append(kill_after_k)
 hyperparameter_search(
     make_trainer(Path({out!r})), hp_space=space(), compute_objective="eval_accuracy", n_trials=6,
     direction="maximize", backend="optuna", storage="sqlite:///" + {out!r} + "/study.db", study_name="killed",

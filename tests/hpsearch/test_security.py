@@ -22,6 +22,7 @@ import hpsearch
 import spaces
 from hpsearch import SearchResult, TrialState
 from hpsearch.cli import main as cli_main
+from hpsearch.report import render_markdown, write_html
 from tests._digits import DigitsMLP, accuracy, digits_datasets
 from tests.hpsearch._postgres import postgres  # noqa: F401 - the session fixture
 from trainer import Trainer, TrainingArguments
@@ -140,7 +141,7 @@ def test_html_report_escapes_names_params_and_errors(tmp_path):
     assert [r.state for r in result.records].count(TrialState.FAIL) == 1
     assert best.name.startswith(NAME_PAYLOAD) and best.hyperparameters["tag"] == PARAM_PAYLOAD
 
-    pages = [Path(result.to_html(str(tmp_path / "report.html")))]
+    pages = [Path(write_html(result, str(tmp_path / "report.html")))]
     assert cli_main(["report", str(out), "-o", str(tmp_path / "cli-report.html")]) == 0
     pages.append(tmp_path / "cli-report.html")
     for page in pages:
@@ -181,8 +182,8 @@ def test_postgres_password_appears_in_no_log_result_or_report(postgres, tmp_path
         )
     finally:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-    best.run_summary.to_html(str(out / "report.html"))
-    (out / "report.md").write_text(best.run_summary.to_markdown())
+    write_html(best.run_summary, str(out / "report.html"))
+    (out / "report.md").write_text(render_markdown(best.run_summary))
     assert cli_main(["report", str(out), "--markdown"]) == 0
     printed = capsys.readouterr()
 
@@ -208,7 +209,7 @@ def test_sigopt_token_appears_in_no_log_result_or_report(tmp_path, monkeypatch, 
         _trainer(out, save_strategy="no"), hp_space={"learning_rate": spaces.Float(1e-3, 1e-2)},
         compute_objective="eval_loss", n_trials=2, backend="sigopt", driver="lite",
     )
-    best.run_summary.to_html(str(out / "report.html"))
+    write_html(best.run_summary, str(out / "report.html"))
     assert cli_main(["report", str(out), "--markdown"]) == 0
     printed = capsys.readouterr()
     texts = _everything_written(out)

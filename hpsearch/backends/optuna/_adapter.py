@@ -16,12 +16,13 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 from ... import _lockstep
 from ...errors import SearchConfigError, TrialFailed
-from ...runner import run_trial
+from ...runner import failed_record, run_trial
 from ...settings import Option
 from ...trial import Evaluation, Trial, TrialRecord, TrialReporter, TrialState
 from ..base import SearchBackend
 from . import _storage
 from ._space import OptunaSpace, native_params, probe_native_space
+from ._study import open_study
 
 if TYPE_CHECKING:
     from spaces import SearchSpace
@@ -211,14 +212,7 @@ class OptunaBackend(SearchBackend):
             _lockstep.follow(settings, session)
             return
         n_trials = session.n_trials
-        study = optuna.create_study(
-            directions=_study_directions(settings.directions),
-            sampler=self.kwargs.get("sampler"),
-            pruner=self.kwargs.get("pruner"),
-            storage=_storage.build_storage(self.kwargs.get("storage")),
-            study_name=self.kwargs.get("study_name"),
-            load_if_exists=bool(self.kwargs.get("load_if_exists", False)),
-        )
+        study = open_study(self.kwargs, settings, session)
         session.result.native = study
         _storage.recover_dead_drivers(study)
         self._adopt_previous(study, session)
@@ -236,8 +230,8 @@ class OptunaBackend(SearchBackend):
             # is the same answer for every worker: exactly n_trials trials pass, whatever the race.
             if optuna_trial.number < n_trials:
                 return True  # fewer trials than that are numbered below it: no need to read them all
-            below = [t for t in study.get_trials(deepcopy=False) if t.number < optuna_trial.number]
-            return len(_storage.budget_trials(below)) < n_trials
+            trials = study.get_trials(deepcopy=False)
+            return len(_storage.budget_trials(trials, below=optuna_trial.number)) < n_trials
 
         def stop_at_budget(study_: Any, frozen: Any) -> None:
             # Reading the study costs a storage round trip per trial, so only when the budget can be full.
@@ -257,23 +251,40 @@ class OptunaBackend(SearchBackend):
             else:
                 # Only rank 0 calls hp_space: its suggestions reach the other ranks with the announced trial.
                 asked = Trial(optuna_trial.number, optuna_trial.number, {}, self.name, native=optuna_trial)
-                params = native_params(asked, native_space, settings.trainer)
+                try:
+                    params = native_params(asked, native_space, settings.trainer)
+                except Exception as error:  # hp_space failed on this trial: it fails, the search goes on
+                    record = failed_record(settings, asked, f"hp_space(trial) raised {type(error).__name__}: {error}")
+                    optuna_trial.set_user_attr(_storage.RECORD_ATTR, _storage.record_attr(record))
+                    pending[optuna_trial.number] = record
+                    raise _Failed(record.error or "hp_space failed") from error
             trial = _lockstep.lead(Trial(optuna_trial.number, optuna_trial.number, params, self.name, native=optuna_trial))
             _lockstep.announce(trial)
             try:
                 record = run_trial(settings, trial, _OptunaReporter(optuna_trial, multi))
             except KeyboardInterrupt:
-                # Not a finished trial: it stays out of the results (Optuna itself marks it FAIL).
+                # Not a finished trial: it stays out of the results (Optuna marks it FAIL), and its parameters are
+                # queued again so that a rerun trains it in its place.
                 self._interrupted.add(optuna_trial.number)
+                optuna_trial.set_user_attr(_storage.INTERRUPTED_ATTR, True)
+                _storage.requeue(study, optuna_trial.number, optuna_trial.params)
                 raise
-            fields = {key: getattr(record, key) for key in _storage.RECORD_FIELDS}
-            optuna_trial.set_user_attr(_storage.RECORD_ATTR, {k: v for k, v in fields.items() if v is not None})
-            session.record(record)
+            # The whole record goes into the study before it is told: the study alone can rebuild search.json.
+            optuna_trial.set_user_attr(_storage.RECORD_ATTR, _storage.record_attr(record))
+            pending[optuna_trial.number] = record
             if record.state is TrialState.FAIL:
                 raise _Failed(record.error or "failed")
             if record.state is TrialState.PRUNED:
                 raise optuna.TrialPruned(f"pruned at step {record.last_step}")
             return record.objective
+
+        pending: dict[int, TrialRecord] = {}
+
+        def record_after_tell(study_: Any, frozen: Any) -> None:
+            # Called once Optuna has stored the trial's end: search.json never says more than the study.
+            record = pending.pop(frozen.number, None)
+            if record is not None:
+                session.record(record)
 
         catch = self.kwargs.get("catch", ())
         catch = tuple(catch) if isinstance(catch, list | tuple) else (catch,)
@@ -285,7 +296,7 @@ class OptunaBackend(SearchBackend):
                     timeout=self.kwargs.get("timeout"),
                     n_jobs=self.kwargs.get("n_jobs", 1),
                     gc_after_trial=self.kwargs.get("gc_after_trial", False),
-                    callbacks=[*(self.kwargs.get("callbacks") or ()), stop_at_budget],
+                    callbacks=[record_after_tell, *(self.kwargs.get("callbacks") or ()), stop_at_budget],
                     catch=(_Failed, *catch),
                     show_progress_bar=self.kwargs.get("show_progress_bar", False),
                 )
@@ -317,41 +328,52 @@ class OptunaBackend(SearchBackend):
             optuna.trial.TrialState.PRUNED: TrialState.PRUNED,
             optuna.trial.TrialState.FAIL: TrialState.FAIL,
             optuna.trial.TrialState.RUNNING: TrialState.RUNNING,
-            optuna.trial.TrialState.WAITING: TrialState.RUNNING,
         }
         records: list[TrialRecord] = []
         trials = study.get_trials(deepcopy=False)
-        retries = {t.system_attrs["failed_trial"]: t.number for t in trials if "failed_trial" in t.system_attrs}
+        retries: dict[int, int] = {}
+        for t in trials:
+            origin = t.user_attrs.get(_storage.RETRY_OF_ATTR, t.system_attrs.get("failed_trial"))
+            if isinstance(origin, int):
+                retries[origin] = t.number
         for frozen in trials:
-            if frozen.user_attrs.get(_storage.OVER_BUDGET_ATTR) or frozen.number in self._interrupted:
-                continue
+            if frozen.user_attrs.get(_storage.OVER_BUDGET_ATTR) or frozen.user_attrs.get(_storage.INTERRUPTED_ATTR) \
+                    or frozen.number in self._interrupted or frozen.state == optuna.trial.TrialState.WAITING:
+                continue  # never finished here (queued trials have not started)
+            state = states[frozen.state]
             record = session.known(str(frozen.number))
-            if record is None:
-                record = self._stored_record(frozen, states)
-                if record.state is TrialState.FAIL and record.error is None and frozen.number in retries:
+            if record is None or record.state is not state:
+                # Recorded elsewhere (another worker, an earlier run), or the study's state differs from what an
+                # earlier run saved (killed between the two): the study is the truth.
+                record = self._stored_record(frozen, state)
+                if record.state is TrialState.FAIL and frozen.number in retries:
                     record.error = (f"its driver process died while it ran; re-enqueued with the same parameters "
                                     f"as trial {retries[frozen.number]}")
             records.append(record)
         return records
 
-    def _stored_record(self, frozen: Any, states: Mapping[Any, TrialState]) -> TrialRecord:
-        saved = _storage.saved_fields(frozen.user_attrs)
+    def _stored_record(self, frozen: Any, state: TrialState) -> TrialRecord:
+        saved = _storage.saved_record(frozen.user_attrs)
+        if saved is not None:
+            saved.state = state
+            return saved
+        fields = _storage.saved_fields(frozen.user_attrs)
         values = frozen.values
         objective = (values[0] if len(values) == 1 else list(values)) if values else None
         params = self._space.decode(frozen.params) if self._space is not None else dict(frozen.params)
         return TrialRecord(
             trial_id=str(frozen.number),
             number=frozen.number,
-            name=saved.get("name", f"run-{frozen.number}"),
-            state=states[frozen.state],
+            name=fields.get("name", f"run-{frozen.number}"),
+            state=state,
             params=params,
             objective=objective,
             started=frozen.datetime_start,
             finished=frozen.datetime_complete,
             intermediates=[Evaluation(step=s, epoch=None, objective=v)
                            for s, v in sorted(frozen.intermediate_values.items())],
-            last_step=saved.get("last_step"),
-            checkpoint=saved.get("checkpoint"),
-            node=saved.get("node"),
-            error=saved.get("error"),
+            last_step=fields.get("last_step"),
+            checkpoint=fields.get("checkpoint"),
+            node=fields.get("node"),
+            error=fields.get("error"),
         )

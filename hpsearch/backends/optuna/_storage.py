@@ -9,6 +9,8 @@ except a failed trial that was re-enqueued (its retry takes its place) and the e
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import os
 import socket
@@ -16,7 +18,10 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
+from ..._files import json_default
+from ..._redact import redact, redact_url
 from ...errors import SearchConfigError
+from ...trial import TrialRecord
 
 logger = logging.getLogger(__name__)
 
@@ -29,10 +34,13 @@ HEARTBEAT_INTERVAL = 10
 GRACE_PERIOD = 20
 OWNER_ATTR = "hpsearch_owner"
 OVER_BUDGET_ATTR = "hpsearch_over_budget"
-#: What a finished trial leaves for the translation (name, checkpoint, node, error, last_step), as one JSON user
-#: attr: one storage transaction per trial instead of one per field. Studies written before this kept each
-#: field in its own ``hpsearch_<field>`` attr; `saved_fields` reads both.
+#: The whole record a finished trial leaves in the study (one JSON user attr, set before the study is told): the
+#: study alone can rebuild search.json. Older studies kept only some fields (name, checkpoint, node, error,
+#: last_step), in this attr or one attr each; `saved_fields` reads those.
 RECORD_ATTR = "hpsearch"
+RETRY_OF_ATTR = "hpsearch_retry_of"
+INTERRUPTED_ATTR = "hpsearch_interrupted"
+REQUEUE_ATTR = "hpsearch_requeue"
 RECORD_FIELDS = ("name", "checkpoint", "node", "error", "last_step")
 
 
@@ -56,6 +64,22 @@ def owner_is_dead(value: Any) -> bool:
     return False
 
 
+def saved_record(user_attrs: Mapping[str, Any]) -> TrialRecord | None:
+    """The record a trial's driver saved in the study, when it saved the whole record."""
+    saved = user_attrs.get(RECORD_ATTR)
+    if isinstance(saved, dict) and "trial_id" in saved:
+        try:
+            return TrialRecord.from_dict(saved)
+        except (KeyError, TypeError, ValueError):
+            return None
+    return None
+
+
+def record_attr(record: TrialRecord) -> dict[str, Any]:
+    """The record as the JSON value Optuna stores (anything JSON cannot hold becomes plain data or a string)."""
+    return json.loads(json.dumps(record.to_dict(), default=json_default))
+
+
 def saved_fields(user_attrs: Mapping[str, Any]) -> dict[str, Any]:
     """The record fields a trial's driver saved: the one ``hpsearch`` attr, or the older one-attr-per-field form."""
     saved = user_attrs.get(RECORD_ATTR)
@@ -65,42 +89,41 @@ def saved_fields(user_attrs: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def retried_numbers(trials: list[Any]) -> set[int]:
-    """Numbers of failed trials that were re-enqueued (by the heartbeat or by `recover_dead_drivers`)."""
+def superseded_numbers(trials: list[Any]) -> set[int]:
+    """Numbers of trials whose parameters were queued again (their driver died, or they were interrupted): the
+    new trial takes their place in the budget. Read over the whole study, so every worker agrees."""
     out: set[int] = set()
     for t in trials:
-        out.update(t.system_attrs.get("retry_history", ()))
+        out.update(t.system_attrs.get("retry_history", ()))  # Optuna's own heartbeat retries (older studies)
+        retry_of = t.user_attrs.get(RETRY_OF_ATTR)
+        if isinstance(retry_of, int):
+            out.add(retry_of)
     return out
 
 
-def budget_trials(trials: list[Any]) -> list[Any]:
-    """The trials that use the budget: all but re-enqueued failures and the empty over-budget ones."""
+def budget_trials(trials: list[Any], below: int | None = None) -> list[Any]:
+    """The trials that use the budget (numbered below ``below`` if given): all but the superseded failures and the
+    empty over-budget ones."""
     import optuna
 
-    retried = retried_numbers(trials)
+    superseded = superseded_numbers(trials)
     return [
         t for t in trials
-        if not t.user_attrs.get(OVER_BUDGET_ATTR)
-        and not (t.state == optuna.trial.TrialState.FAIL and t.number in retried)
+        if (below is None or t.number < below)
+        and not t.user_attrs.get(OVER_BUDGET_ATTR)
+        and not (t.state == optuna.trial.TrialState.FAIL and t.number in superseded)
     ]
 
 
-def _retry_callback() -> Any:
-    import optuna
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        return optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=1)
+def requeue(study: Any, number: int, params: Mapping[str, Any]) -> None:
+    """Queue ``params`` again as a new trial that takes the place of trial ``number`` (any number of times: a
+    kill is never the trial's fault, so a retry killed again is retried again)."""
+    study.enqueue_trial(dict(params), user_attrs={RETRY_OF_ATTR: number}, skip_if_exists=False)
 
 
-def redact_url(url: str) -> str:
-    """A storage URL without its password (never printed or saved)."""
-    if "://" not in url or "@" not in url:
-        return url
-    scheme, rest = url.split("://", 1)
-    creds, host = rest.rsplit("@", 1)
-    user = creds.split(":", 1)[0]
-    return f"{scheme}://{user}:***@{host}"
+def _requeue_stale(study: Any, frozen: Any) -> None:
+    """Optuna's heartbeat callback: a trial whose driver stopped beating was failed; queue its parameters again."""
+    requeue(study, frozen.number, frozen.params)
 
 
 def check_storage_url(url: str, output_dir: str) -> None:
@@ -109,11 +132,27 @@ def check_storage_url(url: str, output_dir: str) -> None:
         # output_dir itself is created before the storage is opened.
         return not os.path.isdir(folder) and os.path.abspath(folder) != os.path.abspath(output_dir)
 
-    if url.endswith(JOURNAL_SUFFIXES) and "://" not in url:
+    if "://" not in url:
+        if os.path.isdir(url):
+            raise SearchConfigError(
+                f"storage={url!r} is a folder; a journal storage is a file: pass a file path such as "
+                f"{os.path.join(url, 'study.log')!r}."
+            )
+        if not url.endswith(JOURNAL_SUFFIXES):
+            raise SearchConfigError(
+                f"storage={url!r} is neither a database URL nor a journal file; use e.g. 'sqlite:///study.db', "
+                "'postgresql://user@host/db' or a path ending in .log."
+            )
         parent = os.path.dirname(os.path.abspath(url))
         if missing(parent):
             raise SearchConfigError(f"storage journal file {url!r}: folder {parent!r} does not exist; create it.")
         return
+    if url.startswith("sqlite://") and not url.startswith("sqlite:///"):
+        fixed = "sqlite:///" + url[len("sqlite://"):]
+        raise SearchConfigError(
+            f"storage={url!r}: a SQLite URL has three slashes before a relative path and four before an absolute "
+            f"one (sqlite:///study.db, sqlite:////tmp/study.db); write {fixed!r}."
+        )
     scheme = url.split("://", 1)[0].split("+", 1)[0] if "://" in url else ""
     if scheme not in _RDB_SCHEMES:
         raise SearchConfigError(
@@ -130,6 +169,11 @@ def check_storage_url(url: str, output_dir: str) -> None:
             f"storage={redact_url(url)!r} is not a valid database URL ({type(error).__name__}); write it as "
             "'dialect+driver://user:password@host:port/database', e.g. 'postgresql+psycopg2://me:pw@127.0.0.1:5432/db'."
         ) from None
+    if scheme == "sqlite" and "?" in url and not all("=" in item for item in url.split("?", 1)[1].split("&")):
+        raise SearchConfigError(
+            f"storage={url!r}: the '?' starts a query in a URL, so the SQLite file would be "
+            f"{parsed.database!r}; choose a path without '?'."
+        )
     if scheme == "sqlite" and parsed.database not in (None, "", ":memory:"):
         parent = os.path.dirname(os.path.abspath(parsed.database))
         if missing(parent):
@@ -153,11 +197,32 @@ def build_storage(storage: Any) -> Any:
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             return optuna.storages.RDBStorage(
                 storage,
+                engine_kwargs=_engine_kwargs(storage),
                 heartbeat_interval=HEARTBEAT_INTERVAL,
                 grace_period=GRACE_PERIOD,
-                heartbeat_stale_trial_callback=_retry_callback(),
+                heartbeat_stale_trial_callback=_requeue_stale,
             )
     return storage
+
+
+#: Seconds to wait for a database server: one that accepts the connection and never answers must not hang a
+#: search for ever.
+CONNECT_TIMEOUT_S = 15
+STATEMENT_TIMEOUT_S = 120
+
+
+def _engine_kwargs(url: str) -> dict[str, Any]:
+    scheme = url.split("://", 1)[0].split("+", 1)[0]
+    if scheme in ("postgresql", "postgres"):
+        return {"connect_args": {"connect_timeout": CONNECT_TIMEOUT_S,
+                                 "options": f"-c statement_timeout={STATEMENT_TIMEOUT_S * 1000}"},
+                "pool_timeout": CONNECT_TIMEOUT_S}
+    if scheme == "mysql":
+        return {"connect_args": {"connect_timeout": CONNECT_TIMEOUT_S, "read_timeout": STATEMENT_TIMEOUT_S,
+                                 "write_timeout": STATEMENT_TIMEOUT_S}, "pool_timeout": CONNECT_TIMEOUT_S}
+    if scheme == "sqlite":
+        return {"connect_args": {"timeout": STATEMENT_TIMEOUT_S}}
+    return {}
 
 
 def recover_dead_drivers(study: Any) -> None:
@@ -171,17 +236,25 @@ def recover_dead_drivers(study: Any) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         optuna.storages.fail_stale_trials(study)
-    retry = _retry_callback()
     for frozen in study.get_trials(deepcopy=True, states=(optuna.trial.TrialState.RUNNING,)):
         if not owner_is_dead(frozen.user_attrs.get(OWNER_ATTR)):
             continue
+        # Marked first: a rerun killed between failing the trial and queueing it again still queues it.
+        with contextlib.suppress(Exception):
+            study._storage.set_trial_user_attr(frozen._trial_id, REQUEUE_ATTR, True)
         try:
             study.tell(frozen.number, state=optuna.trial.TrialState.FAIL)
         except (ValueError, RuntimeError, optuna.exceptions.UpdateFinishedTrialError):
             continue  # another driver recovered it first
         logger.warning("Trial %d was left RUNNING by a driver that died (%s); marked FAIL and re-enqueued.",
                        frozen.number, frozen.user_attrs[OWNER_ATTR])
-        retry(study, frozen)
+        requeue(study, frozen.number, frozen.params)
+    trials = study.get_trials(deepcopy=False)
+    superseded = superseded_numbers(trials)
+    for frozen in trials:
+        if frozen.state == optuna.trial.TrialState.FAIL and frozen.user_attrs.get(REQUEUE_ATTR) \
+                and frozen.number not in superseded:
+            requeue(study, frozen.number, frozen.params)
 
 
 def study_summary(storage: str, study_name: str) -> Any:
@@ -191,5 +264,7 @@ def study_summary(storage: str, study_name: str) -> Any:
     try:
         summaries = optuna.study.get_all_study_summaries(storage=storage, include_best_trial=False)
     except Exception as error:
-        raise SearchConfigError(f"storage={redact_url(storage)!r}: cannot open the storage ({error}); check the URL.") from None
+        raise SearchConfigError(
+            f"storage={redact_url(storage)!r}: cannot open the storage ({redact(str(error))}); check the URL."
+        ) from None
     return next((s for s in summaries if s.study_name == study_name), None)

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from ...errors import TooManyFailedTrials
+from ...errors import HPSearchError
 from ...runner import finish_record, new_record
 from ...trial import TrialRecord, TrialState
 from ._worker import MAX_STEPS_KEY, RECORD_KEY, RECORD_MARKER, ray_trial
@@ -79,7 +79,7 @@ class Recorder:
         self.max_steps: dict[str, int] = {}
         self.tune_checkpoints: dict[str, dict[int, str]] = {}
         self.started: dict[str, datetime] = {}
-        self.failure: TooManyFailedTrials | None = None
+        self.failure: HPSearchError | None = None
 
     # ------------------------------------------------------------------ events
     def result(self, trial_id: str, result: Mapping[str, Any], trial_path: str | None) -> None:
@@ -111,7 +111,7 @@ class Recorder:
         record = self.final_record(trial_id, config, error)
         try:
             self.session.record(record)
-        except TooManyFailedTrials as failure:
+        except HPSearchError as failure:  # too many failures, or a setting no trial can satisfy
             self.failure = failure  # raised after Tune stopped every trial (see the stopper)
 
     # ------------------------------------------------------------------ the record

@@ -1,0 +1,103 @@
+"""Opening the study: a stable default name, and refusing a stored study that belongs to another search.
+
+A search with a ``storage`` and no ``study_name`` gets a name derived from its output folder, and continues that
+study when it exists: rerunning the same call after a crash resumes it (the log says so). A study reused by name
+must be the same search: same directions, same objective, same space (stored in the study's user attrs when it
+is created); anything else is refused, naming what differs, before any trial.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+from typing import TYPE_CHECKING, Any, Literal, cast
+
+from ..._files import json_default
+from ...errors import SearchConfigError
+from . import _storage
+
+if TYPE_CHECKING:
+    from ...session import SearchSession
+    from ...settings import TrialSettings
+
+logger = logging.getLogger(__name__)
+
+SEARCH_ATTR = "hpsearch_search"
+
+
+def default_study_name(output_dir: str) -> str:
+    """``hpsearch-<folder>-<hash of its absolute path>``: the same for every run of a search in that folder."""
+    path = os.path.abspath(os.path.expanduser(output_dir))
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", os.path.basename(path.rstrip(os.sep)) or "search")[:40]
+    return f"hpsearch-{slug}-{hashlib.sha1(path.encode('utf-8')).hexdigest()[:8]}"
+
+
+def _identity(settings: TrialSettings) -> dict[str, Any]:
+    identity = {
+        "directions": list(settings.directions),
+        "objective": settings.objective_name,
+        "space": settings.space.to_dict() if settings.space is not None else None,
+    }
+    # As the storage gives it back (JSON: tuples become lists), so that equal searches compare equal.
+    return json.loads(json.dumps(identity, default=json_default))
+
+
+def open_study(kwargs: dict[str, Any], settings: TrialSettings, session: SearchSession) -> Any:
+    import optuna
+
+    storage = kwargs.get("storage")
+    study_name = kwargs.get("study_name")
+    load_if_exists = kwargs.get("load_if_exists")
+    if storage is not None and study_name is None:
+        study_name = default_study_name(settings.output_dir)
+        if load_if_exists is None:
+            load_if_exists = True
+        logger.info("Study %r (named after output_dir; a rerun of this search continues it).", study_name)
+    directions = cast('list[Literal["minimize", "maximize"]]', list(settings.directions))
+    try:
+        study = optuna.create_study(
+            directions=directions,
+            sampler=kwargs.get("sampler"),
+            pruner=kwargs.get("pruner"),
+            storage=_storage.build_storage(storage),
+            study_name=study_name,
+            load_if_exists=bool(load_if_exists),
+        )
+    except optuna.exceptions.DuplicatedStudyError:
+        raise SearchConfigError(
+            f"study_name={study_name!r} already exists in storage={_describe(storage)!r} and load_if_exists is not "
+            "set; pass load_if_exists=True to continue it, or a new study_name."
+        ) from None
+    _check_same_search(study, settings, study_name)
+    return study
+
+
+def _check_same_search(study: Any, settings: TrialSettings, study_name: str | None) -> None:
+    ours = _identity(settings)
+    stored = study.user_attrs.get(SEARCH_ATTR)
+    stored_directions = [d.name.lower() for d in study.directions]
+    problems = []
+    if stored_directions != ours["directions"]:
+        problems.append(f"direction {stored_directions} (this search: {ours['directions']})")
+    if isinstance(stored, dict):
+        if stored.get("objective") != ours["objective"]:
+            problems.append(f"objective {stored.get('objective')!r} (this search: {ours['objective']!r})")
+        if stored.get("space") != ours["space"]:
+            problems.append("a different hp_space")
+    if problems:
+        raise SearchConfigError(
+            f"study {study_name!r} in this storage belongs to another search: it has {'; '.join(problems)}. "
+            "Reusing it would mix results of different searches; pass a new study_name (or output_dir), or the "
+            "same direction, objective and hp_space as the stored study."
+        )
+    if stored is None:
+        if study.trials and stored_directions == ours["directions"]:
+            logger.info("Study %r was created without a record of its search; continuing it.", study_name)
+        study.set_user_attr(SEARCH_ATTR, ours)
+
+
+def _describe(storage: Any) -> str:
+    return _storage.redact_url(storage) if isinstance(storage, str) else type(storage).__name__
