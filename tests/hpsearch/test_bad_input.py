@@ -183,6 +183,19 @@ CASES: list[tuple[str, Callable[[Env], Any], tuple[str, ...]]] = [
     ("max-failed-trials", lambda e: e.search(max_failed_trials=0), ("max_failed_trials", "got 0", "pass e.g.")),
     ("trial-timeout", lambda e: e.search(trial_timeout=-1), ("trial_timeout", "-1", "positive, finite number of seconds")),
     ("hp-name", lambda e: e.search(hp_name="run"), ("hp_name", "'run'", "callable taking the trial")),
+    ("trial-timeout-inf", lambda e: e.search(trial_timeout=float("inf")), ("trial_timeout", "inf", "finite")),
+    ("no-eval-dataset", lambda e: e.search(_without_eval(e.trainer())), ("eval_dataset", "evaluation", "Trainer(eval_dataset=...)")),
+    ("hp-space-empty", lambda e: e.search(hp_space={}), ("hp_space={}", "no parameter", "None for the default space")),
+    ("space-float-for-batch-size", lambda e: e.search(hp_space={"per_device_train_batch_size": spaces.Float(8.0, 64.0)}),
+     ("per_device_train_batch_size", "Float", "use spaces.Int(8, 64)")),
+    ("space-zero-epochs", lambda e: e.search(hp_space={"num_train_epochs": spaces.Int(0, 3)}),
+     ("num_train_epochs", "0", "start the domain above 0")),
+    ("output-dir-query", lambda e: e.search(e.trainer(output_dir=str(e.tmp_path / "what?now"))),
+     ("output_dir", "'?'", "without '?'")),
+    ("optuna-sqlite-two-slashes", lambda e: e.search(storage="sqlite://study.db"),
+     ("storage='sqlite://study.db'", "three slashes", "'sqlite:///study.db'")),
+    ("optuna-journal-is-folder", lambda e: e.search(storage=str(e.tmp_path)),
+     ("storage=", "is a folder", "study.log")),
     # ------------------------------------------------------------ Optuna keyword arguments
     ("optuna-unknown-kwarg", lambda e: e.search(sampler_seed=3), ("sampler_seed", "optuna", "it accepts")),
     ("optuna-pruner-no-eval", lambda e: e.search(e.trainer(eval_strategy="no"), pruner=optuna.pruners.MedianPruner()),
@@ -231,6 +244,11 @@ CASES: list[tuple[str, Callable[[Env], Any], tuple[str, ...]]] = [
     ("cli-backend", lambda e: e.cli("--backend", "hyperopt"), ("--backend", "hyperopt", "choose from")),
     ("cli-set", lambda e: e.cli("--set", "training_args.learning_rate=-1"), ("learning_rate", "got -1.0", "pass 0.0 or more")),
 ]
+
+
+def _without_eval(trainer: Trainer) -> Trainer:
+    trainer.eval_dataset = None
+    return trainer
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])

@@ -164,8 +164,13 @@ def _assert_absent(secret: str, texts: dict[str, bytes]) -> None:
     assert not leaks, f"the secret was written to {leaks}"
 
 
-def test_postgres_password_appears_in_no_log_result_or_report(postgres, tmp_path, caplog, capsys):  # noqa: F811
+@pytest.mark.parametrize("form", ["userinfo", "query"])
+def test_postgres_password_appears_in_no_log_result_or_report(form, postgres, tmp_path, caplog, capsys):  # noqa: F811
     password = postgres.password
+    url = postgres.url if form == "userinfo" else (
+        f"postgresql+psycopg2://{postgres.user}@127.0.0.1:{postgres.port}/{postgres.database}?password={password}"
+    )
+    study_name = f"secret-free-{form}"
     out = tmp_path / "search"
     caplog.set_level(logging.DEBUG)
     optuna.logging.set_verbosity(optuna.logging.DEBUG)
@@ -178,7 +183,7 @@ def test_postgres_password_appears_in_no_log_result_or_report(postgres, tmp_path
         best = hpsearch.hyperparameter_search(
             _trainer(out, model_init=model_init),  # checkpoints too: training_args.json, trainer_state.json
             hp_space={"learning_rate": spaces.Float(1e-3, 1e-2)}, compute_objective="eval_loss", n_trials=3,
-            backend="optuna", storage=postgres.url, study_name="secret-free", load_if_exists=True,
+            backend="optuna", storage=url, study_name=study_name, load_if_exists=True,
         )
     finally:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -188,9 +193,9 @@ def test_postgres_password_appears_in_no_log_result_or_report(postgres, tmp_path
     printed = capsys.readouterr()
 
     # The search really used the password (the server refuses host connections without it).
-    assert optuna.load_study(study_name="secret-free", storage=postgres.url).trials
+    assert optuna.load_study(study_name=study_name, storage=postgres.url).trials
     settings = SearchResult.load(out).settings
-    assert settings["storage"] == postgres.url.replace(password, "***")
+    assert settings["storage"] == url.replace(password, "***")
     texts = _everything_written(out)
     assert any(name.endswith("search.json") for name in texts) and any("run-" in name for name in texts)
     texts["<log records>"] = "\n".join(r.getMessage() + str(r.args) for r in caplog.records).encode()

@@ -16,6 +16,7 @@ import re
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from ..._files import json_default
+from ..._redact import redact
 from ...errors import SearchConfigError
 from . import _storage
 
@@ -70,6 +71,16 @@ def open_study(kwargs: dict[str, Any], settings: TrialSettings, session: SearchS
         raise SearchConfigError(
             f"study_name={study_name!r} already exists in storage={_describe(storage)!r} and load_if_exists is not "
             "set; pass load_if_exists=True to continue it, or a new study_name."
+        ) from None
+    except Exception as error:
+        import sqlalchemy.exc
+
+        if not isinstance(error, sqlalchemy.exc.SQLAlchemyError):
+            raise
+        raise SearchConfigError(
+            f"storage={_describe(storage)!r}: the database did not answer ({type(error).__name__}: "
+            f"{redact(str(error)).splitlines()[0]}); check that the server is up and reachable (connections and "
+            f"statements wait at most {_storage.CONNECT_TIMEOUT_S} s and {_storage.STATEMENT_TIMEOUT_S} s)."
         ) from None
     _check_same_search(study, settings, study_name)
     return study

@@ -1,0 +1,219 @@
+"""Faults and mistakes a search must survive or refuse (issue 14), each one on a real Optuna study:
+
+- the README's call (a storage, no study_name) rerun after a crash resumes instead of starting over;
+- Ctrl-C in a trial, then a rerun: the interrupted trial does not use the budget, its parameters are retried;
+- a stored study reused with another direction, objective or space is refused before any trial;
+- an ``hp_name`` that names two trials alike: they get different folders;
+- ``sys.exit()`` or ``KeyboardInterrupt`` inside a trial run in a thread: that trial fails, the search goes on;
+- ``trial_timeout`` stops a threaded trial stuck before its first step;
+- a database server that accepts the connection and never answers: a clear error, not a hang;
+- a metric name no evaluation produces stops the search at the first evaluation, not after N failed trials;
+- ``hp_space`` / ``hp_name`` that raise on a later trial: that trial fails, the search goes on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+
+import hpsearch
+import spaces
+from hpsearch import SearchConfigError, SearchResult, TrialState
+from tests._digits import DigitsMLP, accuracy, digits_datasets
+from trainer import Trainer, TrainerCallback, TrainingArguments
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+SPACE = {"learning_rate": spaces.Float(1e-3, 1e-1, log=True), "hidden": spaces.Categorical([8, 16, 32])}
+
+
+def _trainer(out: Path, model_init=None, callbacks=(), **args) -> Trainer:
+    train, evaluation = digits_datasets()
+    settings = dict(output_dir=str(out), max_steps=4, eval_strategy="steps", eval_steps=2, save_strategy="no",
+                    per_device_train_batch_size=64, logging_strategy="no", disable_tqdm=True, report_to="none")
+    settings.update(args)
+    return Trainer(model_init=model_init or (lambda trial: DigitsMLP(hidden=trial.get("hidden", 16) if trial else 16)),
+                   args=TrainingArguments(**settings), train_dataset=train, eval_dataset=evaluation,
+                   compute_metrics=accuracy, callbacks=list(callbacks))
+
+
+def test_rerun_of_the_readme_call_resumes(tmp_path, caplog):
+    built: list[int] = []
+
+    def model_init(trial):
+        built.append(1)
+        return DigitsMLP(hidden=trial["hidden"] if trial else 16)
+
+    out = tmp_path / "out"
+    storage = f"sqlite:///{tmp_path}/study.db"
+    hpsearch.hyperparameter_search(_trainer(out, model_init), hp_space=SPACE, n_trials=3, backend="optuna",
+                                   storage=storage, compute_objective="eval_loss")
+    first = len(built)
+    caplog.set_level("INFO")
+    hpsearch.hyperparameter_search(_trainer(out, model_init), hp_space=SPACE, n_trials=3, backend="optuna",
+                                   storage=storage, compute_objective="eval_loss")
+    assert len(built) == first + 1  # the Trainer builds one model up front; no trial trained again
+    assert len(SearchResult.load(out).records) == 3
+    assert any("named after output_dir" in r.getMessage() for r in caplog.records)
+    assert len(optuna.get_all_study_summaries(storage)) == 1
+
+
+def test_interrupted_trial_is_retried_and_does_not_use_the_budget(tmp_path):
+    class Interrupt(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            if args.run_name == "run-1" and state.global_step == 2:
+                raise KeyboardInterrupt
+
+    out = tmp_path / "out"
+    storage = f"sqlite:///{tmp_path}/study.db"
+    kwargs = dict(hp_space=SPACE, n_trials=3, backend="optuna", storage=storage, study_name="s",
+                  load_if_exists=True, compute_objective="eval_loss")
+    hpsearch.hyperparameter_search(_trainer(out, callbacks=[Interrupt()]), **kwargs)  # returns trial 0
+    hpsearch.hyperparameter_search(_trainer(out), **kwargs)
+    study = optuna.load_study(study_name="s", storage=storage)
+    finished = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(finished) == 3
+    retry = next(t for t in study.trials if t.user_attrs.get("hpsearch_retry_of") == 1)
+    assert retry.params == study.trials[1].params and retry.state == optuna.trial.TrialState.COMPLETE
+    records = SearchResult.load(out).records
+    assert sorted(r.number for r in records) == sorted(t.number for t in finished)  # interrupted stays out
+
+
+@pytest.mark.parametrize("change", ["direction", "objective", "space"])
+def test_reusing_a_study_of_another_search_is_refused(change, tmp_path):
+    storage = f"sqlite:///{tmp_path}/study.db"
+    base = dict(hp_space=SPACE, n_trials=2, backend="optuna", storage=storage, study_name="s", load_if_exists=True,
+                compute_objective="eval_loss", direction="minimize")
+    hpsearch.hyperparameter_search(_trainer(tmp_path / "a"), **base)
+    other = {"direction": {"direction": "maximize"}, "objective": {"compute_objective": "eval_accuracy"},
+             "space": {"hp_space": {"learning_rate": spaces.Float(1e-4, 1e-1, log=True)}}}[change]
+    with pytest.raises(SearchConfigError, match=r"belongs to another search.*new study_name"):
+        hpsearch.hyperparameter_search(_trainer(tmp_path / "b"), **{**base, **other})
+    assert not (tmp_path / "b").exists()
+
+
+def test_duplicate_trial_names_get_their_own_folders(tmp_path):
+    out = tmp_path / "out"
+    best = hpsearch.hyperparameter_search(_trainer(out, save_strategy="steps", save_steps=2), hp_space=SPACE,
+                                          n_trials=3, backend="optuna", hp_name=lambda trial: "same",
+                                          compute_objective="eval_loss")
+    names = [r.name for r in best.run_summary.records]
+    assert len(set(names)) == 3 and names[0] == "same", names
+    for record in best.run_summary.records:
+        assert record.checkpoint is None or Path(record.checkpoint).parent.name == record.name
+
+
+@pytest.mark.parametrize("exit_kind", ["sys-exit", "keyboard-interrupt"])
+def test_exit_inside_a_threaded_trial_fails_only_that_trial(exit_kind, tmp_path):
+    def model_init(trial):
+        if trial is not None and trial.number == 0:
+            if exit_kind == "sys-exit":
+                sys.exit(3)
+            raise KeyboardInterrupt
+        return DigitsMLP(hidden=16)
+
+    best = hpsearch.hyperparameter_search(_trainer(tmp_path / "out", model_init), hp_space=SPACE, n_trials=3,
+                                          backend="optuna", n_jobs=2, compute_objective="eval_loss")
+    records = {r.number: r for r in best.run_summary.records}
+    assert len(records) == 3
+    assert records[0].state is TrialState.FAIL
+    assert ("sys.exit(3)" if exit_kind == "sys-exit" else "KeyboardInterrupt") in records[0].error
+    assert all(records[n].state is TrialState.COMPLETE for n in (1, 2))
+
+
+def test_trial_timeout_stops_a_threaded_trial_stuck_before_its_first_step(tmp_path):
+    looped_to_the_end: list[bool] = []
+
+    def model_init(trial):
+        if trial is not None and trial.number == 0:
+            for _ in range(600):  # 30 s of a data set that never arrives
+                time.sleep(0.05)
+            looped_to_the_end.append(True)
+        return DigitsMLP(hidden=16)
+
+    best = hpsearch.hyperparameter_search(_trainer(tmp_path / "out", model_init), hp_space=SPACE, n_trials=2,
+                                          backend="optuna", n_jobs=2, trial_timeout=1.0,
+                                          compute_objective="eval_loss")
+    records = {r.number: r for r in best.run_summary.records}
+    assert records[0].state is TrialState.FAIL and "trial_timeout" in records[0].error
+    assert looped_to_the_end == []  # stopped inside model_init, not after it
+    assert records[1].state is TrialState.COMPLETE
+
+
+@contextlib.contextmanager
+def _silent_server():
+    """A TCP server on 127.0.0.1 that accepts connections and never answers."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    accepted: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            with contextlib.suppress(OSError):
+                accepted.append(server.accept()[0])
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield server.getsockname()[1]
+    finally:
+        stop.set()
+        thread.join()
+        for conn in accepted:
+            conn.close()
+        server.close()
+
+
+def test_a_database_that_never_answers_is_an_error_not_a_hang(tmp_path, monkeypatch):
+    from hpsearch.backends.optuna import _storage
+
+    monkeypatch.setattr(_storage, "CONNECT_TIMEOUT_S", 2)
+    with _silent_server() as port, pytest.raises(SearchConfigError, match="did not answer") as caught:
+        hpsearch.hyperparameter_search(_trainer(tmp_path / "out"), hp_space=SPACE, n_trials=1, backend="optuna",
+                                       storage=f"postgresql+psycopg2://me:hunter2@127.0.0.1:{port}/db",
+                                       compute_objective="eval_loss")
+    assert "hunter2" not in str(caught.value)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_metric_no_evaluation_produces_stops_the_search_at_once(tmp_path):
+    built: list[int] = []
+
+    def model_init(trial):
+        built.append(1)
+        return DigitsMLP(hidden=16)
+
+    trainer = _trainer(tmp_path / "out", model_init)
+    built.clear()
+    with pytest.raises(SearchConfigError, match=r"eval_f1.*not among the evaluation metrics"):
+        hpsearch.hyperparameter_search(trainer, hp_space=SPACE, n_trials=5, backend="optuna",
+                                       compute_objective="eval_f1", max_failed_trials=3)
+    assert len(built) == 1  # one trial, not max_failed_trials of them
+
+
+def test_hp_space_and_hp_name_that_raise_on_a_later_trial_fail_only_that_trial(tmp_path):
+    def hp_space(trial):
+        if trial.number == 1:
+            raise ValueError("no value for trial 1")
+        return {"learning_rate": trial.suggest_float("learning_rate", 1e-3, 1e-1, log=True)}
+
+    def hp_name(trial):
+        if trial.number == 2:
+            raise RuntimeError("no name for trial 2")
+        return f"t{trial.number}"
+
+    best = hpsearch.hyperparameter_search(_trainer(tmp_path / "out"), hp_space=hp_space, hp_name=hp_name,
+                                          n_trials=4, backend="optuna", compute_objective="eval_loss")
+    records = {r.number: r for r in best.run_summary.records}
+    assert records[1].state is TrialState.FAIL and "no value for trial 1" in records[1].error
+    assert records[2].state is TrialState.FAIL and "no name for trial 2" in records[2].error
+    assert records[0].state is TrialState.COMPLETE and records[3].state is TrialState.COMPLETE
