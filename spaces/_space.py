@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from ._domains import Domain, Fixed, Float, same_value, domain_from_dict
+from ._domains import Domain, Fixed, Float, domain_from_dict, same_value
 
 __all__ = ["SearchSpace"]
 
