@@ -89,10 +89,19 @@ class TrainerState:
 
     @classmethod
     def load_from_json(cls, json_path: str) -> TrainerState:
-        with open(json_path, encoding="utf-8") as f:
-            data = json.load(f)
-        known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        """The state saved in ``json_path``; `ValueError` naming the file when it is not a saved state."""
+        try:
+            with open(json_path, encoding="utf-8") as f:
+                data = json.load(f)
+            if not isinstance(data, dict):
+                raise TypeError(f"expected a JSON object, got {type(data).__name__}")
+            known = {f.name for f in dataclasses.fields(cls)}
+            return cls(**{k: v for k, v in data.items() if k in known})
+        except (ValueError, TypeError) as error:
+            raise ValueError(
+                f"{json_path!r} is not a readable trainer state ({type(error).__name__}: {error}); the checkpoint is "
+                "corrupt: resume from another checkpoint (resume_from_checkpoint=<folder>) or delete it."
+            ) from None
 
     def compute_steps(self, args: TrainingArguments, max_steps: int) -> None:
         """Resolve the logging/eval/save intervals (ratios of ``max_steps`` below 1) into steps."""

@@ -128,6 +128,28 @@ def save_model_weights(model: nn.Module, folder: str, max_shard_size: str | int 
     return [*files, WEIGHTS_INDEX_NAME]
 
 
+def _shard_files(folder: str, index_path: str) -> list[str]:
+    """The shard files a sharded checkpoint's index names; each must be a file inside ``folder``."""
+    try:
+        with open(index_path, encoding="utf-8") as f:
+            weight_map = json.load(f)["weight_map"]
+        names = sorted(set(weight_map.values()))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        raise ValueError(
+            f"{index_path!r} is not a readable shard index ({type(error).__name__}: {error}); the checkpoint is "
+            "corrupt: resume from another checkpoint or save it again."
+        ) from None
+    root = os.path.realpath(folder)
+    for name in names:
+        path = os.path.realpath(os.path.join(folder, name)) if isinstance(name, str) else ""
+        if not isinstance(name, str) or os.path.dirname(path) != root:
+            raise ValueError(
+                f"{index_path!r} names the shard {name!r}, which is not a file in the checkpoint folder {folder!r}; "
+                "refusing to read outside it. The index is corrupt or was tampered with: save the checkpoint again."
+            )
+    return names
+
+
 def load_model_weights(model: nn.Module, folder: str, strict: bool = True) -> None:
     """Load safetensors weights (single file or sharded) from ``folder`` into ``model``; tied weights are re-tied."""
     from safetensors.torch import load_file
@@ -137,10 +159,8 @@ def load_model_weights(model: nn.Module, folder: str, strict: bool = True) -> No
     if os.path.isfile(single):
         state = load_file(single)
     elif os.path.isfile(index_path):
-        with open(index_path, encoding="utf-8") as f:
-            weight_map = json.load(f)["weight_map"]
         state = {}
-        for filename in sorted(set(weight_map.values())):
+        for filename in _shard_files(folder, index_path):
             state.update(load_file(os.path.join(folder, filename)))
     else:
         raise FileNotFoundError(

@@ -417,3 +417,30 @@ def test_best_model_settings_are_checked_up_front(tmp_path):
         make_args(tmp_path, load_best_model_at_end=True, eval_strategy="steps", eval_steps=5, save_strategy="epoch")
     with pytest.raises(ValueError, match="eval_strategy"):
         make_args(tmp_path, load_best_model_at_end=True)
+
+
+def test_a_shard_index_naming_a_file_outside_the_checkpoint_is_refused(tmp_path):
+    import json
+
+    import pytest
+    import torch
+
+    from trainer._checkpoint import WEIGHTS_INDEX_NAME, load_model_weights
+
+    folder = tmp_path / "checkpoint-1"
+    folder.mkdir()
+    (tmp_path / "elsewhere.safetensors").write_bytes(b"")
+    (folder / WEIGHTS_INDEX_NAME).write_text(json.dumps({"weight_map": {"w": "../elsewhere.safetensors"}}))
+    with pytest.raises(ValueError, match=r"not a file in the checkpoint folder.*refusing"):
+        load_model_weights(torch.nn.Linear(2, 2), str(folder))
+
+
+def test_a_corrupt_trainer_state_names_the_file(tmp_path):
+    import pytest
+
+    from trainer import TrainerState
+
+    path = tmp_path / "trainer_state.json"
+    path.write_text("{not json")
+    with pytest.raises(ValueError, match=r"trainer_state.json.*not a readable trainer state.*another checkpoint"):
+        TrainerState.load_from_json(str(path))
