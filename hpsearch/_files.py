@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ._cost import COST_COLUMNS
 from .trial import TrialState
 
 if TYPE_CHECKING:
@@ -43,8 +44,8 @@ def trial_csv_line(record: TrialRecord, k: int, params: tuple[str, ...]) -> str:
     return csv_row([
         str(record.trial_id), str(record.name), int(record.number), TrialState(record.state).value, *objectives,
         *(record.params.get(name) for name in params),
-        record.started, record.finished, record.duration_s, len(record.intermediates), record.last_step,
-        record.checkpoint, record.node, record.error,
+        record.started, record.finished, record.duration_s, *(record.cost.get(c) for c in COST_COLUMNS),
+        len(record.intermediates), record.last_step, record.checkpoint, record.node, record.error,
     ])
 
 

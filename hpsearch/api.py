@@ -229,7 +229,8 @@ def hyperparameter_search(
         settings=adapter.describe(),
         versions=_versions(backend_cls),
     )
-    session = SearchSession(settings, result, n_trials, max_failed_trials=common["max_failed_trials"])
+    session = SearchSession(settings, result, n_trials, max_failed_trials=common["max_failed_trials"],
+                            max_device_hours=common["max_device_hours"], max_energy_kwh=common["max_energy_kwh"])
     try:
         adapter.run(session, native_space)
     except SearchConfigError:

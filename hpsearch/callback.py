@@ -15,6 +15,7 @@ from . import _dist
 from .trial import Evaluation
 
 if TYPE_CHECKING:
+    from ._cost import CostMeter
     from .settings import TrialSettings
     from .trial import TrialRecord, TrialReporter
 
@@ -40,8 +41,10 @@ class ReportingCallback(TrainerCallback):
     the backend; its decision is broadcast so every rank stops together.
     """
 
-    def __init__(self, settings: TrialSettings, reporter: TrialReporter, record: TrialRecord) -> None:
+    def __init__(self, settings: TrialSettings, reporter: TrialReporter, record: TrialRecord,
+                 meter: CostMeter | None = None) -> None:
         self.settings = settings
+        self.meter = meter
         self.reporter = reporter
         self.record = record
         self.pruned = False
@@ -77,6 +80,8 @@ class ReportingCallback(TrainerCallback):
 
     def on_step_end(self, args, state, control, **kwargs):
         self.record.last_step = state.global_step
+        if self.meter is not None and state.global_step % 10 == 0:
+            self.meter.sample()
 
     def on_train_end(self, args, state, control, **kwargs):
         if self._pending is not None:

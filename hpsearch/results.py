@@ -25,6 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hpsearch._cost import COST_COLUMNS
 from hpsearch._files import (
     atomic_write_text,
     csv_row,
@@ -135,8 +136,9 @@ class SearchResult:
         """One row per trial (sorted by number), with the same columns and dtypes for every backend.
 
         Columns: ``trial_id, name, number, state``, the objective column(s), one ``params_<name>`` column
-        per parameter (sorted), ``started, finished, duration_s, n_evaluations, last_step, checkpoint,
-        node, error``. A parameter column is ``Int64`` when every value is an int, ``boolean`` when every
+        per parameter (sorted), ``started, finished, duration_s``, the cost columns ``cpu_s, device_s,
+        peak_memory_mb, energy_kwh, emissions_kg`` (NaN where not measured), ``n_evaluations, last_step,
+        checkpoint, node, error``. A parameter column is ``Int64`` when every value is an int, ``boolean`` when every
         value is a bool, ``float64`` when every value is a float and ``object`` otherwise (strings or a
         mix), so a conditional parameter that is inactive in some trials keeps the dtype of its values.
         """
@@ -161,6 +163,8 @@ class SearchResult:
         columns["duration_s"] = pd.Series(
             [math.nan if r.duration_s is None else r.duration_s for r in records], dtype="float64"
         )
+        for col in COST_COLUMNS:
+            columns[col] = pd.Series([_number(r.cost.get(col)) for r in records], dtype="float64")
         columns["n_evaluations"] = pd.Series([len(r.intermediates) for r in records], dtype="int64")
         columns["last_step"] = pd.Series([r.last_step for r in records], dtype="Int64")
         for col in ("checkpoint", "node", "error"):
@@ -259,6 +263,20 @@ class SearchResult:
                 out.append((record, values))
         return out
 
+    def total_cost(self) -> dict[str, float]:
+        """The search's cost: ``wall_s`` (sum of trial durations), ``device_hours`` and the sum of every cost column
+        over the trials that measured it (NaN when none did)."""
+        totals: dict[str, float] = {"wall_s": sum(r.duration_s or 0.0 for r in self.records)}
+        for col in COST_COLUMNS:
+            values = [_number(r.cost.get(col)) for r in self.records]
+            measured = [v for v in values if not math.isnan(v)]
+            if col == "peak_memory_mb":
+                totals[col] = max(measured) if measured else math.nan
+            else:
+                totals[col] = sum(measured) if measured else math.nan
+        totals["device_hours"] = totals["device_s"] / 3600 if not math.isnan(totals["device_s"]) else math.nan
+        return totals
+
     def counts(self) -> dict[str, int]:
         """Number of trials per state, every state present (``{"COMPLETE": 3, "PRUNED": 1, ...}``)."""
         counts = {state.value: 0 for state in _STATE_ORDER}
@@ -314,7 +332,8 @@ class SearchResult:
         fixed = ("trial_id", "step", "epoch", *self.objective_columns)
         trials_header = [
             "trial_id", "name", "number", "state", *self.objective_columns, *(f"params_{n}" for n in params),
-            "started", "finished", "duration_s", "n_evaluations", "last_step", "checkpoint", "node", "error",
+            "started", "finished", "duration_s", *COST_COLUMNS, "n_evaluations", "last_step", "checkpoint", "node",
+            "error",
         ]
         inter_header = [*fixed, *(f"metric_{m}" if m in fixed else m for m in metrics)]
         key = (k, params, metrics)
@@ -458,3 +477,8 @@ def _datetime_series(values: list[datetime | None]) -> pd.Series:
     return pd.Series(pd.to_datetime(pd.Series(utc, dtype="object"), utc=True), dtype=_DATETIME)
 
 
+def _number(value: Any) -> float:
+    try:
+        return math.nan if value is None else float(value)
+    except (TypeError, ValueError):
+        return math.nan

@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from . import _dist
+from ._cost import CostMeter
 from ._params import build_trial_args
 from ._redact import redact
 from .errors import SearchConfigError, TooManyFailedTrials
@@ -63,8 +65,6 @@ _OWNER_FILE = ".hpsearch-trial"
 def _claim_folder(output_dir: str, record: TrialRecord, trial: Trial) -> None:
     """Give the trial a folder no other trial uses: when ``hp_name`` returned a name another trial already has,
     the folder (and the record's name) become ``<name>-<trial id>``, and the log says so."""
-    from . import _dist
-
     def owner(name: str) -> str | None:
         try:
             with open(os.path.join(output_dir, name, _OWNER_FILE), encoding="utf-8") as f:
@@ -147,10 +147,12 @@ def run_trial(
     reporter.start(record)
     run_dir = os.path.join(settings.output_dir, record.name)
     trainer = None
-    callback = ReportingCallback(settings, reporter, record)
+    meter = CostMeter()
+    callback = ReportingCallback(settings, reporter, record, meter)
     watchdog = Watchdog(settings.trial_timeout)
     state, error = TrialState.FAIL, None
     try:
+        meter.start()
         watchdog.start()
         args = build_trial_args(settings.trainer.args, trial, run_dir, record.name)
         trainer = settings.trainer.for_trial(args, callbacks=[*callbacks, callback, watchdog])
@@ -192,6 +194,7 @@ def run_trial(
             except TrialTimeout:
                 continue  # delivered as the trial ended: it has ended anyway
         record.finished = _now()
+        record.cost = meter.stop(_dist.world_size())
         if trainer is not None:
             trainer.release_memory()
         del trainer

@@ -39,11 +39,16 @@ def _now() -> datetime:
 class SearchSession:
     """Records the trials of one search; see the module docstring."""
 
-    def __init__(self, settings: TrialSettings, result: SearchResult, n_trials: int, max_failed_trials: int = 3) -> None:
+    def __init__(self, settings: TrialSettings, result: SearchResult, n_trials: int, max_failed_trials: int = 3,
+                 max_device_hours: float | None = None, max_energy_kwh: float | None = None) -> None:
         self.settings = settings
         self.result = result
         self.n_trials = n_trials
         self.max_failed_trials = max_failed_trials
+        self.max_device_hours = max_device_hours
+        self.max_energy_kwh = max_energy_kwh
+        #: Why the search must start no more trials (a compute budget is spent), or None.
+        self.stop_reason: str | None = None
         self._consecutive_failures: list[TrialRecord] = []
         self._lock = threading.Lock()
 
@@ -69,11 +74,27 @@ class SearchSession:
                         hook(self, record)
                     except Exception:
                         logger.warning("Trial-end hook %r failed; ignoring it.", hook, exc_info=True)
+            self._check_budgets()
             if record.extra.get("config_error"):
                 raise SearchConfigError(
                     f"Trial {record.name} failed on a setting no trial can satisfy; the search stops: {record.error}"
                 )
             self._count_failure(record)
+
+    def _check_budgets(self) -> None:
+        if self.stop_reason is not None or (self.max_device_hours is None and self.max_energy_kwh is None):
+            return
+        totals = self.result.total_cost()
+        spent = []
+        for option, key, limit in (("max_device_hours", "device_hours", self.max_device_hours),
+                                   ("max_energy_kwh", "energy_kwh", self.max_energy_kwh)):
+            used = totals[key]
+            if limit is not None and used == used and used >= limit:  # used == used: not NaN
+                spent.append(f"{option}={limit:g} ({used:.4g} used)")
+        if spent:
+            self.stop_reason = "compute budget spent: " + ", ".join(spent)
+            self.result.settings["stop_reason"] = self.stop_reason
+            logger.warning("The search starts no more trials: %s.", self.stop_reason)
 
     def _keep(self, record: TrialRecord) -> None:
         records = self.result.records

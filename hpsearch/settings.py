@@ -68,6 +68,17 @@ def _check_timeout(value: Any) -> float | None:
     return float(value)
 
 
+def _check_budget(name: str) -> Callable[[Any], float | None]:
+    def check(value: Any) -> float | None:
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0 or not math.isfinite(value):
+            raise SearchConfigError(f"{name} must be a positive, finite number or None, got {value!r}; pass e.g. {name}=2.")
+        return float(value)
+
+    return check
+
+
 #: Options every backend accepts, with their defaults and checks (the sweep file takes the same names).
 COMMON_OPTIONS: dict[str, tuple[Option, Any, Callable[[Any], Any]]] = {
     "max_failed_trials": (
@@ -80,6 +91,15 @@ COMMON_OPTIONS: dict[str, tuple[Option, Any, Callable[[Any], Any]]] = {
     "trial_timeout": (
         Option("trial_timeout", (int, float), "seconds after which a trial is stopped and recorded FAIL"),
         None, _check_timeout,
+    ),
+    "max_device_hours": (
+        Option("max_device_hours", (int, float), "stop starting trials once the trials used this many device-hours"),
+        None, _check_budget("max_device_hours"),
+    ),
+    "max_energy_kwh": (
+        Option("max_energy_kwh", (int, float), "stop starting trials once the trials used this much energy (kWh, "
+               "measured by CodeCarbon)"),
+        None, _check_budget("max_energy_kwh"),
     ),
 }
 

@@ -63,6 +63,8 @@ class TrialRecord:
     node: str | None = None
     error: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    #: What the trial cost (``cpu_s``, ``device_s``, ``peak_memory_mb``, ``energy_kwh``, ``emissions_kg``).
+    cost: dict[str, float] = field(default_factory=dict)
 
     @property
     def duration_s(self) -> float | None:
@@ -86,6 +88,7 @@ class TrialRecord:
             "node": self.node,
             "error": self.error,
             "extra": self.extra,
+            "cost": self.cost,
             "intermediates": [
                 {"step": ev.step, "epoch": ev.epoch, "objective": ev.objective, "metrics": ev.metrics}
                 for ev in self.intermediates
@@ -118,6 +121,7 @@ class TrialRecord:
             node=data.get("node"),
             error=data.get("error"),
             extra=dict(data.get("extra") or {}),
+            cost={k: float(v) if v is not None else float("nan") for k, v in (data.get("cost") or {}).items()},
         )
 
 

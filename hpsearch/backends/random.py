@@ -67,6 +67,8 @@ class RandomBackend(SearchBackend):
         rng = random.Random(settings.trainer.args.seed if seed is None else seed)
         try:
             for number in range(session.n_trials):
+                if session.stop_reason is not None:
+                    break
                 trial = _lockstep.lead(Trial(str(number), number, space.sample(rng), self.name))
                 _lockstep.announce(trial)
                 session.record(run_trial(settings, trial, NullReporter()))

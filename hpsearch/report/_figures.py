@@ -360,3 +360,30 @@ def pareto_figure(result: SearchResult) -> Any | None:
     titles = _objective_titles(result)
     fig.update_layout(**_LAYOUT, xaxis_title=titles[0], yaxis_title=titles[1])
     return fig
+
+
+def cost_figure(result: SearchResult) -> Any | None:
+    """Objective (first direction) against each trial's device-seconds, one marker color per state."""
+    go = require_plotly()
+    points = []
+    for r in result.records:
+        values = result.objective_values(r)
+        cost = r.cost.get("device_s")
+        if values and _finite(values[0]) and cost is not None and _finite(cost):
+            points.append((r, float(cost), values[0]))
+    if not points:
+        return None
+    fig = go.Figure()
+    for state, color in STATE_COLORS.items():
+        pts = [p for p in points if p[0].state == state]
+        if pts:
+            fig.add_trace(go.Scatter(
+                x=[c for _, c, _ in pts], y=[v for _, _, v in pts], mode="markers", name=state,
+                marker={"color": color, "size": 8, "symbol": "x" if state == "FAIL" else "circle"},
+                text=[esc(r.name) for r, _, _ in pts],
+                hovertemplate="%{text}<br>%{x:.4g} device-s<br>%{y:.6g}<extra>" + state + "</extra>",
+            ))
+    fig.update_layout(**{**_LAYOUT, "height": 420})
+    fig.update_xaxes(title_text="device-seconds (wall seconds x processes)")
+    fig.update_yaxes(title_text=_objective_titles(result)[0])
+    return fig

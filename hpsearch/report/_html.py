@@ -35,6 +35,7 @@ def render_html(result: SearchResult) -> str:
         ("parallel", "Parallel coordinates", _parallel(result)),
         ("importance", "Parameter importance", _importance(result)),
         ("slices", "Slice plots", _slices(result)),
+        ("cost", "Cost", _cost(result)),
     ]
     if len(result.directions) >= 2:
         sections.append(("pareto", "Pareto front", _pareto(result)))
@@ -154,6 +155,27 @@ def _best_html(result: SearchResult) -> tuple[str, str]:
         f"{len(front)} trial(s){sortable_table(columns, rows, state_column=None)}",
         f"{len(front)} on front",
     )
+
+
+def _cost(result: SearchResult) -> str:
+    totals = result.total_cost()
+
+    def show(value: float, unit: str, digits: str = ".3g") -> str:
+        return "—" if value != value else f"{value:{digits}} {unit}"
+
+    cards = [
+        _card("device-hours", show(totals["device_hours"], "h")),
+        _card("CPU time", fmt_duration(totals["cpu_s"]) if totals["cpu_s"] == totals["cpu_s"] else "—"),
+        _card("peak memory", show(totals["peak_memory_mb"], "MB", ".0f")),
+        _card("energy", show(totals["energy_kwh"], "kWh")),
+        _card("emissions", show(totals["emissions_kg"], "kg CO2eq")),
+    ]
+    fig = figures.cost_figure(result)
+    plot = plot_div(fig, "hp-plot-cost", esc("Objective against what each trial cost (device-seconds)")) \
+        if fig is not None else note("No trial has both a cost and an objective yet.")
+    caption = note("Totals over all trials; peak memory is the largest of any trial. Energy and emissions are "
+                   "measured by CodeCarbon when it is installed.")
+    return f'<div class="cards">{"".join(cards)}</div>{caption}{plot}'
 
 
 def _history(result: SearchResult) -> str:

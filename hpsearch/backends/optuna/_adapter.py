@@ -285,6 +285,8 @@ class OptunaBackend(SearchBackend):
             record = pending.pop(frozen.number, None)
             if record is not None:
                 session.record(record)
+            if session.stop_reason is not None:
+                study_.stop()  # a compute budget is spent: running trials finish, no new one starts
 
         catch = self.kwargs.get("catch", ())
         catch = tuple(catch) if isinstance(catch, list | tuple) else (catch,)

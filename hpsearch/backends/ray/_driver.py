@@ -281,7 +281,7 @@ def _build_stopper() -> type:
             return bool(user(trial_id, result))
 
         def stop_all(self):
-            if _current is not None and _current.failure is not None:
+            if _current is not None and (_current.failure is not None or _current.session.stop_reason is not None):
                 return True
             return bool(getattr(self.user, "stop_all", lambda: False)())
 

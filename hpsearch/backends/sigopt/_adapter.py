@@ -216,6 +216,8 @@ class SigOptBackend(SearchBackend):
         try:
             if bandwidth == 1:
                 for number in range(n_trials):
+                    if session.stop_reason is not None:
+                        break
                     self._one_trial(session, conn, experiment.id, number)
             else:
                 self._run_concurrently(session, conn, experiment.id, n_trials, bandwidth)
@@ -231,7 +233,7 @@ class SigOptBackend(SearchBackend):
         stop = threading.Event()
 
         def worker() -> None:
-            while not stop.is_set():
+            while not stop.is_set() and session.stop_reason is None:
                 with lock:
                     number = next(numbers, None)
                 if number is None:

@@ -1,0 +1,58 @@
+"""What every trial cost, in the results of every backend, and searches that stop on a compute budget."""
+
+from __future__ import annotations
+
+import math
+
+import optuna
+import pytest
+
+import hpsearch
+import spaces
+from hpsearch._cost import COST_COLUMNS
+from hpsearch.report import render_html
+from tests._digits import DigitsMLP, accuracy, digits_datasets
+from trainer import Trainer, TrainingArguments
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+SPACE = {"learning_rate": spaces.Float(1e-3, 1e-1, log=True)}
+
+
+def _trainer(out) -> Trainer:
+    train, evaluation = digits_datasets()
+    args = TrainingArguments(output_dir=str(out), max_steps=20, eval_strategy="steps", eval_steps=10,
+                             save_strategy="no", per_device_train_batch_size=32, logging_strategy="no",
+                             disable_tqdm=True, report_to="none")
+    return Trainer(model_init=lambda: DigitsMLP(hidden=16), args=args, train_dataset=train, eval_dataset=evaluation,
+                   compute_metrics=accuracy)
+
+
+@pytest.mark.parametrize("backend", ["optuna", "sigopt", "random"])
+def test_cost_columns_are_measured_and_typed_alike(backend, tmp_path):
+    best = hpsearch.hyperparameter_search(_trainer(tmp_path / "out"), hp_space=SPACE, n_trials=2, backend=backend,
+                                          compute_objective="eval_loss")
+    frame = best.run_summary.trials_dataframe()
+    for column in COST_COLUMNS:
+        assert str(frame[column].dtype) == "float64", column
+    assert (frame["cpu_s"] > 0).all() and (frame["device_s"] > 0).all() and (frame["peak_memory_mb"] > 10).all()
+    # The device-seconds of a one-process CPU trial are its wall seconds.
+    assert frame["device_s"].to_numpy() == pytest.approx(frame["duration_s"].to_numpy(), rel=0.2, abs=0.2)
+    totals = best.run_summary.total_cost()
+    assert totals["device_hours"] == pytest.approx(frame["device_s"].sum() / 3600)
+    reloaded = hpsearch.SearchResult.load(tmp_path / "out").trials_dataframe()
+    assert list(reloaded[list(COST_COLUMNS)].columns) == list(COST_COLUMNS)
+    header = (tmp_path / "out" / "trials.csv").read_text().splitlines()[0]
+    assert all(column in header for column in COST_COLUMNS)
+    page = render_html(best.run_summary)
+    assert "Cost" in page and "device-hours" in page
+
+
+@pytest.mark.parametrize("backend", ["optuna", "sigopt", "random"])
+def test_a_search_stops_when_its_device_hours_are_spent(backend, tmp_path):
+    # One trial of this model takes well over 0.1 ms: the budget is spent after the first trial.
+    best = hpsearch.hyperparameter_search(_trainer(tmp_path / "out"), hp_space=SPACE, n_trials=5, backend=backend,
+                                          compute_objective="eval_loss", max_device_hours=1e-7)
+    result = best.run_summary
+    assert len(result.records) == 1
+    assert "max_device_hours" in result.settings["stop_reason"]
+    assert math.isfinite(result.total_cost()["device_hours"])
