@@ -18,7 +18,7 @@ from . import _yaml
 from ._sweep_resolve import Problem
 from .errors import SearchConfigError
 
-__all__ = ["ConfigError", "Lines", "located", "show", "unknown_key", "validate"]
+__all__ = ["ConfigError", "Lines", "combine", "located", "show", "unknown_key", "validate"]
 
 
 class ConfigError(SearchConfigError):
@@ -108,17 +108,20 @@ def validate(model: type[BaseModel], data: Mapping[str, Any], lines: Lines, pref
         return model.model_validate(data)
     except ValidationError as error:
         found: dict[tuple[Any, ...], tuple[int, str]] = {}  # path -> (priority, message)
+        missing: list[str] = []
         for item in error.errors(include_url=False):
             loc, kind = item["loc"], item["type"]
             if kind == "missing":
                 field = model.model_fields[str(loc[0])]
                 extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
-                message = f"the required key {loc[0]!r} ({field.description}) is missing; add e.g. `{extra['example']}`."
-                found.setdefault((), (0, message))
+                missing.append(f"the required key {loc[0]!r} ({field.description}) is missing; add e.g. "
+                               f"`{extra.get('example', f'{loc[0]}: ...')}`.")
                 continue
             path = _data_path(data, loc)
             if kind == "extra_forbidden":
                 entry = (0, unknown(str(path[-1])))
+            elif "[key]" in loc:
+                entry = (0, f"a key must be a string, got {show(item['input'])}; quote it, e.g. \"{item['input']}\".")
             elif kind == "value_error":
                 entry = (1, str(item["ctx"]["error"]))
             else:
@@ -128,10 +131,18 @@ def validate(model: type[BaseModel], data: Mapping[str, Any], lines: Lines, pref
             if path not in found or entry[0] < found[path][0]:
                 found[path] = entry
         # A union reports its value and, deeper, its members' items: keep the deepest error.
-        paths = [p for p in found if not any(len(q) > len(p) and q[: len(p)] == p for q in found if p)]
-        errors = [lines.error(found[p][1], *(prefix + p)) for p in paths]
-        errors.sort(key=lambda e: (e.line is None, e.line or 0))
-        raise ConfigError(errors[0].problem, errors[0].key, errors[0].line, errors[0].path, also=errors[1:]) from None
+        paths = [p for p in found if not any(len(q) > len(p) and q[: len(p)] == p for q in found)]
+        errors = [lines.error(message) for message in missing]
+        errors += [lines.error(found[p][1], *(prefix + p)) for p in paths]
+        raise combine(errors) from None
+
+
+def combine(errors: Sequence[ConfigError]) -> ConfigError:
+    """One error listing ``errors`` (and what each lists) in the order of the file."""
+    flat = sorted((e for error in errors for e in (error, *error.also)), key=lambda e: (e.line is None, e.line or 0))
+    first = flat[0]
+    return ConfigError(first.problem, first.key, first.line, first.path, also=[
+        ConfigError(e.problem, e.key, e.line, e.path) for e in flat[1:]])
 
 
 def unknown_key(accepted: Sequence[str], what: str, fallback: str) -> Callable[[str], str]:

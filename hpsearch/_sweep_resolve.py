@@ -7,6 +7,7 @@ module, building a class, building the space or the `TrainingArguments`) happens
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import importlib
 import inspect
@@ -105,7 +106,13 @@ def build_object(spec: Mapping[str, Any], modules: Sequence[str], *keys: Any) ->
         bad = re.search(r"unexpected keyword argument '(\w+)'", message)
         where = (*keys, bad.group(1)) if bad else keys
         args = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
-        raise Problem(f"{name}({args}) failed: {message}", *where) from None
+        hint = ""
+        if bad:
+            with contextlib.suppress(TypeError, ValueError):
+                accepted = [p for p in inspect.signature(cls).parameters if p not in ("self", "args", "kwargs")]
+                close = difflib.get_close_matches(bad.group(1), accepted, n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else f"; it takes {', '.join(accepted)}"
+        raise Problem(f"{name}({args}) failed: {message}{hint}", *where) from None
 
 
 def substitute(value: Any, output_dir: str) -> Any:

@@ -50,7 +50,7 @@ from pydantic import (
 )
 
 from . import _yaml
-from ._sweep_errors import ConfigError, Lines, located, show, unknown_key, validate
+from ._sweep_errors import ConfigError, Lines, combine, located, show, unknown_key, validate
 from ._sweep_resolve import (
     OUTPUT_DIR_TOKEN,
     build_object,
@@ -61,7 +61,7 @@ from ._sweep_resolve import (
     substitute,
 )
 from .backends import backend_names, get_backend, resolve_backend
-from .errors import BackendNotAvailable, SearchConfigError
+from .errors import BackendNotAvailable, HPSearchError, SearchConfigError
 from .settings import COMMON_OPTIONS, Option
 
 if TYPE_CHECKING:
@@ -149,13 +149,14 @@ def _keep(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
 
 
 def _option_type(option: Option) -> Any:
-    if not option.types or object in option.types:
-        kind: Any = Any
-    else:
-        members = tuple(_STRICT.get(t) or InstanceOf[t] for t in option.types)  # type: ignore[valid-type,misc]
-        kind = members[0] if len(members) == 1 else Union[members]
-        if option.build_from:
-            kind = Union[dict[str, Any], kind]
+    # A file cannot hold an object, so an option built from modules takes {name: Class, ...} there instead.
+    types = [t for t in option.types if not (option.build_from and t is object)]
+    members = [_STRICT.get(t) or InstanceOf[t] for t in types]  # type: ignore[valid-type,misc]
+    if option.build_from:
+        members.insert(0, dict[str, Any])
+    kind: Any = Any
+    if members and object not in types:
+        kind = members[0] if len(members) == 1 else Union[tuple(members)]
     common = COMMON_OPTIONS.get(option.name)
     if common is not None:
         kind = Annotated[kind, AfterValidator(_keep(common[2]))]
@@ -166,7 +167,7 @@ def _option_expected(option: Option) -> str:
     words = [f"{{name: Class, ...}} naming a class of {' or '.join(option.build_from)}"] if option.build_from else []
     for t in option.types:
         word = "any value" if t is object else _WORDS.get(t, f"a {t.__name__}")
-        if word not in words and not (t is object and option.build_from):
+        if word not in words and not (t is object and option.build_from) and not (t is int and float in option.types):
             words.append(word)
     return f"{' or '.join(words)}, or null for the default ({option.help})"
 
@@ -336,9 +337,7 @@ def _training_args(raw: Mapping[str, Any], lines: Lines, output_dir: str) -> dic
     return kwargs
 
 
-def _backend_options(config: SweepConfig, backend_cls: type[SearchBackend], raw: dict[str, Any],
-                     resume: bool) -> None:
-    lines = config.lines
+def _check_options(backend_cls: type[SearchBackend], raw: Mapping[str, Any], lines: Lines) -> None:
     options = backend_cls.all_options()
     unknown = unknown_key(sorted(options), f"an option of the {backend_cls.name} backend",
                           f"it accepts {', '.join(sorted(options))}.")
@@ -347,6 +346,27 @@ def _backend_options(config: SweepConfig, backend_cls: type[SearchBackend], raw:
         return _option_expected(options[name]), None
 
     validate(_options_model(backend_cls), raw, lines, ("backend_options",), expected, unknown)
+
+
+def _with_option_errors(error: ConfigError, data: Mapping[str, Any], lines: Lines) -> ConfigError:
+    """The file's top-level errors and, when its backend is known, those of backend_options: all at once."""
+    name, raw = data.get("backend"), data.get("backend_options")
+    if not isinstance(raw, dict) or not (name is None or name in backend_names()):
+        return error
+    try:
+        _check_options(resolve_backend(None) if name is None else get_backend(name), raw, lines)
+    except ConfigError as more:
+        return combine([error, more])
+    except (HPSearchError, ImportError):  # no such backend installed: the top-level errors say enough for now
+        pass
+    return error
+
+
+def _backend_options(config: SweepConfig, backend_cls: type[SearchBackend], raw: dict[str, Any],
+                     resume: bool) -> None:
+    lines = config.lines
+    options = backend_cls.all_options()
+    _check_options(backend_cls, raw, lines)
     config.owns_store = OUTPUT_DIR_TOKEN in repr(raw)
     values = substitute(dict(raw), config.output_dir)
     try:
@@ -388,7 +408,10 @@ def load_sweep(
         if value is not None:
             data[key] = value
             lines.overridden[(key,)] = flag
-    sweep = validate(SweepFile, data, lines, (), _top_expected, _top_unknown)
+    try:
+        sweep = validate(SweepFile, data, lines, (), _top_expected, _top_unknown)
+    except ConfigError as error:
+        raise _with_option_errors(error, data, lines) from None
     assert isinstance(sweep, SweepFile)
 
     # Imports made by name resolve against the current directory, as with `python -m` (a console script
