@@ -122,7 +122,8 @@ class SweepFile(BaseModel):
         "the search space (portable spaces.SearchSpace form)", "a non-empty mapping of parameter names to domains",
         "space: {learning_rate: {type: float, low: 1.0e-5, high: 1.0e-3, log: true}}")
     backend: Annotated[StrictStr, AfterValidator(_known_backend)] | None = _key(
-        "the search backend (default: the first one installed)", "a backend name", "backend: optuna", default=None)
+        "the search backend (default: the first one installed)", "a backend name", f"backend: {backend_names()[0]}",
+        default=None)
     backend_options: dict[str, Any] | None = _key(
         "keyword arguments of hyperparameter_search for the backend", "a mapping of keyword arguments for the backend",
         "backend_options: {max_failed_trials: 5}", default=None)
@@ -404,6 +405,8 @@ def load_sweep(
     data, lines = _read(config_path)
     for override in overrides:
         _apply_override(data, lines, override)
+    if n_trials is not None and n_trials < 1:
+        raise ConfigError(f"--n-trials must be >= 1, got {n_trials}; pass e.g. --n-trials 10.")
     for key, flag, value in (("backend", "--backend", backend), ("n_trials", "--n-trials", n_trials)):
         if value is not None:
             data[key] = value

@@ -216,6 +216,20 @@ def test_backend_defaults_to_the_first_installed(tmp_path):
     assert config.backend == first
 
 
+def test_an_earlier_run_in_a_store_the_sweep_does_not_own_is_left_alone(tmp_path, capsys, monkeypatch):
+    optuna = pytest.importorskip("optuna")
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    optuna.create_study(study_name="sweep", storage=url).enqueue_trial({"learning_rate": 0.01})
+    path = write_sweep(tmp_path, "optuna", {"storage": url})
+    err = config_error(capsys, path, "--output-dir", str(tmp_path / "out"))
+    assert f"{path}:{line_of(path, 'backend_options')}: backend_options: an earlier run of this sweep (1 trials)" in err
+    assert "pass --resume" in err
+    assert len(optuna.load_study(study_name="sweep", storage=url).trials) == 1  # untouched
+    _stub_run(monkeypatch, "optuna")
+    assert main(["run", str(path), "--no-progress", "--resume", "--output-dir", str(tmp_path / "out")]) == 1
+    assert "Resuming the earlier run of this sweep (1 trials so far)" in capsys.readouterr().err
+
+
 # ---------------------------------------------------------------------------------------------- config errors
 @pytest.mark.parametrize(
     ("backend", "typo", "suggestion"),
