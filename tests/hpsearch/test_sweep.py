@@ -218,6 +218,16 @@ def test_backend_defaults_to_the_first_installed(tmp_path):
 
 def test_an_earlier_run_in_a_store_the_sweep_does_not_own_is_left_alone(tmp_path, capsys, monkeypatch):
     optuna = pytest.importorskip("optuna")
+    # Optuna's log handler keeps the stderr of the test that first logged; an INFO line here would go to a closed one.
+    verbosity = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        _earlier_run_left_alone(optuna, tmp_path, capsys, monkeypatch)
+    finally:
+        optuna.logging.set_verbosity(verbosity)
+
+
+def _earlier_run_left_alone(optuna, tmp_path, capsys, monkeypatch):
     url = f"sqlite:///{tmp_path / 'shared.db'}"
     optuna.create_study(study_name="sweep", storage=url).enqueue_trial({"learning_rate": 0.01})
     path = write_sweep(tmp_path, "optuna", {"storage": url})
