@@ -179,11 +179,19 @@ def options_model(backend: str) -> type[BaseModel]:
     return _options_model(get_backend(backend))
 
 
-@cache
 def _options_model(backend_cls: type[SearchBackend]) -> type[BaseModel]:
-    fields: dict[str, Any] = {name: (_option_type(option), None) for name, option in backend_cls.all_options().items()}
+    return _build_options_model(backend_cls.__name__, tuple(backend_cls.all_options().values()))
+
+
+@cache  # by the options themselves, so that a backend whose options change gets a new model
+def _build_options_model(title: str, options: tuple[Option, ...]) -> type[BaseModel]:
+    # An option named like a BaseModel attribute (``copy``, ``validate``) gets another field name and its own alias.
+    fields: dict[str, Any] = {
+        (f"{name}_" if hasattr(BaseModel, name) else name): (_option_type(option), Field(default=None, alias=name))
+        for name, option in ((o.name, o) for o in options)
+    }
     config = ConfigDict(extra="forbid", strict=True, protected_namespaces=(), arbitrary_types_allowed=True)
-    return create_model(f"{backend_cls.__name__}Options", __config__=config, **fields)
+    return create_model(f"{title}Options", __config__=config, **fields)
 
 
 @cache

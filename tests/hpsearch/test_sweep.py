@@ -183,7 +183,19 @@ def test_common_option_is_accepted_identically_by_the_api_and_the_cli(backend, o
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_backend_options_schema_is_the_registry(backend):
-    assert set(options_model(backend).model_fields) == set(get_backend(backend).all_options())
+    fields = options_model(backend).model_fields
+    assert {field.alias or name for name, field in fields.items()} == set(get_backend(backend).all_options())
+
+
+def test_an_option_named_like_a_model_attribute(tmp_path, capsys, monkeypatch):
+    from hpsearch.backends.random import RandomBackend
+    from hpsearch.settings import Option
+
+    monkeypatch.setattr(RandomBackend, "options", (*RandomBackend.options, Option("copy", (bool,), "a test option")))
+    path = write_sweep(tmp_path, "random", {"copy": "yes"})
+    err = config_error(capsys, path)
+    assert f"{path}:{line_of(path, 'copy:')}: backend_options.copy: expected true or false" in err
+    assert load_sweep(write_sweep(tmp_path, "random", {"copy": True})).backend_options == {"copy": True}
 
 
 def test_trial_timeout_in_a_sweep_file_stops_the_trial(tmp_path):
