@@ -125,7 +125,7 @@ def validate(model: type[BaseModel], data: Mapping[str, Any], lines: Lines, pref
             elif kind == "value_error":
                 entry = (1, str(item["ctx"]["error"]))
             else:
-                what, example = expected(str(path[0]))
+                what, example = expected(str(path[0])) if path else ("a mapping", None)
                 fix = f"; write e.g. `{example}`." if example else "."
                 entry = (2, f"expected {what}, got {show(item['input'])}{fix}")
             if path not in found or entry[0] < found[path][0]:

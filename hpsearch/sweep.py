@@ -52,7 +52,6 @@ from pydantic import (
 from . import _yaml
 from ._sweep_errors import ConfigError, Lines, combine, located, show, unknown_key, validate
 from ._sweep_resolve import (
-    OUTPUT_DIR_TOKEN,
     build_object,
     build_space,
     check_training_args,
@@ -376,8 +375,8 @@ def _backend_options(config: SweepConfig, backend_cls: type[SearchBackend], raw:
     lines = config.lines
     options = backend_cls.all_options()
     _check_options(backend_cls, raw, lines)
-    config.owns_store = OUTPUT_DIR_TOKEN in repr(raw)
     values = substitute(dict(raw), config.output_dir)
+    config.owns_store = values != raw  # some value named {output_dir}
     try:
         values = backend_cls.sweep_options(values, resume=resume, sweep_name=config.path.stem)
     except SearchConfigError as error:
