@@ -151,14 +151,15 @@ def test_resume_continues_the_study(tmp_path, capsys):
     first = SearchResult.load(out).records[0]
     assert main(["run", str(path), "--n-trials", "3", "--output-dir", str(out), "--resume"]) == 0
     err = capsys.readouterr().err
-    assert "Resuming study 'sweep' (1 trials so far); sampler seed 1" in err
+    # The CLI names no engine: the note speaks of "the earlier run", whatever the backend calls it.
+    assert "Resuming the earlier run of this sweep (1 trials so far); sampler seed 1" in err
     records = SearchResult.load(out).records
     assert sorted(r.number for r in records) == [0, 1, 2]
     # The reseeded sampler does not replay trial 0's values.
     assert all(r.params != first.params for r in records if r.number != 0)
     # Without --resume the study starts afresh.
     assert main(["run", str(path), "--n-trials", "1", "--output-dir", str(out)]) == 0
-    assert "Replaced the previous study 'sweep'" in capsys.readouterr().err
+    assert "Replaced the earlier run of this sweep (3 trials)" in capsys.readouterr().err
     assert len(SearchResult.load(out).records) == 1
 
 

@@ -1,0 +1,190 @@
+"""Turning a sweep file's checked values into what the search takes: imports, objects, the space, the objective.
+
+The schema (`hpsearch.sweep`) has checked shapes and types; what can only be checked by doing it (importing a
+module, building a class, building the space or the `TrainingArguments`) happens here. Every problem is a
+`Problem` naming the keys it is about, which `hpsearch.sweep` turns into ``file:line: key: message``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import importlib
+import inspect
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+__all__ = ["OUTPUT_DIR_TOKEN", "MetricVector", "Problem", "build_object", "build_space", "check_training_args",
+           "import_path", "objective", "substitute"]
+
+#: Replaced by the output folder in every string of backend_options (e.g. a storage URL).
+OUTPUT_DIR_TOKEN = "{output_dir}"
+
+
+class Problem(Exception):
+    """A value of the sweep file that cannot be used: the message (with the fix) and the keys it is about."""
+
+    def __init__(self, message: str, *keys: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.keys = keys
+
+
+def import_path(value: str, *keys: Any) -> Callable[..., Any]:
+    """The callable a ``module:function`` string names (``module:Class.method`` works too)."""
+    module_name, _, attr_path = value.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        missing = error.name or module_name
+        hint = (
+            f"module {missing!r} is not importable from the current directory ({os.getcwd()}) nor installed; "
+            "check the spelling, run from the folder that contains the package, or install it"
+        )
+        if missing != module_name and not module_name.startswith(f"{missing}."):
+            hint = f"importing {module_name!r} failed because {missing!r} is missing; install it"
+        raise Problem(f"cannot import {value!r}: {hint}.", *keys) from None
+    except Exception as error:
+        raise Problem(f"importing module {module_name!r} raised {type(error).__name__}: {error}; fix that module.",
+                      *keys) from None
+    target: Any = module
+    for part in attr_path.split("."):
+        if not hasattr(target, part):
+            names = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_"))
+            close = difflib.get_close_matches(part, names, n=1)
+            suggestion = f"did you mean {module_name}:{close[0]}? " if close else ""
+            raise Problem(
+                f"cannot import {value!r}: module {module_name!r} has no attribute {attr_path!r}; {suggestion}"
+                f"it defines {', '.join(names[:12]) or 'no public callables'}.",
+                *keys,
+            )
+        target = getattr(target, part)
+    if not callable(target):
+        raise Problem(f"{value!r} is a {type(target).__name__}, not a function; name a callable.", *keys)
+    return target
+
+
+def build_object(spec: Mapping[str, Any], modules: Sequence[str], *keys: Any) -> Any:
+    """``{name: Class, **kwargs}`` -> ``Class(**kwargs)``, the class looked up in ``modules`` (or module:Class)."""
+    name = spec.get("name")
+    if not isinstance(name, str) or not name:
+        raise Problem(
+            f"expected a mapping with the class name and its arguments, e.g. `{{name: ..., ...}}` naming a class "
+            f"of {' or '.join(modules)}, got {dict(spec)!r}.",
+            *keys,
+        )
+    kwargs = {k: v for k, v in spec.items() if k != "name"}
+    cls: Callable[..., Any] | None
+    if ":" in name:
+        cls = import_path(name, *keys, "name")
+    else:
+        cls = None
+        available: list[str] = []
+        for module_name in modules:
+            try:
+                module = importlib.import_module(module_name)
+            except ImportError as error:
+                raise Problem(f"cannot import {module_name} ({error}); install the backend.", *keys) from None
+            cls = getattr(module, name, None)
+            if inspect.isclass(cls):
+                break
+            cls = None
+            available += [n for n in getattr(module, "__all__", dir(module)) if inspect.isclass(getattr(module, n, None))]
+        if cls is None:
+            close = difflib.get_close_matches(name, available, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise Problem(
+                f"{name!r} is not a class of {' or '.join(modules)}; {hint}available: {', '.join(sorted(available))}.",
+                *keys, "name",
+            )
+    try:
+        return cls(**kwargs)
+    except (TypeError, ValueError) as error:
+        message = str(error)
+        bad = re.search(r"unexpected keyword argument '(\w+)'", message)
+        where = (*keys, bad.group(1)) if bad else keys
+        args = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+        hint = ""
+        if bad:
+            with contextlib.suppress(TypeError, ValueError):
+                accepted = [p for p in inspect.signature(cls).parameters if p not in ("self", "args", "kwargs")]
+                close = difflib.get_close_matches(bad.group(1), accepted, n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else f"; it takes {', '.join(accepted)}"
+        raise Problem(f"{name}({args}) failed: {message}{hint}", *where) from None
+
+
+def substitute(value: Any, output_dir: str) -> Any:
+    """``value`` with `OUTPUT_DIR_TOKEN` replaced by ``output_dir`` in every string."""
+    if isinstance(value, str):
+        return value.replace(OUTPUT_DIR_TOKEN, output_dir)
+    if isinstance(value, list):
+        return [substitute(v, output_dir) for v in value]
+    if isinstance(value, Mapping):
+        return {k: substitute(v, output_dir) for k, v in value.items()}
+    return value
+
+
+def check_training_args(kwargs: Mapping[str, Any], output_dir: str) -> None:
+    """Build the `TrainingArguments` once so that a bad value is refused before any trial."""
+    from trainer import TrainingArguments
+
+    try:
+        TrainingArguments(output_dir=output_dir, **kwargs)
+    except (TypeError, ValueError) as error:
+        message = str(error)
+        culprit = next((k for k in kwargs if re.match(rf"^{re.escape(str(k))}\b", message)), None)
+        if culprit is None:
+            culprit = next((k for k in kwargs if re.search(rf"\b{re.escape(str(k))}\b", message)), None)
+        keys = ("training_args", culprit) if culprit is not None else ("training_args",)
+        raise Problem(message, *keys) from None
+
+
+def build_space(raw: Mapping[str, Any]) -> Any:
+    """The `spaces.SearchSpace` of the ``space`` mapping."""
+    from spaces import SearchSpace
+
+    try:
+        return SearchSpace.from_dict(raw)
+    except (TypeError, ValueError) as error:
+        message = str(error)
+        culprit = next((n for n in raw if f"'{n}'" in message or f'"{n}"' in message), None)
+        if culprit is None:  # find the domain that fails on its own
+            for name, spec in raw.items():
+                try:
+                    SearchSpace.from_dict({name: {k: v for k, v in spec.items() if k != "when"}}
+                                          if isinstance(spec, Mapping) else {name: spec})
+                except (TypeError, ValueError):
+                    culprit = name
+                    break
+        keys = ("space", culprit) if culprit is not None else ("space",)
+        raise Problem(message, *keys) from None
+
+
+def objective(value: str | list[str] | None) -> Any:
+    """compute_objective for the ``objective`` key: None, a metric name, module:function or a list of names."""
+    if isinstance(value, str) and ":" in value:
+        return import_path(value, "objective")
+    if isinstance(value, list):
+        return MetricVector(value)
+    return value
+
+
+class MetricVector:
+    """compute_objective for ``objective: [name, ...]``: one value per metric, in order."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = names
+        self.__qualname__ = ",".join(names)
+
+    def __call__(self, metrics: Mapping[str, float]) -> list[float]:
+        out = []
+        for name in self.names:
+            for key in (name, f"eval_{name}"):
+                if key in metrics:
+                    out.append(float(metrics[key]))
+                    break
+            else:
+                raise KeyError(f"objective {name!r} is not among the evaluation metrics {sorted(metrics)}.")
+        return out

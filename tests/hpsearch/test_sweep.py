@@ -1,0 +1,375 @@
+"""The sweep file (`hpsearch.sweep`): what the schema accepts is what `hyperparameter_search` accepts, and every
+problem, YAML ones included (aliases, recursion, duplicate keys), is a ``file:line: key: message`` config error."""
+
+from __future__ import annotations
+
+import ast
+import math
+import os
+import re
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+import spaces
+from hpsearch import SearchResult, hyperparameter_search
+from hpsearch.backends import backend_names, get_backend
+from hpsearch.cli import main
+from hpsearch.errors import HPSearchError, SearchConfigError
+from hpsearch.settings import COMMON_OPTIONS
+from hpsearch.sweep import KEYS, load_sweep, options_model
+from tests._digits import DigitsMLP, digits_trainer
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# A valid sweep of the example model (nothing here trains unless a test says so).
+SWEEP: dict[str, Any] = {
+    "model": "examples.digits.model:model_init",
+    "data": "examples.digits.model:datasets",
+    "metrics": "examples.digits.model:compute_metrics",
+    "objective": "eval_accuracy",
+    "direction": "maximize",
+    "n_trials": 1,
+    "torch_threads": 1,
+    "training_args": {"max_steps": 2, "per_device_train_batch_size": 64, "eval_strategy": "steps", "eval_steps": 1,
+                      "save_strategy": "no", "report_to": "none", "disable_tqdm": True},
+    "space": {"learning_rate": {"type": "float", "low": 1.0e-3, "high": 1.0e-1, "log": True}},
+}
+
+
+def _backends() -> list[Any]:
+    """Every registered backend, each either tested or skipped with its reason (never silently left out)."""
+    params = []
+    for name in backend_names():
+        if name == "ray":
+            # The Ray adapter is being ported to the SearchBackend registry on another branch and does not import
+            # on this one; it joins these tests when the port lands.
+            params.append(pytest.param(name, marks=pytest.mark.skip(reason="Ray adapter port in progress")))
+            continue
+        backend_cls = get_backend(name)
+        reason = f"{name} is not installed ({backend_cls.install_command})"
+        params.append(pytest.param(name, marks=[] if backend_cls.is_available() else pytest.mark.skip(reason=reason)))
+    return params
+
+
+BACKENDS = _backends()
+
+
+@pytest.fixture(autouse=True)
+def _run_from_root(monkeypatch):
+    """Import paths in sweep files resolve against the current directory, as they would for a user."""
+    import torch
+
+    threads = torch.get_num_threads()
+    monkeypatch.chdir(ROOT)
+    yield
+    torch.set_num_threads(threads)
+
+
+def write_sweep(tmp_path: Path, backend: str | None = "optuna", options: dict[str, Any] | None = None,
+                **changes: Any) -> Path:
+    sweep = {**SWEEP, **changes}
+    if backend is not None:
+        sweep["backend"] = backend
+    if options is not None:
+        sweep["backend_options"] = options
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(sweep, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def write_text(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "sweep.yaml"
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return path
+
+
+def line_of(path: Path, needle: str, start: int = 1) -> int:
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if number >= start and needle in line:
+            return number
+    raise AssertionError(f"{needle!r} not in {path}")
+
+
+def config_error(capsys, path: Path, *flags: str) -> str:
+    code = main(["run", str(path), "--no-progress", *flags])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "Traceback" not in err
+    return err
+
+
+# ---------------------------------------------------------------------------------------------- API == CLI
+class _Reached(HPSearchError):
+    """The search got past every check of its inputs: the backend was asked to run."""
+
+
+def _stub_run(monkeypatch, backend: str) -> list[dict[str, Any]]:
+    """Make the backend record what it was given and stop there, instead of training."""
+    seen: list[dict[str, Any]] = []
+
+    def run(self, session, native_space):
+        settings = self.settings
+        seen.append({"trial_timeout": settings.trial_timeout, "objective_scope": settings.objective_scope,
+                     "max_failed_trials": session.max_failed_trials})
+        raise _Reached("reached the backend")
+
+    monkeypatch.setattr(get_backend(backend), "run", run)
+    return seen
+
+
+def _through_api(tmp_path: Path, backend: str, options: dict[str, Any]) -> tuple[str, str]:
+    trainer = digits_trainer(str(tmp_path / "api"), lambda trial: DigitsMLP(hidden=8), **SWEEP["training_args"])
+    try:
+        hyperparameter_search(trainer, hp_space={"learning_rate": spaces.Float(1e-3, 1e-1, log=True)},
+                              compute_objective="eval_accuracy", n_trials=1, direction="maximize", backend=backend,
+                              **options)
+    except _Reached:
+        return "accepted", ""
+    except SearchConfigError as error:
+        return "refused", str(error)
+    raise AssertionError("the stubbed backend did not run")
+
+
+def _through_cli(tmp_path: Path, capsys, backend: str, options: dict[str, Any]) -> tuple[str, str]:
+    path = write_sweep(tmp_path, backend, options)
+    code = main(["run", str(path), "--no-progress", "--output-dir", str(tmp_path / "cli")])
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    if code == 1:
+        assert "the search failed: reached the backend" in err, err
+        return "accepted", err
+    assert code == 2, err
+    (name,) = options
+    assert f"{path}:{line_of(path, name + ':')}: backend_options.{name}:" in err  # the key and its line
+    return "refused", err
+
+
+# Each common option: values both must accept, values both must refuse.
+COMMON_VALUES: dict[str, tuple[list[Any], list[Any]]] = {
+    "max_failed_trials": ([1, 7, None], [0, -2, True, 2.5, "3"]),
+    "objective_scope": (["best", "last-5-avg", None], ["worst", "", 3]),
+    "trial_timeout": ([600, 0.5, None], [0, -1, True, "soon", math.inf]),
+}
+COMMON_CASES = [(name, value, ok) for name, (good, bad) in COMMON_VALUES.items()
+                for ok, values in ((True, good), (False, bad)) for value in values]
+
+
+def test_every_common_option_has_cases():
+    assert set(COMMON_VALUES) == set(COMMON_OPTIONS)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(("option", "value", "ok"), COMMON_CASES, ids=[f"{n}={v!r}" for n, v, _ in COMMON_CASES])
+def test_common_option_is_accepted_identically_by_the_api_and_the_cli(backend, option, value, ok, tmp_path,
+                                                                       monkeypatch, capsys):
+    seen = _stub_run(monkeypatch, backend)
+    api = _through_api(tmp_path, backend, {option: value})
+    cli = _through_cli(tmp_path, capsys, backend, {option: value})
+    expected = "accepted" if ok else "refused"
+    assert (api[0], cli[0]) == (expected, expected), (api, cli)
+    if expected == "accepted":
+        api_seen, cli_seen = seen
+        assert api_seen == cli_seen  # the same settings reached the backend
+    else:
+        assert option in api[1] and option in cli[1]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_backend_options_schema_is_the_registry(backend):
+    fields = options_model(backend).model_fields
+    assert {field.alias or name for name, field in fields.items()} == set(get_backend(backend).all_options())
+
+
+def test_an_option_named_like_a_model_attribute(tmp_path, capsys, monkeypatch):
+    from hpsearch.backends.random import RandomBackend
+    from hpsearch.settings import Option
+
+    monkeypatch.setattr(RandomBackend, "options", (*RandomBackend.options, Option("copy", (bool,), "a test option")))
+    path = write_sweep(tmp_path, "random", {"copy": "yes"})
+    err = config_error(capsys, path)
+    assert f"{path}:{line_of(path, 'copy:')}: backend_options.copy: expected true or false" in err
+    assert load_sweep(write_sweep(tmp_path, "random", {"copy": True})).backend_options == {"copy": True}
+
+
+def test_trial_timeout_in_a_sweep_file_stops_the_trial(tmp_path):
+    # Refused as "did you mean 'timeout'?" before; the API always took it. A timeout far below one step's time
+    # makes the trial FAIL with the watchdog's reason, so the option reached the trial.
+    path = write_sweep(tmp_path, "random", {"seed": 0, "trial_timeout": 0.001, "max_failed_trials": 1})
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-m", "hpsearch", "run", str(path), "--no-progress", "--output-dir",
+                           str(tmp_path / "out")], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stderr
+    (record,) = SearchResult.load(tmp_path / "out").records
+    assert record.state.value == "FAIL"
+    assert "trial_timeout" in (record.error or "")
+
+
+def test_random_backend_end_to_end_and_backend_flag(tmp_path, capsys):
+    path = write_sweep(tmp_path, "optuna")
+    out = tmp_path / "out"
+    assert main(["run", str(path), "--no-progress", "--backend", "random", "--output-dir", str(out)]) == 0
+    assert SearchResult.load(out).backend == "random"
+    # --backend's choices are the registry's.
+    assert main(["run", str(path), "--backend", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert all(name in err for name in backend_names()), err
+
+
+def test_backend_defaults_to_the_first_installed(tmp_path):
+    config = load_sweep(write_sweep(tmp_path, backend=None))
+    first = next(n for n in backend_names() if n != "ray" and get_backend(n).auto_select and get_backend(n).is_available())
+    assert config.backend == first
+
+
+def test_an_earlier_run_in_a_store_the_sweep_does_not_own_is_left_alone(tmp_path, capsys, monkeypatch):
+    optuna = pytest.importorskip("optuna")
+    # Optuna's log handler keeps the stderr of the test that first logged; an INFO line here would go to a closed one.
+    verbosity = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        _earlier_run_left_alone(optuna, tmp_path, capsys, monkeypatch)
+    finally:
+        optuna.logging.set_verbosity(verbosity)
+
+
+def _earlier_run_left_alone(optuna, tmp_path, capsys, monkeypatch):
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    optuna.create_study(study_name="sweep", storage=url).enqueue_trial({"learning_rate": 0.01})
+    path = write_sweep(tmp_path, "optuna", {"storage": url})
+    err = config_error(capsys, path, "--output-dir", str(tmp_path / "out"))
+    assert f"{path}:{line_of(path, 'backend_options')}: backend_options: an earlier run of this sweep (1 trials)" in err
+    assert "pass --resume" in err
+    assert len(optuna.load_study(study_name="sweep", storage=url).trials) == 1  # untouched
+    _stub_run(monkeypatch, "optuna")
+    assert main(["run", str(path), "--no-progress", "--resume", "--output-dir", str(tmp_path / "out")]) == 1
+    assert "Resuming the earlier run of this sweep (1 trials so far)" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------- config errors
+@pytest.mark.parametrize(
+    ("backend", "typo", "suggestion"),
+    [("optuna", "trial_timout", "trial_timeout"), ("optuna", "prunr", "pruner"), ("random", "sed", "seed"),
+     ("sigopt", "max_failed_trial", "max_failed_trials")],
+)
+def test_unknown_backend_option_suggests_the_closest(tmp_path, capsys, backend, typo, suggestion):
+    if not get_backend(backend).is_available():
+        pytest.skip(f"{backend} is not installed")
+    path = write_sweep(tmp_path, backend, {typo: 1})
+    err = config_error(capsys, path)
+    assert f"{path}:{line_of(path, typo)}: backend_options.{typo}: '{typo}' is not an option of the {backend}" in err
+    assert f"did you mean '{suggestion}'?" in err
+
+
+def test_wrong_types_name_key_value_and_line(tmp_path, capsys):
+    path = write_sweep(tmp_path, "optuna", {"n_jobs": "two", "load_if_exists": "yes"}, torch_threads="many")
+    err = config_error(capsys, path)
+    assert f"{path}:{line_of(path, 'torch_threads')}: torch_threads: expected an integer >= 1, got str 'many'." in err
+    assert f"{path}:{line_of(path, 'n_jobs')}: backend_options.n_jobs: expected an integer" in err
+    assert "got str 'two'" in err
+    assert f"{path}:{line_of(path, 'load_if_exists')}: backend_options.load_if_exists: expected true or false" in err
+    # All of them at once, in the order of the file.
+    lines = [int(m) for m in re.findall(rf"{re.escape(str(path))}:(\d+):", err)]
+    assert lines == sorted(lines) and len(lines) == 3
+
+
+def test_object_option_needs_a_class_spec(tmp_path, capsys):
+    path = write_sweep(tmp_path, "optuna", {"sampler": "TPESampler"})
+    err = config_error(capsys, path)
+    assert f"{path}:{line_of(path, 'sampler')}: backend_options.sampler: expected {{name: Class, ...}}" in err
+    path = write_sweep(tmp_path, "optuna", {"sampler": {"name": "TPESampler", "sed": 1}})
+    err = config_error(capsys, path)
+    assert f"{path}:{line_of(path, 'sed:')}: backend_options.sampler.sed:" in err and "did you mean 'seed'?" in err
+
+
+def test_nested_list_item_error_points_at_the_item(tmp_path, capsys):
+    path = write_text(tmp_path, yaml.safe_dump(SWEEP, sort_keys=False).replace(
+        "direction: maximize", "direction:\n- maximize\n- upward"))
+    err = config_error(capsys, path)
+    assert f"{path}:{line_of(path, 'upward')}: direction.1: expected 'minimize' or 'maximize'" in err
+
+
+def test_unknown_top_level_key_lists_the_keys(tmp_path, capsys):
+    path = write_sweep(tmp_path, "optuna", n_trails=3)
+    err = config_error(capsys, path)
+    assert f"{path}:{line_of(path, 'n_trails')}: n_trails: unknown key 'n_trails'; did you mean 'n_trials'?" in err
+    assert ", ".join(KEYS) in err
+
+
+# ---------------------------------------------------------------------------------------------- YAML itself
+def billion_laughs(levels: int = 9) -> str:
+    lines = ["lol0: &lol0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    lines += [f"lol{i}: &lol{i} [{', '.join([f'*lol{i - 1}'] * 9)}]" for i in range(1, levels + 1)]
+    return "\n".join(lines) + "\n"
+
+
+def test_billion_laughs_is_refused_quickly_with_its_line(tmp_path, capsys):
+    text = yaml.safe_dump(SWEEP, sort_keys=False) + billion_laughs()
+    assert len(text.encode()) < 1600
+    path = write_text(tmp_path, text)
+    started = time.monotonic()
+    err = config_error(capsys, path)
+    assert time.monotonic() - started < 2
+    found = re.search(rf"{re.escape(str(path))}:(\d+): ", err)
+    assert found, err
+    assert "*lol" in path.read_text().splitlines()[int(found.group(1)) - 1]  # the line of an alias
+    assert "aliases" in err and "10,000" in err
+
+
+def test_billion_laughs_in_a_set_value(tmp_path, capsys):
+    path = write_sweep(tmp_path)
+    value = "{" + billion_laughs(6).replace("\n", ", ").rstrip(", ") + "}"
+    err = config_error(capsys, path, "--set", f"training_args={value}")
+    assert "--set" in err and "aliases" in err
+
+
+def test_recursive_alias_is_a_config_error(tmp_path, capsys):
+    text = yaml.safe_dump(SWEEP, sort_keys=False) + "backend_options: &opts\n  callbacks: [*opts]\n"
+    path = write_text(tmp_path, text)
+    err = config_error(capsys, path)
+    assert f"{path}:{line_of(path, 'callbacks')}: the alias *opts is used inside the value it names" in err
+
+
+@pytest.mark.parametrize("where", ["top", "nested"])
+def test_duplicate_keys_name_the_key_and_both_lines(tmp_path, capsys, where):
+    text = yaml.safe_dump(SWEEP, sort_keys=False)
+    if where == "top":
+        text += "n_trials: 5\n"
+        key, first = "n_trials", line_of(write_text(tmp_path, text), "n_trials:")
+    else:
+        text = text.replace("  max_steps: 2\n", "  max_steps: 2\n  save_strategy: epoch\n")
+        key, first = "save_strategy", None
+    path = write_text(tmp_path, text)
+    first = first or line_of(path, "save_strategy:")
+    second = line_of(path, f"{key}:", start=first + 1)
+    err = config_error(capsys, path)
+    assert f"{path}:{second}: duplicate key '{key}' (lines {first} and {second})" in err
+
+
+def test_merge_keys_are_not_duplicates_and_keep_their_lines(tmp_path, capsys):
+    head = yaml.safe_dump({k: v for k, v in SWEEP.items() if k != "training_args"}, sort_keys=False)
+    merged = "training_args:\n  <<: &defaults {max_steps: 2, report_to: none, save_strategy: 'no'%s}\n  max_steps: 3\n"
+    config = load_sweep(write_text(tmp_path, head + merged % ""))
+    assert config.training_args["max_steps"] == 3  # the explicit key wins over the merged one, as in YAML
+    path = write_text(tmp_path, head + merged % ", learning_rate: fast")
+    err = config_error(capsys, path)
+    assert f"{path}:{line_of(path, '<<:')}: training_args.learning_rate:" in err
+
+
+# ---------------------------------------------------------------------------------------------- the CLI names no backend
+def test_cli_names_no_backend_and_imports_no_engine():
+    source = (ROOT / "hpsearch" / "cli.py").read_text(encoding="utf-8")
+    tree = ast.parse(source)
+    engines = {"optuna", "ray", "sigopt", "sigoptlite"}
+    strings = {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)}
+    assert not strings & set(backend_names()), strings & set(backend_names())
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import | ast.ImportFrom)
+                for alias in (node.names if isinstance(node, ast.Import) else [ast.alias(node.module or "")])}
+    assert not imported & engines
+    assert len(source.splitlines()) < 500
