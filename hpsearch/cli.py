@@ -57,13 +57,14 @@ def _locate(message: str, config: SweepConfig) -> tuple[Any, ...]:
     return ()
 
 
-def _prepare_store(config: SweepConfig, resume: bool) -> str | None:
+def _prepare_store(config: SweepConfig, resume: bool, fresh: bool = False) -> str | None:
     """Deal with an earlier run of this sweep left in the backend's own store; returns a note for the user, or None.
 
     A resumed run goes on with it, and every option built with an integer seed (``{name: Class, seed: N}``, e.g. a
     sampler) is built again with ``seed + trials so far``: the same seed would replay the first trials' samples.
-    A fresh run replaces it when the sweep owns the store (``{output_dir}`` names it) and refuses to touch it
-    elsewhere.
+    Finished trials are never deleted implicitly: without ``--resume`` the run is refused, naming ``--resume`` and
+    ``--fresh``; ``--fresh`` deletes the earlier run first, and only when the sweep owns the store (``{output_dir}``
+    names it).
     """
     backend_cls = get_backend(config.backend)
     out = Path(config.output_dir)
@@ -85,15 +86,21 @@ def _prepare_store(config: SweepConfig, resume: bool) -> str | None:
         if reseeded:
             note += f"; {', '.join(reseeded)} (seed + trials so far, so that no earlier sample is replayed)"
         return note + "."
+    if not fresh:
+        raise config.error(
+            f"an earlier run of this sweep has {found} trials in the {config.backend} backend's store; nothing was "
+            "deleted. Pass --resume to continue it, or --fresh to delete it and start over.",
+            "backend_options",
+        )
     if not config.owns_store:
         raise config.error(
-            f"an earlier run of this sweep ({found} trials) is in the {config.backend} backend's store, which is "
-            "not in the output folder; pass --resume to continue it, or give this run another name or store in "
+            f"--fresh: the earlier run of this sweep ({found} trials) is in a store outside the output folder, which "
+            "this command does not delete; pass --resume to continue it, or give this run another name or store in "
             "backend_options.",
             "backend_options",
         )
     backend_cls.discard_existing_run(config.backend_options)
-    return f"Replaced the earlier run of this sweep ({found} trials) in the backend's store (use --resume to continue it instead)."
+    return f"Deleted the earlier run of this sweep ({found} trials) from the backend's store, as --fresh asked."
 
 
 def _quiet_trainer_bars(trainer: Any, show_trial_bars: bool) -> None:
@@ -146,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
         import torch
 
         torch.set_num_threads(config.torch_threads)
-    note = _prepare_store(config, args.resume)
+    note = _prepare_store(config, args.resume, args.fresh)
     if note:
         print(note, file=sys.stderr)
 
@@ -290,8 +297,11 @@ def _parser() -> argparse.ArgumentParser:
     run_parser.add_argument("config", help="the sweep file (YAML)")
     run_parser.add_argument("--backend", choices=backend_names(), help="override the file's backend")
     run_parser.add_argument("--n-trials", type=int, help="override the file's n_trials")
-    run_parser.add_argument("--resume", action="store_true",
-                            help="continue the study saved in the output folder instead of starting afresh")
+    again = run_parser.add_mutually_exclusive_group()
+    again.add_argument("--resume", action="store_true",
+                       help="continue the earlier run of this sweep saved in the backend's store")
+    again.add_argument("--fresh", action="store_true",
+                       help="delete the earlier run of this sweep from the backend's store first (never implicit)")
     run_parser.add_argument("--output-dir", help="override the file's output_dir (relative to the current directory)")
     run_parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                             help="override any key of the file, e.g. --set training_args.num_train_epochs=2 "

@@ -11,9 +11,9 @@ A sweep file names everything by import path, so the command needs no Python glu
     output_dir: output                             # relative to this file; --output-dir overrides
     training_args: {num_train_epochs: 10, eval_strategy: epoch, ...}
     space: {learning_rate: {type: float, low: 1.0e-4, high: 0.3, log: true}, ...}
-    backend: optuna                                # default: the first installed backend
+    backend: <name>                                # a registered backend; default: the first installed one
     backend_options:                               # what hyperparameter_search(**kwargs) takes for that backend
-      sampler: {name: TPESampler, seed: 0}          # {name: Class, **kwargs}: built from the option's modules
+      sampler: {name: <Class>, seed: 0}             # {name: Class, **kwargs}: built from the option's modules
       storage: sqlite:///{output_dir}/study.db     # {output_dir} is replaced by the output folder
       trial_timeout: 600                           # the options every backend takes are here too
 

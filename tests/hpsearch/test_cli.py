@@ -157,9 +157,14 @@ def test_resume_continues_the_study(tmp_path, capsys):
     assert sorted(r.number for r in records) == [0, 1, 2]
     # The reseeded sampler does not replay trial 0's values.
     assert all(r.params != first.params for r in records if r.number != 0)
-    # Without --resume the study starts afresh.
-    assert main(["run", str(path), "--n-trials", "1", "--output-dir", str(out)]) == 0
-    assert "Replaced the earlier run of this sweep (3 trials)" in capsys.readouterr().err
+    # Without --resume nothing finished is deleted: the run is refused, naming --resume and --fresh...
+    assert main(["run", str(path), "--n-trials", "1", "--output-dir", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "has 3 trials" in err and "nothing was deleted" in err and "--resume" in err and "--fresh" in err
+    assert len(SearchResult.load(out).records) == 3
+    # ...and --fresh starts over, saying so.
+    assert main(["run", str(path), "--n-trials", "1", "--output-dir", str(out), "--fresh"]) == 0
+    assert "Deleted the earlier run of this sweep (3 trials)" in capsys.readouterr().err
     assert len(SearchResult.load(out).records) == 1
 
 

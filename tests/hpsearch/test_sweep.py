@@ -47,11 +47,6 @@ def _backends() -> list[Any]:
     """Every registered backend, each either tested or skipped with its reason (never silently left out)."""
     params = []
     for name in backend_names():
-        if name == "ray":
-            # The Ray adapter is being ported to the SearchBackend registry on another branch and does not import
-            # on this one; it joins these tests when the port lands.
-            params.append(pytest.param(name, marks=pytest.mark.skip(reason="Ray adapter port in progress")))
-            continue
         backend_cls = get_backend(name)
         reason = f"{name} is not installed ({backend_cls.install_command})"
         params.append(pytest.param(name, marks=[] if backend_cls.is_available() else pytest.mark.skip(reason=reason)))
@@ -156,6 +151,8 @@ COMMON_VALUES: dict[str, tuple[list[Any], list[Any]]] = {
     "max_failed_trials": ([1, 7, None], [0, -2, True, 2.5, "3"]),
     "objective_scope": (["best", "last-5-avg", None], ["worst", "", 3]),
     "trial_timeout": ([600, 0.5, None], [0, -1, True, "soon", math.inf]),
+    "max_device_hours": ([2, 0.5, None], [0, -1, True, "lots", math.inf]),
+    "max_energy_kwh": ([1, 0.01, None], [0, -3, False, "lots", math.nan]),
 }
 COMMON_CASES = [(name, value, ok) for name, (good, bad) in COMMON_VALUES.items()
                 for ok, values in ((True, good), (False, bad)) for value in values]
