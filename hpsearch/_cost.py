@@ -3,9 +3,10 @@
 `CostMeter` wraps one trial in `run_trial`, on every backend. Device-seconds are the trial's wall seconds times the
 processes that trained it, each holding one device (a GPU on CUDA, the CPU otherwise): GPU-seconds where a GPU is
 used. Peak memory is the trial's peak GPU allocation on CUDA, else the process's resident set size sampled
-at every step. Energy (kWh) and emissions (kg CO2eq) come from CodeCarbon's offline tracker when the package is
-installed (``HPSEARCH_CODECARBON=0`` turns it off; the country is ``CODECARBON_COUNTRY_ISO_CODE``, default "USA"
-as CodeCarbon's own examples); otherwise they are NaN.
+at every step. Energy (kWh) and emissions (kg CO2eq) come from CodeCarbon's offline tracker (the country is
+``CODECARBON_COUNTRY_ISO_CODE``, default "USA" as CodeCarbon's own examples) when the search asks for them:
+``max_energy_kwh`` is set, or ``HPSEARCH_CODECARBON=1``. The tracker takes ~2 s to start and ~0.1 s per trial, so
+it is started once per process and measures each trial as one of its tasks; otherwise the columns are NaN.
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ def _rss_mb() -> float:
 class CostMeter:
     """Measures one trial: `start` before it, `sample` during it (cheap), `stop` after it -> the cost dict."""
 
-    def __init__(self) -> None:
+    def __init__(self, energy: bool = False) -> None:
+        self._energy = energy
         self._wall = 0.0
         self._cpu = 0.0
         self._threaded = threading.current_thread() is not threading.main_thread()
@@ -61,7 +63,7 @@ class CostMeter:
             self._cuda = torch.cuda.is_available()
             if self._cuda:
                 torch.cuda.reset_peak_memory_stats()
-        self._tracker = _codecarbon_tracker()
+        self._tracker = _start_task() if self._energy else None
 
     def sample(self) -> None:
         rss = _rss_mb()
@@ -79,10 +81,7 @@ class CostMeter:
                 peak = torch.cuda.max_memory_allocated() / 2**20
         energy, emissions = math.nan, math.nan
         if self._tracker is not None:
-            with contextlib.suppress(Exception):
-                emissions = float(self._tracker.stop() or 0.0)
-                data = getattr(self._tracker, "final_emissions_data", None)
-                energy = float(getattr(data, "energy_consumed", math.nan))
+            energy, emissions = _stop_task(self._tracker)
         return {
             "cpu_s": round(self._cpu_now() - self._cpu, 6),
             "device_s": round(wall * max(world_size, 1), 6),
@@ -92,18 +91,52 @@ class CostMeter:
         }
 
 
-def _codecarbon_tracker() -> Any:
-    if os.environ.get("HPSEARCH_CODECARBON", "1") == "0" or importlib.util.find_spec("codecarbon") is None:
+_TRACKER: Any = None
+_TRACKER_LOCK = threading.Lock()
+_TASK_BUSY = threading.Lock()
+
+
+def wants_energy(asked: bool) -> bool:
+    """Whether trials measure energy: asked for (a budget in kWh, or HPSEARCH_CODECARBON=1) and CodeCarbon there."""
+    asked = asked or os.environ.get("HPSEARCH_CODECARBON") == "1"
+    return asked and importlib.util.find_spec("codecarbon") is not None
+
+
+def _tracker() -> Any:
+    global _TRACKER
+    with _TRACKER_LOCK:
+        if _TRACKER is None:
+            from codecarbon import OfflineEmissionsTracker
+
+            _TRACKER = OfflineEmissionsTracker(
+                country_iso_code=os.environ.get("CODECARBON_COUNTRY_ISO_CODE", "USA"), log_level="error",
+                save_to_file=False, measure_power_secs=1,
+            )
+            _TRACKER.start()
+        return _TRACKER
+
+
+def _start_task() -> Any:
+    """The process's tracker with a task started for this trial, or None (energy is a bonus: never fail a trial,
+    and trials running at once in threads share one process's energy, so only one of them is measured)."""
+    if not _TASK_BUSY.acquire(blocking=False):
         return None
     try:
-        from codecarbon import OfflineEmissionsTracker
-
-        tracker = OfflineEmissionsTracker(
-            country_iso_code=os.environ.get("CODECARBON_COUNTRY_ISO_CODE", "USA"),
-            save_to_file=False, log_level="error", measure_power_secs=1,
-        )
-        tracker.start()
+        tracker = _tracker()
+        tracker.start_task("trial")
         return tracker
-    except Exception as error:  # energy is a bonus: never fail a trial over it
+    except Exception as error:
+        _TASK_BUSY.release()
         logger.debug("CodeCarbon could not start: %s", error)
         return None
+
+
+def _stop_task(tracker: Any) -> tuple[float, float]:
+    try:
+        data = tracker.stop_task()
+        return float(data.energy_consumed), float(data.emissions)
+    except Exception as error:
+        logger.debug("CodeCarbon could not measure: %s", error)
+        return math.nan, math.nan
+    finally:
+        _TASK_BUSY.release()

@@ -42,7 +42,8 @@ def csv_row(cells: list[Any]) -> str:
 def trial_csv_line(record: TrialRecord, k: int, params: tuple[str, ...]) -> str:
     objectives = objective_vector(record.objective, k) or [math.nan] * k
     return csv_row([
-        str(record.trial_id), str(record.name), int(record.number), TrialState(record.state).value, *objectives,
+        str(record.trial_id), str(record.name), int(record.number), TrialState(record.state).value,
+        str(record.extra.get("source", "search")), *objectives,
         *(record.params.get(name) for name in params),
         record.started, record.finished, record.duration_s, *(record.cost.get(c) for c in COST_COLUMNS),
         len(record.intermediates), record.last_step, record.checkpoint, record.node, record.error,

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from ._cost import wants_energy
 from ._params import check_space_against_trainer
 from .backends import backend_names, resolve_backend
 from .errors import HPSearchError, SearchConfigError
@@ -196,6 +197,11 @@ def hyperparameter_search(
     backend_cls.check_options(kwargs)
     objective_fn, objective_name = resolve_compute_objective(compute_objective)
 
+    if common["max_energy_kwh"] is not None and not wants_energy(True):
+        raise SearchConfigError(
+            f"max_energy_kwh={common['max_energy_kwh']} needs CodeCarbon to measure energy, which is not installed; "
+            "run `pip install 'hpsearch[codecarbon]'` (or drop max_energy_kwh)."
+        )
     output_dir = _output_dir(trainer.args.output_dir)
     settings = TrialSettings(
         trainer=trainer.recipe(),
@@ -207,6 +213,7 @@ def hyperparameter_search(
         hp_name=hp_name,
         objective_scope=common["objective_scope"],
         trial_timeout=common["trial_timeout"],
+        measure_energy=wants_energy(common["max_energy_kwh"] is not None),
     )
     adapter = backend_cls(settings, kwargs)
     space, native_space = adapter.resolve_space(hp_space)
@@ -215,6 +222,13 @@ def hyperparameter_search(
         adapter.settings = settings = _with_space(settings, space)
     adapter.validate()
     settings = adapter.settings  # an adapter may map its own options onto the shared settings (e.g. a scope)
+    if common["warm_start"] is not None:
+        from .warmstart import load_priors
+
+        adapter.check_warm_start(common["warm_start_mode"])
+        adapter.priors = load_priors(common["warm_start"], common["warm_start_mode"], common["warm_start_top_k"],
+                                     common["warm_start_defaults"], settings)
+        adapter.warm_start_mode = common["warm_start_mode"]
     created = _probe_writable(output_dir)
 
     result = SearchResult(

@@ -12,6 +12,7 @@ names the key and its line in the file, and the fix; no traceback), 130 interrup
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import re
@@ -141,8 +142,12 @@ def _print_summary(result: Any, started: float, report: str | None, out: Any) ->
 
 def run(args: argparse.Namespace) -> int:
     """``hpsearch run``: the whole sweep, then report.html; returns the exit code."""
+    overrides = list(args.set)
+    if args.warm_start:
+        # --warm-start DIR: the earlier searches' folders, relative to the current directory.
+        overrides.append("backend_options.warm_start=" + json.dumps([os.path.abspath(d) for d in args.warm_start]))
     config = load_sweep(args.config, backend=args.backend, n_trials=args.n_trials, output_dir=args.output_dir,
-                        resume=args.resume, overrides=args.set)
+                        resume=args.resume, overrides=overrides)
     started = time.monotonic()
     from trainer import Trainer, TrainingArguments
 
@@ -302,6 +307,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="continue the earlier run of this sweep saved in the backend's store")
     again.add_argument("--fresh", action="store_true",
                        help="delete the earlier run of this sweep from the backend's store first (never implicit)")
+    run_parser.add_argument("--warm-start", action="append", default=[], metavar="DIR",
+                            help="start from the trials of an earlier search (its output folder; repeatable)")
     run_parser.add_argument("--output-dir", help="override the file's output_dir (relative to the current directory)")
     run_parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                             help="override any key of the file, e.g. --set training_args.num_train_epochs=2 "

@@ -135,7 +135,8 @@ class SearchResult:
     def trials_dataframe(self) -> pd.DataFrame:
         """One row per trial (sorted by number), with the same columns and dtypes for every backend.
 
-        Columns: ``trial_id, name, number, state``, the objective column(s), one ``params_<name>`` column
+        Columns: ``trial_id, name, number, state, source`` (``search``, or ``warm_start`` for an earlier search's
+        trial told to this one), the objective column(s), one ``params_<name>`` column
         per parameter (sorted), ``started, finished, duration_s``, the cost columns ``cpu_s, device_s,
         peak_memory_mb, energy_kwh, emissions_kg`` (NaN where not measured), ``n_evaluations, last_step,
         checkpoint, node, error``. A parameter column is ``Int64`` when every value is an int, ``boolean`` when every
@@ -152,6 +153,7 @@ class SearchResult:
             "name": pd.Series([str(r.name) for r in records], dtype=_TEXT),
             "number": pd.Series([int(r.number) for r in records], dtype="int64"),
             "state": pd.Series([TrialState(r.state).value for r in records], dtype=_TEXT),
+            "source": pd.Series([str(r.extra.get("source", "search")) for r in records], dtype=_TEXT),
         }
         for i, col in enumerate(self.objective_columns):
             columns[col] = pd.Series([o[i] for o in objectives], dtype="float64")
@@ -256,8 +258,8 @@ class SearchResult:
         """The COMPLETE trials whose objective is known (no NaN), each with its objective vector."""
         out = []
         for record in self.records:
-            if record.state != TrialState.COMPLETE:
-                continue
+            if record.state != TrialState.COMPLETE or record.extra.get("source") == "warm_start":
+                continue  # earlier searches' trials told to this one are never its best run
             values = self.objective_values(record)
             if values is not None and not any(math.isnan(v) for v in values):
                 out.append((record, values))
@@ -331,7 +333,8 @@ class SearchResult:
         metrics = tuple(sorted({m for r in self.records for ev in r.intermediates for m in ev.metrics}))
         fixed = ("trial_id", "step", "epoch", *self.objective_columns)
         trials_header = [
-            "trial_id", "name", "number", "state", *self.objective_columns, *(f"params_{n}" for n in params),
+            "trial_id", "name", "number", "state", "source", *self.objective_columns,
+            *(f"params_{n}" for n in params),
             "started", "finished", "duration_s", *COST_COLUMNS, "n_evaluations", "last_step", "checkpoint", "node",
             "error",
         ]

@@ -147,7 +147,7 @@ def run_trial(
     reporter.start(record)
     run_dir = os.path.join(settings.output_dir, record.name)
     trainer = None
-    meter = CostMeter()
+    meter = CostMeter(settings.measure_energy)
     callback = ReportingCallback(settings, reporter, record, meter)
     watchdog = Watchdog(settings.trial_timeout)
     state, error = TrialState.FAIL, None

@@ -79,6 +79,38 @@ def _check_budget(name: str) -> Callable[[Any], float | None]:
     return check
 
 
+def _check_warm_start(value: Any) -> Any:
+    import os
+
+    items = value if isinstance(value, list | tuple) else [value]
+    for item in items:
+        if value is not None and not (isinstance(item, str | os.PathLike) or type(item).__name__ == "SearchResult"):
+            raise SearchConfigError(
+                f"warm_start={item!r}: expected the output_dir of an earlier search, a SearchResult, or a list of them."
+            )
+    return value
+
+
+def _check_mode(value: Any) -> str:
+    if value not in ("inform", "evaluate"):
+        raise SearchConfigError(f"warm_start_mode={value!r} must be 'inform' or 'evaluate'.")
+    return str(value)
+
+
+def _check_top_k(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise SearchConfigError(f"warm_start_top_k must be an integer >= 1, got {value!r}; pass e.g. warm_start_top_k=5.")
+    return value
+
+
+def _check_defaults(value: Any) -> dict[str, Any]:
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise SearchConfigError(
+            f"warm_start_defaults must be a dict of parameter name -> value, got {value!r}; pass e.g. {{'dropout': 0.1}}."
+        )
+    return dict(value)
+
+
 #: Options every backend accepts, with their defaults and checks (the sweep file takes the same names).
 COMMON_OPTIONS: dict[str, tuple[Option, Any, Callable[[Any], Any]]] = {
     "max_failed_trials": (
@@ -100,6 +132,23 @@ COMMON_OPTIONS: dict[str, tuple[Option, Any, Callable[[Any], Any]]] = {
         Option("max_energy_kwh", (int, float), "stop starting trials once the trials used this much energy (kWh, "
                "measured by CodeCarbon)"),
         None, _check_budget("max_energy_kwh"),
+    ),
+    "warm_start": (
+        Option("warm_start", (str, list, object), "earlier searches (output_dir, SearchResult or a list) to start from"),
+        None, _check_warm_start,
+    ),
+    "warm_start_mode": (
+        Option("warm_start_mode", (str,), "'inform' (tell the engine the earlier trials) or 'evaluate' (train the "
+               "best again first)"),
+        "inform", _check_mode,
+    ),
+    "warm_start_top_k": (
+        Option("warm_start_top_k", (int,), "how many of the best earlier trials 'evaluate' trains again"), 5,
+        _check_top_k,
+    ),
+    "warm_start_defaults": (
+        Option("warm_start_defaults", (dict,), "values of parameters the earlier searches did not have"), {},
+        _check_defaults,
     ),
 }
 
@@ -131,6 +180,8 @@ class TrialSettings:
     objective_scope: str = "last"
     trial_timeout: float | None = None
     space: SearchSpace | None = None
+    #: Whether each trial measures its energy with CodeCarbon (see `hpsearch._cost`).
+    measure_energy: bool = False
 
     @property
     def n_objectives(self) -> int:

@@ -58,6 +58,8 @@ class SearchBackend(abc.ABC):
     auto_select: ClassVar[bool] = True
     #: Whether a rerun of the same search can continue it (``--resume``).
     can_resume: ClassVar[bool] = False
+    #: The ``warm_start_mode`` values the adapter implements (see `hpsearch.warmstart`).
+    warm_start_modes: ClassVar[tuple[str, ...]] = ()
 
     # ------------------------------------------------------------------ class-level facts
     @classmethod
@@ -130,6 +132,17 @@ class SearchBackend(abc.ABC):
     def __init__(self, settings: TrialSettings, options: Mapping[str, Any]) -> None:
         self.settings = settings
         self.kwargs = dict(options)
+        #: Earlier trials to start from (`hpsearch.warmstart.Prior`), and how (set before `run`).
+        self.priors: list[Any] = []
+        self.warm_start_mode = "inform"
+
+    def check_warm_start(self, mode: str) -> None:
+        """Refuse a ``warm_start_mode`` this adapter cannot honour (before any trial)."""
+        if mode not in self.warm_start_modes:
+            raise SearchConfigError(
+                f"warm_start_mode={mode!r} is not supported by backend={self.name!r} (it supports "
+                f"{list(self.warm_start_modes) or 'none'}); use another mode or backend."
+            )
 
     def validate(self) -> None:  # noqa: B027 - an optional hook, a no-op unless a backend needs checks
         """Backend-specific checks of the options against the settings (e.g. a pruner needs evaluations)."""

@@ -32,6 +32,7 @@ class RandomBackend(SearchBackend):
     distribution = "hpsearch"
     install_command = "pip install hpsearch"
     auto_select = False  # never chosen silently in place of a real optimizer
+    warm_start_modes = ("evaluate",)  # random search does not learn from earlier trials: no "inform"
     options = (Option("seed", (int,), "seed of the parameter draws (default: the trainer's args.seed)"),)
 
     @staticmethod
@@ -66,10 +67,12 @@ class RandomBackend(SearchBackend):
         seed = self.kwargs.get("seed")
         rng = random.Random(settings.trainer.args.seed if seed is None else seed)
         try:
+            first = [dict(p.params) for p in self.priors][: session.n_trials]  # warm_start "evaluate": these first
             for number in range(session.n_trials):
                 if session.stop_reason is not None:
                     break
-                trial = _lockstep.lead(Trial(str(number), number, space.sample(rng), self.name))
+                params = first[number] if number < len(first) else space.sample(rng)
+                trial = _lockstep.lead(Trial(str(number), number, params, self.name))
                 _lockstep.announce(trial)
                 session.record(run_trial(settings, trial, NullReporter()))
         finally:

@@ -17,7 +17,7 @@ from hpsearch.trial import Evaluation, TrialRecord, TrialState
 
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc)
 
-FIXED_LEADING = ["trial_id", "name", "number", "state"]
+FIXED_LEADING = ["trial_id", "name", "number", "state", "source"]
 FIXED_TRAILING = [
     "started",
     "finished",
@@ -38,6 +38,7 @@ FIXED_DTYPES = {
     "name": "object",
     "number": "int64",
     "state": "object",
+    "source": "object",
     "started": "datetime64[us, UTC]",
     "finished": "datetime64[us, UTC]",
     "duration_s": "float64",
@@ -259,7 +260,7 @@ def test_empty_result_has_the_same_columns_and_dtypes():
 def test_multi_objective_columns():
     result = multi_result()
     df = result.trials_dataframe()
-    assert list(df.columns[:6]) == ["trial_id", "name", "number", "state", "objective_0", "objective_1"]
+    assert list(df.columns[:7]) == ["trial_id", "name", "number", "state", "source", "objective_0", "objective_1"]
     assert df["objective_0"].dtype == "float64" and df["objective_1"].dtype == "float64"
     assert df.loc[1, ["objective_0", "objective_1"]].tolist() == [0.2, 0.7]
     inter = result.intermediates_dataframe()

@@ -226,7 +226,8 @@ def test_backend_defaults_to_the_first_installed(tmp_path):
 
 
 def test_an_earlier_run_in_a_store_the_sweep_does_not_own_is_left_alone(tmp_path, capsys, monkeypatch):
-    optuna = pytest.importorskip("optuna")
+    import optuna
+
     # Optuna's log handler keeps the stderr of the test that first logged; an INFO line here would go to a closed one.
     verbosity = optuna.logging.get_verbosity()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -241,9 +242,13 @@ def _earlier_run_left_alone(optuna, tmp_path, capsys, monkeypatch):
     optuna.create_study(study_name="sweep", storage=url).enqueue_trial({"learning_rate": 0.01})
     path = write_sweep(tmp_path, "optuna", {"storage": url})
     err = config_error(capsys, path, "--output-dir", str(tmp_path / "out"))
-    assert f"{path}:{line_of(path, 'backend_options')}: backend_options: an earlier run of this sweep (1 trials)" in err
-    assert "pass --resume" in err
+    assert f"{path}:{line_of(path, 'backend_options')}: backend_options: an earlier run of this sweep has 1 trials" in err
+    assert "Pass --resume" in err and "nothing was deleted" in err
     assert len(optuna.load_study(study_name="sweep", storage=url).trials) == 1  # untouched
+    # --fresh does not delete a store outside the output folder either.
+    err = config_error(capsys, path, "--fresh", "--output-dir", str(tmp_path / "out"))
+    assert "outside the output folder" in err
+    assert len(optuna.load_study(study_name="sweep", storage=url).trials) == 1
     _stub_run(monkeypatch, "optuna")
     assert main(["run", str(path), "--no-progress", "--resume", "--output-dir", str(tmp_path / "out")]) == 1
     assert "Resuming the earlier run of this sweep (1 trials so far)" in capsys.readouterr().err

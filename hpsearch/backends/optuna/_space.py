@@ -66,6 +66,19 @@ class OptunaSpace:
 
         return self.space.sample_with(suggest)
 
+    def encode(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """Parameters as the study stores them (choices Optuna cannot store as their index); fixed ones dropped."""
+        from spaces import same_value
+
+        out = {}
+        for name, value in params.items():
+            if name not in self.distributions:
+                continue
+            if name in self.choice_maps:
+                value = next(i for i, c in enumerate(self.choice_maps[name]) if same_value(c, value))
+            out[name] = value
+        return out
+
     def decode(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """A stored trial's parameters as the Python values the trial was given."""
         return {k: self.choice_maps[k][v] if k in self.choice_maps else v for k, v in params.items()}

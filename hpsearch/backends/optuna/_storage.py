@@ -41,6 +41,7 @@ RECORD_ATTR = "hpsearch"
 RETRY_OF_ATTR = "hpsearch_retry_of"
 INTERRUPTED_ATTR = "hpsearch_interrupted"
 REQUEUE_ATTR = "hpsearch_requeue"
+SOURCE_ATTR = "hpsearch_source"
 RECORD_FIELDS = ("name", "checkpoint", "node", "error", "last_step")
 
 
@@ -111,6 +112,7 @@ def budget_trials(trials: list[Any], below: int | None = None) -> list[Any]:
         t for t in trials
         if (below is None or t.number < below)
         and not t.user_attrs.get(OVER_BUDGET_ATTR)
+        and t.user_attrs.get(SOURCE_ATTR) != "warm_start"
         and not (t.state == optuna.trial.TrialState.FAIL and t.number in superseded)
     ]
 

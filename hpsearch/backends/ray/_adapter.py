@@ -46,6 +46,7 @@ class RayBackend(SearchBackend):
     requirement = "ray"
     install_command = "pip install 'hpsearch[ray]'"
     can_resume = True
+    warm_start_modes = ("inform", "evaluate")
     options = (
         Option("address", (str,), "'auto', 'host:port' or 'ray://host:port' (default: a local Ray on 127.0.0.1)"),
         Option("resources_per_trial", (dict,), "resources of each trial (or each worker), e.g. {'cpu': 1, 'gpu': 0.5}"),
@@ -91,6 +92,37 @@ class RayBackend(SearchBackend):
         if scope != self.settings.objective_scope:
             self.settings = dataclasses.replace(self.settings, objective_scope=scope)
         _checks.check_picklable(self.settings)
+
+    def check_warm_start(self, mode: str) -> None:
+        super().check_warm_start(mode)
+        if self.kwargs.get("search_alg") is not None:
+            raise SearchConfigError(
+                f"warm_start with search_alg={type(self.kwargs['search_alg']).__name__}: Tune takes earlier points only "
+                "when a searcher is built (points_to_evaluate, evaluated_rewards); build it with them yourself and "
+                "drop warm_start, or drop search_alg (the ray backend then builds the searcher)."
+            )
+        if mode == "inform" and self.settings.space is not None and any(
+                self.settings.space[n].is_conditional for n in self.settings.space):
+            raise SearchConfigError(
+                "warm_start_mode='inform' on the ray backend uses Tune's OptunaSearch, which cannot read the "
+                "conditional parameters of this hp_space; use warm_start_mode='evaluate' or a space without conditions."
+            )
+
+    def _warm_searcher(self, session: SearchSession) -> Any:
+        """The searcher that carries the earlier trials: Tune's own random search replaying them first (evaluate),
+        or OptunaSearch told their objectives (inform: a searcher that learns from them, as the log says)."""
+        from ...warmstart import prior_records
+
+        points = [dict(p.params) for p in self.priors]
+        if self.warm_start_mode == "evaluate":
+            from ray.tune.search.basic_variant import BasicVariantGenerator
+
+            return BasicVariantGenerator(points_to_evaluate=points[: session.n_trials])
+        from ray.tune.search.optuna import OptunaSearch
+
+        logger.info("warm_start: Tune's OptunaSearch (TPE) runs this search, told the %d earlier trials.", len(points))
+        session.adopt(prior_records(self.priors))
+        return OptunaSearch(points_to_evaluate=points, evaluated_rewards=[float(p.objective) for p in self.priors])
 
     def describe(self) -> dict[str, Any]:
         out = super().describe()
@@ -191,10 +223,11 @@ class RayBackend(SearchBackend):
                     )
                 tuner = tune.Tuner.restore(path, trainable=runnable, resume_errored=True)
             else:
+                searcher = self._warm_searcher(session) if self.priors else None
                 tuner = tune.Tuner(
                     runnable,
                     param_space=dict(native_space),
-                    tune_config=self._tune_config(session.n_trials, concurrency),
+                    tune_config=self._tune_config(session.n_trials, concurrency, searcher),
                     run_config=self._run_config(storage, name),
                 )
             grid = tuner.fit()
@@ -207,7 +240,7 @@ class RayBackend(SearchBackend):
         if recorder.failure is not None:
             raise recorder.failure
 
-    def _tune_config(self, n_trials: int, concurrency: int | None) -> Any:
+    def _tune_config(self, n_trials: int, concurrency: int | None, searcher: Any = None) -> Any:
         from ray import tune
 
         kw = self.kwargs
@@ -216,7 +249,7 @@ class RayBackend(SearchBackend):
             mode="max" if self.settings.directions[0] == "maximize" else "min",
             num_samples=n_trials,
             scheduler=kw.get("scheduler"),
-            search_alg=kw.get("search_alg"),
+            search_alg=kw.get("search_alg") or searcher,
             max_concurrent_trials=kw.get("max_concurrent_trials") or concurrency,
             time_budget_s=kw.get("time_budget_s"),
         )

@@ -18,6 +18,7 @@ from ...trial import NullReporter, Trial, TrialRecord, TrialState
 from ..base import SearchBackend
 from ._compat import numpy2_compat
 from ._space import _MAX_NAME, Converted, check_native, portable_to_sigopt, same_assignments
+from ._warm import warm_start
 
 if TYPE_CHECKING:
     from spaces import SearchSpace
@@ -39,6 +40,7 @@ class SigOptBackend(SearchBackend):
     install_command = (
         "make setup (or: pip install 'hpsearch[sigopt]' && pip install --no-deps sigoptlite libsigopt qmcpy==1.2)"
     )
+    warm_start_modes = ("inform", "evaluate")
     options = (
         Option("driver", (str,), "'lite' (SigOpt's optimizer in this process) or 'http' (a SigOpt server)"),
         Option("proxies", (dict,), "scheme -> proxy URL for driver='http'"),
@@ -214,13 +216,14 @@ class SigOptBackend(SearchBackend):
 
         bandwidth = self.kwargs.get("parallel_bandwidth", 1)
         try:
+            first = warm_start(self, session, conn, experiment.id) if self.priors else 0
             if bandwidth == 1:
-                for number in range(n_trials):
+                for number in range(first, n_trials):
                     if session.stop_reason is not None:
                         break
                     self._one_trial(session, conn, experiment.id, number)
             else:
-                self._run_concurrently(session, conn, experiment.id, n_trials, bandwidth)
+                self._run_concurrently(session, conn, experiment.id, n_trials - first, bandwidth)
         finally:
             _lockstep.announce_end()
         self._mark_best(session, conn, experiment.id)

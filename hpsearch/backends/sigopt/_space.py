@@ -38,6 +38,19 @@ class Encoding:
         self.high = high
         self.constant = constant
 
+    def encode(self, value: Any) -> Any:
+        """The SigOpt assignment of a parameter value (None for a constant, which SigOpt does not see)."""
+        if self.kind == "float":
+            return float(value)
+        if self.kind == "int":
+            return int(value)
+        if self.kind in ("grid_int", "grid_float"):
+            assert self.step is not None
+            return round((value - self.low) / self.step)
+        if self.kind == "categorical":
+            return _label_of(self.labels, value)
+        return None
+
     def decode(self, name: str, raw: Any) -> Any:
         if self.kind == "float":
             return float(raw)

@@ -1,0 +1,53 @@
+"""Warm start on SigOpt: earlier trials as observations (``inform``), or trained first and observed (``evaluate``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from ... import _lockstep
+from ...runner import run_trial
+from ...trial import NullReporter, Trial, TrialState
+from ...warmstart import prior_records
+
+if TYPE_CHECKING:
+    from ...session import SearchSession
+    from ._adapter import SigOptBackend
+
+
+def warm_start(adapter: SigOptBackend, session: SearchSession, conn: Any, experiment_id: str) -> int:
+    """Earlier trials as observations (inform), or trained first and observed (evaluate); the trials used."""
+    assert adapter._converted is not None  # warm_start needs a portable space (checked before the run)
+    experiment = conn.experiments(experiment_id)
+    encodings = adapter._converted.encodings
+
+    def assignments(params: Mapping[str, Any]) -> dict[str, Any]:
+        encoded = {k: encodings[k].encode(v) for k, v in params.items() if k in encodings}
+        return {k: v for k, v in encoded.items() if v is not None}
+
+    if adapter.warm_start_mode == "inform":
+        for prior in adapter.priors:
+            values = prior.objective if isinstance(prior.objective, list) else [prior.objective]
+            experiment.observations().create(
+                assignments=assignments(prior.params),
+                values=[{"name": m, "value": float(v)} for m, v in zip(adapter._metric_names, values)],
+            )
+        session.adopt(prior_records(adapter.priors))
+        return 0
+    used = 0
+    for number, prior in enumerate(adapter.priors[: session.n_trials]):
+        trial = _lockstep.lead(Trial(f"warm-eval-{number}", number, prior.params, adapter.name))
+        _lockstep.announce(trial)
+        record = run_trial(adapter.settings, trial, NullReporter())
+        record.extra["source"] = "warm_start_evaluate"
+        if record.state is TrialState.COMPLETE and record.objective is not None:
+            values = record.objective if isinstance(record.objective, list) else [record.objective]
+            experiment.observations().create(
+                assignments=assignments(record.params),
+                values=[{"name": m, "value": float(v)} for m, v in zip(adapter._metric_names, values)],
+            )
+        else:
+            experiment.observations().create(assignments=assignments(record.params), failed=True)
+        session.record(record)
+        used += 1
+    return used

@@ -1,0 +1,164 @@
+"""Continue a search anywhere: earlier trials, of any engine, mapped into this search's space.
+
+``hyperparameter_search(..., warm_start=<output_dir | SearchResult | list of them>, warm_start_mode=...)``:
+
+- ``"inform"`` (default): the earlier finished trials are told to the new engine as observations before it
+  proposes anything; they are not trained again. They appear in the new results as rows with ``source =
+  "warm_start"`` (their trial ids start with ``warm-``), do not use the budget, and are never the search's best
+  run (the best run is one this search trained).
+- ``"evaluate"``: the ``warm_start_top_k`` best earlier configurations are trained again first (e.g. after the
+  data changed); they are ordinary trials of the new search and use its budget.
+
+Spaces that changed: a parameter the new space added takes the value ``warm_start_defaults`` gives it (or its
+``Fixed`` value); an earlier trial without one is left out. Removed parameters are dropped; a point outside a
+narrowed range, or a categorical choice that disappeared, is left out; conditional parameters follow the new
+space's conditions. The log says how many trials were left out and why. Only trials of the same objective and
+directions are used: anything else is refused, naming the difference. Works from a search that is still running
+(its ``search.json`` as last written).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .errors import SearchConfigError
+from .trial import TrialRecord, TrialState
+
+if TYPE_CHECKING:
+    from .results import SearchResult
+    from .settings import TrialSettings
+
+__all__ = ["MODES", "Prior", "load_priors", "prior_records"]
+
+logger = logging.getLogger(__name__)
+
+MODES = ("inform", "evaluate")
+SOURCE = "warm_start"
+
+
+@dataclass(frozen=True)
+class Prior:
+    """One earlier finished trial, its parameters mapped into the new space."""
+
+    params: dict[str, Any]
+    objective: float | list[float]
+    origin: str  # "<search folder or backend>:<trial name>"
+
+
+def _results(warm_start: Any) -> list[tuple[str, SearchResult]]:
+    from .results import SearchResult
+
+    items = list(warm_start) if isinstance(warm_start, list | tuple) else [warm_start]
+    if not items:
+        raise SearchConfigError("warm_start=[] names no earlier search; pass an output_dir, a SearchResult or a list.")
+    out = []
+    for item in items:
+        if isinstance(item, SearchResult):
+            out.append((item.output_dir or item.backend, item))
+            continue
+        if not isinstance(item, str | os.PathLike):
+            raise SearchConfigError(
+                f"warm_start={item!r}: expected the output_dir of an earlier search, a SearchResult, or a list of them."
+            )
+        folder = os.path.expanduser(os.fspath(item))
+        try:
+            out.append((folder, SearchResult.load(folder)))
+        except FileNotFoundError:
+            raise SearchConfigError(
+                f"warm_start={os.fspath(item)!r} is not a search: it has no search.json; pass the output_dir of an "
+                "earlier search."
+            ) from None
+        except ValueError as error:
+            raise SearchConfigError(f"warm_start={os.fspath(item)!r}: {error}") from None
+    return out
+
+
+def load_priors(warm_start: Any, mode: str, top_k: int, defaults: Mapping[str, Any],
+                settings: TrialSettings) -> list[Prior]:
+    """The earlier trials to start from; `SearchConfigError` for anything that cannot be used, before any trial."""
+    if mode not in MODES:
+        raise SearchConfigError(f"warm_start_mode={mode!r} must be one of {list(MODES)}.")
+    space = settings.space
+    if space is None:
+        raise SearchConfigError(
+            "warm_start needs a portable hp_space (a spaces.SearchSpace or a dict of spaces domains) to map earlier "
+            "trials into; a backend-native hp_space cannot be compared with another search's parameters."
+        )
+    unknown = sorted(set(defaults) - set(space))
+    if unknown:
+        raise SearchConfigError(f"warm_start_defaults names {unknown}, which the hp_space does not have; remove them.")
+    priors: list[Prior] = []
+    left_out: collections.Counter[str] = collections.Counter()
+    for origin, result in _results(warm_start):
+        if result.objective != settings.objective_name or list(result.directions) != list(settings.directions):
+            raise SearchConfigError(
+                f"warm_start={origin!r} optimized {result.objective!r} ({'/'.join(result.directions)}) but this search "
+                f"optimizes {settings.objective_name!r} ({'/'.join(settings.directions)}); only trials of the same "
+                "objective and direction can be used. Pass a search of the same objective, or none."
+            )
+        if not set(result.param_names) & set(space):
+            raise SearchConfigError(
+                f"warm_start={origin!r} has no parameter in common with this hp_space (it has "
+                f"{result.param_names}, this search {list(space)}); nothing of it can be used."
+            )
+        for record in result.records:
+            if record.state is not TrialState.COMPLETE or record.objective is None:
+                continue
+            values = record.objective if isinstance(record.objective, list) else [record.objective]
+            if not all(isinstance(v, int | float) and math.isfinite(v) for v in values):
+                continue
+            params, reason = _map(record.params, space, defaults)
+            if params is None:
+                left_out[reason] += 1
+                continue
+            priors.append(Prior(params, record.objective, f"{origin}:{record.name}"))
+    for reason, count in sorted(left_out.items()):
+        logger.info("warm_start: %d earlier trial(s) left out: %s.", count, reason)
+    if not priors:
+        raise SearchConfigError(
+            f"warm_start: none of the earlier trials fits this hp_space ({dict(left_out) or 'no finished trial'}); "
+            "widen the space, give warm_start_defaults for new parameters, or drop warm_start."
+        )
+    if mode == "evaluate":
+        sign = 1.0 if settings.directions[0] == "minimize" else -1.0
+        priors.sort(key=lambda p: sign * (p.objective[0] if isinstance(p.objective, list) else p.objective))
+        priors = priors[:top_k]
+    logger.info("warm_start (%s): %d earlier trial(s) used.", mode, len(priors))
+    return priors
+
+
+def _map(params: Mapping[str, Any], space: Any, defaults: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str]:
+    from spaces import Fixed
+
+    out: dict[str, Any] = {}
+    for name in space.order:
+        if not space.is_active(name, out):
+            continue
+        domain = space[name]
+        if name in params:
+            value = params[name]
+        elif name in defaults:
+            value = defaults[name]
+        elif isinstance(domain, Fixed):
+            value = domain.value
+        else:
+            return None, f"no value for the new parameter {name!r} (give it in warm_start_defaults)"
+        if not domain.contains(value):
+            return None, f"{name} outside the new space"
+        out[name] = value
+    return out, ""
+
+
+def prior_records(priors: Sequence[Prior]) -> list[TrialRecord]:
+    """The rows of ``inform`` priors in the new results: COMPLETE, ``source`` warm_start, ids ``warm-<i>``."""
+    return [
+        TrialRecord(trial_id=f"warm-{i}", number=-(i + 1), name=f"warm-{i}", state=TrialState.COMPLETE,
+                    params=dict(p.params), objective=p.objective, extra={"source": SOURCE, "origin": p.origin})
+        for i, p in enumerate(priors)
+    ]

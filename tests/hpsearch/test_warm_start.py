@@ -1,0 +1,161 @@
+"""Continue a search anywhere: earlier trials of any engine, told to another engine or trained again first."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import optuna
+import pytest
+import yaml
+
+import hpsearch
+import spaces
+from hpsearch import SearchConfigError, SearchResult, TrialState
+from hpsearch.cli import main as cli_main
+from tests._digits import DigitsMLP, accuracy, digits_datasets
+from trainer import Trainer, TrainingArguments
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+SPACE = {"learning_rate": spaces.Float(1e-3, 1e-1, log=True), "hidden": spaces.Categorical([8, 16, 32])}
+
+
+def _trainer(out: Path, built: list | None = None) -> Trainer:
+    def model_init(trial):
+        if built is not None and trial is not None:
+            built.append(dict(trial))
+        return DigitsMLP(hidden=trial.get("hidden", 16) if trial is not None else 16)
+
+    train, evaluation = digits_datasets()
+    args = TrainingArguments(output_dir=str(out), max_steps=6, eval_strategy="steps", eval_steps=3, save_strategy="no",
+                             per_device_train_batch_size=64, logging_strategy="no", disable_tqdm=True,
+                             report_to="none")
+    return Trainer(model_init=model_init, args=args, train_dataset=train, eval_dataset=evaluation,
+                   compute_metrics=accuracy)
+
+
+def _earlier(tmp_path: Path, backend: str = "optuna", n: int = 6, space=SPACE) -> Path:
+    out = tmp_path / f"earlier-{backend}"
+    hpsearch.hyperparameter_search(_trainer(out), hp_space=space, n_trials=n, backend=backend,
+                                   compute_objective="eval_loss")
+    return out
+
+
+@pytest.mark.parametrize(("before", "after"), [("optuna", "sigopt"), ("sigopt", "optuna"), ("optuna", "optuna")])
+def test_inform_tells_the_new_engine_and_trains_only_new_trials(before, after, tmp_path):
+    earlier = _earlier(tmp_path, before)
+    built: list = []
+    best = hpsearch.hyperparameter_search(_trainer(tmp_path / "new", built), hp_space=SPACE, n_trials=3,
+                                          backend=after, compute_objective="eval_loss", warm_start=str(earlier))
+    result = best.run_summary
+    frame = result.trials_dataframe()
+    finished = [r for r in SearchResult.load(earlier).records if r.state is TrialState.COMPLETE]
+    assert (frame["source"] == "warm_start").sum() == len(finished) and (frame["source"] == "search").sum() == 3
+    assert len(built) == 3  # the budget counts only new trials; nothing earlier was trained again
+    assert result.records and not any(r.state is TrialState.FAIL for r in result.records)
+    assert not best.run_id.startswith("warm-")  # the best run is one this search trained
+    old = {tuple(sorted(r.params.items())): r.objective for r in finished}
+    told = {tuple(sorted(r.params.items())): r.objective for r in result.records if r.extra.get("source") == "warm_start"}
+    assert told == old
+    if after == "optuna":
+        # The engine itself holds them: the study has the earlier trials as COMPLETE with their values.
+        warm = [t for t in result.native.trials if t.user_attrs.get("hpsearch_source") == "warm_start"]
+        assert len(warm) == len(finished) and all(t.state == optuna.trial.TrialState.COMPLETE for t in warm)
+        assert sorted(t.value for t in warm) == pytest.approx(sorted(old.values()))
+
+
+def test_evaluate_trains_the_best_earlier_configurations_first(tmp_path):
+    earlier = _earlier(tmp_path)
+    ranked = sorted((r for r in SearchResult.load(earlier).records if r.state is TrialState.COMPLETE),
+                    key=lambda r: r.objective)
+    built: list = []
+    hpsearch.hyperparameter_search(_trainer(tmp_path / "new", built), hp_space=SPACE, n_trials=4, backend="optuna",
+                                   compute_objective="eval_loss", warm_start=str(earlier), warm_start_mode="evaluate",
+                                   warm_start_top_k=2)
+    assert len(built) == 4  # the re-trained ones use the budget
+    assert built[0] == ranked[0].params and built[1] == ranked[1].params
+
+
+def test_evaluate_on_the_random_backend_and_inform_refused_there(tmp_path):
+    earlier = _earlier(tmp_path)
+    built: list = []
+    hpsearch.hyperparameter_search(_trainer(tmp_path / "new", built), hp_space=SPACE, n_trials=3, backend="random",
+                                   compute_objective="eval_loss", warm_start=str(earlier), warm_start_mode="evaluate",
+                                   warm_start_top_k=1)
+    best_earlier = min((r for r in SearchResult.load(earlier).records if r.state is TrialState.COMPLETE),
+                       key=lambda r: r.objective)
+    assert built[0] == best_earlier.params and len(built) == 3
+    with pytest.raises(SearchConfigError, match=r"warm_start_mode='inform' is not supported by backend='random'"):
+        hpsearch.hyperparameter_search(_trainer(tmp_path / "x"), hp_space=SPACE, n_trials=1, backend="random",
+                                       compute_objective="eval_loss", warm_start=str(earlier))
+
+
+def test_changed_spaces_are_mapped_and_what_does_not_fit_is_left_out(tmp_path, caplog):
+    earlier = _earlier(tmp_path)
+    records = SearchResult.load(earlier).records
+    # Narrowed range: points outside it are left out; an added parameter takes its stated default.
+    narrow = {"learning_rate": spaces.Float(1e-3, 1e-2, log=True), "hidden": spaces.Categorical([8, 16, 32]),
+              "warmup_ratio": spaces.Float(0.0, 0.2)}
+    caplog.set_level("INFO")
+    with pytest.raises(SearchConfigError, match="give warm_start_defaults"):
+        hpsearch.hyperparameter_search(_trainer(tmp_path / "a"), hp_space=narrow, n_trials=1, backend="optuna",
+                                       compute_objective="eval_loss", warm_start=str(earlier))
+    best = hpsearch.hyperparameter_search(_trainer(tmp_path / "b"), hp_space=narrow, n_trials=1, backend="optuna",
+                                          compute_objective="eval_loss", warm_start=str(earlier),
+                                          warm_start_defaults={"warmup_ratio": 0.0})
+    inside = [r for r in records if r.params["learning_rate"] <= 1e-2 and r.state is TrialState.COMPLETE]
+    told = [r for r in best.run_summary.records if r.extra.get("source") == "warm_start"]
+    assert len(told) == len(inside) and all(r.params["warmup_ratio"] == 0.0 for r in told)
+    if len(inside) < sum(r.state is TrialState.COMPLETE for r in records):
+        assert any("left out" in m.getMessage() and "outside the new space" in m.getMessage() for m in caplog.records)
+    # A removed parameter is dropped; a disappeared categorical choice leaves its points out.
+    fewer = {"learning_rate": spaces.Float(1e-3, 1e-1, log=True)}
+    best = hpsearch.hyperparameter_search(_trainer(tmp_path / "c"), hp_space=fewer, n_trials=1, backend="optuna",
+                                          compute_objective="eval_loss", warm_start=str(earlier))
+    assert all(set(r.params) == {"learning_rate"} for r in best.run_summary.records)
+
+
+def test_bad_warm_starts_are_refused_before_any_trial(tmp_path):
+    earlier = _earlier(tmp_path, n=3)
+    (tmp_path / "not-a-search").mkdir()
+    corrupt = tmp_path / "corrupt"
+    corrupt.mkdir()
+    (corrupt / "search.json").write_text("{broken")
+    cases = [
+        (dict(warm_start=str(tmp_path / "not-a-search")), "is not a search: it has no search.json"),
+        (dict(warm_start=str(corrupt)), "corrupt|not valid JSON"),
+        (dict(warm_start=str(earlier), hp_space={"weight_decay": spaces.Float(0.0, 0.1)}), "no parameter in common"),
+        (dict(warm_start=str(earlier), compute_objective="eval_accuracy", direction="maximize"),
+         "only trials of the same objective"),
+        (dict(warm_start=42), "expected the output_dir of an earlier search"),
+        (dict(warm_start=str(earlier), warm_start_mode="replay"), "'inform' or 'evaluate'"),
+    ]
+    for kwargs, message in cases:
+        built: list = []
+        settings = {"hp_space": SPACE, "compute_objective": "eval_loss", **kwargs}
+        with pytest.raises(SearchConfigError, match=message):
+            hpsearch.hyperparameter_search(_trainer(tmp_path / "refused", built), n_trials=1, backend="optuna",
+                                           **settings)
+        assert built == [] and not (tmp_path / "refused").exists()
+
+
+def test_cli_warm_start_flag(tmp_path, capsys):
+    earlier = _earlier(tmp_path)
+    sweep = {
+        "model": "examples.digits.model:model_init", "data": "examples.digits.model:datasets",
+        "metrics": "examples.digits.model:compute_metrics", "objective": "eval_loss", "n_trials": 2,
+        "training_args": {"max_steps": 4, "eval_strategy": "steps", "eval_steps": 2, "save_strategy": "no",
+                          "report_to": "none", "disable_tqdm": True, "per_device_train_batch_size": 64},
+        "space": {"learning_rate": {"type": "float", "low": 1e-3, "high": 1e-1, "log": True},
+                  "hidden": {"type": "categorical", "choices": [8, 16, 32]}},
+        "backend": "optuna",
+    }
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(sweep))
+    out = tmp_path / "cli-out"
+    assert cli_main(["run", str(path), "--no-progress", "--output-dir", str(out), "--warm-start", str(earlier)]) == 0
+    frame = SearchResult.load(out).trials_dataframe()
+    finished = [r for r in SearchResult.load(earlier).records if r.state is TrialState.COMPLETE]
+    assert (frame["source"] == "warm_start").sum() == len(finished) and (frame["source"] == "search").sum() == 2
+    assert json.loads((out / "search.json").read_text())["n_trials"] == 2
+    assert frame.loc[frame["source"] == "search", "objective"].notna().all()
