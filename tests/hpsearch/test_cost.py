@@ -56,3 +56,14 @@ def test_a_search_stops_when_its_device_hours_are_spent(backend, tmp_path):
     assert len(result.records) == 1
     assert "max_device_hours" in result.settings["stop_reason"]
     assert math.isfinite(result.total_cost()["device_hours"])
+
+
+def test_a_search_stops_when_its_energy_budget_is_spent(tmp_path):
+    # CodeCarbon measures each trial; any trial uses more than a picowatt-hour.
+    best = hpsearch.hyperparameter_search(_trainer(tmp_path / "out"), hp_space=SPACE, n_trials=4, backend="optuna",
+                                          compute_objective="eval_loss", max_energy_kwh=1e-15)
+    result = best.run_summary
+    assert len(result.records) == 1
+    assert "max_energy_kwh" in result.settings["stop_reason"]
+    frame = result.trials_dataframe()
+    assert (frame["energy_kwh"] > 0).all() and (frame["emissions_kg"] >= 0).all()

@@ -159,3 +159,24 @@ def test_cli_warm_start_flag(tmp_path, capsys):
     assert (frame["source"] == "warm_start").sum() == len(finished) and (frame["source"] == "search").sum() == 2
     assert json.loads((out / "search.json").read_text())["n_trials"] == 2
     assert frame.loc[frame["source"] == "search", "objective"].notna().all()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["inform", "evaluate"])
+def test_ray_continues_an_optuna_search(mode, tmp_path):
+    earlier = _earlier(tmp_path, n=4)
+    finished = [r for r in SearchResult.load(earlier).records if r.state is TrialState.COMPLETE]
+    best = hpsearch.hyperparameter_search(_trainer(tmp_path / "ray"), hp_space=SPACE, n_trials=3, backend="ray",
+                                          compute_objective="eval_loss", warm_start=str(earlier),
+                                          warm_start_mode=mode, warm_start_top_k=2)
+    records = best.run_summary.records
+    new = [r for r in records if r.extra.get("source") != "warm_start"]
+    assert len(new) == 3 and not any(r.state is TrialState.FAIL for r in new)
+    if mode == "inform":
+        assert sum(r.extra.get("source") == "warm_start" for r in records) == len(finished)
+    else:
+        ranked = sorted(finished, key=lambda r: r.objective)[:2]
+        trained = [r.params for r in sorted(new, key=lambda r: r.number)]
+        for earlier_best in ranked:
+            assert any(p["hidden"] == earlier_best.params["hidden"]
+                       and p["learning_rate"] == pytest.approx(earlier_best.params["learning_rate"]) for p in trained)
