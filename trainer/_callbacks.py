@@ -158,8 +158,8 @@ class TrainerCallback:
     """Base class of every callback: each event below is a no-op; override the ones you need.
 
     Every event is called as ``event(args, state, control, **kwargs)`` where the keyword arguments are
-    ``model``, ``optimizer``, ``lr_scheduler``, ``train_dataloader``, ``eval_dataloader`` (always passed, possibly
-    None) plus ``metrics`` (`on_evaluate`, `on_predict`) and ``logs`` (`on_log`). An event may return a
+    ``model``, ``optimizer``, ``lr_scheduler``, ``train_dataloader``, ``eval_dataloader``, ``processing_class`` and
+    its older name ``tokenizer`` (always passed, possibly None) plus ``metrics`` (`on_evaluate`, `on_predict`) and ``logs`` (`on_log`). An event may return a
     `TrainerControl` or a mapping of control flags (``{"should_training_stop": True}``); returning anything else
     is an error.
     """
@@ -209,6 +209,10 @@ class TrainerCallback:
     def on_prediction_step(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any):
         """After each batch of an evaluation or prediction loop."""
 
+    def on_push_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any):
+        """Before a push to a model hub; this trainer never pushes, so it is never called (kept so that callbacks
+        written for transformers that define it still load)."""
+
 
 EVENTS = tuple(
     name for name in vars(TrainerCallback) if name.startswith("on_") and callable(getattr(TrainerCallback, name))
@@ -224,8 +228,11 @@ class CallbackHandler(TrainerCallback):
         model: Any = None,
         optimizer: Any = None,
         lr_scheduler: Any = None,
+        *,
+        processing_class: Any = None,
     ) -> None:
         self.callbacks: list[TrainerCallback] = []
+        self.processing_class = processing_class
         for cb in callbacks or ():
             self.add_callback(cb)
         self.model = model
@@ -319,6 +326,9 @@ class CallbackHandler(TrainerCallback):
     def on_prediction_step(self, args, state, control, **kwargs):
         return self.call_event("on_prediction_step", args, state, control)
 
+    def on_push_begin(self, args, state, control, **kwargs):
+        return self.call_event("on_push_begin", args, state, control)
+
     def call_event(self, event: str, args, state, control, **kwargs) -> TrainerControl:
         """Call ``event`` on every callback in order; a returned control (or mapping of flags) is applied."""
         for callback in self.callbacks:
@@ -331,6 +341,8 @@ class CallbackHandler(TrainerCallback):
                 lr_scheduler=self.lr_scheduler,
                 train_dataloader=self.train_dataloader,
                 eval_dataloader=self.eval_dataloader,
+                processing_class=self.processing_class,
+                tokenizer=self.processing_class,
                 **kwargs,
             )
             if result is None:

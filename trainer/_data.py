@@ -46,6 +46,24 @@ class _RemoveColumnsCollator:
         return self.collator(features)
 
 
+class PaddingCollator:
+    """The collator a `Trainer` given a ``processing_class`` that can ``pad`` (a tokenizer) uses by default.
+
+    Pads the batch to its longest example with ``processing_class.pad(..., return_tensors="pt")`` and names the
+    label ``labels`` (from ``label`` or ``label_ids``), like transformers' ``DataCollatorWithPadding``.
+    """
+
+    def __init__(self, processing_class: Any) -> None:
+        self.processing_class = processing_class
+
+    def __call__(self, features: list[Any]) -> Any:
+        batch = dict(self.processing_class.pad(list(features), padding=True, return_tensors="pt"))
+        for alias in _LABEL_ALIASES:
+            if alias in batch:
+                batch["labels"] = batch.pop(alias)
+        return batch
+
+
 def label_names(trainer: Trainer) -> list[str]:
     if trainer.args.label_names is not None:
         return list(trainer.args.label_names)
@@ -183,11 +201,6 @@ def send_to_device(batch: Any, device: torch.device) -> Any:
     from accelerate.utils import send_to_device
 
     return send_to_device(batch, device)
-
-
-def mps_available() -> bool:
-    backend = getattr(torch.backends, "mps", None)
-    return bool(backend is not None and backend.is_available())
 
 
 def release_dataloader(dataloader: Any) -> None:

@@ -90,6 +90,73 @@ def predict(trainer: Trainer, test_dataset: Any, ignore_keys: list[str] | None =
     return PredictionOutput(predictions=output.predictions, label_ids=output.label_ids, metrics=metrics)
 
 
+class Accumulator:
+    """One kind of per-batch output (predictions, labels, inputs, losses) collected over an evaluation.
+
+    Batches are concatenated on the device and moved to the host every ``eval_accumulation_steps`` batches
+    (``to_host``), or all at the end when that is None; with ``eval_do_concat_batches=False`` each batch is kept
+    as its own array and the result is their list.
+    """
+
+    def __init__(self, concat: bool, every: int | None) -> None:
+        self.concat = concat
+        self.every = every
+        self.on_device: Any = None
+        self.on_host: Any = None
+        self.batches: list[Any] = []
+        self.count = 0
+
+    def add(self, value: Any) -> None:
+        if not self.concat:
+            self.batches.append(nested_numpify(value))
+            return
+        self.on_device = nested_concat(self.on_device, nested_detach(value))
+        self.count += 1
+        if self.every is not None and self.count % self.every == 0:
+            self.to_host()
+
+    def to_host(self) -> None:
+        if self.on_device is not None:
+            self.on_host = nested_concat(self.on_host, to_cpu(self.on_device))
+            self.on_device = None
+
+    def result(self) -> Any:
+        if not self.concat:
+            return self.batches or None
+        self.to_host()
+        return nested_numpify(self.on_host) if self.on_host is not None else None
+
+
+def to_cpu(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.cpu()
+    if isinstance(value, list | tuple):
+        return type(value)(to_cpu(v) for v in value)
+    if isinstance(value, Mapping):
+        return type(value)({k: to_cpu(v) for k, v in value.items()})  # type: ignore[call-arg]
+    return value
+
+
+def _full_eval_dtype(trainer: Trainer) -> torch.dtype | None:
+    if trainer._in_train:
+        return None  # as transformers: evaluations during training keep the training precision
+    if trainer.args.bf16_full_eval:
+        return torch.bfloat16
+    if trainer.args.fp16_full_eval:
+        return torch.float16
+    return None
+
+
+def _cast_floats(batch: Any, dtype: torch.dtype) -> Any:
+    if isinstance(batch, torch.Tensor):
+        return batch.to(dtype) if batch.is_floating_point() else batch
+    if isinstance(batch, Mapping):
+        return type(batch)({k: _cast_floats(v, dtype) for k, v in batch.items()})  # type: ignore[call-arg]
+    if isinstance(batch, list | tuple):
+        return type(batch)(_cast_floats(v, dtype) for v in batch)
+    return batch
+
+
 def evaluation_loop(
     trainer: Trainer,
     dataloader: DataLoader,
@@ -103,30 +170,53 @@ def evaluation_loop(
     accelerator = trainer.accelerator
     assert accelerator is not None
     prediction_loss_only = prediction_loss_only if prediction_loss_only is not None else args.prediction_loss_only
+    full_eval_dtype = _full_eval_dtype(trainer)
+    if full_eval_dtype is not None:
+        # fp16_full_eval/bf16_full_eval: the model itself is cast (as transformers does outside training).
+        trainer.model = trainer.model.to(dtype=full_eval_dtype)
+        trainer.model_wrapped = trainer.model
     model = trainer.model_wrapped if trainer.model_wrapped is not None else trainer.model
     if model is trainer.model and next(iter(trainer.model.parameters()), None) is not None:
         model = accelerator.prepare_model(trainer.model, evaluation_mode=True)
     model.eval()
+    trainer._past = None
     trainer.callback_handler.eval_dataloader = dataloader
     distributed = accelerator.num_processes > 1
     losses: list[torch.Tensor] = []
-    all_preds: Any = None
-    all_labels: Any = None
+    concat, every = args.eval_do_concat_batches, args.eval_accumulation_steps
+    all_preds, all_labels = Accumulator(concat, every), Accumulator(concat, every)
+    all_inputs, all_losses = Accumulator(concat, every), Accumulator(concat, every)
+    keep_inputs = "inputs" in args.include_for_metrics
+    keep_losses = "loss" in args.include_for_metrics
+    main_input = getattr(trainer.model, "main_input_name", "input_ids")
     metrics: dict[str, Any] | None = None
     num_samples = 0
     num_steps = 0
     batch_metrics = args.batch_eval_metrics and trainer.compute_metrics is not None and not prediction_loss_only
+    # predict() returns predictions and labels also when metrics are computed batch by batch.
+    keep_outputs = not prediction_loss_only and (not batch_metrics or description == "Prediction")
     # accelerate's loaders place batches on the device; a plain one (ours in a single process) is placed here.
     move_batches = accelerator.device.type != "cpu" and getattr(dataloader, "gradient_state", None) is None
     for inputs, is_last in flag_last(dataloader):
         num_steps += 1
         if move_batches:
             inputs = send_to_device(inputs, accelerator.device)
+        if full_eval_dtype is not None:
+            inputs = _cast_floats(inputs, full_eval_dtype)
         loss, logits, labels = trainer.prediction_step(model, inputs, prediction_loss_only, ignore_keys=ignore_keys)
         batch_size = batch_size_of(inputs)
+        batch_loss = None
         if loss is not None:
             batch_loss = loss.reshape(1).repeat(batch_size)
-            losses.append(accelerator.gather_for_metrics(batch_loss) if distributed else batch_loss)
+            batch_loss = accelerator.gather_for_metrics(batch_loss) if distributed else batch_loss
+            losses.append(batch_loss)
+        batch_inputs = None
+        if keep_inputs:
+            batch_inputs = inputs.get(main_input) if isinstance(inputs, Mapping) else inputs
+            if distributed and batch_inputs is not None:
+                batch_inputs = accelerator.gather_for_metrics(
+                    accelerator.pad_across_processes(batch_inputs, dim=1, pad_index=-100)
+                )
         if logits is not None and trainer.preprocess_logits_for_metrics is not None:
             logits = trainer.preprocess_logits_for_metrics(logits, labels)
         if distributed:
@@ -140,20 +230,29 @@ def evaluation_loop(
         if batch_metrics:
             assert trainer.compute_metrics is not None  # batch_metrics requires it
             metrics = trainer.compute_metrics(
-                EvalPrediction(predictions=logits, label_ids=labels), compute_result=is_last
+                EvalPrediction(predictions=logits, label_ids=labels, inputs=batch_inputs,
+                               losses=batch_loss if keep_losses else None),
+                compute_result=is_last,
             )
-        elif not prediction_loss_only:
+        if keep_outputs:
             if logits is not None:
-                all_preds = nested_concat(all_preds, nested_detach(logits))
+                all_preds.add(logits)
             if labels is not None:
-                all_labels = nested_concat(all_labels, nested_detach(labels))
+                all_labels.add(labels)
+            if batch_inputs is not None:
+                all_inputs.add(batch_inputs)
+            if keep_losses and batch_loss is not None:
+                all_losses.add(batch_loss)
         trainer.control = trainer.callback_handler.on_prediction_step(args, trainer.state, trainer.control)
     trainer.callback_handler.eval_dataloader = None
 
-    predictions = nested_numpify(all_preds) if all_preds is not None else None
-    label_ids = nested_numpify(all_labels) if all_labels is not None else None
+    predictions = all_preds.result()
+    label_ids = all_labels.result()
     if not batch_metrics and trainer.compute_metrics is not None and predictions is not None and label_ids is not None:
-        metrics = trainer.compute_metrics(EvalPrediction(predictions=predictions, label_ids=label_ids))
+        metrics = trainer.compute_metrics(
+            EvalPrediction(predictions=predictions, label_ids=label_ids, inputs=all_inputs.result() if keep_inputs
+                           else None, losses=all_losses.result() if keep_losses else None)
+        )
     elif metrics is None:
         metrics = {}
     metrics = {k: (v.item() if hasattr(v, "item") else v) for k, v in dict(metrics).items()}

@@ -17,7 +17,14 @@ from torch.utils.data import DataLoader
 
 from . import _checkpoint as ckpt
 from ._callbacks import ExportableState, TrainerControl, TrainerState
-from ._data import accelerate_only_forwards, flag_last, release_dataloader, send_to_device, set_loader_epoch
+from ._data import (
+    accelerate_only_forwards,
+    batch_size_of,
+    flag_last,
+    release_dataloader,
+    send_to_device,
+    set_loader_epoch,
+)
 from ._training_args import SaveStrategy
 from ._utils import TrainOutput, speed_metrics
 
@@ -92,6 +99,17 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
     trainer.callback_handler.optimizer = trainer.optimizer
     trainer.callback_handler.lr_scheduler = trainer.lr_scheduler
     trainer.callback_handler.train_dataloader = train_dataloader
+    _log_running_training(trainer, train_dataloader, max_steps, num_train_epochs)
+    debug_hook = None
+    if "underflow_overflow" in args.debug:
+        from ._debug import DebugUnderflowOverflow
+
+        debug_hook = DebugUnderflowOverflow(trainer.model)
+    count_tokens = bool(args.include_num_input_tokens_seen) or args.include_tokens_per_second
+    tokens_this_run = 0
+    # The model's own flop count (transformers' floating_point_ops) or 6 x parameters x tokens; see floating_point_ops.
+    trainer._flops_of = None  # floating_point_ops looks at this run's model afresh
+    trainer._past = None
 
     epochs_trained, steps_to_skip = 0, 0
     trainer._resumed_step = 0
@@ -102,6 +120,8 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
         if per_epoch is not None:
             epochs_trained = trainer.state.global_step // per_epoch
             steps_to_skip = (trainer.state.global_step % per_epoch) * args.gradient_accumulation_steps
+            if args.ignore_data_skip:
+                steps_to_skip = 0  # the resumed epoch sees its data from the start again
         if args.restore_callback_states_from_checkpoint:
             restore_callback_states(trainer, saved.stateful_callbacks)
 
@@ -115,6 +135,7 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
 
     for epoch in range(epochs_trained, num_train_epochs):
         set_loader_epoch(train_dataloader, epoch)
+        trainer._past = None  # past_index: memories do not cross epochs
         epoch_iterator: Any = train_dataloader
         skipped = 0
         if steps_to_skip > 0 and epoch == epochs_trained:
@@ -145,6 +166,14 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
                 ckpt.load_rng_state(resume_from_checkpoint, accelerator.process_index)
                 restore_rng_at_first_batch = False
             total_batched_samples += 1
+            if count_tokens:
+                tokens = input_tokens(trainer, inputs[0] if fast_loop else inputs, args.include_num_input_tokens_seen)
+                tokens_this_run += tokens
+                if args.include_num_input_tokens_seen:
+                    trainer.state.num_input_tokens_seen += tokens
+            trainer.state.total_flos += trainer.floating_point_ops(inputs[0] if fast_loop else inputs) * (
+                accelerator.num_processes
+            )
             if not step_started:
                 trainer.control = trainer.callback_handler.on_step_begin(args, trainer.state, trainer.control)
                 step_started = True
@@ -204,11 +233,17 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
         ckpt.load_best_model(trainer)
     num_samples = total_batched_samples * args.per_device_train_batch_size * accelerator.num_processes
     metrics = speed_metrics("train", start_time, num_samples=num_samples, num_steps=trainer.state.global_step)
+    if args.include_tokens_per_second:
+        runtime = metrics["train_runtime"]
+        metrics["train_tokens_per_second"] = round(tokens_this_run / runtime, 3) if runtime > 0 else 0.0
     metrics["total_flos"] = trainer.state.total_flos
     metrics["train_loss"] = train_loss
     trainer._memory_tracker.stop_and_update_metrics("train", metrics)
     trainer.log(metrics)
-    if args.save_total_limit is not None and trainer.is_world_process_zero():
+    if debug_hook is not None:
+        debug_hook.remove()
+    trainer._past = None
+    if args.save_total_limit is not None and ckpt.writes_checkpoints(trainer):
         ckpt.rotate_checkpoints(trainer, args.output_dir)
     trainer.control = trainer.callback_handler.on_train_end(args, trainer.state, trainer.control)
     trainer.callback_handler.train_dataloader = None
@@ -275,16 +310,19 @@ def maybe_log_save_evaluate(trainer: Trainer, tr_loss: torch.Tensor, model: nn.M
 
 
 def evaluate_during_training(trainer: Trainer) -> dict[str, float]:
+    ignore = trainer._ignore_keys_for_eval
     if isinstance(trainer.eval_dataset, Mapping):
         metrics: dict[str, float] = {}
         for name, dataset in trainer.eval_dataset.items():
-            metrics.update(trainer.evaluate(eval_dataset=dataset, metric_key_prefix=f"eval_{name}"))
+            metrics.update(
+                trainer.evaluate(eval_dataset=dataset, ignore_keys=ignore, metric_key_prefix=f"eval_{name}")
+            )
         track_best(trainer, metrics)
     else:
         # The best metric is updated before on_evaluate, so callbacks see whether this evaluation will be saved.
         trainer._eval_in_training = True
         try:
-            metrics = trainer.evaluate()
+            metrics = trainer.evaluate(ignore_keys=ignore)
         finally:
             trainer._eval_in_training = False
     return metrics
@@ -363,3 +401,70 @@ def extract_loss(outputs: Any) -> torch.Tensor | None:
     if isinstance(outputs, torch.Tensor) and outputs.dim() == 0:
         return outputs
     return getattr(outputs, "loss", None)
+
+
+def input_tokens(trainer: Trainer, inputs: Any, how: bool | str, gather: bool = True) -> int:
+    """Tokens in a batch, summed over the processes: the elements of the model's main input (``input_ids``
+    unless the model names another ``main_input_name``); with ``how="non_padding"`` the ones of its
+    ``attention_mask`` when there is one. A batch without that input counts its examples, with a warning once."""
+    name = getattr(trainer.model, "main_input_name", "input_ids")
+    value = inputs.get(name) if isinstance(inputs, Mapping) else None
+    if isinstance(value, torch.Tensor):
+        mask = inputs.get("attention_mask") if how == "non_padding" else None
+        count = int(mask.sum()) if isinstance(mask, torch.Tensor) else value.numel()
+    else:
+        if not getattr(trainer, "_warned_no_tokens", False):
+            logger.warning(
+                "Counting input tokens needs the model's main input %r in the batch, which has none; counting "
+                "examples instead (set the model's main_input_name to the batch key that holds the tokens).", name
+            )
+            trainer._warned_no_tokens = True
+        count = batch_size_of(inputs)
+    accelerator = trainer.accelerator
+    if gather and accelerator is not None and accelerator.num_processes > 1:
+        total = accelerator.gather(torch.tensor([count], device=accelerator.device)).sum()
+        return int(total)
+    return count
+
+
+def _log_running_training(trainer: Trainer, loader: Any, max_steps: int, num_train_epochs: int) -> None:
+    args = trainer.args
+    if not logger.isEnabledFor(logging.INFO):
+        return
+    world = trainer.accelerator.num_processes if trainer.accelerator is not None else 1
+    try:
+        examples: Any = len(loader.dataset)
+    except (TypeError, AttributeError):
+        examples = "unknown (iterable dataset)"
+    logger.info("***** Running training *****")
+    logger.info("  Num examples = %s", examples)
+    logger.info("  Num Epochs = %s", num_train_epochs)
+    logger.info("  Instantaneous batch size per device = %d", args.per_device_train_batch_size)
+    logger.info(
+        "  Total train batch size (w. parallel, distributed & accumulation) = %d",
+        args.per_device_train_batch_size * args.gradient_accumulation_steps * world,
+    )
+    logger.info("  Gradient Accumulation steps = %d", args.gradient_accumulation_steps)
+    logger.info("  Total optimization steps = %d", max_steps)
+    logger.info("  Number of trainable parameters = %d", trainer.get_num_trainable_parameters())
+
+
+def output_at(outputs: Any, index: int) -> Any:
+    """``outputs[index]`` of a tuple, or of a mapping's values (transformers' ModelOutput indexes the same way)."""
+    if isinstance(outputs, Mapping):
+        return list(outputs.values())[index]
+    return outputs[index]
+
+
+def smoothed_cross_entropy(outputs: Any, labels: torch.Tensor, epsilon: float) -> torch.Tensor:
+    """Cross-entropy with label smoothing ``epsilon`` of the model's logits (``outputs["logits"]`` or its first
+    output) against ``labels``; positions labelled ``-100`` are ignored. The logits' last dimension is the classes."""
+    if isinstance(outputs, Mapping):
+        logits = outputs["logits"] if "logits" in outputs else next(iter(outputs.values()))
+    elif isinstance(outputs, list | tuple):
+        logits = outputs[0]
+    else:
+        logits = getattr(outputs, "logits", outputs)
+    return nn.functional.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1).long(), ignore_index=-100, label_smoothing=epsilon
+    )

@@ -19,7 +19,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset, IterableDataset
 
 from . import _checkpoint as ckpt
-from . import _data, _evaluation, _loop, _saving
+from . import _data, _evaluation, _loop, _precision, _saving
 from ._callbacks import (
     CallbackHandler,
     DefaultFlowCallback,
@@ -40,6 +40,7 @@ from ._utils import (
     default_data_collator,
     enable_full_determinism,
     set_seed,
+    speed_metrics,
 )
 
 if TYPE_CHECKING:
@@ -90,6 +91,13 @@ class Trainer:
     _plain_backward: bool = False
     _created_lr_scheduler: bool = False
     _eval_loader_cache: dict[int, tuple[Any, DataLoader]] | None = None
+    _num_parameters: int | None = None
+    _flops_of: Any = None
+    _model_flops: Any = None
+    _past: Any = None
+    _warned_no_tokens: bool = False
+    _in_train: bool = False
+    _ignore_keys_for_eval: list[str] | None = None
 
     def __init__(
         self,
@@ -103,12 +111,21 @@ class Trainer:
         callbacks: list[TrainerCallback | type[TrainerCallback]] | None = None,
         optimizers: tuple[torch.optim.Optimizer | None, Any] = (None, None),
         preprocess_logits_for_metrics: Callable[[Any, Any], Any] | None = None,
+        *,
+        processing_class: Any = None,
+        tokenizer: Any = None,
     ) -> None:
         if args is None:
             args = TrainingArguments(output_dir="trainer_output")
         if not isinstance(args, TrainingArguments):
             raise TypeError(f"args must be a trainer.TrainingArguments, got {type(args).__name__}.")
         self.args = args
+        _apply_log_level(args)
+        if tokenizer is not None:
+            if processing_class is not None and processing_class is not tokenizer:
+                raise ValueError("tokenizer= and processing_class= were both given; pass only processing_class.")
+            processing_class = tokenizer  # transformers' older name for the same argument
+        self.processing_class = processing_class
         if model is None and model_init is None:
             raise ValueError("Trainer needs a model or a model_init; pass one of them.")
         if model is not None and not isinstance(model, nn.Module):
@@ -125,7 +142,12 @@ class Trainer:
         self.model_init = model_init
         self.compute_metrics = compute_metrics
         self.preprocess_logits_for_metrics = preprocess_logits_for_metrics
-        self.data_collator = data_collator if data_collator is not None else default_data_collator
+        if data_collator is None:
+            data_collator = (
+                _data.PaddingCollator(processing_class) if callable(getattr(processing_class, "pad", None))
+                else default_data_collator
+            )
+        self.data_collator = data_collator
         self.train_dataset = train_dataset
         self.eval_dataset = eval_dataset
         self.optimizer, self.lr_scheduler = optimizers
@@ -141,7 +163,8 @@ class Trainer:
 
         default_callbacks: list[Any] = [DefaultFlowCallback, *get_reporting_integration_callbacks(args.report_to)]
         self.callback_handler = CallbackHandler(
-            default_callbacks + list(callbacks or []), self.model, self.optimizer, self.lr_scheduler
+            default_callbacks + list(callbacks or []), self.model, self.optimizer, self.lr_scheduler,
+            processing_class=processing_class,
         )
         self.add_callback(PrinterCallback if args.disable_tqdm else ProgressCallback)
         self.state = TrainerState(
@@ -151,27 +174,25 @@ class Trainer:
         self._memory_tracker = MemoryTracker(skip=args.skip_memory_metrics)
         self.control = self.callback_handler.on_init_end(self.args, self.state, self.control)
 
+    @property
+    def tokenizer(self) -> Any:
+        """transformers' older name of `processing_class`."""
+        return self.processing_class
+
     # ------------------------------------------------------------------ setup helpers
     def _create_accelerator(self) -> None:
-        """(Re)build the Accelerator when the arguments it depends on changed (e.g. a trial's accumulation steps)."""
-        from accelerate import Accelerator
-        from accelerate.utils import DataLoaderConfiguration
+        """(Re)build the Accelerator when what it depends on changed (a trial's accumulation steps or precision).
 
-        args = self.args
-        data_seed = args.data_seed if args.data_seed is not None else args.seed
-        key = (args.use_cpu, str(args.mixed_precision), args.gradient_accumulation_steps, data_seed)
-        if self.accelerator is not None and key == self._accelerator_key:
+        Another trainer of this process may have set up another precision since (see `_precision`): then too.
+        """
+        key = _precision.accelerator_key(self.args)
+        if (
+            self.accelerator is not None
+            and key == self._accelerator_key
+            and _precision.state_precision() == _precision.precision_of(self.args)
+        ):
             return
-        self.accelerator = Accelerator(
-            # Without an accelerator, say so: accelerate then runs several launched processes as MULTI_CPU (gloo)
-            # instead of silently training each one alone.
-            cpu=args.use_cpu or not (torch.cuda.is_available() or _data.mps_available()),
-            mixed_precision=str(getattr(args.mixed_precision, "value", args.mixed_precision)),
-            gradient_accumulation_steps=args.gradient_accumulation_steps,
-            # A sampler seeded per epoch from data_seed: the same data order on every run and after a resume.
-            dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True, data_seed=data_seed),
-            step_scheduler_with_optimizer=False,
-        )
+        self.accelerator = _precision.build_accelerator(self.args)
         self._accelerator_key = key
 
     def _set_seed(self) -> None:
@@ -261,10 +282,14 @@ class Trainer:
         """Train, from scratch or from a checkpoint (``True`` = the latest in ``output_dir``).
 
         ``trial`` is the search trial (its ``params`` and ``name`` go to `TrainerState`; ``model_init`` receives it).
+        ``ignore_keys_for_eval``: output keys the evaluations during training leave out of the predictions.
         """
+        ignore_keys_for_eval = kwargs.pop("ignore_keys_for_eval", None)
         if kwargs:
             raise TypeError(f"train() got unexpected keyword arguments {sorted(kwargs)}.")
+        self._ignore_keys_for_eval = ignore_keys_for_eval
         args = self.args
+        _apply_log_level(args)
         self._memory_tracker = MemoryTracker(skip=args.skip_memory_metrics)
         self._memory_tracker.start("train")
         self._create_accelerator()
@@ -297,9 +322,12 @@ class Trainer:
 
     def _inner_training_loop(self, resume_from_checkpoint: str | None, trial: Any) -> TrainOutput:
         self._eval_loader_cache = {}
+        self._in_train = True
         try:
-            return _loop.training_loop(self, resume_from_checkpoint, trial)
+            with _precision.training_with(self.args):
+                return _loop.training_loop(self, resume_from_checkpoint, trial)
         finally:
+            self._in_train = False
             # Loaders (and through them the datasets) are not kept past the run, nor shared with copies of the trainer.
             self._eval_loader_cache = None
 
@@ -309,18 +337,40 @@ class Trainer:
         device = self.accelerator.device
         if isinstance(inputs, Mapping):
             moved = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+            if self.args.past_index >= 0 and self._past is not None:
+                moved["mems"] = self._past
             return cast(Any, type(inputs))(moved)
         return inputs
 
-    def compute_loss(self, model: nn.Module, inputs: Any, return_outputs: bool = False) -> Any:
-        """Forward the batch and take the loss the model returned (first in a tuple, or ``outputs['loss']``)."""
-        if isinstance(inputs, Mapping):
+    def compute_loss(
+        self, model: nn.Module, inputs: Any, return_outputs: bool = False, num_items_in_batch: Any = None
+    ) -> Any:
+        """Forward the batch and take the loss the model returned (first in a tuple, or ``outputs['loss']``).
+
+        With ``label_smoothing_factor`` > 0 the labels are kept from the model and the loss is the label-smoothed
+        cross-entropy of its logits (``-100`` labels ignored). ``num_items_in_batch`` is accepted for subclasses
+        written for transformers; this trainer passes none (see README, differences).
+        """
+        smoothing = self.args.label_smoothing_factor
+        loss: torch.Tensor | None
+        if smoothing > 0 and isinstance(inputs, Mapping) and "labels" in inputs:
+            inputs = dict(inputs)
+            labels = inputs.pop("labels")
             outputs = model(**inputs)
+            loss = _loop.smoothed_cross_entropy(outputs, labels, smoothing)
+            if isinstance(outputs, list | tuple):
+                outputs = (loss, *outputs)  # loss first, as a model given labels returns it
+        elif isinstance(inputs, Mapping):
+            outputs = model(**inputs)
+            loss = _loop.extract_loss(outputs)
         elif isinstance(inputs, list | tuple):
             outputs = model(*inputs)
+            loss = _loop.extract_loss(outputs)
         else:
             outputs = model(inputs)
-        loss = _loop.extract_loss(outputs)
+            loss = _loop.extract_loss(outputs)
+        if self.args.past_index >= 0:
+            self._past = _loop.output_at(outputs, self.args.past_index)
         if loss is None:
             keys = list(outputs.keys()) if isinstance(outputs, Mapping) else type(outputs).__name__
             raise ValueError(
@@ -391,9 +441,43 @@ class Trainer:
         """One evaluation batch: (loss or None, logits or None, labels or None)."""
         return _evaluation.prediction_step(self, model, inputs, prediction_loss_only, ignore_keys)
 
+    def floating_point_ops(self, inputs: Any) -> float:
+        """Floating-point operations of one training micro-batch, added to ``state.total_flos``.
+
+        The model's own ``floating_point_ops(inputs)`` when it has one (transformers models had one before
+        transformers 5), else the usual estimate for a forward and backward pass: 6 x parameters x tokens, where
+        tokens are the elements of the model's main input (``input_ids``) or, in a batch without one, its
+        examples, and parameters leave out the embeddings when the model can say which they are (transformers'
+        ``num_parameters(exclude_embeddings=True)``, as its own estimate did).
+        """
+        model: Any = self.model
+        if self._flops_of is not model:  # looked up once per model: nn.Module's __getattr__ is slow to say "no"
+            self._flops_of = model
+            self._model_flops = getattr(model, "floating_point_ops", None)
+            counter = getattr(model, "num_parameters", None)
+            self._num_parameters = (
+                int(counter(exclude_embeddings=True)) if callable(counter)
+                else sum(p.numel() for p in model.parameters())
+            )
+        if self._model_flops is not None:
+            return float(self._model_flops(inputs))
+        assert self._num_parameters is not None
+        return 6.0 * self._num_parameters * _loop.input_tokens(self, inputs, True, gather=False)
+
+    def get_num_trainable_parameters(self) -> int:
+        """Parameters of the model that require gradients."""
+        return sum(p.numel() for p in self.model.parameters() if p.requires_grad)
+
     # ------------------------------------------------------------------ logging & metrics
-    def log(self, logs: dict[str, float]) -> None:
-        """Record ``logs`` in ``state.log_history`` (with epoch and step) and send them to the callbacks."""
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        """Record ``logs`` in ``state.log_history`` (with epoch and step) and send them to the callbacks.
+
+        ``start_time`` (a ``time.perf_counter()`` value) adds the training speed metrics since then.
+        """
+        if self.args.include_num_input_tokens_seen:
+            logs["num_input_tokens_seen"] = self.state.num_input_tokens_seen
+        if start_time is not None:
+            logs.update(speed_metrics("train", start_time))
         if self.state.epoch is not None:
             logs["epoch"] = self.state.epoch
         self.state.log_history.append({**logs, "step": self.state.global_step})
@@ -440,7 +524,9 @@ class Trainer:
         recipe.lr_scheduler = None
         recipe.accelerator = None
         recipe._accelerator_key = None
-        recipe.callback_handler = CallbackHandler(list(self.callback_handler.callbacks), None, None, None)
+        recipe.callback_handler = CallbackHandler(
+            list(self.callback_handler.callbacks), None, None, None, processing_class=self.processing_class
+        )
         return recipe
 
     def for_trial(self, args: TrainingArguments, callbacks: Sequence[TrainerCallback] = ()) -> Trainer:
@@ -458,7 +544,9 @@ class Trainer:
         clone.optimizer = None
         clone.lr_scheduler = None
         own = [copy.deepcopy(cb) for cb in self.callback_handler.callbacks]
-        clone.callback_handler = CallbackHandler([*own, *callbacks], clone.model, None, None)
+        clone.callback_handler = CallbackHandler(
+            [*own, *callbacks], clone.model, None, None, processing_class=self.processing_class
+        )
         clone.state = TrainerState(
             is_local_process_zero=clone.is_local_process_zero(), is_world_process_zero=clone.is_world_process_zero()
         )
@@ -505,3 +593,10 @@ class Trainer:
             hp_name=hp_name,
             **kwargs,
         )
+
+
+def _apply_log_level(args: TrainingArguments) -> None:
+    """Set the "trainer" loggers' level from ``log_level``/``log_level_replica`` ("passive" leaves it)."""
+    name = args.log_level if args.should_log else args.log_level_replica
+    if name != "passive":
+        logging.getLogger("trainer").setLevel(args.get_process_log_level())
