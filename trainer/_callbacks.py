@@ -386,9 +386,12 @@ class DefaultFlowCallback(TrainerCallback):
             control.should_save = True
         if step >= state.max_steps:
             control.should_training_stop = True
-            # Keep the final weights when saving by steps, even off the save interval.
+            # Keep the final weights when saving by steps, and evaluate them when evaluating by steps, even off
+            # the interval (as transformers does).
             if args.save_strategy == SaveStrategy.STEPS:
                 control.should_save = True
+            if args.eval_strategy == IntervalStrategy.STEPS and args.eval_delay <= step:
+                control.should_evaluate = True
         return control
 
     def on_epoch_end(self, args, state, control, **kwargs):
@@ -429,7 +432,10 @@ class ProgressCallback(TrainerCallback):
         if self.prediction_bar is None:
             from tqdm.auto import tqdm
 
-            total = len(eval_dataloader) if eval_dataloader is not None and hasattr(eval_dataloader, "__len__") else None
+            try:
+                total = len(eval_dataloader) if eval_dataloader is not None else None
+            except TypeError:  # an IterableDataset without a length: a bar that counts up
+                total = None
             self.prediction_bar = tqdm(
                 total=total, leave=self.training_bar is None, dynamic_ncols=True, desc=_bar_desc(state, "eval")
             )
@@ -475,8 +481,9 @@ class PrinterCallback(TrainerCallback):
 class EarlyStoppingCallback(TrainerCallback, ExportableState):
     """Stops training when ``metric_for_best_model`` has not improved for ``early_stopping_patience`` evaluations.
 
-    An evaluation improves on the best value so far when it is better by more than ``early_stopping_threshold``
-    (in the direction ``greater_is_better`` gives). Needs ``metric_for_best_model`` and an evaluation strategy.
+    An evaluation improves when it is better than ``state.best_metric`` (the best before it, which the trainer
+    tracks) by more than ``early_stopping_threshold``, in the direction ``greater_is_better`` gives, as in
+    transformers. Needs ``metric_for_best_model`` and an evaluation strategy.
     """
 
     def __init__(self, early_stopping_patience: int = 1, early_stopping_threshold: float | None = 0.0) -> None:
@@ -520,13 +527,13 @@ class EarlyStoppingCallback(TrainerCallback, ExportableState):
             return
         value = float(metrics[key])
         greater = args.greater_is_better if args.greater_is_better is not None else not key.endswith("loss")
-        improved = self.best_value is None or (
-            value - self.best_value > self.early_stopping_threshold
-            if greater
-            else self.best_value - value > self.early_stopping_threshold
-        )
+        # The trainer updates state.best_metric after on_evaluate: here it is the best before this evaluation.
+        best = state.best_metric
+        better = best is None or (value > best if greater else value < best)
+        improved = best is None or (better and abs(value - best) > self.early_stopping_threshold)
+        if better:
+            self.best_value = value  # the best seen so far, for inspection
         if improved:
-            self.best_value = value
             self.early_stopping_patience_counter = 0
         else:
             self.early_stopping_patience_counter += 1

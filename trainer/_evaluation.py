@@ -68,9 +68,10 @@ def evaluate(
     num_samples = output.num_samples
     metrics.update(speed_metrics(metric_key_prefix, start, num_samples=num_samples, num_steps=output.num_steps))
     trainer.log(metrics)
-    if getattr(trainer, "_eval_in_training", False):
-        track_best(trainer, metrics)
     trainer.control = trainer.callback_handler.on_evaluate(trainer.args, trainer.state, trainer.control, metrics=metrics)
+    if getattr(trainer, "_eval_in_training", False):
+        # After on_evaluate, as in transformers: callbacks (early stopping) see the best before this evaluation.
+        track_best(trainer, metrics)
     trainer._memory_tracker.stop_and_update_metrics("eval", metrics)
     return metrics
 

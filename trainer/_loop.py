@@ -9,7 +9,7 @@ import os
 import time
 from collections.abc import Mapping
 from contextlib import nullcontext
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch import nn
@@ -110,12 +110,14 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
     # The model's own flop count (transformers' floating_point_ops) or 6 x parameters x tokens; see floating_point_ops.
     trainer._flops_of = None  # floating_point_ops looks at this run's model afresh
     trainer._past = None
+    trainer._last_saved_step = -1
 
     epochs_trained, steps_to_skip = 0, 0
     trainer._resumed_step = 0
     if resume_from_checkpoint is not None:
         ckpt.load_optimizer_and_scheduler(trainer, resume_from_checkpoint)
         saved = TrainerState.load_from_json(os.path.join(resume_from_checkpoint, ckpt.TRAINER_STATE_NAME))
+        warn_if_arguments_differ(trainer, saved)
         restore_state(trainer, saved, max_steps)
         if per_epoch is not None:
             epochs_trained = trainer.state.global_step // per_epoch
@@ -267,18 +269,44 @@ def restore_state(trainer: Trainer, saved: TrainerState, max_steps: int) -> None
 
 
 def restore_callback_states(trainer: Trainer, states: Mapping[str, Any]) -> None:
-    for cb in trainer.callback_handler.callbacks:
-        if isinstance(cb, ExportableState) and type(cb).__name__ in states:
-            saved = states[type(cb).__name__]
-            saved_list = saved if isinstance(saved, list) else [saved]
-            same_type = [c for c in trainer.callback_handler.callbacks if type(c) is type(cb)]
-            index = same_type.index(cb)
-            if index < len(saved_list):
-                for key, value in saved_list[index].get("attributes", {}).items():
-                    setattr(cb, key, value)
+    """Rebuild the stateful callbacks from the checkpoint, as transformers does: each callback of a saved class is
+    replaced (in place, keeping the order) by ``from_state`` of its saved state, so its constructor arguments
+    (an early-stopping patience) come back with its counters. Saved callbacks this trainer lacks are named in a
+    warning and left out."""
+    callbacks = trainer.callback_handler.callbacks
+    missing = []
+    for name, saved in states.items():
+        if name == "TrainerControl":
+            continue
+        saved_list = saved if isinstance(saved, list) else [saved]
+        same = [i for i, cb in enumerate(callbacks) if isinstance(cb, ExportableState) and type(cb).__name__ == name]
+        if not same:
+            missing.append(name)
+            continue
+        for position, state in zip(same, saved_list):
+            callbacks[position] = cast(Any, type(callbacks[position])).from_state(state)
+    if missing:
+        logger.warning(
+            "The checkpoint holds the state of callbacks this trainer does not have (%s); it is ignored. Pass those "
+            "callbacks to the Trainer to restore them.", ", ".join(sorted(missing))
+        )
     if "TrainerControl" in states:
         for key, value in states["TrainerControl"].get("args", {}).items():
             setattr(trainer.control, key, value)
+
+
+def warn_if_arguments_differ(trainer: Trainer, saved: TrainerState) -> None:
+    """Name the intervals and batch size that differ from the checkpoint's (as transformers warns on resume)."""
+    state = trainer.state
+    differ = [
+        f"{name}: {getattr(state, name)} (now) != {getattr(saved, name)} (checkpoint)"
+        for name in ("logging_steps", "eval_steps", "save_steps", "train_batch_size")
+        if getattr(saved, name) is not None and getattr(state, name) != getattr(saved, name)
+    ]
+    if differ:
+        logger.warning(
+            "Resuming with arguments that differ from the checkpoint's trainer_state.json: %s", "; ".join(differ)
+        )
 
 
 def maybe_log_save_evaluate(trainer: Trainer, tr_loss: torch.Tensor, model: nn.Module, trial: Any, epoch: int) -> torch.Tensor:
@@ -305,6 +333,7 @@ def maybe_log_save_evaluate(trainer: Trainer, tr_loss: torch.Tensor, model: nn.M
                 trainer.lr_scheduler.step(metrics[key])
     if trainer.control.should_save:
         ckpt.save_checkpoint(trainer, model, metrics)
+        trainer._last_saved_step = trainer.state.global_step
         trainer.control = trainer.callback_handler.on_save(trainer.args, trainer.state, trainer.control)
     return tr_loss
 
@@ -319,7 +348,6 @@ def evaluate_during_training(trainer: Trainer) -> dict[str, float]:
             )
         track_best(trainer, metrics)
     else:
-        # The best metric is updated before on_evaluate, so callbacks see whether this evaluation will be saved.
         trainer._eval_in_training = True
         try:
             metrics = trainer.evaluate(ignore_keys=ignore)
@@ -333,6 +361,12 @@ def track_best(trainer: Trainer, metrics: Mapping[str, float]) -> None:
         is_new_best = update_best_metric(trainer, metrics)
         if is_new_best and trainer.args.save_strategy == SaveStrategy.BEST:
             trainer.control.should_save = True
+        elif is_new_best and trainer._last_saved_step == trainer.state.global_step and not trainer.control.should_save:
+            # This step was saved before this evaluation (saving by steps, evaluating by epoch): that checkpoint
+            # holds these weights, so it is the best one (as transformers points at it).
+            trainer.state.best_model_checkpoint = os.path.join(
+                trainer.args.output_dir, f"{ckpt.CHECKPOINT_PREFIX}-{trainer.state.global_step}"
+            )
 
 
 def update_best_metric(trainer: Trainer, metrics: Mapping[str, float]) -> bool:

@@ -93,6 +93,7 @@ class Trainer:
     _eval_loader_cache: dict[int, tuple[Any, DataLoader]] | None = None
     _num_parameters: int | None = None
     _flops_of: Any = None
+    _last_saved_step: int = -1
     _model_flops: Any = None
     _past: Any = None
     _warned_no_tokens: bool = False

@@ -316,9 +316,9 @@ def c_restore_callbacks(env: Env) -> None:
     env.train(save_strategy="steps", save_steps=2, callbacks=[Counter()])
     checkpoint = str(env.tmp / "out" / "checkpoint-2")
     for flag, expected in ((True, 4), (False, 2)):
-        counter = Counter()
-        trainer = env.trainer(restore_callback_states_from_checkpoint=flag, callbacks=[counter])
+        trainer = env.trainer(restore_callback_states_from_checkpoint=flag, callbacks=[Counter()])
         trainer.train(resume_from_checkpoint=checkpoint)
+        (counter,) = [cb for cb in trainer.callback_handler.callbacks if isinstance(cb, Counter)]
         assert counter.count == expected
 
 
