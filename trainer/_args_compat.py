@@ -71,7 +71,7 @@ def after(args: TrainingArguments, derived: dict[str, Any]) -> None:
     """Every ported field checked, normalised, and refused with the reason where this trainer cannot honour it."""
     for name in ("log_on_each_node", "fp16_full_eval", "bf16_full_eval", "do_train", "do_eval", "do_predict",
                  "include_inputs_for_metrics", "eval_do_concat_batches", "ignore_data_skip", "jit_mode_eval",
-                 "split_batches", "include_tokens_per_second", "save_safetensors"):
+                 "split_batches", "include_tokens_per_second", "save_safetensors", "push_to_hub"):
         setattr(args, name, _as_bool(name, getattr(args, name)))
     for name in ("ddp_find_unused_parameters", "ddp_broadcast_buffers", "dispatch_batches", "tf32"):
         setattr(args, name, _as_bool(name, getattr(args, name), allow_none=True))
@@ -132,6 +132,11 @@ def _refusals(args: TrainingArguments) -> None:
         raise ValueError(
             "save_safetensors=False is not supported: weights are only written as safetensors (no pickles); "
             "pass True (the default)."
+        )
+    if args.push_to_hub:
+        raise ValueError(
+            "push_to_hub=True is not supported: this trainer does not push to the Hugging Face Hub; pass False and "
+            "upload output_dir (save_model writes what from_pretrained reads) with huggingface_hub yourself."
         )
     if args.jit_mode_eval:
         raise ValueError(

@@ -199,6 +199,7 @@ class TrainingArguments:
         debug: "underflow_overflow" reports the first module whose output holds inf/nan, and stops training.
         include_tokens_per_second: Add ``train_tokens_per_second`` to the training metrics.
         save_safetensors: Must be True: weights are only written as safetensors.
+        push_to_hub: Must be False: this trainer does not push to the Hugging Face Hub.
 
     Every field is validated in ``__post_init__``, which also runs again on ``dataclasses.replace`` /
     :meth:`replace`. Values that were filled in from other fields (``logging_dir``, ``run_name``,
@@ -296,6 +297,7 @@ class TrainingArguments:
     debug: str | list[str] = ""
     include_tokens_per_second: bool = False
     save_safetensors: bool = True
+    push_to_hub: bool = False
     # Private bookkeeping: {field name: value __post_init__ derived for it}. It is an init field (not
     # init=False) on purpose: dataclasses.replace passes init fields along, which is the only way the new
     # instance can tell a derived value (re-derive it) from one the user chose (keep it). Not serialised.

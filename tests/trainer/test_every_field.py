@@ -792,6 +792,7 @@ CHECKS: dict[str, Callable[..., None]] = {
     "debug": c_debug,
     "include_tokens_per_second": c_tokens_per_second,
     "save_safetensors": refused("save_safetensors", False, "safetensors"),
+    "push_to_hub": refused("push_to_hub", True, "does not push"),
 }
 
 FIELDS = [f.name for f in dataclasses.fields(TrainingArguments) if f.init and not f.name.startswith("_")]

@@ -438,3 +438,40 @@ def test_trials_may_differ_in_precision(make_args, tmp_path):
         sampler=optuna.samplers.BruteForceSampler(seed=0),
     )  # fmt: skip
     assert best is not None and best.hyperparameters["mixed_precision"] in ("no", "bf16")
+
+
+def test_train_passes_ignore_keys_for_eval_to_the_evaluations(make_args):
+    class TwoOutputs(Linear):
+        def forward(self, x, labels=None):
+            out = super().forward(x, labels)
+            out["extra"] = out["preds"] * 2
+            return out
+
+    seen = []
+
+    def metrics(pred):
+        seen.append(type(pred.predictions).__name__)
+        return {}
+
+    args = make_args(max_steps=2, eval_strategy="steps", eval_steps=1)
+    trainer = Trainer(model=TwoOutputs(), args=args, train_dataset=Regression(), eval_dataset=Regression(8),
+                      compute_metrics=metrics)
+    trainer.train(ignore_keys_for_eval=["extra"])
+    assert seen == ["ndarray", "ndarray"]  # only "preds" left: one array, not a tuple
+    seen.clear()
+    trainer.train()
+    assert seen == ["tuple", "tuple"]
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        trainer.train(model_path="x")
+
+
+def test_on_push_begin_is_an_event_callbacks_may_define():
+    from trainer import CallbackHandler, DefaultFlowCallback, TrainerControl, TrainerState
+
+    class Push(TrainerCallback):
+        def on_push_begin(self, args, state, control, **kwargs):
+            control.should_save = True
+
+    handler = CallbackHandler([DefaultFlowCallback(), Push()])
+    control = handler.on_push_begin(None, TrainerState(), TrainerControl())
+    assert control.should_save
