@@ -121,7 +121,6 @@ class Trainer:
         if not isinstance(args, TrainingArguments):
             raise TypeError(f"args must be a trainer.TrainingArguments, got {type(args).__name__}.")
         self.args = args
-        _apply_log_level(args)
         if tokenizer is not None:
             if processing_class is not None and processing_class is not tokenizer:
                 raise ValueError("tokenizer= and processing_class= were both given; pass only processing_class.")
@@ -155,6 +154,7 @@ class Trainer:
         self.accelerator: Accelerator | None = None
         self._accelerator_key: tuple[Any, ...] | None = None
         self._create_accelerator()
+        _apply_log_level(args)  # after the accelerator: it sets up the process group with the ddp_* arguments
         self._set_seed()
         if model is None:
             model = self.call_model_init()

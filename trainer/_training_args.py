@@ -582,9 +582,21 @@ class TrainingArguments:
     # --- the process this runs in (transformers' names; accelerate's PartialState answers) ---
     @property
     def _state(self) -> Any:
+        """accelerate's process state, set up (when it is not yet) the way the trainer's Accelerator would: a
+        script may ask for ``device`` or ``main_process_first`` before it builds the Trainer, and the process
+        group must still get ``ddp_backend`` and ``ddp_timeout``."""
+        from datetime import timedelta
+
+        import torch
         from accelerate import PartialState
 
-        return PartialState(cpu=self.use_cpu) if self.use_cpu else PartialState()
+        from ._precision import mps_available
+
+        kwargs: dict[str, Any] = {"timeout": timedelta(seconds=self.ddp_timeout)}
+        if self.ddp_backend is not None:
+            kwargs["backend"] = self.ddp_backend
+        cpu = self.use_cpu or not (torch.cuda.is_available() or mps_available())
+        return PartialState(cpu=cpu, **kwargs)
 
     @property
     def device(self) -> Any:
