@@ -2,7 +2,7 @@
 
 Each responsibility lives in its own module, called from thin methods here so that a subclass still overrides
 them on `Trainer`: the training loop in `_loop`, evaluation and prediction in `_evaluation`, data loading in
-`_data`, metrics files in `_saving`, checkpoints in `_checkpoint`.
+`_data`, metrics files in `_saving`, checkpoints in `_checkpoint`, the accelerator and precision in `_precision`.
 """
 
 from __future__ import annotations
@@ -80,6 +80,9 @@ class Trainer:
     A model's ``forward`` takes the batch's keys and returns the loss first in a tuple or under ``"loss"`` in a
     mapping. Subclass and override the ``get_*_dataloader``, ``create_*``, ``compute_loss``, ``training_step``,
     ``prediction_step``, ``evaluation_loop`` or ``log`` methods to change one part of the loop.
+
+    ``processing_class`` (keyword-only; ``tokenizer`` is its older name) is saved beside the model and handed to
+    callbacks; when it can ``pad`` (a tokenizer) and no ``data_collator`` is given, batches are padded with it.
     """
 
     # Bookkeeping of a running train(), set by the training loop (`_loop`) and read by evaluation.
