@@ -136,7 +136,8 @@ class TrainingArguments:
         lr_scheduler_kwargs: Extra keyword arguments of the schedule (e.g. ``{"num_cycles": 2}``).
         warmup_ratio: Fraction of the total steps used for linear warmup (used when ``warmup_steps`` is 0).
         warmup_steps: Warmup steps (>= 1) or a ratio of total steps (in (0, 1)); overrides ``warmup_ratio``.
-        log_level: Logger level on the main process: debug, info, warning, error, critical or passive.
+        log_level: Level of the "trainer" loggers on the main process: debug, info, warning, error, critical or
+            passive (leave it as it is).
         logging_dir: TensorBoard/log folder; None -> ``output_dir/runs/<YYYY-mm-dd_HH-MM-SS>_<hostname>``.
         logging_strategy: When to log: ``"no"``, ``"steps"`` (every ``logging_steps``) or ``"epoch"``.
         logging_first_step: Also log (and evaluate, if evaluating by steps) at the first step.
@@ -170,8 +171,9 @@ class TrainingArguments:
         disable_tqdm: Hide progress bars; None -> False.
         run_name: Name of the run in the logging integrations; None -> ``output_dir``.
         skip_memory_metrics: Skip the memory profiler metrics (they slow training down).
-        include_num_input_tokens_seen: Track the number of input tokens seen.
-        average_tokens_across_devices: Average the token count across processes before scaling the loss.
+        include_num_input_tokens_seen: Count the input tokens trained on in ``state.num_input_tokens_seen`` (and
+            the logs): True/"all" the elements of ``input_ids``, "non_padding" those its attention mask keeps.
+        average_tokens_across_devices: Refused when True (no token-count loss normalisation; see the README).
         max_checkpoint_shard_size: Largest safetensors shard: int bytes or a string like "5GB"/"500MB".
         save_on_each_node: Save checkpoints on every node, not just the main one (no shared filesystem).
 
