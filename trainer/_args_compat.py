@@ -71,7 +71,8 @@ def after(args: TrainingArguments, derived: dict[str, Any]) -> None:
     """Every ported field checked, normalised, and refused with the reason where this trainer cannot honour it."""
     for name in ("log_on_each_node", "fp16_full_eval", "bf16_full_eval", "do_train", "do_eval", "do_predict",
                  "include_inputs_for_metrics", "eval_do_concat_batches", "ignore_data_skip", "jit_mode_eval",
-                 "split_batches", "include_tokens_per_second", "save_safetensors", "push_to_hub"):
+                 "split_batches", "include_tokens_per_second", "save_safetensors", "push_to_hub",
+                 "gradient_checkpointing", "eval_on_start"):
         setattr(args, name, _as_bool(name, getattr(args, name)))
     for name in ("ddp_find_unused_parameters", "ddp_broadcast_buffers", "dispatch_batches", "tf32"):
         setattr(args, name, _as_bool(name, getattr(args, name), allow_none=True))
@@ -117,6 +118,14 @@ def after(args: TrainingArguments, derived: dict[str, Any]) -> None:
         _fail("include_num_input_tokens_seen", seen, "True, False, 'all', 'no' or 'non_padding'", "pass one of those")
     args.include_num_input_tokens_seen = seen if seen == "non_padding" else bool(seen)
 
+    from ._validation import _as_dict
+
+    args.gradient_checkpointing_kwargs = _as_dict("gradient_checkpointing_kwargs", args.gradient_checkpointing_kwargs)
+    if args.gradient_checkpointing_kwargs and not args.gradient_checkpointing:
+        raise ValueError(
+            f"gradient_checkpointing_kwargs={args.gradient_checkpointing_kwargs!r} only applies with "
+            "gradient_checkpointing=True; pass gradient_checkpointing=True or remove the kwargs."
+        )
     args.optim_args = _optim_args(args.optim_args)
     args.accelerator_config = _accelerator_config(args.accelerator_config)
     _refusals(args)

@@ -80,6 +80,15 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
         trainer.lr_scheduler = None
         trainer._created_lr_scheduler = False
     trainer.create_optimizer_and_scheduler(num_training_steps=max_steps)
+    if args.gradient_checkpointing:
+        enable = getattr(trainer.model, "gradient_checkpointing_enable", None)
+        if enable is None:
+            raise ValueError(
+                f"gradient_checkpointing=True needs a model with gradient_checkpointing_enable() (a transformers "
+                f"model), but {type(trainer.model).__name__} has none; use torch.utils.checkpoint in its forward and "
+                "pass gradient_checkpointing=False."
+            )
+        enable(gradient_checkpointing_kwargs=args.gradient_checkpointing_kwargs or None)
     model, optimizer = accelerator.prepare(trainer.model, trainer.optimizer)
     step_optimizer = direct_optimizer(accelerator, optimizer)
     # Single process with nothing for accelerate to do (see accelerate_only_forwards): backward without
@@ -128,6 +137,8 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
             restore_callback_states(trainer, saved.stateful_callbacks)
 
     trainer.control = trainer.callback_handler.on_train_begin(args, trainer.state, trainer.control)
+    if args.eval_on_start and trainer.state.global_step == 0:
+        evaluate_during_training(trainer)  # a baseline before the first step, as transformers' eval_on_start
     tr_loss = torch.zeros((), device=accelerator.device)
     trainer._total_loss_scalar = 0.0
     trainer._globalstep_last_logged = trainer.state.global_step

@@ -202,6 +202,9 @@ class TrainingArguments:
         include_tokens_per_second: Add ``train_tokens_per_second`` to the training metrics.
         save_safetensors: Must be True: weights are only written as safetensors.
         push_to_hub: Must be False: this trainer does not push to the Hugging Face Hub.
+        gradient_checkpointing: Call the model's ``gradient_checkpointing_enable`` (with
+            ``gradient_checkpointing_kwargs``) before training; a model without it is refused.
+        eval_on_start: Evaluate once before the first training step (needs an evaluation dataset).
 
     Every field is validated in ``__post_init__``, which also runs again on ``dataclasses.replace`` /
     :meth:`replace`. Values that were filled in from other fields (``logging_dir``, ``run_name``,
@@ -300,6 +303,9 @@ class TrainingArguments:
     include_tokens_per_second: bool = False
     save_safetensors: bool = True
     push_to_hub: bool = False
+    gradient_checkpointing: bool = False
+    gradient_checkpointing_kwargs: dict[str, Any] | str = field(default_factory=dict)
+    eval_on_start: bool = False
     # Private bookkeeping: {field name: value __post_init__ derived for it}. It is an init field (not
     # init=False) on purpose: dataclasses.replace passes init fields along, which is the only way the new
     # instance can tell a derived value (re-derive it) from one the user chose (keep it). Not serialised.

@@ -701,6 +701,49 @@ def c_half_precision_backend(env: Env) -> None:
     refused("half_precision_backend", "apex", "apex is not supported")(env)
 
 
+def tiny_bert() -> nn.Module:
+    import transformers
+
+    config = transformers.BertConfig(vocab_size=40, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                                     intermediate_size=16, max_position_embeddings=8, num_labels=1)  # fmt: skip
+    return transformers.BertForSequenceClassification(config)
+
+
+class BertTokens(Tokens):
+    def __getitem__(self, i: int) -> dict:
+        return {"input_ids": torch.arange(5) + i, "labels": torch.tensor(float(i % 2))}
+
+
+def c_gradient_checkpointing(env: Env) -> None:
+    pytest.importorskip("transformers")
+    model = env.train(tiny_bert(), gradient_checkpointing=True, train_dataset=BertTokens(), max_steps=1).model
+    assert model.is_gradient_checkpointing
+    assert not env.train(tiny_bert(), train_dataset=BertTokens(), max_steps=1).model.is_gradient_checkpointing
+    with pytest.raises(ValueError, match="gradient_checkpointing=True needs a model with gradient_checkpointing_enable"):
+        env.train(gradient_checkpointing=True)
+
+
+def c_gradient_checkpointing_kwargs(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("transformers")
+    seen = []
+    model = tiny_bert()
+    original = model.gradient_checkpointing_enable
+    monkeypatch.setattr(model, "gradient_checkpointing_enable",
+                        lambda gradient_checkpointing_kwargs=None: (seen.append(gradient_checkpointing_kwargs),
+                                                                    original(gradient_checkpointing_kwargs)))  # fmt: skip
+    env.train(model, gradient_checkpointing=True, gradient_checkpointing_kwargs={"use_reentrant": False},
+              train_dataset=BertTokens(), max_steps=1)  # fmt: skip
+    assert seen == [{"use_reentrant": False}]
+    refused("gradient_checkpointing_kwargs", {"use_reentrant": False}, "only applies with")(env)
+
+
+def c_eval_on_start(env: Env) -> None:
+    assert env.steps_with("eval_loss", env.train(eval_on_start=True, eval_strategy="epoch", max_steps=-1,
+                                                 num_train_epochs=1, eval_dataset=Data(8))) == [0, 4]  # fmt: skip
+    assert env.steps_with("eval_loss", env.train(eval_on_start=False, eval_strategy="epoch", max_steps=-1,
+                                                 num_train_epochs=1, eval_dataset=Data(8))) == [4]  # fmt: skip
+
+
 CHECKS: dict[str, Callable[..., None]] = {
     "output_dir": c_output_dir,
     "overwrite_output_dir": script_flag("overwrite_output_dir", ["--overwrite_output_dir"], True),
@@ -793,6 +836,9 @@ CHECKS: dict[str, Callable[..., None]] = {
     "include_tokens_per_second": c_tokens_per_second,
     "save_safetensors": refused("save_safetensors", False, "safetensors"),
     "push_to_hub": refused("push_to_hub", True, "does not push"),
+    "gradient_checkpointing": c_gradient_checkpointing,
+    "gradient_checkpointing_kwargs": c_gradient_checkpointing_kwargs,
+    "eval_on_start": c_eval_on_start,
 }
 
 FIELDS = [f.name for f in dataclasses.fields(TrainingArguments) if f.init and not f.name.startswith("_")]
