@@ -475,3 +475,22 @@ def test_on_push_begin_is_an_event_callbacks_may_define():
     handler = CallbackHandler([DefaultFlowCallback(), Push()])
     control = handler.on_push_begin(None, TrainerState(), TrainerControl())
     assert control.should_save
+
+
+def test_another_precision_is_refused_while_a_trainer_of_the_process_trains(make_args):
+    errors = []
+
+    class BuildAnother(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            try:
+                Trainer(model=Linear(), args=make_args(mixed_precision="no"))
+            except RuntimeError as error:
+                errors.append(str(error))
+            # The same precision is fine: nothing to reset.
+            Trainer(model=Linear(), args=make_args(mixed_precision="bf16", use_cpu=True))
+
+    trainer = Trainer(model=Linear(), args=make_args(bf16=True, use_cpu=True, max_steps=1),
+                      train_dataset=Regression(), callbacks=[BuildAnother()])
+    trainer.train()
+    assert len(errors) == 1 and "mixed_precision='bf16'" in errors[0] and "n_jobs=1" in errors[0]
+    Trainer(model=Linear(), args=make_args(mixed_precision="no"))  # once it finished, the precision may change
