@@ -1,6 +1,7 @@
 """An Accelerate-backed training loop in the shape of the Hugging Face `Trainer`."""
 
 from ._argparser import DataclassArgumentParser
+from ._argparser import DataclassArgumentParser as HfArgumentParser
 from ._callbacks import (
     CallbackHandler,
     DefaultFlowCallback,
@@ -12,6 +13,7 @@ from ._callbacks import (
     TrainerControl,
     TrainerState,
 )
+from ._debug import DebugUnderflowOverflow
 from ._integrations import (
     JsonlCallback,
     MLflowCallback,
@@ -40,10 +42,12 @@ from ._utils import (
 __all__ = [
     "CallbackHandler",
     "DataclassArgumentParser",
+    "DebugUnderflowOverflow",
     "DefaultFlowCallback",
     "EarlyStoppingCallback",
     "EvalPrediction",
     "ExportableState",
+    "HfArgumentParser",
     "IntervalStrategy",
     "JsonlCallback",
     "MLflowCallback",

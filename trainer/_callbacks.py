@@ -167,8 +167,8 @@ class TrainerCallback:
     """Base class of every callback: each event below is a no-op; override the ones you need.
 
     Every event is called as ``event(args, state, control, **kwargs)`` where the keyword arguments are
-    ``model``, ``optimizer``, ``lr_scheduler``, ``train_dataloader``, ``eval_dataloader`` (always passed, possibly
-    None) plus ``metrics`` (`on_evaluate`, `on_predict`) and ``logs`` (`on_log`). An event may return a
+    ``model``, ``optimizer``, ``lr_scheduler``, ``train_dataloader``, ``eval_dataloader``, ``processing_class`` and
+    its older name ``tokenizer`` (always passed, possibly None) plus ``metrics`` (`on_evaluate`, `on_predict`) and ``logs`` (`on_log`). An event may return a
     `TrainerControl` or a mapping of control flags (``{"should_training_stop": True}``); returning anything else
     is an error.
     """
@@ -218,6 +218,10 @@ class TrainerCallback:
     def on_prediction_step(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any):
         """After each batch of an evaluation or prediction loop."""
 
+    def on_push_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any):
+        """Before a push to a model hub; this trainer never pushes, so it is never called (kept so that callbacks
+        written for transformers that define it still load)."""
+
 
 EVENTS = tuple(
     name for name in vars(TrainerCallback) if name.startswith("on_") and callable(getattr(TrainerCallback, name))
@@ -233,8 +237,11 @@ class CallbackHandler(TrainerCallback):
         model: Any = None,
         optimizer: Any = None,
         lr_scheduler: Any = None,
+        *,
+        processing_class: Any = None,
     ) -> None:
         self.callbacks: list[TrainerCallback] = []
+        self.processing_class = processing_class
         for cb in callbacks or ():
             self.add_callback(cb)
         self.model = model
@@ -328,6 +335,9 @@ class CallbackHandler(TrainerCallback):
     def on_prediction_step(self, args, state, control, **kwargs):
         return self.call_event("on_prediction_step", args, state, control)
 
+    def on_push_begin(self, args, state, control, **kwargs):
+        return self.call_event("on_push_begin", args, state, control)
+
     def call_event(self, event: str, args, state, control, **kwargs) -> TrainerControl:
         """Call ``event`` on every callback in order; a returned control (or mapping of flags) is applied."""
         for callback in self.callbacks:
@@ -340,6 +350,8 @@ class CallbackHandler(TrainerCallback):
                 lr_scheduler=self.lr_scheduler,
                 train_dataloader=self.train_dataloader,
                 eval_dataloader=self.eval_dataloader,
+                processing_class=self.processing_class,
+                tokenizer=self.processing_class,
                 **kwargs,
             )
             if result is None:
@@ -383,9 +395,12 @@ class DefaultFlowCallback(TrainerCallback):
             control.should_save = True
         if step >= state.max_steps:
             control.should_training_stop = True
-            # Keep the final weights when saving by steps, even off the save interval.
+            # Keep the final weights when saving by steps, and evaluate them when evaluating by steps, even off
+            # the interval (as transformers does).
             if args.save_strategy == SaveStrategy.STEPS:
                 control.should_save = True
+            if args.eval_strategy == IntervalStrategy.STEPS and args.eval_delay <= step:
+                control.should_evaluate = True
         return control
 
     def on_epoch_end(self, args, state, control, **kwargs):
@@ -426,7 +441,10 @@ class ProgressCallback(TrainerCallback):
         if self.prediction_bar is None:
             from tqdm.auto import tqdm
 
-            total = len(eval_dataloader) if eval_dataloader is not None and hasattr(eval_dataloader, "__len__") else None
+            try:
+                total = len(eval_dataloader) if eval_dataloader is not None else None
+            except TypeError:  # an IterableDataset without a length: a bar that counts up
+                total = None
             self.prediction_bar = tqdm(
                 total=total, leave=self.training_bar is None, dynamic_ncols=True, desc=_bar_desc(state, "eval")
             )
@@ -472,8 +490,9 @@ class PrinterCallback(TrainerCallback):
 class EarlyStoppingCallback(TrainerCallback, ExportableState):
     """Stops training when ``metric_for_best_model`` has not improved for ``early_stopping_patience`` evaluations.
 
-    An evaluation improves on the best value so far when it is better by more than ``early_stopping_threshold``
-    (in the direction ``greater_is_better`` gives). Needs ``metric_for_best_model`` and an evaluation strategy.
+    An evaluation improves when it is better than ``state.best_metric`` (the best before it, which the trainer
+    tracks) by more than ``early_stopping_threshold``, in the direction ``greater_is_better`` gives, as in
+    transformers. Needs ``metric_for_best_model`` and an evaluation strategy.
     """
 
     def __init__(self, early_stopping_patience: int = 1, early_stopping_threshold: float | None = 0.0) -> None:
@@ -517,13 +536,13 @@ class EarlyStoppingCallback(TrainerCallback, ExportableState):
             return
         value = float(metrics[key])
         greater = args.greater_is_better if args.greater_is_better is not None else not key.endswith("loss")
-        improved = self.best_value is None or (
-            value - self.best_value > self.early_stopping_threshold
-            if greater
-            else self.best_value - value > self.early_stopping_threshold
-        )
+        # The trainer updates state.best_metric after on_evaluate: here it is the best before this evaluation.
+        best = state.best_metric
+        better = best is None or (value > best if greater else value < best)
+        improved = best is None or (better and abs(value - best) > self.early_stopping_threshold)
+        if better:
+            self.best_value = value  # the best seen so far, for inspection
         if improved:
-            self.best_value = value
             self.early_stopping_patience_counter = 0
         else:
             self.early_stopping_patience_counter += 1

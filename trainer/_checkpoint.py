@@ -272,7 +272,7 @@ def save_checkpoint(trainer: Trainer, model: nn.Module, metrics: dict[str, float
     tmp = os.path.join(args.output_dir, f".tmp-{name}")
     if metrics is not None and args.metric_for_best_model and state.best_global_step == state.global_step:
         state.best_model_checkpoint = final
-    main = trainer.is_world_process_zero()
+    main = writes_checkpoints(trainer)
     if main:
         os.makedirs(args.output_dir, exist_ok=True)
         if os.path.exists(tmp):  # left by a crashed save of the same step
@@ -305,7 +305,7 @@ def _write_checkpoint_files(trainer: Trainer, model: nn.Module, folder: str) -> 
     args = trainer.args
     accelerator = trainer.accelerator
     assert accelerator is not None
-    save_model_weights(accelerator.unwrap_model(model), folder, args.max_checkpoint_shard_size)
+    save_pretrained_files(trainer, accelerator.unwrap_model(model), folder)
     if not args.save_only_model:
         # Checkpoints are saved from inside train(), after create_optimizer_and_scheduler has run.
         assert trainer.optimizer is not None
@@ -381,12 +381,35 @@ def rotate_checkpoints(trainer: Trainer, output_dir: str) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
+def writes_checkpoints(trainer: Trainer) -> bool:
+    """Whether this process writes: the main process, or the first of each node with ``save_on_each_node``."""
+    if trainer.args.save_on_each_node:
+        return trainer.is_local_process_zero()
+    return trainer.is_world_process_zero()
+
+
+def save_pretrained_files(trainer: Trainer, model: nn.Module, folder: str) -> None:
+    """The weights (safetensors), plus what ``from_pretrained`` needs beside them for a transformers model (its
+    ``config.json`` and generation config) and the ``processing_class`` (e.g. the tokenizer's files)."""
+    save_model_weights(model, folder, trainer.args.max_checkpoint_shard_size)
+    config: Any = getattr(model, "config", None)
+    if hasattr(model, "save_pretrained") and hasattr(config, "save_pretrained"):
+        config.save_pretrained(folder)
+        generation = getattr(model, "generation_config", None)
+        can_generate = getattr(model, "can_generate", None)
+        if generation is not None and callable(can_generate) and can_generate():
+            generation.save_pretrained(folder)
+    processor = getattr(trainer, "processing_class", None)
+    if processor is not None and hasattr(processor, "save_pretrained"):
+        processor.save_pretrained(folder)
+
+
 def save_model(trainer: Trainer, output_dir: str) -> None:
-    if not trainer.is_world_process_zero():
+    if not writes_checkpoints(trainer):
         return
     os.makedirs(output_dir, exist_ok=True)
     model = trainer.model
     if trainer.accelerator is not None:
         model = trainer.accelerator.unwrap_model(model)
-    save_model_weights(model, output_dir, trainer.args.max_checkpoint_shard_size)
+    save_pretrained_files(trainer, model, output_dir)
     _write_json(os.path.join(output_dir, TRAINING_ARGS_NAME), trainer.args.to_dict())

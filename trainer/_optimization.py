@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import inspect
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch.optim.lr_scheduler import LambdaLR, LRScheduler, ReduceLROnPlateau
@@ -393,6 +393,19 @@ _OPTIMIZERS: dict[OptimizerNames, tuple[type[torch.optim.Optimizer], bool]] = {
     OptimizerNames.ADAGRAD: (torch.optim.Adagrad, False),
     OptimizerNames.RMSPROP: (torch.optim.RMSprop, False),
 }
+
+
+def _adafactor() -> type[torch.optim.Optimizer]:
+    try:
+        from transformers.optimization import Adafactor
+    except ImportError as err:
+        raise ImportError(
+            "optim='adafactor' uses transformers' Adafactor, and transformers is not installed; run "
+            "`pip install transformers` or pass another optim (e.g. 'adamw_torch')."
+        ) from err
+    return cast("type[torch.optim.Optimizer]", Adafactor)
+
+
 # Set through TrainingArguments fields, so optim_args may not set them a second time.
 _RESERVED_OPTIM_ARGS = {"params": None, "lr": "learning_rate", "weight_decay": "weight_decay"}
 
@@ -407,13 +420,19 @@ def create_optimizer(model: torch.nn.Module, args: TrainingArguments) -> torch.o
     for sgd) and overrides those Adam settings.
     """
     optim = OptimizerNames(args.optim)
-    cls, adam_like = _OPTIMIZERS[optim]
+    if optim == OptimizerNames.ADAFACTOR:
+        cls, adam_like = _adafactor(), False
+    else:
+        cls, adam_like = _OPTIMIZERS[optim]
     options: dict[str, Any] = {"lr": args.learning_rate}
+    if optim == OptimizerNames.ADAFACTOR:
+        # transformers' Trainer settings: the schedule comes from lr_scheduler_type, not from Adafactor itself.
+        options.update(scale_parameter=False, relative_step=False)
     if adam_like:
         options.update(betas=(args.adam_beta1, args.adam_beta2), eps=args.adam_epsilon)
     if optim == OptimizerNames.ADAMW_TORCH_FUSED:
         options["fused"] = True
-    extra = dict(args.optim_args or {})
+    extra = dict(cast(dict, args.optim_args) or {})
     for key, field_name in _RESERVED_OPTIM_ARGS.items():
         if key in extra:
             fix = f"set TrainingArguments.{field_name} instead" if field_name else "remove it"

@@ -10,17 +10,28 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import enum
 import json
 import math
-import numbers
 import os
-import re
-import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, Literal, NoReturn, cast
+from typing import Any, Literal, cast
+
+from . import _args_compat
+from ._validation import (
+    _as_bool,
+    _as_dict,
+    _as_enum,
+    _as_float,
+    _as_int,
+    _as_steps,
+    _as_str,
+    _default_logging_dir,
+    _fail,
+    _jsonable,
+    _parse_size,
+    _StrEnum,
+)
 
 __all__ = [
     "IntervalStrategy",
@@ -30,16 +41,6 @@ __all__ = [
     "SchedulerType",
     "TrainingArguments",
 ]
-
-
-class _StrEnum(str, enum.Enum):
-    """A str-valued enum whose ``str()`` and ``format()`` give the bare value (Python 3.10 has no StrEnum)."""
-
-    def __str__(self) -> str:
-        return str(self.value)
-
-    def __format__(self, format_spec: str) -> str:
-        return format(str(self.value), format_spec)
 
 
 class IntervalStrategy(_StrEnum):
@@ -91,6 +92,7 @@ class OptimizerNames(_StrEnum):
     SGD = "sgd"
     ADAGRAD = "adagrad"
     RMSPROP = "rmsprop"
+    ADAFACTOR = "adafactor"
 
 
 _LOG_LEVELS = ("debug", "info", "warning", "error", "critical", "passive")
@@ -101,202 +103,11 @@ _MAX_SEED = 2**32 - 1
 # Fields whose value __post_init__ may fill in from other fields. They are recorded in `_derived` so that a
 # `dataclasses.replace` that changes an input (output_dir, logging_steps, ...) re-derives them instead of
 # keeping a value computed from the old input.
-_DERIVABLE = ("logging_dir", "run_name", "eval_steps", "metric_for_best_model", "greater_is_better")
+_DERIVABLE = (
+    "logging_dir", "run_name", "eval_steps", "metric_for_best_model", "greater_is_better", "mixed_precision", "do_eval"
+)
 
 
-# ----------------------------------------------------------------------------------------------------------
-# Validation helpers. Each one returns the normalised value or raises a ValueError that names the field,
-# the offending value and what to pass instead. Those that may return None are typed `-> Any`: the precise
-# type of each value is the one declared on the dataclass field it is assigned to.
-# ----------------------------------------------------------------------------------------------------------
-
-
-def _fail(name: str, value: Any, constraint: str, fix: str) -> NoReturn:
-    raise ValueError(f"{name} must be {constraint}, got {value!r}; {fix}.")
-
-
-def _is_bool(value: Any) -> bool:
-    # numpy.bool_ is not a subclass of bool but is what numpy-based samplers hand out.
-    # (numpy is not imported for this: the check must not make numpy a dependency of the arguments.)
-    kind = type(value)
-    return isinstance(value, bool) or (kind.__module__ == "numpy" and kind.__name__ in ("bool", "bool_"))
-
-
-def _as_bool(name: str, value: Any, *, allow_none: bool = False) -> Any:
-    if value is None and allow_none:
-        return None
-    if not _is_bool(value):
-        extra = " or None" if allow_none else ""
-        _fail(name, value, f"a bool{extra}", "pass True or False")
-    return bool(value)
-
-
-def _as_int(
-    name: str, value: Any, *, minimum: int | None = None, maximum: int | None = None, allow_none: bool = False
-) -> Any:
-    if value is None and allow_none:
-        return None
-    bounds = ""
-    if minimum is not None and maximum is not None:
-        bounds = f" between {minimum} and {maximum}"
-    elif minimum is not None:
-        bounds = f" >= {minimum}"
-    kind = "a positive integer" if minimum == 1 and maximum is None else f"an integer{bounds}"
-    constraint = kind + (" or None" if allow_none else "")
-    if minimum is not None and maximum is not None:
-        fix = f"pass an int in [{minimum}, {maximum}]"
-    elif minimum is not None:
-        fix = f"pass {minimum} or more"
-    else:
-        fix = "pass an int"
-    # bool is an int subclass, but True as a batch size is always a mistake.
-    if _is_bool(value) or not isinstance(value, numbers.Integral):
-        _fail(name, value, constraint, fix)
-    value = int(value)
-    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
-        _fail(name, value, constraint, fix)
-    return value
-
-
-def _as_float(
-    name: str,
-    value: Any,
-    *,
-    minimum: float | None = None,
-    maximum: float | None = None,
-    maximum_inclusive: bool = True,
-) -> float:
-    if _is_bool(value) or not isinstance(value, numbers.Real):
-        _fail(name, value, "a number", "pass an int or a float")
-    value = float(value)
-    if math.isnan(value):
-        _fail(name, value, "a number", "pass a finite value, not NaN")
-    if minimum is not None and value < minimum:
-        upper = "" if maximum is None else f" and {'<=' if maximum_inclusive else '<'} {maximum}"
-        _fail(name, value, f">= {minimum}{upper}", f"pass {minimum} or more")
-    if maximum is not None and (value > maximum or (not maximum_inclusive and value == maximum)):
-        op = "<=" if maximum_inclusive else "<"
-        lower = "" if minimum is None else f">= {minimum} and "
-        _fail(name, value, f"{lower}{op} {maximum}", f"pass a value {op} {maximum}")
-    return value
-
-
-def _as_steps(name: str, value: Any, *, allow_zero: bool, allow_none: bool = False) -> Any:
-    """A step count (int >= 1) or, when in (0, 1), a ratio of the total number of training steps."""
-    if value is None and allow_none:
-        return None
-    constraint = (
-        "a whole number of steps (>= 1) or a ratio of the total training steps in (0, 1)"
-        + (", or 0" if allow_zero else "")
-        + (", or None" if allow_none else "")
-    )
-    if _is_bool(value) or not isinstance(value, numbers.Real):
-        _fail(name, value, constraint, "pass e.g. 500 (steps) or 0.1 (10% of the training steps)")
-    value = float(value)
-    if math.isnan(value) or value < 0 or (value == 0 and not allow_zero):
-        _fail(name, value, constraint, "pass e.g. 500 (steps) or 0.1 (10% of the training steps)")
-    if value >= 1:
-        if not value.is_integer():
-            _fail(name, value, constraint, f"pass {math.floor(value)} or {math.ceil(value)}")
-        return int(value)
-    return 0 if value == 0 else value
-
-
-def _as_enum(name: str, value: Any, enum_cls: type[_StrEnum]) -> Any:
-    if isinstance(value, enum_cls):
-        return value
-    accepted = ", ".join(repr(m.value) for m in enum_cls)
-    if isinstance(value, str):
-        try:
-            return enum_cls(value.strip().lower())
-        except ValueError:
-            pass
-    _fail(name, value, f"one of {accepted}", "pass one of those strings")
-
-
-def _as_str(name: str, value: Any, *, allow_none: bool = False, path: bool = False) -> Any:
-    if value is None and allow_none:
-        return None
-    if path and isinstance(value, os.PathLike):
-        value = os.fspath(value)
-    if not isinstance(value, str) or not value:
-        kind = "a non-empty string" + (" or path" if path else "") + (" or None" if allow_none else "")
-        _fail(name, value, kind, "pass a string")
-    return value
-
-
-def _as_dict(name: str, value: Any) -> dict[str, Any]:
-    # A JSON object string is accepted too: that is how the value arrives from a command line or an env var.
-    if isinstance(value, str):
-        try:
-            value = json.loads(value) if value.strip() else {}
-        except json.JSONDecodeError:
-            _fail(name, value, "a dict or a JSON object string", 'pass e.g. {"key": 1}')
-    if not isinstance(value, Mapping):
-        _fail(name, value, "a dict", 'pass e.g. {"key": 1} (or {} for none)')
-    bad = [k for k in value if not isinstance(k, str)]
-    if bad:
-        _fail(name, value, "a dict with string keys", f"use string keys instead of {bad!r}")
-    return dict(value)  # a copy: the caller's dict must not alias the arguments
-
-
-_SIZE_UNITS = {
-    "": 1,
-    "b": 1,
-    "kb": 10**3,
-    "mb": 10**6,
-    "gb": 10**9,
-    "tb": 10**12,
-    "kib": 2**10,
-    "mib": 2**20,
-    "gib": 2**30,
-    "tib": 2**40,
-}
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
-
-
-def _parse_size(name: str, value: Any) -> int:
-    """Bytes from an int or a string like ``"5GB"`` (decimal units) or ``"512MiB"`` (binary units)."""
-    fix = 'pass e.g. "5GB", "500MB", "512MiB" or an int number of bytes'
-    if _is_bool(value):
-        _fail(name, value, "a size > 0", fix)
-    if isinstance(value, numbers.Integral):
-        size = int(value)
-    elif (
-        isinstance(value, str) and (match := _SIZE_RE.match(value)) and match.group(2).lower() in _SIZE_UNITS
-    ):
-        size = int(float(match.group(1)) * _SIZE_UNITS[match.group(2).lower()])
-    else:
-        _fail(name, value, "a size > 0", fix)
-    if size <= 0:
-        _fail(name, value, "a size > 0", fix)
-    return size
-
-
-def _default_logging_dir(output_dir: str, run_folder: str | None = None) -> str:
-    if run_folder is None:
-        run_folder = f"{datetime.now().strftime('%Y-%m-%d_%H-%M-%S')}_{socket.gethostname()}"
-    return os.path.join(output_dir, "runs", run_folder)
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, enum.Enum):
-        return value.value
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, os.PathLike):
-        return os.fspath(value)
-    if _is_bool(value):
-        return bool(value)
-    if isinstance(value, numbers.Integral):
-        return int(value)
-    if isinstance(value, numbers.Real):
-        return float(value)
-    if value is None or isinstance(value, str):
-        return value
-    return str(value)
 
 
 @dataclass
@@ -305,7 +116,7 @@ class TrainingArguments:
 
     Attributes:
         output_dir: Folder for checkpoints and outputs; None means ``"trainer_output"``.
-        overwrite_output_dir: Start afresh in ``output_dir`` instead of resuming from a checkpoint in it.
+        overwrite_output_dir: For the script (as in transformers): whether it may reuse a non-empty ``output_dir``.
         eval_strategy: When to evaluate: ``"no"``, ``"steps"`` (every ``eval_steps``) or ``"epoch"``.
         eval_steps: Steps between evaluations (ratio of total steps if in (0, 1)); None -> ``logging_steps``.
         eval_delay: Epochs or steps (per ``eval_strategy``) to wait before the first evaluation.
@@ -325,7 +136,8 @@ class TrainingArguments:
         lr_scheduler_kwargs: Extra keyword arguments of the schedule (e.g. ``{"num_cycles": 2}``).
         warmup_ratio: Fraction of the total steps used for linear warmup (used when ``warmup_steps`` is 0).
         warmup_steps: Warmup steps (>= 1) or a ratio of total steps (in (0, 1)); overrides ``warmup_ratio``.
-        log_level: Logger level on the main process: debug, info, warning, error, critical or passive.
+        log_level: Level of the "trainer" loggers on the main process: debug, info, warning, error, critical or
+            passive (leave it as it is).
         logging_dir: TensorBoard/log folder; None -> ``output_dir/runs/<YYYY-mm-dd_HH-MM-SS>_<hostname>``.
         logging_strategy: When to log: ``"no"``, ``"steps"`` (every ``logging_steps``) or ``"epoch"``.
         logging_first_step: Also log (and evaluate, if evaluating by steps) at the first step.
@@ -340,7 +152,7 @@ class TrainingArguments:
         seed: Random seed set at the start of training.
         data_seed: Seed of the data samplers; None means ``seed``.
         full_determinism: Also switch on PyTorch's deterministic algorithms (slower).
-        mixed_precision: ``"no"``, ``"fp16"`` (CUDA only) or ``"bf16"``.
+        mixed_precision: ``"no"``, ``"fp16"`` (CUDA only) or ``"bf16"``; set by ``fp16``/``bf16`` too.
         dataloader_num_workers: Worker processes per dataloader; 0 loads in the main process.
         dataloader_drop_last: Drop the last incomplete batch.
         dataloader_pin_memory: Use pinned memory in the dataloaders.
@@ -359,10 +171,40 @@ class TrainingArguments:
         disable_tqdm: Hide progress bars; None -> False.
         run_name: Name of the run in the logging integrations; None -> ``output_dir``.
         skip_memory_metrics: Skip the memory profiler metrics (they slow training down).
-        include_num_input_tokens_seen: Track the number of input tokens seen.
-        average_tokens_across_devices: Average the token count across processes before scaling the loss.
+        include_num_input_tokens_seen: Count the input tokens trained on in ``state.num_input_tokens_seen`` (and
+            the logs): True/"all" the elements of ``input_ids``, "non_padding" those its attention mask keeps.
+        average_tokens_across_devices: Refused when True (no token-count loss normalisation; see the README).
         max_checkpoint_shard_size: Largest safetensors shard: int bytes or a string like "5GB"/"500MB".
         save_on_each_node: Save checkpoints on every node, not just the main one (no shared filesystem).
+
+    Fields of a ported Hugging Face script (same names and meanings; see README "Differences from transformers"):
+        log_level_replica: Logger level on the other processes (``log_level``'s choices); default "warning".
+        log_on_each_node: Main-process log level on the first process of every node, not only of the first node.
+        fp16, bf16: Shorthands for ``mixed_precision="fp16"``/``"bf16"`` (fp16 needs a CUDA GPU).
+        fp16_full_eval, bf16_full_eval: Cast the model to that dtype for evaluate()/predict() outside training.
+        tf32: Allow TF32 matmuls on Ampere+ GPUs (True needs one); None leaves torch's setting.
+        half_precision_backend: "auto" or "cpu_amp": torch's native autocast through accelerate (no apex).
+        do_train, do_eval, do_predict, resume_from_checkpoint: Stored for the script, which reads them.
+        evaluation_strategy: Deprecated alias of ``eval_strategy`` (warns).
+        label_smoothing_factor: Label smoothing of the cross-entropy on the model's logits, in [0, 1).
+        include_for_metrics: What `compute_metrics` also receives: "inputs" and/or "loss".
+        include_inputs_for_metrics: Deprecated; same as ``include_for_metrics=["inputs"]``.
+        eval_do_concat_batches: Concatenate predictions across batches (False: a list of per-batch arrays).
+        ignore_data_skip: When resuming, start the epoch's data from its beginning instead of skipping batches.
+        past_index: Index of the model output fed back as ``mems`` on the next step (-1: none).
+        jit_mode_eval: Refused (no torch.jit tracing).
+        ddp_backend, ddp_timeout: Process-group backend and timeout (seconds) when launched on several processes.
+        ddp_find_unused_parameters, ddp_bucket_cap_mb, ddp_broadcast_buffers: DistributedDataParallel options.
+        accelerator_config: accelerate data-loader options: split_batches, dispatch_batches, even_batches,
+            non_blocking (dict, JSON string or JSON file path).
+        dispatch_batches, split_batches: The same two options as fields.
+        debug: "underflow_overflow" reports the first module whose output holds inf/nan, and stops training.
+        include_tokens_per_second: Add ``train_tokens_per_second`` to the training metrics.
+        save_safetensors: Must be True: weights are only written as safetensors.
+        push_to_hub: Must be False: this trainer does not push to the Hugging Face Hub.
+        gradient_checkpointing: Call the model's ``gradient_checkpointing_enable`` (with
+            ``gradient_checkpointing_kwargs``) before training; a model without it is refused.
+        eval_on_start: Evaluate once before the first training step (needs an evaluation dataset).
 
     Every field is validated in ``__post_init__``, which also runs again on ``dataclasses.replace`` /
     :meth:`replace`. Values that were filled in from other fields (``logging_dir``, ``run_name``,
@@ -420,15 +262,50 @@ class TrainingArguments:
     prediction_loss_only: bool = False
     batch_eval_metrics: bool = False
     optim: OptimizerNames | str = "adamw_torch"
-    optim_args: dict[str, Any] = field(default_factory=dict)
+    optim_args: dict[str, Any] | str = field(default_factory=dict)
     report_to: str | list[str] = "none"
     disable_tqdm: bool | None = None
     run_name: str | None = None
     skip_memory_metrics: bool = True
-    include_num_input_tokens_seen: bool = False
+    include_num_input_tokens_seen: bool | str = False
     average_tokens_across_devices: bool = False
     max_checkpoint_shard_size: str | int = "5GB"
     save_on_each_node: bool = False
+    log_level_replica: Literal["debug", "info", "warning", "error", "critical", "passive"] = "warning"
+    log_on_each_node: bool = True
+    fp16: bool = False
+    bf16: bool = False
+    fp16_full_eval: bool = False
+    bf16_full_eval: bool = False
+    tf32: bool | None = None
+    half_precision_backend: str = "auto"
+    do_train: bool = False
+    do_eval: bool = False
+    do_predict: bool = False
+    resume_from_checkpoint: str | None = None
+    evaluation_strategy: IntervalStrategy | str | None = None
+    label_smoothing_factor: float = 0.0
+    include_for_metrics: list[str] = field(default_factory=list)
+    include_inputs_for_metrics: bool = False
+    eval_do_concat_batches: bool = True
+    ignore_data_skip: bool = False
+    past_index: int = -1
+    jit_mode_eval: bool = False
+    ddp_backend: str | None = None
+    ddp_timeout: int = 1800
+    ddp_find_unused_parameters: bool | None = None
+    ddp_bucket_cap_mb: int | None = None
+    ddp_broadcast_buffers: bool | None = None
+    accelerator_config: dict[str, Any] | str = field(default_factory=dict)
+    dispatch_batches: bool | None = None
+    split_batches: bool = False
+    debug: str | list[str] = ""
+    include_tokens_per_second: bool = False
+    save_safetensors: bool = True
+    push_to_hub: bool = False
+    gradient_checkpointing: bool = False
+    gradient_checkpointing_kwargs: dict[str, Any] | str = field(default_factory=dict)
+    eval_on_start: bool = False
     # Private bookkeeping: {field name: value __post_init__ derived for it}. It is an init field (not
     # init=False) on purpose: dataclasses.replace passes init fields along, which is the only way the new
     # instance can tell a derived value (re-derive it) from one the user chose (keep it). Not serialised.
@@ -445,6 +322,7 @@ class TrainingArguments:
                     run_folder = os.path.basename(previous[name])
                 setattr(self, name, None)
         derived: dict[str, Any] = {}
+        _args_compat.before(self, derived)
 
         # --- paths and names ---
         self.output_dir = (
@@ -490,7 +368,6 @@ class TrainingArguments:
             "prediction_loss_only",
             "batch_eval_metrics",
             "skip_memory_metrics",
-            "include_num_input_tokens_seen",
             "average_tokens_across_devices",
             "save_on_each_node",
         ):
@@ -552,7 +429,6 @@ class TrainingArguments:
 
         # --- containers ---
         self.lr_scheduler_kwargs = _as_dict("lr_scheduler_kwargs", self.lr_scheduler_kwargs)
-        self.optim_args = _as_dict("optim_args", self.optim_args)
         self.report_to = self._normalise_report_to(self.report_to)
         self.label_names = self._normalise_label_names(self.label_names)
         _parse_size("max_checkpoint_shard_size", self.max_checkpoint_shard_size)
@@ -575,6 +451,7 @@ class TrainingArguments:
                 "loss"
             )
 
+        _args_compat.after(self, derived)
         self._check_consistency()
         self._derived = derived
 
@@ -709,6 +586,75 @@ class TrainingArguments:
     def eval_batch_size(self) -> int:
         """Evaluation batch size of one process (each process drives one device)."""
         return self.per_device_eval_batch_size
+
+    # --- the process this runs in (transformers' names; accelerate's PartialState answers) ---
+    @property
+    def _state(self) -> Any:
+        """accelerate's process state, set up (when it is not yet) the way the trainer's Accelerator would: a
+        script may ask for ``device`` or ``main_process_first`` before it builds the Trainer, and the process
+        group must still get ``ddp_backend`` and ``ddp_timeout``."""
+        from datetime import timedelta
+
+        import torch
+        from accelerate import PartialState
+
+        from ._precision import mps_available
+
+        kwargs: dict[str, Any] = {"timeout": timedelta(seconds=self.ddp_timeout)}
+        if self.ddp_backend is not None:
+            kwargs["backend"] = self.ddp_backend
+        cpu = self.use_cpu or not (torch.cuda.is_available() or mps_available())
+        return PartialState(cpu=cpu, **kwargs)
+
+    @property
+    def device(self) -> Any:
+        """The torch.device this process trains on (``cpu`` with ``use_cpu=True``)."""
+        import torch
+
+        return torch.device("cpu") if self.use_cpu else self._state.device
+
+    @property
+    def n_gpu(self) -> int:
+        """GPUs this process uses: 1 on a GPU, 0 on CPU (one process drives one device; no DataParallel)."""
+        return 1 if self.device.type == "cuda" else 0
+
+    @property
+    def world_size(self) -> int:
+        return int(self._state.num_processes)
+
+    @property
+    def process_index(self) -> int:
+        return int(self._state.process_index)
+
+    @property
+    def local_process_index(self) -> int:
+        return int(self._state.local_process_index)
+
+    @property
+    def should_log(self) -> bool:
+        """Whether this process logs at ``log_level`` (else ``log_level_replica``)."""
+        return self.local_process_index == 0 if self.log_on_each_node else self.process_index == 0
+
+    @property
+    def should_save(self) -> bool:
+        """Whether this process writes checkpoints: the main one, or each node's first with save_on_each_node."""
+        return self.local_process_index == 0 if self.save_on_each_node else self.process_index == 0
+
+    def get_process_log_level(self) -> int:
+        """The ``logging`` level of this process: ``log_level`` where `should_log`, else ``log_level_replica``;
+        "passive" leaves the level the "trainer" logger already has."""
+        import logging
+
+        name = self.log_level if self.should_log else self.log_level_replica
+        if name == "passive":
+            return logging.getLogger("trainer").getEffectiveLevel()
+        return int(getattr(logging, name.upper()))
+
+    def main_process_first(self, local: bool = True, desc: str = "work") -> Any:
+        """Context manager: the main process (of each node with ``local``) runs the block first, the others after
+        it (e.g. a dataset ``map`` whose cache the others then read)."""
+        state = self._state
+        return state.local_main_process_first() if local else state.main_process_first()
 
     @property
     def max_checkpoint_shard_bytes(self) -> int:

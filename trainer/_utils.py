@@ -26,16 +26,18 @@ __all__ = [
 
 
 class EvalPrediction:
-    """What `compute_metrics` receives: ``predictions``, ``label_ids`` and, when kept, ``inputs``.
+    """What `compute_metrics` receives: ``predictions``, ``label_ids`` and, when kept, ``inputs`` and ``losses``.
 
     Unpacks like a tuple (``preds, labels = eval_pred``), as in the Hugging Face API.
     """
 
-    def __init__(self, predictions: Any, label_ids: Any, inputs: Any = None) -> None:
+    def __init__(self, predictions: Any, label_ids: Any, inputs: Any = None, losses: Any = None) -> None:
         self.predictions = predictions
         self.label_ids = label_ids
         self.inputs = inputs
-        self._elements = (predictions, label_ids) if inputs is None else (predictions, label_ids, inputs)
+        self.losses = losses
+        # As transformers: the optional parts follow the first two only when present.
+        self._elements = (predictions, label_ids) + tuple(x for x in (inputs, losses) if x is not None)
 
     def __iter__(self):
         return iter(self._elements)
@@ -141,6 +143,7 @@ def speed_metrics(split: str, start_time: float, num_samples: int | None = None,
 
 
 def _pad_cat(a: torch.Tensor, b: torch.Tensor, padding_index: int) -> torch.Tensor:
+    a, b = a.reshape(1) if a.dim() == 0 else a, b.reshape(1) if b.dim() == 0 else b  # a scalar per batch
     if a.dim() <= 1 or a.shape[1:] == b.shape[1:]:
         return torch.cat((a, b), dim=0)
     # Sequences of different lengths across batches: pad the second dimension.

@@ -86,6 +86,23 @@ def main(out: str) -> None:
         full.save_model(os.path.join(out, "final"))
     accelerator.wait_for_everyone()
 
+    # DistributedDataParallel options from TrainingArguments reach the wrapped model; the process properties agree.
+    ddp = make_trainer(os.path.join(out, "ddp"))
+    ddp.args = ddp.args.replace(ddp_find_unused_parameters=True, ddp_bucket_cap_mb=1, ddp_broadcast_buffers=False,
+                                max_steps=2, save_strategy="no", report_to="none", include_num_input_tokens_seen=True)
+    ddp.train()
+    wrapped = ddp.model_wrapped
+    ddp_seen = {
+        "wrapper": type(wrapped).__name__,
+        "find_unused_parameters": getattr(wrapped, "find_unused_parameters", None),
+        "bucket_bytes_cap": getattr(wrapped, "bucket_bytes_cap", None),
+        "broadcast_buffers": getattr(wrapped, "broadcast_buffers", None),
+        "world_size": ddp.args.world_size,
+        "process_index": ddp.args.process_index,
+        "should_save": ddp.args.should_save,
+        "num_input_tokens_seen": ddp.state.num_input_tokens_seen,
+    }
+
     full_dir = os.path.join(out, "full")
     checkpoints = {
         name: sorted(os.listdir(os.path.join(full_dir, name)))
@@ -113,6 +130,7 @@ def main(out: str) -> None:
         "checkpoints_after_stop": checkpoints_after_stop,
         "checkpoints": checkpoints,
         "output_entries": sorted(os.listdir(full_dir)),
+        "ddp": ddp_seen,
     }
     with open(os.path.join(out, f"rank-{rank}.json"), "w", encoding="utf-8") as f:
         json.dump(result, f, indent=2, default=str)

@@ -101,7 +101,8 @@ def test_exact_event_order_with_accumulation_eval_logging_and_save(make_args):
         "on_epoch_begin",
         *step, "on_log",                     # step 1: logged
         *step, "on_log", *evaluation,        # step 2: logged, evaluated
-        *step, "on_log", "on_save",          # step 3: logged, saved (save_steps=3, also the last step)
+        *step, "on_log", *evaluation, "on_save",  # step 3, the last: logged, evaluated (off eval_steps, as
+                                                  # transformers does at the end), saved (save_steps=3)
         "on_epoch_end",
         "on_log",                            # the train metrics
         "on_train_end",
@@ -129,13 +130,13 @@ def test_exact_event_order_with_accumulation_eval_logging_and_save(make_args):
     assert {"model", "optimizer", "lr_scheduler", "train_dataloader", "eval_dataloader"} <= set(rec.calls[0][2])
     pred_kwargs = [kw for name, _, kw in rec.calls if name == "on_prediction_step"]
     assert all(kw["eval_dataloader"] is not None for kw in pred_kwargs)
-    (eval_kwargs,) = [kw for name, _, kw in rec.calls if name == "on_evaluate"]
-    assert "eval_loss" in eval_kwargs["metrics"]
+    eval_kwargs = [kw for name, _, kw in rec.calls if name == "on_evaluate"]
+    assert len(eval_kwargs) == 2 and all("eval_loss" in kw["metrics"] for kw in eval_kwargs)
     logs = [kw["logs"] for name, _, kw in rec.calls if name == "on_log"]
     assert [set(log) >= {"loss", "learning_rate", "epoch"} for log in logs[:1]] == [True]
     assert "eval_loss" in logs[2]
     assert "train_loss" in logs[-1] and "train_runtime" in logs[-1]
-    assert [h["step"] for h in trainer.state.log_history] == [1, 2, 2, 3, 3]
+    assert [h["step"] for h in trainer.state.log_history] == [1, 2, 2, 3, 3, 3]  # the last step: loss, eval, train metrics
 
 
 def test_event_order_by_epoch_with_predict(make_args):

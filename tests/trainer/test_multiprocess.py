@@ -116,3 +116,16 @@ def test_eval_metrics_match_a_single_process_evaluation_of_the_same_weights(ddp_
     # The loss is only close: a model returns one mean loss per batch, and the padded last batch of the second
     # process averages 3 real examples with 5 repeated ones before its per-example copies are trimmed.
     assert r0["eval_metrics"]["eval_loss"] == pytest.approx(metrics["eval_loss"], rel=2e-2)
+
+
+def test_ddp_arguments_reach_distributed_data_parallel(ddp_run):
+    _, results = ddp_run
+    for rank, r in enumerate(results):
+        ddp = r["ddp"]
+        assert ddp["wrapper"] == "DistributedDataParallel"
+        assert ddp["find_unused_parameters"] is True and ddp["broadcast_buffers"] is False
+        assert ddp["bucket_bytes_cap"] == 1024 * 1024
+        assert (ddp["world_size"], ddp["process_index"], ddp["should_save"]) == (2, rank, rank == 0)
+        # The digits batches have no input_ids: examples are counted, over both processes (2 steps x 2 x 16).
+        assert ddp["num_input_tokens_seen"] == 64
+

@@ -1,0 +1,154 @@
+"""Where this trainer used to behave unlike transformers' Trainer, it now behaves the same (issue 15, group 2)."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import Dataset, IterableDataset
+
+from trainer import EarlyStoppingCallback, Trainer, TrainerControl, TrainerState
+
+
+class Data(Dataset):
+    def __init__(self, n: int = 32) -> None:
+        g = torch.Generator().manual_seed(0)
+        self.x = torch.randn(n, 4, generator=g)
+        self.y = self.x.sum(-1)
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def __getitem__(self, i: int) -> dict:
+        return {"x": self.x[i], "labels": self.y[i]}
+
+
+class Stream(IterableDataset):
+    """No __len__: an unsized iterable dataset."""
+
+    def __iter__(self):
+        data = Data(10)
+        return (data[i] for i in range(len(data)))
+
+
+class Model(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(4, 1)
+
+    def forward(self, x, labels=None):
+        preds = self.linear(x).squeeze(-1)
+        out = {"preds": preds}
+        if labels is not None:
+            out["loss"] = nn.functional.mse_loss(preds, labels)
+        return out
+
+
+def steps_with(trainer: Trainer, key: str) -> list[int]:
+    return [h["step"] for h in trainer.state.log_history if key in h]
+
+
+def test_evaluates_and_saves_at_the_last_step_off_the_interval(make_args, tmp_path):
+    args = make_args(max_steps=5, per_device_train_batch_size=8, eval_strategy="steps", eval_steps=2,
+                     save_strategy="steps", save_steps=2)  # fmt: skip
+    trainer = Trainer(model=Model(), args=args, train_dataset=Data(), eval_dataset=Data(8))
+    trainer.train()
+    assert steps_with(trainer, "eval_loss") == [2, 4, 5]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir() if p.name.startswith("checkpoint")) == [
+        "checkpoint-2", "checkpoint-4", "checkpoint-5"
+    ]
+    trainer = Trainer(model=Model(), args=args.replace(max_steps=4), train_dataset=Data(), eval_dataset=Data(8))
+    trainer.train()
+    assert steps_with(trainer, "eval_loss") == [2, 4]  # no second evaluation when the last step is on the interval
+
+
+def test_best_checkpoint_found_by_an_epoch_evaluation_after_that_steps_save(make_args, tmp_path):
+    # 4 steps an epoch; saved every 2 steps, evaluated every epoch: each evaluation comes after its step's save.
+    args = make_args(num_train_epochs=3, per_device_train_batch_size=8, eval_strategy="epoch", save_strategy="steps",
+                     save_steps=2, metric_for_best_model="loss", learning_rate=0.05)  # fmt: skip
+    trainer = Trainer(model=Model(), args=args, train_dataset=Data(), eval_dataset=Data(8))
+    trainer.train()
+    best_step = trainer.state.best_global_step
+    assert best_step in (4, 8, 12)
+    assert trainer.state.best_model_checkpoint == str(tmp_path / "out" / f"checkpoint-{best_step}")
+
+
+@pytest.mark.parametrize("disable_tqdm", [False, True])
+def test_evaluate_and_predict_on_an_unsized_iterable_dataset_with_progress_bars(make_args, disable_tqdm):
+    trainer = Trainer(model=Model(), args=make_args(disable_tqdm=disable_tqdm, per_device_eval_batch_size=4))
+    assert "eval_loss" in trainer.evaluate(Stream())
+    assert trainer.predict(Stream()).predictions.shape == (10,)
+
+
+def test_predict_with_batch_eval_metrics_returns_predictions_and_labels(make_args):
+    calls = []
+
+    def metrics(pred, compute_result=False):
+        calls.append(compute_result)
+        return {"batches": float(len(calls))}
+
+    args = make_args(batch_eval_metrics=True, per_device_eval_batch_size=4)
+    out = Trainer(model=Model(), args=args, compute_metrics=metrics).predict(Data(10))
+    assert out.predictions.shape == (10,) and np.allclose(out.label_ids, Data(10).y.numpy())
+    assert calls == [False, False, True] and out.metrics["test_batches"] == 3.0
+
+
+def test_resume_rebuilds_callbacks_with_their_saved_arguments_and_warns(make_args, caplog):
+    args = make_args(max_steps=4, per_device_train_batch_size=8, eval_strategy="steps", eval_steps=2,
+                     save_strategy="steps", save_steps=2, metric_for_best_model="loss",
+                     restore_callback_states_from_checkpoint=True)  # fmt: skip
+    first = Trainer(model=Model(), args=args, train_dataset=Data(), eval_dataset=Data(8),
+                    callbacks=[EarlyStoppingCallback(early_stopping_patience=5, early_stopping_threshold=0.01)])
+    first.train()
+    checkpoint = f"{args.output_dir}/checkpoint-2"
+
+    resumed = Trainer(model=Model(), args=args.replace(max_steps=6), train_dataset=Data(), eval_dataset=Data(8),
+                      callbacks=[EarlyStoppingCallback()])
+    resumed.train(resume_from_checkpoint=checkpoint)
+    (early,) = [cb for cb in resumed.callback_handler.callbacks if isinstance(cb, EarlyStoppingCallback)]
+    assert (early.early_stopping_patience, early.early_stopping_threshold) == (5, 0.01)
+
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="trainer"):
+        other = Trainer(model=Model(), args=args.replace(save_steps=4, eval_steps=4, per_device_train_batch_size=4,
+                                                         max_steps=6),
+                        train_dataset=Data(), eval_dataset=Data(8))  # fmt: skip
+        other.train(resume_from_checkpoint=checkpoint)
+    text = caplog.text
+    assert "EarlyStoppingCallback" in text and "does not have" in text
+    assert "save_steps: 4 (now) != 2 (checkpoint)" in text and "eval_steps: 4 (now) != 2 (checkpoint)" in text
+    assert "train_batch_size: 4 (now) != 8 (checkpoint)" in text
+
+
+def test_early_stopping_threshold_compares_with_state_best_metric(make_args):
+    args = make_args(eval_strategy="steps", eval_steps=1, metric_for_best_model="loss")
+    early = EarlyStoppingCallback(early_stopping_patience=3, early_stopping_threshold=0.1)
+    state, control = TrainerState(best_metric=1.0), TrainerControl()
+    early.on_evaluate(args, state, control, metrics={"eval_loss": 0.95})  # better, but by less than 0.1
+    assert early.early_stopping_patience_counter == 1
+    state.best_metric = 0.95  # what the trainer records after on_evaluate
+    # 0.12 better than the first value, but only 0.07 better than the best so far: still no improvement.
+    early.on_evaluate(args, state, control, metrics={"eval_loss": 0.88})
+    assert early.early_stopping_patience_counter == 2
+    state.best_metric = 0.88
+    early.on_evaluate(args, state, control, metrics={"eval_loss": 0.7})
+    assert early.early_stopping_patience_counter == 0
+
+
+def test_early_stopping_in_training_sees_the_best_before_the_evaluation(make_args):
+    class Flat(Model):
+        def forward(self, x, labels=None):
+            out = super().forward(x, labels)
+            if labels is not None:
+                out["loss"] = out["loss"] * 0 + 1.0  # the same eval loss every time: never an improvement
+            return out
+
+    args = make_args(max_steps=20, per_device_train_batch_size=8, eval_strategy="steps", eval_steps=1,
+                     metric_for_best_model="loss")  # fmt: skip
+    trainer = Trainer(model=Flat(), args=args, train_dataset=Data(), eval_dataset=Data(8),
+                      callbacks=[EarlyStoppingCallback(early_stopping_patience=2)])
+    trainer.train()
+    assert trainer.state.global_step == 3  # first evaluation sets the best, two more without improvement

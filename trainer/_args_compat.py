@@ -1,0 +1,241 @@
+"""Validation of the `TrainingArguments` fields that ported Hugging Face scripts set.
+
+These fields are either mapped onto ours (``fp16``/``bf16`` onto ``mixed_precision``, ``evaluation_strategy``
+onto ``eval_strategy``), stored for the script (``do_train``, ``resume_from_checkpoint``), applied by the trainer,
+or refused with the reason when they ask for something this trainer does not do. `before` runs at the start of
+``TrainingArguments.__post_init__`` (aliases must be resolved before the fields they feed are validated),
+`after` once every field is well-typed.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import warnings
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from ._validation import _as_bool, _as_float, _as_int, _fail, _is_bool
+
+if TYPE_CHECKING:
+    from ._training_args import TrainingArguments
+
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical", "passive")
+DDP_BACKENDS = ("nccl", "gloo", "mpi", "ccl", "hccl", "cncl", "mccl", "xccl")
+DEBUG_OPTIONS = ("underflow_overflow",)
+INCLUDE_FOR_METRICS = ("inputs", "loss")
+ACCELERATOR_CONFIG_KEYS = ("split_batches", "dispatch_batches", "even_batches", "non_blocking", "use_seedable_sampler")
+HALF_PRECISION_BACKENDS = ("auto", "cpu_amp")
+
+
+def before(args: TrainingArguments, derived: dict[str, Any]) -> None:
+    """Aliases and derived precision, resolved before the fields they set are validated."""
+    if args.evaluation_strategy is not None:
+        warnings.warn(
+            "evaluation_strategy is deprecated (transformers renamed it eval_strategy); pass eval_strategy instead.",
+            FutureWarning,
+            stacklevel=4,
+        )
+        alias = str(getattr(args.evaluation_strategy, "value", args.evaluation_strategy))
+        current = str(getattr(args.eval_strategy, "value", args.eval_strategy))
+        if current not in ("no", alias):
+            raise ValueError(
+                f"evaluation_strategy={alias!r} and eval_strategy={current!r} disagree; pass only eval_strategy."
+            )
+        args.eval_strategy = alias
+        # Consumed: a later replace(eval_strategy=...) must not be overridden by the alias again.
+        args.evaluation_strategy = None
+    args.fp16 = _as_bool("fp16", args.fp16)
+    args.bf16 = _as_bool("bf16", args.bf16)
+    if args.mixed_precision is None:
+        args.mixed_precision = "no"
+    if args.fp16 and args.bf16:
+        raise ValueError("fp16=True and bf16=True ask for two precisions; pass only one of them.")
+    wanted = "fp16" if args.fp16 else "bf16" if args.bf16 else None
+    if wanted is not None:
+        current = str(getattr(args.mixed_precision, "value", args.mixed_precision)).strip().lower()
+        if current not in ("no", wanted):
+            flag = "fp16" if args.fp16 else "bf16"
+            raise ValueError(
+                f"{flag}=True and mixed_precision={current!r} disagree; pass one of them (mixed_precision={wanted!r})."
+            )
+        args.mixed_precision = derived["mixed_precision"] = wanted
+    if args.report_to is None:
+        args.report_to = "none"
+    if args.do_eval is None:
+        args.do_eval = False
+
+
+def after(args: TrainingArguments, derived: dict[str, Any]) -> None:
+    """Every ported field checked, normalised, and refused with the reason where this trainer cannot honour it."""
+    for name in ("log_on_each_node", "fp16_full_eval", "bf16_full_eval", "do_train", "do_eval", "do_predict",
+                 "include_inputs_for_metrics", "eval_do_concat_batches", "ignore_data_skip", "jit_mode_eval",
+                 "split_batches", "include_tokens_per_second", "save_safetensors", "push_to_hub",
+                 "gradient_checkpointing", "eval_on_start"):
+        setattr(args, name, _as_bool(name, getattr(args, name)))
+    for name in ("ddp_find_unused_parameters", "ddp_broadcast_buffers", "dispatch_batches", "tf32"):
+        setattr(args, name, _as_bool(name, getattr(args, name), allow_none=True))
+    level = args.log_level_replica
+    if not isinstance(level, str) or level.strip().lower() not in LOG_LEVELS:
+        _fail("log_level_replica", level, f"one of {', '.join(map(repr, LOG_LEVELS))}", "pass one of those")
+    args.log_level_replica = level.strip().lower()  # type: ignore[assignment]
+
+    if str(args.eval_strategy) != "no" and not args.do_eval:
+        args.do_eval = derived["do_eval"] = True  # as transformers: evaluating during training implies do_eval
+    if args.resume_from_checkpoint is not None:
+        if isinstance(args.resume_from_checkpoint, os.PathLike):
+            args.resume_from_checkpoint = os.fspath(args.resume_from_checkpoint)
+        if not isinstance(args.resume_from_checkpoint, str):
+            _fail("resume_from_checkpoint", args.resume_from_checkpoint, "a path or None",
+                  "pass the checkpoint folder (the script hands it to trainer.train(resume_from_checkpoint=...))")
+
+    args.label_smoothing_factor = _as_float(
+        "label_smoothing_factor", args.label_smoothing_factor, minimum=0.0, maximum=1.0, maximum_inclusive=False
+    )
+    args.past_index = _as_int("past_index", args.past_index, minimum=-1)
+    args.ddp_timeout = _as_int("ddp_timeout", args.ddp_timeout, minimum=1)
+    args.ddp_bucket_cap_mb = _as_int("ddp_bucket_cap_mb", args.ddp_bucket_cap_mb, minimum=1, allow_none=True)
+    if args.ddp_backend is not None and args.ddp_backend not in DDP_BACKENDS:
+        _fail("ddp_backend", args.ddp_backend, f"None or one of {', '.join(map(repr, DDP_BACKENDS))}",
+              "pass one of those (None lets accelerate choose)")
+
+    args.include_for_metrics = _string_list("include_for_metrics", args.include_for_metrics, INCLUDE_FOR_METRICS)
+    if args.include_inputs_for_metrics:
+        warnings.warn(
+            "include_inputs_for_metrics is deprecated (transformers replaced it); pass include_for_metrics=['inputs'].",
+            FutureWarning,
+            stacklevel=4,
+        )
+        if "inputs" not in args.include_for_metrics:
+            args.include_for_metrics = [*args.include_for_metrics, "inputs"]
+    args.debug = _string_list("debug", args.debug, DEBUG_OPTIONS, split=True,
+                              refused={"tpu_metrics_debug": "this trainer does not run on TPUs"})
+    seen = args.include_num_input_tokens_seen
+    if isinstance(seen, str) and seen.strip().lower() in ("all", "no", "non_padding", "true", "false"):
+        seen = {"all": True, "true": True, "no": False, "false": False}.get(seen.strip().lower(), "non_padding")
+    if not (_is_bool(seen) or seen == "non_padding"):
+        _fail("include_num_input_tokens_seen", seen, "True, False, 'all', 'no' or 'non_padding'", "pass one of those")
+    args.include_num_input_tokens_seen = seen if seen == "non_padding" else bool(seen)
+
+    from ._validation import _as_dict
+
+    args.gradient_checkpointing_kwargs = _as_dict("gradient_checkpointing_kwargs", args.gradient_checkpointing_kwargs)
+    if args.gradient_checkpointing_kwargs and not args.gradient_checkpointing:
+        raise ValueError(
+            f"gradient_checkpointing_kwargs={args.gradient_checkpointing_kwargs!r} only applies with "
+            "gradient_checkpointing=True; pass gradient_checkpointing=True or remove the kwargs."
+        )
+    args.optim_args = _optim_args(args.optim_args)
+    args.accelerator_config = _accelerator_config(args.accelerator_config)
+    _refusals(args)
+
+
+def _refusals(args: TrainingArguments) -> None:
+    if args.average_tokens_across_devices:
+        raise ValueError(
+            "average_tokens_across_devices=True is not supported: this trainer's loss is the mean of each process's "
+            "batch loss (it does not count label tokens into num_items_in_batch); pass False."
+        )
+    if not args.save_safetensors:
+        raise ValueError(
+            "save_safetensors=False is not supported: weights are only written as safetensors (no pickles); "
+            "pass True (the default)."
+        )
+    if args.push_to_hub:
+        raise ValueError(
+            "push_to_hub=True is not supported: this trainer does not push to the Hugging Face Hub; pass False and "
+            "upload output_dir (save_model writes what from_pretrained reads) with huggingface_hub yourself."
+        )
+    if args.jit_mode_eval:
+        raise ValueError(
+            "jit_mode_eval=True is not supported: this trainer does not trace models with torch.jit; pass False."
+        )
+    if args.half_precision_backend not in HALF_PRECISION_BACKENDS:
+        _fail("half_precision_backend", args.half_precision_backend,
+              f"one of {', '.join(map(repr, HALF_PRECISION_BACKENDS))}",
+              "pass 'auto' (torch's native amp through accelerate; apex is not supported)")
+    if args.fp16_full_eval and args.bf16_full_eval:
+        raise ValueError("fp16_full_eval=True and bf16_full_eval=True ask for two precisions; pass only one.")
+    import torch  # lazy: only these checks need torch
+
+    cuda = torch.cuda.is_available() and not args.use_cpu
+    if args.fp16_full_eval and not cuda:
+        where = "use_cpu=True" if args.use_cpu else "no CUDA GPU is available"
+        raise ValueError(
+            f"fp16_full_eval=True needs a CUDA GPU, but {where}; pass bf16_full_eval=True (supported on CPU) or False."
+        )
+    if args.tf32 and not cuda:
+        where = "use_cpu=True" if args.use_cpu else "no CUDA GPU is available"
+        raise ValueError(f"tf32=True needs an Ampere or newer CUDA GPU, but {where}; pass tf32=None or False.")
+
+
+def _string_list(name: str, value: Any, accepted: tuple[str, ...], *, split: bool = False,
+                 refused: Mapping[str, str] | None = None) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = value.split() if split else ([value] if value else [])
+    if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+        _fail(name, value, "a list of strings", f"pass a list made of {', '.join(map(repr, accepted))}")
+    out = [str(getattr(v, "value", v)).strip().lower() for v in value]
+    for v in out:
+        if refused and v in refused:
+            raise ValueError(f"{name}={value!r} is not supported: {refused[v]}; remove {v!r}.")
+        if v not in accepted:
+            _fail(name, value, f"made of {', '.join(map(repr, accepted))}", f"remove {v!r}")
+    return list(dict.fromkeys(out))
+
+
+def _literal(text: str) -> Any:
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        lowered = text.lower()
+        return {"true": True, "false": False, "none": None}.get(lowered, text)
+
+
+def _optim_args(value: Any) -> dict[str, Any]:
+    """A dict, a JSON object string, or transformers' ``"k=v,k=v"`` form (values read as Python literals)."""
+    if isinstance(value, str) and value.strip() and not value.strip().startswith("{"):
+        out: dict[str, Any] = {}
+        for part in value.split(","):
+            key, sep, text = part.partition("=")
+            if not sep or not key.strip():
+                _fail("optim_args", value, 'a dict, a JSON object or "key=value,key=value"',
+                      'pass e.g. "momentum=0.9,nesterov=True"')
+            out[key.strip()] = _literal(text.strip())
+        return out
+    from ._validation import _as_dict
+
+    return _as_dict("optim_args", value)
+
+
+def _accelerator_config(value: Any) -> dict[str, Any]:
+    """A dict, a JSON object string, or a path to a JSON file, with the keys accelerate's data loaders take."""
+    from ._validation import _as_dict
+
+    if isinstance(value, str | os.PathLike) and os.path.isfile(os.fspath(value)):
+        with open(os.fspath(value), encoding="utf-8") as f:
+            value = json.load(f)
+    if value is None:
+        value = {}
+    if hasattr(value, "to_dict") and not isinstance(value, Mapping):
+        value = value.to_dict()
+    config = _as_dict("accelerator_config", value)
+    unknown = sorted(set(config) - set(ACCELERATOR_CONFIG_KEYS))
+    if unknown:
+        _fail("accelerator_config", value, f"a dict with keys among {', '.join(ACCELERATOR_CONFIG_KEYS)}",
+              f"remove {unknown} (gradient_accumulation_kwargs and use_configured_state are not supported)")
+    if config.get("use_seedable_sampler", True) is not True:
+        raise ValueError(
+            "accelerator_config={'use_seedable_sampler': False} is not supported: resuming relies on the seeded "
+            "sampler to find its place in the data; remove the key."
+        )
+    for key in ("split_batches", "even_batches", "non_blocking", "use_seedable_sampler"):
+        if key in config:
+            config[key] = _as_bool(f"accelerator_config[{key!r}]", config[key])
+    if "dispatch_batches" in config:
+        config["dispatch_batches"] = _as_bool("accelerator_config['dispatch_batches']", config["dispatch_batches"],
+                                              allow_none=True)
+    return config

@@ -1,0 +1,247 @@
+"""Data loading for `Trainer`: column filtering, the train and evaluation loaders, and batch helpers.
+
+A single process with nothing for accelerate to do gets plain PyTorch loaders (the same sampler accelerate would
+install), since accelerate's wrappers would only add a per-batch cost there; everything else goes through
+``accelerator.prepare``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+from collections.abc import Callable, Mapping, Sized
+from typing import TYPE_CHECKING, Any, cast
+
+import torch
+from torch.utils.data import DataLoader, IterableDataset, RandomSampler, SequentialSampler
+
+if TYPE_CHECKING:
+    from ._trainer import Trainer
+
+logger = logging.getLogger(__name__)
+
+_LABEL_ALIASES = ("label", "label_ids")
+_DEFAULT_LABEL_NAMES = ("labels", "start_positions", "end_positions")
+
+
+class _RemoveColumnsCollator:
+    """Drops example keys that the model's ``forward`` does not accept, then collates."""
+
+    def __init__(self, collator: Callable[[list[Any]], Any], keep: frozenset[str]) -> None:
+        self.collator = collator
+        self.keep = keep
+        self._warned: set[str] = set()
+
+    def __call__(self, features: list[Any]) -> Any:
+        if features and isinstance(features[0], Mapping):
+            keep = self.keep
+            first = features[0]
+            if any(k not in keep for k in first):
+                dropped = {k for k in first if k not in keep} - self._warned
+                if dropped:
+                    logger.info("Dropping example keys the model's forward does not accept: %s", sorted(dropped))
+                    self._warned |= dropped
+                features = [{k: v for k, v in f.items() if k in keep} for f in features]
+        return self.collator(features)
+
+
+class PaddingCollator:
+    """The collator a `Trainer` given a ``processing_class`` that can ``pad`` (a tokenizer) uses by default.
+
+    Pads the batch to its longest example with ``processing_class.pad(..., return_tensors="pt")`` and names the
+    label ``labels`` (from ``label`` or ``label_ids``), like transformers' ``DataCollatorWithPadding``.
+    """
+
+    def __init__(self, processing_class: Any) -> None:
+        self.processing_class = processing_class
+
+    def __call__(self, features: list[Any]) -> Any:
+        batch = dict(self.processing_class.pad(list(features), padding=True, return_tensors="pt"))
+        for alias in _LABEL_ALIASES:
+            if alias in batch:
+                batch["labels"] = batch.pop(alias)
+        return batch
+
+
+def label_names(trainer: Trainer) -> list[str]:
+    if trainer.args.label_names is not None:
+        return list(trainer.args.label_names)
+    params = forward_parameters(trainer)
+    found = [name for name in _DEFAULT_LABEL_NAMES if params is not None and name in params]
+    return found or ["labels"]
+
+
+def forward_parameters(trainer: Trainer) -> set[str] | None:
+    """Names ``forward`` declares, or None when it declares none but takes ``**kwargs`` (anything goes).
+
+    A ``forward(input_ids, ..., labels, **kwargs)`` (every transformers model) counts as its named
+    parameters only, as in the Hugging Face Trainer: its ``**kwargs`` are for model internals, not for
+    dataset columns such as an example id or raw text.
+    """
+    model = trainer.model
+    try:
+        params = inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return None
+    variadic = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    named = {name for name, p in params.items() if p.kind not in variadic}
+    if not named and any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return None
+    return named
+
+
+def get_collator(trainer: Trainer) -> Callable[[list[Any]], Any]:
+    if not trainer.args.remove_unused_columns:
+        return trainer.data_collator
+    params = forward_parameters(trainer)
+    if params is None:
+        return trainer.data_collator
+    keep = frozenset(params | set(trainer.label_names) | set(_LABEL_ALIASES))
+    return _RemoveColumnsCollator(trainer.data_collator, keep)
+
+
+def dataloader_kwargs(trainer: Trainer) -> dict[str, Any]:
+    args = trainer.args
+    kwargs: dict[str, Any] = {
+        "collate_fn": get_collator(trainer),
+        "num_workers": args.dataloader_num_workers,
+        "pin_memory": args.dataloader_pin_memory and torch.cuda.is_available() and not args.use_cpu,
+    }
+    if args.dataloader_num_workers > 0:
+        kwargs["persistent_workers"] = args.dataloader_persistent_workers
+        if args.dataloader_prefetch_factor is not None:
+            kwargs["prefetch_factor"] = args.dataloader_prefetch_factor
+    return kwargs
+
+
+def train_dataloader(trainer: Trainer) -> DataLoader:
+    if trainer.train_dataset is None:
+        raise ValueError("Trainer.train needs a train_dataset; pass train_dataset=... to Trainer.")
+    dataset = trainer.train_dataset
+    kwargs = dataloader_kwargs(trainer)
+    kwargs["batch_size"] = trainer.args.per_device_train_batch_size
+    assert trainer.accelerator is not None
+    if not isinstance(dataset, IterableDataset):
+        kwargs["drop_last"] = trainer.args.dataloader_drop_last
+        if accelerate_only_forwards(trainer.accelerator):
+            # One process and nothing for accelerate to shard, place or scale: a plain loader with the sampler
+            # accelerate's prepare would install (seeded with data_seed + epoch, see set_loader_epoch), so the
+            # data order is the same batch for batch and a resume still finds its place. Accelerate's wrapper
+            # costs a look-ahead, a device copy and its gradient-state bookkeeping per batch; the loop does
+            # the little of that it needs itself (see _inner_training_loop).
+            from accelerate.data_loader import SeedableRandomSampler
+
+            kwargs["sampler"] = SeedableRandomSampler(dataset, data_seed=data_seed(trainer))
+            return DataLoader(dataset, **kwargs)
+        kwargs["sampler"] = RandomSampler(cast(Sized, dataset))  # map-style datasets have a length
+    return trainer.accelerator.prepare(DataLoader(dataset, **kwargs))
+
+
+def data_seed(trainer: Trainer) -> int:
+    return trainer.args.data_seed if trainer.args.data_seed is not None else trainer.args.seed
+
+
+def eval_dataloader_for(trainer: Trainer, dataset: Any) -> DataLoader:
+    assert trainer.accelerator is not None
+    plain = not isinstance(dataset, IterableDataset) and accelerate_only_forwards(trainer.accelerator)
+    # Within a train() the evaluations of one dataset share a loader (see _inner_training_loop): building one
+    # means a collator with an inspect.signature of forward, and accelerate's prepare, at every evaluation.
+    cache = getattr(trainer, "_eval_loader_cache", None) if plain else None
+    if cache is not None:
+        cached = cache.get(id(dataset))
+        if cached is not None and cached[0] is dataset:
+            return cached[1]
+    kwargs = dataloader_kwargs(trainer)
+    kwargs["batch_size"] = trainer.args.per_device_eval_batch_size
+    if not isinstance(dataset, IterableDataset):
+        kwargs["sampler"] = SequentialSampler(dataset)
+    if plain:
+        # Sequential, one process: accelerate's wrapper would only place batches on the device, which
+        # evaluation_loop does for a plain loader.
+        loader = DataLoader(dataset, **kwargs)
+        if cache is not None:
+            cache[id(dataset)] = (dataset, loader)  # the dataset is kept too: its id is never reused meanwhile
+        return loader
+    return trainer.accelerator.prepare(DataLoader(dataset, **kwargs))
+
+
+def accelerate_only_forwards(accelerator: Any) -> bool:
+    """True when accelerate's data loader, accumulate() and backward() would add nothing but their cost.
+
+    That is one process (``DistributedType.NO``: not XLA, DeepSpeed, Megatron or several processes), not FSDP
+    and no gradient scaler (fp16 on a GPU): accelerate then neither shards, dispatches nor scales anything, its
+    loaders only place batches on the device and its backward only divides the loss by the accumulation steps.
+    """
+    from accelerate.utils import DistributedType
+
+    return (
+        accelerator.num_processes == 1
+        and accelerator.distributed_type == DistributedType.NO
+        and getattr(accelerator, "scaler", None) is None
+        and os.environ.get("ACCELERATE_USE_FSDP", "false").lower() != "true"
+    )
+
+
+def set_loader_epoch(dataloader: Any, epoch: int) -> None:
+    """Seed the epoch's data order: accelerate's loaders have set_epoch; a plain one has its sampler set the same way
+    (``SeedableRandomSampler`` draws its permutation from data_seed + epoch), and its dataset when it has set_epoch."""
+    if hasattr(dataloader, "set_epoch"):
+        dataloader.set_epoch(epoch)
+        return
+    sampler: Any = getattr(getattr(dataloader, "batch_sampler", None), "sampler", None)
+    if hasattr(sampler, "set_epoch"):
+        sampler.set_epoch(epoch)
+    dataset: Any = getattr(dataloader, "dataset", None)
+    if hasattr(dataset, "set_epoch"):
+        dataset.set_epoch(epoch)
+
+
+def send_to_device(batch: Any, device: torch.device) -> Any:
+    from accelerate.utils import send_to_device
+
+    return send_to_device(batch, device)
+
+
+def release_dataloader(dataloader: Any) -> None:
+    """Unregister a prepared dataloader left mid-iteration (early stop, prune) from accelerate's global state.
+
+    accelerate registers a dataloader when its iteration starts and unregisters it only when the iteration runs
+    to the end; a loop that breaks early would leave it (and its dataset) referenced by the process-wide
+    ``GradientState`` forever, a leak across the trials of a search.
+    """
+    state = getattr(dataloader, "gradient_state", None)
+    refs = getattr(state, "dataloader_references", None)
+    if refs is not None and dataloader in refs and hasattr(dataloader, "end"):
+        dataloader.end()
+
+
+def flag_last(iterable: Any) -> Any:
+    """Yield ``(item, is_last)``, looking one item ahead: unsized loaders (iterable datasets) have no len()
+    to tell which batch is the last, and batch_eval_metrics must finish its result on it."""
+    if hasattr(iterable, "end_of_dataloader"):
+        # Accelerate's loaders already read one batch ahead and flag the last one. Looking ahead again would end
+        # them a batch early, and gather_for_metrics would then trim the cross-process padding off the wrong batch.
+        for item in iterable:
+            yield item, bool(iterable.end_of_dataloader)
+        return
+    iterator = iter(iterable)
+    try:
+        current = next(iterator)
+    except StopIteration:
+        return
+    for following in iterator:
+        yield current, False
+        current = following
+    yield current, True
+
+
+def batch_size_of(x: Any) -> int:
+    if isinstance(x, torch.Tensor):
+        return x.shape[0] if x.dim() > 0 else 1
+    if isinstance(x, Mapping):
+        for v in x.values():
+            return batch_size_of(v)
+    if isinstance(x, list | tuple) and x:
+        return batch_size_of(x[0])
+    return 1

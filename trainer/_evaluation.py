@@ -1,0 +1,307 @@
+"""Evaluation and prediction for `Trainer`: the evaluation loop and one prediction step."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+
+from ._data import batch_size_of, flag_last, send_to_device
+from ._loop import track_best
+from ._utils import (
+    EvalPrediction,
+    PredictionOutput,
+    nested_concat,
+    nested_detach,
+    nested_numpify,
+    speed_metrics,
+)
+
+if TYPE_CHECKING:
+    from ._trainer import Trainer
+
+
+class EvalLoopOutput:
+    __slots__ = ("label_ids", "metrics", "num_samples", "num_steps", "predictions")
+
+    def __init__(self, predictions: Any, label_ids: Any, metrics: dict[str, Any], num_samples: int, num_steps: int):
+        self.predictions = predictions
+        self.label_ids = label_ids
+        self.metrics = metrics
+        self.num_samples = num_samples
+        self.num_steps = num_steps
+
+
+def evaluate(
+    trainer: Trainer,
+    eval_dataset: Any = None,
+    ignore_keys: list[str] | None = None,
+    metric_key_prefix: str = "eval",
+) -> dict[str, float]:
+    """Evaluate on ``eval_dataset`` (default: the trainer's); metrics are prefixed with ``metric_key_prefix``.
+
+    With a dict of datasets, each is evaluated and its metrics prefixed with ``<prefix>_<name>``.
+    """
+    dataset = eval_dataset if eval_dataset is not None else trainer.eval_dataset
+    if isinstance(dataset, Mapping):
+        metrics: dict[str, float] = {}
+        for name, ds in dataset.items():
+            metrics.update(
+                trainer.evaluate(eval_dataset=ds, ignore_keys=ignore_keys, metric_key_prefix=f"{metric_key_prefix}_{name}")
+            )
+        return metrics
+    trainer._memory_tracker.start("eval")
+    dataloader = trainer.get_eval_dataloader(dataset)
+    start = time.perf_counter()
+    output = trainer.evaluation_loop(
+        dataloader,
+        description="Evaluation",
+        prediction_loss_only=True if trainer.compute_metrics is None else None,
+        ignore_keys=ignore_keys,
+        metric_key_prefix=metric_key_prefix,
+    )
+    metrics = output.metrics or {}
+    num_samples = output.num_samples
+    metrics.update(speed_metrics(metric_key_prefix, start, num_samples=num_samples, num_steps=output.num_steps))
+    trainer.log(metrics)
+    trainer.control = trainer.callback_handler.on_evaluate(trainer.args, trainer.state, trainer.control, metrics=metrics)
+    if getattr(trainer, "_eval_in_training", False):
+        # After on_evaluate, as in transformers: callbacks (early stopping) see the best before this evaluation.
+        track_best(trainer, metrics)
+    trainer._memory_tracker.stop_and_update_metrics("eval", metrics)
+    return metrics
+
+
+def predict(trainer: Trainer, test_dataset: Any, ignore_keys: list[str] | None = None, metric_key_prefix: str = "test"
+) -> PredictionOutput:
+    trainer._memory_tracker.start("test")
+    dataloader = trainer.get_test_dataloader(test_dataset)
+    start = time.perf_counter()
+    output = trainer.evaluation_loop(
+        dataloader, description="Prediction", ignore_keys=ignore_keys, metric_key_prefix=metric_key_prefix
+    )
+    metrics = output.metrics or {}
+    metrics.update(speed_metrics(metric_key_prefix, start, num_samples=output.num_samples, num_steps=output.num_steps))
+    trainer.control = trainer.callback_handler.on_predict(trainer.args, trainer.state, trainer.control, metrics=metrics)
+    trainer._memory_tracker.stop_and_update_metrics("test", metrics)
+    return PredictionOutput(predictions=output.predictions, label_ids=output.label_ids, metrics=metrics)
+
+
+class Accumulator:
+    """One kind of per-batch output (predictions, labels, inputs, losses) collected over an evaluation.
+
+    Batches are concatenated on the device and moved to the host every ``eval_accumulation_steps`` batches
+    (``to_host``), or all at the end when that is None; with ``eval_do_concat_batches=False`` each batch is kept
+    as its own array and the result is their list.
+    """
+
+    def __init__(self, concat: bool, every: int | None) -> None:
+        self.concat = concat
+        self.every = every
+        self.on_device: Any = None
+        self.on_host: Any = None
+        self.batches: list[Any] = []
+        self.count = 0
+
+    def add(self, value: Any) -> None:
+        if not self.concat:
+            self.batches.append(nested_numpify(value))
+            return
+        self.on_device = nested_concat(self.on_device, nested_detach(value))
+        self.count += 1
+        if self.every is not None and self.count % self.every == 0:
+            self.to_host()
+
+    def to_host(self) -> None:
+        if self.on_device is not None:
+            self.on_host = nested_concat(self.on_host, to_cpu(self.on_device))
+            self.on_device = None
+
+    def result(self) -> Any:
+        if not self.concat:
+            return self.batches or None
+        self.to_host()
+        return nested_numpify(self.on_host) if self.on_host is not None else None
+
+
+def to_cpu(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.cpu()
+    if isinstance(value, list | tuple):
+        return type(value)(to_cpu(v) for v in value)
+    if isinstance(value, Mapping):
+        return type(value)({k: to_cpu(v) for k, v in value.items()})  # type: ignore[call-arg]
+    return value
+
+
+def _full_eval_dtype(trainer: Trainer) -> torch.dtype | None:
+    if trainer._in_train:
+        return None  # as transformers: evaluations during training keep the training precision
+    if trainer.args.bf16_full_eval:
+        return torch.bfloat16
+    if trainer.args.fp16_full_eval:
+        return torch.float16
+    return None
+
+
+def _cast_floats(batch: Any, dtype: torch.dtype) -> Any:
+    if isinstance(batch, torch.Tensor):
+        return batch.to(dtype) if batch.is_floating_point() else batch
+    if isinstance(batch, Mapping):
+        return type(batch)({k: _cast_floats(v, dtype) for k, v in batch.items()})  # type: ignore[call-arg]
+    if isinstance(batch, list | tuple):
+        return type(batch)(_cast_floats(v, dtype) for v in batch)
+    return batch
+
+
+def evaluation_loop(
+    trainer: Trainer,
+    dataloader: DataLoader,
+    description: str,
+    prediction_loss_only: bool | None = None,
+    ignore_keys: list[str] | None = None,
+    metric_key_prefix: str = "eval",
+) -> EvalLoopOutput:
+    """Run the model over ``dataloader`` and compute metrics; predictions are gathered across processes."""
+    args = trainer.args
+    accelerator = trainer.accelerator
+    assert accelerator is not None
+    prediction_loss_only = prediction_loss_only if prediction_loss_only is not None else args.prediction_loss_only
+    full_eval_dtype = _full_eval_dtype(trainer)
+    if full_eval_dtype is not None:
+        # fp16_full_eval/bf16_full_eval: the model itself is cast (as transformers does outside training).
+        trainer.model = trainer.model.to(dtype=full_eval_dtype)
+        trainer.model_wrapped = trainer.model
+    model = trainer.model_wrapped if trainer.model_wrapped is not None else trainer.model
+    if model is trainer.model and next(iter(trainer.model.parameters()), None) is not None:
+        model = accelerator.prepare_model(trainer.model, evaluation_mode=True)
+    model.eval()
+    trainer._past = None
+    trainer.callback_handler.eval_dataloader = dataloader
+    distributed = accelerator.num_processes > 1
+    losses: list[torch.Tensor] = []
+    concat, every = args.eval_do_concat_batches, args.eval_accumulation_steps
+    all_preds, all_labels = Accumulator(concat, every), Accumulator(concat, every)
+    all_inputs, all_losses = Accumulator(concat, every), Accumulator(concat, every)
+    keep_inputs = "inputs" in args.include_for_metrics
+    keep_losses = "loss" in args.include_for_metrics
+    main_input = getattr(trainer.model, "main_input_name", "input_ids")
+    metrics: dict[str, Any] | None = None
+    num_samples = 0
+    num_steps = 0
+    batch_metrics = args.batch_eval_metrics and trainer.compute_metrics is not None and not prediction_loss_only
+    # predict() returns predictions and labels also when metrics are computed batch by batch.
+    keep_outputs = not prediction_loss_only and (not batch_metrics or description == "Prediction")
+    # accelerate's loaders place batches on the device; a plain one (ours in a single process) is placed here.
+    move_batches = accelerator.device.type != "cpu" and getattr(dataloader, "gradient_state", None) is None
+    for inputs, is_last in flag_last(dataloader):
+        num_steps += 1
+        if move_batches:
+            inputs = send_to_device(inputs, accelerator.device)
+        if full_eval_dtype is not None:
+            inputs = _cast_floats(inputs, full_eval_dtype)
+        loss, logits, labels = trainer.prediction_step(model, inputs, prediction_loss_only, ignore_keys=ignore_keys)
+        batch_size = batch_size_of(inputs)
+        batch_loss = None
+        if loss is not None:
+            batch_loss = loss.reshape(1).repeat(batch_size)
+            batch_loss = accelerator.gather_for_metrics(batch_loss) if distributed else batch_loss
+            losses.append(batch_loss)
+        batch_inputs = None
+        if keep_inputs:
+            batch_inputs = inputs.get(main_input) if isinstance(inputs, Mapping) else inputs
+            if distributed and batch_inputs is not None:
+                batch_inputs = accelerator.gather_for_metrics(
+                    accelerator.pad_across_processes(batch_inputs, dim=1, pad_index=-100)
+                )
+        if logits is not None and trainer.preprocess_logits_for_metrics is not None:
+            logits = trainer.preprocess_logits_for_metrics(logits, labels)
+        if distributed:
+            if logits is not None:
+                logits = accelerator.gather_for_metrics(accelerator.pad_across_processes(logits, dim=1, pad_index=-100))
+            if labels is not None:
+                labels = accelerator.gather_for_metrics(accelerator.pad_across_processes(labels, dim=1, pad_index=-100))
+        num_samples += batch_size_of(labels) if labels is not None else (
+            batch_size_of(logits) if logits is not None else batch_size
+        )
+        if batch_metrics:
+            assert trainer.compute_metrics is not None  # batch_metrics requires it
+            metrics = trainer.compute_metrics(
+                EvalPrediction(predictions=logits, label_ids=labels, inputs=batch_inputs,
+                               losses=batch_loss if keep_losses else None),
+                compute_result=is_last,
+            )
+        if keep_outputs:
+            if logits is not None:
+                all_preds.add(logits)
+            if labels is not None:
+                all_labels.add(labels)
+            if batch_inputs is not None:
+                all_inputs.add(batch_inputs)
+            if keep_losses and batch_loss is not None:
+                all_losses.add(batch_loss)
+        trainer.control = trainer.callback_handler.on_prediction_step(args, trainer.state, trainer.control)
+    trainer.callback_handler.eval_dataloader = None
+
+    predictions = all_preds.result()
+    label_ids = all_labels.result()
+    if not batch_metrics and trainer.compute_metrics is not None and predictions is not None and label_ids is not None:
+        metrics = trainer.compute_metrics(
+            EvalPrediction(predictions=predictions, label_ids=label_ids, inputs=all_inputs.result() if keep_inputs
+                           else None, losses=all_losses.result() if keep_losses else None)
+        )
+    elif metrics is None:
+        metrics = {}
+    metrics = {k: (v.item() if hasattr(v, "item") else v) for k, v in dict(metrics).items()}
+    if losses:
+        metrics[f"{metric_key_prefix}_loss"] = float(torch.cat(losses).float().mean())
+    metrics = {
+        (k if k.startswith(f"{metric_key_prefix}_") else f"{metric_key_prefix}_{k}"): v for k, v in metrics.items()
+    }
+    return EvalLoopOutput(predictions, label_ids, metrics, num_samples, num_steps)
+
+
+def prediction_step(
+    trainer: Trainer,
+    model: nn.Module,
+    inputs: Any,
+    prediction_loss_only: bool,
+    ignore_keys: list[str] | None = None,
+) -> tuple[torch.Tensor | None, Any, Any]:
+    """One evaluation batch: (loss or None, logits or None, labels or None)."""
+    inputs = trainer._prepare_inputs(inputs)
+    label_names = trainer.label_names
+    if isinstance(inputs, Mapping):
+        has_labels = all(inputs.get(k) is not None for k in label_names)
+        labels = None
+        if has_labels:
+            found = tuple(inputs[k] for k in label_names)
+            labels = found[0] if len(found) == 1 else found
+    else:
+        has_labels, labels = False, None
+    ignore = set(ignore_keys or ())
+    with torch.no_grad():
+        if has_labels:
+            loss, outputs = trainer.compute_loss(model, inputs, return_outputs=True)
+            loss = loss.mean().detach()
+        else:
+            loss = None
+            outputs = model(**inputs) if isinstance(inputs, Mapping) else model(inputs)
+    if prediction_loss_only:
+        return loss, None, None
+    if isinstance(outputs, Mapping):
+        logits_list = [v for k, v in outputs.items() if k != "loss" and k not in ignore]
+    elif isinstance(outputs, list | tuple):
+        logits_list = list(outputs[1:] if has_labels else outputs)
+    else:
+        logits_list = [outputs]
+    logits = nested_detach(tuple(logits_list))
+    if len(logits) == 1:
+        logits = logits[0]
+    elif len(logits) == 0:
+        logits = None
+    return loss, logits, nested_detach(labels)

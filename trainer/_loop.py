@@ -1,0 +1,515 @@
+"""The training loop of `Trainer`: steps, accumulation, clipping, and the log/evaluate/save decisions."""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+import os
+import time
+from collections.abc import Mapping
+from contextlib import nullcontext
+from typing import TYPE_CHECKING, Any, cast
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+
+from . import _checkpoint as ckpt
+from ._callbacks import ExportableState, TrainerControl, TrainerState
+from ._data import (
+    accelerate_only_forwards,
+    batch_size_of,
+    flag_last,
+    release_dataloader,
+    send_to_device,
+    set_loader_epoch,
+)
+from ._training_args import SaveStrategy
+from ._utils import TrainOutput, speed_metrics
+
+if TYPE_CHECKING:
+    from ._trainer import Trainer
+
+logger = logging.getLogger(__name__)
+
+
+def num_update_steps(trainer: Trainer, train_dataloader: DataLoader) -> tuple[int, int, int | None]:
+    """(max_steps, num_train_epochs, update steps per epoch or None for unsized data)."""
+    args = trainer.args
+    accum = args.gradient_accumulation_steps
+    try:
+        len_dataloader: int | None = len(train_dataloader)
+    except TypeError:
+        len_dataloader = None
+    if len_dataloader is not None:
+        per_epoch = max(math.ceil(len_dataloader / accum), 1)
+        if args.max_steps > 0:
+            return args.max_steps, math.ceil(args.max_steps / per_epoch), per_epoch
+        return math.ceil(args.num_train_epochs * per_epoch), math.ceil(args.num_train_epochs), per_epoch
+    if args.max_steps > 0:
+        return args.max_steps, 1 << 31, None
+    raise ValueError(
+        "The train_dataset has no length (an IterableDataset), so num_train_epochs cannot be turned into a "
+        "number of steps; set TrainingArguments.max_steps."
+    )
+
+
+def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: Any) -> TrainOutput:
+    args = trainer.args
+    accelerator = trainer.accelerator
+    assert accelerator is not None
+    start_time = time.perf_counter()
+    train_dataloader = trainer.get_train_dataloader()
+    max_steps, num_train_epochs, per_epoch = num_update_steps(trainer, train_dataloader)
+    if max_steps <= 0:
+        raise ValueError(
+            f"num_train_epochs={args.num_train_epochs} gives 0 training steps; train for more epochs or set max_steps."
+        )
+
+    trainer.state = TrainerState(
+        is_local_process_zero=trainer.is_local_process_zero(),
+        is_world_process_zero=trainer.is_world_process_zero(),
+    )
+    trainer.state.init_training_references(trainer, max_steps, num_train_epochs, trial)
+    trainer.state.compute_steps(args, max_steps)
+    trainer.control = TrainerControl()
+
+    if getattr(trainer, "_created_lr_scheduler", False):
+        # A schedule we built for a previous train() ended at lr=0 (linear) or elsewhere: start a new one.
+        trainer.lr_scheduler = None
+        trainer._created_lr_scheduler = False
+    trainer.create_optimizer_and_scheduler(num_training_steps=max_steps)
+    if args.gradient_checkpointing:
+        enable = getattr(trainer.model, "gradient_checkpointing_enable", None)
+        if enable is None:
+            raise ValueError(
+                f"gradient_checkpointing=True needs a model with gradient_checkpointing_enable() (a transformers "
+                f"model), but {type(trainer.model).__name__} has none; use torch.utils.checkpoint in its forward and "
+                "pass gradient_checkpointing=False."
+            )
+        enable(gradient_checkpointing_kwargs=args.gradient_checkpointing_kwargs or None)
+    model, optimizer = accelerator.prepare(trainer.model, trainer.optimizer)
+    step_optimizer = direct_optimizer(accelerator, optimizer)
+    # Single process with nothing for accelerate to do (see accelerate_only_forwards): backward without
+    # accelerate's wrapper, and, when the train loader is a plain one (ours is, then), the loop decides gradient
+    # synchronization itself instead of entering accelerator.accumulate() per micro-batch. Several processes,
+    # XLA, DeepSpeed, FSDP or a gradient scaler keep accelerate's prepare/accumulate/backward as they are.
+    plain = accelerate_only_forwards(accelerator)
+    trainer._plain_backward = plain
+    fast_loop = plain and getattr(train_dataloader, "gradient_state", None) is None
+    accum = args.gradient_accumulation_steps
+    move_batches = fast_loop and accelerator.device.type != "cpu"
+    no_accumulate_context = nullcontext()
+    # Where accelerate's wrappers only forward (see direct_optimizer), clip with torch directly too.
+    clip = torch.nn.utils.clip_grad_norm_ if step_optimizer is not optimizer else accelerator.clip_grad_norm_
+    trainer.model_wrapped = model
+    trainer.callback_handler.model = trainer.model
+    trainer.callback_handler.optimizer = trainer.optimizer
+    trainer.callback_handler.lr_scheduler = trainer.lr_scheduler
+    trainer.callback_handler.train_dataloader = train_dataloader
+    _log_running_training(trainer, train_dataloader, max_steps, num_train_epochs)
+    debug_hook = None
+    if "underflow_overflow" in args.debug:
+        from ._debug import DebugUnderflowOverflow
+
+        debug_hook = DebugUnderflowOverflow(trainer.model)
+    count_tokens = bool(args.include_num_input_tokens_seen) or args.include_tokens_per_second
+    tokens_this_run = 0
+    # The model's own flop count (transformers' floating_point_ops) or 6 x parameters x tokens; see floating_point_ops.
+    trainer._flops_of = None  # floating_point_ops looks at this run's model afresh
+    trainer._past = None
+    trainer._last_saved_step = -1
+
+    epochs_trained, steps_to_skip = 0, 0
+    trainer._resumed_step = 0
+    if resume_from_checkpoint is not None:
+        ckpt.load_optimizer_and_scheduler(trainer, resume_from_checkpoint)
+        saved = TrainerState.load_from_json(os.path.join(resume_from_checkpoint, ckpt.TRAINER_STATE_NAME))
+        warn_if_arguments_differ(trainer, saved)
+        restore_state(trainer, saved, max_steps)
+        if per_epoch is not None:
+            epochs_trained = trainer.state.global_step // per_epoch
+            steps_to_skip = (trainer.state.global_step % per_epoch) * args.gradient_accumulation_steps
+            if args.ignore_data_skip:
+                steps_to_skip = 0  # the resumed epoch sees its data from the start again
+        if args.restore_callback_states_from_checkpoint:
+            restore_callback_states(trainer, saved.stateful_callbacks)
+
+    trainer.control = trainer.callback_handler.on_train_begin(args, trainer.state, trainer.control)
+    if args.eval_on_start and trainer.state.global_step == 0:
+        evaluate_during_training(trainer)  # a baseline before the first step, as transformers' eval_on_start
+    tr_loss = torch.zeros((), device=accelerator.device)
+    trainer._total_loss_scalar = 0.0
+    trainer._globalstep_last_logged = trainer.state.global_step
+    trainer._grad_norm = None
+    total_batched_samples = 0
+    model.zero_grad(set_to_none=True)
+
+    for epoch in range(epochs_trained, num_train_epochs):
+        set_loader_epoch(train_dataloader, epoch)
+        trainer._past = None  # past_index: memories do not cross epochs
+        epoch_iterator: Any = train_dataloader
+        skipped = 0
+        if steps_to_skip > 0 and epoch == epochs_trained:
+            epoch_iterator = accelerator.skip_first_batches(train_dataloader, steps_to_skip)
+            skipped = steps_to_skip
+            steps_to_skip = 0
+        restore_rng_at_first_batch = False
+        if resume_from_checkpoint is not None and epoch == epochs_trained:
+            if skipped:
+                # Mid-epoch checkpoint: the original run had already built this epoch's iterator (which draws
+                # the loader's base seed from the global RNG) when it saved, so restore once ours exists too.
+                restore_rng_at_first_batch = True
+            else:
+                ckpt.load_rng_state(resume_from_checkpoint, accelerator.process_index)
+        try:
+            steps_in_epoch = len(train_dataloader)
+        except TypeError:
+            steps_in_epoch = max_steps * args.gradient_accumulation_steps
+        trainer.control = trainer.callback_handler.on_epoch_begin(args, trainer.state, trainer.control)
+        step_started = False
+        step = -1
+        # The fast loop reads one batch ahead, as accelerate's loader does (the same order of data loading and
+        # training, so the global RNG is drawn in the same sequence), to know the epoch's last batch.
+        batches = flag_last(epoch_iterator) if fast_loop else epoch_iterator
+        for step, inputs in enumerate(batches):
+            if restore_rng_at_first_batch:
+                assert resume_from_checkpoint is not None  # the flag is only set when resuming
+                ckpt.load_rng_state(resume_from_checkpoint, accelerator.process_index)
+                restore_rng_at_first_batch = False
+            total_batched_samples += 1
+            if count_tokens:
+                tokens = input_tokens(trainer, inputs[0] if fast_loop else inputs, args.include_num_input_tokens_seen)
+                tokens_this_run += tokens
+                if args.include_num_input_tokens_seen:
+                    trainer.state.num_input_tokens_seen += tokens
+            trainer.state.total_flos += trainer.floating_point_ops(inputs[0] if fast_loop else inputs) * (
+                accelerator.num_processes
+            )
+            if not step_started:
+                trainer.control = trainer.callback_handler.on_step_begin(args, trainer.state, trainer.control)
+                step_started = True
+            if fast_loop:
+                inputs, is_last = inputs
+                # accelerate's rule: every accum-th micro-batch, and the last one of the epoch. A resume skips
+                # whole optimizer steps (a multiple of accum batches), so counting from the epoch's first
+                # yielded batch agrees with counting from the epoch's start.
+                sync = is_last or (step + 1) % accum == 0
+                accelerator.sync_gradients = sync  # kept truthful for code that reads it
+                if move_batches:
+                    inputs = send_to_device(inputs, accelerator.device)
+                context: Any = no_accumulate_context
+            else:
+                context = accelerator.accumulate(model)
+            with context:
+                loss_step = trainer.training_step(model, inputs)
+                # math.isfinite of the value: the same test as torch.isfinite on this scalar, without a kernel.
+                if args.logging_nan_inf_filter and not math.isfinite(loss_step.item()):
+                    # Count a NaN/inf step as the running mean so one bad batch does not poison the log.
+                    tr_loss = tr_loss + tr_loss / (1 + trainer.state.global_step - trainer._globalstep_last_logged)
+                else:
+                    tr_loss = tr_loss + loss_step
+                if sync if fast_loop else accelerator.sync_gradients:
+                    if args.max_grad_norm is not None and args.max_grad_norm > 0:
+                        trainer._grad_norm = clip(model.parameters(), args.max_grad_norm)
+                    trainer.control = trainer.callback_handler.on_pre_optimizer_step(args, trainer.state, trainer.control)
+                    step_optimizer.step()
+                    trainer.control = trainer.callback_handler.on_optimizer_step(args, trainer.state, trainer.control)
+                    # Only a gradient scaler skips steps, and the plain path has none.
+                    if (plain or not accelerator.optimizer_step_was_skipped) and not isinstance(
+                        trainer.lr_scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau
+                    ):
+                        trainer.lr_scheduler.step()
+                    step_optimizer.zero_grad(set_to_none=True)
+                    trainer.state.global_step += 1
+                    trainer.state.epoch = epoch + (step + 1 + skipped) / steps_in_epoch
+                    trainer.control = trainer.callback_handler.on_step_end(args, trainer.state, trainer.control)
+                    tr_loss = maybe_log_save_evaluate(trainer, tr_loss, model, trial, epoch)
+                    step_started = False
+                else:
+                    trainer.control = trainer.callback_handler.on_substep_end(args, trainer.state, trainer.control)
+            if trainer.control.should_epoch_stop or trainer.control.should_training_stop:
+                break
+        release_dataloader(epoch_iterator)
+        if step < 0:
+            logger.warning("The train dataloader yielded no batches in epoch %d; stopping.", epoch)
+            trainer.control.should_training_stop = True
+        trainer.control = trainer.callback_handler.on_epoch_end(args, trainer.state, trainer.control)
+        tr_loss = maybe_log_save_evaluate(trainer, tr_loss, model, trial, epoch)
+        if trainer.control.should_training_stop:
+            break
+
+    trainer._total_loss_scalar += float(gather_mean(trainer, tr_loss))
+    train_loss = trainer._total_loss_scalar / max(trainer.state.global_step - trainer._resumed_step, 1)
+    if args.load_best_model_at_end and trainer.state.best_model_checkpoint is not None:
+        ckpt.load_best_model(trainer)
+    num_samples = total_batched_samples * args.per_device_train_batch_size * accelerator.num_processes
+    metrics = speed_metrics("train", start_time, num_samples=num_samples, num_steps=trainer.state.global_step)
+    if args.include_tokens_per_second:
+        runtime = metrics["train_runtime"]
+        metrics["train_tokens_per_second"] = round(tokens_this_run / runtime, 3) if runtime > 0 else 0.0
+    metrics["total_flos"] = trainer.state.total_flos
+    metrics["train_loss"] = train_loss
+    trainer._memory_tracker.stop_and_update_metrics("train", metrics)
+    trainer.log(metrics)
+    if debug_hook is not None:
+        debug_hook.remove()
+    trainer._past = None
+    if args.save_total_limit is not None and ckpt.writes_checkpoints(trainer):
+        ckpt.rotate_checkpoints(trainer, args.output_dir)
+    trainer.control = trainer.callback_handler.on_train_end(args, trainer.state, trainer.control)
+    trainer.callback_handler.train_dataloader = None
+    return TrainOutput(trainer.state.global_step, train_loss, metrics)
+
+
+def restore_state(trainer: Trainer, saved: TrainerState, max_steps: int) -> None:
+    keep = {"max_steps", "num_train_epochs", "train_batch_size", "is_hyper_param_search", "trial_name", "trial_params",
+            "is_local_process_zero", "is_world_process_zero", "logging_steps", "eval_steps", "save_steps"}
+    for field_name in (
+        "epoch", "global_step", "num_input_tokens_seen", "total_flos", "log_history", "best_metric",
+        "best_global_step", "best_model_checkpoint", "stateful_callbacks",
+    ):
+        if field_name not in keep:
+            setattr(trainer.state, field_name, copy.deepcopy(getattr(saved, field_name)))
+    trainer._resumed_step = saved.global_step
+    if saved.global_step > max_steps:
+        logger.warning(
+            "The checkpoint is at step %d, past max_steps=%d; training will stop at once.", saved.global_step, max_steps
+        )
+
+
+def restore_callback_states(trainer: Trainer, states: Mapping[str, Any]) -> None:
+    """Rebuild the stateful callbacks from the checkpoint, as transformers does: each callback of a saved class is
+    replaced (in place, keeping the order) by ``from_state`` of its saved state, so its constructor arguments
+    (an early-stopping patience) come back with its counters. Saved callbacks this trainer lacks are named in a
+    warning and left out."""
+    callbacks = trainer.callback_handler.callbacks
+    missing = []
+    for name, saved in states.items():
+        if name == "TrainerControl":
+            continue
+        saved_list = saved if isinstance(saved, list) else [saved]
+        same = [i for i, cb in enumerate(callbacks) if isinstance(cb, ExportableState) and type(cb).__name__ == name]
+        if not same:
+            missing.append(name)
+            continue
+        for position, state in zip(same, saved_list):
+            callbacks[position] = cast(Any, type(callbacks[position])).from_state(state)
+    if missing:
+        logger.warning(
+            "The checkpoint holds the state of callbacks this trainer does not have (%s); it is ignored. Pass those "
+            "callbacks to the Trainer to restore them.", ", ".join(sorted(missing))
+        )
+    if "TrainerControl" in states:
+        for key, value in states["TrainerControl"].get("args", {}).items():
+            setattr(trainer.control, key, value)
+
+
+def warn_if_arguments_differ(trainer: Trainer, saved: TrainerState) -> None:
+    """Name the intervals and batch size that differ from the checkpoint's (as transformers warns on resume)."""
+    state = trainer.state
+    differ = [
+        f"{name}: {getattr(state, name)} (now) != {getattr(saved, name)} (checkpoint)"
+        for name in ("logging_steps", "eval_steps", "save_steps", "train_batch_size")
+        if getattr(saved, name) is not None and getattr(state, name) != getattr(saved, name)
+    ]
+    if differ:
+        logger.warning(
+            "Resuming with arguments that differ from the checkpoint's trainer_state.json: %s", "; ".join(differ)
+        )
+
+
+def maybe_log_save_evaluate(trainer: Trainer, tr_loss: torch.Tensor, model: nn.Module, trial: Any, epoch: int) -> torch.Tensor:
+    control = trainer.control
+    if control.should_log and trainer.state.global_step > trainer._globalstep_last_logged:
+        logs: dict[str, float] = {}
+        tr_loss_scalar = float(gather_mean(trainer, tr_loss))
+        steps = trainer.state.global_step - trainer._globalstep_last_logged
+        logs["loss"] = round(tr_loss_scalar / steps, 4)
+        if trainer._grad_norm is not None:
+            logs["grad_norm"] = float(trainer._grad_norm)
+        logs["learning_rate"] = get_learning_rate(trainer)
+        trainer._total_loss_scalar += tr_loss_scalar
+        tr_loss = torch.zeros_like(tr_loss)
+        trainer._globalstep_last_logged = trainer.state.global_step
+        trainer.log(logs)
+    metrics = None
+    if control.should_evaluate:
+        metrics = evaluate_during_training(trainer)
+        if isinstance(trainer.lr_scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
+            name = trainer.args.metric_for_best_model or "loss"
+            key = name if name.startswith("eval_") else f"eval_{name}"
+            if key in metrics:
+                trainer.lr_scheduler.step(metrics[key])
+    if trainer.control.should_save:
+        ckpt.save_checkpoint(trainer, model, metrics)
+        trainer._last_saved_step = trainer.state.global_step
+        trainer.control = trainer.callback_handler.on_save(trainer.args, trainer.state, trainer.control)
+    return tr_loss
+
+
+def evaluate_during_training(trainer: Trainer) -> dict[str, float]:
+    ignore = trainer._ignore_keys_for_eval
+    if isinstance(trainer.eval_dataset, Mapping):
+        metrics: dict[str, float] = {}
+        for name, dataset in trainer.eval_dataset.items():
+            metrics.update(
+                trainer.evaluate(eval_dataset=dataset, ignore_keys=ignore, metric_key_prefix=f"eval_{name}")
+            )
+        track_best(trainer, metrics)
+    else:
+        trainer._eval_in_training = True
+        try:
+            metrics = trainer.evaluate(ignore_keys=ignore)
+        finally:
+            trainer._eval_in_training = False
+    return metrics
+
+
+def track_best(trainer: Trainer, metrics: Mapping[str, float]) -> None:
+    if trainer.args.metric_for_best_model:
+        is_new_best = update_best_metric(trainer, metrics)
+        if is_new_best and trainer.args.save_strategy == SaveStrategy.BEST:
+            trainer.control.should_save = True
+        elif is_new_best and trainer._last_saved_step == trainer.state.global_step and not trainer.control.should_save:
+            # This step was saved before this evaluation (saving by steps, evaluating by epoch): that checkpoint
+            # holds these weights, so it is the best one (as transformers points at it).
+            trainer.state.best_model_checkpoint = os.path.join(
+                trainer.args.output_dir, f"{ckpt.CHECKPOINT_PREFIX}-{trainer.state.global_step}"
+            )
+
+
+def update_best_metric(trainer: Trainer, metrics: Mapping[str, float]) -> bool:
+    name = trainer.args.metric_for_best_model
+    assert name is not None
+    key = name if name.startswith("eval_") else f"eval_{name}"
+    if key not in metrics:
+        raise KeyError(
+            f"metric_for_best_model={name!r} is not among the evaluation metrics {sorted(metrics)}; "
+            "set metric_for_best_model to one of them."
+        )
+    value = float(metrics[key])
+    if math.isnan(value):
+        return False
+    best = trainer.state.best_metric
+    greater = bool(trainer.args.greater_is_better)
+    if best is None or (value > best if greater else value < best):
+        trainer.state.best_metric = value
+        trainer.state.best_global_step = trainer.state.global_step
+        return True
+    return False
+
+
+def get_learning_rate(trainer: Trainer) -> float:
+    if trainer.optimizer is None:
+        return 0.0
+    return float(trainer.optimizer.param_groups[0]["lr"])
+
+
+def gather_mean(trainer: Trainer, tensor: torch.Tensor) -> torch.Tensor:
+    assert trainer.accelerator is not None
+    if trainer.accelerator.num_processes > 1:
+        return trainer.accelerator.gather(tensor.detach().reshape(1)).mean()
+    return tensor.detach()
+
+
+def direct_optimizer(accelerator: Any, optimizer: Any) -> Any:
+    """The optimizer to step: the bare torch one when accelerate's wrapper would only forward the call.
+
+    Without a gradient scaler and outside XLA/DeepSpeed/FSDP, ``AcceleratedOptimizer.step`` and ``zero_grad``
+    only forward to the wrapped optimizer (the loop calls them when gradients are synchronized), yet each call
+    pays for a package lookup (``is_lomo_available``: two ``importlib`` searches of sys.path) or an
+    ``inspect.signature``. On a small model that was over a millisecond per step, as much as the step itself.
+    In the same setting (and without FSDP) ``Accelerator.clip_grad_norm_`` is ``torch.nn.utils.clip_grad_norm_``
+    after a torch version parse per call; the loop then clips with torch directly.
+    """
+    from accelerate.optimizer import AcceleratedOptimizer
+    from accelerate.utils import DistributedType
+
+    plain_types = (DistributedType.NO, DistributedType.MULTI_CPU, DistributedType.MULTI_GPU)
+    if (
+        type(optimizer) is AcceleratedOptimizer  # a subclass may do more in step()
+        and optimizer.scaler is None
+        and accelerator.distributed_type in plain_types
+        and os.environ.get("ACCELERATE_USE_FSDP", "false").lower() != "true"
+    ):
+        return optimizer.optimizer
+    return optimizer
+
+
+def extract_loss(outputs: Any) -> torch.Tensor | None:
+    if isinstance(outputs, Mapping):
+        return outputs.get("loss")
+    if isinstance(outputs, list | tuple):
+        return outputs[0] if outputs and isinstance(outputs[0], torch.Tensor) else None
+    if isinstance(outputs, torch.Tensor) and outputs.dim() == 0:
+        return outputs
+    return getattr(outputs, "loss", None)
+
+
+def input_tokens(trainer: Trainer, inputs: Any, how: bool | str, gather: bool = True) -> int:
+    """Tokens in a batch, summed over the processes: the elements of the model's main input (``input_ids``
+    unless the model names another ``main_input_name``); with ``how="non_padding"`` the ones of its
+    ``attention_mask`` when there is one. A batch without that input counts its examples, with a warning once."""
+    name = getattr(trainer.model, "main_input_name", "input_ids")
+    value = inputs.get(name) if isinstance(inputs, Mapping) else None
+    if isinstance(value, torch.Tensor):
+        mask = inputs.get("attention_mask") if how == "non_padding" else None
+        count = int(mask.sum()) if isinstance(mask, torch.Tensor) else value.numel()
+    else:
+        if not getattr(trainer, "_warned_no_tokens", False):
+            logger.warning(
+                "Counting input tokens needs the model's main input %r in the batch, which has none; counting "
+                "examples instead (set the model's main_input_name to the batch key that holds the tokens).", name
+            )
+            trainer._warned_no_tokens = True
+        count = batch_size_of(inputs)
+    accelerator = trainer.accelerator
+    if gather and accelerator is not None and accelerator.num_processes > 1:
+        total = accelerator.gather(torch.tensor([count], device=accelerator.device)).sum()
+        return int(total)
+    return count
+
+
+def _log_running_training(trainer: Trainer, loader: Any, max_steps: int, num_train_epochs: int) -> None:
+    args = trainer.args
+    if not logger.isEnabledFor(logging.INFO):
+        return
+    world = trainer.accelerator.num_processes if trainer.accelerator is not None else 1
+    try:
+        examples: Any = len(loader.dataset)
+    except (TypeError, AttributeError):
+        examples = "unknown (iterable dataset)"
+    logger.info("***** Running training *****")
+    logger.info("  Num examples = %s", examples)
+    logger.info("  Num Epochs = %s", num_train_epochs)
+    logger.info("  Instantaneous batch size per device = %d", args.per_device_train_batch_size)
+    logger.info(
+        "  Total train batch size (w. parallel, distributed & accumulation) = %d",
+        args.per_device_train_batch_size * args.gradient_accumulation_steps * world,
+    )
+    logger.info("  Gradient Accumulation steps = %d", args.gradient_accumulation_steps)
+    logger.info("  Total optimization steps = %d", max_steps)
+    logger.info("  Number of trainable parameters = %d", trainer.get_num_trainable_parameters())
+
+
+def output_at(outputs: Any, index: int) -> Any:
+    """``outputs[index]`` of a tuple, or of a mapping's values (transformers' ModelOutput indexes the same way)."""
+    if isinstance(outputs, Mapping):
+        return list(outputs.values())[index]
+    return outputs[index]
+
+
+def smoothed_cross_entropy(outputs: Any, labels: torch.Tensor, epsilon: float) -> torch.Tensor:
+    """Cross-entropy with label smoothing ``epsilon`` of the model's logits (``outputs["logits"]`` or its first
+    output) against ``labels``; positions labelled ``-100`` are ignored. The logits' last dimension is the classes."""
+    if isinstance(outputs, Mapping):
+        logits = outputs["logits"] if "logits" in outputs else next(iter(outputs.values()))
+    elif isinstance(outputs, list | tuple):
+        logits = outputs[0]
+    else:
+        logits = getattr(outputs, "logits", outputs)
+    return nn.functional.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1).long(), ignore_index=-100, label_smoothing=epsilon
+    )

@@ -1,0 +1,142 @@
+"""Precision and devices for `Trainer`: building the `accelerate.Accelerator` a run needs.
+
+accelerate keeps its configuration in process-wide state (``AcceleratorState``) that refuses a second
+``Accelerator`` with another ``mixed_precision``. A search whose trials differ in precision, or two trainers
+with different precisions in one script, therefore reset that state (keeping the process group, which
+``PartialState`` holds) before building their accelerator. What cannot be reset is a state a run in progress
+depends on: building an accelerator with another precision while another trainer of this process is training
+is refused with the fix (run such trials one at a time or in separate processes).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter
+from typing import TYPE_CHECKING, Any, cast
+
+import torch
+
+if TYPE_CHECKING:
+    from accelerate import Accelerator
+
+    from ._training_args import TrainingArguments
+
+__all__ = ["build_accelerator", "mps_available", "training_with"]
+
+logger = logging.getLogger(__name__)
+
+_lock = threading.Lock()
+# Precisions of the train() calls running in this process right now (threads of a search, nested trainers).
+_running: Counter[str] = Counter()
+
+
+def mps_available() -> bool:
+    backend = getattr(torch.backends, "mps", None)
+    return bool(backend is not None and backend.is_available())
+
+
+def precision_of(args: TrainingArguments) -> str:
+    return str(getattr(args.mixed_precision, "value", args.mixed_precision))
+
+
+def accelerator_key(args: TrainingArguments) -> tuple[Any, ...]:
+    """What the accelerator depends on: a trainer whose key changed builds a new one."""
+    data_seed = args.data_seed if args.data_seed is not None else args.seed
+    return (args.use_cpu, precision_of(args), args.gradient_accumulation_steps, data_seed,
+            args.dispatch_batches, args.split_batches, repr(sorted(cast(dict, args.accelerator_config).items())),
+            args.ddp_backend, args.ddp_timeout, args.ddp_find_unused_parameters, args.ddp_bucket_cap_mb,
+            args.ddp_broadcast_buffers, args.tf32)
+
+
+def state_precision() -> str | None:
+    """The precision accelerate's process-wide state holds, or None before any accelerator was built."""
+    from accelerate.state import AcceleratorState
+
+    if not AcceleratorState._shared_state:
+        return None
+    return str(getattr(AcceleratorState._shared_state.get("_mixed_precision"), "value",
+                       AcceleratorState._shared_state.get("_mixed_precision")))
+
+
+def build_accelerator(args: TrainingArguments) -> Accelerator:
+    from accelerate import Accelerator
+    from accelerate.state import AcceleratorState
+    from accelerate.utils import DataLoaderConfiguration
+
+    precision = precision_of(args)
+    data_seed = args.data_seed if args.data_seed is not None else args.seed
+    with _lock:
+        current = state_precision()
+        if current is not None and current != precision:
+            busy = sorted(p for p, n in _running.items() if n > 0 and p != precision)
+            if busy:
+                raise RuntimeError(
+                    f"mixed_precision={precision!r} cannot be set up while another trainer in this process is "
+                    f"training with mixed_precision={busy[0]!r}: accelerate holds one precision per process. Run "
+                    "trials that differ in precision one at a time (n_jobs=1) or in separate processes."
+                )
+            # The process group (PartialState) stays; only the accelerator's own settings are dropped.
+            AcceleratorState._reset_state(reset_partial_state=False)
+        config = dict(cast(dict, args.accelerator_config))  # a dict once validated
+        if args.tf32 is not None:
+            torch.backends.cuda.matmul.allow_tf32 = args.tf32
+            torch.backends.cudnn.allow_tf32 = args.tf32
+        return Accelerator(
+            # Without an accelerator, say so: accelerate then runs several launched processes as MULTI_CPU (gloo)
+            # instead of silently training each one alone.
+            cpu=args.use_cpu or not (torch.cuda.is_available() or mps_available()),
+            mixed_precision=precision,
+            gradient_accumulation_steps=args.gradient_accumulation_steps,
+            # A sampler seeded per epoch from data_seed: the same data order on every run and after a resume.
+            dataloader_config=DataLoaderConfiguration(
+                use_seedable_sampler=True,
+                data_seed=data_seed,
+                split_batches=bool(config.pop("split_batches", args.split_batches)),
+                dispatch_batches=config.pop("dispatch_batches", args.dispatch_batches),
+                even_batches=bool(config.pop("even_batches", True)),
+                non_blocking=bool(config.pop("non_blocking", False)),
+            ),
+            step_scheduler_with_optimizer=False,
+            kwargs_handlers=ddp_kwargs(args),
+        )
+
+
+def ddp_kwargs(args: TrainingArguments) -> list[Any]:
+    """accelerate's handlers for the process group and DistributedDataParallel; they act when several
+    processes were launched, and are inert in a single one (accelerate then starts no process group)."""
+    from datetime import timedelta
+
+    from accelerate.utils import DistributedDataParallelKwargs, InitProcessGroupKwargs
+
+    group: dict[str, Any] = {"timeout": timedelta(seconds=args.ddp_timeout)}
+    if args.ddp_backend is not None:
+        group["backend"] = args.ddp_backend
+    ddp = {
+        key: value
+        for key, value in (
+            ("find_unused_parameters", args.ddp_find_unused_parameters),
+            ("bucket_cap_mb", args.ddp_bucket_cap_mb),
+            ("broadcast_buffers", args.ddp_broadcast_buffers),
+        )
+        if value is not None
+    }
+    handlers: list[Any] = [InitProcessGroupKwargs(**group)]
+    if ddp:
+        handlers.append(DistributedDataParallelKwargs(**ddp))
+    return handlers
+
+
+class training_with:
+    """Marks a train() in progress with its precision, so another precision is not set up under it."""
+
+    def __init__(self, args: TrainingArguments) -> None:
+        self.precision = precision_of(args)
+
+    def __enter__(self) -> None:
+        with _lock:
+            _running[self.precision] += 1
+
+    def __exit__(self, *exc: object) -> None:
+        with _lock:
+            _running[self.precision] -= 1
