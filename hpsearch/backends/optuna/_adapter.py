@@ -22,7 +22,7 @@ from ...trial import Evaluation, Trial, TrialRecord, TrialReporter, TrialState
 from ..base import SearchBackend
 from . import _storage
 from ._space import OptunaSpace, native_params, probe_native_space
-from ._study import open_study
+from ._study import open_study, warm_start
 
 if TYPE_CHECKING:
     from spaces import SearchSpace
@@ -217,7 +217,7 @@ class OptunaBackend(SearchBackend):
         session.result.native = study
         _storage.recover_dead_drivers(study)
         if self.priors:
-            _warm_start(study, self.priors, self.warm_start_mode, self._space, settings)
+            warm_start(study, self.priors, self.warm_start_mode, self._space)
         self._adopt_previous(study, session)
         # Running trials count too (other workers' trials). Waiting ones (retries) do not: running one takes one of
         # this call's optimize iterations, like a new trial would.
@@ -382,28 +382,3 @@ class OptunaBackend(SearchBackend):
             node=fields.get("node"),
             error=fields.get("error"),
         )
-
-
-def _warm_start(study: Any, priors: list[Any], mode: str, space: OptunaSpace | None, settings: Any) -> None:
-    """Tell the study the earlier trials (inform), or queue their parameters first (evaluate); once per study."""
-    import optuna
-
-    from ...warmstart import prior_records
-
-    marker = _storage.SOURCE_ATTR
-    if any(t.user_attrs.get(marker) for t in study.get_trials(deepcopy=False)):
-        return  # a rerun of this search: the study has them already
-    assert space is not None  # warm_start needs a portable space (checked before the run)
-    if mode == "evaluate":
-        for prior in priors:
-            study.enqueue_trial(space.encode(prior.params), user_attrs={marker: "warm_start_evaluate"})
-        return
-    trials = []
-    for prior, record in zip(priors, prior_records(priors)):
-        encoded = space.encode(prior.params)
-        values = prior.objective if isinstance(prior.objective, list) else [prior.objective]
-        trials.append(optuna.trial.create_trial(
-            params=encoded, distributions={k: space.distributions[k] for k in encoded}, values=values,
-            user_attrs={marker: "warm_start", _storage.RECORD_ATTR: _storage.record_attr(record)},
-        ))
-    study.add_trials(trials)

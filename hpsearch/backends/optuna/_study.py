@@ -23,6 +23,7 @@ from . import _storage
 if TYPE_CHECKING:
     from ...session import SearchSession
     from ...settings import TrialSettings
+    from ._space import OptunaSpace
 
 logger = logging.getLogger(__name__)
 
@@ -112,3 +113,28 @@ def _check_same_search(study: Any, settings: TrialSettings, study_name: str | No
 
 def _describe(storage: Any) -> str:
     return _storage.redact_url(storage) if isinstance(storage, str) else type(storage).__name__
+
+
+def warm_start(study: Any, priors: list[Any], mode: str, space: OptunaSpace | None) -> None:
+    """Tell the study the earlier trials (inform), or queue their parameters first (evaluate); once per study."""
+    import optuna
+
+    from ...warmstart import prior_records
+
+    marker = _storage.SOURCE_ATTR
+    if any(t.user_attrs.get(marker) for t in study.get_trials(deepcopy=False)):
+        return  # a rerun of this search: the study has them already
+    assert space is not None  # warm_start needs a portable space (checked before the run)
+    if mode == "evaluate":
+        for prior in priors:
+            study.enqueue_trial(space.encode(prior.params), user_attrs={marker: "warm_start_evaluate"})
+        return
+    trials = []
+    for prior, record in zip(priors, prior_records(priors)):
+        encoded = space.encode(prior.params)
+        values = prior.objective if isinstance(prior.objective, list) else [prior.objective]
+        trials.append(optuna.trial.create_trial(
+            params=encoded, distributions={k: space.distributions[k] for k in encoded}, values=values,
+            user_attrs={marker: "warm_start", _storage.RECORD_ATTR: _storage.record_attr(record)},
+        ))
+    study.add_trials(trials)
