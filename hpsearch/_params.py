@@ -32,17 +32,20 @@ __all__ = [
 RESERVED_PARAMS = frozenset({"output_dir", "logging_dir", "run_name", "overwrite_output_dir"})
 
 
-@functools.lru_cache(maxsize=1)
-def argument_types() -> dict[str, Any]:
-    """Field name -> type hint of `TrainingArguments` (cached: resolving the hints took ~2 ms a trial)."""
-    from trainer import TrainingArguments
+@functools.lru_cache(maxsize=8)
+def argument_types(cls: type | None = None) -> dict[str, Any]:
+    """Field name -> type hint of a `TrainingArguments` class (default the base; a trainer's own subclass such as
+    `Seq2SeqTrainingArguments` adds its fields). Cached: resolving the hints took ~2 ms a trial."""
+    if cls is None:
+        from trainer import TrainingArguments
 
-    hints = typing.get_type_hints(TrainingArguments)
-    return {f.name: hints.get(f.name) for f in dataclasses.fields(TrainingArguments) if f.init and not f.name.startswith("_")}
+        cls = TrainingArguments
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints.get(f.name) for f in dataclasses.fields(cls) if f.init and not f.name.startswith("_")}
 
 
-def argument_fields() -> set[str]:
-    return set(argument_types())
+def argument_fields(cls: type | None = None) -> set[str]:
+    return set(argument_types(cls))
 
 
 def _coerce(name: str, value: Any, hint: Any) -> Any:
@@ -67,7 +70,7 @@ def _coerce(name: str, value: Any, hint: Any) -> Any:
 
 def check_param_names(names: Iterable[Any], trainer: Trainer) -> None:
     """Every parameter must be a `TrainingArguments` field or reachable by ``model_init(trial)``, and none reserved."""
-    fields = argument_fields()
+    fields = argument_fields(type(trainer.args))
     takes_trial = trainer.model_init_takes_trial
     for name in names:
         if not isinstance(name, str):
@@ -86,7 +89,7 @@ def check_param_names(names: Iterable[Any], trainer: Trainer) -> None:
 
 def build_trial_args(base: TrainingArguments, params: Mapping[str, Any], output_dir: str, run_name: str) -> TrainingArguments:
     """The trial's arguments: ``base`` with every parameter that names an argument replaced (re-validated)."""
-    types = argument_types()
+    types = argument_types(type(base))
     overrides = {k: _coerce(k, v, types[k]) for k, v in params.items() if k in types and k not in RESERVED_PARAMS}
     overrides["output_dir"] = output_dir
     overrides["run_name"] = run_name
@@ -114,7 +117,7 @@ def check_space_against_trainer(space: SearchSpace, trainer: Trainer) -> None:
     from spaces import Float
 
     check_param_names(space, trainer)
-    types = argument_types()
+    types = argument_types(type(trainer.args))
     for name in space:
         if name not in types:
             continue

@@ -21,6 +21,7 @@ from ._integrations import (
     get_reporting_integration_callbacks,
 )
 from ._optimization import create_optimizer, get_scheduler
+from ._seq2seq import Seq2SeqTrainer, Seq2SeqTrainingArguments
 from ._trainer import Trainer
 from ._training_args import (
     IntervalStrategy,
@@ -40,6 +41,8 @@ from ._utils import (
 )
 
 __all__ = [
+    "Seq2SeqTrainer",
+    "Seq2SeqTrainingArguments",
     "CallbackHandler",
     "DataclassArgumentParser",
     "DebugUnderflowOverflow",

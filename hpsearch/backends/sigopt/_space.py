@@ -237,7 +237,7 @@ def check_native(hp_space: Any, trainer: Trainer) -> tuple[list[dict[str, Any]],
             "dicts such as {'name': 'learning_rate', 'type': 'double', 'bounds': {'min': 1e-6, 'max': 1e-4}}, "
             f"got {type(parameters).__name__}."
         )
-    fields = argument_types()
+    fields = argument_types(type(trainer.args))
     out: list[dict[str, Any]] = []
     for i, raw in enumerate(parameters):
         if not isinstance(raw, Mapping) or not isinstance(raw.get("name"), str) or not raw.get("name"):
