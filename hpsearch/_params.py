@@ -32,14 +32,19 @@ __all__ = [
 RESERVED_PARAMS = frozenset({"output_dir", "logging_dir", "run_name", "overwrite_output_dir"})
 
 
-@functools.lru_cache(maxsize=8)
 def argument_types(cls: type | None = None) -> dict[str, Any]:
     """Field name -> type hint of a `TrainingArguments` class (default the base; a trainer's own subclass such as
-    `Seq2SeqTrainingArguments` adds its fields). Cached: resolving the hints took ~2 ms a trial."""
+    `Seq2SeqTrainingArguments` adds its fields)."""
     if cls is None:
         from trainer import TrainingArguments
 
         cls = TrainingArguments
+    return _argument_types(cls)
+
+
+@functools.lru_cache(maxsize=8)
+def _argument_types(cls: Any) -> dict[str, Any]:
+    # Cached: resolving the hints took ~2 ms a trial.
     hints = typing.get_type_hints(cls)
     return {f.name: hints.get(f.name) for f in dataclasses.fields(cls) if f.init and not f.name.startswith("_")}
 

@@ -144,10 +144,9 @@ class Seq2SeqTrainer(Trainer):
 
                 config = GenerationConfig.from_pretrained(config)
             kwargs["generation_config"] = config
-        if getattr(args, "generation_max_length", None) is not None:
-            kwargs["max_length"] = args.generation_max_length
-        if getattr(args, "generation_num_beams", None) is not None:
-            kwargs["num_beams"] = args.generation_num_beams
+        for option, name in (("generation_max_length", "max_length"), ("generation_num_beams", "num_beams")):
+            if getattr(args, option, None) is not None:
+                kwargs[name] = getattr(args, option)
         kwargs.update(overrides)
         return kwargs
 
