@@ -25,7 +25,7 @@ from benchmarks._digits import limit_threads, make_trainer
 def _space() -> dict[str, Any]:
     import spaces
 
-    return {"learning_rate": spaces.Float(1e-4, 0.3, log=True), "hidden": spaces.Int(8, 128, log=True)}
+    return {"learning_rate": spaces.Float(1e-4, 0.3, log=True), "hidden": spaces.Int(8, 128)}
 
 
 def _search(engine: str, out: Path, n: int, seed: int, warm: Path | None = None) -> list[float]:
