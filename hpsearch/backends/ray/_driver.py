@@ -108,11 +108,17 @@ class Recorder:
         self.latest[trial_id] = record
 
     def finish(self, trial_id: str, config: Mapping[str, Any], error: str | None) -> None:
+        if self.never_ran(trial_id, error):
+            return
         record = self.final_record(trial_id, config, error)
         try:
             self.session.record(record)
         except TooManyFailedTrials as failure:
             self.failure = failure  # raised after Tune stopped every trial (see the stopper)
+
+    def never_ran(self, trial_id: str, error: str | None) -> bool:
+        """A trial Tune removed before it started (the search stopped first): no trial of the search, no record."""
+        return error is None and trial_id not in self.started and trial_id not in self.latest
 
     # ------------------------------------------------------------------ the record
     def final_record(self, trial_id: str, config: Mapping[str, Any], error: str | None) -> TrialRecord:
@@ -186,6 +192,8 @@ class Recorder:
                 for row in [] if frame is None else frame.to_dict("records"):
                     self.result(trial_id, row, result.path)
                 error = str(result.error) if result.error is not None else None
+                if record is None and self.never_ran(trial_id, error):
+                    continue
                 record = self.final_record(trial_id, result.config or {}, error)
             records.append(record)
         known = {r.trial_id for r in records}
