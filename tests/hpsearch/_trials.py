@@ -13,6 +13,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from hpsearch.trial import TrialReporter
 from tests._digits import DigitsMLP
 from trainer import TrainerCallback
 
@@ -189,3 +190,23 @@ class SleepInFirstTrial(TrainerCallback):
         os.write(fd, args.run_name.encode())
         os.close(fd)
         time.sleep(self.seconds)
+
+
+class RecordingReporter(TrialReporter):
+    """A `TrialReporter` that keeps every report (and whether its checkpoint folder existed then); it asks to prune
+    at the first evaluation at or after ``prune_at``."""
+
+    def __init__(self, prune_at: int | None = None) -> None:
+        self.prune_at = prune_at
+        self.started: Any = None
+        self.reports: list[dict[str, Any]] = []
+
+    def start(self, record: Any) -> None:
+        self.started = record
+
+    def report(self, objective: Any, step: int, metrics: Mapping[str, float], checkpoint: str | None) -> bool:
+        self.reports.append({
+            "objective": objective, "step": step, "metrics": dict(metrics), "checkpoint": checkpoint,
+            "checkpoint_exists": checkpoint is not None and os.path.isdir(checkpoint),
+        })
+        return self.prune_at is not None and step >= self.prune_at

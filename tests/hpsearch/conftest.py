@@ -123,3 +123,21 @@ def load_search(output_dir: str | os.PathLike[str]) -> Any:
 def saved(output_dir: Path):
     """``saved()`` -> the test's search as `SearchResult.load` reads it back from `output_dir`."""
     return lambda: load_search(output_dir)
+
+
+@pytest.fixture
+def make_settings(make_trainer, output_dir: Path):
+    """``make_settings(trainer=None, compute_objective="eval_accuracy", directions=("maximize",), **fields)`` ->
+    the `TrialSettings` `hyperparameter_search` would build for the random backend (trainer: `make_trainer()`)."""
+    from hpsearch.objective import resolve_compute_objective
+    from hpsearch.settings import TrialSettings
+
+    def make(trainer: Any = None, compute_objective: Any = "eval_accuracy", directions: Any = ("maximize",),
+             **fields: Any) -> TrialSettings:
+        trainer = trainer if trainer is not None else make_trainer()
+        function, name = resolve_compute_objective(compute_objective)
+        return TrialSettings(trainer=trainer.recipe(), compute_objective=function, objective_name=name,
+                             directions=tuple(directions), output_dir=str(output_dir.resolve()), backend="random",
+                             **fields)
+
+    return make
