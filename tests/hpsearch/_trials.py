@@ -40,11 +40,8 @@ def digits_search_trainer(output_dir: str, model_init: Any = None, callbacks: An
     """A digits `Trainer` for a search: `TINY_ARGS` with ``overrides``, ``model_init`` (default: `model_init`)."""
     from tests._digits import digits_trainer
 
-    trainer = digits_trainer(output_dir, model_init if model_init is not None else globals()["model_init"],
-                             **{**TINY_ARGS, **overrides})
-    for callback in callbacks:
-        trainer.add_callback(callback)
-    return trainer
+    return digits_trainer(output_dir, model_init if model_init is not None else globals()["model_init"],
+                          callbacks=callbacks, **{**TINY_ARGS, **overrides})
 
 
 def model_init(trial: Any = None) -> DigitsMLP:
