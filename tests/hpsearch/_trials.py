@@ -67,6 +67,11 @@ def attr_hp_name(trial: Any) -> str:
     return f"t{trial.number}"
 
 
+def slash_hp_name(trial: Any) -> str:
+    """An ``hp_name`` that gives no folder name (a path)."""
+    return f"runs/{trial.number}"
+
+
 def describe_trial(trial: Any) -> dict[str, Any]:
     """What a model_init or hp_name sees of its trial, as JSON."""
     from collections.abc import Mapping as MappingABC

@@ -19,10 +19,10 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from ...errors import TooManyFailedTrials
+from ...errors import HPSearchError, SearchConfigError, TooManyFailedTrials
 from ...runner import finish_record, new_record
 from ...trial import TrialRecord, TrialState
-from ._worker import MAX_STEPS_KEY, RECORD_KEY, RECORD_MARKER, ray_trial
+from ._worker import CONFIG_ERROR_MARKER, MAX_STEPS_KEY, RECORD_KEY, RECORD_MARKER, ray_trial
 
 if TYPE_CHECKING:
     from ...session import SearchSession
@@ -59,6 +59,15 @@ def record_in_error(text: str | None) -> TrialRecord | None:
     return None
 
 
+def config_error_in(text: str | None) -> SearchConfigError | None:
+    """The configuration error a worker raised (see ``_worker.trainable``), if the error carries one."""
+    for line in reversed((text or "").splitlines()):
+        at = line.find(CONFIG_ERROR_MARKER)
+        if at >= 0:
+            return SearchConfigError(line[at + len(CONFIG_ERROR_MARKER):])
+    return None
+
+
 def error_line(text: str | None) -> str:
     """The trial's own error message from Tune's error text (Ray wraps it in its traceback)."""
     if not text:
@@ -79,7 +88,7 @@ class Recorder:
         self.max_steps: dict[str, int] = {}
         self.tune_checkpoints: dict[str, dict[int, str]] = {}
         self.started: dict[str, datetime] = {}
-        self.failure: TooManyFailedTrials | None = None
+        self.failure: HPSearchError | None = None
 
     # ------------------------------------------------------------------ events
     def result(self, trial_id: str, result: Mapping[str, Any], trial_path: str | None) -> None:
@@ -109,6 +118,10 @@ class Recorder:
 
     def finish(self, trial_id: str, config: Mapping[str, Any], error: str | None) -> None:
         if self.never_ran(trial_id, error):
+            return
+        config_error = config_error_in(error)
+        if config_error is not None:
+            self.failure = self.failure or config_error  # raised after Tune stopped every trial
             return
         record = self.final_record(trial_id, config, error)
         try:
