@@ -208,6 +208,45 @@ def test_results_have_one_schema_and_reload_equal(backend, make_trainer, output_
     assert loaded.trials_dataframe().equals(result.trials_dataframe())
     raw = read_search_json(output_dir)
     assert raw["backend"] == backend.name and raw["counts"]["COMPLETE"] == 2
+    # The exports next to search.json have the same rows and columns.
+    import pandas as pd
+
+    trials_csv = pd.read_csv(output_dir / "trials.csv")
+    assert list(trials_csv.columns) == list(EXPECTED_TRIALS) and len(trials_csv) == 2
+    assert len(pd.read_csv(output_dir / "intermediates.csv")) == 6
+
+
+# ---------------------------------------------------------------------------------------------- several objectives
+#: Backends whose engine optimizes one metric: they refuse several directions before any trial.
+SINGLE_OBJECTIVE = {"ray"}
+
+
+def test_several_objectives_give_the_pareto_front_or_are_refused_up_front(backend, make_trainer, tiny_space,
+                                                                          output_dir):
+    def search():
+        return backend.search(make_trainer(), hp_space=tiny_space, n_trials=3, direction=["minimize", "maximize"],
+                              compute_objective=_trials.loss_and_accuracy)
+
+    if backend.name in SINGLE_OBJECTIVE:
+        with pytest.raises(SearchConfigError, match="direction="):
+            search()
+        assert not (output_dir / "search.json").exists()
+        return
+    front = search()
+    assert isinstance(front, list) and front
+    records = [r for r in front[0].run_summary.records if r.state is TrialState.COMPLETE]
+    assert len(records) == 3
+
+    def dominates(a, b):  # minimize the loss, maximize the accuracy
+        return a[0] <= b[0] and a[1] >= b[1] and a != b
+
+    expected = {r.trial_id for r in records if not any(dominates(o.objective, r.objective) for o in records)}
+    assert {run.run_id for run in front} == expected
+    for run in front:
+        record = next(r for r in records if r.trial_id == run.run_id)
+        assert run.objective == record.objective == [record.intermediates[-1].metrics["eval_loss"],
+                                                     record.intermediates[-1].metrics["eval_accuracy"]]
+    assert list(load_search(output_dir).trials_dataframe().columns[4:6]) == ["objective_0", "objective_1"]
 
 
 # ---------------------------------------------------------------------------------------------- best checkpoint
