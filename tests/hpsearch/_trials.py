@@ -165,7 +165,7 @@ class ScriptedModelInit:
 #: max_failed_trials=2 and objective_scope='best', trial 0 times out, trial 1 completes, trials 2 and 3 raise,
 #: and the search stops there (trial 4 never runs).
 TIMEOUT_S = 8.0  # far above a tiny trial even on a loaded machine (a Ray trial takes ~2 s)
-COMMON_SCRIPT = {0: f"sleep:{TIMEOUT_S + 4}", 2: "raise", 3: "raise", 4: "raise"}
+COMMON_SCRIPT = {0: f"sleep:{TIMEOUT_S + 2}", 2: "raise", 3: "raise", 4: "raise"}
 
 
 def common_scenario_model_init(trial: Any = None) -> DigitsMLP:

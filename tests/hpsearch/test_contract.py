@@ -82,7 +82,7 @@ def test_model_init_and_hp_name_get_the_same_trial_type(backend, make_trainer, t
 # ---------------------------------------------------------------------------------------------- trial_timeout
 def test_trial_timeout_fails_the_trial_and_the_search_goes_on(backend, make_trainer, tiny_space, tmp_path):
     timeout = _trials.TIMEOUT_S
-    sleeper = _trials.SleepInFirstTrial(str(tmp_path / "slept"), seconds=timeout + 4)
+    sleeper = _trials.SleepInFirstTrial(str(tmp_path / "slept"), seconds=timeout + 2)
     trainer = make_trainer(callbacks=[sleeper])
     best = backend.search(trainer, hp_space=tiny_space, compute_objective="eval_accuracy", direction="maximize",
                           n_trials=2, trial_timeout=timeout)
