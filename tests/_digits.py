@@ -15,7 +15,7 @@ from examples.digits.model import datasets as digits_datasets
 __all__ = ["DigitsDataset", "DigitsMLP", "accuracy", "digits_datasets", "digits_trainer"]
 
 
-def digits_trainer(output_dir: str, model_init: Any, **args: Any) -> Any:
+def digits_trainer(output_dir: str, model_init: Any, callbacks: Any = None, **args: Any) -> Any:
     """A `Trainer` on the digits split with accuracy as its metric; ``args`` are its TrainingArguments."""
     from trainer import Trainer, TrainingArguments
 
@@ -26,4 +26,5 @@ def digits_trainer(output_dir: str, model_init: Any, **args: Any) -> Any:
         train_dataset=train,
         eval_dataset=evaluation,
         compute_metrics=accuracy,
+        callbacks=None if callbacks is None else list(callbacks),
     )

@@ -117,20 +117,15 @@ class KillDriverAt(TrainerCallback):
 
 
 def make_trainer(output_dir: str, epochs: int = 3, callbacks=(), **overrides):
-    from tests._digits import accuracy, digits_datasets
-    from trainer import Trainer, TrainingArguments
+    from tests._digits import digits_trainer
 
-    train, evaluation = digits_datasets()
     kwargs = dict(
-        output_dir=output_dir, disable_tqdm=True, report_to="none", eval_strategy="epoch", save_strategy="epoch",
+        disable_tqdm=True, report_to="none", eval_strategy="epoch", save_strategy="epoch",
         logging_strategy="no", num_train_epochs=epochs, per_device_train_batch_size=64, learning_rate=1e-2,
         skip_memory_metrics=True,
     )
     kwargs.update(overrides)
-    return Trainer(
-        model_init=model_init, args=TrainingArguments(**kwargs), train_dataset=train, eval_dataset=evaluation,
-        compute_metrics=accuracy, callbacks=list(callbacks),
-    )
+    return digits_trainer(output_dir, model_init, callbacks=callbacks, **kwargs)
 
 
 # ---------------------------------------------------------------------------------------------- node faults

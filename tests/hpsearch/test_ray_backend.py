@@ -23,31 +23,18 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # the driver joins the loopback test cluster (see _ray_cluster)
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    import ray
-
-    started = rc.start_cluster()
-    try:
-        yield started
-    finally:
-        if ray.is_initialized():
-            ray.shutdown()
-        started.stop()
-
-
 def _space():
     return {"learning_rate": Float(1e-4, 3e-1, log=True)}
 
 
-def test_asha_sweep_on_two_nodes(cluster, tmp_path):
+def test_asha_sweep_on_two_nodes(ray_cluster, tmp_path):
     from ray.tune.schedulers import ASHAScheduler
     from ray.tune.search import BasicVariantGenerator
 
     trainer = rc.make_trainer(str(tmp_path / "out"), epochs=3)
     best = hyperparameter_search(
         trainer, hp_space=_space(), compute_objective="eval_accuracy", n_trials=8, direction="maximize",
-        backend="ray", address=cluster.address,
+        backend="ray", address=ray_cluster.address,
         scheduler=ASHAScheduler(grace_period=1, max_t=10, reduction_factor=2),
         search_alg=BasicVariantGenerator(random_state=0),
     )
@@ -75,12 +62,12 @@ def test_asha_sweep_on_two_nodes(cluster, tmp_path):
     assert result.native is not None  # the ResultGrid
 
 
-def test_dead_worker_is_retried_from_its_checkpoint(cluster, tmp_path):
+def test_dead_worker_is_retried_from_its_checkpoint(ray_cluster, tmp_path):
     marker = str(tmp_path / "died")
     trainer = rc.make_trainer(str(tmp_path / "out"), epochs=3, callbacks=[rc.DieOnceAtSecondEval(marker)])
     best = hyperparameter_search(
         trainer, hp_space={"learning_rate": Float(1e-2, 2e-2)}, compute_objective="eval_accuracy", n_trials=1,
-        direction="maximize", backend="ray", address=cluster.address, max_failures=1,
+        direction="maximize", backend="ray", address=ray_cluster.address, max_failures=1,
     )
     assert os.path.exists(marker)  # the worker did die once
     (record,) = best.run_summary.records
@@ -91,7 +78,7 @@ def test_dead_worker_is_retried_from_its_checkpoint(cluster, tmp_path):
     assert record.last_step == 69
 
 
-def test_interrupted_experiment_resumes_without_rerunning_finished_trials(cluster, tmp_path):
+def test_interrupted_experiment_resumes_without_rerunning_finished_trials(ray_cluster, tmp_path):
     out = str(tmp_path / "out")
     log = str(tmp_path / "runs.log")
     script = textwrap.dedent(f"""
@@ -103,7 +90,7 @@ def test_interrupted_experiment_resumes_without_rerunning_finished_trials(cluste
         trainer = rc.make_trainer({out!r}, epochs=2, callbacks=[rc.KillDriverAt({log!r}, 3, os.getpid())])
         hyperparameter_search(trainer, hp_space={{"learning_rate": Float(1e-3, 1e-1, log=True)}},
                               compute_objective="eval_accuracy", n_trials=4, direction="maximize", backend="ray",
-                              address={cluster.address!r}, max_concurrent_trials=1)
+                              address={ray_cluster.address!r}, max_concurrent_trials=1)
     """)
     env = rc.cluster_env()
     env["TUNE_GLOBAL_CHECKPOINT_S"] = "0"  # the experiment state is written after every event
@@ -117,7 +104,7 @@ def test_interrupted_experiment_resumes_without_rerunning_finished_trials(cluste
     trainer = rc.make_trainer(out, epochs=2, callbacks=[rc.KillDriverAt(log, 99, 0)])
     best = hyperparameter_search(
         trainer, hp_space={"learning_rate": Float(1e-3, 1e-1, log=True)}, compute_objective="eval_accuracy",
-        n_trials=4, direction="maximize", backend="ray", address=cluster.address, resume=True,
+        n_trials=4, direction="maximize", backend="ray", address=ray_cluster.address, resume=True,
         max_concurrent_trials=1,
     )
     records = best.run_summary.records
@@ -129,7 +116,7 @@ def test_interrupted_experiment_resumes_without_rerunning_finished_trials(cluste
     assert {r.name for r in records} == set(runs)
 
 
-def test_pbt_exploit_restores_weights_from_another_trial(cluster, tmp_path):
+def test_pbt_exploit_restores_weights_from_another_trial(ray_cluster, tmp_path):
     from ray import tune
     from ray.tune.schedulers import PopulationBasedTraining
 
@@ -141,7 +128,7 @@ def test_pbt_exploit_restores_weights_from_another_trial(cluster, tmp_path):
     best = hyperparameter_search(
         trainer, hp_space={"learning_rate": tune.choice([1e-4, 2e-4, 5e-2, 1e-1])},
         compute_objective="eval_accuracy", n_trials=4, direction="maximize", backend="ray",
-        address=cluster.address, scheduler=pbt,
+        address=ray_cluster.address, scheduler=pbt,
     )
     records = best.run_summary.records
     restored = [r for r in records if r.extra.get("restored_from")]
@@ -266,7 +253,7 @@ def _network_interfaces() -> set[str]:
     return {line.split(":")[1].strip().split("@")[0] for line in out.splitlines() if line.strip()}
 
 
-def test_cluster_is_reachable_only_through_loopback(cluster):
+def test_cluster_is_reachable_only_through_loopback(ray_cluster):
     """Nothing the tests start may listen beyond 127.0.0.1.
 
     Ray 2.60's gRPC servers bind every interface even with --node-ip-address 127.0.0.1, so `make test` runs the

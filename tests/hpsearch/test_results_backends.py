@@ -65,12 +65,10 @@ def space() -> SearchSpace:
 
 def make_trainer(output_dir: Path, callbacks=None, **overrides):
     # The example's model and data: importable by Ray's worker processes as well.
-    from examples.digits.model import compute_metrics, datasets, model_init
-    from trainer import Trainer, TrainingArguments
+    from examples.digits.model import model_init
+    from tests._digits import digits_trainer
 
-    train, evaluation = datasets()
     settings = dict(
-        output_dir=str(output_dir),
         max_steps=6,
         per_device_train_batch_size=64,
         per_device_eval_batch_size=512,
@@ -81,11 +79,7 @@ def make_trainer(output_dir: Path, callbacks=None, **overrides):
         disable_tqdm=True,
         report_to="none",
     )
-    args = TrainingArguments(**{**settings, **overrides})
-    return Trainer(
-        model_init=model_init, args=args, train_dataset=train, eval_dataset=evaluation,
-        compute_metrics=compute_metrics, callbacks=callbacks,
-    )
+    return digits_trainer(str(output_dir), model_init, callbacks=callbacks, **{**settings, **overrides})
 
 
 def dtypes(frame) -> dict[str, str]:

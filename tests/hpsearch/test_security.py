@@ -23,9 +23,9 @@ import spaces
 from hpsearch import SearchResult, TrialState
 from hpsearch.cli import main as cli_main
 from hpsearch.report import render_markdown, write_html
-from tests._digits import DigitsMLP, accuracy, digits_datasets
+from tests._digits import DigitsMLP, digits_trainer
 from tests.hpsearch._postgres import postgres  # noqa: F401 - the session fixture
-from trainer import Trainer, TrainingArguments
+from trainer import Trainer
 from trainer._checkpoint import load_model_weights
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -51,12 +51,10 @@ def _plant(path: Path, marker: Path) -> None:
 
 
 def _trainer(output_dir: Path, model_init=None, **overrides) -> Trainer:
-    train, evaluation = digits_datasets()
-    settings = dict(output_dir=str(output_dir), num_train_epochs=1, eval_strategy="epoch", save_strategy="epoch",
+    settings = dict(num_train_epochs=1, eval_strategy="epoch", save_strategy="epoch",
                     per_device_train_batch_size=64, logging_strategy="no", disable_tqdm=True, report_to="none")
     settings.update(overrides)
-    return Trainer(model_init=model_init or (lambda trial: DigitsMLP(hidden=16)), args=TrainingArguments(**settings),
-                   train_dataset=train, eval_dataset=evaluation, compute_metrics=accuracy)
+    return digits_trainer(str(output_dir), model_init or (lambda trial: DigitsMLP(hidden=16)), **settings)
 
 
 # ---------------------------------------------------------------------------------------------- pickles

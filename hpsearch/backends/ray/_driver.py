@@ -19,10 +19,10 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from ...errors import HPSearchError
+from ...errors import HPSearchError, SearchConfigError
 from ...runner import finish_record, new_record
 from ...trial import TrialRecord, TrialState
-from ._worker import MAX_STEPS_KEY, RECORD_KEY, RECORD_MARKER, ray_trial
+from ._worker import CONFIG_ERROR_MARKER, MAX_STEPS_KEY, RECORD_KEY, RECORD_MARKER, ray_trial
 
 if TYPE_CHECKING:
     from ...session import SearchSession
@@ -56,6 +56,15 @@ def record_in_error(text: str | None) -> TrialRecord | None:
         if at >= 0:
             with contextlib.suppress(ValueError, KeyError, TypeError):
                 return TrialRecord.from_dict(json.loads(line[at + len(RECORD_MARKER):]))
+    return None
+
+
+def config_error_in(text: str | None) -> SearchConfigError | None:
+    """The configuration error a worker raised (see ``_worker.trainable``), if the error carries one."""
+    for line in reversed((text or "").splitlines()):
+        at = line.find(CONFIG_ERROR_MARKER)
+        if at >= 0:
+            return SearchConfigError(line[at + len(CONFIG_ERROR_MARKER):])
     return None
 
 
@@ -108,11 +117,21 @@ class Recorder:
         self.latest[trial_id] = record
 
     def finish(self, trial_id: str, config: Mapping[str, Any], error: str | None) -> None:
+        if self.never_ran(trial_id, error):
+            return
+        config_error = config_error_in(error)
+        if config_error is not None:
+            self.failure = self.failure or config_error  # raised after Tune stopped every trial
+            return
         record = self.final_record(trial_id, config, error)
         try:
             self.session.record(record)
         except HPSearchError as failure:  # too many failures, or a setting no trial can satisfy
             self.failure = failure  # raised after Tune stopped every trial (see the stopper)
+
+    def never_ran(self, trial_id: str, error: str | None) -> bool:
+        """A trial Tune removed before it started (the search stopped first): no trial of the search, no record."""
+        return error is None and trial_id not in self.started and trial_id not in self.latest
 
     # ------------------------------------------------------------------ the record
     def final_record(self, trial_id: str, config: Mapping[str, Any], error: str | None) -> TrialRecord:
@@ -186,6 +205,8 @@ class Recorder:
                 for row in [] if frame is None else frame.to_dict("records"):
                     self.result(trial_id, row, result.path)
                 error = str(result.error) if result.error is not None else None
+                if record is None and self.never_ran(trial_id, error):
+                    continue
                 record = self.final_record(trial_id, result.config or {}, error)
             records.append(record)
         known = {r.trial_id for r in records}

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from trainer import TrainerCallback
 
-from ...errors import TrialFailed
+from ...errors import SearchConfigError, TrialFailed
 from ...runner import run_trial
 from ...trial import Trial, TrialRecord, TrialReporter, TrialState
 
@@ -31,6 +31,8 @@ RECORD_KEY = "hpsearch_record"
 #: A FAIL record travels in the error Tune stores for the trial (a result would reach schedulers and searchers),
 #: on the last line of the message, after this marker.
 RECORD_MARKER = "hpsearch-record: "
+#: A configuration error found in a worker (a bad ``hp_name``) travels the same way: it stops the search.
+CONFIG_ERROR_MARKER = "hpsearch-config-error: "
 MAX_STEPS_KEY = "hpsearch_max_steps"
 # Keys of a Tune result that are ours or Ray's bookkeeping, not eval metrics.
 _OWN_KEYS = frozenset({"objective", "step", "done", "trial_id", "experiment_id", "should_checkpoint",
@@ -142,7 +144,10 @@ def trainable(config: dict[str, Any], settings: TrialSettings) -> None:
 
     trial_id = tune.get_context().get_trial_id()
     trial = ray_trial(settings, trial_id, config)
-    name = settings.trial_name(trial)
+    try:
+        name = settings.trial_name(trial)
+    except SearchConfigError as error:  # stops the search, as `run_trial` raising it does on other backends
+        raise TrialError(f"{error}\n{CONFIG_ERROR_MARKER}{error}") from error
     facts = {**node_facts(), "ray_trial_id": trial_id}
     resume = None
     checkpoint = tune.get_checkpoint()

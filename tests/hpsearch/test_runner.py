@@ -1,0 +1,185 @@
+"""`run_trial` and `finish_record` on their own: one trial in this process, no engine (the random backend's Trial)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+
+import pytest
+
+from hpsearch.runner import finish_record, run_trial
+from hpsearch.trial import Evaluation, Trial, TrialRecord, TrialState
+from tests._digits import DigitsMLP
+from tests.hpsearch import _trials
+from trainer import TrainerCallback
+
+
+def random_trial(params, number=0, native=None) -> Trial:
+    return Trial(str(number), number, params, "random", native=native)
+
+
+def test_complete_trial_has_its_evaluations_checkpoint_and_arguments(make_trainer, make_settings, output_dir):
+    settings = make_settings(make_trainer(save_strategy="steps", save_steps=2))
+    reporter = _trials.RecordingReporter()
+    record = run_trial(settings, random_trial({"learning_rate": 0.02, "hidden": 8}), reporter)
+
+    assert record.state is TrialState.COMPLETE and record.error is None
+    assert reporter.started is record  # the reporter saw the record before training
+    assert (record.trial_id, record.number, record.name) == ("0", 0, "run-0")
+    assert record.params == {"learning_rate": 0.02, "hidden": 8}
+    assert [e.step for e in record.intermediates] == [2, 4, 6]
+    for evaluation in record.intermediates:
+        assert evaluation.objective == evaluation.metrics["eval_accuracy"]
+    assert record.objective == record.intermediates[-1].objective  # objective_scope 'last'
+    assert record.last_step == 6
+    assert record.checkpoint == str(output_dir.resolve() / "run-0" / "checkpoint-6")
+    assert [r["step"] for r in reporter.reports] == [2, 4, 6]
+    assert record.node == socket.gethostname()
+    assert record.started is not None and record.finished is not None and record.started <= record.finished
+    # The trial's parameters that are arguments reached its TrainingArguments.
+    with open(f"{record.checkpoint}/training_args.json", encoding="utf-8") as f:
+        args = json.load(f)
+    assert args["learning_rate"] == 0.02 and args["run_name"] == "run-0"
+
+
+def test_a_trial_that_raises_is_recorded_fail_with_the_error(make_trainer, make_settings):
+    settings = make_settings(make_trainer(model_init=_trials.ScriptedModelInit({3: "raise"})))
+    record = run_trial(settings, random_trial({"learning_rate": 0.02}, number=3), _trials.RecordingReporter())
+    assert record.state is TrialState.FAIL
+    assert record.error == "ValueError: scripted failure of trial 3"
+    assert record.objective is None and record.intermediates == [] and record.checkpoint is None
+    assert record.finished is not None
+
+
+def test_a_nan_objective_fails_the_trial(make_trainer, make_settings):
+    settings = make_settings(make_trainer(model_init=_trials.ScriptedModelInit({0: "nan"})), "eval_loss",
+                             ("minimize",))
+    record = run_trial(settings, random_trial({}), _trials.RecordingReporter())
+    assert record.state is TrialState.FAIL
+    assert "not finite" in record.error and record.objective is None
+
+
+def test_the_reporter_prunes_the_trial(make_trainer, make_settings):
+    settings = make_settings(make_trainer())
+    reporter = _trials.RecordingReporter(prune_at=4)
+    record = run_trial(settings, random_trial({"learning_rate": 0.02}), reporter)
+    assert record.state is TrialState.PRUNED and record.error is None
+    assert [e.step for e in record.intermediates] == [2, 4]
+    assert record.last_step == 4
+    assert record.objective == record.intermediates[-1].objective
+    assert record.checkpoint is None  # nothing saved
+
+
+class _Native:
+    """An engine's own trial object as far as `Trial` needs one: a suggest method and an attribute."""
+
+    engine_attribute = "native value"
+
+    def suggest_int(self, name, low, high):
+        return high
+
+
+def _suggesting_model_init(trial=None):
+    if trial is None:
+        return DigitsMLP()
+    layers = trial.suggest_int("layers", 1, 2)
+    if trial["learning_rate"] > 0.05:
+        raise RuntimeError("too fast")
+    return DigitsMLP(hidden=8, layers=layers)
+
+
+@pytest.mark.parametrize("learning_rate", [0.02, 0.09])
+def test_parameters_suggested_in_model_init_are_recorded(make_trainer, make_settings, learning_rate):
+    settings = make_settings(make_trainer(model_init=_suggesting_model_init))
+    trial = random_trial({"learning_rate": learning_rate}, native=_Native())
+    record = run_trial(settings, trial, _trials.RecordingReporter())
+    assert record.params == {"learning_rate": learning_rate, "layers": 2}  # failed or not
+    assert record.state is (TrialState.COMPLETE if learning_rate < 0.05 else TrialState.FAIL)
+    assert trial.engine_attribute == "native value"
+
+
+def test_a_trial_without_evaluations_is_evaluated_once_at_its_end(make_trainer, make_settings):
+    settings = make_settings(make_trainer(eval_strategy="no"))
+    reporter = _trials.RecordingReporter()
+    record = run_trial(settings, random_trial({}), reporter)
+    assert record.state is TrialState.COMPLETE
+    assert [e.step for e in record.intermediates] == [6]
+    assert record.objective == record.intermediates[0].objective
+    assert reporter.reports == []  # an evaluation after training is not an intermediate report
+
+
+class _Interrupt(TrainerCallback):
+    def on_step_end(self, args, state, control, **kwargs):
+        raise KeyboardInterrupt
+
+
+def test_keyboard_interrupt_stops_the_search(make_trainer, make_settings):
+    settings = make_settings(make_trainer(callbacks=[_Interrupt()]))
+    with pytest.raises(KeyboardInterrupt):
+        run_trial(settings, random_trial({}), _trials.RecordingReporter())
+
+
+def test_trial_timeout_interrupts_a_hung_model_init_in_the_main_thread(make_trainer, make_settings):
+    woke = []
+
+    def hangs(trial=None):
+        if trial is not None:
+            time.sleep(60)
+            woke.append(True)
+        return DigitsMLP()
+
+    settings = make_settings(make_trainer(model_init=hangs), trial_timeout=1)
+    record = run_trial(settings, random_trial({}), _trials.RecordingReporter())
+    assert record.state is TrialState.FAIL
+    assert record.error.startswith("hpsearch.callback.TrialTimeout: trial_timeout")
+    assert woke == []  # the alarm interrupted the sleep
+
+
+class _SlowFirstStep(TrainerCallback):
+    def __init__(self, seconds):
+        self.seconds = seconds
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step == 1:
+            time.sleep(self.seconds)
+
+
+def test_trial_timeout_stops_training_at_a_step_outside_the_main_thread(make_trainer, make_settings):
+    settings = make_settings(make_trainer(callbacks=[_SlowFirstStep(2.0)]), trial_timeout=1)
+    records = []
+    worker = threading.Thread(target=lambda: records.append(run_trial(settings, random_trial({}),
+                                                                      _trials.RecordingReporter())))
+    worker.start()
+    worker.join()
+    (record,) = records
+    assert record.state is TrialState.FAIL and "trial_timeout" in record.error
+    assert record.last_step == 1  # stopped at the first step past the deadline, not trained on to step 6
+
+
+# ---------------------------------------------------------------------------------------------- finish_record
+def _record(objectives) -> TrialRecord:
+    return TrialRecord(
+        trial_id="0", number=0, name="run-0", state=TrialState.RUNNING, params={},
+        intermediates=[Evaluation(step=2 * (i + 1), epoch=None, objective=v) for i, v in enumerate(objectives)],
+    )
+
+
+def test_finish_record_takes_the_checkpoint_of_the_chosen_evaluation(make_settings, tmp_path):
+    settings = make_settings(objective_scope="best")
+    (tmp_path / "checkpoint-4").mkdir()
+    checkpoints = {2: str(tmp_path / "checkpoint-2"), 4: str(tmp_path / "checkpoint-4")}
+    record = finish_record(settings, _record([0.5, 0.9, 0.7]), TrialState.COMPLETE, checkpoints=checkpoints)
+    assert (record.state, record.objective, record.checkpoint) == (TrialState.COMPLETE, 0.9, checkpoints[4])
+    # A checkpoint folder that is gone is not claimed.
+    record = finish_record(settings, _record([0.9, 0.5]), TrialState.COMPLETE, checkpoints=checkpoints)
+    assert record.objective == 0.9 and record.checkpoint is None
+
+
+def test_finish_record_fails_a_complete_trial_without_a_finite_objective(make_settings):
+    record = finish_record(make_settings(), _record([float("nan")]), TrialState.COMPLETE)
+    assert record.state is TrialState.FAIL and record.error == "the trial produced no finite objective"
+    assert record.finished is not None
+    pruned = finish_record(make_settings(), _record([0.3]), TrialState.PRUNED)
+    assert pruned.state is TrialState.PRUNED and pruned.objective == 0.3

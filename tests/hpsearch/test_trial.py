@@ -1,0 +1,164 @@
+"""`Trial` (a read-only mapping that answers the native trial's attributes), `TrialRecord`'s JSON form, and the
+shared rules of `TrialSettings`: which evaluation is the objective (every scope), trial names, common options."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timezone
+
+import pytest
+
+from hpsearch.errors import SearchConfigError
+from hpsearch.settings import COMMON_OPTIONS, OBJECTIVE_SCOPES, TrialSettings, check_common_options
+from hpsearch.trial import Evaluation, Trial, TrialRecord, TrialState
+
+
+class Native:
+    """An engine's trial object: an attribute, a method and a suggest method."""
+
+    user_attrs = {"owner": "worker-1"}
+
+    def report(self, value, step):
+        return ("reported", value, step)
+
+    def suggest_float(self, name, low, high):
+        return (low + high) / 2
+
+
+# ---------------------------------------------------------------------------------------------- Trial
+def test_trial_is_a_read_only_mapping_of_its_parameters():
+    trial = Trial("7", 7, {"learning_rate": 0.1, "hidden": 8}, "random")
+    assert trial["learning_rate"] == 0.1 and len(trial) == 2 and "hidden" in trial and "layers" not in trial
+    assert dict(trial) == {"learning_rate": 0.1, "hidden": 8} == trial.params
+    assert list(trial) == ["learning_rate", "hidden"]
+    assert trial.get("layers", 1) == 1
+    with pytest.raises(TypeError):
+        trial["hidden"] = 16  # type: ignore[index]
+    with pytest.raises(TypeError):
+        del trial["hidden"]  # type: ignore[attr-defined]
+    trial.params["hidden"] = 16  # a copy
+    assert trial["hidden"] == 8
+    with pytest.raises(KeyError, match=r"run-7 has no parameter 'layers'; it has \['hidden', 'learning_rate'\]"):
+        trial["layers"]
+
+
+def test_trial_names_itself_and_its_backend():
+    trial = Trial(3, 3, {}, "optuna")
+    assert (trial.id, trial.number, trial.backend, trial.name, trial.native) == ("3", 3, "optuna", "run-3", None)
+    assert Trial("a", 0, {}, "ray", name="custom").name == "custom"
+
+
+def test_other_attributes_are_the_native_trials():
+    native = Native()
+    trial = Trial("0", 0, {"hidden": 8}, "optuna", native=native)
+    assert trial.native is native
+    assert trial.user_attrs == {"owner": "worker-1"}
+    assert trial.report(0.5, 2) == ("reported", 0.5, 2)
+    with pytest.raises(AttributeError):
+        trial.missing_attribute  # noqa: B018
+    with pytest.raises(AttributeError):
+        trial._private  # noqa: B018  # never forwarded
+
+
+def test_without_a_native_trial_an_unknown_attribute_says_so():
+    with pytest.raises(AttributeError, match="no native random trial"):
+        Trial("0", 0, {}, "random").user_attrs  # noqa: B018
+
+
+def test_a_suggested_parameter_joins_the_mapping():
+    trial = Trial("0", 0, {"hidden": 8}, "optuna", native=Native())
+    assert trial.suggest_float("dropout", 0.0, 0.4) == pytest.approx(0.2)
+    assert dict(trial) == {"hidden": 8, "dropout": pytest.approx(0.2)}
+
+
+# ---------------------------------------------------------------------------------------------- TrialRecord
+def test_a_record_survives_its_json_form():
+    record = TrialRecord(
+        trial_id="4", number=4, name="run-4", state=TrialState.PRUNED,
+        params={"betas": (0.9, 0.999), "hidden": 8, "nested": [(1, 2)]}, objective=0.25,
+        started=datetime(2026, 1, 1, tzinfo=timezone.utc), finished=datetime(2026, 1, 1, 0, 1, tzinfo=timezone.utc),
+        intermediates=[Evaluation(step=2, epoch=0.5, objective=0.25, metrics={"eval_loss": 1.5})],
+        last_step=2, checkpoint="/x/checkpoint-2", node="n1", error=None, extra={"workers": 2},
+    )
+    data = record.to_dict()
+    assert data["params"]["betas"] == {"__tuple__": [0.9, 0.999]}
+    assert TrialRecord.from_dict(data) == record
+    assert record.duration_s == 60.0
+    with pytest.raises(KeyError):
+        TrialRecord.from_dict({k: v for k, v in data.items() if k != "state"})
+
+
+# ---------------------------------------------------------------------------------------------- objective scopes
+def settings(scope: str = "last", directions=("maximize",), **fields) -> TrialSettings:
+    return TrialSettings(trainer=None, compute_objective=lambda m: m["x"], objective_name="x",  # type: ignore[arg-type]
+                         directions=tuple(directions), output_dir="/tmp/unused", backend="random",
+                         objective_scope=scope, **fields)
+
+
+def evaluations(*objectives) -> list[Evaluation]:
+    return [Evaluation(step=10 * (i + 1), epoch=None, objective=v) for i, v in enumerate(objectives)]
+
+
+# 14 evaluations (12 finite); a NaN and a missing one are never chosen nor averaged.
+VALUES = [0.0, 0.25, 1.0, 9.0, 2.0, math.nan, 3.0, None, 4.0, 5.0, 6.0, 7.0, 8.0, 0.5]
+EXPECTED = {  # scope -> (objective, step) when maximizing
+    "last": (0.5, 140),
+    "best": (9.0, 40),
+    "avg": (45.75 / 12, 140),
+    "last-5-avg": ((5.0 + 6.0 + 7.0 + 8.0 + 0.5) / 5, 140),
+    "last-10-avg": ((1.0 + 9.0 + 2.0 + 3.0 + 4.0 + 5.0 + 6.0 + 7.0 + 8.0 + 0.5) / 10, 140),
+}
+
+
+@pytest.mark.parametrize("scope", OBJECTIVE_SCOPES)
+def test_choose_gives_the_objective_of_every_scope(scope):
+    assert set(EXPECTED) == set(OBJECTIVE_SCOPES)  # a new scope needs its case here
+    objective, step = settings(scope).choose(evaluations(*VALUES))
+    assert (objective, step) == (pytest.approx(EXPECTED[scope][0]), EXPECTED[scope][1])
+
+
+def test_best_follows_the_direction():
+    assert settings("best", ("minimize",)).choose(evaluations(3.0, 1.0, 2.0)) == (1.0, 20)
+    assert settings("best", ("maximize",)).choose(evaluations(3.0, 1.0, 2.0)) == (3.0, 10)
+
+
+@pytest.mark.parametrize("scope", OBJECTIVE_SCOPES)
+def test_choose_without_a_finite_evaluation_gives_nothing(scope):
+    assert settings(scope).choose([]) == (None, None)
+    assert settings(scope).choose(evaluations(math.nan, None, math.inf)) == (None, None)
+
+
+def test_several_objectives_average_per_objective_and_best_is_the_last():
+    evals = evaluations([1.0, 10.0], [3.0, 30.0], [math.nan, 5.0], [2.0, 20.0])
+    assert settings("avg", ("minimize", "maximize")).choose(evals) == ([2.0, 20.0], 40)
+    # No single best evaluation of several objectives: 'best' is the last one.
+    assert settings("best", ("minimize", "maximize")).choose(evals) == ([2.0, 20.0], 40)
+
+
+# ---------------------------------------------------------------------------------------------- names, options
+def test_trial_name_is_run_id_or_hp_name():
+    trial = Trial("5", 5, {"hidden": 8}, "random")
+    assert settings().trial_name(trial) == "run-5"
+    assert settings(hp_name=lambda t: f"h{t['hidden']}").trial_name(trial) == "h8"
+
+
+@pytest.mark.parametrize("bad", ["", "a/b", "..", None, 3])
+def test_hp_name_must_give_a_folder_name(bad):
+    with pytest.raises(SearchConfigError, match="hp_name"):
+        settings(hp_name=lambda t: bad).trial_name(Trial("0", 0, {}, "random"))
+
+
+def test_common_options_are_popped_with_their_defaults():
+    kwargs = {"objective_scope": "best", "sampler": object()}
+    assert check_common_options(kwargs) == {"max_failed_trials": 3, "objective_scope": "best", "trial_timeout": None}
+    assert list(kwargs) == ["sampler"]
+    assert set(COMMON_OPTIONS) == {"max_failed_trials", "objective_scope", "trial_timeout"}
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    ("max_failed_trials", 0), ("max_failed_trials", True), ("max_failed_trials", 2.0),
+    ("objective_scope", "median"), ("trial_timeout", 0), ("trial_timeout", math.inf), ("trial_timeout", "60"),
+])
+def test_bad_common_options_are_refused_naming_the_option(name, value):
+    with pytest.raises(SearchConfigError, match=name):
+        check_common_options({name: value})
