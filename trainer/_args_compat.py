@@ -126,6 +126,20 @@ def after(args: TrainingArguments, derived: dict[str, Any]) -> None:
             f"gradient_checkpointing_kwargs={args.gradient_checkpointing_kwargs!r} only applies with "
             "gradient_checkpointing=True; pass gradient_checkpointing=True or remove the kwargs."
         )
+    args.torch_compile = _as_bool("torch_compile", False if args.torch_compile is None else args.torch_compile)
+    for name in ("torch_compile_backend", "torch_compile_mode"):
+        value = getattr(args, name)
+        if value is not None and (not isinstance(value, str) or not value):
+            _fail(name, value, "a non-empty string or None", "pass e.g. 'inductor' (backend) or 'reduce-overhead' (mode)")
+        if value is not None and not args.torch_compile:
+            args.torch_compile = derived["torch_compile"] = True  # as transformers: either one implies compiling
+    if args.torch_compile_backend is not None:
+        from accelerate.utils import DynamoBackend
+
+        accepted = [b.value.lower() for b in DynamoBackend if b.value != "NO"]
+        if args.torch_compile_backend.lower() not in accepted:
+            _fail("torch_compile_backend", args.torch_compile_backend, f"one of {', '.join(accepted)}",
+                  "pass one of those (or None for 'inductor')")
     args.optim_args = _optim_args(args.optim_args)
     args.accelerator_config = _accelerator_config(args.accelerator_config)
     _refusals(args)

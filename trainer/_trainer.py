@@ -193,7 +193,7 @@ class Trainer:
         if (
             self.accelerator is not None
             and key == self._accelerator_key
-            and _precision.state_precision() == _precision.precision_of(self.args)
+            and _precision.state_matches(self.args)
         ):
             return
         self.accelerator = _precision.build_accelerator(self.args)
@@ -466,7 +466,7 @@ class Trainer:
         if self._model_flops is not None:
             return float(self._model_flops(inputs))
         assert self._num_parameters is not None
-        return 6.0 * self._num_parameters * _loop.input_tokens(self, inputs, True, gather=False)
+        return 6.0 * self._num_parameters * _loop.input_tokens(self, inputs, True, gather=False, warn=False)
 
     def get_num_trainable_parameters(self) -> int:
         """Parameters of the model that require gradients."""

@@ -744,6 +744,33 @@ def c_eval_on_start(env: Env) -> None:
                                                  num_train_epochs=1, eval_dataset=Data(8))) == [4]  # fmt: skip
 
 
+def c_torch_compile(env: Env) -> None:
+    # The "eager" backend: torch.compile's graph capture without code generation, quick on a CPU.
+    compiled = env.train(torch_compile=True, torch_compile_backend="eager", max_steps=2)
+    assert type(compiled.model_wrapped).__name__ == "OptimizedModule"
+    assert "eval_loss" in compiled.evaluate(Data(8))
+    compiled.save_model(str(env.tmp / "compiled"))  # saved without the compile wrapper's "_orig_mod." prefix
+    from trainer._checkpoint import load_model_weights
+
+    load_model_weights(Model(), str(env.tmp / "compiled"))
+    # A trainer without it in the same process is not compiled (accelerate's process-wide plugin is reset).
+    assert type(env.train(max_steps=1).model_wrapped).__name__ != "OptimizedModule"
+
+
+def c_torch_compile_backend(env: Env) -> None:
+    args = env.args(torch_compile_backend="eager")
+    assert args.torch_compile is True and args.replace(torch_compile_backend=None).torch_compile is False
+    assert env.trainer(torch_compile_backend="eager").accelerator.state.dynamo_plugin.backend.value == "EAGER"
+    refused("torch_compile_backend", "warp-drive", "torch_compile_backend")(env)
+
+
+def c_torch_compile_mode(env: Env) -> None:
+    args = env.args(torch_compile_mode="reduce-overhead")
+    assert args.torch_compile is True
+    plugin = env.trainer(torch_compile_backend="eager", torch_compile_mode="max-autotune").accelerator.state.dynamo_plugin
+    assert plugin.mode == "max-autotune"
+
+
 CHECKS: dict[str, Callable[..., None]] = {
     "output_dir": c_output_dir,
     "overwrite_output_dir": script_flag("overwrite_output_dir", ["--overwrite_output_dir"], True),
@@ -839,6 +866,9 @@ CHECKS: dict[str, Callable[..., None]] = {
     "gradient_checkpointing": c_gradient_checkpointing,
     "gradient_checkpointing_kwargs": c_gradient_checkpointing_kwargs,
     "eval_on_start": c_eval_on_start,
+    "torch_compile": c_torch_compile,
+    "torch_compile_backend": c_torch_compile_backend,
+    "torch_compile_mode": c_torch_compile_mode,
 }
 
 FIELDS = [f.name for f in dataclasses.fields(TrainingArguments) if f.init and not f.name.startswith("_")]
