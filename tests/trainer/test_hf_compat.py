@@ -494,3 +494,15 @@ def test_another_precision_is_refused_while_a_trainer_of_the_process_trains(make
     trainer.train()
     assert len(errors) == 1 and "mixed_precision='bf16'" in errors[0] and "n_jobs=1" in errors[0]
     Trainer(model=Linear(), args=make_args(mixed_precision="no"))  # once it finished, the precision may change
+
+
+def test_tokens_are_only_warned_about_when_counting_them_was_asked_for(make_args, caplog):
+    with caplog.at_level(logging.WARNING, logger="trainer"):
+        Trainer(model=Linear(), args=make_args(max_steps=2), train_dataset=Regression()).train()
+    assert "Counting input tokens" not in caplog.text
+    with caplog.at_level(logging.WARNING, logger="trainer"):
+        trainer = Trainer(model=Linear(), args=make_args(max_steps=2, include_num_input_tokens_seen=True),
+                          train_dataset=Regression())
+        trainer.train()
+    assert caplog.text.count("Counting input tokens") == 1  # once, not per batch
+    assert trainer.state.num_input_tokens_seen == 2 * 8  # examples counted instead
