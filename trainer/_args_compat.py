@@ -72,7 +72,7 @@ def after(args: TrainingArguments, derived: dict[str, Any]) -> None:
     for name in ("log_on_each_node", "fp16_full_eval", "bf16_full_eval", "do_train", "do_eval", "do_predict",
                  "include_inputs_for_metrics", "eval_do_concat_batches", "ignore_data_skip", "jit_mode_eval",
                  "split_batches", "include_tokens_per_second", "save_safetensors", "push_to_hub",
-                 "gradient_checkpointing", "eval_on_start"):
+                 "gradient_checkpointing", "eval_on_start", "auto_find_batch_size"):
         setattr(args, name, _as_bool(name, getattr(args, name)))
     for name in ("ddp_find_unused_parameters", "ddp_broadcast_buffers", "dispatch_batches", "tf32"):
         setattr(args, name, _as_bool(name, getattr(args, name), allow_none=True))

@@ -771,6 +771,23 @@ def c_torch_compile_mode(env: Env) -> None:
     assert plugin.mode == "max-autotune"
 
 
+def c_auto_find_batch_size(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    original = Trainer.training_step
+
+    def step(self, model, inputs):
+        if inputs["x"].shape[0] > 2:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 1 GiB")
+        return original(self, model, inputs)
+
+    monkeypatch.setattr(Trainer, "training_step", step)
+    trainer = env.trainer(auto_find_batch_size=True, per_device_train_batch_size=8, max_steps=3)
+    trainer.train()
+    assert trainer.args.per_device_train_batch_size == 2 and trainer.state.global_step == 3
+    assert {c["batch"] for c in trainer.model.calls} == {2}
+    with pytest.raises(torch.OutOfMemoryError):
+        env.trainer(auto_find_batch_size=False, per_device_train_batch_size=8).train()
+
+
 CHECKS: dict[str, Callable[..., None]] = {
     "output_dir": c_output_dir,
     "overwrite_output_dir": script_flag("overwrite_output_dir", ["--overwrite_output_dir"], True),
@@ -867,6 +884,7 @@ CHECKS: dict[str, Callable[..., None]] = {
     "gradient_checkpointing_kwargs": c_gradient_checkpointing_kwargs,
     "eval_on_start": c_eval_on_start,
     "torch_compile": c_torch_compile,
+    "auto_find_batch_size": c_auto_find_batch_size,
     "torch_compile_backend": c_torch_compile_backend,
     "torch_compile_mode": c_torch_compile_mode,
 }
