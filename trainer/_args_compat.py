@@ -72,7 +72,8 @@ def after(args: TrainingArguments, derived: dict[str, Any]) -> None:
     for name in ("log_on_each_node", "fp16_full_eval", "bf16_full_eval", "do_train", "do_eval", "do_predict",
                  "include_inputs_for_metrics", "eval_do_concat_batches", "ignore_data_skip", "jit_mode_eval",
                  "split_batches", "include_tokens_per_second", "save_safetensors", "push_to_hub",
-                 "gradient_checkpointing", "eval_on_start", "auto_find_batch_size"):
+                 "gradient_checkpointing", "eval_on_start", "auto_find_batch_size",
+                 "group_by_length"):
         setattr(args, name, _as_bool(name, getattr(args, name)))
     for name in ("ddp_find_unused_parameters", "ddp_broadcast_buffers", "dispatch_batches", "tf32"):
         setattr(args, name, _as_bool(name, getattr(args, name), allow_none=True))
@@ -126,6 +127,8 @@ def after(args: TrainingArguments, derived: dict[str, Any]) -> None:
             f"gradient_checkpointing_kwargs={args.gradient_checkpointing_kwargs!r} only applies with "
             "gradient_checkpointing=True; pass gradient_checkpointing=True or remove the kwargs."
         )
+    if not isinstance(args.length_column_name, str) or not args.length_column_name:
+        _fail("length_column_name", args.length_column_name, "a non-empty string", 'pass e.g. "length"')
     args.torch_compile = _as_bool("torch_compile", False if args.torch_compile is None else args.torch_compile)
     for name in ("torch_compile_backend", "torch_compile_mode"):
         value = getattr(args, name)

@@ -206,6 +206,8 @@ class TrainingArguments:
         gradient_checkpointing: Call the model's ``gradient_checkpointing_enable`` (with
             ``gradient_checkpointing_kwargs``) before training; a model without it is refused.
         eval_on_start: Evaluate once before the first training step (needs an evaluation dataset).
+        group_by_length: Order the training examples so that neighbours have similar lengths (less padding).
+        length_column_name: Dataset column holding each example's length for ``group_by_length``.
         auto_find_batch_size: On an out-of-memory error, halve ``per_device_train_batch_size`` and train again.
         torch_compile: Compile the model with ``torch.compile`` (through accelerate) before training;
             ``torch_compile_backend`` (default "inductor") and ``torch_compile_mode`` set either imply it.
@@ -314,6 +316,8 @@ class TrainingArguments:
     torch_compile_backend: str | None = None
     torch_compile_mode: str | None = None
     auto_find_batch_size: bool = False
+    group_by_length: bool = False
+    length_column_name: str = "length"
     # Private bookkeeping: {field name: value __post_init__ derived for it}. It is an init field (not
     # init=False) on purpose: dataclasses.replace passes init fields along, which is the only way the new
     # instance can tell a derived value (re-derive it) from one the user chose (keep it). Not serialised.

@@ -506,3 +506,23 @@ def test_tokens_are_only_warned_about_when_counting_them_was_asked_for(make_args
         trainer.train()
     assert caplog.text.count("Counting input tokens") == 1  # once, not per batch
     assert trainer.state.num_input_tokens_seen == 2 * 8  # examples counted instead
+
+
+def test_group_by_length_order_is_reproduced_on_resume(make_args, tmp_path):
+    from tests.trainer.test_every_field import PadTokens, Ragged, pad_collate
+
+    def run(**kw):
+        model = PadTokens()
+        args = make_args(group_by_length=True, num_train_epochs=2, per_device_train_batch_size=4,
+                         save_strategy="steps", save_steps=5, **kw)  # fmt: skip
+        trainer = Trainer(model=model, args=args, train_dataset=Ragged(), data_collator=pad_collate)
+        return trainer, model
+
+    trainer, full = run()
+    trainer.train()
+    _, resumed = run()
+    Trainer(model=resumed, args=trainer.args, train_dataset=Ragged(), data_collator=pad_collate).train(
+        resume_from_checkpoint=str(tmp_path / "out" / "checkpoint-5")
+    )
+    assert len(full.widths) == 24
+    assert resumed.widths == full.widths[5:]  # the same batches, in the same order, after the resume point
