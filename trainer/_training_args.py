@@ -334,7 +334,7 @@ class TrainingArguments:
                     run_folder = os.path.basename(previous[name])
                 setattr(self, name, None)
         derived: dict[str, Any] = {}
-        _args_compat.before(self, derived)
+        _args_compat.before(self, derived, previous)
 
         # --- paths and names ---
         self.output_dir = (
@@ -463,7 +463,7 @@ class TrainingArguments:
                 "loss"
             )
 
-        _args_compat.after(self, derived)
+        _args_compat.after(self, derived, previous)
         self._check_consistency()
         self._derived = derived
 

@@ -760,6 +760,9 @@ def c_torch_compile(env: Env) -> None:
 def c_torch_compile_backend(env: Env) -> None:
     args = env.args(torch_compile_backend="eager")
     assert args.torch_compile is True and args.replace(torch_compile_backend=None).torch_compile is False
+    assert args.replace(learning_rate=0.5).torch_compile is True  # re-validating keeps what was derived
+    with pytest.raises(ValueError, match="torch_compile=False and torch_compile_backend='eager' disagree"):
+        args.replace(torch_compile=False)
     assert env.trainer(torch_compile_backend="eager").accelerator.state.dynamo_plugin.backend.value == "EAGER"
     refused("torch_compile_backend", "warp-drive", "torch_compile_backend")(env)
 

@@ -106,6 +106,10 @@ def test_bf16_flag_maps_onto_mixed_precision_and_fp16_is_refused_on_cpu(make_arg
     assert make_args(bf16=True, use_cpu=True).replace(bf16=False).mixed_precision == "no"
     with pytest.raises(ValueError, match=r"mixed_precision='fp16' needs a CUDA GPU.*pass mixed_precision='bf16'"):
         make_args(fp16=True, use_cpu=True)
+    with pytest.raises(ValueError, match=r"bf16=True and mixed_precision='no' disagree"):
+        make_args(bf16=True, use_cpu=True).replace(mixed_precision="no")  # not silently kept as bf16
+    assert make_args(bf16=True, use_cpu=True).replace(bf16=False, mixed_precision="no").mixed_precision == "no"
+    assert make_args(bf16=True, use_cpu=True).replace(learning_rate=0.5).mixed_precision == "bf16"
     with pytest.raises(ValueError, match="fp16=True and bf16=True"):
         make_args(fp16=True, bf16=True)
     with pytest.raises(ValueError, match="bf16=True and mixed_precision='fp16' disagree"):
