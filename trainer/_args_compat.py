@@ -29,8 +29,13 @@ ACCELERATOR_CONFIG_KEYS = ("split_batches", "dispatch_batches", "even_batches", 
 HALF_PRECISION_BACKENDS = ("auto", "cpu_amp")
 
 
-def before(args: TrainingArguments, derived: dict[str, Any]) -> None:
-    """Aliases and derived precision, resolved before the fields they set are validated."""
+def before(args: TrainingArguments, derived: dict[str, Any], previous: dict[str, Any]) -> None:
+    """Aliases and derived precision, resolved before the fields they set are validated.
+
+    ``previous`` is what the last validation derived: a ``mixed_precision`` that was derived from ``fp16``/``bf16``
+    and has since been replaced by another value was chosen by the caller, and must agree with the flag.
+    """
+    chosen_precision = args.mixed_precision is not None and "mixed_precision" in previous
     if args.evaluation_strategy is not None:
         warnings.warn(
             "evaluation_strategy is deprecated (transformers renamed it eval_strategy); pass eval_strategy instead.",
@@ -55,7 +60,7 @@ def before(args: TrainingArguments, derived: dict[str, Any]) -> None:
     wanted = "fp16" if args.fp16 else "bf16" if args.bf16 else None
     if wanted is not None:
         current = str(getattr(args.mixed_precision, "value", args.mixed_precision)).strip().lower()
-        if current not in ("no", wanted):
+        if current not in ("no", wanted) or (chosen_precision and current != wanted):
             flag = "fp16" if args.fp16 else "bf16"
             raise ValueError(
                 f"{flag}=True and mixed_precision={current!r} disagree; pass one of them (mixed_precision={wanted!r})."
@@ -67,12 +72,13 @@ def before(args: TrainingArguments, derived: dict[str, Any]) -> None:
         args.do_eval = False
 
 
-def after(args: TrainingArguments, derived: dict[str, Any]) -> None:
+def after(args: TrainingArguments, derived: dict[str, Any], previous: dict[str, Any]) -> None:
     """Every ported field checked, normalised, and refused with the reason where this trainer cannot honour it."""
     for name in ("log_on_each_node", "fp16_full_eval", "bf16_full_eval", "do_train", "do_eval", "do_predict",
                  "include_inputs_for_metrics", "eval_do_concat_batches", "ignore_data_skip", "jit_mode_eval",
                  "split_batches", "include_tokens_per_second", "save_safetensors", "push_to_hub",
-                 "gradient_checkpointing", "eval_on_start"):
+                 "gradient_checkpointing", "eval_on_start", "auto_find_batch_size",
+                 "group_by_length"):
         setattr(args, name, _as_bool(name, getattr(args, name)))
     for name in ("ddp_find_unused_parameters", "ddp_broadcast_buffers", "dispatch_batches", "tf32"):
         setattr(args, name, _as_bool(name, getattr(args, name), allow_none=True))
@@ -126,6 +132,28 @@ def after(args: TrainingArguments, derived: dict[str, Any]) -> None:
             f"gradient_checkpointing_kwargs={args.gradient_checkpointing_kwargs!r} only applies with "
             "gradient_checkpointing=True; pass gradient_checkpointing=True or remove the kwargs."
         )
+    if not isinstance(args.length_column_name, str) or not args.length_column_name:
+        _fail("length_column_name", args.length_column_name, "a non-empty string", 'pass e.g. "length"')
+    rederive = args.torch_compile is None  # derived before and untouched since: derive it again
+    args.torch_compile = _as_bool("torch_compile", False if rederive else args.torch_compile)
+    for name in ("torch_compile_backend", "torch_compile_mode"):
+        value = getattr(args, name)
+        if value is not None and (not isinstance(value, str) or not value):
+            _fail(name, value, "a non-empty string or None", "pass e.g. 'inductor' (backend) or 'reduce-overhead' (mode)")
+        if value is not None and not args.torch_compile:
+            if not rederive and previous.get("torch_compile") is True:  # derived before, set to False since
+                raise ValueError(
+                    f"torch_compile=False and {name}={value!r} disagree (a compile {name[14:]} implies compiling); "
+                    f"pass {name}=None too, or torch_compile=True."
+                )
+            args.torch_compile = derived["torch_compile"] = True  # as transformers: either one implies compiling
+    if args.torch_compile_backend is not None:
+        from accelerate.utils import DynamoBackend
+
+        accepted = [b.value.lower() for b in DynamoBackend if b.value != "NO"]
+        if args.torch_compile_backend.lower() not in accepted:
+            _fail("torch_compile_backend", args.torch_compile_backend, f"one of {', '.join(accepted)}",
+                  "pass one of those (or None for 'inductor')")
     args.optim_args = _optim_args(args.optim_args)
     args.accelerator_config = _accelerator_config(args.accelerator_config)
     _refusals(args)

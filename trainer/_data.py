@@ -124,6 +124,15 @@ def train_dataloader(trainer: Trainer) -> DataLoader:
     assert trainer.accelerator is not None
     if not isinstance(dataset, IterableDataset):
         kwargs["drop_last"] = trainer.args.dataloader_drop_last
+        if trainer.args.group_by_length:
+            args = trainer.args
+            kwargs["sampler"] = LengthGroupedSampler(
+                example_lengths(trainer, dataset), args.per_device_train_batch_size * args.gradient_accumulation_steps,
+                seed=data_seed(trainer),
+            )
+            if accelerate_only_forwards(trainer.accelerator):
+                return DataLoader(dataset, **kwargs)
+            return trainer.accelerator.prepare(DataLoader(dataset, **kwargs))
         if accelerate_only_forwards(trainer.accelerator):
             # One process and nothing for accelerate to shard, place or scale: a plain loader with the sampler
             # accelerate's prepare would install (seeded with data_seed + epoch, see set_loader_epoch), so the
@@ -136,6 +145,58 @@ def train_dataloader(trainer: Trainer) -> DataLoader:
             return DataLoader(dataset, **kwargs)
         kwargs["sampler"] = RandomSampler(cast(Sized, dataset))  # map-style datasets have a length
     return trainer.accelerator.prepare(DataLoader(dataset, **kwargs))
+
+
+class LengthGroupedSampler(torch.utils.data.Sampler[int]):
+    """``group_by_length``: a random order in which neighbouring examples have similar lengths (less padding).
+
+    Each epoch shuffles the indices (seeded with ``seed + epoch``, so a resume sees the same order), cuts them into
+    mega-batches of 50 batches, sorts each mega-batch by length, longest first, and puts the mega-batch holding
+    the longest example first, so that running out of memory shows at the first step.
+    """
+
+    def __init__(self, lengths: list[int], batch_size: int, seed: int, mega_batches: int = 50) -> None:
+        self.lengths = lengths
+        self.size = batch_size * mega_batches
+        self.seed = seed
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def __iter__(self):
+        generator = torch.Generator().manual_seed(self.seed + self.epoch)
+        order = torch.randperm(len(self.lengths), generator=generator).tolist()
+        groups = [
+            sorted(order[i : i + self.size], key=lambda j: self.lengths[j], reverse=True)
+            for i in range(0, len(order), self.size)
+        ]
+        if groups:
+            longest = max(range(len(groups)), key=lambda g: self.lengths[groups[g][0]])
+            groups[0], groups[longest] = groups[longest], groups[0]
+        return iter([i for group in groups for i in group])
+
+
+def example_lengths(trainer: Trainer, dataset: Any) -> list[int]:
+    """Each example's length: the dataset's ``length_column_name`` column, else the size of its main input."""
+    column = trainer.args.length_column_name
+    if column in (getattr(dataset, "column_names", None) or ()):
+        return [int(n) for n in dataset[column]]
+    name = getattr(trainer.model, "main_input_name", "input_ids")
+    lengths = []
+    for i in range(len(dataset)):
+        example = dataset[i]
+        value = example.get(name) if isinstance(example, Mapping) else None
+        if value is None:
+            raise ValueError(
+                f"group_by_length=True needs each example's length: a {column!r} column (length_column_name) or "
+                f"the model's main input {name!r}, and example {i} has neither; add one or pass group_by_length=False."
+            )
+        lengths.append(len(value))
+    return lengths
 
 
 def data_seed(trainer: Trainer) -> int:

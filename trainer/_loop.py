@@ -448,7 +448,7 @@ def extract_loss(outputs: Any) -> torch.Tensor | None:
     return getattr(outputs, "loss", None)
 
 
-def input_tokens(trainer: Trainer, inputs: Any, how: bool | str, gather: bool = True) -> int:
+def input_tokens(trainer: Trainer, inputs: Any, how: bool | str, gather: bool = True, warn: bool = True) -> int:
     """Tokens in a batch, summed over the processes: the elements of the model's main input (``input_ids``
     unless the model names another ``main_input_name``); with ``how="non_padding"`` the ones of its
     ``attention_mask`` when there is one. A batch without that input counts its examples, with a warning once."""
@@ -458,7 +458,7 @@ def input_tokens(trainer: Trainer, inputs: Any, how: bool | str, gather: bool = 
         mask = inputs.get("attention_mask") if how == "non_padding" else None
         count = int(mask.sum()) if isinstance(mask, torch.Tensor) else value.numel()
     else:
-        if not getattr(trainer, "_warned_no_tokens", False):
+        if warn and not trainer._warned_no_tokens:
             logger.warning(
                 "Counting input tokens needs the model's main input %r in the batch, which has none; counting "
                 "examples instead (set the model's main_input_name to the batch key that holds the tokens).", name

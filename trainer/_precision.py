@@ -1,9 +1,9 @@
 """Precision and devices for `Trainer`: building the `accelerate.Accelerator` a run needs.
 
 accelerate keeps its configuration in process-wide state (``AcceleratorState``) that refuses a second
-``Accelerator`` with another ``mixed_precision``. A search whose trials differ in precision, or two trainers
-with different precisions in one script, therefore reset that state (keeping the process group, which
-``PartialState`` holds) before building their accelerator. What cannot be reset is a state a run in progress
+``Accelerator`` with another ``mixed_precision`` (and silently keeps the first torch.compile backend). A search
+whose trials differ in precision or compilation, or two such trainers in one script, therefore reset that state
+(keeping the process group, which ``PartialState`` holds) before building their accelerator. What cannot be reset is a state a run in progress
 depends on: building an accelerator with another precision while another trainer of this process is training
 is refused with the fix (run such trials one at a time or in separate processes).
 """
@@ -28,7 +28,7 @@ logger = logging.getLogger(__name__)
 
 _lock = threading.Lock()
 # Precisions of the train() calls running in this process right now (threads of a search, nested trainers).
-_running: Counter[str] = Counter()
+_running: Counter[tuple[str, str, str | None]] = Counter()
 
 
 def mps_available() -> bool:
@@ -46,17 +46,36 @@ def accelerator_key(args: TrainingArguments) -> tuple[Any, ...]:
     return (args.use_cpu, precision_of(args), args.gradient_accumulation_steps, data_seed,
             args.dispatch_batches, args.split_batches, repr(sorted(cast(dict, args.accelerator_config).items())),
             args.ddp_backend, args.ddp_timeout, args.ddp_find_unused_parameters, args.ddp_bucket_cap_mb,
-            args.ddp_broadcast_buffers, args.tf32)
+            args.ddp_broadcast_buffers, args.tf32, args.torch_compile, args.torch_compile_backend,
+            args.torch_compile_mode)
 
 
-def state_precision() -> str | None:
-    """The precision accelerate's process-wide state holds, or None before any accelerator was built."""
+def compile_backend_of(args: TrainingArguments) -> str:
+    return (args.torch_compile_backend or "inductor").upper() if args.torch_compile else "NO"
+
+
+def _signature(args: TrainingArguments) -> tuple[str, str, str | None]:
+    """What accelerate keeps process-wide and will not change: the precision and the torch.compile backend/mode."""
+    mode = (args.torch_compile_mode or "default") if args.torch_compile else None
+    return precision_of(args), compile_backend_of(args), mode
+
+
+def state_signature() -> tuple[str, str, str | None] | None:
+    """The precision and compile backend accelerate's process-wide state holds; None before any accelerator."""
     from accelerate.state import AcceleratorState
 
-    if not AcceleratorState._shared_state:
+    shared = AcceleratorState._shared_state
+    if not shared:
         return None
-    return str(getattr(AcceleratorState._shared_state.get("_mixed_precision"), "value",
-                       AcceleratorState._shared_state.get("_mixed_precision")))
+    precision = shared.get("_mixed_precision")
+    plugin = shared.get("dynamo_plugin")
+    backend = str(getattr(getattr(plugin, "backend", None), "value", "NO")).upper()
+    mode = (getattr(plugin, "mode", None) or "default") if backend != "NO" else None
+    return str(getattr(precision, "value", precision)), backend, mode
+
+
+def state_matches(args: TrainingArguments) -> bool:
+    return state_signature() == _signature(args)
 
 
 def build_accelerator(args: TrainingArguments) -> Accelerator:
@@ -64,17 +83,18 @@ def build_accelerator(args: TrainingArguments) -> Accelerator:
     from accelerate.state import AcceleratorState
     from accelerate.utils import DataLoaderConfiguration
 
-    precision = precision_of(args)
+    wanted = _signature(args)
     data_seed = args.data_seed if args.data_seed is not None else args.seed
     with _lock:
-        current = state_precision()
-        if current is not None and current != precision:
-            busy = sorted(p for p, n in _running.items() if n > 0 and p != precision)
+        current = state_signature()
+        if current is not None and current != wanted:
+            busy = sorted(s for s, n in _running.items() if n > 0 and s != wanted)
             if busy:
                 raise RuntimeError(
-                    f"mixed_precision={precision!r} cannot be set up while another trainer in this process is "
-                    f"training with mixed_precision={busy[0]!r}: accelerate holds one precision per process. Run "
-                    "trials that differ in precision one at a time (n_jobs=1) or in separate processes."
+                    f"mixed_precision={wanted[0]!r} (torch.compile backend {wanted[1]}) cannot be set up while "
+                    f"another trainer in this process is training with mixed_precision={busy[0][0]!r} (backend "
+                    f"{busy[0][1]}): accelerate holds one of each per process. Run trials that differ in them one "
+                    "at a time (n_jobs=1) or in separate processes."
                 )
             # The process group (PartialState) stays; only the accelerator's own settings are dropped.
             AcceleratorState._reset_state(reset_partial_state=False)
@@ -86,7 +106,7 @@ def build_accelerator(args: TrainingArguments) -> Accelerator:
             # Without an accelerator, say so: accelerate then runs several launched processes as MULTI_CPU (gloo)
             # instead of silently training each one alone.
             cpu=args.use_cpu or not (torch.cuda.is_available() or mps_available()),
-            mixed_precision=precision,
+            mixed_precision=wanted[0],
             gradient_accumulation_steps=args.gradient_accumulation_steps,
             # A sampler seeded per epoch from data_seed: the same data order on every run and after a resume.
             dataloader_config=DataLoaderConfiguration(
@@ -99,7 +119,16 @@ def build_accelerator(args: TrainingArguments) -> Accelerator:
             ),
             step_scheduler_with_optimizer=False,
             kwargs_handlers=ddp_kwargs(args),
+            dynamo_plugin=_dynamo_plugin(args),
         )
+
+
+def _dynamo_plugin(args: TrainingArguments) -> Any:
+    from accelerate.utils import TorchDynamoPlugin
+
+    if not args.torch_compile:
+        return TorchDynamoPlugin(backend="no")
+    return TorchDynamoPlugin(backend=compile_backend_of(args), mode=args.torch_compile_mode)
 
 
 def ddp_kwargs(args: TrainingArguments) -> list[Any]:
@@ -131,12 +160,12 @@ class training_with:
     """Marks a train() in progress with its precision, so another precision is not set up under it."""
 
     def __init__(self, args: TrainingArguments) -> None:
-        self.precision = precision_of(args)
+        self.signature = _signature(args)
 
     def __enter__(self) -> None:
         with _lock:
-            _running[self.precision] += 1
+            _running[self.signature] += 1
 
     def __exit__(self, *exc: object) -> None:
         with _lock:
-            _running[self.precision] -= 1
+            _running[self.signature] -= 1

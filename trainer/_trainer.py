@@ -93,6 +93,7 @@ class Trainer:
     _eval_in_training: bool = False
     _plain_backward: bool = False
     _created_lr_scheduler: bool = False
+    _created_optimizer: bool = False
     _eval_loader_cache: dict[int, tuple[Any, DataLoader]] | None = None
     _num_parameters: int | None = None
     _flops_of: Any = None
@@ -193,7 +194,7 @@ class Trainer:
         if (
             self.accelerator is not None
             and key == self._accelerator_key
-            and _precision.state_precision() == _precision.precision_of(self.args)
+            and _precision.state_matches(self.args)
         ):
             return
         self.accelerator = _precision.build_accelerator(self.args)
@@ -253,6 +254,7 @@ class Trainer:
     def create_optimizer(self) -> torch.optim.Optimizer:
         if self.optimizer is None:
             self.optimizer = create_optimizer(self.model, self.args)
+            self._created_optimizer = True
         return self.optimizer
 
     def create_scheduler(self, num_training_steps: int, optimizer: torch.optim.Optimizer | None = None) -> Any:
@@ -292,6 +294,25 @@ class Trainer:
         if kwargs:
             raise TypeError(f"train() got unexpected keyword arguments {sorted(kwargs)}.")
         self._ignore_keys_for_eval = ignore_keys_for_eval
+        while True:
+            try:
+                return self._train_once(resume_from_checkpoint, trial)
+            except RuntimeError as error:
+                batch = self.args.per_device_train_batch_size
+                if not (self.args.auto_find_batch_size and _is_out_of_memory(error) and batch > 1):
+                    raise
+                # auto_find_batch_size, as transformers: halve the batch and start the run again.
+                logger.warning("Out of memory with per_device_train_batch_size=%d; retrying with %d.", batch, batch // 2)
+                self.args = self.args.replace(per_device_train_batch_size=batch // 2)
+                # Optimizer and schedule start afresh (those the caller passed in are kept).
+                if self._created_optimizer:
+                    self.optimizer = None
+                if self._created_lr_scheduler:
+                    self.lr_scheduler = None
+                    self._created_lr_scheduler = False
+                _release_cached_memory()
+
+    def _train_once(self, resume_from_checkpoint: str | bool | None, trial: Any) -> TrainOutput:
         args = self.args
         _apply_log_level(args)
         self._memory_tracker = MemoryTracker(skip=args.skip_memory_metrics)
@@ -466,7 +487,7 @@ class Trainer:
         if self._model_flops is not None:
             return float(self._model_flops(inputs))
         assert self._num_parameters is not None
-        return 6.0 * self._num_parameters * _loop.input_tokens(self, inputs, True, gather=False)
+        return 6.0 * self._num_parameters * _loop.input_tokens(self, inputs, True, gather=False, warn=False)
 
     def get_num_trainable_parameters(self) -> int:
         """Parameters of the model that require gradients."""
@@ -604,3 +625,18 @@ def _apply_log_level(args: TrainingArguments) -> None:
     name = args.log_level if args.should_log else args.log_level_replica
     if name != "passive":
         logging.getLogger("trainer").setLevel(args.get_process_log_level())
+
+
+def _is_out_of_memory(error: BaseException) -> bool:
+    from accelerate.utils.memory import should_reduce_batch_size
+
+    return isinstance(error, torch.OutOfMemoryError) or should_reduce_batch_size(error)  # type: ignore[arg-type]
+
+
+def _release_cached_memory() -> None:
+    import gc
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+

@@ -104,7 +104,8 @@ _MAX_SEED = 2**32 - 1
 # `dataclasses.replace` that changes an input (output_dir, logging_steps, ...) re-derives them instead of
 # keeping a value computed from the old input.
 _DERIVABLE = (
-    "logging_dir", "run_name", "eval_steps", "metric_for_best_model", "greater_is_better", "mixed_precision", "do_eval"
+    "logging_dir", "run_name", "eval_steps", "metric_for_best_model", "greater_is_better", "mixed_precision", "do_eval",
+    "torch_compile",
 )
 
 
@@ -205,6 +206,11 @@ class TrainingArguments:
         gradient_checkpointing: Call the model's ``gradient_checkpointing_enable`` (with
             ``gradient_checkpointing_kwargs``) before training; a model without it is refused.
         eval_on_start: Evaluate once before the first training step (needs an evaluation dataset).
+        group_by_length: Order the training examples so that neighbours have similar lengths (less padding).
+        length_column_name: Dataset column holding each example's length for ``group_by_length``.
+        auto_find_batch_size: On an out-of-memory error, halve ``per_device_train_batch_size`` and train again.
+        torch_compile: Compile the model with ``torch.compile`` (through accelerate) before training;
+            ``torch_compile_backend`` (default "inductor") and ``torch_compile_mode`` set either imply it.
 
     Every field is validated in ``__post_init__``, which also runs again on ``dataclasses.replace`` /
     :meth:`replace`. Values that were filled in from other fields (``logging_dir``, ``run_name``,
@@ -306,6 +312,12 @@ class TrainingArguments:
     gradient_checkpointing: bool = False
     gradient_checkpointing_kwargs: dict[str, Any] | str = field(default_factory=dict)
     eval_on_start: bool = False
+    torch_compile: bool = False
+    torch_compile_backend: str | None = None
+    torch_compile_mode: str | None = None
+    auto_find_batch_size: bool = False
+    group_by_length: bool = False
+    length_column_name: str = "length"
     # Private bookkeeping: {field name: value __post_init__ derived for it}. It is an init field (not
     # init=False) on purpose: dataclasses.replace passes init fields along, which is the only way the new
     # instance can tell a derived value (re-derive it) from one the user chose (keep it). Not serialised.
@@ -322,7 +334,7 @@ class TrainingArguments:
                     run_folder = os.path.basename(previous[name])
                 setattr(self, name, None)
         derived: dict[str, Any] = {}
-        _args_compat.before(self, derived)
+        _args_compat.before(self, derived, previous)
 
         # --- paths and names ---
         self.output_dir = (
@@ -451,7 +463,7 @@ class TrainingArguments:
                 "loss"
             )
 
-        _args_compat.after(self, derived)
+        _args_compat.after(self, derived, previous)
         self._check_consistency()
         self._derived = derived
 

@@ -744,6 +744,122 @@ def c_eval_on_start(env: Env) -> None:
                                                  num_train_epochs=1, eval_dataset=Data(8))) == [4]  # fmt: skip
 
 
+def c_torch_compile(env: Env) -> None:
+    # The "eager" backend: torch.compile's graph capture without code generation, quick on a CPU.
+    compiled = env.train(torch_compile=True, torch_compile_backend="eager", max_steps=2)
+    assert type(compiled.model_wrapped).__name__ == "OptimizedModule"
+    assert "eval_loss" in compiled.evaluate(Data(8))
+    compiled.save_model(str(env.tmp / "compiled"))  # saved without the compile wrapper's "_orig_mod." prefix
+    from trainer._checkpoint import load_model_weights
+
+    load_model_weights(Model(), str(env.tmp / "compiled"))
+    # A trainer without it in the same process is not compiled (accelerate's process-wide plugin is reset).
+    assert type(env.train(max_steps=1).model_wrapped).__name__ != "OptimizedModule"
+
+
+def c_torch_compile_backend(env: Env) -> None:
+    args = env.args(torch_compile_backend="eager")
+    assert args.torch_compile is True and args.replace(torch_compile_backend=None).torch_compile is False
+    assert args.replace(learning_rate=0.5).torch_compile is True  # re-validating keeps what was derived
+    with pytest.raises(ValueError, match="torch_compile=False and torch_compile_backend='eager' disagree"):
+        args.replace(torch_compile=False)
+    assert env.trainer(torch_compile_backend="eager").accelerator.state.dynamo_plugin.backend.value == "EAGER"
+    refused("torch_compile_backend", "warp-drive", "torch_compile_backend")(env)
+
+
+def c_torch_compile_mode(env: Env) -> None:
+    args = env.args(torch_compile_mode="reduce-overhead")
+    assert args.torch_compile is True
+    plugin = env.trainer(torch_compile_backend="eager", torch_compile_mode="max-autotune").accelerator.state.dynamo_plugin
+    assert plugin.mode == "max-autotune"
+
+
+def c_auto_find_batch_size(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    original = Trainer.training_step
+
+    def step(self, model, inputs):
+        if inputs["x"].shape[0] > 2:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 1 GiB")
+        return original(self, model, inputs)
+
+    monkeypatch.setattr(Trainer, "training_step", step)
+    trainer = env.trainer(auto_find_batch_size=True, per_device_train_batch_size=8, max_steps=3)
+    trainer.train()
+    assert trainer.args.per_device_train_batch_size == 2 and trainer.state.global_step == 3
+    assert {c["batch"] for c in trainer.model.calls} == {2}
+    with pytest.raises(torch.OutOfMemoryError):
+        env.trainer(auto_find_batch_size=False, per_device_train_batch_size=8).train()
+
+
+class Ragged(Dataset):
+    """Token sequences of lengths 1..12."""
+
+    def __init__(self, n: int = 48) -> None:
+        self.sizes = [1 + (i * 7) % 12 for i in range(n)]
+
+    def __len__(self) -> int:
+        return len(self.sizes)
+
+    def __getitem__(self, i: int) -> dict:
+        return {"input_ids": list(range(1, self.sizes[i] + 1)), "labels": float(i % 2)}
+
+
+class PadTokens(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(16, 2)
+        self.widths: list[list[int]] = []
+
+    def forward(self, input_ids, attention_mask, labels=None):
+        self.widths.append(attention_mask.sum(1).tolist())
+        preds = (self.embed(input_ids) * attention_mask[..., None]).mean((1, 2))
+        return {"loss": nn.functional.mse_loss(preds, labels.float())}
+
+
+def pad_collate(features):
+    width = max(len(f["input_ids"]) for f in features)
+    ids = torch.tensor([f["input_ids"] + [0] * (width - len(f["input_ids"])) for f in features])
+    return {"input_ids": ids, "attention_mask": (ids > 0).long(), "labels": torch.tensor([f["labels"] for f in features])}
+
+
+def padding_of(widths: list[list[int]]) -> int:
+    return sum(max(batch) * len(batch) - sum(batch) for batch in widths)
+
+
+def c_group_by_length(env: Env) -> None:
+    def run(group: bool) -> PadTokens:
+        model = PadTokens()
+        Trainer(model=model, args=env.args(group_by_length=group, max_steps=-1, num_train_epochs=1,
+                                           per_device_train_batch_size=4), train_dataset=Ragged(),
+                data_collator=pad_collate).train()  # fmt: skip
+        return model
+
+    grouped, plain = run(True), run(False)
+    assert max(grouped.widths[0]) == 12  # the longest example comes first
+    assert padding_of(grouped.widths) < padding_of(plain.widths) / 3
+    assert sorted(w for b in grouped.widths for w in b) == sorted(w for b in plain.widths for w in b)
+    with pytest.raises(ValueError, match="group_by_length=True needs each example's length"):
+        env.train(group_by_length=True)  # Data has neither a length column nor input_ids
+
+
+def c_length_column_name(env: Env) -> None:
+    class Sized(Ragged):
+        """With a "size" column, answered the way datasets.Dataset answers dataset["size"]."""
+
+        column_names = ["input_ids", "labels", "size"]
+
+        def __getitem__(self, i):
+            if isinstance(i, str):  # a column, as datasets.Dataset answers
+                return list(reversed(self.sizes)) if i == "size" else super().__getitem__(i)
+            return super().__getitem__(i)
+
+    from trainer._data import example_lengths
+
+    trainer = env.trainer(group_by_length=True, length_column_name="size")
+    assert example_lengths(trainer, Sized()) == list(reversed(Ragged().sizes))  # read from the column
+    assert example_lengths(env.trainer(group_by_length=True), Sized()) == Ragged().sizes  # measured
+
+
 CHECKS: dict[str, Callable[..., None]] = {
     "output_dir": c_output_dir,
     "overwrite_output_dir": script_flag("overwrite_output_dir", ["--overwrite_output_dir"], True),
@@ -839,6 +955,12 @@ CHECKS: dict[str, Callable[..., None]] = {
     "gradient_checkpointing": c_gradient_checkpointing,
     "gradient_checkpointing_kwargs": c_gradient_checkpointing_kwargs,
     "eval_on_start": c_eval_on_start,
+    "torch_compile": c_torch_compile,
+    "auto_find_batch_size": c_auto_find_batch_size,
+    "group_by_length": c_group_by_length,
+    "length_column_name": c_length_column_name,
+    "torch_compile_backend": c_torch_compile_backend,
+    "torch_compile_mode": c_torch_compile_mode,
 }
 
 FIELDS = [f.name for f in dataclasses.fields(TrainingArguments) if f.init and not f.name.startswith("_")]

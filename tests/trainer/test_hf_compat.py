@@ -106,6 +106,10 @@ def test_bf16_flag_maps_onto_mixed_precision_and_fp16_is_refused_on_cpu(make_arg
     assert make_args(bf16=True, use_cpu=True).replace(bf16=False).mixed_precision == "no"
     with pytest.raises(ValueError, match=r"mixed_precision='fp16' needs a CUDA GPU.*pass mixed_precision='bf16'"):
         make_args(fp16=True, use_cpu=True)
+    with pytest.raises(ValueError, match=r"bf16=True and mixed_precision='no' disagree"):
+        make_args(bf16=True, use_cpu=True).replace(mixed_precision="no")  # not silently kept as bf16
+    assert make_args(bf16=True, use_cpu=True).replace(bf16=False, mixed_precision="no").mixed_precision == "no"
+    assert make_args(bf16=True, use_cpu=True).replace(learning_rate=0.5).mixed_precision == "bf16"
     with pytest.raises(ValueError, match="fp16=True and bf16=True"):
         make_args(fp16=True, bf16=True)
     with pytest.raises(ValueError, match="bf16=True and mixed_precision='fp16' disagree"):
@@ -494,3 +498,35 @@ def test_another_precision_is_refused_while_a_trainer_of_the_process_trains(make
     trainer.train()
     assert len(errors) == 1 and "mixed_precision='bf16'" in errors[0] and "n_jobs=1" in errors[0]
     Trainer(model=Linear(), args=make_args(mixed_precision="no"))  # once it finished, the precision may change
+
+
+def test_tokens_are_only_warned_about_when_counting_them_was_asked_for(make_args, caplog):
+    with caplog.at_level(logging.WARNING, logger="trainer"):
+        Trainer(model=Linear(), args=make_args(max_steps=2), train_dataset=Regression()).train()
+    assert "Counting input tokens" not in caplog.text
+    with caplog.at_level(logging.WARNING, logger="trainer"):
+        trainer = Trainer(model=Linear(), args=make_args(max_steps=2, include_num_input_tokens_seen=True),
+                          train_dataset=Regression())
+        trainer.train()
+    assert caplog.text.count("Counting input tokens") == 1  # once, not per batch
+    assert trainer.state.num_input_tokens_seen == 2 * 8  # examples counted instead
+
+
+def test_group_by_length_order_is_reproduced_on_resume(make_args, tmp_path):
+    from tests.trainer.test_every_field import PadTokens, Ragged, pad_collate
+
+    def run(**kw):
+        model = PadTokens()
+        args = make_args(group_by_length=True, num_train_epochs=2, per_device_train_batch_size=4,
+                         save_strategy="steps", save_steps=5, **kw)  # fmt: skip
+        trainer = Trainer(model=model, args=args, train_dataset=Ragged(), data_collator=pad_collate)
+        return trainer, model
+
+    trainer, full = run()
+    trainer.train()
+    _, resumed = run()
+    Trainer(model=resumed, args=trainer.args, train_dataset=Ragged(), data_collator=pad_collate).train(
+        resume_from_checkpoint=str(tmp_path / "out" / "checkpoint-5")
+    )
+    assert len(full.widths) == 24
+    assert resumed.widths == full.widths[5:]  # the same batches, in the same order, after the resume point
