@@ -158,6 +158,11 @@ def run_trial(
         trainer = settings.trainer.for_trial(args, callbacks=[*callbacks, callback, watchdog])
         trainer.train(resume_from_checkpoint=resume_from_checkpoint, trial=trial)
         record.params = trial.params  # including values suggested inside model_init
+        used = trainer.args.per_device_train_batch_size
+        if used != args.per_device_train_batch_size:  # auto_find_batch_size rescued it from out-of-memory
+            record.extra["per_device_train_batch_size"] = used
+            logger.info("Trial %s ran out of memory with per_device_train_batch_size=%d and trained with %d.",
+                        record.name, args.per_device_train_batch_size, used)
         if not record.intermediates:
             trainer.evaluate()
         record.last_step = trainer.state.global_step

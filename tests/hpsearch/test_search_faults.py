@@ -217,3 +217,31 @@ def test_hp_space_and_hp_name_that_raise_on_a_later_trial_fail_only_that_trial(t
     assert records[1].state is TrialState.FAIL and "no value for trial 1" in records[1].error
     assert records[2].state is TrialState.FAIL and "no name for trial 2" in records[2].error
     assert records[0].state is TrialState.COMPLETE and records[3].state is TrialState.COMPLETE
+
+
+class _MemoryCap(TrainerCallback):
+    """Fake a device with room for batches of 16: a larger batch raises torch's own out-of-memory error."""
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        import torch
+
+        if args.per_device_train_batch_size > 16:
+            raise torch.OutOfMemoryError("CUDA out of memory (test cap: batches above 16)")
+
+
+@pytest.mark.parametrize("rescue", [True, False])
+def test_an_out_of_memory_trial_is_rescued_by_auto_find_batch_size(rescue, tmp_path):
+    space = {"per_device_train_batch_size": spaces.Categorical([8, 64])}
+    best = hpsearch.hyperparameter_search(
+        _trainer(tmp_path / "out", callbacks=[_MemoryCap()], auto_find_batch_size=rescue), hp_space=space,
+        n_trials=4, backend="random", seed=1, compute_objective="eval_loss", max_failed_trials=4)
+    records = best.run_summary.records
+    large = [r for r in records if r.params["per_device_train_batch_size"] == 64]
+    assert large, "the seed must draw the large batch at least once"
+    for record in large:
+        if rescue:
+            assert record.state is TrialState.COMPLETE and record.extra["per_device_train_batch_size"] == 16
+        else:
+            assert record.state is TrialState.FAIL and "out of memory" in record.error
+    small = [r for r in records if r.params["per_device_train_batch_size"] == 8]
+    assert all(r.state is TrialState.COMPLETE and "per_device_train_batch_size" not in r.extra for r in small)
