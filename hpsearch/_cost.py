@@ -82,13 +82,15 @@ class CostMeter:
         energy, emissions = math.nan, math.nan
         if self._tracker is not None:
             energy, emissions = _stop_task(self._tracker)
-        return {
+        cost = {
             "cpu_s": round(self._cpu_now() - self._cpu, 6),
             "device_s": round(wall * max(world_size, 1), 6),
             "peak_memory_mb": round(peak, 3),
             "energy_kwh": energy,
             "emissions_kg": emissions,
         }
+        # What was not measured is left out (NaN in the results' columns), so a record equals its reloaded copy.
+        return {k: v for k, v in cost.items() if v == v}
 
 
 _TRACKER: Any = None

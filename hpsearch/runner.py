@@ -141,8 +141,13 @@ def run_trial(
 
     try:
         record = new_record(settings, trial)
-    except Exception as exc:  # hp_name raised (or named nothing usable): this trial fails, the search goes on
-        return failed_record(settings, trial, f"hp_name(trial) failed: {_error_text(exc)}")
+    except Exception as exc:
+        # hp_name raised: this trial fails and the search goes on; hp_name returned no usable folder name: a
+        # setting no trial can satisfy, so the session stops the search.
+        failed = failed_record(settings, trial, f"hp_name(trial) failed: {_error_text(exc)}")
+        if isinstance(exc, SearchConfigError):
+            failed.extra["config_error"] = True
+        return failed
     _claim_folder(settings.output_dir, record, trial)
     reporter.start(record)
     run_dir = os.path.join(settings.output_dir, record.name)
@@ -185,7 +190,7 @@ def run_trial(
         logger.warning("Trial %s failed: %s", record.name, error)
     except (Exception, TrialTimeout) as exc:  # a failed trial is recorded, the search goes on
         record.params = trial.params
-        error = watchdog._message() if isinstance(exc, TrialTimeout) else _error_text(exc)
+        error = f"TrialTimeout: {watchdog._message()}" if isinstance(exc, TrialTimeout) else _error_text(exc)
         if isinstance(exc, SearchConfigError):
             # A setting no trial can satisfy (an objective no evaluation produces): the session stops the search.
             record.extra["config_error"] = True

@@ -171,6 +171,7 @@ EXPECTED_TRIALS = {
     "name": "object",
     "number": "int64",
     "state": "object",
+    "source": "object",
     "objective": "float64",
     "params_dropout": "float64",
     "params_hidden": "Int64",
@@ -179,6 +180,11 @@ EXPECTED_TRIALS = {
     "started": "datetime64[us, UTC]",
     "finished": "datetime64[us, UTC]",
     "duration_s": "float64",
+    "cpu_s": "float64",
+    "device_s": "float64",
+    "peak_memory_mb": "float64",
+    "energy_kwh": "float64",
+    "emissions_kg": "float64",
     "n_evaluations": "int64",
     "last_step": "Int64",
     "checkpoint": "object",
@@ -246,7 +252,7 @@ def test_several_objectives_give_the_pareto_front_or_are_refused_up_front(backen
         record = next(r for r in records if r.trial_id == run.run_id)
         assert run.objective == record.objective == [record.intermediates[-1].metrics["eval_loss"],
                                                      record.intermediates[-1].metrics["eval_accuracy"]]
-    assert list(load_search(output_dir).trials_dataframe().columns[4:6]) == ["objective_0", "objective_1"]
+    assert list(load_search(output_dir).trials_dataframe().columns[5:7]) == ["objective_0", "objective_1"]
 
 
 # ---------------------------------------------------------------------------------------------- best checkpoint
