@@ -193,6 +193,8 @@ def run_trial(
                 continue  # delivered as the trial ended: it has ended anyway
         record.finished = _now()
         if trainer is not None:
+            # issue 17 (the one tracker line): trackers end the trial's run with its final state and objective.
+            record.extra.update(__import__("trainer.integrations").integrations.close_trackers(trainer, (end := finish_record(settings, TrialRecord.from_dict(record.to_dict()), state, error)).state, end.objective))
             trainer.release_memory()
         del trainer
     return finish_record(settings, record, state, error, callback.checkpoints)
