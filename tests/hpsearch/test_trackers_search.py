@@ -65,3 +65,19 @@ def test_each_trial_run_ends_with_the_recorded_state_and_objective(tmp_path, mon
             assert runs[name].objective == pytest.approx(record.objective)
         assert runs[name].raw["exit_code"] == (1 if record.state is TrialState.FAIL else 0)
         assert "tracker_errors" not in record.extra
+
+
+def test_a_failing_tracker_does_not_fail_the_trial_and_is_kept_in_its_record(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("DVCLive cannot make its folder here")
+    monkeypatch.setenv("DVCLIVE_DIR", str(blocker))
+    out = tmp_path / "sweep"
+    hpsearch.hyperparameter_search(
+        _trainer(out, ["dvclive"]), hp_space={"hidden": spaces.Categorical([8, 16])}, n_trials=2, backend="optuna",
+        compute_objective="eval_loss", direction="minimize",
+    )
+    records = SearchResult.load(out).records
+    assert [r.state for r in records] == [TrialState.COMPLETE, TrialState.COMPLETE]
+    for record in records:
+        [error] = record.extra["tracker_errors"]
+        assert error.startswith("dvclive opening the run:")

@@ -334,3 +334,70 @@ def test_tracker_errors_mask_secret_environment_values(monkeypatch):
 def test_close_refuses_an_unknown_state():
     with pytest.raises(ValueError, match="COMPLETE"):
         integrations.DVCLiveCallback().close("DONE")
+
+
+def test_a_tracker_failing_at_every_step_is_logged_once(data, tmp_path, caplog):
+    class BreakDVCLive(TrainerCallback):
+        """After the run opened, put a file where DVCLive writes its plots: every later log fails in DVCLive."""
+
+        def on_step_begin(self, args, state, control, **kwargs):
+            if state.global_step == 0:
+                plots = tmp_path / "out" / "dvclive" / "plots"
+                plots.mkdir(parents=True, exist_ok=True)
+                os.rename(plots, tmp_path / "moved-plots")
+                plots.write_text("not a folder")
+
+    trainer = make_trainer(data, tmp_path / "out", report_to="dvclive", callbacks=[BreakDVCLive()], eval_strategy="no")
+    with caplog.at_level(logging.DEBUG, logger="trainer.integrations"):
+        assert trainer.train().global_step == 8
+    errors = tracker_errors(trainer)
+    assert len(errors) >= 4 and all(e.startswith("dvclive logging metrics") for e in errors)  # each step failed
+    assert len([r for r in caplog.records if r.levelno >= logging.ERROR and r.name == "trainer.integrations"]) == 1
+
+
+@pytest.mark.parametrize("name", [*TRACKERS, "codecarbon"])
+def test_only_the_world_main_process_opens_a_run(name, tmp_path):
+    from trainer import TrainerControl, TrainerState
+
+    args = TrainingArguments(output_dir=str(tmp_path / "out"), use_cpu=True)
+    state = TrainerState(is_world_process_zero=False, is_local_process_zero=True, global_step=1)
+    callback = integrations.INTEGRATIONS[name]()
+    for event in ("on_init_end", "on_train_begin", "on_train_end"):
+        getattr(callback, event)(args, state, TrainerControl())
+    callback.on_log(args, state, TrainerControl(), logs={"loss": 1.0})
+    callback.close("FAIL")
+    assert not os.path.exists(tmp_path / "out") and callback.errors == []
+
+
+@pytest.mark.slow
+def test_mlflow_records_the_trials_final_state_and_objective(data, tmp_path, monkeypatch):
+    import pickle
+
+    import mlflow
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.delenv("MLFLOW_EXPERIMENT_NAME", raising=False)
+    search = tmp_path / "my-search"
+    base = make_trainer(data, search, report_to="mlflow", eval_strategy="no", max_steps=4)
+    pruned = base.for_trial(base.args.replace(output_dir=str(search / "run-0")))
+    pruned.train(trial=FakeTrial("run-0", {"hidden": 16}))
+    close_trackers(pruned, "PRUNED", 0.25)
+    failed = base.for_trial(base.args.replace(output_dir=str(search / "run-1")), callbacks=[Boom()])
+    with pytest.raises(RuntimeError):
+        failed.train(trial=FakeTrial("run-1", {"hidden": 32}))
+    close_trackers(failed, "FAIL")
+    pickle.loads(pickle.dumps(failed.callback_handler.callbacks))  # a trainer's callbacks still travel (Ray)
+
+    # One store for the search (in the search's folder), one parent run, a nested run per trial.
+    assert not os.path.exists(search / "run-0" / "mlruns")
+    mlflow.set_tracking_uri("sqlite:///" + str(search / "mlruns" / "mlflow.db"))
+    runs = mlflow.search_runs(search_all_experiments=True)
+    assert len(runs) == 3
+    parent = runs[runs["tags.hpsearch.role"] == "search"]
+    assert list(parent.status) == ["FINISHED"]  # the search's parent run is not left running
+    assert set(runs[runs["tags.hpsearch.role"] == "trial"]["tags.mlflow.parentRunId"]) == set(parent.run_id)
+    for name, status, objective in (("run-0", "KILLED", 0.25), ("run-1", "FAILED", None)):
+        trial = runs[runs["tags.mlflow.runName"] == name].iloc[0]
+        assert trial["status"] == status and trial["tags.hpsearch.state"] == ("PRUNED" if objective else "FAIL")
+        if objective is not None:
+            assert trial["metrics.objective"] == pytest.approx(objective)

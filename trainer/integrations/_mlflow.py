@@ -50,7 +50,8 @@ class MLflowCallback(TrackerCallback):
     """Logs a run to MLflow: the arguments as params once, numeric logs as metrics at every step.
 
     Tracking store: ``MLFLOW_TRACKING_URI`` when set, else a local SQLite store at
-    ``output_dir/mlruns/mlflow.db`` (MLflow 3 refuses its plain-file store unless told otherwise, and a
+    ``output_dir/mlruns/mlflow.db`` (during a search, in the ``output_dir`` of the trainer the search started from,
+    so that every trial's run is in one store under one parent run; MLflow 3 refuses its plain-file store unless told otherwise, and a
     database file works with every MLflow >= 2). The experiment is ``MLFLOW_EXPERIMENT_NAME`` or MLflow's
     default. The run is named ``args.run_name``; during a hyperparameter search each trial gets a nested run
     (named after the trial) under one parent run named after the ``run_name`` of the trainer the search
@@ -68,6 +69,7 @@ class MLflowCallback(TrackerCallback):
         super().__init__()
         self._search_key = uuid.uuid4().hex
         self._search_name: str | None = None
+        self._search_dir: str | None = None
         self._tracking_uri: str | None = None
         self._run_id: str | None = None
         self._parent_run_id: str | None = None
@@ -78,6 +80,8 @@ class MLflowCallback(TrackerCallback):
         # The trainer a search starts from is built before any trial; its run_name names the parent run.
         if self._search_name is None:
             self._search_name = args.run_name or os.path.basename(os.path.abspath(args.output_dir))
+        if self._search_dir is None:  # its output_dir holds the search's store, shared by every trial
+            self._search_dir = args.output_dir
 
     def _client(self, args: TrainingArguments | None = None) -> Any:
         from mlflow.tracking import MlflowClient
@@ -86,7 +90,8 @@ class MLflowCallback(TrackerCallback):
             assert args is not None
             uri = os.environ.get("MLFLOW_TRACKING_URI")
             if not uri:
-                folder = os.path.abspath(os.path.join(args.output_dir, "mlruns"))
+                owner = self._search_dir if self._search and self._search_dir else args.output_dir
+                folder = os.path.abspath(os.path.join(owner, "mlruns"))
                 os.makedirs(folder, exist_ok=True)
                 uri = "sqlite:///" + os.path.join(folder, "mlflow.db")
             self._tracking_uri = uri
