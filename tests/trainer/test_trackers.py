@@ -401,3 +401,33 @@ def test_mlflow_records_the_trials_final_state_and_objective(data, tmp_path, mon
         assert trial["status"] == status and trial["tags.hpsearch.state"] == ("PRUNED" if objective else "FAIL")
         if objective is not None:
             assert trial["metrics.objective"] == pytest.approx(objective)
+
+
+@pytest.mark.slow
+def test_the_libraries_environment_variables_are_honoured(data, tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_PROJECT", "proj-w")
+    monkeypatch.setenv("WANDB_NAME", "name-w")
+    monkeypatch.setenv("WANDB_TAGS", "a,b")
+    monkeypatch.setenv("WANDB_RUN_GROUP", "group-w")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path / "wandb-dir"))
+    monkeypatch.setenv("COMET_PROJECT_NAME", "proj-c")
+    monkeypatch.setenv("COMET_OFFLINE_DIRECTORY", str(tmp_path / "comet-dir"))
+    monkeypatch.setenv("NEPTUNE_DATA_DIRECTORY", str(tmp_path / "neptune-dir"))
+    monkeypatch.setenv("CLEARML_PROJECT", "proj-cl")
+    monkeypatch.setenv("CLEARML_TASK", "task-cl")
+    monkeypatch.setenv("DVCLIVE_DIR", str(tmp_path / "dvclive-dir"))
+    (tmp_path / "wandb-dir").mkdir()
+    trainer = make_trainer(data, tmp_path / "out", report_to=TRACKERS, max_steps=2, eval_strategy="no")
+    trainer.train()
+    assert tracker_errors(trainer) == []
+    [wandb_run] = readers.read_wandb(str(tmp_path / "wandb-dir"))
+    assert (wandb_run.raw["project"], wandb_run.name, wandb_run.group) == ("proj-w", "name-w", "group-w")
+    assert sorted(wandb_run.tags) == ["a", "b"]
+    [comet_run] = readers.read_comet(str(tmp_path / "comet-dir"))
+    assert comet_run.group == "proj-c"
+    assert len(readers.read_neptune(str(tmp_path / "neptune-dir"))) == 1
+    clearml = next(cb for cb in trainer.callback_handler.callbacks if isinstance(cb, ClearMLCallback))
+    task = readers.read_clearml(str(clearml.offline_folder))
+    assert (task.group, task.name) == ("proj-cl", "task-cl")
+    assert readers.read_dvclive(str(tmp_path / "dvclive-dir")).state == "COMPLETE"
+    assert not any((tmp_path / "out" / folder).exists() for folder in ("wandb", "comet", ".neptune", "dvclive"))
