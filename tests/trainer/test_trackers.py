@@ -135,6 +135,12 @@ def test_every_name_is_an_integration_and_all_means_every_installed_one():
     assert TrainingArguments().report_to == []
 
 
+def test_the_arguments_accept_exactly_the_integrations_and_the_refused_names():
+    from trainer._training_args import _REPORT_TO
+
+    assert set(_REPORT_TO) == {"all", "none", *integrations.INTEGRATIONS, *integrations.REFUSED}
+
+
 def test_a_missing_library_is_refused_with_the_install_command_before_training(monkeypatch, data, tmp_path):
     real = _base._installed
     monkeypatch.setattr(_base, "_installed", lambda module: module not in ("wandb", "comet_ml") and real(module))
