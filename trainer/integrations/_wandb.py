@@ -50,11 +50,12 @@ class WandbCallback(TrackerCallback):
                 x_disable_stats=True, console="off", save_code=False, silent=True, disable_git=True
             ),
         }
-        if not env.get("WANDB_MODE"):
-            init["mode"] = "offline"
-        if not env.get("WANDB_DIR"):
-            os.makedirs(args.output_dir, exist_ok=True)
-            init["dir"] = args.output_dir
+        # Passed explicitly, even when they come from the environment: W&B reads its environment once per process
+        # (at its first run), so a variable set later would otherwise be ignored.
+        init["mode"] = env.get("WANDB_MODE") or "offline"
+        init["entity"] = env.get("WANDB_ENTITY") or None
+        init["dir"] = env.get("WANDB_DIR") or args.output_dir
+        os.makedirs(init["dir"], exist_ok=True)
         self._run = wandb.init(**init)
 
     def _log(self, metrics: dict[str, float], step: int) -> None:
