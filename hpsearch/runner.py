@@ -206,9 +206,20 @@ def run_trial(
         record.finished = _now()
         record.cost = meter.stop(_dist.world_size())
         if trainer is not None:
+            _close_trackers(trainer, settings, record, state, error)
             trainer.release_memory()
         del trainer
     return finish_record(settings, record, state, error, callback.checkpoints)
+
+
+def _close_trackers(trainer: Any, settings: TrialSettings, record: TrialRecord, state: TrialState,
+                    error: str | None) -> None:
+    """The trainer's experiment trackers end the trial's run with the state and objective the search records (on a
+    copy: the record itself is closed once, by `finish_record`); a tracker's failure goes into the record."""
+    from trainer.integrations import close_trackers
+
+    end = finish_record(settings, TrialRecord.from_dict(record.to_dict()), state, error)
+    record.extra.update(close_trackers(trainer, end.state.value, end.objective))
 
 
 def describe(trial: Trial) -> dict[str, Any]:

@@ -96,7 +96,12 @@ class OptimizerNames(_StrEnum):
 
 
 _LOG_LEVELS = ("debug", "info", "warning", "error", "critical", "passive")
-_REPORT_TO = ("all", "none", "tensorboard", "mlflow", "jsonl")
+# The integrations of trainer.integrations.INTEGRATIONS (kept literal: the arguments import no integration), plus
+# "aim", which trainer.integrations refuses with its reason when the Trainer is built.
+_REPORT_TO = (
+    "all", "none", "tensorboard", "mlflow", "jsonl",
+    "wandb", "comet_ml", "neptune", "clearml", "dvclive", "codecarbon", "aim",
+)
 # numpy seeds (used by accelerate's set_seed) must fit in 32 unsigned bits.
 _MAX_SEED = 2**32 - 1
 
@@ -168,7 +173,9 @@ class TrainingArguments:
         batch_eval_metrics: Call ``compute_metrics`` per batch (with ``compute_result``) instead of once.
         optim: Optimizer, one of :class:`OptimizerNames`.
         optim_args: Extra keyword arguments of the optimizer (e.g. ``{"momentum": 0.9}`` for sgd).
-        report_to: Logging integrations: "all", "none", "tensorboard", "mlflow", "jsonl" (str or list).
+        report_to: Logging integrations (str or list): "none" (the default; None means the default), "all" (every
+            installed one) or names among "jsonl", "tensorboard", "mlflow", "wandb", "comet_ml", "neptune",
+            "clearml", "dvclive", "codecarbon" (see ``trainer.integrations``).
         disable_tqdm: Hide progress bars; None -> False.
         run_name: Name of the run in the logging integrations; None -> ``output_dir``.
         skip_memory_metrics: Skip the memory profiler metrics (they slow training down).
@@ -269,7 +276,7 @@ class TrainingArguments:
     batch_eval_metrics: bool = False
     optim: OptimizerNames | str = "adamw_torch"
     optim_args: dict[str, Any] | str = field(default_factory=dict)
-    report_to: str | list[str] = "none"
+    report_to: str | list[str] | None = "none"
     disable_tqdm: bool | None = None
     run_name: str | None = None
     skip_memory_metrics: bool = True
@@ -473,6 +480,8 @@ class TrainingArguments:
     def _normalise_report_to(value: Any) -> list[str]:
         accepted = ", ".join(map(repr, _REPORT_TO))
         fix = f"pass one of {accepted} or a list of them"
+        if value is None:  # the default
+            return []
         if isinstance(value, str):
             entries = [value]
         elif isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):

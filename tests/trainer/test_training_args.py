@@ -183,7 +183,7 @@ def test_best_model_defaults():
         ({"lr_scheduler_kwargs": [1, 2]}, ["lr_scheduler_kwargs", "dict"]),
         ({"optim_args": "momentum"}, ["optim_args", "key=value"]),
         ({"optim_args": {1: 2}}, ["optim_args", "string keys"]),
-        ({"report_to": "wandb"}, ["report_to", "wandb", "'tensorboard'"]),
+        ({"report_to": "azure_ml"}, ["report_to", "azure_ml", "'tensorboard'"]),
         ({"report_to": ["none", "jsonl"]}, ["report_to"]),
         ({"report_to": 3}, ["report_to"]),
         ({"label_names": "labels"}, ["label_names", "['labels']"]),
