@@ -190,7 +190,8 @@ def run_trial(
         logger.warning("Trial %s failed: %s", record.name, error)
     except (Exception, TrialTimeout) as exc:  # a failed trial is recorded, the search goes on
         record.params = trial.params
-        error = f"TrialTimeout: {watchdog._message()}" if isinstance(exc, TrialTimeout) else _error_text(exc)
+        # A timer's TrialTimeout arrives without its message (an exception class raised in the trial's thread).
+        error = _error_text(TrialTimeout(watchdog._message()) if isinstance(exc, TrialTimeout) else exc)
         if isinstance(exc, SearchConfigError):
             # A setting no trial can satisfy (an objective no evaluation produces): the session stops the search.
             record.extra["config_error"] = True
@@ -214,12 +215,13 @@ def run_trial(
 
 def _close_trackers(trainer: Any, settings: TrialSettings, record: TrialRecord, state: TrialState,
                     error: str | None) -> None:
-    """The trainer's experiment trackers end the trial's run with the state and objective the search records (on a
-    copy: the record itself is closed once, by `finish_record`); a tracker's failure goes into the record."""
+    """The trainer's experiment trackers end the trial's run with the state and objective the search records (the
+    rule of `finish_record`, without closing the record twice); a tracker's failure goes into the record."""
     from trainer.integrations import close_trackers
 
-    end = finish_record(settings, TrialRecord.from_dict(record.to_dict()), state, error)
-    record.extra.update(close_trackers(trainer, end.state.value, end.objective))
+    objective, _ = settings.choose(record.intermediates)
+    final = TrialState.FAIL if state is TrialState.COMPLETE and objective is None else state
+    record.extra.update(close_trackers(trainer, final.value, objective))
 
 
 def describe(trial: Trial) -> dict[str, Any]:

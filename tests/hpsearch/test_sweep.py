@@ -153,6 +153,10 @@ COMMON_VALUES: dict[str, tuple[list[Any], list[Any]]] = {
     "trial_timeout": ([600, 0.5, None], [0, -1, True, "soon", math.inf]),
     "max_device_hours": ([2, 0.5, None], [0, -1, True, "lots", math.inf]),
     "max_energy_kwh": ([1, 0.01, None], [0, -3, False, "lots", math.nan]),
+    "warm_start": ([None], [42, True]),
+    "warm_start_mode": (["evaluate", "inform", None], ["replay", 3]),
+    "warm_start_top_k": ([1, 10, None], [0, -1, True, "5"]),
+    "warm_start_defaults": ([{"dropout": 0.1}, None], [[1], "dropout=0.1"]),
 }
 COMMON_CASES = [(name, value, ok) for name, (good, bad) in COMMON_VALUES.items()
                 for ok, values in ((True, good), (False, bad)) for value in values]

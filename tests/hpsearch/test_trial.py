@@ -150,9 +150,15 @@ def test_hp_name_must_give_a_folder_name(bad):
 
 def test_common_options_are_popped_with_their_defaults():
     kwargs = {"objective_scope": "best", "sampler": object()}
-    assert check_common_options(kwargs) == {"max_failed_trials": 3, "objective_scope": "best", "trial_timeout": None}
+    assert check_common_options(kwargs) == {
+        "max_failed_trials": 3, "objective_scope": "best", "trial_timeout": None, "max_device_hours": None,
+        "max_energy_kwh": None, "warm_start": None, "warm_start_mode": "inform", "warm_start_top_k": 5,
+        "warm_start_defaults": {},
+    }
     assert list(kwargs) == ["sampler"]
-    assert set(COMMON_OPTIONS) == {"max_failed_trials", "objective_scope", "trial_timeout"}
+    assert set(COMMON_OPTIONS) == {"max_failed_trials", "objective_scope", "trial_timeout", "max_device_hours",
+                                   "max_energy_kwh", "warm_start", "warm_start_mode", "warm_start_top_k",
+                                   "warm_start_defaults"}
 
 
 @pytest.mark.parametrize(("name", "value"), [
