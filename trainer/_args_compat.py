@@ -96,6 +96,24 @@ def after(args: TrainingArguments, derived: dict[str, Any], previous: dict[str, 
             _fail("resume_from_checkpoint", args.resume_from_checkpoint, "a path or None",
                   "pass the checkpoint folder (the script hands it to trainer.train(resume_from_checkpoint=...))")
 
+    if args.neftune_noise_alpha is not None:
+        args.neftune_noise_alpha = _as_float("neftune_noise_alpha", args.neftune_noise_alpha, minimum=0.0)
+        if args.neftune_noise_alpha == 0:
+            _fail("neftune_noise_alpha", 0, "a positive number or None", "pass e.g. 5.0, or None for no noise")
+    if args.optim_target_modules is not None:
+        _fail("optim_target_modules", args.optim_target_modules,
+              "None: it names the modules of optimizers such as GaLore, and none of the supported optim values "
+              "trains only some modules", "remove it (or train the other modules frozen: requires_grad=False)")
+    if args.deepspeed is not None:
+        if not isinstance(args.deepspeed, str | dict):
+            _fail("deepspeed", args.deepspeed, "a DeepSpeed config (dict) or the path of its JSON file", "pass one")
+        import importlib.util
+
+        if importlib.util.find_spec("deepspeed") is None:
+            raise ImportError(
+                f"deepspeed={args.deepspeed!r} needs the DeepSpeed package, which is not installed => run "
+                "`pip install deepspeed` (DeepSpeed needs a GPU build of torch), or remove deepspeed."
+            )
     args.label_smoothing_factor = _as_float(
         "label_smoothing_factor", args.label_smoothing_factor, minimum=0.0, maximum=1.0, maximum_inclusive=False
     )

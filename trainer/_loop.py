@@ -89,6 +89,7 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
                 "pass gradient_checkpointing=False."
             )
         enable(gradient_checkpointing_kwargs=args.gradient_checkpointing_kwargs or None)
+    neftune = _neftune_hook(trainer.model, args.neftune_noise_alpha) if args.neftune_noise_alpha else None
     model, optimizer = accelerator.prepare(trainer.model, trainer.optimizer)
     step_optimizer = direct_optimizer(accelerator, optimizer)
     # Single process with nothing for accelerate to do (see accelerate_only_forwards): backward without
@@ -252,6 +253,10 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
     metrics["total_flos"] = trainer.state.total_flos
     metrics["train_loss"] = train_loss
     trainer._memory_tracker.stop_and_update_metrics("train", metrics)
+    if neftune is not None:
+        neftune.remove()
+    metrics.update(getattr(trainer, "_init_mem_metrics", None) or {})  # the init_ stage, as transformers reports it
+    trainer._init_mem_metrics = {}
     trainer.log(metrics)
     if debug_hook is not None:
         debug_hook.remove()
@@ -513,3 +518,22 @@ def smoothed_cross_entropy(outputs: Any, labels: torch.Tensor, epsilon: float) -
     return nn.functional.cross_entropy(
         logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1).long(), ignore_index=-100, label_smoothing=epsilon
     )
+
+
+def _neftune_hook(model: Any, alpha: float) -> Any:
+    """NEFTune: noise on the input embeddings while training (uniform, scale alpha / sqrt(length x hidden))."""
+    get = getattr(model, "get_input_embeddings", None)
+    embeddings = get() if get is not None else None
+    if embeddings is None:
+        raise ValueError(
+            f"neftune_noise_alpha={alpha} needs a model with get_input_embeddings() (a transformers model), but "
+            f"{type(model).__name__} has none; pass neftune_noise_alpha=None."
+        )
+
+    def add_noise(module: Any, inputs: Any, output: torch.Tensor) -> torch.Tensor:
+        if not module.training or output.dim() < 3:
+            return output
+        scale = alpha / math.sqrt(output.size(1) * output.size(2))
+        return output + torch.zeros_like(output).uniform_(-scale, scale)
+
+    return embeddings.register_forward_hook(add_noise)

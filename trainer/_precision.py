@@ -120,7 +120,17 @@ def build_accelerator(args: TrainingArguments) -> Accelerator:
             step_scheduler_with_optimizer=False,
             kwargs_handlers=ddp_kwargs(args),
             dynamo_plugin=_dynamo_plugin(args),
+            deepspeed_plugin=_deepspeed_plugin(args),
         )
+
+
+def _deepspeed_plugin(args: TrainingArguments) -> Any:
+    deepspeed = getattr(args, "deepspeed", None)
+    if deepspeed is None:
+        return None
+    from accelerate.utils import DeepSpeedPlugin
+
+    return DeepSpeedPlugin(hf_ds_config=deepspeed)
 
 
 def _dynamo_plugin(args: TrainingArguments) -> Any:

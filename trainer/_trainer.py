@@ -125,58 +125,64 @@ class Trainer:
         if not isinstance(args, TrainingArguments):
             raise TypeError(f"args must be a trainer.TrainingArguments, got {type(args).__name__}.")
         self.args = args
-        if tokenizer is not None:
-            if processing_class is not None and processing_class is not tokenizer:
-                raise ValueError("tokenizer= and processing_class= were both given; pass only processing_class.")
-            processing_class = tokenizer  # transformers' older name for the same argument
-        self.processing_class = processing_class
-        if model is None and model_init is None:
-            raise ValueError("Trainer needs a model or a model_init; pass one of them.")
-        if model is not None and not isinstance(model, nn.Module):
-            raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}.")
-        if model_init is not None and (optimizers[0] is not None or optimizers[1] is not None):
-            raise ValueError(
-                "Passing optimizers together with model_init is not supported: every train() builds a fresh model, so "
-                "an optimizer made beforehand would hold the wrong parameters. Override create_optimizer/"
-                "create_scheduler (or set optim/lr_scheduler_type in TrainingArguments) instead."
-            )
-        if optimizers[1] is not None and optimizers[0] is None:
-            raise ValueError("optimizers=(None, scheduler): a scheduler needs its optimizer; pass both.")
-        self._model_init_arity = _model_init_arity(model_init)
-        self.model_init = model_init
-        self.compute_metrics = compute_metrics
-        self.preprocess_logits_for_metrics = preprocess_logits_for_metrics
-        if data_collator is None:
-            data_collator = (
-                _data.PaddingCollator(processing_class) if callable(getattr(processing_class, "pad", None))
-                else default_data_collator
-            )
-        self.data_collator = data_collator
-        self.train_dataset = train_dataset
-        self.eval_dataset = eval_dataset
-        self.optimizer, self.lr_scheduler = optimizers
-        self.accelerator: Accelerator | None = None
-        self._accelerator_key: tuple[Any, ...] | None = None
-        self._create_accelerator()
-        _apply_log_level(args)  # after the accelerator: it sets up the process group with the ddp_* arguments
-        self._set_seed()
-        if model is None:
-            model = self.call_model_init()
-        self.model: nn.Module = model
-        self.model_wrapped: nn.Module = model
-        self.hp_search_backend: Any = None
+        init_tracker = MemoryTracker(skip=args.skip_memory_metrics)  # the init_ stage of the memory metrics
+        init_tracker.start("init")
+        try:
+            if tokenizer is not None:
+                if processing_class is not None and processing_class is not tokenizer:
+                    raise ValueError("tokenizer= and processing_class= were both given; pass only processing_class.")
+                processing_class = tokenizer  # transformers' older name for the same argument
+            self.processing_class = processing_class
+            if model is None and model_init is None:
+                raise ValueError("Trainer needs a model or a model_init; pass one of them.")
+            if model is not None and not isinstance(model, nn.Module):
+                raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}.")
+            if model_init is not None and (optimizers[0] is not None or optimizers[1] is not None):
+                raise ValueError(
+                    "Passing optimizers together with model_init is not supported: every train() builds a fresh model, so "
+                    "an optimizer made beforehand would hold the wrong parameters. Override create_optimizer/"
+                    "create_scheduler (or set optim/lr_scheduler_type in TrainingArguments) instead."
+                )
+            if optimizers[1] is not None and optimizers[0] is None:
+                raise ValueError("optimizers=(None, scheduler): a scheduler needs its optimizer; pass both.")
+            self._model_init_arity = _model_init_arity(model_init)
+            self.model_init = model_init
+            self.compute_metrics = compute_metrics
+            self.preprocess_logits_for_metrics = preprocess_logits_for_metrics
+            if data_collator is None:
+                data_collator = (
+                    _data.PaddingCollator(processing_class) if callable(getattr(processing_class, "pad", None))
+                    else default_data_collator
+                )
+            self.data_collator = data_collator
+            self.train_dataset = train_dataset
+            self.eval_dataset = eval_dataset
+            self.optimizer, self.lr_scheduler = optimizers
+            self.accelerator: Accelerator | None = None
+            self._accelerator_key: tuple[Any, ...] | None = None
+            self._create_accelerator()
+            _apply_log_level(args)  # after the accelerator: it sets up the process group with the ddp_* arguments
+            self._set_seed()
+            if model is None:
+                model = self.call_model_init()
+            self.model: nn.Module = model
+            self.model_wrapped: nn.Module = model
+            self.hp_search_backend: Any = None
 
-        default_callbacks: list[Any] = [DefaultFlowCallback, *get_reporting_integration_callbacks(args.report_to)]
-        self.callback_handler = CallbackHandler(
-            default_callbacks + list(callbacks or []), self.model, self.optimizer, self.lr_scheduler,
-            processing_class=processing_class,
-        )
-        self.add_callback(PrinterCallback if args.disable_tqdm else ProgressCallback)
-        self.state = TrainerState(
-            is_local_process_zero=self.is_local_process_zero(), is_world_process_zero=self.is_world_process_zero()
-        )
-        self.control = TrainerControl()
-        self._memory_tracker = MemoryTracker(skip=args.skip_memory_metrics)
+            default_callbacks: list[Any] = [DefaultFlowCallback, *get_reporting_integration_callbacks(args.report_to)]
+            self.callback_handler = CallbackHandler(
+                default_callbacks + list(callbacks or []), self.model, self.optimizer, self.lr_scheduler,
+                processing_class=processing_class,
+            )
+            self.add_callback(PrinterCallback if args.disable_tqdm else ProgressCallback)
+            self.state = TrainerState(
+                is_local_process_zero=self.is_local_process_zero(), is_world_process_zero=self.is_world_process_zero()
+            )
+            self.control = TrainerControl()
+            self._memory_tracker = MemoryTracker(skip=args.skip_memory_metrics)
+        finally:  # also when building the trainer fails: the sampling thread must not outlive it
+            self._init_mem_metrics: dict[str, float] = {}
+            init_tracker.stop_and_update_metrics("init", self._init_mem_metrics)
         self.control = self.callback_handler.on_init_end(self.args, self.state, self.control)
 
     @property

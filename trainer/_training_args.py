@@ -215,6 +215,12 @@ class TrainingArguments:
         eval_on_start: Evaluate once before the first training step (needs an evaluation dataset).
         group_by_length: Order the training examples so that neighbours have similar lengths (less padding).
         length_column_name: Dataset column holding each example's length for ``group_by_length``.
+        neftune_noise_alpha: NEFTune: uniform noise of scale ``alpha / sqrt(sequence length x hidden size)`` added to
+            the input embeddings during training (the model needs ``get_input_embeddings``).
+        optim_target_modules: the modules an optimizer such as GaLore trains; none of the supported ``optim`` values
+            takes it, so it is refused when set.
+        deepspeed: a DeepSpeed config (dict or JSON path), handed to accelerate; needs the ``deepspeed`` package
+            (refused with the install command otherwise).
         auto_find_batch_size: On an out-of-memory error, halve ``per_device_train_batch_size`` and train again.
         torch_compile: Compile the model with ``torch.compile`` (through accelerate) before training;
             ``torch_compile_backend`` (default "inductor") and ``torch_compile_mode`` set either imply it.
@@ -325,6 +331,9 @@ class TrainingArguments:
     auto_find_batch_size: bool = False
     group_by_length: bool = False
     length_column_name: str = "length"
+    neftune_noise_alpha: float | None = None
+    optim_target_modules: str | list[str] | None = None
+    deepspeed: str | dict[str, Any] | None = None
     # Private bookkeeping: {field name: value __post_init__ derived for it}. It is an init field (not
     # init=False) on purpose: dataclasses.replace passes init fields along, which is the only way the new
     # instance can tell a derived value (re-derive it) from one the user chose (keep it). Not serialised.

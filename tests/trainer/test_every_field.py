@@ -489,7 +489,9 @@ def c_run_name(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def c_skip_memory(env: Env) -> None:
-    assert "train_mem_cpu_alloc_delta" in env.train(skip_memory_metrics=False).state.log_history[-1]
+    logged = env.train(skip_memory_metrics=False).state.log_history[-1]
+    assert "train_mem_cpu_alloc_delta" in logged
+    assert "init_mem_cpu_alloc_delta" in logged and "init_mem_cpu_peaked_delta" in logged  # the init_ stage too
     assert "train_mem_cpu_alloc_delta" not in env.train(skip_memory_metrics=True).state.log_history[-1]
 
 
@@ -860,6 +862,60 @@ def c_length_column_name(env: Env) -> None:
     assert example_lengths(env.trainer(group_by_length=True), Sized()) == Ragged().sizes  # measured
 
 
+class _Embedded(nn.Module):
+    """A token model with input embeddings; keeps how far each training forward's embeddings are from the table's."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(12, 8)
+        self.head = nn.Linear(8, 2)
+        self.noise: list[float] = []
+
+    def get_input_embeddings(self) -> nn.Module:
+        return self.embed
+
+    def forward(self, input_ids, labels=None):
+        x = self.embed(input_ids)
+        self.noise.append(float((x - self.embed.weight[input_ids]).abs().max()))
+        logits = self.head(x.mean(1))
+        return {"loss": nn.functional.cross_entropy(logits, labels), "logits": logits}
+
+
+class _Tokens(torch.utils.data.Dataset):
+    def __len__(self) -> int:
+        return 16
+
+    def __getitem__(self, i: int) -> dict:
+        return {"input_ids": torch.arange(6) % 12, "labels": torch.tensor(i % 2)}
+
+
+def c_neftune_noise_alpha(env: Env) -> None:
+    def noise(alpha):
+        model = _Embedded()
+        Trainer(model=model, args=env.args(neftune_noise_alpha=alpha), train_dataset=_Tokens()).train()
+        return model.noise
+
+    assert max(noise(5.0)) > 0 and max(noise(None)) == 0  # 5 / sqrt(6 x 8) at most: noisy embeddings
+    assert max(noise(5.0)) <= 5.0 / (6 * 8) ** 0.5 + 1e-6
+    with pytest.raises(ValueError, match="neftune_noise_alpha=5.0 needs a model with get_input_embeddings"):
+        env.train(neftune_noise_alpha=5.0)
+    with pytest.raises(ValueError, match="neftune_noise_alpha must be a positive number"):
+        env.args(neftune_noise_alpha=0)
+
+
+def c_optim_target_modules(env: Env) -> None:
+    with pytest.raises(ValueError, match="optim_target_modules.*GaLore.*remove it"):
+        env.args(optim_target_modules=["attn"])
+
+
+def c_deepspeed(env: Env) -> None:
+    import importlib.util
+
+    assert importlib.util.find_spec("deepspeed") is None  # not installable here (no GPU build of torch)
+    with pytest.raises(ImportError, match="pip install deepspeed"):
+        env.args(deepspeed={"train_batch_size": 8})
+
+
 CHECKS: dict[str, Callable[..., None]] = {
     "output_dir": c_output_dir,
     "overwrite_output_dir": script_flag("overwrite_output_dir", ["--overwrite_output_dir"], True),
@@ -961,6 +1017,9 @@ CHECKS: dict[str, Callable[..., None]] = {
     "length_column_name": c_length_column_name,
     "torch_compile_backend": c_torch_compile_backend,
     "torch_compile_mode": c_torch_compile_mode,
+    "neftune_noise_alpha": c_neftune_noise_alpha,
+    "optim_target_modules": c_optim_target_modules,
+    "deepspeed": c_deepspeed,
 }
 
 FIELDS = [f.name for f in dataclasses.fields(TrainingArguments) if f.init and not f.name.startswith("_")]
