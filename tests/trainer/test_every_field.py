@@ -897,14 +897,14 @@ def c_neftune_noise_alpha(env: Env) -> None:
 
     assert max(noise(5.0)) > 0 and max(noise(None)) == 0  # 5 / sqrt(6 x 8) at most: noisy embeddings
     assert max(noise(5.0)) <= 5.0 / (6 * 8) ** 0.5 + 1e-6
-    with pytest.raises(ValueError, match="neftune_noise_alpha=5.0 needs a model with get_input_embeddings"):
+    with pytest.raises(ValueError, match=r"neftune_noise_alpha=5\.0 needs a model with get_input_embeddings"):
         env.train(neftune_noise_alpha=5.0)
     with pytest.raises(ValueError, match="neftune_noise_alpha must be a positive number"):
         env.args(neftune_noise_alpha=0)
 
 
 def c_optim_target_modules(env: Env) -> None:
-    with pytest.raises(ValueError, match="optim_target_modules.*GaLore.*remove it"):
+    with pytest.raises(ValueError, match=r"optim_target_modules.*GaLore.*remove it"):
         env.args(optim_target_modules=["attn"])
 
 
