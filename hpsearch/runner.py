@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from . import _events
 from .errors import SearchConfigError, TooManyFailedTrials
 from .objective import to_objective
 from .trial import Trial, TrialRecord, TrialState
@@ -101,6 +102,7 @@ class SearchContext:
                 if _is_main():
                     # search.json now; the CSV exports when cheap enough (the search's last save writes them).
                     self.result._save_after_trial(self.output_dir)
+                    _events.trial_finished(self.output_dir, record)
                     for hook in list(TRIAL_END_HOOKS):
                         try:
                             hook(self, record)
@@ -258,6 +260,7 @@ def run_trial(
         started=_now(),
         node=socket.gethostname(),
     )
+    _events.trial_started(ctx.output_dir, record)
     run_dir = os.path.join(ctx.output_dir, name)
     trainer = None
     callback = None
