@@ -206,7 +206,7 @@ def test_reader_never_writes_to_the_folder(tmp_path):
 
 
 def test_not_a_search_folder(tmp_path):
-    with pytest.raises(NotASearchFolder, match="neither search.json nor events.jsonl"):
+    with pytest.raises(NotASearchFolder, match=r"neither search\.json nor events\.jsonl"):
         Dashboard([tmp_path])
     with pytest.raises(NotASearchFolder, match="is not a folder"):
         Dashboard([tmp_path / "missing"])
