@@ -156,7 +156,7 @@ def page_html(dashboard: Dashboard, view: str) -> str:
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        "<title>hpsearch dashboard</title>\n"
+        '<title>hpsearch dashboard</title>\n<link rel="icon" href="data:,">\n'
         '<link rel="stylesheet" href="/static/dashboard.css">\n'
         '<script src="/static/plotly.min.js"></script>\n'
         '<script src="/static/dashboard.js" defer></script>\n'
