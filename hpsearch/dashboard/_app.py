@@ -65,6 +65,11 @@ class _Watch:
     async def run(self) -> None:
         from anyio import to_thread
 
+        try:  # warm up: the first page finds its view rendered (and parameter importance under way)
+            await to_thread.run_sync(self.dashboard.refresh)
+            await to_thread.run_sync(self.dashboard.render, self.dashboard.default_view)
+        except Exception:
+            pass  # reported by the loop below if it persists
         while not self.stopping:
             try:
                 await to_thread.run_sync(self.dashboard.refresh)

@@ -27,9 +27,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Dashboard"]
 
-_COMPUTING = "Computing parameter importance…"
-
-
 class _Importance:
     """Parameter importances of one folder, computed off the request path and reused while nothing changed."""
 
@@ -51,7 +48,7 @@ class _Importance:
 
     def get(self, result: SearchResult) -> Importances | str:
         """The importances of ``result``'s complete trials, or the previous ones while new ones are computed."""
-        from hpsearch.report._analysis import compute_importances
+        from hpsearch.report._analysis import compute_importances, quick_importances
 
         key = self.key(result)
         if key == self._key and self._value is not None:
@@ -65,7 +62,10 @@ class _Importance:
             subset = dataclasses.replace(result, records=[r for r, _ in scored], native=None)
             self._pending_key = key
             self._future = self._executor.submit(self._compute, subset, key)
-        return self._value if self._value is not None else _COMPUTING
+        if self._value is not None:
+            return self._value
+        # Nothing computed yet: a rank-correlation estimate at once, replaced when fANOVA is done.
+        return quick_importances(result, "fANOVA is still being computed, so for now ")
 
     def _compute(self, subset: SearchResult, key: Any) -> None:
         from hpsearch.report._analysis import compute_importances

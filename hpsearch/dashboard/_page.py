@@ -99,7 +99,8 @@ _CLIENT_JS = """
     document.title = state.title;
     if (state.warning) { warning.textContent = state.warning; warning.hidden = false; }
     else { warning.textContent = ""; warning.hidden = true; }
-    var keep = {};
+    var keep = {}, timings = {};
+    window.hpTimings = timings;  // ms per section redrawn by the last update (read by benchmarks/dashboard.py)
     state.order.forEach(function (anchor, i) {
       keep[anchor] = true;
       var sec = document.getElementById(anchor);
@@ -109,7 +110,7 @@ _CLIENT_JS = """
       }
       if (main.children[i] !== sec) main.insertBefore(sec, main.children[i] || null);
       var data = state.sections[anchor];
-      if (data) renderSection(sec, data);
+      if (data) { var t0 = performance.now(); renderSection(sec, data); timings[anchor] = performance.now() - t0; }
     });
     Array.prototype.slice.call(main.children).forEach(function (sec) {
       if (!keep[sec.id]) { sec.querySelectorAll(".hp-plot").forEach(function (d) { Plotly.purge(d); }); sec.remove(); }
@@ -129,7 +130,11 @@ _CLIENT_JS = """
   }
 
   var source = new EventSource("/events/" + encodeURIComponent(view));
-  source.addEventListener("update", function (event) { apply(JSON.parse(event.data)); });
+  source.addEventListener("update", function (event) {
+    var t0 = performance.now(), state = JSON.parse(event.data);
+    apply(state);
+    window.hpTimings.parse = performance.now() - t0 - Object.keys(window.hpTimings).reduce(function (n, k) { return n + window.hpTimings[k]; }, 0);
+  });
   source.addEventListener("error", function () {
     status.className = "lost";
     statusText.textContent = "connection lost, retrying… (the page keeps the last state it received)";
