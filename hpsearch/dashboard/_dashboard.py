@@ -3,8 +3,8 @@
 A view is rendered again only when a folder it shows changed (or a parameter-importance computation
 finished), and at most as often as its own cost allows, so a 1,000-trial search that reports an evaluation
 every second does not keep a core busy redrawing. Parameter importance (fANOVA: about 2 s at 1,000 trials) is
-computed in a worker thread on the complete trials only, when they changed, throttled; meanwhile the view
-shows the previous importances.
+computed in a child process (see `_importance`) on the complete trials only, when they changed, throttled;
+meanwhile the view shows the previous importances, or at first a rank-correlation estimate.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hpsearch.dashboard._importance import isolated_importances
 from hpsearch.dashboard._reader import FolderReader, check_search_folder
 from hpsearch.dashboard._views import View, compare_view, search_view
 
@@ -68,11 +69,9 @@ class _Importance:
         return quick_importances(result, "fANOVA is still being computed, so for now ")
 
     def _compute(self, subset: SearchResult, key: Any) -> None:
-        from hpsearch.report._analysis import compute_importances
-
         started = time.monotonic()
         try:
-            value: Importances | str = compute_importances(subset)
+            value: Importances | str = isolated_importances(subset)
         except Exception as error:  # shown instead of the figure; the dashboard goes on
             value = f"Parameter importance could not be computed ({type(error).__name__}: {error})."
         cost = time.monotonic() - started

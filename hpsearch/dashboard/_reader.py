@@ -7,7 +7,9 @@ from the offset where the last read stopped, and only up to its last complete li
 read whole on the next refresh. A ``search.json`` that cannot be parsed (corrupt, or not a search) leaves the
 last good state in place and sets `FolderReader.warning`. Trials the events show running are RUNNING records
 with their evaluations so far; once ``search.json`` holds a trial's final record the live copy is dropped, so
-memory holds the finished records plus the running trials only.
+memory holds the finished records plus the running trials only. Events older than the start of the search in
+``search.json`` belong to an earlier search in the same folder (the log is appended to, never truncated) and
+are ignored.
 """
 
 from __future__ import annotations
@@ -201,8 +203,12 @@ class FolderReader:
         return True
 
     def _drop_saved_live(self) -> None:
-        for tid in [t for t, live in self._live.items() if t in self._saved_by_id]:
-            if not _newer(self._live[tid], self._saved_by_id[tid]):
+        """Forget live copies that search.json covers, and those of an earlier search in the same folder."""
+        began = _utc(self._saved.started) if self._saved is not None else None
+        for tid, live in list(self._live.items()):
+            saved = self._saved_by_id.get(tid)
+            last = _utc(live.finished or live.started)
+            if (saved is not None and not _newer(live, saved)) or (began and last and last < began):
                 del self._live[tid]
 
     # ------------------------------------------------------------------ state

@@ -352,3 +352,24 @@ def test_cli_refuses_a_remote_address_without_allow_remote(tmp_path, capsys):
     assert main(["dashboard", str(tmp_path), "--host", "0.0.0.0", "--port", "0"]) == 2
     err = capsys.readouterr().err
     assert "--allow-remote" in err and "authentication" in err
+
+
+def test_reader_ignores_the_events_of_an_earlier_search_in_the_same_folder(tmp_path):
+    # A search killed the day before left trial 5 running in the log.
+    line = {"event": "trial_start", "time": (T0 - timedelta(days=1)).isoformat(), "trial_id": "5", "number": 5,
+            "name": "run-5", "params": {}}
+    (tmp_path / "events.jsonl").write_text(json.dumps(line) + "\n")
+    _search(tmp_path, [_record(0)])  # today's search (started at T0) has finished one trial
+    reader = FolderReader(tmp_path)
+    reader.refresh()
+    assert [r.trial_id for r in reader.snapshot().records] == ["0"]
+
+
+def test_start_in_background_refuses_a_port_in_use(tmp_path):
+    from hpsearch.dashboard import DashboardError
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        with pytest.raises(DashboardError, match="already in use"):
+            start_in_background(tmp_path, port=busy.getsockname()[1])
