@@ -70,6 +70,7 @@ BENCHMARKS: dict[str, Callable[[str], list[dict[str, Any]]] | None] = {
     "parallel_scaling": None,
     "memory": None,
     "scale": None,
+    "dashboard": None,
 }
 
 

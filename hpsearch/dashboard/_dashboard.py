@@ -18,7 +18,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hpsearch.dashboard._importance import isolated_importances
+from hpsearch.dashboard._importance import end_children, isolated_importances
 from hpsearch.dashboard._reader import FolderReader, check_search_folder
 from hpsearch.dashboard._views import View, compare_view, search_view
 
@@ -33,6 +33,7 @@ class _Importance:
 
     def __init__(self, executor: ThreadPoolExecutor) -> None:
         self._executor = executor
+        self.children: set[Any] = set()
         self._key: Any = None
         self._value: Importances | str | None = None
         self._future: Future[Any] | None = None
@@ -71,7 +72,7 @@ class _Importance:
     def _compute(self, subset: SearchResult, key: Any) -> None:
         started = time.monotonic()
         try:
-            value: Importances | str = isolated_importances(subset)
+            value: Importances | str = isolated_importances(subset, self.children)
         except Exception as error:  # shown instead of the figure; the dashboard goes on
             value = f"Parameter importance could not be computed ({type(error).__name__}: {error})."
         cost = time.monotonic() - started
@@ -212,6 +213,8 @@ class Dashboard:
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
+        for importance in self._importance:
+            end_children(importance.children)
 
 
 def _labels(dirs: Sequence[str]) -> list[str]:

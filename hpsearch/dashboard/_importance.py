@@ -20,25 +20,48 @@ if TYPE_CHECKING:
     from hpsearch.report._analysis import Importances
     from hpsearch.results import SearchResult
 
-__all__ = ["isolated_importances"]
+__all__ = ["end_children", "isolated_importances"]
 
 
-def isolated_importances(subset: SearchResult, timeout: float = 600) -> Importances | str:
-    """`compute_importances` of ``subset`` in a child process (here, where no child can be started)."""
+def isolated_importances(
+    subset: SearchResult, children: set[subprocess.Popen[bytes]] | None = None, timeout: float = 600
+) -> Importances | str:
+    """`compute_importances` of ``subset`` in a child process (here, where no child can be started).
+
+    ``children`` holds the running child meanwhile, so that its owner can end it (`end_children`).
+    """
     from hpsearch.report._analysis import compute_importances
 
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)  # the child imports what this process imports
     env.setdefault("OMP_NUM_THREADS", "1")
     try:
-        proc = subprocess.run([sys.executable, "-m", "hpsearch.dashboard._importance"],
-                              input=pickle.dumps(subset), capture_output=True, env=env, timeout=timeout)
-    except (OSError, subprocess.SubprocessError):
+        proc = subprocess.Popen([sys.executable, "-m", "hpsearch.dashboard._importance"], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    except OSError:
         return compute_importances(subset)
+    if children is not None:
+        children.add(proc)
+    try:
+        out, err = proc.communicate(pickle.dumps(subset), timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise RuntimeError(f"the importance process ran past {timeout:g} s and was stopped") from None
+    finally:
+        if children is not None:
+            children.discard(proc)
     if proc.returncode != 0:
-        tail = proc.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no output"]
+        tail = err.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no output"]
         raise RuntimeError(f"the importance process exited with {proc.returncode}: {tail[0]}")
-    return pickle.loads(proc.stdout)  # written by our own child a moment ago
+    return pickle.loads(out)  # written by our own child a moment ago
+
+
+def end_children(children: set[subprocess.Popen[bytes]]) -> None:
+    """Stop the importance processes in ``children`` (by their own pids) when their owner closes."""
+    for proc in list(children):
+        if proc.poll() is None:
+            proc.kill()
 
 
 def _main() -> None:
