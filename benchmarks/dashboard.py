@@ -371,14 +371,19 @@ def growth(server: Server, writer: Writer, n_new: int, study: Any) -> list[tuple
         client = threading.Thread(target=_poll_client, args=(server.api.split("?")[0], stop), daemon=True)
     client.start()
     time.sleep(1.0)
-    samples = [(0, server.rss_mb())]
+    samples = [(0, min(server.rss_mb() for _ in range(3)))]
     step = max(1, n_new // 4)
     for i in range(1, n_new + 1):
         spec = writer.spec()
         writer.ours(spec) if server.kind == "ours" else writer.optuna(spec, study)
         if i % step == 0:
-            time.sleep(1.5)  # let the server catch up before measuring
-            samples.append((i, server.rss_mb()))
+            # The resting level: the lowest of a few readings, so a render in progress (its transient peak) does
+            # not pass for growth.
+            readings = []
+            for _ in range(4):
+                time.sleep(0.5)
+                readings.append(server.rss_mb())
+            samples.append((i, min(readings)))
     stop.set()
     return samples
 

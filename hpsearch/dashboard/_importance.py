@@ -65,6 +65,12 @@ def end_children(children: set[subprocess.Popen[bytes]]) -> None:
 
 
 def _main() -> None:
+    # Lowest priority: the server's renders and the browser drawing them go first on a busy machine.
+    if hasattr(os, "nice"):
+        try:
+            os.nice(19)
+        except OSError:
+            pass
     from hpsearch.report._analysis import compute_importances
 
     subset = pickle.load(sys.stdin.buffer)
