@@ -154,6 +154,8 @@ def hyperparameter_search(
     direction: str | list[str] = "minimize",
     backend: Any = None,
     hp_name: Callable[[Trial], str] | None = None,
+    dashboard: bool = False,
+    dashboard_port: int = 0,
     **kwargs: Any,
 ) -> BestRun | list[BestRun]:
     """Search the hyperparameters of ``trainer`` (which must have a ``model_init``).
@@ -168,6 +170,8 @@ def hyperparameter_search(
     (consecutive failures that stop the search, default 3), ``objective_scope`` ('last' evaluation, default,
     'best', 'avg', 'last-5-avg', 'last-10-avg') and ``trial_timeout`` (seconds; a trial running longer is stopped
     and recorded FAIL); other keyword arguments go to the backend (an unknown one is an error naming the accepted ones).
+    ``dashboard=True`` serves the live dashboard of this search on 127.0.0.1 (``dashboard_port``, 0 = any free port)
+    from a daemon thread and prints its address.
     """
     from trainer import Trainer
 
@@ -230,6 +234,13 @@ def hyperparameter_search(
                                      common["warm_start_defaults"], settings)
         adapter.warm_start_mode = common["warm_start_mode"]
     created = _probe_writable(output_dir)
+    if not isinstance(dashboard, bool):
+        raise SearchConfigError(f"dashboard must be True or False, got {dashboard!r}.")
+    if dashboard:
+        from .dashboard import start_in_background
+
+        url, _ = start_in_background(output_dir, port=dashboard_port)
+        print(f"hpsearch dashboard: {url}", flush=True)
 
     result = SearchResult(
         backend=backend_cls.name,

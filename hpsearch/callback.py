@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from trainer import TrainerCallback
 
-from . import _dist
+from . import _dist, _events
 from .trial import Evaluation
 
 if TYPE_CHECKING:
@@ -63,6 +63,7 @@ class ReportingCallback(TrainerCallback):
             metrics=_plain_metrics(metrics or {}),
         )
         self.record.intermediates.append(evaluation)
+        _events.evaluated(self.settings.output_dir, self.record.trial_id, evaluation)
         self.record.last_step = state.global_step
         if not self.training:
             return

@@ -295,7 +295,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="hpsearch",
         description="Hyperparameter sweeps from a YAML file, and HTML/Markdown reports of their results.",
     )
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{run,report}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{run,report,dashboard}")
     run_parser = commands.add_parser(
         "run", help="run the sweep a YAML file describes", description="Run a sweep and write its results and report.html."
     )
@@ -331,6 +331,10 @@ def _parser() -> argparse.ArgumentParser:
     report_parser.add_argument("--target", type=float,
                                help="objective value for 'time to reach target' when comparing")
     report_parser.set_defaults(handler=report)
+
+    from .dashboard._cli import add_parser as add_dashboard_parser
+
+    add_dashboard_parser(commands)
     return parser
 
 

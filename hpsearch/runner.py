@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from . import _dist
+from . import _dist, _events
 from ._cost import CostMeter
 from ._params import build_trial_args
 from ._redact import redact
@@ -149,6 +149,7 @@ def run_trial(
             failed.extra["config_error"] = True
         return failed
     _claim_folder(settings.output_dir, record, trial)
+    _events.trial_started(settings.output_dir, record)
     reporter.start(record)
     run_dir = os.path.join(settings.output_dir, record.name)
     trainer = None

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
-from . import _dist
+from . import _dist, _events
 from .errors import SearchConfigError, TooManyFailedTrials
 from .trial import TrialRecord, TrialState
 
@@ -69,6 +69,7 @@ class SearchSession:
             if _dist.is_main_process():
                 # search.json now; the CSV exports when cheap enough (the search's last save writes them).
                 self.result._save_after_trial(self.output_dir)
+                _events.trial_finished(self.output_dir, record)  # the live dashboard's feed
                 for hook in list(TRIAL_END_HOOKS):
                     try:
                         hook(self, record)

@@ -19,13 +19,13 @@ from hpsearch.report._analysis import (
 )
 from hpsearch.report._format import fmt_duration, fmt_number, fmt_params
 from hpsearch.report._page import esc, note, page, section, sortable_table
-from hpsearch.report._plotly import bundle_script, plot_div, require_plotly
+from hpsearch.report._plotly import Part, Plot, bundle_script, render_parts, require_plotly
 from hpsearch.trial import TrialState
 
 if TYPE_CHECKING:
     from hpsearch.results import SearchResult
 
-__all__ = ["compare_html", "write_compare_html"]
+__all__ = ["compare_html", "compare_sections", "write_compare_html"]
 
 _LAYOUT = {"template": "plotly_white", "height": 420, "margin": {"l": 60, "r": 20, "t": 30, "b": 50}}
 
@@ -67,6 +67,22 @@ def compare_html(
         target: the objective value for "time to reach target"; default: the best objective of the worst
             search, which every search with a complete trial reaches.
     """
+    sections = compare_sections(results, labels, target)
+    body = "".join(section(anchor, title, render_parts(parts)) for anchor, title, parts in sections)
+    generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return page(
+        title=f"hpsearch comparison: {len(results)} searches",
+        subtitle=f"{results[0].objective} · {results[0].directions[0]} · generated {generated}",
+        nav=[("curves", "Best so far"), ("best", "Best results"), ("target", "Time to target")],
+        body=body,
+        bundle=bundle_script(),
+    )
+
+
+def compare_sections(
+    results: Sequence[SearchResult], labels: Sequence[str] | None = None, target: float | None = None
+) -> list[tuple[str, str, list[Part]]]:
+    """The comparison's sections (anchor, title, parts), figures as plotly objects; arguments as `compare_html`."""
     go = require_plotly()
     names = _check(results, labels)
     results = list(results)
@@ -118,20 +134,16 @@ def compare_html(
 
     curves = []
     if by_number.data:
-        curves.append(
-            plot_div(by_number, "hp-plot-compare-trials", "Best complete trial so far, by trial number.")
-        )
+        curves.append(Plot("hp-plot-compare-trials", by_number, "Best complete trial so far, by trial number."))
     if by_time.data:
         curves.append(
-            plot_div(
-                by_time,
+            Plot(
                 "hp-plot-compare-time",
+                by_time,
                 "Best complete trial so far, by time since each search started (trials in finishing order).",
             )
         )
-    curves_html = (
-        f'<div class="grid">{"".join(curves)}</div>' if curves else note("No complete trial in any search.")
-    )
+    curves_parts: list[Part] = [curves] if curves else [note("No complete trial in any search.")]
 
     # Best results.
     rows = []
@@ -199,19 +211,11 @@ def compare_html(
             )
         )
 
-    body = (
-        section("curves", "Best so far", curves_html)
-        + section("best", "Best results", table)
-        + section("target", "Time to reach target", reach_html)
-    )
-    generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    return page(
-        title=f"hpsearch comparison: {len(results)} searches",
-        subtitle=f"{results[0].objective} · {direction} · generated {generated}",
-        nav=[("curves", "Best so far"), ("best", "Best results"), ("target", "Time to target")],
-        body=body,
-        bundle=bundle_script(),
-    )
+    return [
+        ("curves", "Best so far", curves_parts),
+        ("best", "Best results", [table]),
+        ("target", "Time to reach target", [reach_html]),
+    ]
 
 
 def write_compare_html(

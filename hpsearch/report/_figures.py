@@ -117,7 +117,11 @@ def history_figure(result: SearchResult) -> Any | None:
 
 
 def learning_curves_figure(result: SearchResult) -> Any | None:
-    """Objective against step for every trial; pruned dashed, a cross at the last point of failed trials."""
+    """Objective against step for every trial; pruned dashed, a cross at the last point of failed trials.
+
+    The curves of all trials in one state form one trace, separated by gaps: a thousand trials draw as four
+    traces, which plotly renders (and the live dashboard updates) far faster than a thousand.
+    """
     go = require_plotly()
     k = len(result.directions)
     curves = []
@@ -133,43 +137,55 @@ def learning_curves_figure(result: SearchResult) -> Any | None:
         return None
     fig = _figure(result, k)
     titles = _objective_titles(result)
-    shown: set[str] = set()
-    for record, pts in curves:
-        state = TrialState(record.state).value
+    for state in STATE_COLORS:
+        group = [(r, pts) for r, pts in curves if TrialState(r.state).value == state]
+        if not group:
+            continue
         color = STATE_COLORS[state]
         for i in range(k):
-            xs = [s for s, _ in pts]
-            ys = [vec[i] for _, vec in pts]
-            first = state not in shown and i == 0
+            xs: list[Any] = []
+            ys: list[Any] = []
+            names: list[str] = []
+            for record, pts in group:
+                if xs:  # a gap between two trials' curves
+                    xs.append(None)
+                    ys.append(None)
+                    names.append("")
+                xs += [s for s, _ in pts]
+                ys += [vec[i] for _, vec in pts]
+                names += [esc(record.name)] * len(pts)
+            single = all(len(pts) == 1 for _, pts in group)
             _add(
                 fig,
                 go.Scatter(
                     x=xs,
                     y=ys,
-                    mode="lines+markers" if len(xs) == 1 else "lines",
+                    text=names,
+                    mode="lines+markers" if single else "lines",
+                    connectgaps=False,
                     line={"color": color, "dash": _DASH[state], "width": 1.5},
+                    marker={"size": 5},
                     opacity=0.75,
                     name=state,
                     legendgroup=state,
-                    showlegend=first,
-                    hovertemplate=f"{esc(record.name)}<br>step %{{x}}<br>%{{y:.6g}}<extra>{state}</extra>",
+                    showlegend=i == 0,
+                    hovertemplate=f"%{{text}}<br>step %{{x}}<br>%{{y:.6g}}<extra>{state}</extra>",
                 ),
                 i,
                 k,
             )
-            if first:
-                shown.add(state)
             if state == "FAIL":
                 _add(
                     fig,
                     go.Scatter(
-                        x=[xs[-1]],
-                        y=[ys[-1]],
+                        x=[pts[-1][0] for _, pts in group],
+                        y=[pts[-1][1][i] for _, pts in group],
+                        text=[esc(r.name) for r, _ in group],
                         mode="markers",
                         marker={"symbol": "x", "size": 11, "color": color},
                         legendgroup=state,
                         showlegend=False,
-                        hovertemplate=f"{esc(record.name)} failed here<extra></extra>",
+                        hovertemplate="%{text} failed here<extra></extra>",
                     ),
                     i,
                     k,

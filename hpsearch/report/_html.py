@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from hpsearch.report import _figures as figures
 from hpsearch.report._analysis import (
+    Importances,
     SavedTime,
     compute_importances,
     saved_time,
@@ -17,30 +18,42 @@ from hpsearch.report._analysis import (
 )
 from hpsearch.report._format import fmt_datetime, fmt_duration, fmt_number, fmt_params
 from hpsearch.report._page import esc, json_text, kv_table, note, page, section, sortable_table
-from hpsearch.report._plotly import bundle_script, plot_div, require_plotly
+from hpsearch.report._plotly import Part, Plot, bundle_script, render_parts, require_plotly
 
 if TYPE_CHECKING:
     from hpsearch.results import SearchResult
 
-__all__ = ["render_html", "write_html"]
+__all__ = ["Section", "render_html", "report_sections", "write_html"]
+
+#: One section of the report: (anchor, title, parts).
+Section = tuple[str, str, list[Part]]
 
 
-def render_html(result: SearchResult) -> str:
-    """The report of ``result`` as one HTML document (needs plotly; no backend)."""
+def report_sections(result: SearchResult, importances: Importances | str | None = None) -> list[Section]:
+    """The report's sections, figures still as plotly objects (the HTML report and the live dashboard use them).
+
+    ``importances``: precomputed parameter importances, or a sentence to show instead; None computes them.
+    """
     require_plotly()
-    sections = [
-        ("summary", "Summary", _summary(result)),
+    sections: list[Section] = [
+        ("summary", "Summary", [_summary(result)]),
         ("history", "Optimization history", _history(result)),
         ("curves", "Learning curves", _curves(result)),
         ("parallel", "Parallel coordinates", _parallel(result)),
-        ("importance", "Parameter importance", _importance(result)),
+        ("importance", "Parameter importance", _importance(result, importances)),
         ("slices", "Slice plots", _slices(result)),
         ("cost", "Cost", _cost(result)),
     ]
     if len(result.directions) >= 2:
         sections.append(("pareto", "Pareto front", _pareto(result)))
-    sections.append(("trials", "All trials", _trials_table(result)))
-    body = "".join(section(anchor, title, html) for anchor, title, html in sections)
+    sections.append(("trials", "All trials", [_trials_table(result)]))
+    return sections
+
+
+def render_html(result: SearchResult) -> str:
+    """The report of ``result`` as one HTML document (needs plotly; no backend)."""
+    sections = report_sections(result)
+    body = "".join(section(anchor, title, render_parts(parts)) for anchor, title, parts in sections)
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     subtitle = f"{result.objective} · {' / '.join(result.directions)} · {len(result.records)} trials · generated {generated}"
     return page(
@@ -157,7 +170,7 @@ def _best_html(result: SearchResult) -> tuple[str, str]:
     )
 
 
-def _cost(result: SearchResult) -> str:
+def _cost(result: SearchResult) -> list[Part]:
     totals = result.total_cost()
 
     def show(value: float, unit: str, digits: str = ".3g") -> str:
@@ -171,54 +184,55 @@ def _cost(result: SearchResult) -> str:
         _card("emissions", show(totals["emissions_kg"], "kg CO2eq")),
     ]
     fig = figures.cost_figure(result)
-    plot = plot_div(fig, "hp-plot-cost", esc("Objective against what each trial cost (device-seconds)")) \
+    plot: Part = Plot("hp-plot-cost", fig, esc("Objective against what each trial cost (device-seconds)")) \
         if fig is not None else note("No trial has both a cost and an objective yet.")
     caption = note("Totals over all trials; peak memory is the largest of any trial. Energy and emissions are "
-                   "measured by CodeCarbon when it is installed.")
-    return f'<div class="cards">{"".join(cards)}</div>{caption}{plot}'
+                   "measured by CodeCarbon when it is asked to (max_energy_kwh, or HPSEARCH_CODECARBON=1).")
+    return [f'<div class="cards">{"".join(cards)}</div>{caption}', plot]
 
 
-def _history(result: SearchResult) -> str:
+def _history(result: SearchResult) -> list[Part]:
     fig = figures.history_figure(result)
     if fig is None:
-        return note("No trial reported an objective yet.")
+        return [note("No trial reported an objective yet.")]
     missing = sum(1 for r in result.records if result.objective_values(r) is None)
     caption = "Objective of every trial by number, colored by state"
     caption += "; the black line is the best complete trial so far." if not result.is_multi_objective else "."
     if missing:
         caption += f" {missing} trial(s) without an objective are not shown."
-    return plot_div(fig, "hp-plot-history", esc(caption))
+    return [Plot("hp-plot-history", fig, esc(caption))]
 
 
-def _curves(result: SearchResult) -> str:
+def _curves(result: SearchResult) -> list[Part]:
     fig = figures.learning_curves_figure(result)
     if fig is None:
-        return note("No intermediate evaluations were recorded.")
+        return [note("No intermediate evaluations were recorded.")]
     caption = (
         "Objective at each evaluation of every trial: complete solid, pruned dashed, running dotted, "
         "failed dotted with a cross at its last evaluation."
     )
-    return plot_div(fig, "hp-plot-curves", esc(caption))
+    return [Plot("hp-plot-curves", fig, esc(caption))]
 
 
-def _parallel(result: SearchResult) -> str:
+def _parallel(result: SearchResult) -> list[Part]:
     fig = figures.parallel_figure(result)
     if fig is None:
         if not result.param_names:
-            return note("The trials have no parameters.")
-        return note("No complete trial with an objective to draw.")
+            return [note("The trials have no parameters.")]
+        return [note("No complete trial with an objective to draw.")]
     caption = (
         "Complete trials across every parameter, colored by objective (brighter is better). Categorical "
         "values sit on integer ticks; a conditional parameter that was inactive sits on its own "
         "'(inactive)' tick; '(log)' axes show log10 of the value."
     )
-    return plot_div(fig, "hp-plot-parallel", esc(caption))
+    return [Plot("hp-plot-parallel", fig, esc(caption))]
 
 
-def _importance(result: SearchResult) -> str:
-    importances = compute_importances(result)
+def _importance(result: SearchResult, importances: Importances | str | None = None) -> list[Part]:
+    if importances is None:
+        importances = compute_importances(result)
     if isinstance(importances, str):
-        return note(esc(importances))
+        return [note(esc(importances))]
     fig = figures.importance_figure(result, importances)
     if importances.method == "fanova":
         caption = (
@@ -228,16 +242,16 @@ def _importance(result: SearchResult) -> str:
     else:
         caption = importances.note
     if fig is None:
-        return note(esc("No parameter could be assessed. " + caption))
-    return plot_div(fig, "hp-plot-importance", esc(caption.strip()))
+        return [note(esc("No parameter could be assessed. " + caption))]
+    return [Plot("hp-plot-importance", fig, esc(caption.strip()))]
 
 
-def _slices(result: SearchResult) -> str:
+def _slices(result: SearchResult) -> list[Part]:
     names = sorted({n for r, _ in result.scored_trials() for n in r.params})
     if not names:
         if not result.param_names:
-            return note("The trials have no parameters.")
-        return note("No complete trial with an objective to draw.")
+            return [note("The trials have no parameters.")]
+        return [note("No complete trial with an objective to draw.")]
     parts = []
     for i, name in enumerate(names):
         fig, inactive = figures.slice_figure(result, name)
@@ -246,24 +260,27 @@ def _slices(result: SearchResult) -> str:
         caption = f"{name}: objective of the complete trials against the value (color: trial number)."
         if inactive:
             caption += f" Inactive in {inactive} complete trial(s), not shown."
-        parts.append(plot_div(fig, f"hp-plot-slice-{i}", esc(caption)))
-    return f'<div class="grid">{"".join(parts)}</div>'
+        parts.append(Plot(f"hp-plot-slice-{i}", fig, esc(caption)))
+    return [parts]
 
 
-def _pareto(result: SearchResult) -> str:
+def _pareto(result: SearchResult) -> list[Part]:
     fig = figures.pareto_figure(result)
     if fig is not None:
         n = len(result.best_trials)
-        return plot_div(
-            fig, "hp-plot-pareto", esc(f"{n} trial(s) on the Pareto front (red); grey ones are dominated.")
-        )
+        return [
+            Plot(figure=fig, plot_id="hp-plot-pareto",
+                 caption=esc(f"{n} trial(s) on the Pareto front (red); grey ones are dominated."))
+        ]
     if len(result.directions) > 2:
-        return note(
-            esc(
-                f"The front of {len(result.directions)} objectives is listed in the summary; it is drawn for two only."
+        return [
+            note(
+                esc(
+                    f"The front of {len(result.directions)} objectives is listed in the summary; it is drawn for two only."
+                )
             )
-        )
-    return note("No complete trial with objectives to draw.")
+        ]
+    return [note("No complete trial with objectives to draw.")]
 
 
 def _trials_table(result: SearchResult) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 
 from hpsearch.report._format import DASH, fmt_datetime, fmt_number, fmt_value, is_missing
 
-__all__ = ["esc", "kv_table", "page", "section", "sortable_table"]
+__all__ = ["CSS", "SORT_JS", "esc", "kv_table", "page", "section", "sortable_table"]
 
 _CSS = """
 :root { --fg:#1f2937; --muted:#6b7280; --line:#e5e7eb; --bg:#f9fafb; --accent:#2563eb; }
@@ -52,8 +52,10 @@ details summary { cursor:pointer; } pre { white-space:pre-wrap; margin:4px 0; fo
 
 # Click a header to sort by it; click again to reverse. Cells carry their sort key in data-v: numbers
 # compare as numbers, the rest as text, empty cells last either way.
+# hpSortable(root) wires the tables under root (the live dashboard calls it again on each table it replaces).
 _SORT_JS = """
-document.querySelectorAll("table.sortable").forEach(function (table) {
+function hpSortable(root) {
+root.querySelectorAll("table.sortable").forEach(function (table) {
   table.querySelectorAll("th").forEach(function (th, col) {
     th.addEventListener("click", function () {
       var asc = th.getAttribute("aria-sort") !== "ascending";
@@ -73,7 +75,11 @@ document.querySelectorAll("table.sortable").forEach(function (table) {
     });
   });
 });
+}
+hpSortable(document);
 """
+#: The page's style sheet and table-sorting script, shared with the live dashboard.
+CSS, SORT_JS = _CSS, _SORT_JS
 
 
 def esc(value: Any) -> str:

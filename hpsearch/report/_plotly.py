@@ -7,10 +7,12 @@ never when ``hpsearch`` or ``hpsearch.report`` is imported.
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
+from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, Union
 
-__all__ = ["bundle_script", "plot_div", "require_plotly"]
+__all__ = ["Part", "Plot", "bundle_script", "figure_json", "plot_div", "plotly_js_path", "render_parts", "require_plotly"]
 
 _INSTALL = "pip install 'hpsearch[report]'"
 _CONFIG = '{"responsive": true, "displaylogo": false}'
@@ -28,6 +30,43 @@ def require_plotly() -> ModuleType:
             f"The HTML reports of hpsearch draw their figures with plotly, which is not installed; run `{_INSTALL}`."
         ) from exc
     return go
+
+
+@dataclass(frozen=True)
+class Plot:
+    """A figure of a report section: drawn inline by `render_parts`, or sent as JSON by the live dashboard.
+
+    ``caption`` is HTML (already escaped by the caller).
+    """
+
+    plot_id: str
+    figure: Any
+    caption: str = ""
+
+
+#: What a report section is made of, in order: HTML, a figure, or a grid of figures side by side.
+Part = Union[str, Plot, list[Plot]]
+
+
+def render_parts(parts: Sequence[Part]) -> str:
+    """A section's parts as HTML for a self-contained page (figures drawn by the inlined plotly.js)."""
+    out = []
+    for part in parts:
+        if isinstance(part, Plot):
+            out.append(plot_div(part.figure, part.plot_id, part.caption))
+        elif isinstance(part, list):
+            out.append(f'<div class="grid">{"".join(plot_div(p.figure, p.plot_id, p.caption) for p in part)}</div>')
+        else:
+            out.append(part)
+    return "".join(out)
+
+
+def plotly_js_path() -> str:
+    """The minified plotly.js file that ships inside the plotly package (served by the live dashboard)."""
+    require_plotly()
+    from importlib import resources
+
+    return str(resources.files("plotly") / "package_data" / "plotly.min.js")
 
 
 def bundle_script() -> str:

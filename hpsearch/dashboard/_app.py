@@ -1,0 +1,221 @@
+"""The Starlette application: the page, its static files, the views as JSON and as server-sent events.
+
+Routes (all GET; nothing the client sends names a file):
+
+    /                      the default view (the search, or the comparison of several)
+    /search/{i}, /compare  the page of one search / of the comparison
+    /static/{name}         plotly.js (from the plotly package), the page's script and style sheet: a fixed table
+    /api/views/{view}      the view as JSON (every section)
+    /events/{view}         server-sent events: the view when a client connects, then each changed section
+
+One background task polls the folders (`Dashboard.refresh`, a few ``stat`` calls) every ``poll_interval``
+seconds and renders the views that browsers are watching; file reads and rendering run in a worker thread, so
+the event loop keeps serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from hpsearch.dashboard._page import STATIC, page_html
+from hpsearch.report._plotly import plotly_js_path
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+    from hpsearch.dashboard._dashboard import Dashboard
+
+__all__ = ["LOCAL_HOSTS", "create_app"]
+
+#: Host headers accepted when the dashboard serves the local machine only (a defence against DNS rebinding).
+LOCAL_HOSTS = ["127.0.0.1", "localhost", "::1", "[::1]"]
+
+_HEADERS = {
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+    # Scripts only from this server (no inline script anywhere); plotly sets inline styles.
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
+        "connect-src 'self'; font-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+    ),
+}
+_PING_S = 15.0
+
+
+class _Watch:
+    """The poll loop and the browsers' subscriptions (view -> number of open event streams)."""
+
+    def __init__(self, dashboard: Dashboard, poll_interval: float) -> None:
+        self.dashboard = dashboard
+        self.poll_interval = poll_interval
+        self.watched: dict[str, int] = {}
+        self.published = asyncio.Event()
+        self.stopping = False
+
+    def publish(self) -> None:
+        old, self.published = self.published, asyncio.Event()
+        old.set()
+
+    async def run(self) -> None:
+        from anyio import to_thread
+
+        try:  # warm up: the first page finds its view rendered (and parameter importance under way)
+            await to_thread.run_sync(self.dashboard.refresh)
+            await to_thread.run_sync(self.dashboard.render, self.dashboard.default_view)
+        except Exception:
+            pass  # reported by the loop below if it persists
+        while not self.stopping:
+            try:
+                await to_thread.run_sync(self.dashboard.refresh)
+                due = await to_thread.run_sync(self.dashboard.importance_due)
+                rendered = False
+                for view in [v for v, n in self.watched.items() if n > 0]:
+                    if due or self.dashboard.needs_render(view):
+                        before = self.dashboard.cached(view)
+                        after = await to_thread.run_sync(self.dashboard.render, view)
+                        rendered = rendered or after is not before
+                if rendered:
+                    self.publish()
+            except Exception:  # a bad moment in a folder must not stop the dashboard: try again next tick
+                import logging
+
+                logging.getLogger(__name__).warning("Dashboard refresh failed; retrying.", exc_info=True)
+            await asyncio.sleep(self.poll_interval)
+
+
+def create_app(dashboard: Dashboard, poll_interval: float = 0.25, allowed_hosts: list[str] | None = None) -> Starlette:
+    """The ASGI application serving ``dashboard``.
+
+    Args:
+        poll_interval: seconds between two looks at the folders (a change shows within about twice this plus
+            the render time).
+        allowed_hosts: Host headers to accept (default `LOCAL_HOSTS`); ``["*"]`` accepts any, for --allow-remote.
+    """
+    from starlette.applications import Starlette
+    from starlette.middleware import Middleware
+    from starlette.middleware.trustedhost import TrustedHostMiddleware
+    from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Response, StreamingResponse
+    from starlette.routing import Route
+
+    watch = _Watch(dashboard, poll_interval)
+
+    def _view_or_404(name: str) -> str | None:
+        return name if name in dashboard.views else None
+
+    async def _page(view: str) -> Response:
+        return HTMLResponse(page_html(dashboard, view), headers=_HEADERS)
+
+    async def index(request: Request) -> Response:
+        return await _page(dashboard.default_view)
+
+    async def search_page(request: Request) -> Response:
+        view = _view_or_404(f"search-{request.path_params['index']}")
+        if view is None:
+            return _not_found()
+        return await _page(view)
+
+    async def compare_page(request: Request) -> Response:
+        if _view_or_404("compare") is None:
+            return _not_found()
+        return await _page("compare")
+
+    async def static(request: Request) -> Response:
+        name = request.path_params["name"]
+        if name == "plotly.min.js":
+            return FileResponse(plotly_js_path(), media_type="text/javascript",
+                                headers={**_HEADERS, "Cache-Control": "max-age=86400"})
+        entry = STATIC.get(name)
+        if entry is None:
+            return _not_found()
+        body, media_type = entry
+        return Response(body, media_type=media_type, headers={**_HEADERS, "Cache-Control": "no-cache"})
+
+    async def view_json(request: Request) -> Response:
+        from anyio import to_thread
+
+        view = _view_or_404(request.path_params["view"])
+        if view is None:
+            return _not_found()
+        await to_thread.run_sync(dashboard.refresh)
+        rendered = await to_thread.run_sync(dashboard.render, view)
+        return Response(rendered.message(), media_type="application/json", headers=_HEADERS)
+
+    async def events(request: Request) -> Response:
+        view = _view_or_404(request.path_params["view"])
+        if view is None:
+            return _not_found()
+        return StreamingResponse(
+            _stream(watch, view), media_type="text/event-stream",
+            headers={**_HEADERS, "Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+
+    def _not_found() -> Response:
+        return JSONResponse({"error": "not found"}, status_code=404, headers=_HEADERS)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Any) -> AsyncIterator[None]:
+        watch.published = asyncio.Event()  # bound to the server's loop
+        task = asyncio.create_task(watch.run())
+        try:
+            yield
+        finally:
+            watch.stopping = True
+            watch.publish()
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            dashboard.close()
+
+    routes = [
+        Route("/", index),
+        Route("/search/{index:int}", search_page),
+        Route("/compare", compare_page),
+        Route("/static/{name}", static),
+        Route("/api/views/{view}", view_json),
+        Route("/events/{view}", events),
+    ]
+    middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts or LOCAL_HOSTS)]
+    app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
+    app.state.dashboard = dashboard
+    app.state.watch = watch
+    return app
+
+
+def _sse(data: str, event: str = "update") -> bytes:
+    # A data field ends at a line break, so each line of the payload becomes its own "data:" line.
+    lines = data.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    return (f"event: {event}\n" + "".join(f"data: {line}\n" for line in lines) + "\n").encode("utf-8")
+
+
+async def _stream(watch: _Watch, view: str) -> AsyncIterator[bytes]:
+    """The events of one browser: the whole view first, then only the sections that changed."""
+    from anyio import to_thread
+
+    dashboard = watch.dashboard
+    watch.watched[view] = watch.watched.get(view, 0) + 1
+    known: dict[str, str] = {}
+    sent = -1
+    try:
+        yield b"retry: 1000\n\n"
+        current = dashboard.cached(view)
+        if current is None or dashboard.needs_render(view):
+            await to_thread.run_sync(dashboard.refresh)
+            current = await to_thread.run_sync(dashboard.render, view)
+        while not watch.stopping:
+            waiter = watch.published
+            current = dashboard.cached(view) or current
+            if current.version != sent:
+                yield _sse(current.message(known))
+                known, sent = current.hashes(), current.version
+            try:
+                await asyncio.wait_for(waiter.wait(), timeout=_PING_S)
+            except asyncio.TimeoutError:
+                yield b": ping\n\n"  # keeps proxies from closing an idle stream, and notices a gone browser
+    finally:
+        watch.watched[view] -= 1

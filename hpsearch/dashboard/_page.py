@@ -1,0 +1,174 @@
+"""The dashboard's page: an HTML shell, its style sheet (the report's, plus a status line) and its script.
+
+The script opens an `EventSource` on ``/events/<view>`` and applies each message: header text, the warning
+line, and every changed section (HTML replaced, figures redrawn in place with ``Plotly.react``, so zoom and
+scroll survive and nothing reloads). Every string it puts in the page is either text (``textContent``) or
+HTML the server escaped (the report's builders escape every user string).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from hpsearch.report._page import CSS, SORT_JS, esc
+
+if TYPE_CHECKING:
+    from hpsearch.dashboard._dashboard import Dashboard
+
+__all__ = ["STATIC", "page_html"]
+
+_EXTRA_CSS = """
+#hp-status { padding:6px 32px; font-size:13px; color:var(--muted); background:#fff; border-bottom:1px solid var(--line); }
+#hp-status .dot { display:inline-block; width:8px; height:8px; border-radius:50%; background:#9ca3af; margin-right:6px; }
+#hp-status.live .dot { background:#16a34a; } #hp-status.lost .dot { background:#dc2626; }
+#hp-warning { margin:12px 32px 0; padding:8px 14px; border:1px solid #f59e0b; background:#fffbeb; color:#92400e; border-radius:6px; }
+#hp-views a { color:#93c5fd; margin-right:12px; font-size:13px; text-decoration:none; }
+#hp-views a.current { color:#fff; font-weight:600; }
+"""
+
+_CLIENT_JS = """
+(function () {
+  "use strict";
+  var CONFIG = {responsive: true, displaylogo: false};
+  var view = document.body.getAttribute("data-view");
+  var main = document.getElementById("hp-main"), nav = document.getElementById("hp-nav");
+  var status = document.getElementById("hp-status"), statusText = document.getElementById("hp-status-text");
+  var warning = document.getElementById("hp-warning");
+
+  function el(tag, cls) { var e = document.createElement(tag); if (cls) e.className = cls; return e; }
+
+  function plotBox(part) {
+    var fig = el("figure", "plot-wrap"), div = el("div", "hp-plot"), cap = el("p", "caption");
+    div.id = part.plot; fig.appendChild(div); fig.appendChild(cap); return fig;
+  }
+
+  function drawPlot(part) {
+    var div = document.getElementById(part.plot);
+    div.parentNode.querySelector(".caption").innerHTML = part.caption;
+    Plotly.react(div, part.figure.data || [], part.figure.layout || {}, CONFIG);
+  }
+
+  function sortState(box) {
+    var th = box.querySelector("th[aria-sort]");
+    if (!th) return null;
+    return {col: Array.prototype.indexOf.call(th.parentNode.children, th), dir: th.getAttribute("aria-sort")};
+  }
+
+  function setHtml(box, html) {
+    var sorted = sortState(box);
+    box.innerHTML = html;  // escaped by the server
+    hpSortable(box);
+    if (sorted) {
+      var th = box.querySelectorAll("thead th")[sorted.col];
+      if (th) { th.click(); if (sorted.dir === "descending") th.click(); }
+    }
+  }
+
+  function shape(parts) {
+    return JSON.stringify(parts.map(function (p) {
+      if (p.plot) return "P" + p.plot;
+      if (p.grid) return "G" + p.grid.map(function (q) { return q.plot; }).join(",");
+      return "H";
+    }));
+  }
+
+  function renderSection(sec, data) {
+    sec.querySelector("h2").textContent = data.title;
+    var body = sec.querySelector(".hp-body"), parts = data.parts, sig = shape(parts);
+    if (body.getAttribute("data-shape") !== sig) {
+      body.querySelectorAll(".hp-plot").forEach(function (d) { Plotly.purge(d); });
+      body.textContent = "";
+      parts.forEach(function (p) {
+        if (p.plot) body.appendChild(plotBox(p));
+        else if (p.grid) { var g = el("div", "grid"); p.grid.forEach(function (q) { g.appendChild(plotBox(q)); }); body.appendChild(g); }
+        else body.appendChild(el("div", "hp-html"));
+      });
+      body.setAttribute("data-shape", sig);
+    }
+    var boxes = body.children;
+    parts.forEach(function (p, i) {
+      if (p.plot) drawPlot(p);
+      else if (p.grid) p.grid.forEach(drawPlot);
+      else setHtml(boxes[i], p.html);
+    });
+  }
+
+  function apply(state) {
+    document.getElementById("hp-title").textContent = state.title;
+    document.getElementById("hp-subtitle").textContent = state.subtitle;
+    document.title = state.title;
+    if (state.warning) { warning.textContent = state.warning; warning.hidden = false; }
+    else { warning.textContent = ""; warning.hidden = true; }
+    var keep = {}, timings = {};
+    window.hpTimings = timings;  // ms per section redrawn by the last update (read by benchmarks/dashboard.py)
+    state.order.forEach(function (anchor, i) {
+      keep[anchor] = true;
+      var sec = document.getElementById(anchor);
+      if (!sec) {
+        sec = el("section"); sec.id = anchor;
+        sec.appendChild(el("h2")); sec.appendChild(el("div", "hp-body"));
+      }
+      if (main.children[i] !== sec) main.insertBefore(sec, main.children[i] || null);
+      var data = state.sections[anchor];
+      if (data) { var t0 = performance.now(); renderSection(sec, data); timings[anchor] = performance.now() - t0; }
+    });
+    Array.prototype.slice.call(main.children).forEach(function (sec) {
+      if (!keep[sec.id]) { sec.querySelectorAll(".hp-plot").forEach(function (d) { Plotly.purge(d); }); sec.remove(); }
+    });
+    nav.textContent = "";
+    state.order.forEach(function (anchor) {
+      var a = el("a"); a.href = "#" + anchor; a.textContent = document.querySelector("#" + anchor + " h2").textContent;
+      nav.appendChild(a);
+    });
+    var counts = state.counts || {}, running = counts.RUNNING || 0;
+    status.setAttribute("data-trials", String(state.trials));
+    status.setAttribute("data-version", String(state.version));
+    Object.keys(counts).forEach(function (k) { status.setAttribute("data-" + k.toLowerCase(), String(counts[k])); });
+    status.className = "live";
+    statusText.textContent = "live · " + state.trials + " trial(s), " + running + " running · updated " +
+      new Date().toLocaleTimeString();
+  }
+
+  var source = new EventSource("/events/" + encodeURIComponent(view));
+  source.addEventListener("update", function (event) {
+    var t0 = performance.now(), state = JSON.parse(event.data);
+    apply(state);
+    window.hpTimings.parse = performance.now() - t0 - Object.keys(window.hpTimings).reduce(function (n, k) { return n + window.hpTimings[k]; }, 0);
+  });
+  source.addEventListener("error", function () {
+    status.className = "lost";
+    statusText.textContent = "connection lost, retrying… (the page keeps the last state it received)";
+  });
+})();
+"""
+
+#: name -> (body, media type) of the page's own static files.
+STATIC: dict[str, tuple[bytes, str]] = {
+    "dashboard.js": ((SORT_JS + _CLIENT_JS).encode("utf-8"), "text/javascript"),
+    "dashboard.css": ((CSS + _EXTRA_CSS).encode("utf-8"), "text/css"),
+}
+
+
+def page_html(dashboard: Dashboard, view: str) -> str:
+    """The page of ``view``: an empty shell that the script fills from the event stream."""
+    links = []
+    for name in dashboard.views:
+        label = "comparison" if name == "compare" else dashboard.labels[int(name[7:])]
+        href = "/compare" if name == "compare" else f"/search/{name[7:]}"
+        current = ' class="current"' if name == view else ""
+        links.append(f'<a href="{href}"{current}>{esc(label)}</a>')
+    views = f'<div id="hp-views">{"".join(links)}</div>' if len(links) > 1 else ""
+    return (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        '<title>hpsearch dashboard</title>\n<link rel="icon" href="data:,">\n'
+        '<link rel="stylesheet" href="/static/dashboard.css">\n'
+        '<script src="/static/plotly.min.js"></script>\n'
+        '<script src="/static/dashboard.js" defer></script>\n'
+        f'</head>\n<body data-view="{esc(view)}">\n'
+        '<header><h1 id="hp-title">hpsearch dashboard</h1><div class="sub" id="hp-subtitle">connecting…</div>'
+        f"{views}</header>\n"
+        '<div id="hp-status"><span class="dot"></span><span id="hp-status-text">connecting…</span></div>\n'
+        '<div id="hp-warning" role="alert" hidden></div>\n'
+        '<nav id="hp-nav"></nav>\n<main id="hp-main"></main>\n</body>\n</html>\n'
+    )
