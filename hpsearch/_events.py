@@ -9,7 +9,7 @@ on any backend by reading files alone. One JSON object per line::
     {"event": "trial_end",   "time": ISO, "record": <the record as search.json stores it>}
 
 Every event is one ``os.write`` of one whole line on a file opened with ``O_APPEND``, so writers in several
-threads or processes (Optuna's ``n_jobs``, Ray workers on one machine) never interleave their lines, and the
+threads or processes (an engine's trials run in threads, or workers on one machine) never interleave their lines, and the
 line is in the file (not in a buffer) when the call returns. Only the main process of a multi-process trial
 writes. The log is a convenience: a failure to write it is logged once and never reaches training.
 """
@@ -70,7 +70,7 @@ def _append(output_dir: str | os.PathLike[str], build: Any) -> None:
 
         if not _dist.is_main_process():
             return
-        from .results import _json_default
+        from ._files import json_default as _json_default
 
         # allow_nan keeps a NaN objective readable by Python's json (the dashboard); default= covers numpy values.
         line = (json.dumps(build(), separators=(",", ":"), default=_json_default) + "\n").encode("utf-8")

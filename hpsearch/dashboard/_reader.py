@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from hpsearch._events import EVENTS_FILE
-from hpsearch.results import SearchResult, _decode_tuples, _record_from_json
+from hpsearch.results import SearchResult
 from hpsearch.trial import Evaluation, TrialRecord, TrialState
+from hpsearch.trial import decode_tuples as _decode_tuples
 
 __all__ = ["SEARCH_FILE", "FolderReader", "NotASearchFolder", "check_search_folder"]
 
@@ -193,7 +194,7 @@ class FolderReader:
                 ))
                 record.last_step = int(event["step"])
             elif kind == "trial_end":
-                record = _record_from_json(event["record"])
+                record = TrialRecord.from_dict(event["record"])
                 self._live[record.trial_id] = record
             else:
                 return False  # an event a newer hpsearch writes: ignored

@@ -108,7 +108,7 @@ def test_event_log_holds_the_record_as_search_json_does(tmp_path):
     assert [e["event"] for e in events] == ["trial_start", "evaluation", "trial_end"]
     assert events[0]["params"]["betas"] == {"__tuple__": [0.9, 0.999]}
     assert events[1]["step"] == 10 and events[1]["objective"] == pytest.approx(0.53)
-    from hpsearch.results import _record_to_json
+    _record_to_json = TrialRecord.to_dict
 
     assert events[2]["record"] == json.loads(json.dumps(_record_to_json(record)))
 
