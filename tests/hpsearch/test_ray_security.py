@@ -58,18 +58,28 @@ def _running(processes):
 
 
 # Runs first: the module's cluster is not started yet, so at most three nodes share the machine.
-def test_stopping_the_test_cluster_leaves_other_ray_processes_alive():
+def test_stopping_the_test_cluster_leaves_other_ray_processes_alive(tmp_path, monkeypatch):
     """The fixture stops its cluster by pid and process group, not with a machine-wide ``ray stop --force``: an
-    unrelated Ray head (its own port, temp dir and token) outlives it, and is then stopped by pid too."""
+    unrelated Ray head (its own port and temp dir, authentication disabled) outlives it, and is then stopped by pid
+    too. On the way: a driver that has a token does not turn token mode on for a cluster without authentication."""
     other_dir = tempfile.mkdtemp(prefix="ru", dir="/tmp")
+    port = rc._free_port()
+    env = rc.node_env(rc.write_token(other_dir))
+    env["RAY_AUTH_MODE"] = "disabled"
     other = rc.start_node(
-        ["--head", "--port", str(rc._free_port()), "--include-dashboard", "false", "--temp-dir", other_dir,
+        ["--head", "--port", str(port), "--include-dashboard", "false", "--temp-dir", other_dir,
          "--num-cpus", "1", "--node-ip-address", "127.0.0.1", "--disable-usage-stats"],
-        rc.node_env(rc.write_token(other_dir)), os.path.join(other_dir, "head.log"),
+        env, os.path.join(other_dir, "head.log"),
     )
     others = _processes(other.pids)
     try:
         assert len(_running(others)) >= 3, other.pids  # ray start, gcs_server, raylet, ...
+        with monkeypatch.context() as patch:
+            patch.delenv("RAY_AUTH_MODE", raising=False)
+            patch.setenv("RAY_AUTH_TOKEN_PATH", rc.write_token(str(tmp_path)))
+            assert _connect.gcs_auth(f"127.0.0.1:{port}", offer_token=True) == _connect.OPEN
+            _connect._prepare_token_auth(f"127.0.0.1:{port}")
+            assert "RAY_AUTH_MODE" not in os.environ
         env_before = {key: os.environ.get(key) for key in _AUTH}
         cluster = rc.start_cluster()
         try:
@@ -128,7 +138,7 @@ def _files_containing(folder: str, secret: bytes, skip: tuple[str, ...] = ()) ->
     return found
 
 
-def test_cluster_uses_token_authentication(cluster):
+def test_cluster_uses_token_authentication(cluster, fresh_driver):
     assert "RAY_AUTH_MODE" not in os.environ  # the driver's side is left to the search
     assert _connect.gcs_auth(cluster.address, offer_token=False) == _connect.REQUIRED
     assert _connect.gcs_auth(cluster.address, offer_token=True) == _connect.ACCEPTED

@@ -6,11 +6,12 @@ itself only for a Ray it starts or one ``address="auto"`` finds through ``ray st
 ``address="host:port"`` (or ``"auto"`` with ``RAY_ADDRESS=host:port``) it connects without the token and fails
 after ~20 s with "Failed to connect". So, for the ``host:port`` it will join, `connect`:
 
-- asks the cluster's GCS (one unauthenticated ``GetClusterId`` call) whether it wants a token, and whether the
-  token this process would send (Ray's own lookup: ``RAY_AUTH_TOKEN``, then ``RAY_AUTH_TOKEN_PATH``, then
+- asks the cluster's GCS (an unauthenticated ``GetClusterId`` call) whether it wants a token, and if so (a second
+  call) whether the token this process would send (Ray's own lookup: ``RAY_AUTH_TOKEN``, then ``RAY_AUTH_TOKEN_PATH``, then
   ``~/.ray/auth_token``) is the cluster's;
 - turns ``RAY_AUTH_MODE=token`` on for the connection when the cluster wants a token and the driver has the right
-  one, and otherwise stops the search before any trial with a `SearchConfigError` that says which and how to fix it.
+  one (never for a cluster without authentication: the driver would then refuse the cluster's calls), and otherwise
+  stops the search before any trial with a `SearchConfigError` that says which and how to fix it.
 
 A connection the search opened is closed when it ends (the cluster keeps running) and ``RAY_AUTH_MODE`` is put back
 as it was, also after a local Ray or ``"auto"`` (where Ray itself sets the mode for the rest of the process). The
@@ -116,30 +117,43 @@ def probe(address: str) -> None:
 
 def gcs_auth(address: str, offer_token: bool) -> str | None:
     """Whether the GCS at ``address`` wants a token (`OPEN`, `REQUIRED`) and, with ``offer_token``, whether it
-    takes the one Ray would send from this process (`ACCEPTED`, `REJECTED`); None when the call tells neither
+    takes the one Ray would send from this process (`ACCEPTED`, `REJECTED`); None when a call tells neither
     (an older Ray, TLS, a timeout: ``ray.init`` then decides and its error is reported)."""
+    answer = _gcs_call(address, [])
+    if answer is not True:  # an open cluster (no token needed), or no answer
+        return OPEN if answer is False else None
+    if not offer_token:
+        return REQUIRED
+    from ray._raylet import AuthenticationTokenLoader  # type: ignore[attr-defined]
+
+    loader = AuthenticationTokenLoader.instance()
+    loader.reset_cache()  # the environment may have changed since Ray last looked
+    headers = loader.get_token_for_http_header(ignore_auth_mode=True)
+    metadata = [(str(k).lower(), str(v)) for k, v in headers.items()]
+    if not metadata:
+        return REQUIRED
+    answer = _gcs_call(address, metadata)
+    return None if answer is None else REJECTED if answer else ACCEPTED
+
+
+def _gcs_call(address: str, metadata: list[tuple[str, str]]) -> bool | None:
+    """One ``GetClusterId`` call with ``metadata``: True if refused as unauthenticated, False if answered, None
+    for any other outcome."""
     try:
         import grpc
-        from ray._raylet import AuthenticationTokenLoader  # type: ignore[attr-defined]
         from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
     except ImportError:
         return None
-    metadata: list[tuple[str, str]] = []
-    if offer_token:
-        headers = AuthenticationTokenLoader.instance().get_token_for_http_header(ignore_auth_mode=True)
-        metadata = [(str(k).lower(), str(v)) for k, v in headers.items()]
     try:
         with grpc.insecure_channel(address) as channel:
             stub = gcs_service_pb2_grpc.NodeInfoGcsServiceStub(channel)
             stub.GetClusterId(gcs_service_pb2.GetClusterIdRequest(),  # type: ignore[attr-defined]
                               timeout=CONNECT_TIMEOUT_S, metadata=metadata)
     except grpc.RpcError as error:
-        if error.code() == grpc.StatusCode.UNAUTHENTICATED:
-            return REJECTED if metadata else REQUIRED
-        return None
+        return True if error.code() == grpc.StatusCode.UNAUTHENTICATED else None
     except Exception:  # a channel problem is ray.init's to report
         return None
-    return ACCEPTED if metadata else OPEN
+    return False
 
 
 def token_source() -> str | None:
