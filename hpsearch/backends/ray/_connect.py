@@ -90,7 +90,7 @@ def connect(address: str | None) -> Connection:
             raise SearchConfigError(
                 f"address={address!r}: could not connect to a Ray cluster ({type(error).__name__}: "
                 f"{_first_line(error)}). Start one with `ray start --head`, or leave address unset to start a "
-                f"local Ray. If the cluster uses token authentication (Ray's default), {_token_fix()}"
+                f"local Ray. If the cluster uses token authentication (Ray's default): {_token_fix()}"
             ) from error
     except BaseException:
         connection.close()
