@@ -1,27 +1,40 @@
 """A real two-node Ray cluster on 127.0.0.1 for the Ray backend tests, and the picklable pieces trials use.
 
-The cluster is started with the venv's ``ray`` executable (``ray start --head`` plus one worker node, one CPU
-each, no dashboard, no usage stats, its own temp dir) and always stopped with ``ray stop --force``. Helpers
-that trials need on the workers live here (not in the test module) so Ray pickles them by reference.
+The cluster runs with Ray's default security: token authentication. `start_cluster` writes a fresh token to a file
+in the cluster's own temp dir (never to ``~/.ray``) and hands it to both nodes through ``RAY_AUTH_TOKEN_PATH``;
+while the cluster runs, this process has ``RAY_AUTH_TOKEN_PATH`` too, as a user's driver would after
+``export RAY_AUTH_TOKEN_PATH=...`` (``RAY_AUTH_MODE`` stays unset: the search turns it on for its connection).
+
+Each node is a ``ray start --block`` child of this process, in a process group of its own (no usage stats, no
+dashboard UI, one CPU each). `Cluster.stop` stops exactly what was started: the recorded pids and their
+descendants, then each node's process group, SIGTERM first and SIGKILL after a grace period; never
+``ray stop``, which would stop every Ray on the machine. Helpers that trials need on the workers live here (not in
+the test module) so Ray pickles them by reference.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainer import TrainerCallback
 
 ROOT = Path(__file__).resolve().parents[2]
 RAY = str(Path(sys.executable).with_name("ray"))
+_STARTED = "Ray runtime started."
+_START_TIMEOUT_S = 180.0
+_STOP_GRACE_S = 15.0
+_AUTH_VARIABLES = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
 
 
 def _free_port() -> int:
@@ -31,46 +44,145 @@ def _free_port() -> int:
 
 
 def cluster_env() -> dict[str, str]:
+    """This process's environment for a Ray process or a driver subprocess: no usage stats, the checkout
+    importable (workers import the tests' helpers and the package)."""
     env = dict(os.environ)
     env["RAY_USAGE_STATS_ENABLED"] = "0"
-    # One loopback-only test cluster; Ray's token mode would need the same token propagated to every node.
-    env["RAY_AUTH_MODE"] = "disabled"
-    # Workers import the tests' helpers and the package from the checkout.
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
     return env
+
+
+def write_token(directory: str) -> str:
+    """A new random token (as ``ray get-auth-token --generate`` makes one) in ``directory/auth_token``, mode 600."""
+    path = os.path.join(directory, "auth_token")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(secrets.token_hex(32))
+    return path
+
+
+def node_env(token_path: str, head: bool = True) -> dict[str, str]:
+    """The environment of a node, with the token at ``token_path`` whatever this process's own auth variables say.
+    A head gets Ray's default (no RAY_AUTH_MODE: ``ray start --head`` turns token authentication on when it finds
+    a token); a node joining by address needs ``RAY_AUTH_MODE=token`` to send it, as Ray's docs say."""
+    env = cluster_env()
+    for key in _AUTH_VARIABLES:
+        env.pop(key, None)
+    env["RAY_AUTH_TOKEN_PATH"] = token_path
+    if not head:
+        env["RAY_AUTH_MODE"] = "token"
+    return env
+
+
+@dataclass
+class Node:
+    """One ``ray start --block`` child, leader of its own process group; ``pids``: its processes once started."""
+
+    process: subprocess.Popen
+    log: str
+    pids: list[int] = field(default_factory=list)
+
+
+def start_node(args: list[str], env: dict[str, str], log: str, timeout: float = _START_TIMEOUT_S) -> Node:
+    """Runs ``ray start --block ARGS`` in a new session and waits for "Ray runtime started." in its output."""
+    import psutil
+
+    with open(log, "wb") as out:
+        process = subprocess.Popen([RAY, "start", "--block", *args], env=env, stdout=out, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL, start_new_session=True)
+    node = Node(process, log)
+    deadline = time.monotonic() + timeout
+    while _STARTED not in Path(log).read_text(errors="replace"):
+        if process.poll() is not None or time.monotonic() > deadline:
+            stop_nodes([node])
+            tail = Path(log).read_text(errors="replace")[-3000:]
+            raise RuntimeError(f"ray start {' '.join(args)} failed (exit {process.returncode}): {tail}")
+        time.sleep(0.2)
+    with contextlib.suppress(psutil.NoSuchProcess):
+        node.pids = [process.pid, *(p.pid for p in psutil.Process(process.pid).children(recursive=True))]
+    return node
+
+
+def stop_nodes(nodes: list[Node], grace: float = _STOP_GRACE_S) -> list[int]:
+    """Stops the nodes' processes by pid and process group: SIGTERM, then SIGKILL to what is left after ``grace``
+    seconds. Only processes these nodes started are signalled. Returns the pids it found alive."""
+    import psutil
+
+    victims: dict[int, psutil.Process] = {}
+    for node in nodes:
+        for pid in (node.process.pid, *node.pids):
+            with contextlib.suppress(psutil.NoSuchProcess):
+                root = psutil.Process(pid)
+                for process in (root, *root.children(recursive=True)):
+                    victims.setdefault(process.pid, process)
+    # A process group is signalled only while its leader is unreaped (alive or a zombie): its pid, hence the
+    # group id, cannot have been reused by anyone else.
+    groups = [node.process.pid for node in nodes if node.process.returncode is None]
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 30.0)):
+        for process in victims.values():
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.send_signal(sig)  # psutil checks the pid still names the same process
+        for group in groups:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(group, sig)
+        _, alive = psutil.wait_procs(list(victims.values()), timeout=wait)
+        if not alive:
+            break
+    else:
+        raise RuntimeError(f"Ray processes survived SIGKILL: {[p.pid for p in alive]}")
+    for node in nodes:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            node.process.wait(timeout=30)
+    return sorted(victims)
 
 
 @dataclass
 class Cluster:
     address: str
     temp_dir: str
+    token_path: str
+    nodes: list[Node] = field(default_factory=list)
+    _saved_env: dict[str, str | None] = field(default_factory=dict)
+
+    @property
+    def pids(self) -> list[int]:
+        return [pid for node in self.nodes for pid in node.pids]
+
+    def export_token(self) -> None:
+        """Give this process the token the way a user would (RAY_AUTH_TOKEN_PATH); `stop` restores the variables."""
+        for key in _AUTH_VARIABLES:
+            self._saved_env.setdefault(key, os.environ.pop(key, None))
+        os.environ["RAY_AUTH_TOKEN_PATH"] = self.token_path
 
     def stop(self) -> None:
-        subprocess.run([RAY, "stop", "--force"], env=cluster_env(), capture_output=True, timeout=120)
-        shutil.rmtree(self.temp_dir, ignore_errors=True)
+        try:
+            stop_nodes(self.nodes)
+        finally:
+            for key, value in self._saved_env.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+            self._saved_env.clear()
+            shutil.rmtree(self.temp_dir, ignore_errors=True)
 
 
 def start_cluster() -> Cluster:
-    """A head node and a second node, one CPU each, both bound to 127.0.0.1."""
+    """A head node and a second node, one CPU each, both on 127.0.0.1, with token authentication; this process
+    gets the token through RAY_AUTH_TOKEN_PATH until `Cluster.stop`."""
     port = _free_port()
     # Short: Ray puts unix sockets under the temp dir, and their paths are limited to ~100 characters.
     temp_dir = tempfile.mkdtemp(prefix="rt", dir="/tmp")
-    env = cluster_env()
+    cluster = Cluster(address=f"127.0.0.1:{port}", temp_dir=temp_dir, token_path=write_token(temp_dir))
     common = ["--num-cpus", "1", "--node-ip-address", "127.0.0.1", "--disable-usage-stats"]
-    cluster = Cluster(address=f"127.0.0.1:{port}", temp_dir=temp_dir)
     try:
-        subprocess.run(
-            [RAY, "start", "--head", "--port", str(port), "--include-dashboard", "false", "--temp-dir", temp_dir,
-             *common],
-            env=env, check=True, capture_output=True, timeout=180,
-        )
-        subprocess.run(
-            [RAY, "start", "--address", cluster.address, *common],
-            env=env, check=True, capture_output=True, timeout=180,
-        )
-    except subprocess.CalledProcessError as error:
-        cluster.stop()
-        raise RuntimeError(f"ray start failed: {error.stderr.decode(errors='replace')[-3000:]}") from error
+        cluster.nodes.append(start_node(
+            ["--head", "--port", str(port), "--include-dashboard", "false", "--temp-dir", temp_dir, *common],
+            node_env(cluster.token_path), os.path.join(temp_dir, "head.log"),
+        ))
+        cluster.nodes.append(start_node(["--address", cluster.address, *common],
+                                        node_env(cluster.token_path, head=False), os.path.join(temp_dir, "node.log")))
+        cluster.export_token()
     except BaseException:
         cluster.stop()
         raise

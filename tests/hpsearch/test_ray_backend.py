@@ -20,7 +20,6 @@ from tests.hpsearch import _ray_cluster as rc
 pytestmark = [pytest.mark.slow, pytest.mark.multiprocess]
 
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # the driver joins the loopback test cluster (see _ray_cluster)
 
 
 def _space():

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from hpsearch import hyperparameter_search
+from hpsearch.backends.ray._connect import connect
 from hpsearch.results import SearchResult
 from hpsearch.trial import TrialState
 from spaces import Float
@@ -21,7 +22,6 @@ from tests.hpsearch import _ray_cluster as rc
 pytestmark = [pytest.mark.slow, pytest.mark.multiprocess]
 
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # the driver joins the loopback test cluster (see _ray_cluster)
 
 # The GCS declares a node dead after `threshold` failed health checks `period` apart; Ray's defaults (5 x 3 s) would
 # spend ~15 s of the test waiting, so the head's GCS checks every second. The timeout and threshold stay generous:
@@ -43,12 +43,16 @@ def cluster():
         for key, value in _FAST_NODE_DEATH.items():
             patch.setenv(key, value)  # read by the head's GCS when `ray start` launches it
         started = rc.start_cluster()
+    connection = None
     try:
         # Connected here, not by the search, so the test can look up node ids; the search then reuses the
-        # connection. Ray connects a driver to the head when several nodes share the host.
-        ray.init(address=started.address, log_to_driver=False, configure_logging=False)
+        # connection. Ray connects a driver to the head when several nodes share the host. The adapter's own way
+        # in, which turns Ray's token mode on for this connection (the cluster uses token authentication).
+        connection = connect(started.address)
         yield started
     finally:
+        if connection is not None:
+            connection.close()
         if ray.is_initialized():
             ray.shutdown()
         started.stop()

@@ -25,13 +25,17 @@ BATCH = 32  # per worker; the single-process reference uses 2 * BATCH
 
 
 @pytest.fixture
-def local_ray(monkeypatch):
-    """The backend starts a local Ray (2 CPUs here: one per worker); its workers import the tests' helpers."""
+def local_ray(monkeypatch, tmp_path):
+    """The backend starts a local Ray (2 CPUs here: one per worker); its workers import the tests' helpers. Ray's
+    default token authentication, with a token of the test's own (Ray would otherwise create ~/.ray/auth_token)."""
     import ray
 
     for key, value in rc.cluster_env().items():
-        if key in ("PYTHONPATH", "RAY_USAGE_STATS_ENABLED", "RAY_AUTH_MODE"):
+        if key in ("PYTHONPATH", "RAY_USAGE_STATS_ENABLED"):
             monkeypatch.setenv(key, value)
+    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
+    monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)
+    monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", rc.write_token(str(tmp_path)))
     if ray.is_initialized():
         ray.shutdown()
     yield

@@ -1,5 +1,8 @@
 """The Ray Tune adapter: converts the space, ships the settings once, drives ``Tuner.fit``, records the trials.
 
+- **Connecting.** ``address="host:port"`` to a cluster with token authentication (Ray's default) works when this
+  process has the cluster's token, and is refused before any trial, saying how to fix it, when it has not
+  (`_connect`). A connection or a local Ray the search opened is closed when it ends.
 - **Shipping.** The `TrialSettings` (with the trainer's recipe: no model, optimizer or accelerator) go to the
   object store once through ``tune.with_parameters``; each trial calls ``model_init``. A piece that cannot be
   pickled is named before anything starts.
@@ -16,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import socket
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +27,7 @@ from ...errors import SearchConfigError
 from ...settings import Option
 from ..base import SearchBackend
 from . import _checks, _driver
+from ._connect import Connection, connect
 from ._space import convert_space
 
 if TYPE_CHECKING:
@@ -36,7 +39,6 @@ __all__ = ["RayBackend"]
 
 logger = logging.getLogger(__name__)
 
-_CONNECT_TIMEOUT_S = 10.0
 _DEFAULT_NAME = "hpsearch"
 _DRIVER_MEMORY = 1 << 20  # bytes of Ray's logical memory a distributed trial's driver asks for (see run)
 
@@ -48,7 +50,8 @@ class RayBackend(SearchBackend):
     can_resume = True
     warm_start_modes = ("inform", "evaluate")
     options = (
-        Option("address", (str,), "'auto', 'host:port' or 'ray://host:port' (default: a local Ray on 127.0.0.1)"),
+        Option("address", (str,), "'auto', 'host:port' or 'ray://host:port' (default: a local Ray on 127.0.0.1); "
+               "a token-authenticated cluster needs its token here (RAY_AUTH_TOKEN_PATH, RAY_AUTH_TOKEN)"),
         Option("resources_per_trial", (dict,), "resources of each trial (or each worker), e.g. {'cpu': 1, 'gpu': 0.5}"),
         Option("max_concurrent_trials", (int,), "trials run at once"),
         Option("scheduler", (object,), "a ray.tune.schedulers scheduler", build_from=("ray.tune.schedulers",)),
@@ -158,27 +161,9 @@ class RayBackend(SearchBackend):
         return convert_space(space)
 
     # ------------------------------------------------------------------ run
-    def _connect(self) -> bool:
-        """Connect to (or start) Ray; True when this search started it and must shut it down."""
-        import ray
-
-        address = self.kwargs.get("address")
-        if address is not None and address not in ("auto", "local") and not address.startswith("ray://"):
-            _probe(address)
-        if ray.is_initialized():
-            return False
-        if address is None:
-            ray.init(num_cpus=os.cpu_count(), include_dashboard=False, _node_ip_address="127.0.0.1",
-                     log_to_driver=False, configure_logging=False)
-            return True
-        try:
-            ray.init(address=address, log_to_driver=False, configure_logging=False)
-        except Exception as error:  # Ray raises ConnectionError, RuntimeError, ValueError...
-            raise SearchConfigError(
-                f"address={address!r}: could not connect to a Ray cluster ({type(error).__name__}: {error}). Start "
-                "one with `ray start --head`, or leave address unset to start a local Ray."
-            ) from error
-        return False
+    def _connect(self) -> Connection:
+        """Connect to (or start) Ray; the connection's ``close`` undoes what this search opened (see `_connect`)."""
+        return connect(self.kwargs.get("address"))
 
     def _storage(self) -> tuple[str, str]:
         storage = self.kwargs.get("storage_path")
@@ -195,7 +180,7 @@ class RayBackend(SearchBackend):
         from ._worker import trainable
 
         kw = self.kwargs
-        started = self._connect()
+        connection = self._connect()
         recorder = _driver.Recorder(self.settings, session)
         _driver.set_current(recorder)
         concurrency = None
@@ -235,8 +220,7 @@ class RayBackend(SearchBackend):
             session.replace_all(recorder.translate(grid))
         finally:
             _driver.set_current(None)
-            if started:
-                ray.shutdown()
+            connection.close()
         if recorder.failure is not None:
             raise recorder.failure
 
@@ -277,19 +261,3 @@ class RayBackend(SearchBackend):
             verbose=0,
         )
 
-
-def _probe(address: str) -> None:
-    """Fail within seconds for an address nothing listens on (``ray.init`` would retry for minutes)."""
-    host, _, port = address.rpartition(":")
-    if not host or not port.isdigit():
-        raise SearchConfigError(
-            f"address={address!r} is not 'auto', 'ray://host:port' or 'host:port' (e.g. '127.0.0.1:6379')."
-        )
-    try:
-        with socket.create_connection((host, int(port)), timeout=_CONNECT_TIMEOUT_S):
-            pass
-    except OSError as error:
-        raise SearchConfigError(
-            f"address={address!r}: no Ray cluster answers there ({error.strerror or error}); check the address "
-            "printed by `ray start --head`, or leave address unset to start a local Ray."
-        ) from error

@@ -1,0 +1,241 @@
+"""Joining Ray: the address probe, token authentication, and leaving the process as the search found it.
+
+Ray 2.60 clusters started with ``ray start --head`` use token authentication by default (whenever a token exists
+on the head). A driver sends the token only in ``RAY_AUTH_MODE=token``, and ``ray.init`` turns that mode on by
+itself only for a Ray it starts or one ``address="auto"`` finds through ``ray start``'s address file; for
+``address="host:port"`` (or ``"auto"`` with ``RAY_ADDRESS=host:port``) it connects without the token and fails
+after ~20 s with "Failed to connect". So, for the ``host:port`` it will join, `connect`:
+
+- asks the cluster's GCS (an unauthenticated ``GetClusterId`` call) whether it wants a token, and if so (a second
+  call) whether the token this process would send (Ray's own lookup: ``RAY_AUTH_TOKEN``, then ``RAY_AUTH_TOKEN_PATH``, then
+  ``~/.ray/auth_token``) is the cluster's;
+- turns ``RAY_AUTH_MODE=token`` on for the connection when the cluster wants a token and the driver has the right
+  one (never for a cluster without authentication: the driver would then refuse the cluster's calls), and otherwise
+  stops the search before any trial with a `SearchConfigError` that says which and how to fix it.
+
+A connection the search opened is closed when it ends (the cluster keeps running) and ``RAY_AUTH_MODE`` is put back
+as it was, also after a local Ray or ``"auto"`` (where Ray itself sets the mode for the rest of the process). The
+mode must stay on for as long as the driver is connected: Ray attaches the token to every gRPC call it makes and
+checks it on the calls the cluster makes to the driver. The token itself is never logged, printed or saved; errors
+name where it was looked for.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import socket
+from typing import Any
+
+from ...errors import SearchConfigError
+
+__all__ = ["Connection", "connect", "gcs_auth", "probe"]
+
+logger = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT_S = 10.0
+_MODE = "RAY_AUTH_MODE"
+_DOCS = "https://docs.ray.io/en/latest/ray-security/token-auth.html"
+
+#: `gcs_auth` answers
+OPEN = "open"  # the cluster takes calls without a token
+ACCEPTED = "accepted"  # the cluster wants a token and took the one offered
+REQUIRED = "required"  # the cluster wants a token and none was offered
+REJECTED = "rejected"  # the cluster wants a token and refused the one offered
+
+
+@dataclasses.dataclass
+class Connection:
+    """What `connect` did: whether this search called ``ray.init`` and what ``RAY_AUTH_MODE`` was before."""
+
+    opened: bool
+    mode_before: str | None = None
+
+    def close(self) -> None:
+        """Disconnect a driver this search connected (a cluster keeps running; a local Ray stops) and restore
+        ``RAY_AUTH_MODE``. Nothing for a connection that was already open."""
+        if not self.opened:
+            return
+        import ray
+
+        try:
+            ray.shutdown()
+        finally:
+            if os.environ.get(_MODE) != self.mode_before:
+                _set_mode(self.mode_before)
+
+
+def connect(address: str | None) -> Connection:
+    """Connect to (or start) Ray as ``address`` says; see the module docstring."""
+    import ray
+
+    direct = address is not None and address not in ("auto", "local") and not address.startswith("ray://")
+    if direct:
+        probe(address)  # type: ignore[arg-type]
+    if ray.is_initialized():
+        return Connection(opened=False)
+    connection = Connection(opened=True, mode_before=os.environ.get(_MODE))
+    try:
+        if address is None:
+            ray.init(num_cpus=os.cpu_count(), include_dashboard=False, _node_ip_address="127.0.0.1",
+                     log_to_driver=False, configure_logging=False)
+            return connection
+        target = _auto_address() if address == "auto" else address if direct else None
+        if target is not None:
+            _prepare_token_auth(target)
+        try:
+            ray.init(address=address, log_to_driver=False, configure_logging=False)
+        except Exception as error:  # Ray raises ConnectionError, RuntimeError, ValueError, AuthenticationError...
+            raise SearchConfigError(
+                f"address={address!r}: could not connect to a Ray cluster ({type(error).__name__}: "
+                f"{_first_line(error)}). Start one with `ray start --head`, or leave address unset to start a "
+                f"local Ray. If the cluster uses token authentication (Ray's default): {_token_fix()}"
+            ) from error
+    except BaseException:
+        connection.close()
+        raise
+    return connection
+
+
+def probe(address: str) -> None:
+    """Fail within seconds for an address nothing listens on (``ray.init`` would retry for minutes)."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise SearchConfigError(
+            f"address={address!r} is not 'auto', 'ray://host:port' or 'host:port' (e.g. '127.0.0.1:6379')."
+        )
+    try:
+        with socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S):
+            pass
+    except OSError as error:
+        raise SearchConfigError(
+            f"address={address!r}: no Ray cluster answers there ({error.strerror or error}); check the address "
+            "printed by `ray start --head`, or leave address unset to start a local Ray."
+        ) from error
+
+
+def gcs_auth(address: str, offer_token: bool) -> str | None:
+    """Whether the GCS at ``address`` wants a token (`OPEN`, `REQUIRED`) and, with ``offer_token``, whether it
+    takes the one Ray would send from this process (`ACCEPTED`, `REJECTED`); None when a call tells neither
+    (an older Ray, TLS, a timeout: ``ray.init`` then decides and its error is reported)."""
+    answer = _gcs_call(address, [])
+    if answer is not True:  # an open cluster (no token needed), or no answer
+        return OPEN if answer is False else None
+    if not offer_token:
+        return REQUIRED
+    from ray._raylet import AuthenticationTokenLoader  # type: ignore[attr-defined]
+
+    loader = AuthenticationTokenLoader.instance()
+    loader.reset_cache()  # the environment may have changed since Ray last looked
+    headers = loader.get_token_for_http_header(ignore_auth_mode=True)
+    metadata = [(str(k).lower(), str(v)) for k, v in headers.items()]
+    if not metadata:
+        return REQUIRED
+    answer = _gcs_call(address, metadata)
+    return None if answer is None else REJECTED if answer else ACCEPTED
+
+
+def _gcs_call(address: str, metadata: list[tuple[str, str]]) -> bool | None:
+    """One ``GetClusterId`` call with ``metadata``: True if refused as unauthenticated, False if answered, None
+    for any other outcome."""
+    try:
+        import grpc
+        from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
+    except ImportError:
+        return None
+    try:
+        with grpc.insecure_channel(address) as channel:
+            stub = gcs_service_pb2_grpc.NodeInfoGcsServiceStub(channel)
+            stub.GetClusterId(gcs_service_pb2.GetClusterIdRequest(),  # type: ignore[attr-defined]
+                              timeout=CONNECT_TIMEOUT_S, metadata=metadata)
+    except grpc.RpcError as error:
+        return True if error.code() == grpc.StatusCode.UNAUTHENTICATED else None
+    except Exception:  # a channel problem is ray.init's to report
+        return None
+    return False
+
+
+def token_source() -> str | None:
+    """Where Ray would read this process's token from (a description, never the token), or None without one."""
+    from ray._raylet import AuthenticationTokenLoader  # type: ignore[attr-defined]
+
+    loader = AuthenticationTokenLoader.instance()
+    loader.reset_cache()  # the environment may have changed since Ray last looked
+    if not loader.has_token(ignore_auth_mode=True):
+        return None
+    if os.environ.get("RAY_AUTH_TOKEN"):
+        return "the RAY_AUTH_TOKEN variable"
+    if os.environ.get("RAY_AUTH_TOKEN_PATH"):
+        return f"RAY_AUTH_TOKEN_PATH={os.environ['RAY_AUTH_TOKEN_PATH']}"
+    return os.path.join("~", ".ray", "auth_token")
+
+
+def _prepare_token_auth(address: str) -> None:
+    """Turn token mode on when the cluster wants the token this process has; refuse to start otherwise."""
+    source = token_source()
+    answer = gcs_auth(address, offer_token=source is not None)
+    mode = os.environ.get(_MODE)
+    if answer == ACCEPTED:
+        if mode is not None and mode.lower() != "token":
+            raise SearchConfigError(
+                f"address={address!r}: the Ray cluster there uses token authentication but this process has "
+                f"{_MODE}={mode}, so Ray would not send the token; unset {_MODE} (or `export {_MODE}=token`)."
+            )
+        if mode is None:
+            _set_mode("token")
+            logger.info("address=%r uses token authentication: connecting with the token from %s.", address, source)
+    elif answer == REQUIRED:
+        raise SearchConfigError(
+            f"address={address!r}: the Ray cluster there uses token authentication (Ray's default since 2.60) and "
+            f"no token was found for this process (looked in RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH and "
+            f"~/.ray/auth_token). {_token_fix()}"
+        )
+    elif answer == REJECTED:
+        raise SearchConfigError(
+            f"address={address!r}: the Ray cluster there uses token authentication and refused the token from "
+            f"{source}: it is not that cluster's token. {_token_fix()}"
+        )
+
+
+def _auto_address() -> str | None:
+    """The ``host:port`` that ``address="auto"`` means: RAY_ADDRESS, else the last ``ray start`` on this machine.
+    Ray turns token mode on by itself only in the second case; RAY_ADDRESS counts as an explicit address."""
+    env = os.environ.get("RAY_ADDRESS")
+    if env:
+        return env if "://" not in env and env not in ("auto", "local") else None
+    try:
+        from ray._private.services import find_bootstrap_address
+
+        found = find_bootstrap_address(None)
+    except Exception:  # Ray's private helper moved or failed: leave "auto" to ray.init
+        return None
+    return found or None
+
+
+def _token_fix() -> str:
+    return (
+        "Give this process the cluster's token: on the head node run `ray get-auth-token` (it prints the token), "
+        "then here either `export RAY_AUTH_TOKEN_PATH=/path/to/a/file/holding/it` (chmod 600) or "
+        "`export RAY_AUTH_TOKEN=<token>`; or copy the head's ~/.ray/auth_token to this machine's ~/.ray/auth_token. "
+        f"See {_DOCS}."
+    )
+
+
+def _set_mode(mode: str | None) -> None:
+    """Set ``RAY_AUTH_MODE`` for this process and refresh Ray's cached config, which reads it."""
+    from ray._raylet import AuthenticationTokenLoader, Config  # type: ignore[attr-defined]
+
+    if mode is None:
+        os.environ.pop(_MODE, None)
+    else:
+        os.environ[_MODE] = mode
+    # The config first, then the token cache (Ray's own order: a draining gRPC thread must not reload the token
+    # under a stale mode).
+    Config.initialize("")
+    AuthenticationTokenLoader.instance().reset_cache()
+
+
+def _first_line(error: BaseException) -> Any:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else ""
