@@ -410,17 +410,28 @@ class SearchResult:
                 "Point load() at the output_dir of a search (it holds search.json, trials.csv, intermediates.csv)."
             )
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
             raise ValueError(f"{os.fspath(path)!r} is not valid JSON ({exc}); the file is corrupt.") from exc
+        return cls.from_json(text, output_dir, source=os.fspath(path))
+
+    @classmethod
+    def from_json(cls, text: str, output_dir: str | os.PathLike[str] | None = None,
+                  source: str = "search.json") -> SearchResult:
+        """A search from the text of a ``search.json`` (`ValueError` naming ``source`` when it is not one)."""
+        path = source
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path!r} is not valid JSON ({exc}); the file is corrupt.") from exc
         if not isinstance(data, dict) or data.get("format") != "hpsearch.search":
             raise ValueError(
-                f"{os.fspath(path)!r} is not an hpsearch search file (no 'format': 'hpsearch.search')."
+                f"{path!r} is not an hpsearch search file (no 'format': 'hpsearch.search')."
             )
         version = data.get("format_version")
         if not isinstance(version, int) or version > FORMAT_VERSION:
             raise ValueError(
-                f"{os.fspath(path)!r} has format_version {version!r} but this hpsearch reads versions up to "
+                f"{path!r} has format_version {version!r} but this hpsearch reads versions up to "
                 f"{FORMAT_VERSION}; upgrade hpsearch to read it."
             )
         try:
@@ -434,13 +445,13 @@ class SearchResult:
                 objective=data.get("objective", "default"),
                 started=_from_iso(data.get("started")),
                 finished=_from_iso(data.get("finished")),
-                output_dir=os.fspath(output_dir),
+                output_dir=os.fspath(output_dir) if output_dir is not None else None,
                 settings=data.get("settings") or {},
                 versions=data.get("versions") or {},
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             detail = f"missing key {exc}" if isinstance(exc, KeyError) else str(exc)
-            raise ValueError(f"{os.fspath(path)!r} is corrupt or incomplete: {detail}.") from exc
+            raise ValueError(f"{path!r} is corrupt or incomplete: {detail}.") from exc
 
     def __repr__(self) -> str:
         counts = ", ".join(f"{n} {s}" for s, n in self.counts().items() if n)

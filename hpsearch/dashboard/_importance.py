@@ -4,14 +4,14 @@ optuna's fANOVA keeps every tree it builds in class-level ``lru_cache``s, so a p
 every trial grows by megabytes per trial for as long as it runs (measured in the dashboard: +370 MB over 300
 recomputations at 1,000 trials). A child process gives that memory back when it exits, and leaves the server's
 GIL to the server. The child is started as a module (not through multiprocessing, which would re-run the
-caller's unguarded ``__main__``); the parent pipes it the complete trials (pickled, parent to its own child, never
-through a file) and reads the importances back the same way.
+caller's unguarded ``__main__``); the parent pipes it the complete trials as the text of a ``search.json`` and
+reads the importances back as JSON (no pickle crosses the pipe).
 """
 
 from __future__ import annotations
 
+import json
 import os
-import pickle
 import subprocess
 import sys
 from typing import TYPE_CHECKING
@@ -43,7 +43,7 @@ def isolated_importances(
     if children is not None:
         children.add(proc)
     try:
-        out, err = proc.communicate(pickle.dumps(subset), timeout=timeout)
+        out, err = proc.communicate(subset._to_json_text().encode("utf-8"), timeout=timeout)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.communicate()
@@ -54,7 +54,7 @@ def isolated_importances(
     if proc.returncode != 0:
         tail = err.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no output"]
         raise RuntimeError(f"the importance process exited with {proc.returncode}: {tail[0]}")
-    return pickle.loads(out)  # written by our own child a moment ago
+    return _importances_from_json(out.decode("utf-8"))
 
 
 def end_children(children: set[subprocess.Popen[bytes]]) -> None:
@@ -72,10 +72,24 @@ def _main() -> None:
         except OSError:
             pass
     from hpsearch.report._analysis import compute_importances
+    from hpsearch.results import SearchResult
 
-    subset = pickle.load(sys.stdin.buffer)
-    sys.stdout.buffer.write(pickle.dumps(compute_importances(subset)))
+    subset = SearchResult.from_json(sys.stdin.buffer.read().decode("utf-8"), source="<stdin>")
+    found = compute_importances(subset)
+    payload = found if isinstance(found, str) else {"method": found.method, "per_objective": found.per_objective,
+                                                    "note": found.note}
+    sys.stdout.write(json.dumps(payload))
     sys.stdout.flush()
+
+
+def _importances_from_json(text: str) -> Importances | str:
+    from hpsearch.report._analysis import Importances
+
+    data = json.loads(text)
+    if isinstance(data, str):
+        return data
+    return Importances(method=data["method"], per_objective=[dict(d) for d in data["per_objective"]],
+                       note=data.get("note", ""))
 
 
 if __name__ == "__main__":

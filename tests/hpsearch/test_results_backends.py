@@ -93,27 +93,8 @@ def ray_env(monkeypatch):
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
 
 
-@pytest.mark.parametrize("backend", [pytest.param(b, marks=pytest.mark.slow) if b == "ray" else b for b in BACKENDS])
-def test_same_schema_on_every_backend(backend, tmp_path, ray_env, monkeypatch):
-    monkeypatch.chdir(ROOT)
-    out = tmp_path / "out"
-    best = hyperparameter_search(
-        make_trainer(out), hp_space=space(), compute_objective="eval_accuracy", n_trials=N_TRIALS,
-        direction="maximize", backend=backend,
-    )
-    result = best.run_summary
-    assert result.backend == backend
-    for frame in (result.trials_dataframe(), SearchResult.load(out).trials_dataframe()):
-        assert dtypes(frame) == EXPECTED_TRIALS
-        assert len(frame) == N_TRIALS
-        assert set(frame["state"]) <= {"COMPLETE", "PRUNED"}
-        assert (frame["n_evaluations"] >= 1).all()
-    for frame in (result.intermediates_dataframe(), SearchResult.load(out).intermediates_dataframe()):
-        found = dtypes(frame)
-        assert list(found)[: len(EXPECTED_INTERMEDIATES)] == list(EXPECTED_INTERMEDIATES)
-        assert {k: found[k] for k in EXPECTED_INTERMEDIATES} == EXPECTED_INTERMEDIATES
-        assert {k: found.get(k) for k in EXPECTED_METRICS} == EXPECTED_METRICS
-        assert sorted(set(frame["step"])) == [3, 6]
+# The same schema on every backend is a contract test: tests/hpsearch/test_contract.py
+# (test_results_have_one_schema_and_reload_equal, over every registered backend).
 
 
 # ---------------------------------------------------------------------------------------------- interrupted

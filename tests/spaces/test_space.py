@@ -38,7 +38,8 @@ def conditional_space() -> SearchSpace:
 
 
 def test_facade_exports_exactly_the_public_api():
-    assert set(spaces.__all__) == {"Domain", "Float", "Int", "Categorical", "Fixed", "SearchSpace", "default_space"}
+    assert set(spaces.__all__) == {"Domain", "Float", "Int", "Categorical", "Fixed", "SearchSpace", "default_space",
+                                   "same_value"}
     for name in spaces.__all__:
         assert getattr(spaces, name) is not None
 
