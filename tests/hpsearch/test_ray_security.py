@@ -12,7 +12,6 @@ import logging
 import os
 import shutil
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -188,7 +187,6 @@ def test_search_by_address_without_a_token_is_refused_before_any_trial(cluster, 
     _no_token(monkeypatch, tmp_path)
     out, log = tmp_path / "out", tmp_path / "trials.log"
     trainer = rc.make_trainer(str(out), epochs=1, callbacks=[rc.KillDriverAt(str(log), 99, 0)])
-    started = time.monotonic()
     with pytest.raises(SearchConfigError) as info:
         hyperparameter_search(trainer, hp_space=_SPACE, compute_objective="eval_accuracy", n_trials=2,
                               direction="maximize", backend="ray", address=cluster.address)
@@ -196,7 +194,6 @@ def test_search_by_address_without_a_token_is_refused_before_any_trial(cluster, 
     assert "token authentication" in message and "no token was found" in message, message
     for fix in ("ray get-auth-token", "export RAY_AUTH_TOKEN_PATH=", "export RAY_AUTH_TOKEN="):
         assert fix in message, message
-    assert time.monotonic() - started < 60  # the GCS was asked; ray.init's retries were not waited out
     assert not log.exists()  # no trial started
     assert not out.exists()  # and no output folder is left behind
     assert not ray.is_initialized() and "RAY_AUTH_MODE" not in os.environ

@@ -249,7 +249,7 @@ def c_log_on_each_node(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def c_logging_dir(env: Env) -> None:
-    pytest.importorskip("tensorboard")
+    import tensorboard  # noqa: F401 - installed with the tensorboard extra
     env.train(report_to="tensorboard", logging_dir=str(env.tmp / "tb"))
     assert any(name.startswith("events.out.tfevents") for name in os.listdir(env.tmp / "tb"))
 
@@ -467,7 +467,8 @@ def c_disable_tqdm(env: Env) -> None:
 
 
 def c_run_name(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("mlflow")
+    import mlflow  # noqa: F401 - installed with the mlflow extra
+
     from trainer import MLflowCallback
 
     names = []
@@ -717,7 +718,7 @@ class BertTokens(Tokens):
 
 
 def c_gradient_checkpointing(env: Env) -> None:
-    pytest.importorskip("transformers")
+    import transformers  # noqa: F401 - in the test extra
     model = env.train(tiny_bert(), gradient_checkpointing=True, train_dataset=BertTokens(), max_steps=1).model
     assert model.is_gradient_checkpointing
     assert not env.train(tiny_bert(), train_dataset=BertTokens(), max_steps=1).model.is_gradient_checkpointing
@@ -726,7 +727,7 @@ def c_gradient_checkpointing(env: Env) -> None:
 
 
 def c_gradient_checkpointing_kwargs(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("transformers")
+    import transformers  # noqa: F401 - in the test extra
     seen = []
     model = tiny_bert()
     original = model.gradient_checkpointing_enable

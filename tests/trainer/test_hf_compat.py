@@ -434,7 +434,8 @@ def test_trials_may_differ_in_precision(make_args, tmp_path):
         trial = base.for_trial(base.args.replace(mixed_precision=precision))
         trial.train()
         assert trial.accelerator.mixed_precision == precision
-    optuna = pytest.importorskip("optuna")
+    import optuna
+
     from spaces import Categorical
 
     best = base.hyperparameter_search(

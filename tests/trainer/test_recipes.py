@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import os
 
+import datasets  # in the `test` extra
 import numpy as np
 import pytest
 import torch
-
-datasets = pytest.importorskip("datasets")  # in the `test` extra
-transformers = pytest.importorskip("transformers")
+import transformers
 
 WORDS = ["good", "bad", "movie", "film", "the", "was", "very", "great", "awful", "fun", "boring"]
 POSITIVE = {"good", "great", "fun"}
