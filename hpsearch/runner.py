@@ -223,8 +223,3 @@ def _close_trackers(trainer: Any, settings: TrialSettings, record: TrialRecord, 
     objective, _ = settings.choose(record.intermediates)
     final = TrialState.FAIL if state is TrialState.COMPLETE and objective is None else state
     record.extra.update(close_trackers(trainer, final.value, objective))
-
-
-def describe(trial: Trial) -> dict[str, Any]:
-    """A short JSON-safe description of a trial for logs."""
-    return {"id": trial.id, "number": trial.number, "params": trial.params}
