@@ -339,21 +339,29 @@ class CallbackHandler(TrainerCallback):
         return self.call_event("on_push_begin", args, state, control)
 
     def call_event(self, event: str, args, state, control, **kwargs) -> TrainerControl:
-        """Call ``event`` on every callback in order; a returned control (or mapping of flags) is applied."""
+        """Call ``event`` on every callback in order; a returned control (or mapping of flags) is applied.
+
+        A callback that does not override ``event`` (the base class's no-op) is skipped: calling it would do nothing,
+        and the loop dispatches several events per step.
+        """
+        noop = _NOOP_EVENTS.get(event)
+        extra: dict[str, Any] | None = None
         for callback in self.callbacks:
-            result = getattr(callback, event)(
-                args,
-                state,
-                control,
-                model=self.model,
-                optimizer=self.optimizer,
-                lr_scheduler=self.lr_scheduler,
-                train_dataloader=self.train_dataloader,
-                eval_dataloader=self.eval_dataloader,
-                processing_class=self.processing_class,
-                tokenizer=self.processing_class,
-                **kwargs,
-            )
+            method = getattr(callback, event)
+            if noop is not None and getattr(method, "__func__", None) is noop:
+                continue
+            if extra is None:
+                extra = dict(
+                    model=self.model,
+                    optimizer=self.optimizer,
+                    lr_scheduler=self.lr_scheduler,
+                    train_dataloader=self.train_dataloader,
+                    eval_dataloader=self.eval_dataloader,
+                    processing_class=self.processing_class,
+                    tokenizer=self.processing_class,
+                    **kwargs,
+                )
+            result = method(args, state, control, **extra)
             if result is None:
                 continue
             if isinstance(result, TrainerControl):
@@ -560,3 +568,9 @@ class EarlyStoppingCallback(TrainerCallback, ExportableState):
                 "best_value": self.best_value,
             },
         }
+
+
+#: The base class's no-op of every event: `CallbackHandler.call_event` skips callbacks that do not override one.
+_NOOP_EVENTS: dict[str, Any] = {
+    name: value for name, value in vars(TrainerCallback).items() if name.startswith("on_") and callable(value)
+}
