@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 import signal
 import threading
@@ -97,11 +96,6 @@ class ReportingCallback(TrainerCallback):
         if _dist.broadcast_object(prune):
             self.pruned = True
             control.should_training_stop = True
-
-
-def is_finite_objective(value: Any) -> bool:
-    values = value if isinstance(value, list) else [value]
-    return all(isinstance(v, float) and math.isfinite(v) for v in values)
 
 
 class TrialTimeout(BaseException):

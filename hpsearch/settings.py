@@ -82,9 +82,11 @@ def _check_budget(name: str) -> Callable[[Any], float | None]:
 def _check_warm_start(value: Any) -> Any:
     import os
 
+    from .results import SearchResult  # light: pandas is imported only by its dataframe views
+
     items = value if isinstance(value, list | tuple) else [value]
     for item in items:
-        if value is not None and not (isinstance(item, str | os.PathLike) or type(item).__name__ == "SearchResult"):
+        if value is not None and not isinstance(item, str | os.PathLike | SearchResult):
             raise SearchConfigError(
                 f"warm_start={item!r}: expected the output_dir of an earlier search, a SearchResult, or a list of them."
             )

@@ -1,13 +1,8 @@
-"""One results schema for every backend, and results that survive an interrupted search.
-
-The same tiny sweep runs on each backend; its `trials_dataframe` must have exactly the columns and dtypes
-below (`EXPECTED_TRIALS`), live and after `SearchResult.load`. A backend whose adapter is missing or does not
-import fails here: it is not skipped.
-"""
+"""Results that survive an interrupted search (Ctrl-C, SIGKILL); the one schema on every backend is a contract test
+(`tests/hpsearch/test_contract.py`)."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -20,39 +15,6 @@ from hpsearch import SearchResult, hyperparameter_search
 from spaces import Categorical, Float, Int, SearchSpace
 
 ROOT = Path(__file__).resolve().parents[2]
-
-BACKENDS = ["optuna", "ray", "sigopt"]
-N_TRIALS = 3
-
-# trials_dataframe() of the sweep below, on any backend.
-EXPECTED_TRIALS = {
-    "trial_id": "object",
-    "name": "object",
-    "number": "int64",
-    "state": "object",
-    "objective": "float64",
-    "params_dropout": "float64",
-    "params_hidden": "Int64",
-    "params_layers": "Int64",
-    "params_learning_rate": "float64",
-    "started": "datetime64[us, UTC]",
-    "finished": "datetime64[us, UTC]",
-    "duration_s": "float64",
-    "n_evaluations": "int64",
-    "last_step": "Int64",
-    "checkpoint": "object",
-    "node": "object",
-    "error": "object",
-}
-# The leading columns of intermediates_dataframe(), then the eval metrics (at least these).
-EXPECTED_INTERMEDIATES = {
-    "trial_id": "object",
-    "step": "int64",
-    "epoch": "float64",
-    "objective": "float64",
-}
-EXPECTED_METRICS = {"eval_accuracy": "float64", "eval_loss": "float64"}
-
 
 def space() -> SearchSpace:
     return SearchSpace({
@@ -80,21 +42,6 @@ def make_trainer(output_dir: Path, callbacks=None, **overrides):
         report_to="none",
     )
     return digits_trainer(str(output_dir), model_init, callbacks=callbacks, **{**settings, **overrides})
-
-
-def dtypes(frame) -> dict[str, str]:
-    return {column: str(dtype) for column, dtype in frame.dtypes.items()}
-
-
-@pytest.fixture
-def ray_env(monkeypatch):
-    monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
-    # Ray's workers import the example model from the checkout.
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
-
-
-# The same schema on every backend is a contract test: tests/hpsearch/test_contract.py
-# (test_results_have_one_schema_and_reload_equal, over every registered backend).
 
 
 # ---------------------------------------------------------------------------------------------- interrupted
