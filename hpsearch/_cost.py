@@ -28,11 +28,17 @@ logger = logging.getLogger(__name__)
 COST_COLUMNS = ("cpu_s", "device_s", "peak_memory_mb", "energy_kwh", "emissions_kg")
 
 
-def _rss_mb() -> float:
-    try:
-        import psutil
+_PROCESS: Any = None
 
-        return psutil.Process().memory_info().rss / 2**20
+
+def _rss_mb() -> float:
+    global _PROCESS
+    try:
+        if _PROCESS is None or _PROCESS.pid != os.getpid():  # made once per process (a fork gets its own)
+            import psutil
+
+            _PROCESS = psutil.Process()
+        return _PROCESS.memory_info().rss / 2**20
     except Exception:
         return math.nan
 

@@ -161,7 +161,9 @@ def run_trial(
         meter.start()
         watchdog.start()
         args = build_trial_args(settings.trainer.args, trial, run_dir, record.name)
-        trainer = settings.trainer.for_trial(args, callbacks=[*callbacks, callback, watchdog])
+        # The watchdog only joins the trainer's callbacks when there is a deadline to check at every step.
+        timed = [watchdog] if settings.trial_timeout is not None else []
+        trainer = settings.trainer.for_trial(args, callbacks=[*callbacks, callback, *timed])
         trainer.train(resume_from_checkpoint=resume_from_checkpoint, trial=trial)
         record.params = trial.params  # including values suggested inside model_init
         used = trainer.args.per_device_train_batch_size

@@ -67,7 +67,7 @@ class SearchSession:
             self._keep(record)
             self.result.finished = _now()
             if _dist.is_main_process():
-                # search.json now; the CSV exports when cheap enough (the search's last save writes them).
+                # search.json and the CSV exports after every trial (fsynced by the search's last save).
                 self.result._save_after_trial(self.output_dir)
                 _events.trial_finished(self.output_dir, record)  # the live dashboard's feed
                 for hook in list(TRIAL_END_HOOKS):

@@ -81,14 +81,21 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
         trainer._created_lr_scheduler = False
     trainer.create_optimizer_and_scheduler(num_training_steps=max_steps)
     if args.gradient_checkpointing:
-        enable = getattr(trainer.model, "gradient_checkpointing_enable", None)
-        if enable is None:
-            raise ValueError(
-                f"gradient_checkpointing=True needs a model with gradient_checkpointing_enable() (a transformers "
-                f"model), but {type(trainer.model).__name__} has none; use torch.utils.checkpoint in its forward and "
-                "pass gradient_checkpointing=False."
-            )
-        enable(gradient_checkpointing_kwargs=args.gradient_checkpointing_kwargs or None)
+        kwargs = args.gradient_checkpointing_kwargs or None
+        # transformers 5 renamed it activation_checkpointing_enable (the old name warns); older models have only
+        # gradient_checkpointing_enable.
+        enable = getattr(trainer.model, "activation_checkpointing_enable", None)
+        if enable is not None:
+            enable(activation_checkpointing_kwargs=kwargs)
+        else:
+            enable = getattr(trainer.model, "gradient_checkpointing_enable", None)
+            if enable is None:
+                raise ValueError(
+                    f"gradient_checkpointing=True needs a model with gradient_checkpointing_enable() (a transformers "
+                    f"model), but {type(trainer.model).__name__} has none; use torch.utils.checkpoint in its forward "
+                    "and pass gradient_checkpointing=False."
+                )
+            enable(gradient_checkpointing_kwargs=kwargs)
     neftune = _neftune_hook(trainer.model, args.neftune_noise_alpha) if args.neftune_noise_alpha else None
     model, optimizer = accelerator.prepare(trainer.model, trainer.optimizer)
     step_optimizer = direct_optimizer(accelerator, optimizer)
@@ -119,6 +126,7 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
     tokens_this_run = 0
     # The model's own flop count (transformers' floating_point_ops) or 6 x parameters x tokens; see floating_point_ops.
     trainer._flops_of = None  # floating_point_ops looks at this run's model afresh
+    trainer._train_modules = None  # and training_step at its modules
     trainer._past = None
     trainer._last_saved_step = -1
 
@@ -453,11 +461,15 @@ def extract_loss(outputs: Any) -> torch.Tensor | None:
     return getattr(outputs, "loss", None)
 
 
-def input_tokens(trainer: Trainer, inputs: Any, how: bool | str, gather: bool = True, warn: bool = True) -> int:
+def input_tokens(
+    trainer: Trainer, inputs: Any, how: bool | str, gather: bool = True, warn: bool = True, name: str | None = None
+) -> int:
     """Tokens in a batch, summed over the processes: the elements of the model's main input (``input_ids``
-    unless the model names another ``main_input_name``); with ``how="non_padding"`` the ones of its
-    ``attention_mask`` when there is one. A batch without that input counts its examples, with a warning once."""
-    name = getattr(trainer.model, "main_input_name", "input_ids")
+    unless the model names another ``main_input_name``; ``name`` when the caller looked it up already); with
+    ``how="non_padding"`` the ones of its ``attention_mask`` when there is one. A batch without that input
+    counts its examples, with a warning once."""
+    if name is None:
+        name = getattr(trainer.model, "main_input_name", "input_ids")
     value = inputs.get(name) if isinstance(inputs, Mapping) else None
     if isinstance(value, torch.Tensor):
         mask = inputs.get("attention_mask") if how == "non_padding" else None

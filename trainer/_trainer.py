@@ -99,6 +99,8 @@ class Trainer:
     _flops_of: Any = None
     _last_saved_step: int = -1
     _model_flops: Any = None
+    _main_input: str = "input_ids"
+    _train_modules: tuple[Any, list[nn.Module]] | None = None
     _past: Any = None
     _warned_no_tokens: bool = False
     _in_train: bool = False
@@ -413,7 +415,11 @@ class Trainer:
     def training_step(self, model: nn.Module, inputs: Any) -> torch.Tensor:
         """One micro-batch: forward, loss, backward. Returns the loss scaled for gradient accumulation, detached."""
         assert self.accelerator is not None
-        if not all(m.training for m in model.modules()):
+        cached = self._train_modules
+        if cached is None or cached[0] is not model:
+            # The module list is taken once per model: walking model.modules() costs as much as the check.
+            cached = self._train_modules = (model, list(model.modules()))
+        if not all(m.training for m in cached[1]):
             # Checked rather than set: model.train() walks every module with nn.Module.__setattr__, as long as
             # a small model's step. Anything that left a module in eval mode (evaluation, a callback) is undone.
             model.train()
@@ -428,7 +434,7 @@ class Trainer:
             (loss / accum if accum > 1 else loss).backward()
         else:
             self.accelerator.backward(loss)  # divides by gradient_accumulation_steps
-        return loss.detach() / accum
+        return loss.detach() / accum if accum > 1 else loss.detach()
 
     # ------------------------------------------------------------------ evaluation & prediction
     def evaluate(
@@ -485,6 +491,7 @@ class Trainer:
         if self._flops_of is not model:  # looked up once per model: nn.Module's __getattr__ is slow to say "no"
             self._flops_of = model
             self._model_flops = getattr(model, "floating_point_ops", None)
+            self._main_input = getattr(model, "main_input_name", "input_ids")
             counter = getattr(model, "num_parameters", None)
             self._num_parameters = (
                 int(counter(exclude_embeddings=True)) if callable(counter)
@@ -493,7 +500,9 @@ class Trainer:
         if self._model_flops is not None:
             return float(self._model_flops(inputs))
         assert self._num_parameters is not None
-        return 6.0 * self._num_parameters * _loop.input_tokens(self, inputs, True, gather=False, warn=False)
+        return 6.0 * self._num_parameters * _loop.input_tokens(
+            self, inputs, True, gather=False, warn=False, name=self._main_input
+        )
 
     def get_num_trainable_parameters(self) -> int:
         """Parameters of the model that require gradients."""

@@ -210,8 +210,9 @@ class TrainingArguments:
         include_tokens_per_second: Add ``train_tokens_per_second`` to the training metrics.
         save_safetensors: Must be True: weights are only written as safetensors.
         push_to_hub: Must be False: this trainer does not push to the Hugging Face Hub.
-        gradient_checkpointing: Call the model's ``gradient_checkpointing_enable`` (with
-            ``gradient_checkpointing_kwargs``) before training; a model without it is refused.
+        gradient_checkpointing: Call the model's ``activation_checkpointing_enable`` (transformers 5) or
+            ``gradient_checkpointing_enable`` (with ``gradient_checkpointing_kwargs``) before training; a model
+            with neither is refused.
         eval_on_start: Evaluate once before the first training step (needs an evaluation dataset).
         group_by_length: Order the training examples so that neighbours have similar lengths (less padding).
         length_column_name: Dataset column holding each example's length for ``group_by_length``.

@@ -445,6 +445,46 @@ def test_interrupted_save_leaves_complete_files(tmp_path, monkeypatch):
     assert len(pd.read_csv(tmp_path / "trials.csv")) == 3  # the previous, complete version
 
 
+def test_saves_after_trials_append_new_rows_and_replace_other_changes(tmp_path):
+    records = single_records()
+    result = single_result(records=records[:2])
+    result._save_after_trial(tmp_path)
+    trials, inter = tmp_path / "trials.csv", tmp_path / "intermediates.csv"
+    inodes = (os.stat(trials).st_ino, os.stat(inter).st_ino)
+    result.records.append(records[2])  # the next trial finished: its rows are appended in place
+    result._save_after_trial(tmp_path)
+    assert (os.stat(trials).st_ino, os.stat(inter).st_ino) == inodes
+    fresh = tmp_path / "fresh"
+    single_result(records=records[:3]).save(fresh)  # what a save from scratch writes
+    assert trials.read_text() == (fresh / "trials.csv").read_text()
+    assert inter.read_text() == (fresh / "intermediates.csv").read_text()
+
+    result.records[0] = make_record(0, TrialState.FAIL, None, dict(result.records[0].params))  # an earlier row changed
+    result._save_after_trial(tmp_path)
+    assert os.stat(trials).st_ino != inodes[0]  # replaced, not appended
+    assert pd.read_csv(trials)["state"].tolist()[0] == "FAIL"
+
+    with open(trials, "a", encoding="utf-8") as f:
+        f.write("someone else's line\n")  # the file is not what the last save wrote: replaced, not extended
+    result.records.append(records[3])
+    result._save_after_trial(tmp_path)
+    assert "someone else" not in trials.read_text()
+    assert len(pd.read_csv(trials)) == 4
+
+
+def test_only_the_searchs_last_save_is_fsynced(tmp_path, monkeypatch):
+    import hpsearch._files as files
+
+    synced = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(files.os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
+    result = single_result()
+    result._save_after_trial(tmp_path)  # after each trial: replaced atomically (kill-safe), not fsynced
+    assert synced == [] and len(SearchResult.load(tmp_path).records) == 6
+    result.save(tmp_path)  # the search's last save and any explicit save: search.json and its folder fsynced
+    assert len(synced) == 2
+
+
 def test_load_missing_file_names_it(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"search\.json"):
         SearchResult.load(tmp_path)

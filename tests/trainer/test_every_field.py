@@ -720,8 +720,8 @@ class BertTokens(Tokens):
 def c_gradient_checkpointing(env: Env) -> None:
     import transformers  # noqa: F401 - in the test extra
     model = env.train(tiny_bert(), gradient_checkpointing=True, train_dataset=BertTokens(), max_steps=1).model
-    assert model.is_gradient_checkpointing
-    assert not env.train(tiny_bert(), train_dataset=BertTokens(), max_steps=1).model.is_gradient_checkpointing
+    assert model.is_activation_checkpointing
+    assert not env.train(tiny_bert(), train_dataset=BertTokens(), max_steps=1).model.is_activation_checkpointing
     with pytest.raises(ValueError, match="gradient_checkpointing=True needs a model with gradient_checkpointing_enable"):
         env.train(gradient_checkpointing=True)
 
@@ -730,10 +730,10 @@ def c_gradient_checkpointing_kwargs(env: Env, monkeypatch: pytest.MonkeyPatch) -
     import transformers  # noqa: F401 - in the test extra
     seen = []
     model = tiny_bert()
-    original = model.gradient_checkpointing_enable
-    monkeypatch.setattr(model, "gradient_checkpointing_enable",
-                        lambda gradient_checkpointing_kwargs=None: (seen.append(gradient_checkpointing_kwargs),
-                                                                    original(gradient_checkpointing_kwargs)))  # fmt: skip
+    original = model.activation_checkpointing_enable  # transformers 5's name of gradient_checkpointing_enable
+    monkeypatch.setattr(model, "activation_checkpointing_enable",
+                        lambda activation_checkpointing_kwargs=None: (seen.append(activation_checkpointing_kwargs),
+                                                                      original(activation_checkpointing_kwargs)))  # fmt: skip
     env.train(model, gradient_checkpointing=True, gradient_checkpointing_kwargs={"use_reentrant": False},
               train_dataset=BertTokens(), max_steps=1)  # fmt: skip
     assert seen == [{"use_reentrant": False}]
@@ -877,7 +877,7 @@ class _Embedded(nn.Module):
 
     def forward(self, input_ids, labels=None):
         x = self.embed(input_ids)
-        self.noise.append(float((x - self.embed.weight[input_ids]).abs().max()))
+        self.noise.append(float((x - self.embed.weight[input_ids]).abs().max().detach()))
         logits = self.head(x.mean(1))
         return {"loss": nn.functional.cross_entropy(logits, labels), "logits": logits}
 
