@@ -172,6 +172,9 @@ def after(args: TrainingArguments, derived: dict[str, Any], previous: dict[str, 
         if args.torch_compile_backend.lower() not in accepted:
             _fail("torch_compile_backend", args.torch_compile_backend, f"one of {', '.join(accepted)}",
                   "pass one of those (or None for 'inductor')")
+    from . import _fsdp
+
+    _fsdp.validate(args, derived, previous)
     args.optim_args = _optim_args(args.optim_args)
     args.accelerator_config = _accelerator_config(args.accelerator_config)
     _refusals(args)

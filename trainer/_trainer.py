@@ -19,7 +19,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset, IterableDataset
 
 from . import _checkpoint as ckpt
-from . import _data, _evaluation, _loop, _precision, _saving
+from . import _data, _evaluation, _fsdp, _loop, _precision, _saving
 from ._callbacks import (
     CallbackHandler,
     DefaultFlowCallback,
@@ -324,14 +324,17 @@ class Trainer:
         self._memory_tracker = MemoryTracker(skip=args.skip_memory_metrics)
         self._memory_tracker.start("train")
         self._create_accelerator()
+        _fsdp.check_processes(self)
         self._set_seed()
         if self.model_init is not None:
             # A fresh model, optimizer and scheduler for every run: nothing leaks from a previous trial.
             self.model = self.call_model_init(trial)
             self.model_wrapped = self.model
             self.optimizer, self.lr_scheduler = None, None
+        if self.args.fsdp:
+            _fsdp.check_model(self)
         checkpoint = self._resolve_checkpoint(resume_from_checkpoint)
-        if checkpoint is not None:
+        if checkpoint is not None and not _fsdp.active(self.accelerator):  # FSDP: into the sharded model, in the loop
             ckpt.load_model_weights(self.model, checkpoint)
         return self._inner_training_loop(resume_from_checkpoint=checkpoint, trial=trial)
 
