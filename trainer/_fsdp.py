@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, cast
 
 from ._validation import _as_bool, _as_int, _fail
@@ -40,7 +41,8 @@ if TYPE_CHECKING:
     from ._trainer import Trainer
     from ._training_args import TrainingArguments
 
-__all__ = ["OPTIONS", "active", "after_build", "before_build", "load", "load_model", "plugin", "save", "validate"]
+__all__ = ["OPTIONS", "active", "after_build", "before_build", "environment_kept", "load", "load_model", "plugin", "save",
+           "validate"]
 
 #: transformers' FSDPOption values.
 STRATEGIES = ("full_shard", "shard_grad_op", "no_shard", "hybrid_shard", "hybrid_shard_zero2")
@@ -55,8 +57,8 @@ KEYS = ("version", "min_num_params", "transformer_layer_cls_to_wrap", "backward_
 #: FSDP1 switches FSDP2 has no counterpart for, with the one value that describes FSDP2 (accepted and dropped).
 _V1_ONLY = {"backward_prefetch": None, "forward_prefetch": False, "limit_all_gathers": False, "use_orig_params": True}
 _ENV_FLAG = "ACCELERATE_USE_FSDP"
-#: What an Accelerator given a plugin writes into os.environ, with the values before we first built one.
-_OWN_ENV: dict[str, str | None] = {}
+#: What a plugin and an Accelerator given one write into os.environ.
+_ENV_WRITTEN = (_ENV_FLAG, "FSDP_CPU_RAM_EFFICIENT_LOADING")
 #: PartialState's distributed_type before `after_build` switched a CPU process group to FSDP.
 _switched_from: list[Any] = []
 
@@ -258,10 +260,10 @@ def launcher_config() -> tuple[list[str], dict[str, Any]] | None:
     """``(fsdp, fsdp_config)`` from the variables ``accelerate launch`` sets for an FSDP configuration, or None.
 
     Only the variables accelerate's plugin reads for the configured version are read (the launcher writes every
-    ``FSDP_*`` variable, whether it applies or not). Variables an Accelerator of this process wrote are not a launch.
+    ``FSDP_*`` variable, whether it applies or not).
     """
     env = os.environ
-    if env.get(_ENV_FLAG, "false").strip().lower() not in ("true", "1", "yes") or _ENV_FLAG in _OWN_ENV:
+    if env.get(_ENV_FLAG, "false").strip().lower() not in ("true", "1", "yes"):
         return None
 
     def flag(name: str, default: bool = False) -> bool:
@@ -362,23 +364,43 @@ def state_key() -> str | None:
     return getattr(shared.get("fsdp_plugin"), "hpsearch_key", "accelerate")
 
 
-def before_build(made: Any) -> None:
-    """Undo what the last FSDP accelerator left in process-wide state that the next accelerator must not inherit."""
-    from accelerate.state import PartialState
+@contextmanager
+def environment_kept() -> Iterator[None]:
+    """Keep os.environ as it was around building a plugin and an Accelerator, which write FSDP variables there.
 
-    if _switched_from:
-        PartialState._shared_state["distributed_type"] = _switched_from.pop()
-    if made is None:
-        for name, value in _OWN_ENV.items():
+    A launcher's FSDP configuration lives in those variables, so what an accelerator of this process writes must
+    not read as one for the next arguments. accelerate decides by its state's distributed type once built (its
+    later reads of ``ACCELERATE_USE_FSDP`` are on XLA); `model_loading` sets the variables transformers reads.
+    """
+    saved = {name: os.environ.get(name) for name in _ENV_WRITTEN}
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
             if value is None:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-        _OWN_ENV.clear()
-    else:
-        for name in (_ENV_FLAG, "FSDP_CPU_RAM_EFFICIENT_LOADING"):
-            if name not in _OWN_ENV and (name != _ENV_FLAG or launcher_config() is None):
-                _OWN_ENV[name] = os.environ.get(name)
+
+
+@contextmanager
+def model_loading(args: TrainingArguments) -> Iterator[None]:
+    """While ``model_init`` runs: with cpu_ram_efficient_loading, the variables that make transformers'
+    ``from_pretrained`` load the weights on the main process only (the others get them from it when prepared)."""
+    if not args.fsdp or not cast(dict, args.fsdp_config).get("cpu_ram_efficient_loading"):
+        yield
+        return
+    with environment_kept():
+        os.environ.update({_ENV_FLAG: "true", "FSDP_CPU_RAM_EFFICIENT_LOADING": "true"})
+        yield
+
+
+def before_build() -> None:
+    """Undo what the last FSDP accelerator left in accelerate's process state (the next one must not inherit it)."""
+    from accelerate.state import PartialState
+
+    if _switched_from:
+        PartialState._shared_state["distributed_type"] = _switched_from.pop()
 
 
 def after_build(accelerator: Accelerator, made: Any, args: TrainingArguments) -> None:

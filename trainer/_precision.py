@@ -85,9 +85,7 @@ def state_matches(args: TrainingArguments) -> bool:
 
 
 def build_accelerator(args: TrainingArguments) -> Accelerator:
-    from accelerate import Accelerator
     from accelerate.state import AcceleratorState
-    from accelerate.utils import DataLoaderConfiguration
 
     wanted = _signature(args)
     data_seed = args.data_seed if args.data_seed is not None else args.seed
@@ -108,31 +106,40 @@ def build_accelerator(args: TrainingArguments) -> Accelerator:
         if args.tf32 is not None:
             torch.backends.cuda.matmul.allow_tf32 = args.tf32
             torch.backends.cudnn.allow_tf32 = args.tf32
-        fsdp_plugin = _fsdp.plugin(args)
-        _fsdp.before_build(fsdp_plugin)
-        accelerator = Accelerator(
-            # Without an accelerator, say so: accelerate then runs several launched processes as MULTI_CPU (gloo)
-            # instead of silently training each one alone.
-            cpu=args.use_cpu or not (torch.cuda.is_available() or mps_available()),
-            mixed_precision=wanted[0],
-            gradient_accumulation_steps=args.gradient_accumulation_steps,
-            # A sampler seeded per epoch from data_seed: the same data order on every run and after a resume.
-            dataloader_config=DataLoaderConfiguration(
-                use_seedable_sampler=True,
-                data_seed=data_seed,
-                split_batches=bool(config.pop("split_batches", args.split_batches)),
-                dispatch_batches=config.pop("dispatch_batches", args.dispatch_batches),
-                even_batches=bool(config.pop("even_batches", True)),
-                non_blocking=bool(config.pop("non_blocking", False)),
-            ),
-            step_scheduler_with_optimizer=False,
-            kwargs_handlers=ddp_kwargs(args),
-            dynamo_plugin=_dynamo_plugin(args),
-            deepspeed_plugin=_deepspeed_plugin(args),
-            fsdp_plugin=fsdp_plugin,
-        )
+        _fsdp.before_build()
+        with _fsdp.environment_kept():
+            fsdp_plugin = _fsdp.plugin(args)
+            accelerator = _accelerator(args, wanted[0], data_seed, config, fsdp_plugin)
         _fsdp.after_build(accelerator, fsdp_plugin, args)
         return accelerator
+
+
+def _accelerator(args: TrainingArguments, precision: str, data_seed: int, config: dict[str, Any],
+                 fsdp_plugin: Any) -> Accelerator:
+    from accelerate import Accelerator
+    from accelerate.utils import DataLoaderConfiguration
+
+    return Accelerator(
+        # Without an accelerator, say so: accelerate then runs several launched processes as MULTI_CPU (gloo)
+        # instead of silently training each one alone.
+        cpu=args.use_cpu or not (torch.cuda.is_available() or mps_available()),
+        mixed_precision=precision,
+        gradient_accumulation_steps=args.gradient_accumulation_steps,
+        # A sampler seeded per epoch from data_seed: the same data order on every run and after a resume.
+        dataloader_config=DataLoaderConfiguration(
+            use_seedable_sampler=True,
+            data_seed=data_seed,
+            split_batches=bool(config.pop("split_batches", args.split_batches)),
+            dispatch_batches=config.pop("dispatch_batches", args.dispatch_batches),
+            even_batches=bool(config.pop("even_batches", True)),
+            non_blocking=bool(config.pop("non_blocking", False)),
+        ),
+        step_scheduler_with_optimizer=False,
+        kwargs_handlers=ddp_kwargs(args),
+        dynamo_plugin=_dynamo_plugin(args),
+        deepspeed_plugin=_deepspeed_plugin(args),
+        fsdp_plugin=fsdp_plugin,
+    )
 
 
 def _deepspeed_plugin(args: TrainingArguments) -> Any:

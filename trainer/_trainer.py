@@ -328,7 +328,8 @@ class Trainer:
         self._set_seed()
         if self.model_init is not None:
             # A fresh model, optimizer and scheduler for every run: nothing leaks from a previous trial.
-            self.model = self.call_model_init(trial)
+            with _fsdp.model_loading(self.args):
+                self.model = self.call_model_init(trial)
             self.model_wrapped = self.model
             self.optimizer, self.lr_scheduler = None, None
         if self.args.fsdp:

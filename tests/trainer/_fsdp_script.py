@@ -140,16 +140,18 @@ def args_mode(out: str) -> dict[str, Any]:
     ddp.train()
     result["ddp_losses"] = losses(ddp)
 
-    def initial(sync: bool) -> str:
+    def initial(sync: bool, ram_efficient: bool = False) -> str:
         # learning rate 0: the weights after one step are the ones FSDP started from.
-        trainer = make_trainer(os.path.join(out, f"sync-{sync}"), model_init=rank_dependent_model, save_strategy="no",
-                               learning_rate=0.0, max_steps=1, fsdp=True, fsdp_config={"sync_module_states": sync})
+        config = {"sync_module_states": sync, "cpu_ram_efficient_loading": ram_efficient}
+        trainer = make_trainer(os.path.join(out, f"sync-{sync}-{ram_efficient}"), model_init=rank_dependent_model,
+                               save_strategy="no", learning_rate=0.0, max_steps=1, fsdp=True, fsdp_config=config)
         trainer.train()
         return digest(full_state(trainer))
 
     torch.manual_seed(11)
     result["rank0_initial"] = digest(rank_dependent_model(rank=0).state_dict())
     result["synced_initial"], result["unsynced_initial"] = initial(True), initial(False)
+    result["ram_efficient_initial"] = initial(False, ram_efficient=True)
 
     def checkpointed(on: bool) -> tuple[list[str], dict[int, float]]:
         trainer = make_trainer(os.path.join(out, f"ac-{on}"), model_init=lambda: DigitsMLP(hidden=32), max_steps=3,
@@ -180,8 +182,9 @@ def config_mode(out: str) -> dict[str, Any]:
         "distributed_type": trainer.accelerator.distributed_type.value,
         "model_class": type(trainer.model_wrapped).__name__,
         "checkpoints": listing(os.path.join(out, "config")),
-        "saved_args": json.load(open(os.path.join(out, "config", "checkpoint-4", "training_args.json")))["fsdp"],
     }
+    with open(os.path.join(out, "config", "checkpoint-4", "training_args.json"), encoding="utf-8") as f:
+        result["saved_args"] = json.load(f)["fsdp"]
     try:
         make_trainer(os.path.join(out, "twice"), fsdp="full_shard")
         result["twice"] = None
