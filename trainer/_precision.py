@@ -38,6 +38,13 @@ def mps_available() -> bool:
     return bool(backend is not None and backend.is_available())
 
 
+def training_device(args: TrainingArguments) -> str:
+    """The type of device `build_accelerator` trains on: the CPU, or torch's accelerator (CUDA or MPS)."""
+    if args.use_cpu or not (torch.cuda.is_available() or mps_available()):
+        return "cpu"
+    return "cuda" if torch.cuda.is_available() else "mps"
+
+
 def precision_of(args: TrainingArguments) -> str:
     return str(getattr(args.mixed_precision, "value", args.mixed_precision))
 
@@ -122,7 +129,7 @@ def _accelerator(args: TrainingArguments, precision: str, data_seed: int, config
     return Accelerator(
         # Without an accelerator, say so: accelerate then runs several launched processes as MULTI_CPU (gloo)
         # instead of silently training each one alone.
-        cpu=args.use_cpu or not (torch.cuda.is_available() or mps_available()),
+        cpu=training_device(args) == "cpu",
         mixed_precision=precision,
         gradient_accumulation_steps=args.gradient_accumulation_steps,
         # A sampler seeded per epoch from data_seed: the same data order on every run and after a resume.

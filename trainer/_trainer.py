@@ -125,7 +125,8 @@ class Trainer:
         if not isinstance(args, TrainingArguments):
             raise TypeError(f"args must be a trainer.TrainingArguments, got {type(args).__name__}.")
         self.args = args
-        init_tracker = MemoryTracker(skip=args.skip_memory_metrics)  # the init_ stage of the memory metrics
+        # The init_ stage of the memory metrics, on the device the accelerator will use.
+        init_tracker = MemoryTracker(skip=args.skip_memory_metrics, device=_precision.training_device(args))
         init_tracker.start("init")
         try:
             if tokenizer is not None:
@@ -179,7 +180,8 @@ class Trainer:
                 is_local_process_zero=self.is_local_process_zero(), is_world_process_zero=self.is_world_process_zero()
             )
             self.control = TrainerControl()
-            self._memory_tracker = MemoryTracker(skip=args.skip_memory_metrics)
+            device = getattr(self.accelerator, "device", None)  # built by _create_accelerator above
+            self._memory_tracker = MemoryTracker(skip=args.skip_memory_metrics, device=device)
         finally:  # also when building the trainer fails: the sampling thread must not outlive it
             self._init_mem_metrics: dict[str, float] = {}
             init_tracker.stop_and_update_metrics("init", self._init_mem_metrics)
@@ -321,9 +323,10 @@ class Trainer:
     def _train_once(self, resume_from_checkpoint: str | bool | None, trial: Any) -> TrainOutput:
         args = self.args
         _apply_log_level(args)
-        self._memory_tracker = MemoryTracker(skip=args.skip_memory_metrics)
-        self._memory_tracker.start("train")
         self._create_accelerator()
+        assert self.accelerator is not None
+        self._memory_tracker = MemoryTracker(skip=args.skip_memory_metrics, device=self.accelerator.device)
+        self._memory_tracker.start("train")
         _fsdp.check_processes(self)
         self._set_seed()
         if self.model_init is not None:
@@ -586,7 +589,8 @@ class Trainer:
             is_local_process_zero=clone.is_local_process_zero(), is_world_process_zero=clone.is_world_process_zero()
         )
         clone.control = TrainerControl()
-        clone._memory_tracker = MemoryTracker(skip=args.skip_memory_metrics)
+        assert clone.accelerator is not None
+        clone._memory_tracker = MemoryTracker(skip=args.skip_memory_metrics, device=clone.accelerator.device)
         return clone
 
     def release_memory(self) -> None:
