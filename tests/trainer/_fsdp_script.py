@@ -164,6 +164,15 @@ def args_mode(out: str) -> dict[str, Any]:
     (result["ac_wrappers"], result["ac_losses"]), (result["no_ac_wrappers"], result["no_ac_losses"]) = (
         checkpointed(True), checkpointed(False)
     )
+    # bf16 under FSDP2: accelerate's mixed-precision policy computes in bf16 over fp32 parameters.
+    bf16 = make_trainer(os.path.join(out, "bf16"), max_steps=3, save_strategy="no", bf16=True, fsdp=True)
+    bf16.train()
+    policy = bf16.accelerator.state.fsdp_plugin.mixed_precision_policy
+    result["bf16"] = {"param_dtype": str(policy.param_dtype), "master_dtype": str(next(bf16.model_wrapped.parameters()).dtype),
+                      "losses": losses(bf16)}
+    fp32 = make_trainer(os.path.join(out, "fp32"), max_steps=3, save_strategy="no", fsdp=True)
+    fp32.train()
+    result["fp32_losses"] = losses(fp32)
     try:
         make_trainer(os.path.join(out, "bad-wrap"), save_strategy="no", fsdp="full_shard auto_wrap",
                      fsdp_config={"transformer_layer_cls_to_wrap": ["BertLayer"]}).train()

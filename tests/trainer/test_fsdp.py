@@ -238,6 +238,16 @@ def test_activation_checkpointing_wraps_the_auto_wrapped_layers(fsdp_run):
 
 @pytest.mark.multiprocess
 @pytest.mark.slow
+def test_bf16_under_fsdp_computes_in_bf16_over_fp32_parameters(fsdp_run):
+    _, (r0, _) = fsdp_run
+    seen = r0["bf16"]
+    assert seen["param_dtype"] == "torch.bfloat16" and seen["master_dtype"] == "torch.float32"
+    exact = r0["fp32_losses"]
+    assert seen["losses"] != exact and all(abs(seen["losses"][k] - exact[k]) < 0.05 for k in exact)
+
+
+@pytest.mark.multiprocess
+@pytest.mark.slow
 def test_auto_wrap_naming_absent_layers_is_refused(fsdp_run):
     _, results = fsdp_run
     for r in results:
