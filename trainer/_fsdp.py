@@ -1,14 +1,15 @@
 """FSDP for `Trainer`: the ``fsdp``/``fsdp_config`` arguments, accelerate's plugin, and sharded checkpoints.
 
-Three parts, each called from one place:
+Three parts:
 
-- `validate` (from ``TrainingArguments.__post_init__``) normalises ``fsdp`` (transformers' ``FSDPOption`` strings)
+- `validate` (from ``TrainingArguments.__post_init__``, through ``_args_compat``) normalises ``fsdp`` (transformers' ``FSDPOption`` strings)
   and ``fsdp_config`` (its keys, with or without the ``fsdp_`` prefix) and refuses what cannot take effect here.
   A script started by ``accelerate launch`` with an FSDP configuration (``accelerate config``: the launcher sets
   ``ACCELERATE_USE_FSDP`` and ``FSDP_*``) gets that configuration as derived ``fsdp``/``fsdp_config`` values, so
   one code path builds the plugin and ``training_args.json`` records what ran; setting ``fsdp`` as well is refused.
-- `plugin` and `after_build` (from ``_precision.build_accelerator``) hand accelerate its
-  ``FullyShardedDataParallelPlugin``. accelerate 1.15 only turns FSDP on for accelerator processes (CUDA, XPU,
+- `plugin`, `before_build`, `environment_kept` and `after_build` (from ``_precision.build_accelerator``) hand
+  accelerate its ``FullyShardedDataParallelPlugin``; `check_processes` and `check_model` (from ``Trainer.train``)
+  refuse what would shard nothing before any step. accelerate 1.15 only turns FSDP on for accelerator processes (CUDA, XPU,
   NPU...): launched on CPU it keeps the plugin but trains with DistributedDataParallel. `after_build` switches such
   a CPU process group (gloo) to FSDP the way accelerate does for a GPU one (its state's ``distributed_type`` and
   ``fsdp_plugin``), so the same accelerate code prepares, clips and unwraps the model on CPU and on GPU.
@@ -41,8 +42,11 @@ if TYPE_CHECKING:
     from ._trainer import Trainer
     from ._training_args import TrainingArguments
 
-__all__ = ["OPTIONS", "active", "after_build", "before_build", "environment_kept", "load", "load_model", "plugin", "save",
-           "validate"]
+__all__ = [
+    "OPTIONS", "active", "after_build", "before_build", "check_model", "check_processes", "environment_kept",
+    "full_model_state", "is_sharded_model", "key", "load", "load_model", "model_loading", "plugin", "save",
+    "state_key", "validate",
+]
 
 #: transformers' FSDPOption values.
 STRATEGIES = ("full_shard", "shard_grad_op", "no_shard", "hybrid_shard", "hybrid_shard_zero2")
@@ -51,7 +55,7 @@ STATE_DICT_TYPES = ("FULL_STATE_DICT", "SHARDED_STATE_DICT")
 BACKWARD_PREFETCH = ("backward_pre", "backward_post")
 _BOOLS = ("forward_prefetch", "limit_all_gathers", "use_orig_params", "sync_module_states",
           "cpu_ram_efficient_loading", "activation_checkpointing")
-#: Keys of fsdp_config (also accepted with the ``fsdp_`` prefix), and what FSDP2 does without them.
+#: Keys of fsdp_config (also accepted with the ``fsdp_`` prefix).
 KEYS = ("version", "min_num_params", "transformer_layer_cls_to_wrap", "backward_prefetch", "state_dict_type",
         *_BOOLS, "xla", "xla_fsdp_settings", "xla_fsdp_grad_ckpt")
 #: FSDP1 switches FSDP2 has no counterpart for, with the one value that describes FSDP2 (accepted and dropped).
@@ -65,7 +69,8 @@ _switched_from: list[Any] = []
 
 # ---------------------------------------------------------------------------------------------- arguments
 def on_cpu(args: TrainingArguments) -> bool:
-    """Whether the trainer's accelerator runs on the CPU (as `_precision.build_accelerator` decides)."""
+    """Whether the trainer's accelerator runs on the CPU: `_precision.training_device`'s rule (which imports this
+    module, so the rule is restated here)."""
     import torch
 
     mps = getattr(torch.backends, "mps", None)
@@ -168,7 +173,7 @@ def _checked(args: TrainingArguments, options: list[str], config: dict[str, Any]
         raise ValueError(
             "fsdp_config['version']=1 is not supported on CPU: torch's FSDP1 fails on a CPU process group in "
             "accelerate (device 'cpu' vs 'cpu:0', then crashes saving or loading its state); pass version 2 "
-            "(the default), or train on GPUs."
+            "(the default; in an accelerate config file, fsdp_version: 2), or train on GPUs."
         )
     out: dict[str, Any] = {"version": version}
     for name in _BOOLS:

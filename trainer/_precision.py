@@ -99,7 +99,7 @@ def build_accelerator(args: TrainingArguments) -> Accelerator:
     with _lock:
         current = state_signature()
         if current is not None and current != wanted:
-            busy = sorted(s for s, n in _running.items() if n > 0 and s != wanted)
+            busy = sorted((s for s, n in _running.items() if n > 0 and s != wanted), key=repr)
             if busy:
                 raise RuntimeError(
                     f"mixed_precision={wanted[0]!r} (torch.compile backend {wanted[1]}, fsdp {wanted[3]}) cannot be "
