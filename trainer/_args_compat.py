@@ -104,6 +104,9 @@ def after(args: TrainingArguments, derived: dict[str, Any], previous: dict[str, 
         _fail("optim_target_modules", args.optim_target_modules,
               "None: it names the modules of optimizers such as GaLore, and none of the supported optim values "
               "trains only some modules", "remove it (or train the other modules frozen: requires_grad=False)")
+    from . import _fsdp
+
+    _fsdp.validate(args, derived, previous)  # first: it refuses fsdp together with deepspeed
     if args.deepspeed is not None:
         if not isinstance(args.deepspeed, str | dict):
             _fail("deepspeed", args.deepspeed, "a DeepSpeed config (dict) or the path of its JSON file", "pass one")

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from . import _fsdp
 from ._callbacks import ExportableState
 from ._training_args import _parse_size
 
@@ -78,10 +79,15 @@ def get_last_checkpoint(output_dir: str) -> str | None:
 # ---------------------------------------------------------------------------------------------- weights
 def _state_dict_for_saving(model: nn.Module) -> dict[str, torch.Tensor]:
     """The model's tensors, contiguous, with tied (shared-storage) duplicates dropped after their first name."""
-    seen: dict[tuple[int, int, tuple[int, ...]], str] = {}
+    return tensors_for_saving(model.state_dict())
+
+
+def tensors_for_saving(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """A state dict's tensors on the CPU, contiguous, tied (shared-storage) duplicates dropped after their first name."""
+    seen: dict[tuple[Any, ...], str] = {}
     storages: set[int] = set()
     out: dict[str, torch.Tensor] = {}
-    for name, tensor in model.state_dict().items():
+    for name, tensor in state.items():
         ptr = tensor.untyped_storage().data_ptr()
         key = (ptr, tensor.storage_offset(), tuple(tensor.shape))
         if tensor.numel() and key in seen:
@@ -97,9 +103,13 @@ def _state_dict_for_saving(model: nn.Module) -> dict[str, torch.Tensor]:
 
 def save_model_weights(model: nn.Module, folder: str, max_shard_size: str | int = "5GB") -> list[str]:
     """Write ``model``'s weights as safetensors (sharded above ``max_shard_size``); returns the files written."""
+    return save_state_dict_weights(_state_dict_for_saving(model), folder, max_shard_size)
+
+
+def save_state_dict_weights(tensors: dict[str, torch.Tensor], folder: str, max_shard_size: str | int = "5GB") -> list[str]:
+    """Write CPU tensors that share no storage as safetensors (sharded above ``max_shard_size``)."""
     from safetensors.torch import save_file
 
-    tensors = _state_dict_for_saving(model)
     # The same parser (and units: KB = 1000, KiB = 1024) as TrainingArguments.max_checkpoint_shard_size.
     limit = _parse_size("max_checkpoint_shard_size", max_shard_size)
     shards: list[dict[str, torch.Tensor]] = [{}]
@@ -150,8 +160,8 @@ def _shard_files(folder: str, index_path: str) -> list[str]:
     return names
 
 
-def load_model_weights(model: nn.Module, folder: str, strict: bool = True) -> None:
-    """Load safetensors weights (single file or sharded) from ``folder`` into ``model``; tied weights are re-tied."""
+def read_weights(folder: str) -> dict[str, torch.Tensor]:
+    """The safetensors weights (single file or sharded) in ``folder``."""
     from safetensors.torch import load_file
 
     single = os.path.join(folder, WEIGHTS_NAME)
@@ -166,6 +176,12 @@ def load_model_weights(model: nn.Module, folder: str, strict: bool = True) -> No
         raise FileNotFoundError(
             f"No {WEIGHTS_NAME} or {WEIGHTS_INDEX_NAME} in {folder!r}; weights are only read from safetensors files."
         )
+    return state
+
+
+def load_model_weights(model: nn.Module, folder: str, strict: bool = True) -> None:
+    """Load safetensors weights (single file or sharded) from ``folder`` into ``model``; tied weights are re-tied."""
+    state = read_weights(folder)
     expected = model.state_dict()
     missing = [k for k in expected if k not in state]
     # Names missing because they were tied to an earlier tensor when saved are fine.
@@ -282,11 +298,19 @@ def save_checkpoint(trainer: Trainer, model: nn.Module, metrics: dict[str, float
     if not args.save_only_model:
         # Every process has its own RNG streams (dropout, augmentation), so each writes its own file.
         torch.save(_rng_state(), os.path.join(tmp, _rng_file(accelerator.process_index, accelerator.num_processes)))
+    fsdp = _fsdp.active(accelerator)
+    # Under FSDP every process takes part in gathering the state, or writes its own shard of it.
+    gathered = _fsdp.save(trainer, model, tmp) if fsdp else None
+    if gathered is not None and main:
+        weights, optimizer = gathered
+        save_state_dict_weights(tensors_for_saving(weights), tmp, args.max_checkpoint_shard_size)
+        if optimizer is not None:
+            torch.save(optimizer, os.path.join(tmp, OPTIMIZER_NAME))
     # The main process publishes the folder, so every other process must be done writing into it first.
     accelerator.wait_for_everyone()
     if main:
         try:
-            _write_checkpoint_files(trainer, model, tmp)
+            _write_checkpoint_files(trainer, model, tmp, model_and_optimizer=not fsdp)
             _before_checkpoint_rename(tmp)
             _publish(tmp, final)
         except BaseException:
@@ -301,15 +325,16 @@ def save_checkpoint(trainer: Trainer, model: nn.Module, metrics: dict[str, float
     return final
 
 
-def _write_checkpoint_files(trainer: Trainer, model: nn.Module, folder: str) -> None:
+def _write_checkpoint_files(trainer: Trainer, model: nn.Module, folder: str, model_and_optimizer: bool = True) -> None:
     args = trainer.args
     accelerator = trainer.accelerator
     assert accelerator is not None
-    save_pretrained_files(trainer, accelerator.unwrap_model(model), folder)
+    save_pretrained_files(trainer, accelerator.unwrap_model(model), folder, weights=model_and_optimizer)
     if not args.save_only_model:
         # Checkpoints are saved from inside train(), after create_optimizer_and_scheduler has run.
         assert trainer.optimizer is not None
-        torch.save(trainer.optimizer.state_dict(), os.path.join(folder, OPTIMIZER_NAME))
+        if model_and_optimizer:
+            torch.save(trainer.optimizer.state_dict(), os.path.join(folder, OPTIMIZER_NAME))
         if trainer.lr_scheduler is not None:
             torch.save(trainer.lr_scheduler.state_dict(), os.path.join(folder, SCHEDULER_NAME))
         scaler = getattr(accelerator, "scaler", None)
@@ -338,13 +363,19 @@ def _before_checkpoint_rename(tmp_folder: str) -> None:
 
 
 def load_optimizer_and_scheduler(trainer: Trainer, folder: str) -> None:
-    opt_path = os.path.join(folder, OPTIMIZER_NAME)
-    if not os.path.isfile(opt_path):
+    """Resume the optimizer, schedule and gradient scaler (under FSDP the sharded model too) from ``folder``."""
+    # Called by train() when resuming, after create_optimizer_and_scheduler and accelerator.prepare have run.
+    assert trainer.optimizer is not None
+    if _fsdp.active(trainer.accelerator):
+        found = _fsdp.load(trainer, trainer.model_wrapped, folder, read_weights, OPTIMIZER_NAME)
+    else:
+        opt_path = os.path.join(folder, OPTIMIZER_NAME)
+        found = os.path.isfile(opt_path)
+        if found:
+            trainer.optimizer.load_state_dict(torch.load(opt_path, weights_only=True, map_location="cpu"))
+    if not found:
         logger.warning("No optimizer state in %s (saved with save_only_model?); the optimizer starts fresh.", folder)
         return
-    # Called by train() when resuming, after create_optimizer_and_scheduler has run.
-    assert trainer.optimizer is not None
-    trainer.optimizer.load_state_dict(torch.load(opt_path, weights_only=True, map_location="cpu"))
     sched_path = os.path.join(folder, SCHEDULER_NAME)
     if trainer.lr_scheduler is not None and os.path.isfile(sched_path):
         trainer.lr_scheduler.load_state_dict(torch.load(sched_path, weights_only=True))
@@ -359,7 +390,10 @@ def load_best_model(trainer: Trainer) -> None:
     if best is None or not os.path.isdir(best):
         logger.warning("load_best_model_at_end: the best checkpoint %r is gone; keeping the last weights.", best)
         return
-    load_model_weights(trainer.model, best)
+    if _fsdp.active(trainer.accelerator):
+        _fsdp.load_model(trainer, trainer.model_wrapped, best, read_weights)
+    else:
+        load_model_weights(trainer.model, best)
     logger.info("Loaded the best model from %s (%s=%s).", best, trainer.args.metric_for_best_model,
                 trainer.state.best_metric)
 
@@ -388,10 +422,11 @@ def writes_checkpoints(trainer: Trainer) -> bool:
     return trainer.is_world_process_zero()
 
 
-def save_pretrained_files(trainer: Trainer, model: nn.Module, folder: str) -> None:
+def save_pretrained_files(trainer: Trainer, model: nn.Module, folder: str, weights: bool = True) -> None:
     """The weights (safetensors), plus what ``from_pretrained`` needs beside them for a transformers model (its
     ``config.json`` and generation config) and the ``processing_class`` (e.g. the tokenizer's files)."""
-    save_model_weights(model, folder, trainer.args.max_checkpoint_shard_size)
+    if weights:
+        save_model_weights(model, folder, trainer.args.max_checkpoint_shard_size)
     config: Any = getattr(model, "config", None)
     if hasattr(model, "save_pretrained") and hasattr(config, "save_pretrained"):
         config.save_pretrained(folder)
@@ -405,11 +440,17 @@ def save_pretrained_files(trainer: Trainer, model: nn.Module, folder: str) -> No
 
 
 def save_model(trainer: Trainer, output_dir: str) -> None:
+    """The model's weights (safetensors) and what ``from_pretrained`` reads; under FSDP every process must call it
+    (the shards are gathered into one ``model.safetensors``)."""
+    fsdp = _fsdp.active(trainer.accelerator) and _fsdp.is_sharded_model(trainer.model_wrapped)
+    weights = _fsdp.full_model_state(trainer.model_wrapped) if fsdp else None
     if not writes_checkpoints(trainer):
         return
     os.makedirs(output_dir, exist_ok=True)
     model = trainer.model
     if trainer.accelerator is not None:
         model = trainer.accelerator.unwrap_model(model)
-    save_pretrained_files(trainer, model, output_dir)
+    save_pretrained_files(trainer, model, output_dir, weights=weights is None)
+    if weights is not None:
+        save_state_dict_weights(tensors_for_saving(weights), output_dir, trainer.args.max_checkpoint_shard_size)
     _write_json(os.path.join(output_dir, TRAINING_ARGS_NAME), trainer.args.to_dict())

@@ -10,6 +10,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
+from . import _fsdp
 from ._data import batch_size_of, flag_last, send_to_device
 from ._loop import track_best
 from ._utils import (
@@ -177,7 +178,10 @@ def evaluation_loop(
         trainer.model = trainer.model.to(dtype=full_eval_dtype)
         trainer.model_wrapped = trainer.model
     model = trainer.model_wrapped if trainer.model_wrapped is not None else trainer.model
-    if model is trainer.model and next(iter(trainer.model.parameters()), None) is not None:
+    # Under FSDP the model is sharded by train() (FSDP2 shards it in place), or evaluated whole before training.
+    if model is trainer.model and next(iter(trainer.model.parameters()), None) is not None and not _fsdp.active(
+        accelerator
+    ):
         model = accelerator.prepare_model(trainer.model, evaluation_mode=True)
     model.eval()
     trainer._past = None

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
+from . import _fsdp
+
 if TYPE_CHECKING:
     from accelerate import Accelerator
 
@@ -28,12 +30,19 @@ logger = logging.getLogger(__name__)
 
 _lock = threading.Lock()
 # Precisions of the train() calls running in this process right now (threads of a search, nested trainers).
-_running: Counter[tuple[str, str, str | None]] = Counter()
+_running: Counter[Any] = Counter()  # Signature
 
 
 def mps_available() -> bool:
     backend = getattr(torch.backends, "mps", None)
     return bool(backend is not None and backend.is_available())
+
+
+def training_device(args: TrainingArguments) -> str:
+    """The type of device `build_accelerator` trains on: the CPU, or torch's accelerator (CUDA or MPS)."""
+    if args.use_cpu or not (torch.cuda.is_available() or mps_available()):
+        return "cpu"
+    return "cuda" if torch.cuda.is_available() else "mps"
 
 
 def precision_of(args: TrainingArguments) -> str:
@@ -47,21 +56,25 @@ def accelerator_key(args: TrainingArguments) -> tuple[Any, ...]:
             args.dispatch_batches, args.split_batches, repr(sorted(cast(dict, args.accelerator_config).items())),
             args.ddp_backend, args.ddp_timeout, args.ddp_find_unused_parameters, args.ddp_bucket_cap_mb,
             args.ddp_broadcast_buffers, args.tf32, args.torch_compile, args.torch_compile_backend,
-            args.torch_compile_mode)
+            args.torch_compile_mode, _fsdp.key(args))
 
 
 def compile_backend_of(args: TrainingArguments) -> str:
     return (args.torch_compile_backend or "inductor").upper() if args.torch_compile else "NO"
 
 
-def _signature(args: TrainingArguments) -> tuple[str, str, str | None]:
-    """What accelerate keeps process-wide and will not change: the precision and the torch.compile backend/mode."""
+Signature = tuple[str, str, str | None, str | None]
+
+
+def _signature(args: TrainingArguments) -> Signature:
+    """What accelerate keeps process-wide and will not change: the precision, the torch.compile backend/mode and
+    the FSDP plugin."""
     mode = (args.torch_compile_mode or "default") if args.torch_compile else None
-    return precision_of(args), compile_backend_of(args), mode
+    return precision_of(args), compile_backend_of(args), mode, _fsdp.key(args)
 
 
-def state_signature() -> tuple[str, str, str | None] | None:
-    """The precision and compile backend accelerate's process-wide state holds; None before any accelerator."""
+def state_signature() -> Signature | None:
+    """The precision, compile backend and FSDP set-up accelerate's process-wide state holds; None before any."""
     from accelerate.state import AcceleratorState
 
     shared = AcceleratorState._shared_state
@@ -71,7 +84,7 @@ def state_signature() -> tuple[str, str, str | None] | None:
     plugin = shared.get("dynamo_plugin")
     backend = str(getattr(getattr(plugin, "backend", None), "value", "NO")).upper()
     mode = (getattr(plugin, "mode", None) or "default") if backend != "NO" else None
-    return str(getattr(precision, "value", precision)), backend, mode
+    return str(getattr(precision, "value", precision)), backend, mode, _fsdp.state_key()
 
 
 def state_matches(args: TrainingArguments) -> bool:
@@ -79,22 +92,20 @@ def state_matches(args: TrainingArguments) -> bool:
 
 
 def build_accelerator(args: TrainingArguments) -> Accelerator:
-    from accelerate import Accelerator
     from accelerate.state import AcceleratorState
-    from accelerate.utils import DataLoaderConfiguration
 
     wanted = _signature(args)
     data_seed = args.data_seed if args.data_seed is not None else args.seed
     with _lock:
         current = state_signature()
         if current is not None and current != wanted:
-            busy = sorted(s for s, n in _running.items() if n > 0 and s != wanted)
+            busy = sorted((s for s, n in _running.items() if n > 0 and s != wanted), key=repr)
             if busy:
                 raise RuntimeError(
-                    f"mixed_precision={wanted[0]!r} (torch.compile backend {wanted[1]}) cannot be set up while "
-                    f"another trainer in this process is training with mixed_precision={busy[0][0]!r} (backend "
-                    f"{busy[0][1]}): accelerate holds one of each per process. Run trials that differ in them one "
-                    "at a time (n_jobs=1) or in separate processes."
+                    f"mixed_precision={wanted[0]!r} (torch.compile backend {wanted[1]}, fsdp {wanted[3]}) cannot be "
+                    f"set up while another trainer in this process is training with mixed_precision={busy[0][0]!r} "
+                    f"(backend {busy[0][1]}, fsdp {busy[0][3]}): accelerate holds one of each per process. Run "
+                    "trials that differ in them one at a time (n_jobs=1) or in separate processes."
                 )
             # The process group (PartialState) stays; only the accelerator's own settings are dropped.
             AcceleratorState._reset_state(reset_partial_state=False)
@@ -102,26 +113,40 @@ def build_accelerator(args: TrainingArguments) -> Accelerator:
         if args.tf32 is not None:
             torch.backends.cuda.matmul.allow_tf32 = args.tf32
             torch.backends.cudnn.allow_tf32 = args.tf32
-        return Accelerator(
-            # Without an accelerator, say so: accelerate then runs several launched processes as MULTI_CPU (gloo)
-            # instead of silently training each one alone.
-            cpu=args.use_cpu or not (torch.cuda.is_available() or mps_available()),
-            mixed_precision=wanted[0],
-            gradient_accumulation_steps=args.gradient_accumulation_steps,
-            # A sampler seeded per epoch from data_seed: the same data order on every run and after a resume.
-            dataloader_config=DataLoaderConfiguration(
-                use_seedable_sampler=True,
-                data_seed=data_seed,
-                split_batches=bool(config.pop("split_batches", args.split_batches)),
-                dispatch_batches=config.pop("dispatch_batches", args.dispatch_batches),
-                even_batches=bool(config.pop("even_batches", True)),
-                non_blocking=bool(config.pop("non_blocking", False)),
-            ),
-            step_scheduler_with_optimizer=False,
-            kwargs_handlers=ddp_kwargs(args),
-            dynamo_plugin=_dynamo_plugin(args),
-            deepspeed_plugin=_deepspeed_plugin(args),
-        )
+        _fsdp.before_build()
+        with _fsdp.environment_kept():
+            fsdp_plugin = _fsdp.plugin(args)
+            accelerator = _accelerator(args, wanted[0], data_seed, config, fsdp_plugin)
+        _fsdp.after_build(accelerator, fsdp_plugin, args)
+        return accelerator
+
+
+def _accelerator(args: TrainingArguments, precision: str, data_seed: int, config: dict[str, Any],
+                 fsdp_plugin: Any) -> Accelerator:
+    from accelerate import Accelerator
+    from accelerate.utils import DataLoaderConfiguration
+
+    return Accelerator(
+        # Without an accelerator, say so: accelerate then runs several launched processes as MULTI_CPU (gloo)
+        # instead of silently training each one alone.
+        cpu=training_device(args) == "cpu",
+        mixed_precision=precision,
+        gradient_accumulation_steps=args.gradient_accumulation_steps,
+        # A sampler seeded per epoch from data_seed: the same data order on every run and after a resume.
+        dataloader_config=DataLoaderConfiguration(
+            use_seedable_sampler=True,
+            data_seed=data_seed,
+            split_batches=bool(config.pop("split_batches", args.split_batches)),
+            dispatch_batches=config.pop("dispatch_batches", args.dispatch_batches),
+            even_batches=bool(config.pop("even_batches", True)),
+            non_blocking=bool(config.pop("non_blocking", False)),
+        ),
+        step_scheduler_with_optimizer=False,
+        kwargs_handlers=ddp_kwargs(args),
+        dynamo_plugin=_dynamo_plugin(args),
+        deepspeed_plugin=_deepspeed_plugin(args),
+        fsdp_plugin=fsdp_plugin,
+    )
 
 
 def _deepspeed_plugin(args: TrainingArguments) -> Any:

@@ -19,7 +19,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset, IterableDataset
 
 from . import _checkpoint as ckpt
-from . import _data, _evaluation, _loop, _precision, _saving
+from . import _data, _evaluation, _fsdp, _loop, _precision, _saving
 from ._callbacks import (
     CallbackHandler,
     DefaultFlowCallback,
@@ -127,7 +127,8 @@ class Trainer:
         if not isinstance(args, TrainingArguments):
             raise TypeError(f"args must be a trainer.TrainingArguments, got {type(args).__name__}.")
         self.args = args
-        init_tracker = MemoryTracker(skip=args.skip_memory_metrics)  # the init_ stage of the memory metrics
+        # The init_ stage of the memory metrics, on the device the accelerator will use.
+        init_tracker = MemoryTracker(skip=args.skip_memory_metrics, device=_precision.training_device(args))
         init_tracker.start("init")
         try:
             if tokenizer is not None:
@@ -181,7 +182,8 @@ class Trainer:
                 is_local_process_zero=self.is_local_process_zero(), is_world_process_zero=self.is_world_process_zero()
             )
             self.control = TrainerControl()
-            self._memory_tracker = MemoryTracker(skip=args.skip_memory_metrics)
+            device = getattr(self.accelerator, "device", None)  # built by _create_accelerator above
+            self._memory_tracker = MemoryTracker(skip=args.skip_memory_metrics, device=device)
         finally:  # also when building the trainer fails: the sampling thread must not outlive it
             self._init_mem_metrics: dict[str, float] = {}
             init_tracker.stop_and_update_metrics("init", self._init_mem_metrics)
@@ -323,17 +325,22 @@ class Trainer:
     def _train_once(self, resume_from_checkpoint: str | bool | None, trial: Any) -> TrainOutput:
         args = self.args
         _apply_log_level(args)
-        self._memory_tracker = MemoryTracker(skip=args.skip_memory_metrics)
-        self._memory_tracker.start("train")
         self._create_accelerator()
+        assert self.accelerator is not None
+        self._memory_tracker = MemoryTracker(skip=args.skip_memory_metrics, device=self.accelerator.device)
+        self._memory_tracker.start("train")
+        _fsdp.check_processes(self)
         self._set_seed()
         if self.model_init is not None:
             # A fresh model, optimizer and scheduler for every run: nothing leaks from a previous trial.
-            self.model = self.call_model_init(trial)
+            with _fsdp.model_loading(self.args):
+                self.model = self.call_model_init(trial)
             self.model_wrapped = self.model
             self.optimizer, self.lr_scheduler = None, None
+        if self.args.fsdp:
+            _fsdp.check_model(self)
         checkpoint = self._resolve_checkpoint(resume_from_checkpoint)
-        if checkpoint is not None:
+        if checkpoint is not None and not _fsdp.active(self.accelerator):  # FSDP: into the sharded model, in the loop
             ckpt.load_model_weights(self.model, checkpoint)
         return self._inner_training_loop(resume_from_checkpoint=checkpoint, trial=trial)
 
@@ -591,7 +598,8 @@ class Trainer:
             is_local_process_zero=clone.is_local_process_zero(), is_world_process_zero=clone.is_world_process_zero()
         )
         clone.control = TrainerControl()
-        clone._memory_tracker = MemoryTracker(skip=args.skip_memory_metrics)
+        assert clone.accelerator is not None
+        clone._memory_tracker = MemoryTracker(skip=args.skip_memory_metrics, device=clone.accelerator.device)
         return clone
 
     def release_memory(self) -> None:

@@ -222,6 +222,10 @@ class TrainingArguments:
             takes it, so it is refused when set.
         deepspeed: a DeepSpeed config (dict or JSON path), handed to accelerate; needs the ``deepspeed`` package
             (refused with the install command otherwise).
+        fsdp: Shard the model with FSDP through accelerate (several processes): True, or options among "full_shard",
+            "shard_grad_op", "offload", "auto_wrap" (FSDP1 on GPUs also "no_shard", "hybrid_shard*"); see README.
+        fsdp_config: FSDP settings (dict or JSON path; transformers' keys, ``fsdp_`` prefix optional) plus
+            ``version`` (2 by default) and ``state_dict_type``; filled in from ``accelerate launch``'s FSDP config.
         auto_find_batch_size: On an out-of-memory error, halve ``per_device_train_batch_size`` and train again.
         torch_compile: Compile the model with ``torch.compile`` (through accelerate) before training;
             ``torch_compile_backend`` (default "inductor") and ``torch_compile_mode`` set either imply it.
@@ -335,6 +339,8 @@ class TrainingArguments:
     neftune_noise_alpha: float | None = None
     optim_target_modules: str | list[str] | None = None
     deepspeed: str | dict[str, Any] | None = None
+    fsdp: bool | str | list[str] | None = ""
+    fsdp_config: dict[str, Any] | str | None = None
     # Private bookkeeping: {field name: value __post_init__ derived for it}. It is an init field (not
     # init=False) on purpose: dataclasses.replace passes init fields along, which is the only way the new
     # instance can tell a derived value (re-derive it) from one the user chose (keep it). Not serialised.

@@ -195,14 +195,19 @@ def nested_detach(x: Any) -> Any:
 
 
 class MemoryTracker:
-    """CPU (RSS) memory used by a stage: ``<stage>_mem_cpu_alloc_delta`` and ``<stage>_mem_cpu_peaked_delta``.
+    """Memory used by a stage, as transformers reports it: ``<stage>_mem_cpu_alloc_delta`` and
+    ``<stage>_mem_cpu_peaked_delta`` (the process's RSS), and on an accelerator ``<stage>_mem_gpu_alloc_delta`` and
+    ``<stage>_mem_gpu_peaked_delta`` (torch's allocator on ``device``; "gpu" in the names whatever its type).
 
-    A sampling thread catches the peak; nothing runs when ``skip`` is set (the default in `TrainingArguments`).
+    The device is read through ``torch.accelerator`` (CUDA, XPU, MPS, and the out-of-tree devices accelerate drives,
+    such as NPU, that register with it), so no device type has its own branch. A sampling thread catches the CPU
+    peak; nothing runs when ``skip`` is set (the default in `TrainingArguments`).
     """
 
-    def __init__(self, skip: bool = True, interval_s: float = 0.005) -> None:
+    def __init__(self, skip: bool = True, interval_s: float = 0.005, device: Any = None) -> None:
         self.skip = skip
         self.interval_s = interval_s
+        self.device = None if skip else _accelerator_device(device)
         self._stage: str | None = None
         self._thread: threading.Thread | None = None
 
@@ -213,6 +218,8 @@ class MemoryTracker:
 
         self._process = psutil.Process()
         self._stage = stage
+        if self.device is not None:
+            self._device_begin = self._device_reading(reset=True)[0]
         self._begin = self._peak = self._process.memory_info().rss
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, daemon=True)
@@ -221,6 +228,16 @@ class MemoryTracker:
     def _watch(self) -> None:
         while not self._stop.wait(self.interval_s):
             self._peak = max(self._peak, self._process.memory_info().rss)
+
+    def _device_reading(self, reset: bool = False) -> tuple[int, int]:
+        """(allocated, peak allocated since the last reset) on the device, after its queued work has run."""
+        device = self.device
+        assert device is not None  # only read when there is one
+        index = device.index if device.index is not None else torch.accelerator.current_device_index()
+        torch.accelerator.synchronize(index)
+        if reset:
+            torch.accelerator.reset_peak_memory_stats(index)
+        return int(torch.accelerator.memory_allocated(index)), int(torch.accelerator.max_memory_allocated(index))
 
     def stop_and_update_metrics(self, stage: str, metrics: dict[str, float]) -> None:
         if self.skip or self._stage != stage:
@@ -232,4 +249,27 @@ class MemoryTracker:
         self._peak = max(self._peak, end)
         metrics[f"{stage}_mem_cpu_alloc_delta"] = end - self._begin
         metrics[f"{stage}_mem_cpu_peaked_delta"] = max(0, self._peak - end)
+        if self.device is not None:
+            device_end, device_peak = self._device_reading()
+            metrics[f"{stage}_mem_gpu_alloc_delta"] = device_end - self._device_begin
+            metrics[f"{stage}_mem_gpu_peaked_delta"] = max(0, device_peak - device_end)
         self._stage = None
+
+
+def _accelerator_device(device: Any) -> torch.device | None:
+    """``device`` when it is torch's current accelerator (whose memory ``torch.accelerator`` reports), None for the CPU.
+
+    A device of another type than the accelerator torch has is refused: its memory could not be read.
+    """
+    if device is None:
+        return None
+    device = torch.device(device)
+    if device.type == "cpu":
+        return None
+    current = torch.accelerator.current_accelerator()
+    if current is None or current.type != device.type:
+        raise ValueError(
+            f"Memory metrics of {device} need it to be torch's accelerator, but torch.accelerator reports "
+            f"{current}; pass skip_memory_metrics=True, or train on {current or 'the CPU'}."
+        )
+    return device

@@ -3,35 +3,21 @@
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests._launch import accelerate_launch
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _search(tmp_path, *mode: str) -> list[dict]:
+    result = tmp_path / "result.json"
+    accelerate_launch("tests.hpsearch._ddp_search", str(tmp_path / "out"), str(result), *mode)
+    return [json.loads((tmp_path / f"result.json.{r}").read_text()) for r in (0, 1)]
 
 
 @pytest.mark.multiprocess
 def test_two_process_search_with_pruning_completes(tmp_path):
-    result = tmp_path / "result.json"
-    env = {**os.environ, "PYTHONPATH": ROOT, "MASTER_ADDR": "127.0.0.1", "OMP_NUM_THREADS": "1"}
-    cmd = [
-        sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "2", "--multi_gpu",
-        "--main_process_ip", "127.0.0.1", "--main_process_port", str(_free_port()), "--num_machines", "1",
-        "--mixed_precision", "no", "--dynamo_backend", "no",
-        "-m", "tests.hpsearch._ddp_search", str(tmp_path / "out"), str(result),
-    ]
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    ranks = [json.loads((tmp_path / f"result.json.{r}").read_text()) for r in (0, 1)]
+    ranks = _search(tmp_path)
     assert [r["world"] for r in ranks] == [2, 2]
     main, other = ranks
     assert len(main["records"]) == 6
@@ -43,3 +29,15 @@ def test_two_process_search_with_pruning_completes(tmp_path):
     states = {r["state"] for r in main["records"]}
     assert states <= {"COMPLETE", "PRUNED"}
     assert "PRUNED" in states, main["records"]
+
+
+@pytest.mark.multiprocess
+@pytest.mark.slow
+def test_two_process_search_trains_every_trial_under_fsdp(tmp_path):
+    main, other = _search(tmp_path, "fsdp")
+    assert len(main["records"]) == 3
+    assert main["trained"] == other["trained"] == ["FSDPDigitsMLP"] * 3  # each trial's model sharded on both ranks
+    assert [r["params"] for r in other["records"]] == [r["params"] for r in main["records"]]
+    assert [r["last_step"] for r in other["records"]] == [r["last_step"] for r in main["records"]]
+    assert {r["state"] for r in main["records"]} <= {"COMPLETE", "PRUNED"}
+    assert all(r["objective"] is not None for r in main["records"])

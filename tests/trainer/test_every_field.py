@@ -917,6 +917,25 @@ def c_deepspeed(env: Env) -> None:
         env.args(deepspeed={"train_batch_size": 8})
 
 
+def c_fsdp(env: Env) -> None:
+    # Its effect (parameters sharded over 2 processes, exact resume) is shown by tests/trainer/test_fsdp.py, which
+    # launches them; a process of its own has nothing to shard, and is refused before training.
+    assert env.args(fsdp="shard_grad_op").fsdp == ["shard_grad_op"]
+    with pytest.raises(ValueError, match="needs processes started by a launcher"):
+        env.train(fsdp=True)
+
+
+def c_fsdp_config(env: Env) -> None:
+    # min_num_params, activation_checkpointing, sync_module_states, cpu_ram_efficient_loading and state_dict_type
+    # act in tests/trainer/test_fsdp.py; FSDP1 switches and keys without fsdp are refused.
+    assert env.args(fsdp=True, fsdp_config={"fsdp_state_dict_type": "FULL_STATE_DICT"}).fsdp_config["state_dict_type"] \
+        == "FULL_STATE_DICT"
+    with pytest.raises(ValueError, match="fsdp_config must be empty while fsdp is off"):
+        env.args(fsdp_config={"min_num_params": 10})
+    with pytest.raises(ValueError, match="FSDP1 setting"):
+        env.args(fsdp=True, fsdp_config={"forward_prefetch": True})
+
+
 CHECKS: dict[str, Callable[..., None]] = {
     "output_dir": c_output_dir,
     "overwrite_output_dir": script_flag("overwrite_output_dir", ["--overwrite_output_dir"], True),
@@ -1021,6 +1040,8 @@ CHECKS: dict[str, Callable[..., None]] = {
     "neftune_noise_alpha": c_neftune_noise_alpha,
     "optim_target_modules": c_optim_target_modules,
     "deepspeed": c_deepspeed,
+    "fsdp": c_fsdp,
+    "fsdp_config": c_fsdp_config,
 }
 
 FIELDS = [f.name for f in dataclasses.fields(TrainingArguments) if f.init and not f.name.startswith("_")]

@@ -3,49 +3,22 @@
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from torch.utils.data import Subset
 
 from tests._digits import DigitsMLP, accuracy, digits_datasets
+from tests._launch import accelerate_launch
 from trainer import Trainer, TrainingArguments
 from trainer import _checkpoint as ckpt
 
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = Path(__file__).with_name("_ddp_script.py")
-
 pytestmark = [pytest.mark.multiprocess, pytest.mark.slow]
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
 def ddp_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("ddp")
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    env["OMP_NUM_THREADS"] = "1"  # two processes on a small machine: no thread oversubscription
-    env.pop("MLFLOW_TRACKING_URI", None)
-    cmd = [
-        sys.executable, "-m", "accelerate.commands.launch",
-        # --multi_gpu is accelerate's torchrun launcher; on a machine without GPUs (and with use_cpu=True in the
-        # script) it starts CPU processes that talk over gloo. (--cpu alone would start a single process.)
-        "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
-        "--mixed_precision", "no", "--dynamo_backend", "no",
-        "--main_process_port", str(_free_port()),
-        "-m", "tests.trainer._ddp_script", str(out),
-    ]  # fmt: skip
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, f"accelerate launch failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-8000:]}"
+    accelerate_launch("tests.trainer._ddp_script", str(out))
     results = [json.loads((out / f"rank-{i}.json").read_text()) for i in range(2)]
     return out, results
 

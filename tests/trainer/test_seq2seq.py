@@ -4,10 +4,6 @@ compute_metrics, the sortish sampler, a search over generation settings, and two
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,9 +12,9 @@ import torch
 
 import hpsearch
 import spaces
+from tests._launch import accelerate_launch
 from trainer import Seq2SeqTrainer, Seq2SeqTrainingArguments
 
-ROOT = Path(__file__).resolve().parents[2]
 VOCAB = 20
 PAD, EOS = 0, 1
 
@@ -139,17 +135,8 @@ def test_bad_generation_arguments_are_refused():
 
 @pytest.mark.multiprocess
 def test_two_processes_generate_and_gather(tmp_path):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     result = tmp_path / "result.json"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "MASTER_ADDR": "127.0.0.1", "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "2", "--multi_gpu",
-           "--main_process_ip", "127.0.0.1", "--main_process_port", str(port), "--num_machines", "1",
-           "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "tests.trainer._seq2seq_script",
-           str(tmp_path / "out"), str(result)]
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    accelerate_launch("tests.trainer._seq2seq_script", str(tmp_path / "out"), str(result))
     data = json.loads(result.read_text())
     assert data["world"] == 2
     assert data["shape"] == [13, 10]  # every example once, gathered from both processes, padded alike

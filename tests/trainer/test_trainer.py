@@ -568,6 +568,37 @@ def test_memory_metrics(make_args):
     assert not any("_mem_" in k for k in quiet.train().metrics)
 
 
+def test_device_memory_metrics_follow_the_accelerator_torch_reports(make_args):
+    """On CPU only the process's memory is reported; on torch's accelerator (CUDA, XPU, MPS, NPU...) its allocator's
+    too, through torch.accelerator. The accelerator half runs where torch has one (no GPU on the CI machine)."""
+    from trainer._utils import MemoryTracker
+
+    accelerator = torch.accelerator.current_accelerator()
+    assert MemoryTracker(skip=False, device="cpu").device is None
+    other = "mps" if accelerator is not None and accelerator.type != "mps" else "cuda"
+    if accelerator is None or accelerator.type != other:
+        with pytest.raises(ValueError, match=f"Memory metrics of {other} need it to be torch's accelerator"):
+            MemoryTracker(skip=False, device=other)
+    data = ToyDataset(16)
+    on_cpu = Trainer(model=DictModel(), args=make_args(max_steps=2, skip_memory_metrics=False, use_cpu=True),
+                     train_dataset=data).train().metrics
+    assert "train_mem_cpu_alloc_delta" in on_cpu and "init_mem_cpu_alloc_delta" in on_cpu
+    assert not any("_mem_gpu_" in k for k in on_cpu)
+    if accelerator is None:
+        return
+    tracker = MemoryTracker(skip=False, device=accelerator)
+    metrics: dict[str, float] = {}
+    tracker.start("probe")
+    kept = torch.empty(2**20, dtype=torch.float32, device=accelerator)  # 4 MiB kept
+    assert float(torch.ones(2**22, dtype=torch.float32, device=accelerator).sum()) == 2**22  # 16 MiB, then freed
+    tracker.stop_and_update_metrics("probe", metrics)
+    assert metrics["probe_mem_gpu_alloc_delta"] >= kept.numel() * 4
+    assert metrics["probe_mem_gpu_peaked_delta"] >= 2**24 - 2**22
+    on_device = Trainer(model=DictModel(), args=make_args(max_steps=2, skip_memory_metrics=False),
+                        train_dataset=data).train().metrics
+    assert {"train_mem_gpu_alloc_delta", "train_mem_gpu_peaked_delta", "init_mem_gpu_alloc_delta"} <= set(on_device)
+
+
 def test_log_metrics_save_metrics_and_metrics_format(make_args, capsys, tmp_path):
     trainer = Trainer(model=DictModel(), args=make_args(output_dir=str(tmp_path / "m")))
     metrics = {"train_runtime": 3725.5, "train_mem_cpu_alloc_delta": 5 * 2**20, "train_loss": 0.123456789, "epoch": 3}
