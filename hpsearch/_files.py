@@ -1,4 +1,4 @@
-"""Writing a search's files: atomic replacement, the CSV lines of a record, JSON for any parameter value."""
+"""Writing a search's files: atomic replacement, the CSV exports and their rows, JSON for any parameter value."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from .trial import TrialRecord
 
 __all__ = [
-    "append_or_replace_text", "atomic_write_text", "csv_row", "inter_csv_lines", "json_default", "objective_vector", "plain", "trial_csv_line",
+    "CsvExports", "append_or_replace_text", "atomic_write_text", "csv_row", "inter_csv_lines", "json_default", "objective_vector", "plain", "trial_csv_line",
 ]
 
 
@@ -150,6 +150,61 @@ def append_or_replace_text(path: Path, text: str, written: tuple[str, int] | Non
             pass  # gone, or not writable in place: replace it
     atomic_write_text(path, text, durable=False)
     return text, len(text.encode("utf-8"))
+
+
+TRIALS_FILE = "trials.csv"
+INTERMEDIATES_FILE = "intermediates.csv"
+
+
+class CsvExports:
+    """A search's ``trials.csv`` and ``intermediates.csv``, rebuilt from its records at every save.
+
+    They are exports: never seen half-written, and not fsynced (only a power cut could lose their latest
+    version; `SearchResult.load` reads search.json). A save that only adds rows at their end (the usual one: the
+    next trial finished) appends them in one write; any other change replaces the file atomically (see
+    `append_or_replace_text`: on ext4 a replace costs about an fsync). Rows are rendered once per record and
+    reused while the record and the columns stay the same (`forget` a record that changed), so a save after
+    trial 1,000 joins cached lines instead of rebuilding two dataframes.
+    """
+
+    def __init__(self) -> None:
+        # id(record) -> (record, columns key, trials.csv line, intermediates.csv lines)
+        self._rows: dict[int, tuple[Any, Any, str, str]] = {}
+        self._written: dict[str, tuple[str, int]] = {}  # path -> (text, size) of the last write
+
+    def forget(self, record: TrialRecord) -> None:
+        self._rows.pop(id(record), None)
+
+    def write(self, folder: Path, records: list[TrialRecord], k: int, params: tuple[str, ...],
+              objective_columns: list[str]) -> None:
+        for name, text in zip((TRIALS_FILE, INTERMEDIATES_FILE), self._texts(records, k, params, objective_columns)):
+            path = folder / name
+            key = os.fspath(path)
+            self._written[key] = append_or_replace_text(path, text, self._written.get(key))
+
+    def _texts(self, records: list[TrialRecord], k: int, params: tuple[str, ...],
+               objective_columns: list[str]) -> tuple[str, str]:
+        metrics = tuple(sorted({m for r in records for ev in r.intermediates for m in ev.metrics}))
+        fixed = ("trial_id", "step", "epoch", *objective_columns)
+        trials_header = [
+            "trial_id", "name", "number", "state", "source", *objective_columns, *(f"params_{n}" for n in params),
+            "started", "finished", "duration_s", *COST_COLUMNS, "n_evaluations", "last_step", "checkpoint", "node",
+            "error",
+        ]
+        inter_header = [*fixed, *(f"metric_{m}" if m in fixed else m for m in metrics)]
+        key = (k, params, metrics)
+        trial_lines, inter_lines = [], []
+        for record in sorted(records, key=lambda r: (r.number, r.trial_id)):
+            cached = self._rows.get(id(record))
+            if cached is None or cached[0] is not record or cached[1] != key:
+                cached = (record, key, trial_csv_line(record, k, params), inter_csv_lines(record, k, metrics))
+                self._rows[id(record)] = cached
+            trial_lines.append(cached[2])
+            inter_lines.append(cached[3])
+        if len(self._rows) > len(records):
+            kept = {id(r) for r in records}
+            self._rows = {i: v for i, v in self._rows.items() if i in kept}
+        return csv_row(trials_header) + "".join(trial_lines), csv_row(inter_header) + "".join(inter_lines)
 
 
 def objective_vector(objective: Any, k: int) -> list[float] | None:

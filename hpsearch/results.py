@@ -27,14 +27,11 @@ from typing import TYPE_CHECKING, Any
 
 from hpsearch._cost import COST_COLUMNS
 from hpsearch._files import (
-    append_or_replace_text,
+    CsvExports,
     atomic_write_text,
-    csv_row,
-    inter_csv_lines,
     json_default,
     objective_vector,
     plain,
-    trial_csv_line,
 )
 from hpsearch.trial import Evaluation, TrialRecord, TrialState, _from_iso, _iso
 
@@ -49,8 +46,6 @@ FORMAT_VERSION = 1
 _DIRECTIONS = ("minimize", "maximize")
 _STATE_ORDER = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL, TrialState.RUNNING)
 _SEARCH_FILE = "search.json"
-_TRIALS_FILE = "trials.csv"
-_INTERMEDIATES_FILE = "intermediates.csv"
 # One dtype per column whatever the backend. Free text is `object` (holding str or None) rather than
 # pandas 3's default `str` dtype: it behaves the same on pandas 2 and 3 and keeps None distinct from "".
 _TEXT = "object"
@@ -91,12 +86,8 @@ class SearchResult:
     _json_lines: dict[int, tuple[TrialRecord, TrialRecord, str]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
-    # CSV lines of each record: (record, unused, columns key, trials.csv line, intermediates.csv lines).
-    _csv_cache: dict[int, tuple[Any, Any, Any, str, str]] = field(
-        default_factory=dict, init=False, repr=False, compare=False
-    )
-    # What was last written to each CSV file (its path -> text, size), so a save can append the new lines.
-    _csv_written: dict[str, tuple[str, int]] = field(default_factory=dict, init=False, repr=False, compare=False)
+    # The CSV exports' rendered rows and what was last written (see CsvExports).
+    _exports: CsvExports = field(default_factory=CsvExports, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if isinstance(self.directions, str):
@@ -317,7 +308,7 @@ class SearchResult:
 
         A kill cannot tear the file either way (it is replaced by a rename); only a power cut could lose its
         latest versions, and what the search promises to keep across that lives in the engine's durable store
-        (the Optuna study, Ray's experiment), from which a resume rebuilds search.json. The search's last save
+        (its study or experiment), from which a resume rebuilds search.json. The search's last save
         (`SearchSession.replace_all` / `save`) is durable. An fsync per trial cost 0.3 ms on an idle disk and
         5-10 ms on a busy one.
         """
@@ -330,52 +321,15 @@ class SearchResult:
         return str(folder)
 
     def _write_exports(self, folder: Path) -> None:
-        # The CSVs are exports rebuilt from the records, never seen half-written, and not fsynced (only a power
-        # cut could lose their latest version; `load` reads search.json). A save that only adds rows
-        # at the end (the usual one: the next trial finished) appends them in one write; any other change
-        # replaces the file atomically (see append_or_replace_text: on ext4 a replace costs about an fsync).
-        # Rows are rendered once per record and reused while the record and the columns stay the same, so a
-        # save after trial 1,000 joins cached lines instead of rebuilding two dataframes.
-        for name, text in zip((_TRIALS_FILE, _INTERMEDIATES_FILE), self._csv_texts()):
-            path = folder / name
-            key = os.fspath(path)
-            self._csv_written[key] = append_or_replace_text(path, text, self._csv_written.get(key))
-
-    def _csv_texts(self) -> tuple[str, str]:
-        """The two CSV files' text; call after `_to_json_text`, which invalidates the lines of changed records."""
-        k = len(self.directions)
-        params = tuple(self.param_names)
-        metrics = tuple(sorted({m for r in self.records for ev in r.intermediates for m in ev.metrics}))
-        fixed = ("trial_id", "step", "epoch", *self.objective_columns)
-        trials_header = [
-            "trial_id", "name", "number", "state", "source", *self.objective_columns,
-            *(f"params_{n}" for n in params),
-            "started", "finished", "duration_s", *COST_COLUMNS, "n_evaluations", "last_step", "checkpoint", "node",
-            "error",
-        ]
-        inter_header = [*fixed, *(f"metric_{m}" if m in fixed else m for m in metrics)]
-        key = (k, params, metrics)
-        trial_lines, inter_lines = [], []
-        for record in sorted(self.records, key=lambda r: (r.number, r.trial_id)):
-            cached = self._csv_cache.get(id(record))
-            # A record that changed was re-rendered for search.json first, which dropped its CSV lines.
-            if cached is None or cached[0] is not record or cached[2] != key:
-                rendered = (record, None, key, trial_csv_line(record, k, params), inter_csv_lines(record, k, metrics))
-                self._csv_cache[id(record)] = rendered
-                cached = rendered
-            trial_lines.append(cached[3])
-            inter_lines.append(cached[4])
-        if len(self._csv_cache) > len(self.records):
-            kept = {id(r) for r in self.records}
-            self._csv_cache = {i: v for i, v in self._csv_cache.items() if i in kept}
-        return (csv_row(trials_header) + "".join(trial_lines), csv_row(inter_header) + "".join(inter_lines))
+        """trials.csv and intermediates.csv; call after `_to_json_text`, which forgets the rows of changed records."""
+        self._exports.write(folder, self.records, len(self.directions), tuple(self.param_names), self.objective_columns)
 
     def _record_line(self, record: TrialRecord) -> str:
         """The record's search.json line, serialized again only when the record changed since the last save."""
         cached = self._json_lines.get(id(record))
         if cached is not None and cached[0] is record and cached[1] == record:
             return cached[2]
-        self._csv_cache.pop(id(record), None)  # its CSV lines are stale too
+        self._exports.forget(record)  # its CSV rows are stale too
         line = "    " + json.dumps(record.to_dict(), separators=(",", ":"), default=json_default)
         try:
             snapshot = copy.deepcopy(record)
