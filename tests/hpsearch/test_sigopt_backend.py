@@ -345,6 +345,8 @@ def test_resume_continues_a_search_from_its_search_json(tmp_path, caplog):
     # The new experiment was told the two earlier trials and observed the three new ones.
     assert result.native.progress.observation_count == 5
     assert SearchResult.load(result.output_dir).settings["resumed_trials"] == 2
+    # SigOpt's best is marked once, in this experiment's view (the earlier run's mark does not stay behind).
+    assert sum(bool(r.extra.get("sigopt_best")) for r in result.records) == 1
     # The reseeded optimizer does not replay the first run's suggestions.
     assert not any(params in [r.params for r in first.records] for params in calls)
 

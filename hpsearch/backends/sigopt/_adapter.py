@@ -377,6 +377,8 @@ class SigOptBackend(SearchBackend):
             logger.warning("Could not fetch SigOpt's best assignments: %s", error)
             return
         finished = {r.trial_id: r for r in session.records if r.state is TrialState.COMPLETE}
+        for record in finished.values():  # a resumed run's records carry the earlier experiment's marks
+            record.extra.pop("sigopt_best", None)
         matched: list[str] = []
         for entry in best.iterate_pages():  # every page (a server may page a long Pareto front)
             assignments = dict(entry.assignments)
