@@ -4,7 +4,8 @@ SigOpt's lite driver keeps its experiment in the process that created it, and an
 with the process that asked for it; what survives a kill is ``search.json``, written after every finished trial.
 A resumed run reads it, refuses it when it is another search (other directions, objective or space, or another
 backend), creates a new experiment, tells it every finished trial as an observation (its value, or
-``failed=True``), keeps those records unchanged (ids, names, numbers, source) and runs only what is left of
+``failed=True``), keeps those records unchanged (ids, names, numbers, source; only ``extra["sigopt_best"]`` is
+marked again, by the new experiment) and runs only what is left of
 ``n_trials``. A trial that was running when the process died never reached ``search.json``: it is not counted,
 and its suggestion is lost with the process (a new one takes its place).
 
