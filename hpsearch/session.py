@@ -4,17 +4,22 @@ The session alone records trials and writes the results (``search.json`` and its
 counts consecutive failures (`TooManyFailedTrials` after ``max_failed_trials``) and the budget, and calls the
 trial-end hooks. Backends hand it the `TrialRecord` that `run_trial` produced, unchanged; they never write
 results themselves. In a multi-process trial only the main process writes.
+
+A store reused by a later run (a resumed search) must hold the same search: `search_identity` and
+`identity_differences` are the one comparison every backend makes before it continues an earlier run.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from . import _dist, _events
+from ._files import json_default
 from .errors import SearchConfigError, TooManyFailedTrials
 from .trial import TrialRecord, TrialState
 
@@ -22,7 +27,7 @@ if TYPE_CHECKING:
     from .results import SearchResult
     from .settings import TrialSettings
 
-__all__ = ["TRIAL_END_HOOKS", "SearchSession"]
+__all__ = ["TRIAL_END_HOOKS", "SearchSession", "identity_differences", "search_identity"]
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +39,35 @@ TRIAL_END_HOOKS: list[Callable[[SearchSession, TrialRecord], None]] = []
 
 def _now() -> datetime:
     return datetime.now(timezone.utc)
+
+
+def search_identity(settings: TrialSettings) -> dict[str, Any]:
+    """What makes two runs the same search: its directions, objective and portable space (None for a native one),
+    as a JSON store gives them back (tuples become lists), so that equal searches compare equal."""
+    identity = {
+        "directions": list(settings.directions),
+        "objective": settings.objective_name,
+        "space": settings.space.to_dict() if settings.space is not None else None,
+    }
+    return json.loads(json.dumps(identity, default=json_default))
+
+
+def identity_differences(stored: Mapping[str, Any], ours: Mapping[str, Any]) -> list[str]:
+    """What differs between an earlier run's identity (only the keys it has) and this search's `search_identity`,
+    each as ``"<what> <stored> (this search: <ours>)"``; empty when they are the same search."""
+    problems = []
+    if "directions" in stored and list(stored["directions"]) != list(ours["directions"]):
+        problems.append(f"direction {list(stored['directions'])} (this search: {list(ours['directions'])})")
+    if "objective" in stored and stored["objective"] != ours["objective"]:
+        problems.append(f"objective {stored['objective']!r} (this search: {ours['objective']!r})")
+    if "space" in stored and stored["space"] != ours["space"]:
+        before, now = stored["space"], ours["space"]
+        if isinstance(before, Mapping) and isinstance(now, Mapping):
+            changed = sorted(k for k in set(before) | set(now) if before.get(k) != now.get(k))
+            problems.append(f"a different hp_space (parameters {', '.join(changed)} differ)")
+        else:
+            problems.append("a different hp_space")
+    return problems
 
 
 class SearchSession:

@@ -1,6 +1,7 @@
 """A driver process for the reliability tests, killed (SIGKILL) and rerun by them.
 
     python -m tests.hpsearch._sweep_worker sweep CONFIG_JSON       an Optuna sweep on the digits MLP
+    python -m tests.hpsearch._sweep_worker sigopt CONFIG_JSON      a SigOpt (lite) sweep with resume=True, idem
     python -m tests.hpsearch._sweep_worker checkpoint CONFIG_JSON  a training run that saves checkpoints
 
 Both take ``data``: an ``.npz`` of the digits split (x_train, y_train, x_eval, y_eval) saved by the test.
@@ -11,6 +12,11 @@ can tell that this one died), ``heartbeat`` ([interval, grace] in seconds), ``st
 ``eval_strategy``/``eval_steps``/``save_strategy``/``save_steps``. Every trial start is marked with
 ``<marker_dir>/started-<number>-<pid>``, every trial trained to its last step with
 ``<marker_dir>/completed-<run name>-<pid>``.
+
+``sigopt`` config: output_dir, n_trials, max_steps, marker_dir, step_sleep and the evaluation/save settings as for
+``sweep``, and ``observations``: where to write, once the search ends, the observations of the experiment this
+process's search ended with (SigOpt's own store: lite keeps it in the search's connection, which the worker takes
+from the adapter as it is made) as JSON ``[{"assignments": {...}, "values": [...], "failed": bool}]``.
 
 ``checkpoint`` config: output_dir, max_steps, save_steps, resume, and ``kill_at_save`` (the process kills itself
 with SIGKILL inside the n-th checkpoint save, after the files are written and before the folder is published).
@@ -67,21 +73,19 @@ def _trainer(config: dict, output_dir: str, model_init, callbacks=()):
                    callbacks=list(callbacks))
 
 
-def sweep(config: dict) -> None:
-    import optuna
-
-    import hpsearch
-    import hpsearch.backends.optuna._storage as optuna_storage
+def _space() -> dict:
+    """The space of both sweeps."""
     import spaces
+
+    return {"learning_rate": spaces.Float(1e-3, 1e-1, log=True), "hidden": spaces.Categorical([8, 16, 32, 64])}
+
+
+def _marked_trainer(config: dict):
+    """The digits trainer whose trials leave started-/completed- markers (and may hold or sleep, see above)."""
     from tests._digits import DigitsMLP
     from trainer import TrainerCallback
 
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
     markers = Path(config["marker_dir"])
-    if config.get("heartbeat"):
-        optuna_storage.HEARTBEAT_INTERVAL, optuna_storage.GRACE_PERIOD = config["heartbeat"]
-    if config.get("foreign_owner"):
-        optuna_storage.owner = lambda: "another-machine:1"
     hold = config.get("hold_trial")
 
     def model_init(trial):
@@ -102,10 +106,23 @@ def sweep(config: dict) -> None:
                 while True:  # mid-trial, until the test kills this process
                     time.sleep(0.5)
 
-    trainer = _trainer(config, config["output_dir"], model_init, [Hold()])
+    return _trainer(config, config["output_dir"], model_init, [Hold()])
+
+
+def sweep(config: dict) -> None:
+    import optuna
+
+    import hpsearch
+    import hpsearch.backends.optuna._storage as optuna_storage
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    if config.get("heartbeat"):
+        optuna_storage.HEARTBEAT_INTERVAL, optuna_storage.GRACE_PERIOD = config["heartbeat"]
+    if config.get("foreign_owner"):
+        optuna_storage.owner = lambda: "another-machine:1"
     hpsearch.hyperparameter_search(
-        trainer,
-        hp_space={"learning_rate": spaces.Float(1e-3, 1e-1, log=True), "hidden": spaces.Categorical([8, 16, 32, 64])},
+        _marked_trainer(config),
+        hp_space=_space(),
         compute_objective="eval_loss",
         n_trials=config["n_trials"],
         backend="optuna",
@@ -114,6 +131,43 @@ def sweep(config: dict) -> None:
         load_if_exists=True,
         sampler=optuna.samplers.RandomSampler(seed=config.get("seed", 0) + os.getpid()),
     )
+
+
+def sigopt(config: dict) -> None:
+    import logging
+
+    import hpsearch
+    from hpsearch.backends.sigopt import SigOptBackend
+
+    logging.basicConfig(format="%(name)s %(levelname)s %(message)s")
+    logging.getLogger("hpsearch.backends.sigopt").setLevel(logging.INFO)  # the resume line, for the log
+
+    # lite keeps its experiment in the Connection that created it (one store per Connection, none on disk): keep
+    # the connections the adapter makes, to read the experiment's observations once the search is over.
+    connections = []
+    connect = SigOptBackend._connect
+
+    def keeping_connect(adapter):
+        conn = connect(adapter)
+        connections.append(conn)
+        return conn
+
+    SigOptBackend._connect = keeping_connect
+    best = hpsearch.hyperparameter_search(
+        _marked_trainer(config),
+        hp_space=_space(),
+        compute_objective="eval_loss",
+        n_trials=config["n_trials"],
+        backend="sigopt",
+        driver="lite",
+        resume=True,
+    )
+    experiment = best.run_summary.native
+    # The last connection made is run()'s, the one holding the experiment (validate() only checks the driver).
+    observations = connections[-1].experiments(experiment.id).observations().fetch().iterate_pages()
+    dumped = [{"assignments": dict(o.assignments), "values": [v.value for v in o.values or []],
+               "failed": bool(o.failed)} for o in observations]
+    Path(config["observations"]).write_text(json.dumps(dumped), encoding="utf-8")
 
 
 def checkpoint(config: dict) -> None:
@@ -138,4 +192,4 @@ def checkpoint(config: dict) -> None:
 
 if __name__ == "__main__":
     mode, config_json = sys.argv[1], sys.argv[2]
-    {"sweep": sweep, "checkpoint": checkpoint}[mode](json.loads(config_json))
+    {"sweep": sweep, "sigopt": sigopt, "checkpoint": checkpoint}[mode](json.loads(config_json))

@@ -297,3 +297,117 @@ def test_space_conversion_labels_and_grids():
     assert converted.conditionals == [{"name": "opt", "values": ["sgd", "adam"]}]
     assert converted.encodings["ratio"].decode("ratio", 3) == 0.3
     assert converted.encodings["ratio"].decode("ratio", 1) == pytest.approx(0.1)
+
+
+# ---------------------------------------------------------------------------------------------- resume=True
+RESUME_SPACE = {"learning_rate": spaces.Float(3e-3, 3e-2, log=True), "hidden": spaces.Categorical([16, 32])}
+
+
+def _resume_search(tmp_path, n_trials, calls=None, **kwargs):
+    def model_init(trial):
+        if calls is not None and trial is not None:
+            calls.append(trial.params)
+        return _model_init(trial)
+
+    trainer = make_trainer(tmp_path, model_init=model_init, max_steps=4)
+    call = dict(hp_space=RESUME_SPACE, compute_objective="eval_loss", n_trials=n_trials, backend="sigopt",
+                resume=True)
+    call.update(kwargs)
+    return trainer.hyperparameter_search(**call)
+
+
+def test_resume_continues_a_search_from_its_search_json(tmp_path, caplog):
+    with caplog.at_level(logging.INFO, logger="hpsearch.backends.sigopt"):
+        first = _resume_search(tmp_path, 2).run_summary
+    assert "no earlier search" in caplog.text and "starting a new one" in caplog.text
+    assert "resumed_trials" not in first.settings
+    before = {r.trial_id: r.to_dict() for r in first.records}
+
+    caplog.clear()
+    calls = []
+    with caplog.at_level(logging.INFO, logger="hpsearch.backends.sigopt"):
+        result = _resume_search(tmp_path, 5, calls).run_summary
+    assert (f"Resuming SigOpt search in {os.path.abspath(result.output_dir)}: 2 finished trials told to a new "
+            "experiment, 3 to run.") in caplog.text
+    assert len(calls) == 3  # only what was left of n_trials trained
+    assert result.settings["resumed_trials"] == 2
+    assert result.started == first.started
+    # The earlier records are kept as they were (ids, names, numbers); the new ones are numbered and named after
+    # them, with ids that no earlier trial has (lite numbers its suggestions from 1 in every experiment).
+    records = {r.trial_id: r for r in result.records}
+    for trial_id, saved in before.items():
+        kept = records[trial_id].to_dict()
+        assert {k: kept[k] for k in ("trial_id", "name", "number", "state", "params", "objective")} == \
+               {k: saved[k] for k in ("trial_id", "name", "number", "state", "params", "objective")}
+    assert sorted(r.number for r in result.records) == [0, 1, 2, 3, 4]
+    assert len({r.name for r in result.records}) == 5
+    assert all(r.state is TrialState.COMPLETE for r in result.records)
+    # The new experiment was told the two earlier trials and observed the three new ones.
+    assert result.native.progress.observation_count == 5
+    assert SearchResult.load(result.output_dir).settings["resumed_trials"] == 2
+    # SigOpt's best is marked once, in this experiment's view (the earlier run's mark does not stay behind).
+    assert sum(bool(r.extra.get("sigopt_best")) for r in result.records) == 1
+    # The reseeded optimizer does not replay the first run's suggestions.
+    assert not any(params in [r.params for r in first.records] for params in calls)
+
+
+def test_resume_with_the_budget_used_runs_nothing(tmp_path):
+    first = _resume_search(tmp_path, 2).run_summary
+    calls = []
+    best = _resume_search(tmp_path, 2, calls)
+    assert calls == []
+    result = best.run_summary
+    assert [r.trial_id for r in result.records] == [r.trial_id for r in first.records]
+    assert best.run_id == first.best_trial.trial_id
+    assert result.native.progress.observation_count == 2
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (dict(direction="maximize"), r"direction \['minimize'\] \(this search: \['maximize'\]\)"),
+        (dict(compute_objective="eval_accuracy"), r"objective 'eval_loss' \(this search: 'eval_accuracy'\)"),
+        (dict(hp_space={**RESUME_SPACE, "hidden": spaces.Categorical([16, 64])}),
+         r"a different hp_space \(parameters hidden differ\)"),
+    ],
+)
+def test_resume_refuses_another_search(tmp_path, kwargs, message):
+    SearchResult(backend="sigopt", directions=["minimize"], records=[], objective="eval_loss",
+                 space=spaces.SearchSpace(RESUME_SPACE).to_dict(), output_dir=str(tmp_path / "search")).save()
+    calls = []
+    with pytest.raises(SearchConfigError, match=rf"resume=True: the earlier search in .* is another search: it has "
+                                                rf"{message}.*another output_dir"):
+        _resume_search(tmp_path, 2, calls, **kwargs)
+    assert calls == []
+
+
+def test_resume_refuses_a_corrupt_or_foreign_search_json(tmp_path):
+    out = tmp_path / "search"
+    out.mkdir()
+    (out / "search.json").write_text("{not json", encoding="utf-8")
+    with pytest.raises(SearchConfigError, match=r"resume=True: '.*search.json' is not valid JSON.*resume=False"):
+        _resume_search(tmp_path, 2)
+    SearchResult(backend="optuna", directions=["minimize"], records=[], objective="eval_loss",
+                 space=spaces.SearchSpace(RESUME_SPACE).to_dict(), output_dir=str(out)).save()
+    with pytest.raises(SearchConfigError, match=r"ran on backend='optuna'.*warm_start="):
+        _resume_search(tmp_path, 2)
+
+
+def test_resume_with_a_native_space(tmp_path):
+    def hp_space(trial):
+        return [
+            {"bounds": {"min": 2e-3, "max": 2e-2}, "name": "learning_rate", "type": "double"},
+            {"categorical_values": ["32", "64"], "name": "per_device_train_batch_size", "type": "categorical"},
+        ]
+
+    trainer = make_trainer(tmp_path, max_steps=4)
+    call = dict(hp_space=hp_space, compute_objective="eval_loss", backend="sigopt", resume=True)
+    first = trainer.hyperparameter_search(n_trials=1, **call).run_summary
+    result = trainer.hyperparameter_search(n_trials=2, **call).run_summary
+    assert len(result.records) == 2 and result.settings["resumed_trials"] == 1
+    assert result.native.progress.observation_count == 2
+    # The batch size (an int argument read from SigOpt's "32") was told back as its label.
+    assert type(result.records[0].params["per_device_train_batch_size"]) is int
+    assert result.records[0].to_dict()["params"] == first.records[0].to_dict()["params"]
+    with pytest.raises(SearchConfigError, match="a different hp_space"):
+        trainer.hyperparameter_search(n_trials=3, **{**call, "hp_space": lambda trial: hp_space(trial)[:1]})

@@ -9,15 +9,14 @@ is created); anything else is refused, naming what differs, before any trial.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import re
 from typing import TYPE_CHECKING, Any, Literal, cast
 
-from ..._files import json_default
 from ..._redact import redact
 from ...errors import SearchConfigError
+from ...session import identity_differences, search_identity
 from . import _storage
 
 if TYPE_CHECKING:
@@ -35,16 +34,6 @@ def default_study_name(output_dir: str) -> str:
     path = os.path.abspath(os.path.expanduser(output_dir))
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", os.path.basename(path.rstrip(os.sep)) or "search")[:40]
     return f"hpsearch-{slug}-{hashlib.sha1(path.encode('utf-8')).hexdigest()[:8]}"
-
-
-def _identity(settings: TrialSettings) -> dict[str, Any]:
-    identity = {
-        "directions": list(settings.directions),
-        "objective": settings.objective_name,
-        "space": settings.space.to_dict() if settings.space is not None else None,
-    }
-    # As the storage gives it back (JSON: tuples become lists), so that equal searches compare equal.
-    return json.loads(json.dumps(identity, default=json_default))
 
 
 def open_study(kwargs: dict[str, Any], settings: TrialSettings, session: SearchSession) -> Any:
@@ -88,17 +77,12 @@ def open_study(kwargs: dict[str, Any], settings: TrialSettings, session: SearchS
 
 
 def _check_same_search(study: Any, settings: TrialSettings, study_name: str | None) -> None:
-    ours = _identity(settings)
+    ours = search_identity(settings)
     stored = study.user_attrs.get(SEARCH_ATTR)
     stored_directions = [d.name.lower() for d in study.directions]
-    problems = []
-    if stored_directions != ours["directions"]:
-        problems.append(f"direction {stored_directions} (this search: {ours['directions']})")
-    if isinstance(stored, dict):
-        if stored.get("objective") != ours["objective"]:
-            problems.append(f"objective {stored.get('objective')!r} (this search: {ours['objective']!r})")
-        if stored.get("space") != ours["space"]:
-            problems.append("a different hp_space")
+    # The study's own directions are the truth; objective and space come from what the search stored, if anything.
+    known = {**(stored if isinstance(stored, dict) else {}), "directions": stored_directions}
+    problems = identity_differences(known, ours)
     if problems:
         raise SearchConfigError(
             f"study {study_name!r} in this storage belongs to another search: it has {'; '.join(problems)}. "

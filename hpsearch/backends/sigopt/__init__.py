@@ -25,6 +25,11 @@ that list itself). Its assignments are given to the trial as SigOpt returns them
 string naming an ``int``/``float`` field of ``TrainingArguments`` (``per_device_train_batch_size: "32"``) is
 converted to that type, and transformers' misspelled ``"transformamtion"`` key is corrected.
 
+Resume. ``resume=True`` (``hpsearch run --resume``) continues a killed search from its ``search.json``: a new
+experiment (lite keeps its experiment in the process that made it; a server's earlier experiment is left as it
+was) is told every finished trial, the records are kept unchanged and count toward ``n_trials``, and only the rest
+is run. A trial running when the process died is lost with its suggestion. See ``_resume``.
+
 SigOpt has no pruning: intermediate objectives are only recorded. The final objective of a trial is sent as
 an observation; a failed trial is sent as ``failed=True``. One or two objectives (two are SigOpt's
 multimetric mode, which needs ``observation_budget``); the best trial(s) come from our own records, marked

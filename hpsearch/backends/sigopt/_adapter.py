@@ -17,6 +17,7 @@ from ...settings import Option
 from ...trial import NullReporter, Trial, TrialRecord, TrialState
 from ..base import SearchBackend
 from ._compat import numpy2_compat
+from ._resume import NATIVE_SPACE, load_previous, tell_previous
 from ._space import _MAX_NAME, Converted, check_native, portable_to_sigopt, same_assignments
 from ._warm import warm_start
 
@@ -41,12 +42,14 @@ class SigOptBackend(SearchBackend):
         "make setup (or: pip install 'hpsearch[sigopt]' && pip install --no-deps sigoptlite libsigopt qmcpy==1.2)"
     )
     warm_start_modes = ("inform", "evaluate")
+    can_resume = True
     options = (
         Option("driver", (str,), "'lite' (SigOpt's optimizer in this process) or 'http' (a SigOpt server)"),
         Option("proxies", (dict,), "scheme -> proxy URL for driver='http'"),
         Option("name", (str,), "the experiment's name"),
         Option("observation_budget", (int,), "SigOpt's observation budget (default: n_trials)"),
         Option("parallel_bandwidth", (int,), "trials run at once in threads (driver='http' only)"),
+        Option("resume", (bool,), "continue the killed search in output_dir (its search.json) in a new experiment"),
     )
 
     def __init__(self, settings, options) -> None:
@@ -56,6 +59,8 @@ class SigOptBackend(SearchBackend):
         self._assignments: dict[str, dict[str, Any]] = {}
         self._metric_names: list[str] = ["objective"]
         self._random_state: Any = None
+        self._optimizer_seed: Any = None  # set by a resume: the first run's draws are not replayed
+        self._id_offset = 0  # set by a resume on lite: new trial ids continue after the recorded ones
         driver = self.kwargs.get("driver")
         # The token decides the default, but its value is never read here: the sigopt client reads it.
         self.driver = driver if driver is not None else ("http" if os.environ.get("SIGOPT_API_TOKEN") else "lite")
@@ -74,10 +79,18 @@ class SigOptBackend(SearchBackend):
             },
         ]
 
+    @classmethod
+    def sweep_options(cls, options: dict[str, Any], *, resume: bool, sweep_name: str) -> dict[str, Any]:
+        if resume:
+            options["resume"] = True
+        return options
+
     # ------------------------------------------------------------------ checks
     def validate(self) -> None:
         kw = self.kwargs
         settings = self.settings
+        if kw.get("resume") not in (None, True, False):
+            raise SearchConfigError(f"resume must be True or False, got {kw['resume']!r}.")
         if self.driver not in _DRIVERS:
             raise SearchConfigError(
                 f"driver={self.driver!r} is not a SigOpt driver; use 'lite' (in-process, no account) or 'http' "
@@ -205,6 +218,9 @@ class SigOptBackend(SearchBackend):
             _lockstep.follow(settings, session)
             return
         n_trials = session.n_trials
+        previous = load_previous(self, native_space) if self.kwargs.get("resume") else None
+        if settings.space is None:  # a native space: kept so that a resume can check it is the same
+            session.result.settings[NATIVE_SPACE] = list(native_space)
         conn = self._connect()
         try:
             experiment = conn.experiments().create(**self._experiment_body(n_trials, native_space))
@@ -216,22 +232,30 @@ class SigOptBackend(SearchBackend):
 
         bandwidth = self.kwargs.get("parallel_bandwidth", 1)
         try:
-            first = warm_start(self, session, conn, experiment.id) if self.priors else 0
+            if previous is not None:
+                if self.priors:
+                    logger.info("resume=True: warm_start is not applied again; the earlier run's trials carry it.")
+                used, first = tell_previous(self, session, conn, experiment.id, previous, native_space)
+            else:
+                used = first = warm_start(self, session, conn, experiment.id) if self.priors else 0
+            numbers = range(first, first + max(n_trials - used, 0))
             if bandwidth == 1:
-                for number in range(first, n_trials):
+                for number in numbers:
                     if session.stop_reason is not None:
                         break
                     self._one_trial(session, conn, experiment.id, number)
             else:
-                self._run_concurrently(session, conn, experiment.id, n_trials - first, bandwidth)
+                self._run_concurrently(session, conn, experiment.id, numbers, bandwidth)
         finally:
             _lockstep.announce_end()
+        with contextlib.suppress(Exception):  # the snapshot taken at creation stays if SigOpt cannot be reached
+            session.result.native = conn.experiments(experiment.id).fetch()  # with its final progress
         self._mark_best(session, conn, experiment.id)
 
-    def _run_concurrently(self, session: SearchSession, conn: Any, experiment_id: str, n_trials: int,
+    def _run_concurrently(self, session: SearchSession, conn: Any, experiment_id: str, trial_numbers: range,
                           bandwidth: int) -> None:
         """``bandwidth`` workers, each asking SigOpt for a trial as soon as its last one is told (http only)."""
-        numbers = iter(range(n_trials))
+        numbers = iter(trial_numbers)
         lock = threading.Lock()
         stop = threading.Event()
 
@@ -257,7 +281,8 @@ class SigOptBackend(SearchBackend):
         with self._optimizer_random_state():
             suggestion = experiment.suggestions().create()
         assignments = dict(suggestion.assignments)
-        trial_id = str(suggestion.id)
+        suggestion_id = str(suggestion.id)
+        trial_id = str(int(suggestion_id) + self._id_offset) if self._id_offset else suggestion_id
         self._assignments[trial_id] = assignments
         try:
             params = self._params(assignments, self.settings.space)
@@ -265,10 +290,10 @@ class SigOptBackend(SearchBackend):
             _lockstep.announce(trial)
             record = run_trial(self.settings, trial, NullReporter())
         except BaseException:
-            self._abandon(experiment, trial_id)
+            self._abandon(experiment, suggestion_id)
             raise
         try:
-            self._observe(experiment, trial_id, record)
+            self._observe(experiment, suggestion_id, record)
         finally:
             session.record(record)
 
@@ -288,7 +313,7 @@ class SigOptBackend(SearchBackend):
 
         if self._random_state is None:
             numpy_state = numpy.random.get_state()
-            numpy.random.seed(int(self.settings.trainer.args.seed) % 2**32)
+            numpy.random.seed(self._optimizer_seed or int(self.settings.trainer.args.seed) % 2**32)
             self._random_state = numpy.random.get_state()
             numpy.random.set_state(numpy_state)
         trainer_state = numpy.random.get_state()
@@ -322,26 +347,26 @@ class SigOptBackend(SearchBackend):
 
         return space.sample_with(value)
 
-    def _observe(self, experiment: Any, trial_id: str, record: TrialRecord) -> None:
+    def _observe(self, experiment: Any, suggestion_id: str, record: TrialRecord) -> None:
         objective = record.objective
         if record.state is TrialState.COMPLETE and objective is not None:
             values = objective if isinstance(objective, list) else [objective]
             experiment.observations().create(
-                suggestion=trial_id,
+                suggestion=suggestion_id,
                 values=[{"name": m, "value": float(v)} for m, v in zip(self._metric_names, values)],
             )
         else:
-            experiment.observations().create(suggestion=trial_id, failed=True)
+            experiment.observations().create(suggestion=suggestion_id, failed=True)
         record.extra["sigopt_observation"] = "value" if record.state is TrialState.COMPLETE else "failed"
 
-    def _abandon(self, experiment: Any, trial_id: str) -> None:
+    def _abandon(self, experiment: Any, suggestion_id: str) -> None:
         """Interrupted: close the open suggestion on a server (lite forgets it with the process)."""
         if self.driver != "http":
             return
         try:
-            experiment.suggestions(trial_id).delete()
+            experiment.suggestions(suggestion_id).delete()
         except Exception as error:  # the interruption matters more than the clean-up
-            logger.warning("Could not delete SigOpt suggestion %s: %s", trial_id, error)
+            logger.warning("Could not delete SigOpt suggestion %s: %s", suggestion_id, error)
 
     def _mark_best(self, session: SearchSession, conn: Any, experiment_id: str) -> None:
         """Mark the records SigOpt's best_assignments point at (matched by assignments: lite gives no id)."""
@@ -352,6 +377,8 @@ class SigOptBackend(SearchBackend):
             logger.warning("Could not fetch SigOpt's best assignments: %s", error)
             return
         finished = {r.trial_id: r for r in session.records if r.state is TrialState.COMPLETE}
+        for record in finished.values():  # a resumed run's records carry the earlier experiment's marks
+            record.extra.pop("sigopt_best", None)
         matched: list[str] = []
         for entry in best.iterate_pages():  # every page (a server may page a long Pareto front)
             assignments = dict(entry.assignments)

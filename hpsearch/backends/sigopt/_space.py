@@ -110,6 +110,11 @@ class Converted:
         self.conditionals = conditionals
         self.encodings = encodings
 
+    def assignments(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """The SigOpt assignments a trial with these parameters was given (constants and unknown names left out)."""
+        encoded = {k: self.encodings[k].encode(v) for k, v in params.items() if k in self.encodings}
+        return {k: v for k, v in encoded.items() if v is not None}
+
 
 def portable_to_sigopt(space: SearchSpace) -> Converted:
     from spaces import Categorical, Fixed, Float, Int

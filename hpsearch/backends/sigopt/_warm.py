@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ... import _lockstep
@@ -19,11 +18,7 @@ def warm_start(adapter: SigOptBackend, session: SearchSession, conn: Any, experi
     """Earlier trials as observations (inform), or trained first and observed (evaluate); the trials used."""
     assert adapter._converted is not None  # warm_start needs a portable space (checked before the run)
     experiment = conn.experiments(experiment_id)
-    encodings = adapter._converted.encodings
-
-    def assignments(params: Mapping[str, Any]) -> dict[str, Any]:
-        encoded = {k: encodings[k].encode(v) for k, v in params.items() if k in encodings}
-        return {k: v for k, v in encoded.items() if v is not None}
+    assignments = adapter._converted.assignments
 
     if adapter.warm_start_mode == "inform":
         for prior in adapter.priors:
