@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import sys
 import time
 import traceback
@@ -59,7 +60,8 @@ def _locate(message: str, config: SweepConfig) -> tuple[Any, ...]:
 
 
 def _prepare_store(config: SweepConfig, resume: bool, fresh: bool = False) -> str | None:
-    """Deal with an earlier run of this sweep left in the backend's own store; returns a note for the user, or None.
+    """Deal with an earlier run of this sweep, left in the backend's own store or (a backend without one, or with
+    nothing in it) in the output folder's search.json; returns a note for the user, or None.
 
     A resumed run goes on with it, and every option built with an integer seed (``{name: Class, seed: N}``, e.g. a
     sampler) is built again with ``seed + trials so far``: the same seed would replay the first trials' samples.
@@ -79,8 +81,13 @@ def _prepare_store(config: SweepConfig, resume: bool, fresh: bool = False) -> st
     finally:
         if created and not any(out.iterdir()):
             out.rmdir()
+    earlier = None
     if found is None:
-        return None
+        # No store of the backend's own (or nothing in it): the folder's search.json is the earlier run's record.
+        earlier = _earlier_results(config)
+        if earlier is None:
+            return None
+        found = len(earlier.records)
     if resume:
         note = f"Resuming the earlier run of this sweep ({found} trials so far)"
         reseeded = config.reseed(found) if found else []
@@ -88,11 +95,18 @@ def _prepare_store(config: SweepConfig, resume: bool, fresh: bool = False) -> st
             note += f"; {', '.join(reseeded)} (seed + trials so far, so that no earlier sample is replayed)"
         return note + "."
     if not fresh:
+        where = (f"{Path(config.output_dir) / 'search.json'}" if earlier is not None
+                 else f"the {config.backend} backend's store")
+        how = "Pass --resume to continue it, or --fresh" if backend_cls.can_resume else (
+            f"The {config.backend} backend cannot continue it; pass --fresh")
         raise config.error(
-            f"an earlier run of this sweep has {found} trials in the {config.backend} backend's store; nothing was "
-            "deleted. Pass --resume to continue it, or --fresh to delete it and start over.",
-            "backend_options",
+            f"an earlier run of this sweep has {found} trials in {where}; nothing was deleted. {how} to delete it "
+            "and start over, or give this run another output_dir.",
+            "output_dir" if earlier is not None else "backend_options",
         )
+    if earlier is not None:
+        _discard_results(earlier, Path(config.output_dir))
+        return f"Deleted the earlier run of this sweep ({found} trials) from {config.output_dir}, as --fresh asked."
     if not config.owns_store:
         raise config.error(
             f"--fresh: the earlier run of this sweep ({found} trials) is in a store outside the output folder, which "
@@ -102,6 +116,33 @@ def _prepare_store(config: SweepConfig, resume: bool, fresh: bool = False) -> st
         )
     backend_cls.discard_existing_run(config.backend_options)
     return f"Deleted the earlier run of this sweep ({found} trials) from the backend's store, as --fresh asked."
+
+
+def _earlier_results(config: SweepConfig) -> Any:
+    """The `SearchResult` an earlier run of this sweep saved in its output folder (None: there is none)."""
+    from .results import SearchResult
+
+    if not (Path(config.output_dir) / "search.json").is_file():
+        return None
+    try:
+        return SearchResult.load(config.output_dir)
+    except (ValueError, OSError) as error:
+        raise config.error(
+            f"{error} An earlier run of this sweep left it; nothing was deleted. Pass --fresh to delete that run "
+            "and start over, or give this run another output_dir.",
+            "output_dir",
+        ) from None
+
+
+def _discard_results(earlier: Any, output_dir: Path) -> None:
+    """--fresh for a run recorded only in its folder: its result files and its trials' folders go."""
+    for name in ("search.json", "trials.csv", "intermediates.csv", "events.jsonl"):
+        (output_dir / name).unlink(missing_ok=True)
+    root = output_dir.resolve()
+    for record in earlier.records:
+        folder = (output_dir / str(record.name)).resolve()
+        if folder.parent == root and folder.is_dir():  # a trial's own folder, never anything outside
+            shutil.rmtree(folder)
 
 
 def _quiet_trainer_bars(trainer: Any, show_trial_bars: bool) -> None:

@@ -296,6 +296,38 @@ def test_resume_continues_a_sigopt_sweep(tmp_path, capsys):
     assert len({r.trial_id for r in result.records}) == 3
 
 
+def test_rerun_of_a_sweep_recorded_only_in_its_folder_is_refused_until_resume_or_fresh(tmp_path, capsys):
+    """Backends without a store of their own (random, SigOpt's lite driver): the folder's search.json is the earlier
+    run, and a plain rerun must not replace it."""
+    for backend, can_resume in (("random", False), ("sigopt", True)):
+        path = write(tmp_path, TINY.replace(
+            "backend: optuna\nbackend_options:\n  sampler: {name: TPESampler, seed: 0}\n", f"backend: {backend}\n"))
+        out = tmp_path / f"out-{backend}"
+        assert main(["run", str(path), "--n-trials", "1", "--output-dir", str(out)]) == 0
+        capsys.readouterr()
+        before = (out / "search.json").read_text()
+        (trial,) = SearchResult.load(out).records
+        err = run_error(capsys, path, "--n-trials", "1", "--output-dir", str(out))
+        assert f"an earlier run of this sweep has 1 trials in {out / 'search.json'}; nothing was deleted" in err
+        assert ("--resume" in err) is can_resume and "--fresh" in err
+        assert (out / "search.json").read_text() == before  # untouched
+        assert main(["run", str(path), "--n-trials", "1", "--output-dir", str(out), "--fresh"]) == 0
+        assert "Deleted the earlier run of this sweep (1 trials)" in capsys.readouterr().err
+        (again,) = SearchResult.load(out).records  # a new run, not the earlier one plus one
+        assert again.started != trial.started
+
+
+def test_rerun_over_a_corrupt_search_json_names_it(tmp_path, capsys):
+    path = write(tmp_path, TINY.replace(
+        "backend: optuna\nbackend_options:\n  sampler: {name: TPESampler, seed: 0}\n", "backend: random\n"))
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "search.json").write_text("{not json")
+    err = run_error(capsys, path, "--output-dir", str(out))
+    assert "search.json" in err and "nothing was deleted" in err and "--fresh" in err
+    assert (out / "search.json").read_text() == "{not json"
+
+
 def test_usage_errors_exit_2(capsys):
     assert main(["run"]) == 2
     assert main(["frobnicate"]) == 2
