@@ -113,8 +113,8 @@ class SearchBackend(abc.ABC):
         by backends that cannot continue a search."""
         if resume and not cls.can_resume:
             raise SearchConfigError(
-                f"--resume: the {cls.name} backend cannot resume a search; run it again without --resume, or use a "
-                "backend that can."
+                f"--resume: the {cls.name} backend cannot resume a search; pass --fresh instead to start over, or use "
+                "a backend that can (optuna with a storage, ray, sigopt)."
             )
         return options
 
