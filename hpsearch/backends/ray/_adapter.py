@@ -207,6 +207,8 @@ class RayBackend(SearchBackend):
                         "resume first, or pass the experiment folder (storage_path/name)."
                     )
                 tuner = tune.Tuner.restore(path, trainable=runnable, resume_errored=True)
+                # The trials the experiment finished before, so search.json lists them from this run's first save.
+                session.adopt(recorder.finished(tuner.get_results()))
             else:
                 searcher = self._warm_searcher(session) if self.priors else None
                 tuner = tune.Tuner(
