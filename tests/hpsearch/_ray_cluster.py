@@ -228,6 +228,32 @@ class KillDriverAt(TrainerCallback):
             os.kill(self.pid, 9)
 
 
+class TrialMarkers(TrainerCallback):
+    """For the kill tests: marks each start of a trial's training in ``marker_dir`` (``started@<run>@<driver
+    pid>@<pid>``, also on a restart from a checkpoint) and each training run to its last step
+    (``completed@<run>@<driver pid>@<pid>``); ``driver_pid`` is the pid of the driver that built the trainer, the
+    pid the test kills. Sleeps ``step_sleep`` seconds after every step, so that kills land mid-trial."""
+
+    def __init__(self, marker_dir: str, driver_pid: int, step_sleep: float = 0.0) -> None:
+        self.marker_dir = marker_dir
+        self.driver_pid = driver_pid
+        self.step_sleep = step_sleep
+
+    def _mark(self, event: str, run_name: str) -> None:
+        Path(self.marker_dir, f"{event}@{run_name}@{self.driver_pid}@{os.getpid()}").touch()
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self._mark("started", args.run_name)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.step_sleep:
+            time.sleep(self.step_sleep)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if state.global_step >= state.max_steps:  # trained to completion (not stopped, not killed)
+            self._mark("completed", args.run_name)
+
+
 def make_trainer(output_dir: str, epochs: int = 3, callbacks=(), **overrides):
     from tests._digits import digits_trainer
 

@@ -3,6 +3,7 @@
     python -m tests.hpsearch._sweep_worker sweep CONFIG_JSON       an Optuna sweep on the digits MLP
     python -m tests.hpsearch._sweep_worker sigopt CONFIG_JSON      a SigOpt (lite) sweep with resume=True, idem
     python -m tests.hpsearch._sweep_worker checkpoint CONFIG_JSON  a training run that saves checkpoints
+    python -m tests.hpsearch._sweep_worker ray CONFIG_JSON         a Ray Tune sweep on the digits MLP
 
 Both take ``data``: an ``.npz`` of the digits split (x_train, y_train, x_eval, y_eval) saved by the test.
 ``sweep`` config: storage, study_name, output_dir, n_trials, max_steps, seed, and optionally ``hold_trial`` (the
@@ -17,6 +18,11 @@ can tell that this one died), ``heartbeat`` ([interval, grace] in seconds), ``st
 ``sweep``, and ``observations``: where to write, once the search ends, the observations of the experiment this
 process's search ended with (SigOpt's own store: lite keeps it in the search's connection, which the worker takes
 from the adapter as it is made) as JSON ``[{"assignments": {...}, "values": [...], "failed": bool}]``.
+
+``ray`` config: address (a running cluster; this process needs its token), output_dir, n_trials, max_steps,
+max_concurrent_trials, resume, marker_dir, step_sleep and the eval/save options above; trials mark their starts and
+completions with `tests.hpsearch._ray_cluster.TrialMarkers` (``<marker_dir>/started@<run>@<driver pid>@<pid>``,
+``completed@...``).
 
 ``checkpoint`` config: output_dir, max_steps, save_steps, resume, and ``kill_at_save`` (the process kills itself
 with SIGKILL inside the n-th checkpoint save, after the files are written and before the folder is published).
@@ -170,6 +176,30 @@ def sigopt(config: dict) -> None:
     Path(config["observations"]).write_text(json.dumps(dumped), encoding="utf-8")
 
 
+def ray_sweep(config: dict) -> None:
+    import logging
+
+    import hpsearch
+    import spaces
+    from examples.digits.model import model_init
+    from tests.hpsearch._ray_cluster import TrialMarkers
+
+    logging.basicConfig(format="%(name)s %(levelname)s: %(message)s")
+    logging.getLogger("hpsearch").setLevel(logging.INFO)  # the test reads what the search says it did
+    markers = TrialMarkers(config["marker_dir"], os.getpid(), config.get("step_sleep", 0.0))
+    trainer = _trainer(config, config["output_dir"], model_init, [markers])
+    hpsearch.hyperparameter_search(
+        trainer,
+        hp_space={"learning_rate": spaces.Float(1e-3, 1e-1, log=True), "hidden": spaces.Categorical([8, 16, 32, 64])},
+        compute_objective="eval_loss",
+        n_trials=config["n_trials"],
+        backend="ray",
+        address=config["address"],
+        max_concurrent_trials=config.get("max_concurrent_trials", 2),
+        resume=config.get("resume", False),
+    )
+
+
 def checkpoint(config: dict) -> None:
     import trainer._checkpoint as ckpt
     from tests._digits import DigitsMLP
@@ -192,4 +222,4 @@ def checkpoint(config: dict) -> None:
 
 if __name__ == "__main__":
     mode, config_json = sys.argv[1], sys.argv[2]
-    {"sweep": sweep, "sigopt": sigopt, "checkpoint": checkpoint}[mode](json.loads(config_json))
+    {"sweep": sweep, "sigopt": sigopt, "checkpoint": checkpoint, "ray": ray_sweep}[mode](json.loads(config_json))

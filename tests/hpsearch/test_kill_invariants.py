@@ -9,9 +9,10 @@ retry, during the last trial), and rerun each time; a last rerun runs to the end
    COMPLETE trains again;
 3. ``search.json`` agrees with the study: the same trials, states and objectives.
 
-On SQLite, journal and PostgreSQL storage; and on SigOpt's lite driver with ``resume=True`` (``_sweep_worker.py
+On SQLite, journal and PostgreSQL storage; on SigOpt's lite driver with ``resume=True`` (``_sweep_worker.py
 sigopt``), where each rerun tells a new experiment the trials of ``search.json`` and the store compared with
-``search.json`` is the experiment the last run ended with.
+``search.json`` is the experiment the last run ended with; and on Ray (``_sweep_worker.py ray`` on a 2-node
+cluster, rerun with ``resume=True``; the store is Tune's experiment state).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from __future__ import annotations
 import json
 import random
 import signal
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -27,6 +30,7 @@ import optuna
 import pytest
 
 from hpsearch import SearchResult, TrialState
+from tests.hpsearch import _ray_cluster as rc
 from tests.hpsearch._postgres import postgres  # noqa: F401 - the session fixture
 from tests.hpsearch.test_reliability import PATIENCE_S, _finish, _open_storage, _spawn, digits_npz  # noqa: F401
 
@@ -190,3 +194,146 @@ def test_random_kills_of_a_resumed_sigopt_search(tmp_path, digits_npz):  # noqa:
     for (hidden, rate, value, failed), (s_hidden, s_rate, s_value, s_failed) in zip(expected, got):
         assert (s_hidden, s_failed) == (hidden, failed)
         assert s_rate == pytest.approx(rate, rel=1e-12) and s_value == pytest.approx(value, rel=1e-12)
+
+
+# ---------------------------------------------------------------------------------------------- Ray
+RAY_N_TRIALS = 6
+
+
+def _spawn_ray_driver(config: dict, log: Path, snapshot_period: str) -> subprocess.Popen:
+    env = {**rc.cluster_env(), "OMP_NUM_THREADS": "1", "TUNE_GLOBAL_CHECKPOINT_S": snapshot_period}
+    with open(log, "ab") as out:
+        return subprocess.Popen([sys.executable, "-m", "tests.hpsearch._sweep_worker", "ray", json.dumps(config)],
+                                cwd=rc.ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+
+
+def _markers(markers: Path, event: str, driver: int | None = None) -> list[tuple[str, int, int, float]]:
+    """(run name, driver pid, worker pid, time written) of each ``event`` marker (`rc.TrialMarkers`)."""
+    found = []
+    for marker in markers.glob(f"{event}@*"):
+        _, run, driver_pid, pid = marker.name.split("@")
+        if driver is None or int(driver_pid) == driver:
+            found.append((run, int(driver_pid), int(pid), marker.stat().st_mtime))
+    return found
+
+
+def _wait_for_ray_trial_start(markers: Path, proc: subprocess.Popen, deadline: float) -> bool:
+    """True once a trial of this driver started training; False if the driver exited (the sweep finished) first."""
+    while time.monotonic() < deadline:
+        if _markers(markers, "started", proc.pid):
+            return True
+        if proc.poll() is not None:
+            return False
+        time.sleep(0.05)
+    proc.kill()
+    pytest.fail("the driver started no trial in time")
+
+
+def _wait_for_exit(pids: set[int], deadline: float) -> None:
+    """Ray ends a job's trial processes when its driver dies: wait until those of the killed driver are gone."""
+    import psutil
+
+    while time.monotonic() < deadline:
+        if not any(psutil.pid_exists(pid) for pid in pids):
+            return
+        time.sleep(0.1)
+    pytest.fail(f"trial processes {sorted(p for p in pids if psutil.pid_exists(p))} outlived their killed driver")
+
+
+def _ray_store(experiment: Path) -> dict[str, dict]:
+    """Ray's own view of the experiment (Tune's newest experiment snapshot): trial id -> status, config, last
+    result and folder. Empty before Tune's first snapshot."""
+    from ray.tune import ExperimentAnalysis
+
+    if not list(experiment.glob("experiment_state-*.json")):
+        return {}
+    return {t.trial_id: {"status": t.status, "config": dict(t.config), "last": dict(t.last_result or {}),
+                         "path": t.path} for t in ExperimentAnalysis(str(experiment)).trials}
+
+
+def _saved_ids(output_dir: Path) -> set[str]:
+    return {r.trial_id for r in SearchResult.load(output_dir).records} if (output_dir / "search.json").exists() \
+        else set()
+
+
+@pytest.mark.slow
+@pytest.mark.multiprocess
+def test_random_kills_of_a_ray_driver_lose_duplicate_or_misreport_no_trial(ray_cluster, tmp_path, digits_npz):  # noqa: F811
+    """The Ray equivalent, with ``resume=True`` on every run (the first one starts the experiment, and says so).
+
+    Each run snapshots Tune's experiment state at Ray's default pace or after every event (TUNE_GLOBAL_CHECKPOINT_S,
+    a seeded choice per run), so kills land before, between and after the snapshots that are Ray's store. A trial
+    "trains to completion" when its training reaches its last step (a marker written at ``on_train_end`` with the
+    pid of the driver that launched it); after each kill the test waits until Ray has ended the killed driver's
+    trial processes, and "after the last kill" counts every completion written after that kill.
+    """
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    output_dir = tmp_path / "out"
+    experiment = output_dir / "ray_results" / "hpsearch"
+    log = tmp_path / "driver.log"
+    config = dict(address=ray_cluster.address, output_dir=str(output_dir), n_trials=RAY_N_TRIALS, max_steps=6,
+                  eval_strategy="steps", eval_steps=2, save_strategy="steps", save_steps=2, step_sleep=0.2,
+                  marker_dir=str(markers), data=digits_npz, max_concurrent_trials=2, resume=True)
+    rng = random.Random("ray-kills")
+    kills = 0
+    last_kill = 0.0
+    deadline = time.monotonic() + PATIENCE_S
+    while kills < KILLS:
+        driver = _spawn_ray_driver(config, log, rng.choice(["auto", "0"]))
+        if not _wait_for_ray_trial_start(markers, driver, deadline):
+            break  # the sweep finished before this kill
+        time.sleep(rng.uniform(0.0, 3.0))
+        if driver.poll() is not None:
+            break
+        driver.send_signal(signal.SIGKILL)
+        driver.wait()
+        last_kill = time.time()
+        kills += 1
+        _wait_for_exit({pid for _, _, pid, _ in _markers(markers, "started", driver.pid)}, deadline)
+        # search.json never drops a trial Ray had finished (a restored run lists them from its first save on).
+        finished = {i for i, t in _ray_store(experiment).items() if t["status"] == "TERMINATED"}
+        assert finished <= _saved_ids(output_dir), (sorted(finished), sorted(_saved_ids(output_dir)))
+    before_last = {i for i, t in _ray_store(experiment).items() if t["status"] == "TERMINATED"}
+    last = _spawn_ray_driver(config, log, "auto")
+    _finish(last, log)
+    assert kills >= 6, f"only {kills} kills landed before the sweep finished; make its trials longer"
+    assert "no Ray Tune experiment to restore" in log.read_text()  # the first run, with resume=True, started it
+
+    store = _ray_store(experiment)
+    params_of = {f"run-{i}": tuple(sorted(t["config"].items())) for i, t in store.items()}
+    # 1. Exactly n_trials trials finished, each on its own (no scheduler stops one here).
+    assert len(store) == RAY_N_TRIALS, sorted(store)
+    assert all(t["status"] == "TERMINATED" and t["last"].get("done") for t in store.values()), store
+    # 2. After the last kill no parameters trained to completion twice, and nothing Ray had finished trained again.
+    completed = [run for run, _, _, written in _markers(markers, "completed") if written > last_kill]
+    trained = [params_of[run] for run in completed]
+    assert len(trained) == len(set(trained)), completed
+    assert not {run.removeprefix("run-") for run in completed} & before_last, (completed, before_last)
+    # The trials of the budget have different parameters (a restored search draws new ones).
+    assert len(set(params_of.values())) == RAY_N_TRIALS, params_of
+    # 3. search.json agrees with Ray's store: the same trials, states, objectives and parameters.
+    _assert_agrees(SearchResult.load(output_dir), store)
+
+    # Once more, as a rerun loop would after the end, with one trial's result files lost (a driver killed before
+    # they reached storage): Ray's store alone rebuilds the same search.json, nothing trains.
+    (victim,) = rng.sample(sorted(store), 1)
+    for name in ("result.json", "progress.csv"):
+        (Path(store[victim]["path"]) / name).unlink()
+    again = _spawn_ray_driver(config, log, "auto")
+    _finish(again, log)
+    assert not _markers(markers, "started", again.pid)
+    _assert_agrees(SearchResult.load(output_dir), store)
+
+
+def _assert_agrees(result: SearchResult, store: dict[str, dict]) -> None:
+    saved = {r.trial_id: r for r in result.records}
+    assert set(saved) == set(store), (sorted(saved), sorted(store))
+    for trial_id, trial in store.items():
+        record = saved[trial_id]
+        assert record.state is TrialState.COMPLETE, (trial_id, record.state, record.error)
+        assert record.objective == pytest.approx(trial["last"]["objective"])
+        assert record.params == trial["config"]
+        assert [e.step for e in record.intermediates] == [2, 4, 6], (trial_id, record.intermediates)
+    counts = result.counts()
+    assert counts["COMPLETE"] + counts["PRUNED"] == RAY_N_TRIALS

@@ -12,11 +12,17 @@
 - **Records.** Trials a scheduler stopped are PRUNED, errored ones FAIL; ``node`` is the Ray node id the trial ran
   on (``extra["node_ip"]`` its address). After ``Tuner.fit`` the `ResultGrid` is translated once more so that
   trials restored from an earlier run (``resume=True``) are included.
+- **Resuming.** ``resume=True`` restores this search's experiment, or starts it when Tune has saved none yet (a
+  first run, or a driver killed before Tune's first snapshot; the log says so). The trials the restored
+  experiment had finished are recorded before any trial runs, so ``search.json`` never drops them, and the default
+  random search draws from a generator whose state Tune's snapshot keeps, so a restored search draws new
+  parameters rather than the first run's again.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import glob
 import logging
 import os
 from collections.abc import Mapping
@@ -43,6 +49,17 @@ _DEFAULT_NAME = "hpsearch"
 _DRIVER_MEMORY = 1 << 20  # bytes of Ray's logical memory a distributed trial's driver asks for (see run)
 
 
+def _restorable(path: str) -> bool:
+    """Whether ``path`` holds a Tune experiment to restore: the tuner's state and, for a local folder, at least one
+    experiment snapshot (a driver killed before Tune's first snapshot leaves only the tuner's state, and
+    ``Tuner.restore`` would then fail in ``fit``)."""
+    from ray import tune
+
+    if not tune.Tuner.can_restore(path):
+        return False
+    return "://" in path or bool(glob.glob(os.path.join(glob.escape(path), "experiment_state-*.json")))
+
+
 class RayBackend(SearchBackend):
     name = "ray"
     requirement = "ray"
@@ -64,7 +81,8 @@ class RayBackend(SearchBackend):
         Option("time_budget_s", (int, float), "seconds after which Tune stops the search"),
         Option("stop", (dict, object), "Tune's stop criteria: a dict, a Stopper or a callable"),
         Option("scope", (str,), f"Ray's name for objective_scope: {', '.join(_checks.SCOPES)}"),
-        Option("resume", (bool, str), "restore the interrupted experiment (True, or its folder)"),
+        Option("resume", (bool, str), "restore the interrupted experiment (True: this search's own, started when "
+               "there is none yet; or its folder)"),
         Option("workers_per_trial", (int,), "processes per trial (a Ray Train run, data-parallel)"),
     )
 
@@ -111,16 +129,14 @@ class RayBackend(SearchBackend):
                 "conditional parameters of this hp_space; use warm_start_mode='evaluate' or a space without conditions."
             )
 
-    def _warm_searcher(self, session: SearchSession) -> Any:
+    def _warm_searcher(self, session: SearchSession, limit: int | None) -> Any:
         """The searcher that carries the earlier trials: Tune's own random search replaying them first (evaluate),
         or OptunaSearch told their objectives (inform: a searcher that learns from them, as the log says)."""
         from ...warmstart import prior_records
 
         points = [dict(p.params) for p in self.priors]
         if self.warm_start_mode == "evaluate":
-            from ray.tune.search.basic_variant import BasicVariantGenerator
-
-            return BasicVariantGenerator(points_to_evaluate=points[: session.n_trials])
+            return self._random_search(limit, points[: session.n_trials])
         from ray.tune.search.optuna import OptunaSearch
 
         logger.info("warm_start: Tune's OptunaSearch (TPE) runs this search, told the %d earlier trials.", len(points))
@@ -199,20 +215,29 @@ class RayBackend(SearchBackend):
                 runnable = tune.with_resources(tune.with_parameters(trainable, settings=self.settings), resources)
             storage, name = self._storage()
             resume = kw.get("resume")
-            if resume:
-                path = os.path.join(storage, name) if resume is True else os.path.abspath(os.fspath(resume))
-                if not tune.Tuner.can_restore(path):
+            path = os.path.abspath(os.fspath(resume)) if isinstance(resume, str | os.PathLike) \
+                else os.path.join(storage, name)
+            if resume and not _restorable(path):
+                if resume is not True:
                     raise SearchConfigError(
-                        f"resume={resume!r}: there is no Ray Tune experiment to restore in {path!r}; run without "
-                        "resume first, or pass the experiment folder (storage_path/name)."
+                        f"resume={resume!r}: there is no Ray Tune experiment to restore in {path!r}; pass the "
+                        "experiment folder (storage_path/name), or resume=True to continue this search's own."
                     )
+                # A rerun loop passes resume=True from its first run on, and a driver killed before Tune's first
+                # experiment snapshot leaves nothing to restore (no trial of it counts): both start the search.
+                logger.info("resume=True: no Ray Tune experiment to restore in %s yet; starting a new one there.", path)
+                resume = False
+            if resume:
                 tuner = tune.Tuner.restore(path, trainable=runnable, resume_errored=True)
+                # The trials the experiment finished before, so search.json lists them from this run's first save.
+                session.adopt(recorder.finished(tuner.get_results()))
             else:
-                searcher = self._warm_searcher(session) if self.priors else None
+                limit = kw.get("max_concurrent_trials") or concurrency
+                searcher = self._warm_searcher(session, limit) if self.priors else None
                 tuner = tune.Tuner(
                     runnable,
                     param_space=dict(native_space),
-                    tune_config=self._tune_config(session.n_trials, concurrency, searcher),
+                    tune_config=self._tune_config(session.n_trials, limit, searcher),
                     run_config=self._run_config(storage, name),
                 )
             grid = tuner.fit()
@@ -224,17 +249,33 @@ class RayBackend(SearchBackend):
         if recorder.failure is not None:
             raise recorder.failure
 
-    def _tune_config(self, n_trials: int, concurrency: int | None, searcher: Any = None) -> Any:
+    def _random_search(self, limit: int | None, points: list[dict[str, Any]] | None = None) -> Any:
+        """Tune's random search (its ``BasicVariantGenerator``) drawing from a generator of its own, seeded with
+        ``args.seed``. Tune's default draws from NumPy's global generator, which every driver seeds with ``args.seed``
+        when it builds the trainer, so a restored search would draw the first run's parameters again; this
+        generator's state is saved with Tune's searcher snapshot, so a restored search draws where it left off.
+        It takes the concurrency limit itself (Tune ignores ``max_concurrent_trials`` for it)."""
+        import numpy as np
+        from ray.tune.search.basic_variant import BasicVariantGenerator
+
+        return BasicVariantGenerator(points_to_evaluate=points, max_concurrent=limit or 0,
+                                     random_state=np.random.default_rng(self.settings.trainer.args.seed))
+
+    def _tune_config(self, n_trials: int, limit: int | None, searcher: Any = None) -> Any:
         from ray import tune
+        from ray.tune.search.basic_variant import BasicVariantGenerator
 
         kw = self.kwargs
+        search_alg = kw.get("search_alg") or searcher or self._random_search(limit)
+        # Our own random search limits itself (see _random_search): Tune would ignore the limit and warn.
+        own_random = search_alg is not kw.get("search_alg") and isinstance(search_alg, BasicVariantGenerator)
         return tune.TuneConfig(
             metric="objective",
             mode="max" if self.settings.directions[0] == "maximize" else "min",
             num_samples=n_trials,
             scheduler=kw.get("scheduler"),
-            search_alg=kw.get("search_alg") or searcher,
-            max_concurrent_trials=kw.get("max_concurrent_trials") or concurrency,
+            search_alg=search_alg,
+            max_concurrent_trials=None if own_random else limit,
             time_budget_s=kw.get("time_budget_s"),
         )
 

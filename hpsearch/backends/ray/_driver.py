@@ -187,23 +187,32 @@ class Recorder:
         copy = self.tune_checkpoints.get(trial_id, {}).get(step) if step is not None else None
         record.checkpoint = copy if copy is not None and os.path.isdir(copy) else None
 
-    # ------------------------------------------------------------------ after Tune.fit
+    # ------------------------------------------------------------------ from Tune's store
+    def finished(self, grid: Any) -> list[TrialRecord]:
+        """The records of the trials a restored experiment had finished (Tune runs them no more)."""
+        records = []
+        for trial_id, trial, result in _grid_trials(grid):
+            if trial is not None and trial.status == "TERMINATED" and result.error is None:
+                self._replay(trial_id, result)
+                records.append(self.final_record(trial_id, result.config or {}, None))
+        return records
+
+    def _replay(self, trial_id: str, result: Any) -> None:
+        """Feed a stored trial's results to `result`: every row of its result files, or, where Tune could not read
+        them (a driver killed before they reached storage), the last result Tune's experiment state keeps, whose
+        record carries every evaluation before it."""
+        frame = result.metrics_dataframe
+        rows = [] if frame is None else frame.to_dict("records")
+        for row in rows or ([result.metrics] if result.metrics else []):
+            self.result(trial_id, row, result.path)
+
     def translate(self, grid: Any) -> list[TrialRecord]:
         """Every trial of the ResultGrid as a record (those this run did not see were restored from a previous run)."""
-        analysis = getattr(grid, "_experiment_analysis", None)
-        trials = list(getattr(analysis, "trials", None) or [])
         records: list[TrialRecord] = []
-        for i in range(len(grid)):
-            result = grid[i]
-            trial = trials[i] if i < len(trials) else None
-            trial_id = trial.trial_id if trial is not None else (result.metrics or {}).get("trial_id")
-            if trial_id is None:
-                continue
+        for trial_id, _, result in _grid_trials(grid):
             record = self.session.known(trial_id)
             if record is None or record.state is TrialState.RUNNING:
-                frame = result.metrics_dataframe
-                for row in [] if frame is None else frame.to_dict("records"):
-                    self.result(trial_id, row, result.path)
+                self._replay(trial_id, result)
                 error = str(result.error) if result.error is not None else None
                 if record is None and self.never_ran(trial_id, error):
                     continue
@@ -212,6 +221,20 @@ class Recorder:
         known = {r.trial_id for r in records}
         records.extend(r for r in self.session.records if r.trial_id not in known)
         return records
+
+
+def _grid_trials(grid: Any) -> list[tuple[str, Any, Any]]:
+    """(trial id, Tune's trial or None, its `Result`) of every trial of a ResultGrid that has an id."""
+    analysis = getattr(grid, "_experiment_analysis", None)
+    trials = list(getattr(analysis, "trials", None) or [])
+    found = []
+    for i in range(len(grid)):
+        result = grid[i]
+        trial = trials[i] if i < len(trials) else None
+        trial_id = trial.trial_id if trial is not None else (result.metrics or {}).get("trial_id")
+        if trial_id is not None:
+            found.append((trial_id, trial, result))
+    return found
 
 
 def trial_error(trial: Any) -> str:
