@@ -8,9 +8,11 @@ ended. A trial that raises or whose objective is not finite is recorded FAIL and
 
 from __future__ import annotations
 
+import glob
 import logging
 import math
 import os
+import shutil
 import socket
 import threading
 import traceback
@@ -62,9 +64,14 @@ def new_record(settings: TrialSettings, trial: Trial) -> TrialRecord:
 _OWNER_FILE = ".hpsearch-trial"
 
 
-def _claim_folder(output_dir: str, record: TrialRecord, trial: Trial) -> None:
+def _claim_folder(output_dir: str, record: TrialRecord, trial: Trial, fresh: bool = True) -> None:
     """Give the trial a folder no other trial uses: when ``hp_name`` returned a name another trial already has,
-    the folder (and the record's name) become ``<name>-<trial id>``, and the log says so."""
+    the folder (and the record's name) become ``<name>-<trial id>``, and the log says so.
+
+    A trial that starts from scratch (``fresh``) in a folder an earlier attempt of the same trial id left (one
+    nothing recorded: a SigOpt trial id given again after a kill, a study deleted with --fresh) removes that
+    attempt's ``checkpoint-*`` folders: a later step's checkpoint would pass for the newest, and the rotation of
+    ``save_total_limit`` would delete this run's instead. A trial resumed from a checkpoint keeps them."""
     def owner(name: str) -> str | None:
         try:
             with open(os.path.join(output_dir, name, _OWNER_FILE), encoding="utf-8") as f:
@@ -81,12 +88,24 @@ def _claim_folder(output_dir: str, record: TrialRecord, trial: Trial) -> None:
         record.name = trial.name = unique
     if _dist.is_main_process():
         folder = os.path.join(output_dir, record.name)
+        if fresh and first == record.trial_id:
+            _clear_checkpoints(folder, record)
         try:
             os.makedirs(folder, exist_ok=True)
             with open(os.path.join(folder, _OWNER_FILE), "w", encoding="utf-8") as f:
                 f.write(record.trial_id)
         except OSError:
             pass  # the trial itself reports an unwritable folder
+
+
+def _clear_checkpoints(folder: str, record: TrialRecord) -> None:
+    stale = sorted(glob.glob(os.path.join(glob.escape(folder), "checkpoint-*")))
+    if not stale:
+        return
+    logger.warning("Trial %s starts from scratch in %s, where an earlier attempt of it left %d checkpoint(s) that "
+                   "no record names; removing them.", record.name, folder, len(stale))
+    for path in stale:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def failed_record(settings: TrialSettings, trial: Trial, error: str) -> TrialRecord:
@@ -148,7 +167,7 @@ def run_trial(
         if isinstance(exc, SearchConfigError):
             failed.extra["config_error"] = True
         return failed
-    _claim_folder(settings.output_dir, record, trial)
+    _claim_folder(settings.output_dir, record, trial, fresh=resume_from_checkpoint is None)
     _events.trial_started(settings.output_dir, record)
     reporter.start(record)
     run_dir = os.path.join(settings.output_dir, record.name)

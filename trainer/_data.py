@@ -72,23 +72,33 @@ def label_names(trainer: Trainer) -> list[str]:
     return found or ["labels"]
 
 
-def forward_parameters(trainer: Trainer) -> set[str] | None:
+def forward_parameters(trainer: Trainer) -> frozenset[str] | None:
     """Names ``forward`` declares, or None when it declares none but takes ``**kwargs`` (anything goes).
 
     A ``forward(input_ids, ..., labels, **kwargs)`` (every transformers model) counts as its named
     parameters only, as in the Hugging Face Trainer: its ``**kwargs`` are for model internals, not for
     dataset columns such as an example id or raw text.
     """
-    model = trainer.model
+    forward = trainer.model.forward
+    # Read once per forward function (every evaluation asks, and inspect.signature is slow); a forward that is
+    # not a method of the model's class (a wrapper, a per-instance function) is read each time.
+    function = getattr(forward, "__func__", None)
+    if function is not None and function in _FORWARD_PARAMETERS:
+        return _FORWARD_PARAMETERS[function]
     try:
-        params = inspect.signature(model.forward).parameters
+        params = inspect.signature(forward).parameters
     except (TypeError, ValueError):
         return None
     variadic = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
-    named = {name for name, p in params.items() if p.kind not in variadic}
+    named: frozenset[str] | None = frozenset(name for name, p in params.items() if p.kind not in variadic)
     if not named and any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        return None
+        named = None
+    if function is not None:
+        _FORWARD_PARAMETERS[function] = named
     return named
+
+
+_FORWARD_PARAMETERS: dict[Any, frozenset[str] | None] = {}
 
 
 def get_collator(trainer: Trainer) -> Callable[[list[Any]], Any]:

@@ -44,6 +44,24 @@ def test_complete_trial_has_its_evaluations_checkpoint_and_arguments(make_traine
     assert args["learning_rate"] == 0.02 and args["run_name"] == "run-0"
 
 
+def test_a_trial_started_afresh_clears_the_checkpoints_an_unrecorded_attempt_left(make_trainer, make_settings,
+                                                                                    output_dir):
+    """A trial id can come again with nothing recorded of its first attempt: SigOpt's resume after a kill, a study
+    deleted by --fresh. That attempt's checkpoints must not outlive it: with save_total_limit they would be the
+    "newest" and the rotation would delete the new run's."""
+    settings = make_settings(make_trainer(save_strategy="steps", save_steps=2, save_total_limit=1))
+    first = run_trial(settings, random_trial({"learning_rate": 0.02, "hidden": 8}), _trials.RecordingReporter())
+    stale = output_dir / "run-0" / "checkpoint-999"
+    (output_dir / "run-0" / "checkpoint-6").rename(stale)  # an attempt that got further, never recorded
+    (output_dir / "run-0" / "notes.txt").write_text("mine")
+    assert first.state is TrialState.COMPLETE
+    record = run_trial(settings, random_trial({"learning_rate": 0.03, "hidden": 8}), _trials.RecordingReporter())
+    assert record.state is TrialState.COMPLETE
+    assert record.checkpoint == str(output_dir.resolve() / "run-0" / "checkpoint-6")
+    assert sorted(p.name for p in (output_dir / "run-0").glob("checkpoint-*")) == ["checkpoint-6"]
+    assert (output_dir / "run-0" / "notes.txt").read_text() == "mine"  # only checkpoint folders are cleared
+
+
 def test_a_trial_that_raises_is_recorded_fail_with_the_error(make_trainer, make_settings):
     settings = make_settings(make_trainer(model_init=_trials.ScriptedModelInit({3: "raise"})))
     record = run_trial(settings, random_trial({"learning_rate": 0.02}, number=3), _trials.RecordingReporter())
