@@ -69,7 +69,7 @@ def _claim_folder(output_dir: str, record: TrialRecord, trial: Trial, fresh: boo
     the folder (and the record's name) become ``<name>-<trial id>``, and the log says so.
 
     A trial that starts from scratch (``fresh``) in a folder an earlier attempt of the same trial id left (one
-    nothing recorded: a SigOpt trial id given again after a kill, a study deleted with --fresh) removes that
+    nothing recorded: an id an engine gives again after a kill, a study deleted with --fresh) removes that
     attempt's ``checkpoint-*`` folders: a later step's checkpoint would pass for the newest, and the rotation of
     ``save_total_limit`` would delete this run's instead. A trial resumed from a checkpoint keeps them."""
     def owner(name: str) -> str | None:
