@@ -263,3 +263,21 @@ def test_cluster_is_reachable_only_through_loopback(ray_cluster):
     assert listeners, "the cluster should be listening"
     exposed = {a for a in listeners if a not in ("127.0.0.1", "::1") and not a.startswith("127.")}
     assert not exposed or _network_interfaces() == {"lo"}, (exposed, _network_interfaces())
+
+
+@pytest.mark.parametrize("trained", [True, False])
+def test_a_trial_restarted_at_its_last_step_sends_only_its_final_result(trained):
+    """A trial Tune restarts from a checkpoint at its last step (PBT exploiting a finished donor) trains nothing; a
+    result a scheduler can act on would let PBT exploit it again, and restart it again, for ever (the PBT test hung
+    that way). Only the final, ``done`` result is sent then; a trial that trained and reported nothing (no
+    evaluation strategy) still reports its objective first."""
+    from hpsearch.backends.ray._worker import RayReporter, conclude
+    from hpsearch.trial import TrialRecord
+
+    sent = []
+    reporter = RayReporter({}, send=lambda result, folder: sent.append(result))
+    record = TrialRecord(trial_id="t", name="run-t", number=0, state=TrialState.COMPLETE, params={},
+                         objective=0.9, last_step=69)
+    conclude(record, reporter, trained=trained)
+    assert [bool(r.get("done")) for r in sent] == ([False, True] if trained else [True])
+    assert sent[-1]["objective"] == 0.9 and sent[-1]["step"] == 69

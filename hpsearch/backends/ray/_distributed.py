@@ -27,6 +27,7 @@ from ._worker import (
     MaxSteps,
     RayReporter,
     TrialError,
+    checkpoint_step,
     conclude,
     node_facts,
     ray_trial,
@@ -252,6 +253,7 @@ def _worker_loop(config: dict[str, Any]) -> None:
     if rank == 0:
         channel.hello(ray.util.get_current_placement_group())
     reporter = RayReporter(facts, send=channel.send if rank == 0 else _rank_zero_only)
+    start = checkpoint_step(config["resume"]) if config["resume"] is not None else 0
     record = run_trial(settings, trial, reporter, resume_from_checkpoint=config["resume"],
                        callbacks=[MaxSteps(reporter)])
     if rank != 0:
@@ -259,7 +261,7 @@ def _worker_loop(config: dict[str, Any]) -> None:
             raise TrialError(record.error or "the trial failed")
         return
     try:
-        conclude(record, reporter)
+        conclude(record, reporter, trained=(record.last_step or 0) > start)
     except TrialError as error:
         channel.fail(str(error))
         raise

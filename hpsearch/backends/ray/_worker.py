@@ -155,24 +155,35 @@ def trainable(config: dict[str, Any], settings: TrialSettings) -> None:
         resume, restart = restart_point(checkpoint, os.path.join(settings.output_dir, name), name)
         facts.update(restart)
     reporter = RayReporter(facts)
+    start = checkpoint_step(resume) if resume is not None else 0
     record = run_trial(settings, trial, reporter, resume_from_checkpoint=resume, callbacks=[MaxSteps(reporter)])
     if resume is not None:
         shutil.rmtree(resume, ignore_errors=True)
-    conclude(record, reporter)
+    conclude(record, reporter, trained=(record.last_step or 0) > start)
 
 
-def conclude(record: TrialRecord, reporter: RayReporter) -> None:
+def checkpoint_step(folder: str) -> int:
+    """The global step of the checkpoint in ``folder`` (0 when its trainer_state.json cannot be read)."""
+    with contextlib.suppress(OSError, ValueError, TypeError), open(os.path.join(folder, "trainer_state.json")) as f:
+        return int(json.load(f).get("global_step") or 0)
+    return 0
+
+
+def conclude(record: TrialRecord, reporter: RayReporter, trained: bool = True) -> None:
     """After `run_trial`: report the final record, and fail the Tune trial for a FAIL record.
 
     A trial that reported nothing (``eval_strategy="no"``) reports its final evaluation first, so schedulers and
     search algorithms see its objective. The final report carries Tune's ``done``, so no scheduler acts on it.
+    A trial restarted from a checkpoint at its last step (PBT's exploit of a finished donor, a retry after the end)
+    trains nothing (``trained`` False) and sends only the final report: a result a scheduler can act on would let
+    PBT exploit it again, and restart it again, for ever.
     """
     reporter.record = record
     if record.state is TrialState.FAIL:
         raise TrialError(f"{record.error or 'the trial failed'}\n{RECORD_MARKER}{reporter.payload()}")
     # The ray backend refuses multi-objective searches up front, so a Ray trial's objective is a single number.
     objective = float(cast(float, record.objective)) if record.objective is not None else math.nan
-    if reporter.count == 0:
+    if reporter.count == 0 and trained:
         last = record.intermediates[-1] if record.intermediates else None
         reporter.report(objective, record.last_step or 0, last.metrics if last else {}, None)
     reporter.send({"objective": objective, "step": int(record.last_step or 0), "done": True,
