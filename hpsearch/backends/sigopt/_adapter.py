@@ -14,7 +14,7 @@ from ... import _dist, _lockstep
 from ...errors import HPSearchError, SearchConfigError
 from ...runner import run_trial
 from ...settings import Option
-from ...trial import NullReporter, Trial, TrialRecord, TrialState
+from ...trial import NullReporter, Trial, TrialState
 from ..base import SearchBackend
 from ._compat import numpy2_compat
 from ._resume import NATIVE_SPACE, load_previous, tell_previous
@@ -293,7 +293,9 @@ class SigOptBackend(SearchBackend):
             self._abandon(experiment, suggestion_id)
             raise
         try:
-            self._observe(experiment, suggestion_id, record)
+            self._observe(experiment, record.objective, record.state is not TrialState.COMPLETE,
+                          suggestion=suggestion_id)
+            record.extra["sigopt_observation"] = "value" if record.state is TrialState.COMPLETE else "failed"
         finally:
             session.record(record)
 
@@ -347,17 +349,16 @@ class SigOptBackend(SearchBackend):
 
         return space.sample_with(value)
 
-    def _observe(self, experiment: Any, suggestion_id: str, record: TrialRecord) -> None:
-        objective = record.objective
-        if record.state is TrialState.COMPLETE and objective is not None:
-            values = objective if isinstance(objective, list) else [objective]
-            experiment.observations().create(
-                suggestion=suggestion_id,
-                values=[{"name": m, "value": float(v)} for m, v in zip(self._metric_names, values)],
-            )
-        else:
-            experiment.observations().create(suggestion=suggestion_id, failed=True)
-        record.extra["sigopt_observation"] = "value" if record.state is TrialState.COMPLETE else "failed"
+    def _observe(self, experiment: Any, objective: Any, failed: bool = False, **where: Any) -> None:
+        """Tell ``experiment`` one observation: the objective's values, or ``failed``; ``where`` is SigOpt's
+        ``suggestion=<id>`` (a trial it suggested) or ``assignments={...}`` (a trial it did not: warm start, resume)."""
+        if failed or objective is None:
+            experiment.observations().create(failed=True, **where)
+            return
+        values = objective if isinstance(objective, list) else [objective]
+        experiment.observations().create(
+            values=[{"name": m, "value": float(v)} for m, v in zip(self._metric_names, values)], **where
+        )
 
     def _abandon(self, experiment: Any, suggestion_id: str) -> None:
         """Interrupted: close the open suggestion on a server (lite forgets it with the process)."""

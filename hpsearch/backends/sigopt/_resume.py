@@ -116,16 +116,9 @@ def tell_previous(adapter: SigOptBackend, session: SearchSession, conn: Any, exp
             assignments = adapter._converted.assignments(record.params)
         else:
             assignments = _native_assignments(record.params, native_space)
-        objective = record.objective
         try:
-            if record.state is TrialState.COMPLETE and objective is not None:
-                values = objective if isinstance(objective, list) else [objective]
-                experiment.observations().create(
-                    assignments=assignments,
-                    values=[{"name": m, "value": float(v)} for m, v in zip(adapter._metric_names, values)],
-                )
-            else:
-                experiment.observations().create(assignments=assignments, failed=True)
+            adapter._observe(experiment, record.objective, record.state is not TrialState.COMPLETE,
+                             assignments=assignments)
         except SigOptException as error:
             raise SearchConfigError(
                 f"resume=True: SigOpt refused trial {record.name} of the earlier search ({assignments}) as an "

@@ -22,11 +22,7 @@ def warm_start(adapter: SigOptBackend, session: SearchSession, conn: Any, experi
 
     if adapter.warm_start_mode == "inform":
         for prior in adapter.priors:
-            values = prior.objective if isinstance(prior.objective, list) else [prior.objective]
-            experiment.observations().create(
-                assignments=assignments(prior.params),
-                values=[{"name": m, "value": float(v)} for m, v in zip(adapter._metric_names, values)],
-            )
+            adapter._observe(experiment, prior.objective, assignments=assignments(prior.params))
         session.adopt(prior_records(adapter.priors))
         return 0
     used = 0
@@ -35,14 +31,8 @@ def warm_start(adapter: SigOptBackend, session: SearchSession, conn: Any, experi
         _lockstep.announce(trial)
         record = run_trial(adapter.settings, trial, NullReporter())
         record.extra["source"] = "warm_start_evaluate"
-        if record.state is TrialState.COMPLETE and record.objective is not None:
-            values = record.objective if isinstance(record.objective, list) else [record.objective]
-            experiment.observations().create(
-                assignments=assignments(record.params),
-                values=[{"name": m, "value": float(v)} for m, v in zip(adapter._metric_names, values)],
-            )
-        else:
-            experiment.observations().create(assignments=assignments(record.params), failed=True)
+        adapter._observe(experiment, record.objective, record.state is not TrialState.COMPLETE,
+                         assignments=assignments(record.params))
         session.record(record)
         used += 1
     return used
