@@ -84,7 +84,7 @@ def _prepare_store(config: SweepConfig, resume: bool, fresh: bool = False) -> st
     earlier = None
     if found is None:
         # No store of the backend's own (or nothing in it): the folder's search.json is the earlier run's record.
-        earlier = _earlier_results(config)
+        earlier = _earlier_results(config, fresh)
         if earlier is None:
             return None
         found = len(earlier.records)
@@ -118,8 +118,9 @@ def _prepare_store(config: SweepConfig, resume: bool, fresh: bool = False) -> st
     return f"Deleted the earlier run of this sweep ({found} trials) from the backend's store, as --fresh asked."
 
 
-def _earlier_results(config: SweepConfig) -> Any:
-    """The `SearchResult` an earlier run of this sweep saved in its output folder (None: there is none)."""
+def _earlier_results(config: SweepConfig, fresh: bool) -> Any:
+    """The `SearchResult` an earlier run of this sweep saved in its output folder (None: there is none). An
+    unreadable one is an error, unless --fresh is to delete it anyway (then a result without records)."""
     from .results import SearchResult
 
     if not (Path(config.output_dir) / "search.json").is_file():
@@ -127,6 +128,8 @@ def _earlier_results(config: SweepConfig) -> Any:
     try:
         return SearchResult.load(config.output_dir)
     except (ValueError, OSError) as error:
+        if fresh:
+            return SearchResult(config.backend, ["minimize"], [])  # its files go; its trials cannot be named
         raise config.error(
             f"{error} An earlier run of this sweep left it; nothing was deleted. Pass --fresh to delete that run "
             "and start over, or give this run another output_dir.",

@@ -326,6 +326,8 @@ def test_rerun_over_a_corrupt_search_json_names_it(tmp_path, capsys):
     err = run_error(capsys, path, "--output-dir", str(out))
     assert "search.json" in err and "nothing was deleted" in err and "--fresh" in err
     assert (out / "search.json").read_text() == "{not json"
+    assert main(["run", str(path), "--n-trials", "1", "--output-dir", str(out), "--fresh"]) == 0  # --fresh recovers
+    assert len(SearchResult.load(out).records) == 1
 
 
 def test_usage_errors_exit_2(capsys):
