@@ -29,18 +29,34 @@ COST_COLUMNS = ("cpu_s", "device_s", "peak_memory_mb", "energy_kwh", "emissions_
 
 
 _PROCESS: Any = None
+_STATM: tuple[int, int] | None = None  # (pid, descriptor of /proc/self/statm) on Linux
 
 
 def _rss_mb() -> float:
-    global _PROCESS
+    """The process's resident set size in MiB (NaN when it cannot be read)."""
+    global _PROCESS, _STATM
+    pid = os.getpid()
+    if _STATM is None or _STATM[0] != pid:  # opened once per process (a fork opens its own)
+        try:
+            _STATM = (pid, os.open("/proc/self/statm", os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)))
+        except OSError:
+            _STATM = (pid, -1)
+    if _STATM[1] >= 0:
+        # What psutil reads on Linux, in one pread of a descriptor kept open: psutil opens and parses the file per
+        # call, ~30 us in a search (sampled every 10 steps), where this takes ~1 us.
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            return int(os.pread(_STATM[1], 256, 0).split()[1]) * _PAGE_SIZE / 2**20
     try:
-        if _PROCESS is None or _PROCESS.pid != os.getpid():  # made once per process (a fork gets its own)
+        if _PROCESS is None or _PROCESS.pid != pid:  # made once per process (a fork gets its own)
             import psutil
 
             _PROCESS = psutil.Process()
         return _PROCESS.memory_info().rss / 2**20
     except Exception:
         return math.nan
+
+
+_PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 class CostMeter:

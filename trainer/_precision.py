@@ -11,6 +11,7 @@ is refused with the fix (run such trials one at a time or in separate processes)
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections import Counter
 from typing import TYPE_CHECKING, Any, cast
@@ -124,9 +125,19 @@ def build_accelerator(args: TrainingArguments) -> Accelerator:
 def _accelerator(args: TrainingArguments, precision: str, data_seed: int, config: dict[str, Any],
                  fsdp_plugin: Any) -> Accelerator:
     from accelerate import Accelerator
-    from accelerate.utils import DataLoaderConfiguration
+    from accelerate.state import PartialState
+    from accelerate.utils import DataLoaderConfiguration, InitProcessGroupKwargs
 
-    return Accelerator(
+    handlers = ddp_kwargs(args)
+    group = next(h for h in handlers if isinstance(h, InitProcessGroupKwargs))
+    withheld = PartialState._shared_state != {} or not _launched()
+    if withheld:
+        # accelerate reads the process-group settings only when it sets up the process state, once per process, and
+        # they matter only to a launched group. Passed again they only cost its to_kwargs(), which clears and
+        # restores os.environ (~0.4 ms a trial); in a single process a ddp_backend even made accelerate look for a
+        # process group that does not exist (ValueError: Default process group has not been initialized).
+        handlers = [h for h in handlers if h is not group]
+    accelerator = Accelerator(
         # Without an accelerator, say so: accelerate then runs several launched processes as MULTI_CPU (gloo)
         # instead of silently training each one alone.
         cpu=training_device(args) == "cpu",
@@ -142,10 +153,22 @@ def _accelerator(args: TrainingArguments, precision: str, data_seed: int, config
             non_blocking=bool(config.pop("non_blocking", False)),
         ),
         step_scheduler_with_optimizer=False,
-        kwargs_handlers=ddp_kwargs(args),
+        kwargs_handlers=handlers,
         dynamo_plugin=_dynamo_plugin(args),
         deepspeed_plugin=_deepspeed_plugin(args),
         fsdp_plugin=fsdp_plugin,
+    )
+    if withheld:
+        accelerator.init_handler = group  # what these arguments ask of a process group, as when it is passed
+    return accelerator
+
+
+def _launched() -> bool:
+    """Whether this process is one of several launched together (accelerate's own signals for it)."""
+    from accelerate.utils import get_int_from_env
+
+    return int(os.environ.get("LOCAL_RANK", -1)) != -1 or (
+        get_int_from_env(["PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE", "WORLD_SIZE"], 1) > 1
     )
 
 

@@ -67,3 +67,40 @@ def test_a_search_stops_when_its_energy_budget_is_spent(tmp_path):
     assert "max_energy_kwh" in result.settings["stop_reason"]
     frame = result.trials_dataframe()
     assert (frame["energy_kwh"] > 0).all() and (frame["emissions_kg"] >= 0).all()
+
+
+def test_the_resident_set_size_is_the_one_psutil_reads_with_or_without_proc(monkeypatch):
+    import os
+
+    import psutil
+
+    from hpsearch import _cost
+
+    def close_cached() -> None:
+        if _cost._STATM is not None and _cost._STATM[1] >= 0:
+            os.close(_cost._STATM[1])
+        _cost._STATM = None
+
+    ballast = bytearray(64 * 2**20)  # 64 MiB touched: the two readings must both see it
+    ballast[:: 4096] = b"x" * len(ballast[:: 4096])
+    fast = _cost._rss_mb()
+    assert _cost._STATM is not None and _cost._STATM[1] >= 0  # this is Linux: read from /proc/self/statm
+    assert abs(fast - psutil.Process().memory_info().rss / 2**20) < 8
+    # A forked child (another pid) opens its own descriptor instead of using the one it inherited.
+    inherited = _cost._STATM
+    _cost._STATM = (-1, inherited[1])
+    assert abs(_cost._rss_mb() - fast) < 8
+    assert _cost._STATM[0] == os.getpid() and _cost._STATM[1] != inherited[1]
+    os.close(inherited[1])
+    close_cached()
+
+    def no_proc(*args, **kwargs):
+        raise FileNotFoundError("/proc/self/statm")
+
+    monkeypatch.setattr(_cost.os, "open", no_proc)  # macOS, Windows: psutil reads it
+    slow = _cost._rss_mb()
+    assert _cost._STATM is not None and _cost._STATM[1] == -1
+    assert abs(slow - fast) < 8
+    monkeypatch.undo()
+    close_cached()
+    del ballast

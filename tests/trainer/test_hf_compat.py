@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -410,6 +412,32 @@ def test_ddp_options_reach_accelerates_handlers(make_args):
     assert accelerator.ddp_handler.find_unused_parameters is True
     assert accelerator.ddp_handler.bucket_cap_mb == 7 and accelerator.ddp_handler.broadcast_buffers is False
     assert accelerator.init_handler.timeout.total_seconds() == 60 and accelerator.init_handler.backend == "gloo"
+
+
+def test_ddp_backend_in_a_fresh_single_process_trains(tmp_path):
+    # The first accelerator of a process sets up accelerate's process state. Given a backend there, accelerate took a
+    # single process for a launched group and failed ("Default process group has not been initialized"); the
+    # process-group settings now reach accelerate only in a launched run, and init_handler still shows them.
+    script = (
+        "import torch, trainer\n"
+        "from torch.utils.data import TensorDataset\n"
+        "class M(torch.nn.Module):\n"
+        "    def __init__(self):\n        super().__init__(); self.l = torch.nn.Linear(2, 1)\n"
+        "    def forward(self, x, labels):\n        return {'loss': torch.nn.functional.mse_loss(self.l(x), labels)}\n"
+        "class D(torch.utils.data.Dataset):\n"
+        "    def __len__(self):\n        return 8\n"
+        "    def __getitem__(self, i):\n        return {'x': torch.ones(2) * i, 'labels': torch.ones(1)}\n"
+        f"args = trainer.TrainingArguments(output_dir={str(tmp_path)!r}, use_cpu=True, ddp_backend='gloo', "
+        "ddp_timeout=77, max_steps=2, report_to='none', save_strategy='no', disable_tqdm=True)\n"
+        "t = trainer.Trainer(model=M(), args=args, train_dataset=D())\n"
+        "print(t.train().global_step, t.accelerator.num_processes, t.accelerator.init_handler.backend,"
+        " int(t.accelerator.init_handler.timeout.total_seconds()))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("LOCAL_RANK", "WORLD_SIZE", "RANK")}
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env,
+                            cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split()[-4:] == ["2", "1", "gloo", "77"]
 
 
 def test_accelerator_config_and_batch_options_reach_the_data_loader_config(make_args):

@@ -650,6 +650,19 @@ def test_set_seed_and_enable_full_determinism():
     assert torch.equal(torch.rand(3), a[0])
 
 
+@pytest.mark.parametrize("seed", [0, 11, 2**32 + 5, 2**63 - 1])
+def test_set_seed_seeds_torch_exactly_as_torch_manual_seed(seed):
+    # Without a device set_seed seeds the CPU generator directly (torch.manual_seed formats the call stack for
+    # every device type it queues a seed for); the stream must be the one torch.manual_seed gives.
+    torch.manual_seed(seed)
+    expected = (torch.rand(4), torch.randint(0, 1000, (4,)), torch.initial_seed())
+    torch.manual_seed(seed + 1)
+    set_seed(seed)
+    assert torch.equal(torch.rand(4), expected[0])
+    assert torch.equal(torch.randint(0, 1000, (4,)), expected[1])
+    assert torch.initial_seed() == expected[2]
+
+
 # ------------------------------------------------------------------ import weight
 def test_import_trainer_is_light():
     code = (
