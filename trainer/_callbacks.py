@@ -241,6 +241,7 @@ class CallbackHandler(TrainerCallback):
         processing_class: Any = None,
     ) -> None:
         self.callbacks: list[TrainerCallback] = []
+        self._step_dispatch: tuple[tuple[int, ...], dict[str, list[tuple[TrainerCallback, Any]]]] | None = None
         self.processing_class = processing_class
         for cb in callbacks or ():
             self.add_callback(cb)
@@ -289,6 +290,7 @@ class CallbackHandler(TrainerCallback):
 
     def on_train_begin(self, args, state, control, **kwargs):
         control._new_training()
+        self._step_dispatch = None  # callbacks (or their methods) may have changed since the last run
         return self.call_event("on_train_begin", args, state, control)
 
     def on_train_end(self, args, state, control, **kwargs):
@@ -338,18 +340,37 @@ class CallbackHandler(TrainerCallback):
     def on_push_begin(self, args, state, control, **kwargs):
         return self.call_event("on_push_begin", args, state, control)
 
+    def _overriding(self, event: str) -> list[tuple[TrainerCallback, Any]]:
+        """(callback, bound method) of the callbacks, in order, whose ``event`` is not the base class's no-op."""
+        noop = _NOOP_EVENTS.get(event)
+        methods = []
+        for callback in self.callbacks:
+            method = getattr(callback, event)
+            if noop is None or getattr(method, "__func__", None) is not noop:
+                methods.append((callback, method))
+        return methods
+
     def call_event(self, event: str, args, state, control, **kwargs) -> TrainerControl:
         """Call ``event`` on every callback in order; a returned control (or mapping of flags) is applied.
 
         A callback that does not override ``event`` (the base class's no-op) is skipped: calling it would do nothing,
         and the loop dispatches several events per step.
         """
-        noop = _NOOP_EVENTS.get(event)
+        if event in _STEP_EVENTS:
+            # Dispatched several times per step: which callbacks override these events is worked out once per
+            # train() and per list of callbacks (the ids in order; the cache keeps the callbacks alive, so an id
+            # cannot be reused meanwhile), not at every call.
+            ids = tuple(map(id, self.callbacks))
+            cached = getattr(self, "_step_dispatch", None)
+            if cached is None or cached[0] != ids:
+                cached = self._step_dispatch = (ids, {name: self._overriding(name) for name in _STEP_EVENTS})
+            methods = cached[1][event]
+            if not methods:
+                return control
+        else:
+            methods = self._overriding(event)
         extra: dict[str, Any] | None = None
-        for callback in self.callbacks:
-            method = getattr(callback, event)
-            if noop is not None and getattr(method, "__func__", None) is noop:
-                continue
+        for callback, method in methods:
             if extra is None:
                 extra = dict(
                     model=self.model,
@@ -571,6 +592,9 @@ class EarlyStoppingCallback(TrainerCallback, ExportableState):
 
 
 #: The base class's no-op of every event: `CallbackHandler.call_event` skips callbacks that do not override one.
+#: The events dispatched at every (sub)step, for which call_event keeps the overriding callbacks between calls.
+_STEP_EVENTS = frozenset({"on_step_begin", "on_pre_optimizer_step", "on_optimizer_step", "on_substep_end", "on_step_end"})
+
 _NOOP_EVENTS: dict[str, Any] = {
     name: value for name, value in vars(TrainerCallback).items() if name.startswith("on_") and callable(value)
 }

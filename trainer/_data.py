@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 import logging
 import os
-from collections.abc import Callable, Mapping, Sized
+from collections.abc import Callable, Iterator, Mapping, Sized
 from typing import TYPE_CHECKING, Any, cast
 
 import torch
@@ -34,10 +34,10 @@ class _RemoveColumnsCollator:
         self._warned: set[str] = set()
 
     def __call__(self, features: list[Any]) -> Any:
-        if features and isinstance(features[0], Mapping):
+        if features and (type(features[0]) is dict or isinstance(features[0], Mapping)):
             keep = self.keep
             first = features[0]
-            if any(k not in keep for k in first):
+            if not keep.issuperset(first):
                 dropped = {k for k in first if k not in keep} - self._warned
                 if dropped:
                     logger.info("Dropping example keys the model's forward does not accept: %s", sorted(dropped))
@@ -149,12 +149,36 @@ def train_dataloader(trainer: Trainer) -> DataLoader:
             # data order is the same batch for batch and a resume still finds its place. Accelerate's wrapper
             # costs a look-ahead, a device copy and its gradient-state bookkeeping per batch; the loop does
             # the little of that it needs itself (see _inner_training_loop).
-            from accelerate.data_loader import SeedableRandomSampler
-
-            kwargs["sampler"] = SeedableRandomSampler(dataset, data_seed=data_seed(trainer))
+            kwargs["sampler"] = SeededRandomSampler(cast(Sized, dataset), data_seed(trainer))
             return DataLoader(dataset, **kwargs)
         kwargs["sampler"] = RandomSampler(cast(Sized, dataset))  # map-style datasets have a length
     return trainer.accelerator.prepare(DataLoader(dataset, **kwargs))
+
+
+class SeededRandomSampler(torch.utils.data.Sampler[int]):
+    """The order of accelerate's ``SeedableRandomSampler``, the one its prepared loaders use: each epoch a permutation
+    drawn by a generator seeded with ``seed + epoch``, and the epoch moves on when an iteration runs to its end.
+
+    accelerate's sampler hands out each index through two generator frames (its ``__iter__`` delegating to
+    ``RandomSampler.__iter__``), and a loader pulls indices one by one; this one uses a single frame.
+    """
+
+    def __init__(self, data_source: Sized, seed: int) -> None:
+        self.data_source = data_source
+        self.seed = seed
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return len(self.data_source)
+
+    def __iter__(self) -> Iterator[int]:
+        device = torch.get_default_device() if hasattr(torch, "get_default_device") else "cpu"
+        generator = torch.Generator(device=device).manual_seed(self.seed + self.epoch)
+        yield from torch.randperm(len(self.data_source), generator=generator).tolist()
+        self.epoch += 1
 
 
 class LengthGroupedSampler(torch.utils.data.Sampler[int]):

@@ -452,7 +452,7 @@ def direct_optimizer(accelerator: Any, optimizer: Any) -> Any:
 
 
 def extract_loss(outputs: Any) -> torch.Tensor | None:
-    if isinstance(outputs, Mapping):
+    if type(outputs) is dict or isinstance(outputs, Mapping):  # a dict first: Mapping's ABC check is a Python call
         return outputs.get("loss")
     if isinstance(outputs, list | tuple):
         return outputs[0] if outputs and isinstance(outputs[0], torch.Tensor) else None

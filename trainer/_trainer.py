@@ -12,6 +12,7 @@ import inspect
 import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, cast
 
 import torch
@@ -49,6 +50,8 @@ if TYPE_CHECKING:
 __all__ = ["Trainer"]
 
 logger = logging.getLogger(__name__)
+# Whether a module is in training mode, read without a Python frame per module (see training_step).
+_TRAINING = attrgetter("training")
 
 
 def _model_init_arity(model_init: Callable[..., Any] | None) -> int:
@@ -375,7 +378,7 @@ class Trainer:
         """Move a batch to the device (accelerate's prepared dataloaders already do; custom loaders may not)."""
         assert self.accelerator is not None
         device = self.accelerator.device
-        if isinstance(inputs, Mapping):
+        if type(inputs) is dict or isinstance(inputs, Mapping):  # a dict first: Mapping's ABC check is a Python call
             moved = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
             if self.args.past_index >= 0 and self._past is not None:
                 moved["mems"] = self._past
@@ -400,7 +403,7 @@ class Trainer:
             loss = _loop.smoothed_cross_entropy(outputs, labels, smoothing)
             if isinstance(outputs, list | tuple):
                 outputs = (loss, *outputs)  # loss first, as a model given labels returns it
-        elif isinstance(inputs, Mapping):
+        elif type(inputs) is dict or isinstance(inputs, Mapping):
             outputs = model(**inputs)
             loss = _loop.extract_loss(outputs)
         elif isinstance(inputs, list | tuple):
@@ -426,13 +429,13 @@ class Trainer:
         if cached is None or cached[0] is not model:
             # The module list is taken once per model: walking model.modules() costs as much as the check.
             cached = self._train_modules = (model, list(model.modules()))
-        if not all(m.training for m in cached[1]):
+        if not all(map(_TRAINING, cached[1])):
             # Checked rather than set: model.train() walks every module with nn.Module.__setattr__, as long as
             # a small model's step. Anything that left a module in eval mode (evaluation, a callback) is undone.
             model.train()
         inputs = self._prepare_inputs(inputs)
         loss = self.compute_loss(model, inputs)
-        if self.accelerator.num_processes > 1 and loss.dim() > 0:
+        if loss.dim() > 0 and self.accelerator.num_processes > 1:
             loss = loss.mean()
         accum = self.args.gradient_accumulation_steps
         if getattr(self, "_plain_backward", False):
@@ -507,6 +510,14 @@ class Trainer:
         if self._model_flops is not None:
             return float(self._model_flops(inputs))
         assert self._num_parameters is not None
+        if type(inputs) is dict:  # the usual batch, counted as input_tokens does without its generality
+            value = inputs.get(self._main_input)
+            if value is None and inputs:
+                value = next(iter(inputs.values()))
+                if isinstance(value, torch.Tensor):  # no main input: its examples, as batch_size_of counts them
+                    return 6.0 * self._num_parameters * (value.shape[0] if value.dim() > 0 else 1)
+            elif isinstance(value, torch.Tensor):
+                return 6.0 * self._num_parameters * value.numel()
         return 6.0 * self._num_parameters * _loop.input_tokens(
             self, inputs, True, gather=False, warn=False, name=self._main_input
         )

@@ -120,7 +120,7 @@ def default_data_collator(features: Sequence[Any]) -> Any:
     if not features:
         raise ValueError("default_data_collator got an empty list of features; the dataloader yielded no items.")
     first = features[0]
-    if not isinstance(first, Mapping):
+    if not (type(first) is dict or isinstance(first, Mapping)):  # a dict first: Mapping's ABC check is a Python call
         return torch.utils.data.default_collate(list(features))
     batch: dict[str, Any] = {}
     for key in first:

@@ -397,3 +397,50 @@ def test_early_stopping_needs_metric_for_best_model(make_args):
 def test_early_stopping_rejects_bad_arguments(kwargs, field):
     with pytest.raises(ValueError, match=field):
         EarlyStoppingCallback(**kwargs)
+
+
+class _Counts(TrainerCallback):
+    def __init__(self) -> None:
+        self.steps: list[int] = []
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self.steps.append(state.global_step)
+
+
+def test_step_events_follow_callbacks_added_removed_replaced_or_patched_during_and_between_runs(make_args):
+    # The handler keeps, per train() and list of callbacks, which callbacks override the per-step events; every
+    # change to that list (or a method patched between runs) must reach the next event.
+    train, _ = _small_sets(n_train=12)
+    late, replaced, replacement, patched = _Counts(), _Counts(), _Counts(), _Counts()
+
+    class Editor(TrainerCallback):
+        active = True
+
+        def on_step_end(self, args, state, control, **kwargs):
+            handler = trainer.callback_handler
+            if not self.active:
+                return
+            if state.global_step == 1:
+                handler.add_callback(late)  # joins at step 1: sees the step-2 and later step_begin events
+            if state.global_step == 2:
+                handler.callbacks[handler.callbacks.index(replaced)] = replacement
+            if state.global_step == 3:
+                handler.remove_callback(late)
+
+    trainer = Trainer(model=DigitsMLP(), args=make_args(max_steps=5, per_device_train_batch_size=2),
+                      train_dataset=train, callbacks=[Editor(), replaced])
+    trainer.train()
+    assert late.steps == [1, 2]  # step_begin of the 2nd and 3rd steps (global_step 1 and 2 when they begin)
+    assert replaced.steps == [0, 1]
+    assert replacement.steps == [2, 3, 4]
+
+    # Between two runs, the list unchanged: an event set on a callback's instance.
+    Editor.active = False
+    seen: list[int] = []
+    replacement.on_optimizer_step = lambda args, state, control, **kwargs: seen.append(state.global_step)  # type: ignore[method-assign]
+    trainer.train()
+    assert seen == [0, 1, 2, 3, 4]
+    # A callback appended to the list directly, not through the handler.
+    trainer.callback_handler.callbacks.append(patched)
+    trainer.train()
+    assert patched.steps == [0, 1, 2, 3, 4]

@@ -454,6 +454,27 @@ def test_trainer_helpers_ported_scripts_call(make_args):
     assert np.isclose(trainer.floating_point_ops({"x": torch.zeros(2, 4)}), 6 * 5 * 2)
 
 
+@pytest.mark.parametrize("batch", [
+    {"input_ids": torch.zeros(3, 7, dtype=torch.long), "labels": torch.zeros(3)},  # the main input's elements
+    {"x": torch.zeros(5, 4), "labels": torch.zeros(5)},  # no main input: the examples
+    {"x": torch.tensor(1.0)},  # a 0-d value: one example
+    {"x": [[1, 2], [3, 4]], "labels": torch.zeros(2)},  # a list first
+    {"x": {"a": torch.zeros(6, 2)}},  # nested
+    {"input_ids": None, "x": torch.zeros(4, 2)},
+    {"input_ids": [1, 2, 3]},
+    {},
+    (torch.zeros(9, 4), torch.zeros(9)),
+])
+def test_the_flop_count_of_a_dict_batch_is_the_general_count(make_args, batch):
+    # floating_point_ops counts a dict batch without input_tokens' generality; it must agree with it on every shape.
+    from trainer import _loop
+
+    trainer = Trainer(model=Linear(), args=make_args())
+    n = sum(p.numel() for p in trainer.model.parameters())
+    expected = 6.0 * n * _loop.input_tokens(trainer, batch, True, gather=False, warn=False, name="input_ids")
+    assert trainer.floating_point_ops(batch) == expected
+
+
 def test_trials_may_differ_in_precision(make_args, tmp_path):
     """for_trial (the search seam) and a whole Optuna search whose trials alternate precision."""
     base = Trainer(model_init=Linear, args=make_args(max_steps=2, use_cpu=True), train_dataset=Regression(),
@@ -539,6 +560,25 @@ def test_tokens_are_only_warned_about_when_counting_them_was_asked_for(make_args
         trainer.train()
     assert caplog.text.count("Counting input tokens") == 1  # once, not per batch
     assert trainer.state.num_input_tokens_seen == 2 * 8  # examples counted instead
+
+
+@pytest.mark.parametrize("n", [1, 7, 1437])
+@pytest.mark.parametrize("seed", [0, 42, 2**31 + 3])
+def test_the_single_process_train_sampler_draws_accelerates_order(n, seed):
+    # One process trains from a plain loader with our sampler; several processes (and a resume through accelerate)
+    # from accelerate's SeedableRandomSampler. Both must give the same indices every epoch, the epoch moving on
+    # after a full pass as accelerate's does, or runs would not be comparable across process counts.
+    from accelerate.data_loader import SeedableRandomSampler
+
+    from trainer._data import SeededRandomSampler
+
+    theirs, ours = SeedableRandomSampler(range(n), data_seed=seed), SeededRandomSampler(range(n), seed)
+    for _ in range(3):
+        assert list(ours) == list(theirs)
+    theirs.set_epoch(11)
+    ours.set_epoch(11)
+    assert list(ours) == list(theirs) and ours.epoch == theirs.epoch == 12
+    assert len(ours) == n
 
 
 def test_group_by_length_order_is_reproduced_on_resume(make_args, tmp_path):
