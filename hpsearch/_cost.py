@@ -37,6 +37,9 @@ def _rss_mb() -> float:
     global _PROCESS, _STATM
     pid = os.getpid()
     if _STATM is None or _STATM[0] != pid:  # opened once per process (a fork opens its own)
+        if _STATM is not None and _STATM[1] >= 0:
+            with contextlib.suppress(OSError):
+                os.close(_STATM[1])  # this process's copy of its parent's descriptor
         try:
             _STATM = (pid, os.open("/proc/self/statm", os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)))
         except OSError:

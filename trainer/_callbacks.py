@@ -591,10 +591,10 @@ class EarlyStoppingCallback(TrainerCallback, ExportableState):
         }
 
 
-#: The base class's no-op of every event: `CallbackHandler.call_event` skips callbacks that do not override one.
 #: The events dispatched at every (sub)step, for which call_event keeps the overriding callbacks between calls.
 _STEP_EVENTS = frozenset({"on_step_begin", "on_pre_optimizer_step", "on_optimizer_step", "on_substep_end", "on_step_end"})
 
+#: The base class's no-op of every event: `CallbackHandler.call_event` skips callbacks that do not override one.
 _NOOP_EVENTS: dict[str, Any] = {
     name: value for name, value in vars(TrainerCallback).items() if name.startswith("on_") and callable(value)
 }

@@ -155,16 +155,17 @@ def train_dataloader(trainer: Trainer) -> DataLoader:
     return trainer.accelerator.prepare(DataLoader(dataset, **kwargs))
 
 
-class SeededRandomSampler(torch.utils.data.Sampler[int]):
+class SeededRandomSampler(RandomSampler):
     """The order of accelerate's ``SeedableRandomSampler``, the one its prepared loaders use: each epoch a permutation
     drawn by a generator seeded with ``seed + epoch``, and the epoch moves on when an iteration runs to its end.
+    A `RandomSampler`, as accelerate's is.
 
     accelerate's sampler hands out each index through two generator frames (its ``__iter__`` delegating to
     ``RandomSampler.__iter__``), and a loader pulls indices one by one; this one uses a single frame.
     """
 
     def __init__(self, data_source: Sized, seed: int) -> None:
-        self.data_source = data_source
+        super().__init__(data_source)
         self.seed = seed
         self.epoch = 0
 

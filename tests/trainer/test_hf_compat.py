@@ -573,6 +573,7 @@ def test_the_single_process_train_sampler_draws_accelerates_order(n, seed):
     from trainer._data import SeededRandomSampler
 
     theirs, ours = SeedableRandomSampler(range(n), data_seed=seed), SeededRandomSampler(range(n), seed)
+    assert isinstance(ours, torch.utils.data.RandomSampler) and ours.num_samples == n
     for _ in range(3):
         assert list(ours) == list(theirs)
     theirs.set_epoch(11)
