@@ -7,7 +7,6 @@ adapter declares its options, default space and version.
 from __future__ import annotations
 
 import enum
-import importlib.metadata
 import logging
 import os
 import platform
@@ -20,6 +19,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from ._cost import wants_energy
 from ._params import check_space_against_trainer
 from .backends import backend_names, resolve_backend
+from .backends.base import installed_version
 from .errors import HPSearchError, SearchConfigError
 from .objective import resolve_compute_objective
 from .settings import TrialSettings, check_common_options
@@ -87,10 +87,9 @@ def _check_int(name: str, value: Any, minimum: int) -> int:
 def _versions(backend_cls: type[SearchBackend]) -> dict[str, str]:
     out = {"python": platform.python_version()}
     for dist in ("hpsearch", "torch", "accelerate"):
-        try:
-            out[dist] = importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            pass
+        version = installed_version(dist)
+        if version is not None:
+            out[dist] = version
     engine = backend_cls.version()
     if engine is not None:
         out[backend_cls.distribution or backend_cls.requirement] = engine

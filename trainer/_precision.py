@@ -10,6 +10,7 @@ is refused with the fix (run such trials one at a time or in separate processes)
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
@@ -142,7 +143,7 @@ def _accelerator(args: TrainingArguments, precision: str, data_seed: int, config
         # instead of silently training each one alone.
         cpu=training_device(args) == "cpu",
         mixed_precision=precision,
-        gradient_accumulation_steps=args.gradient_accumulation_steps,
+        gradient_accumulation_plugin=_accumulation_plugin(args.gradient_accumulation_steps),
         # A sampler seeded per epoch from data_seed: the same data order on every run and after a resume.
         dataloader_config=DataLoaderConfiguration(
             use_seedable_sampler=True,
@@ -161,6 +162,39 @@ def _accelerator(args: TrainingArguments, precision: str, data_seed: int, config
     if withheld:
         accelerator.init_handler = group  # what these arguments ask of a process group, as when it is passed
     return accelerator
+
+
+def _accumulation_plugin(steps: int) -> Any:
+    """What ``Accelerator(gradient_accumulation_steps=steps)`` builds (``ACCELERATE_GRADIENT_ACCUMULATION_STEPS``
+    still wins, as there), with its ``to_kwargs()`` computed once per value.
+
+    accelerate's ``to_kwargs()`` empties ``os.environ`` and restores it to find the defaults, at every
+    ``Accelerator()``: ~700 Python calls a trial, and for that moment another thread of the process (a trial of an
+    ``n_jobs > 1`` search) saw no environment at all.
+    """
+    from accelerate.utils.environment import parse_choice_from_env
+
+    return _plugin_class()(num_steps=int(parse_choice_from_env("ACCELERATE_GRADIENT_ACCUMULATION_STEPS", steps)))
+
+
+@functools.cache
+def _plugin_class() -> type:
+    from accelerate.utils import GradientAccumulationPlugin
+
+    computed: dict[Any, dict[str, Any]] = {}
+
+    class AccumulationPlugin(GradientAccumulationPlugin):
+        def to_kwargs(self) -> dict[str, Any]:
+            try:
+                key: Any = tuple(sorted(vars(self).items()))
+                hash(key)
+            except TypeError:  # a field accelerate added that is not hashable: no memo
+                return super().to_kwargs()
+            if key not in computed:
+                computed[key] = super().to_kwargs()
+            return dict(computed[key])
+
+    return AccumulationPlugin
 
 
 def _launched() -> bool:

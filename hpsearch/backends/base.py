@@ -8,6 +8,7 @@ engine runs it, and gives the `TrialRecord` that comes back to the `SearchSessio
 from __future__ import annotations
 
 import abc
+import functools
 import importlib.metadata
 import importlib.util
 from collections.abc import Mapping
@@ -96,10 +97,7 @@ class SearchBackend(abc.ABC):
 
     @classmethod
     def version(cls) -> str | None:
-        try:
-            return importlib.metadata.version(cls.distribution or cls.requirement)
-        except importlib.metadata.PackageNotFoundError:
-            return None
+        return installed_version(cls.distribution or cls.requirement)
 
     @staticmethod
     def default_space(trial: Any = None) -> Any:
@@ -183,3 +181,16 @@ def _describe(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_describe(v) for v in value]
     return type(value).__name__
+
+
+@functools.cache
+def installed_version(distribution: str) -> str | None:
+    """The installed version of ``distribution``, None when it is not installed; looked up once per process.
+
+    Every search records the versions it ran with, and ``importlib.metadata.version`` searches sys.path and parses the
+    package's metadata at each call (~1 ms a package).
+    """
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None

@@ -440,6 +440,33 @@ def test_ddp_backend_in_a_fresh_single_process_trains(tmp_path):
     assert result.stdout.split()[-4:] == ["2", "1", "gloo", "77"]
 
 
+def test_a_trial_accelerator_leaves_the_environment_alone(make_args, monkeypatch):
+    # accelerate's to_kwargs() empties os.environ and restores it; building an accelerator per trial did that twice,
+    # and a trial running in another thread could read an empty environment meanwhile. After the first accelerator of
+    # the process, building one no longer touches os.environ; accumulation steps and accelerate's environment
+    # override of them are unchanged.
+    import contextlib
+
+    import accelerate.utils.environment as accelerate_environment
+
+    cleared: list[int] = []
+    original = accelerate_environment.clear_environment
+
+    @contextlib.contextmanager
+    def counted():
+        cleared.append(1)
+        with original():
+            yield
+
+    monkeypatch.setattr(accelerate_environment, "clear_environment", counted)
+    Trainer(model=Linear(), args=make_args(gradient_accumulation_steps=4))  # the process's first, at the latest
+    cleared.clear()
+    trainer = Trainer(model=Linear(), args=make_args(gradient_accumulation_steps=4))
+    assert cleared == [] and trainer.accelerator.gradient_accumulation_steps == 4
+    monkeypatch.setenv("ACCELERATE_GRADIENT_ACCUMULATION_STEPS", "2")
+    assert Trainer(model=Linear(), args=make_args(gradient_accumulation_steps=3)).accelerator.gradient_accumulation_steps == 2
+
+
 def test_accelerator_config_and_batch_options_reach_the_data_loader_config(make_args):
     trainer = Trainer(model=Linear(), args=make_args(accelerator_config={"even_batches": False}, split_batches=True))
     config = trainer.accelerator.dataloader_config

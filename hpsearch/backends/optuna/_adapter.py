@@ -283,13 +283,15 @@ class OptunaBackend(SearchBackend):
 
         pending: dict[int, TrialRecord] = {}
 
-        def record_after_tell(study_: Any, frozen: Any) -> None:
-            # Called once Optuna has stored the trial's end: search.json never says more than the study.
+        def after_tell(study_: Any, frozen: Any) -> None:
+            # Called once Optuna has stored the trial's end: search.json never says more than the study. One callback
+            # for both jobs: Optuna deep-copies the finished trial (its record included) for each callback.
             record = pending.pop(frozen.number, None)
             if record is not None:
                 session.record(record)
             if session.stop_reason is not None:
                 study_.stop()  # a compute budget is spent: running trials finish, no new one starts
+            stop_at_budget(study_, frozen)
 
         catch = self.kwargs.get("catch", ())
         catch = tuple(catch) if isinstance(catch, list | tuple) else (catch,)
@@ -301,7 +303,7 @@ class OptunaBackend(SearchBackend):
                     timeout=self.kwargs.get("timeout"),
                     n_jobs=self.kwargs.get("n_jobs", 1),
                     gc_after_trial=self.kwargs.get("gc_after_trial", False),
-                    callbacks=[record_after_tell, *(self.kwargs.get("callbacks") or ()), stop_at_budget],
+                    callbacks=[after_tell, *(self.kwargs.get("callbacks") or ())],
                     catch=(_Failed, *catch),
                     show_progress_bar=self.kwargs.get("show_progress_bar", False),
                 )
