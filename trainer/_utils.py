@@ -72,7 +72,8 @@ def set_seed(seed: int, deterministic: bool = False) -> None:
     """Seed python's `random`, numpy and torch (all devices); ``deterministic`` also makes torch deterministic."""
     random.seed(seed)
     np.random.seed(seed % 2**32)
-    if torch.accelerator.is_available():
+    accelerator = getattr(torch, "accelerator", None)  # torch >= 2.6
+    if accelerator is None or accelerator.is_available():
         torch.manual_seed(seed)  # the CPU and every device (CUDA, XPU, MPS, ...)
         if torch.cuda.is_available():
             torch.cuda.manual_seed_all(seed)

@@ -663,6 +663,21 @@ def test_set_seed_seeds_torch_exactly_as_torch_manual_seed(seed):
     assert torch.initial_seed() == expected[2]
 
 
+def test_set_seed_seeds_every_device_where_torch_has_one(monkeypatch):
+    # With a device (or a torch without torch.accelerator) set_seed goes through torch.manual_seed, which also seeds
+    # CUDA, XPU, MPS and the out-of-tree devices; only a process without any seeds the CPU generator alone.
+    seeded: list[int] = []
+    real = torch.manual_seed
+    monkeypatch.setattr(torch, "manual_seed", lambda seed: seeded.append(seed) or real(seed))
+    set_seed(3)
+    assert seeded == ([3] if torch.accelerator.is_available() else [])
+    monkeypatch.setattr(torch.accelerator, "is_available", lambda: True)
+    set_seed(4)
+    monkeypatch.delattr(torch, "accelerator")
+    set_seed(5)
+    assert seeded[-2:] == [4, 5]
+
+
 # ------------------------------------------------------------------ import weight
 def test_import_trainer_is_light():
     code = (
