@@ -53,9 +53,12 @@ def evaluated(output_dir: str | os.PathLike[str], trial_id: str, evaluation: Eva
     })
 
 
-def trial_finished(output_dir: str | os.PathLike[str], record: TrialRecord) -> None:
-    """Log that the trial of ``record`` ended; the record is stored as ``search.json`` stores it."""
-
+def trial_finished(output_dir: str | os.PathLike[str], record: TrialRecord, record_json: str | None = None) -> None:
+    """Log that the trial of ``record`` ended; the record is stored as ``search.json`` stores it (``record_json``:
+    that JSON text already made, which is then not encoded a second time)."""
+    if record_json is not None:
+        _append(output_dir, lambda: f'{{"event":"trial_end","time":{json.dumps(_now())},"record":{record_json}}}')
+        return
     _append(output_dir, lambda: {"event": "trial_end", "time": _now(), "record": record.to_dict()})
 
 
@@ -73,7 +76,9 @@ def _append(output_dir: str | os.PathLike[str], build: Any) -> None:
         from ._files import json_default as _json_default
 
         # allow_nan keeps a NaN objective readable by Python's json (the dashboard); default= covers numpy values.
-        line = (json.dumps(build(), separators=(",", ":"), default=_json_default) + "\n").encode("utf-8")
+        event = build()
+        text = event if isinstance(event, str) else json.dumps(event, separators=(",", ":"), default=_json_default)
+        line = (text + "\n").encode("utf-8")
         path = os.path.join(os.fspath(output_dir), EVENTS_FILE)
         try:
             fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

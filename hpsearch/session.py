@@ -103,7 +103,8 @@ class SearchSession:
             if _dist.is_main_process():
                 # search.json and the CSV exports after every trial (fsynced by the search's last save).
                 self.result._save_after_trial(self.output_dir)
-                _events.trial_finished(self.output_dir, record)  # the live dashboard's feed
+                # The live dashboard's feed, with the record's JSON as search.json has just stored it.
+                _events.trial_finished(self.output_dir, record, self.result._record_line(record).strip())
                 for hook in list(TRIAL_END_HOOKS):
                     try:
                         hook(self, record)

@@ -410,6 +410,13 @@ def _adafactor() -> type[torch.optim.Optimizer]:
 _RESERVED_OPTIM_ARGS = {"params": None, "lr": "learning_rate", "weight_decay": "weight_decay"}
 
 
+@functools.cache
+def _constructor_options(cls: Any) -> tuple[str, ...]:
+    """The keyword options of an optimizer class (read once per class: inspect.signature is slow, and a search
+    creates an optimizer per trial)."""
+    return tuple(n for n in inspect.signature(cls.__init__).parameters if n not in ("self", *_RESERVED_OPTIM_ARGS))
+
+
 def create_optimizer(model: torch.nn.Module, args: TrainingArguments) -> torch.optim.Optimizer:
     """The optimizer named by ``args.optim`` over the trainable parameters of ``model``.
 
@@ -437,9 +444,7 @@ def create_optimizer(model: torch.nn.Module, args: TrainingArguments) -> torch.o
         if key in extra:
             fix = f"set TrainingArguments.{field_name} instead" if field_name else "remove it"
             raise ValueError(f"optim_args must not contain {key!r} (got {extra[key]!r}); {fix}.")
-    accepted = [
-        n for n in inspect.signature(cls.__init__).parameters if n not in ("self", *_RESERVED_OPTIM_ARGS)
-    ]
+    accepted = _constructor_options(cast(Any, cls))
     unknown = sorted(set(extra) - set(accepted))
     if unknown:
         raise ValueError(

@@ -122,3 +122,24 @@ def test_adopted_records_are_kept_without_counting_or_saving(new_session, output
     session.record(failed(2))  # one failure in a row, not three
     session.replace_all([record(5), *session.records])
     assert [r.trial_id for r in SearchResult.load(output_dir).records] == ["5", "0", "1", "2"]
+
+
+def test_the_trial_end_event_carries_the_record_as_search_json_stores_it(new_session, output_dir):
+    import json
+    import math
+
+    from hpsearch._events import EVENTS_FILE
+
+    session = new_session()
+    odd = record(1, objective=math.nan)  # a NaN objective, a failure, numpy-free extras: all as search.json has them
+    odd.extra["note"] = "ünïcode"
+    for r in (record(0), odd, failed(2)):
+        session.record(r)
+    with open(output_dir / EVENTS_FILE, encoding="utf-8") as handle:
+        ends = [json.loads(line) for line in handle if '"trial_end"' in line]
+    stored = json.loads((output_dir / "search.json").read_text(encoding="utf-8"))["records"]
+    assert [e["record"]["trial_id"] for e in ends] == ["0", "1", "2"]
+    assert json.dumps([e["record"] for e in ends]) == json.dumps(stored)  # NaN compared as text
+    assert all(set(e) == {"event", "time", "record"} for e in ends)
+    assert all(json.dumps(TrialRecord.from_dict(e["record"]).to_dict()) == json.dumps(r.to_dict())
+               for e, r in zip(ends, session.records))
