@@ -367,3 +367,29 @@ def test_hanging_and_memory_error_trials_fail_and_search_goes_on(tmp_path):
     assert [r.state for r in records] == [TrialState.FAIL, TrialState.FAIL, TrialState.COMPLETE]
     assert "trial_timeout" in records[0].error
     assert "MemoryError" in records[1].error
+
+
+def test_the_record_kept_in_the_study_reads_back_as_text_and_in_the_older_dict_form(tmp_path):
+    # The whole record is stored as JSON text (Optuna deep-copies user attrs often; text copies for free); studies
+    # written before kept the decoded dict. Both read back to the same record; unreadable text is no record.
+    import numpy as np
+
+    from hpsearch.backends.optuna import _storage
+    from hpsearch.trial import Evaluation, TrialRecord
+
+    record = TrialRecord(trial_id="4", number=4, name="run-4", state=TrialState.COMPLETE, params={"lr": np.float64(0.1)},
+                         objective=0.75, intermediates=[Evaluation(step=3, epoch=1.0, objective=0.75, metrics={"a": 1.0})])
+    text = _storage.record_attr(record)
+    assert isinstance(text, str)
+    from_text = _storage.saved_record({_storage.RECORD_ATTR: text})
+    from_dict = _storage.saved_record({_storage.RECORD_ATTR: json.loads(text)})
+    assert from_text == from_dict and from_text is not None
+    assert from_text.params == {"lr": 0.1} and from_text.intermediates[0].metrics == {"a": 1.0}
+    assert _storage.saved_fields({_storage.RECORD_ATTR: text})["objective"] == 0.75
+    assert _storage.saved_record({_storage.RECORD_ATTR: "{not json"}) is None
+    # Through a real study on disk: what Optuna stores and gives back.
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'study.db'}")
+    trial = study.ask()
+    trial.set_user_attr(_storage.RECORD_ATTR, text)
+    study.tell(trial, 0.75)
+    assert _storage.saved_record(study.trials[0].user_attrs) == from_text

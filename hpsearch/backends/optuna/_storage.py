@@ -65,9 +65,20 @@ def owner_is_dead(value: Any) -> bool:
     return False
 
 
+def _saved(user_attrs: Mapping[str, Any]) -> Any:
+    """The record attr as a dict: stored as JSON text (older studies: a dict), None when absent or unreadable."""
+    saved = user_attrs.get(RECORD_ATTR)
+    if isinstance(saved, str):
+        try:
+            saved = json.loads(saved)
+        except ValueError:
+            return None
+    return saved
+
+
 def saved_record(user_attrs: Mapping[str, Any]) -> TrialRecord | None:
     """The record a trial's driver saved in the study, when it saved the whole record."""
-    saved = user_attrs.get(RECORD_ATTR)
+    saved = _saved(user_attrs)
     if isinstance(saved, dict) and "trial_id" in saved:
         try:
             return TrialRecord.from_dict(saved)
@@ -76,14 +87,18 @@ def saved_record(user_attrs: Mapping[str, Any]) -> TrialRecord | None:
     return None
 
 
-def record_attr(record: TrialRecord) -> dict[str, Any]:
-    """The record as the JSON value Optuna stores (anything JSON cannot hold becomes plain data or a string)."""
-    return json.loads(json.dumps(record.to_dict(), default=json_default))
+def record_attr(record: TrialRecord) -> str:
+    """The record as Optuna stores it: its JSON text (anything JSON cannot hold becomes plain data or a string).
+
+    Text rather than the decoded dict: Optuna deep-copies a finished trial, user attrs included, for every callback
+    and most reads of the study, and a string is copied for free.
+    """
+    return json.dumps(record.to_dict(), default=json_default)
 
 
 def saved_fields(user_attrs: Mapping[str, Any]) -> dict[str, Any]:
     """The record fields a trial's driver saved: the one ``hpsearch`` attr, or the older one-attr-per-field form."""
-    saved = user_attrs.get(RECORD_ATTR)
+    saved = _saved(user_attrs)
     out = {key: user_attrs[f"hpsearch_{key}"] for key in RECORD_FIELDS if f"hpsearch_{key}" in user_attrs}
     if isinstance(saved, dict):
         out.update(saved)
