@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import math
 import os
 import tempfile
@@ -91,6 +92,30 @@ def json_default(value: Any) -> Any:
     if hasattr(value, "value") and isinstance(getattr(value, "value", None), (str, int, float)):
         return value.value
     return str(value)
+
+
+def indented_json(items: dict[str, Any], cache: dict[str, tuple[str, str]]) -> str:
+    """``json.dumps(items, indent=2, default=json_default)``, byte for byte, reusing each value's indented text while
+    its compact encoding is unchanged (``cache``: key -> (compact, indented)).
+
+    json's indenting encoder is pure Python, its compact one is C; search.json's header (the space, the settings) is
+    the same at every save after a trial, and was ~500 Python calls to indent each time.
+    """
+    if not items:
+        return "{}"
+    lines = []
+    for key, value in items.items():
+        if isinstance(value, dict | list | tuple) and value:
+            compact = json.dumps(value, default=json_default, separators=(",", ":"))
+            cached = cache.get(key)
+            if cached is None or cached[0] != compact:
+                cached = cache[key] = (compact, json.dumps(value, indent=2, default=json_default))
+            text = cached[1]
+        else:
+            text = json.dumps(value, indent=2, default=json_default)
+        # One level deeper inside the object: JSON text has no raw newline but the indentation's.
+        lines.append(f"  {json.dumps(key)}: {text.replace(chr(10), chr(10) + '  ')}")
+    return "{\n" + ",\n".join(lines) + "\n}"
 
 
 def atomic_write_text(path: Path, text: str, durable: bool = True) -> None:

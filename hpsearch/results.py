@@ -29,6 +29,7 @@ from hpsearch._cost import COST_COLUMNS
 from hpsearch._files import (
     CsvExports,
     atomic_write_text,
+    indented_json,
     json_default,
     objective_vector,
     plain,
@@ -88,6 +89,7 @@ class SearchResult:
     )
     # The CSV exports' rendered rows and what was last written (see CsvExports).
     _exports: CsvExports = field(default_factory=CsvExports, init=False, repr=False, compare=False)
+    _head_texts: dict[str, tuple[str, str]] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if isinstance(self.directions, str):
@@ -356,7 +358,7 @@ class SearchResult:
         }
         # The header is indented for people; records go one per line so that a 1000-trial search stays a
         # few thousand lines and diffs of two saves show which trials changed.
-        head = json.dumps(meta, indent=2, default=json_default)
+        head = indented_json(meta, self._head_texts)
         records = ",\n".join(self._record_line(r) for r in self.records)
         if len(self._json_lines) > len(self.records):  # forget records that were replaced or removed
             kept = {id(r) for r in self.records}

@@ -569,3 +569,41 @@ def test_to_markdown_multi_objective_and_empty():
     assert "| objective_0 | objective_1 |" in text
     empty = render_markdown(single_result(records=[]))
     assert "No trials recorded" in empty
+
+
+def test_search_json_header_is_jsons_own_indentation_byte_for_byte():
+    # The header reuses each value's indented text while its compact encoding is unchanged; whatever the values
+    # (nested, NaN, non-ASCII, newlines in keys, numpy, enums, paths, values changing between saves) the text must be
+    # exactly json.dumps(..., indent=2).
+    import datetime
+    import enum
+    import json
+    import math
+    import pathlib
+    import random
+
+    import numpy as np
+
+    from hpsearch._files import indented_json, json_default
+
+    class Color(enum.Enum):
+        RED = "red"
+
+    rng = random.Random(0)
+    leaves = [1, -2.5, math.nan, math.inf, 'x\ny"z', "ünï", None, True, np.float32(1.5), np.int64(3), Color.RED,
+              pathlib.Path("/a/b"), datetime.datetime(2020, 1, 1)]
+
+    def value(depth: int = 0):
+        roll = rng.random()
+        if depth > 3 or roll < 0.3:
+            return rng.choice(leaves)
+        if roll < 0.6:
+            return [value(depth + 1) for _ in range(rng.randint(0, 3))]
+        if roll < 0.75:
+            return tuple(value(depth + 1) for _ in range(rng.randint(0, 2)))
+        return {f"k{i}\n": value(depth + 1) for i in range(rng.randint(0, 3))}
+
+    cache: dict = {}
+    for _ in range(1500):
+        meta = {f"key{i}": value() for i in range(rng.randint(0, 6))}
+        assert indented_json(meta, cache) == json.dumps(meta, indent=2, default=json_default)
