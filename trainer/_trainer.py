@@ -13,7 +13,7 @@ import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -382,7 +382,8 @@ class Trainer:
             moved = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
             if self.args.past_index >= 0 and self._past is not None:
                 moved["mems"] = self._past
-            return cast(Any, type(inputs))(moved)
+            kind: Any = type(inputs)
+            return moved if kind is dict else kind(moved)  # a dict is new already: not copied again
         return inputs
 
     def compute_loss(
