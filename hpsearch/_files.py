@@ -19,8 +19,14 @@ if TYPE_CHECKING:
     from .trial import TrialRecord
 
 __all__ = [
-    "CsvExports", "append_or_replace_text", "atomic_write_text", "csv_row", "inter_csv_lines", "json_default", "objective_vector", "plain", "trial_csv_line",
+    "INTERMEDIATES_FILE", "SEARCH_FILE", "TRIALS_FILE", "CsvExports", "append_or_replace_text", "atomic_write_text",
+    "csv_row", "indented_json", "inter_csv_lines", "json_default", "objective_vector", "plain", "trial_csv_line",
 ]
+
+#: A search's files in its output folder: the results (what `SearchResult.load` reads) and their CSV exports.
+SEARCH_FILE = "search.json"
+TRIALS_FILE = "trials.csv"
+INTERMEDIATES_FILE = "intermediates.csv"
 
 
 def csv_cell(value: Any) -> Any:
@@ -175,10 +181,6 @@ def append_or_replace_text(path: Path, text: str, written: tuple[str, int] | Non
             pass  # gone, or not writable in place: replace it
     atomic_write_text(path, text, durable=False)
     return text, len(text.encode("utf-8"))
-
-
-TRIALS_FILE = "trials.csv"
-INTERMEDIATES_FILE = "intermediates.csv"
 
 
 class CsvExports:

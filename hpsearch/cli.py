@@ -24,6 +24,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ._events import EVENTS_FILE
+from ._files import INTERMEDIATES_FILE, SEARCH_FILE, TRIALS_FILE
 from .backends import backend_names, get_backend
 from .errors import BackendNotAvailable, HPSearchError, SearchConfigError
 from .sweep import KEYS, ConfigError, SweepConfig, load_sweep
@@ -95,7 +97,7 @@ def _prepare_store(config: SweepConfig, resume: bool, fresh: bool = False) -> st
             note += f"; {', '.join(reseeded)} (seed + trials so far, so that no earlier sample is replayed)"
         return note + "."
     if not fresh:
-        where = (f"{Path(config.output_dir) / 'search.json'}" if earlier is not None
+        where = (f"{Path(config.output_dir) / SEARCH_FILE}" if earlier is not None
                  else f"the {config.backend} backend's store")
         how = "Pass --resume to continue it, or --fresh" if backend_cls.can_resume else (
             f"The {config.backend} backend cannot continue it; pass --fresh")
@@ -123,7 +125,7 @@ def _earlier_results(config: SweepConfig, fresh: bool) -> Any:
     unreadable one is an error, unless --fresh is to delete it anyway (then a result without records)."""
     from .results import SearchResult
 
-    if not (Path(config.output_dir) / "search.json").is_file():
+    if not (Path(config.output_dir) / SEARCH_FILE).is_file():
         return None
     try:
         return SearchResult.load(config.output_dir)
@@ -139,7 +141,7 @@ def _earlier_results(config: SweepConfig, fresh: bool) -> Any:
 
 def _discard_results(earlier: Any, output_dir: Path) -> None:
     """--fresh for a run recorded only in its folder: its result files and its trials' folders go."""
-    for name in ("search.json", "trials.csv", "intermediates.csv", "events.jsonl"):
+    for name in (SEARCH_FILE, TRIALS_FILE, INTERMEDIATES_FILE, EVENTS_FILE):
         (output_dir / name).unlink(missing_ok=True)
     root = output_dir.resolve()
     for record in earlier.records:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from hpsearch._cost import COST_COLUMNS
 from hpsearch._files import (
+    SEARCH_FILE,
     CsvExports,
     atomic_write_text,
     indented_json,
@@ -46,7 +47,6 @@ FORMAT_VERSION = 1
 
 _DIRECTIONS = ("minimize", "maximize")
 _STATE_ORDER = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL, TrialState.RUNNING)
-_SEARCH_FILE = "search.json"
 # One dtype per column whatever the backend. Free text is `object` (holding str or None) rather than
 # pandas 3's default `str` dtype: it behaves the same on pandas 2 and 3 and keeps None distinct from "".
 _TEXT = "object"
@@ -318,7 +318,7 @@ class SearchResult:
 
     def _write(self, folder: Path, durable: bool) -> str:
         folder.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(folder / _SEARCH_FILE, self._to_json_text(), durable=durable)
+        atomic_write_text(folder / SEARCH_FILE, self._to_json_text(), durable=durable)
         self._write_exports(folder)
         return str(folder)
 
@@ -374,7 +374,7 @@ class SearchResult:
             FileNotFoundError: when ``search.json`` is missing.
             ValueError: when it is not a readable search file (names the file and what is wrong).
         """
-        path = Path(output_dir) / _SEARCH_FILE
+        path = Path(output_dir) / SEARCH_FILE
         if not path.is_file():
             raise FileNotFoundError(
                 f"Cannot load a search from {os.fspath(output_dir)!r}: {os.fspath(path)!r} does not exist. "

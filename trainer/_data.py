@@ -172,9 +172,6 @@ class SeededRandomSampler(RandomSampler):
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
 
-    def __len__(self) -> int:
-        return len(self.data_source)
-
     def __iter__(self) -> Iterator[int]:
         device = torch.get_default_device() if hasattr(torch, "get_default_device") else "cpu"
         generator = torch.Generator(device=device).manual_seed(self.seed + self.epoch)
@@ -335,7 +332,7 @@ def flag_last(iterable: Any) -> Any:
 def batch_size_of(x: Any) -> int:
     if isinstance(x, torch.Tensor):
         return x.shape[0] if x.dim() > 0 else 1
-    if isinstance(x, Mapping):
+    if type(x) is dict or isinstance(x, Mapping):  # a dict first: Mapping's ABC check is a Python call
         for v in x.values():
             return batch_size_of(v)
     if isinstance(x, list | tuple) and x:

@@ -470,7 +470,7 @@ def input_tokens(
     counts its examples, with a warning once."""
     if name is None:
         name = getattr(trainer.model, "main_input_name", "input_ids")
-    value = inputs.get(name) if isinstance(inputs, Mapping) else None
+    value = inputs.get(name) if type(inputs) is dict or isinstance(inputs, Mapping) else None
     if isinstance(value, torch.Tensor):
         mask = inputs.get("attention_mask") if how == "non_padding" else None
         count = int(mask.sum()) if isinstance(mask, torch.Tensor) else value.numel()

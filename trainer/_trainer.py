@@ -511,14 +511,6 @@ class Trainer:
         if self._model_flops is not None:
             return float(self._model_flops(inputs))
         assert self._num_parameters is not None
-        if type(inputs) is dict:  # the usual batch, counted as input_tokens does without its generality
-            value = inputs.get(self._main_input)
-            if value is None and inputs:
-                value = next(iter(inputs.values()))
-                if isinstance(value, torch.Tensor):  # no main input: its examples, as batch_size_of counts them
-                    return 6.0 * self._num_parameters * (value.shape[0] if value.dim() > 0 else 1)
-            elif isinstance(value, torch.Tensor):
-                return 6.0 * self._num_parameters * value.numel()
         return 6.0 * self._num_parameters * _loop.input_tokens(
             self, inputs, True, gather=False, warn=False, name=self._main_input
         )

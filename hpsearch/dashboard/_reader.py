@@ -22,13 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from hpsearch._events import EVENTS_FILE
+from hpsearch._files import SEARCH_FILE
 from hpsearch.results import SearchResult
 from hpsearch.trial import Evaluation, TrialRecord, TrialState
 from hpsearch.trial import decode_tuples as _decode_tuples
 
 __all__ = ["SEARCH_FILE", "FolderReader", "NotASearchFolder", "check_search_folder"]
 
-SEARCH_FILE = "search.json"
 _CHUNK = 4 << 20  # events.jsonl is read at most this many bytes at a time
 
 

@@ -24,6 +24,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import optuna
@@ -56,24 +57,39 @@ def _wait_for_trial_start(markers: Path, pid: int, proc, deadline: float, nth: i
     pytest.fail("the driver started no trial in time")
 
 
-def _kill_at_random_moments(mode: str, config: dict, log: Path, markers: Path, rng: random.Random,
-                            trials: tuple[int, ...] = (1,)) -> int:
-    """Start the driver and SIGKILL it at a random moment after it started its n-th trial (n drawn from
-    ``trials``), KILLS times (fewer when the sweep finishes first); returns the number of kills that landed."""
+def _kill_at_random_moments(spawn: Callable[[], subprocess.Popen], started: Callable[[subprocess.Popen, float], bool],
+                            rng: random.Random, longest_wait_s: float,
+                            after_kill: Callable[[subprocess.Popen, float], None] | None = None) -> int:
+    """Start a driver with ``spawn`` and SIGKILL it at a random moment (up to ``longest_wait_s``) after ``started``
+    says it began training, KILLS times (fewer when the sweep finishes first); ``after_kill`` checks what the kill
+    left. Returns the number of kills that landed."""
     kills = 0
     deadline = time.monotonic() + PATIENCE_S
     while kills < KILLS:
-        driver = _spawn(mode, config, log)
-        nth = rng.choice(trials) if len(trials) > 1 else trials[0]
-        if not _wait_for_trial_start(markers, driver.pid, driver, deadline, nth):
+        driver = spawn()
+        if not started(driver, deadline):
             break  # the sweep finished before this kill
-        time.sleep(rng.uniform(0.0, 1.5))
+        time.sleep(rng.uniform(0.0, longest_wait_s))
         if driver.poll() is not None:
             break
         driver.send_signal(signal.SIGKILL)
         driver.wait()
         kills += 1
+        if after_kill is not None:
+            after_kill(driver, deadline)
     return kills
+
+
+def _kill_sweep_driver(mode: str, config: dict, log: Path, markers: Path, rng: random.Random,
+                       trials: tuple[int, ...] = (1,)) -> int:
+    """`_kill_at_random_moments` for a ``_sweep_worker`` driver, killed after it started its n-th trial (n drawn
+    from ``trials``)."""
+
+    def started(driver: subprocess.Popen, deadline: float) -> bool:
+        nth = rng.choice(trials) if len(trials) > 1 else trials[0]
+        return _wait_for_trial_start(markers, driver.pid, driver, deadline, nth)
+
+    return _kill_at_random_moments(lambda: _spawn(mode, config, log), started, rng, 1.5)
 
 
 def _completed_in(markers: Path, pid: int) -> list[str]:
@@ -98,7 +114,7 @@ def test_random_kills_lose_duplicate_or_misreport_no_trial(kind, tmp_path, reque
     config = dict(storage=location, study_name=study_name, output_dir=str(output_dir), n_trials=N_TRIALS,
                   max_steps=6, eval_strategy="steps", eval_steps=2, save_strategy="steps", save_steps=2,
                   step_sleep=0.1, marker_dir=str(markers), data=digits_npz)
-    kills = _kill_at_random_moments("sweep", config, log, markers, random.Random(f"{kind}-kills"))
+    kills = _kill_sweep_driver("sweep", config, log, markers, random.Random(f"{kind}-kills"))
     storage = _open_storage(kind, location)
     before_last = {t.number for t in optuna.load_study(study_name=study_name, storage=storage).trials
                    if t.state == optuna.trial.TrialState.COMPLETE}
@@ -151,7 +167,7 @@ def test_random_kills_of_a_resumed_sigopt_search(tmp_path, digits_npz):  # noqa:
                   observations=str(observations))
     # A process's first trial takes longest (the first model, the first evaluation): some kills wait for its
     # second trial, so that trials finish between kills and each rerun has earlier trials to tell.
-    kills = _kill_at_random_moments("sigopt", config, log, markers, random.Random("sigopt-kills"), trials=(1, 2))
+    kills = _kill_sweep_driver("sigopt", config, log, markers, random.Random("sigopt-kills"), trials=(1, 2))
     before_last = SearchResult.load(output_dir).records if (output_dir / "search.json").exists() else []
     last = _spawn("sigopt", config, log)
     _finish(last, log)
@@ -276,24 +292,20 @@ def test_random_kills_of_a_ray_driver_lose_duplicate_or_misreport_no_trial(ray_c
                   eval_strategy="steps", eval_steps=2, save_strategy="steps", save_steps=2, step_sleep=0.2,
                   marker_dir=str(markers), data=digits_npz, max_concurrent_trials=2, resume=True)
     rng = random.Random("ray-kills")
-    kills = 0
     last_kill = 0.0
-    deadline = time.monotonic() + PATIENCE_S
-    while kills < KILLS:
-        driver = _spawn_ray_driver(config, log, rng.choice(["auto", "0"]))
-        if not _wait_for_ray_trial_start(markers, driver, deadline):
-            break  # the sweep finished before this kill
-        time.sleep(rng.uniform(0.0, 3.0))
-        if driver.poll() is not None:
-            break
-        driver.send_signal(signal.SIGKILL)
-        driver.wait()
+
+    def after_kill(driver: subprocess.Popen, deadline: float) -> None:
+        nonlocal last_kill
         last_kill = time.time()
-        kills += 1
         _wait_for_exit({pid for _, _, pid, _ in _markers(markers, "started", driver.pid)}, deadline)
         # search.json never drops a trial Ray had finished (a restored run lists them from its first save on).
         finished = {i for i, t in _ray_store(experiment).items() if t["status"] == "TERMINATED"}
         assert finished <= _saved_ids(output_dir), (sorted(finished), sorted(_saved_ids(output_dir)))
+
+    kills = _kill_at_random_moments(
+        lambda: _spawn_ray_driver(config, log, rng.choice(["auto", "0"])),
+        lambda driver, deadline: _wait_for_ray_trial_start(markers, driver, deadline), rng, 3.0, after_kill,
+    )
     before_last = {i for i, t in _ray_store(experiment).items() if t["status"] == "TERMINATED"}
     last = _spawn_ray_driver(config, log, "auto")
     _finish(last, log)

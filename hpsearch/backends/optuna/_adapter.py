@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from ... import _lockstep
+from ..._files import SEARCH_FILE
 from ...errors import SearchConfigError, TrialFailed
 from ...runner import failed_record, run_trial
 from ...settings import Option
@@ -315,7 +316,7 @@ class OptunaBackend(SearchBackend):
         """Keep the detailed records a previous run of this study saved in output_dir."""
         from ...results import SearchResult
 
-        if not study.trials or not os.path.isfile(os.path.join(session.output_dir, "search.json")):
+        if not study.trials or not os.path.isfile(os.path.join(session.output_dir, SEARCH_FILE)):
             return
         try:
             previous = SearchResult.load(session.output_dir)
