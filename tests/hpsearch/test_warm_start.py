@@ -36,8 +36,11 @@ def _trainer(out: Path, built: list | None = None) -> Trainer:
 
 def _earlier(tmp_path: Path, backend: str = "optuna", n: int = 6, space=SPACE) -> Path:
     out = tmp_path / f"earlier-{backend}"
+    # A seeded sampler: the tests below need earlier points on both sides of a narrowed range, which an
+    # unseeded draw of six misses one time in sixty-four (SigOpt's draws are seeded from args.seed already).
+    engine = {"sampler": optuna.samplers.TPESampler(seed=3)} if backend == "optuna" else {}
     hpsearch.hyperparameter_search(_trainer(out), hp_space=space, n_trials=n, backend=backend,
-                                   compute_objective="eval_loss")
+                                   compute_objective="eval_loss", **engine)
     return out
 
 
@@ -93,6 +96,8 @@ def test_evaluate_on_the_random_backend_and_inform_refused_there(tmp_path):
 def test_changed_spaces_are_mapped_and_what_does_not_fit_is_left_out(tmp_path, caplog):
     earlier = _earlier(tmp_path)
     records = SearchResult.load(earlier).records
+    inside = [r for r in records if r.params["learning_rate"] <= 1e-2 and r.state is TrialState.COMPLETE]
+    assert 0 < len(inside) < sum(r.state is TrialState.COMPLETE for r in records)  # points on both sides
     # Narrowed range: points outside it are left out; an added parameter takes its stated default.
     narrow = {"learning_rate": spaces.Float(1e-3, 1e-2, log=True), "hidden": spaces.Categorical([8, 16, 32]),
               "warmup_ratio": spaces.Float(0.0, 0.2)}
@@ -103,11 +108,9 @@ def test_changed_spaces_are_mapped_and_what_does_not_fit_is_left_out(tmp_path, c
     best = hpsearch.hyperparameter_search(_trainer(tmp_path / "b"), hp_space=narrow, n_trials=1, backend="optuna",
                                           compute_objective="eval_loss", warm_start=str(earlier),
                                           warm_start_defaults={"warmup_ratio": 0.0})
-    inside = [r for r in records if r.params["learning_rate"] <= 1e-2 and r.state is TrialState.COMPLETE]
     told = [r for r in best.run_summary.records if r.extra.get("source") == "warm_start"]
     assert len(told) == len(inside) and all(r.params["warmup_ratio"] == 0.0 for r in told)
-    if len(inside) < sum(r.state is TrialState.COMPLETE for r in records):
-        assert any("left out" in m.getMessage() and "outside the new space" in m.getMessage() for m in caplog.records)
+    assert any("left out" in m.getMessage() and "outside the new space" in m.getMessage() for m in caplog.records)
     # A removed parameter is dropped; a disappeared categorical choice leaves its points out.
     fewer = {"learning_rate": spaces.Float(1e-3, 1e-1, log=True)}
     best = hpsearch.hyperparameter_search(_trainer(tmp_path / "c"), hp_space=fewer, n_trials=1, backend="optuna",
