@@ -142,7 +142,7 @@ def test_pbt_exploit_restores_weights_from_another_trial(ray_cluster, tmp_path):
 
 # ---------------------------------------------------------------------------------------------- conversion
 def test_space_conversion_respects_inclusive_bounds():
-    import random
+    import numpy
 
     from ray.tune.search.variant_generator import generate_variants
 
@@ -160,10 +160,10 @@ def test_space_conversion_respects_inclusive_bounds():
     })
     backend = RayBackend.__new__(RayBackend)
     native = backend.convert_space(space)
-    random.seed(0)
+    rng = numpy.random.default_rng(0)  # Ray draws from numpy, not from `random`
     seen: dict[str, set] = {k: set() for k in space}
     for _ in range(300):
-        _, config = next(generate_variants({"config": native}))
+        _, config = next(generate_variants({"config": native}, random_state=rng))
         config = config["config"]
         params = {n: config[n] for n in space.order if n in config and space.is_active(n, {
             k: config[k] for k in space.order if k in config and config[k] is not None})}

@@ -132,13 +132,15 @@ def test_trial_timeout_stops_a_threaded_trial_stuck_before_its_first_step(tmp_pa
 
     def model_init(trial):
         if trial is not None and trial.number == 0:
-            for _ in range(600):  # 30 s of a data set that never arrives
+            # 30 s of a data set that never arrives. trial_timeout=3 s: trial 1 (the first trial of a cold process,
+            # ~0.8 s on a busy 2-core machine) finishes well inside it, and this loop is stopped long before its end.
+            for _ in range(600):
                 time.sleep(0.05)
             looped_to_the_end.append(True)
         return DigitsMLP(hidden=16)
 
     best = hpsearch.hyperparameter_search(_trainer(tmp_path / "out", model_init), hp_space=SPACE, n_trials=2,
-                                          backend="optuna", n_jobs=2, trial_timeout=1.0,
+                                          backend="optuna", n_jobs=2, trial_timeout=3.0,
                                           compute_objective="eval_loss")
     records = {r.number: r for r in best.run_summary.records}
     assert records[0].state is TrialState.FAIL and "trial_timeout" in records[0].error
