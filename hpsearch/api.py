@@ -189,16 +189,29 @@ def hyperparameter_search(
             "hyperparameter_search needs an eval_dataset: every trial's objective comes from an evaluation; pass "
             "Trainer(eval_dataset=...)."
         )
+    if trainer.train_dataset is None:
+        raise SearchConfigError(
+            "hyperparameter_search needs a train_dataset: every trial trains a model; pass Trainer(train_dataset=...)."
+        )
     if isinstance(hp_space, Mapping) and not hp_space:
         raise SearchConfigError("hp_space={} has no parameter to search; pass at least one, or None for the default space.")
     n_trials = _check_int("n_trials", n_trials, 1)
     directions = _directions(direction)
     if hp_name is not None and not callable(hp_name):
         raise SearchConfigError(f"hp_name must be a callable taking the trial and returning a name, got {hp_name!r}.")
+    _check_dashboard(dashboard, dashboard_port)
+    warm_options = sorted(k for k in _WARM_START_OPTIONS if kwargs.get(k) is not None)
     common = check_common_options(kwargs)
+    _check_warm_start_options(common, warm_options)
     backend_cls = resolve_backend(backend)
     backend_cls.check_options(kwargs)
     objective_fn, objective_name = resolve_compute_objective(compute_objective)
+    if len(directions) > 1 and not callable(compute_objective):
+        raise SearchConfigError(
+            f"direction={directions} asks for {len(directions)} objectives, but compute_objective="
+            f"{compute_objective!r} gives one value; pass a callable returning {len(directions)} numbers (one per "
+            "direction), or a single direction."
+        )
 
     if common["max_energy_kwh"] is not None and not wants_energy(True):
         raise SearchConfigError(
@@ -225,6 +238,11 @@ def hyperparameter_search(
         adapter.settings = settings = _with_space(settings, space)
     adapter.validate()
     settings = adapter.settings  # an adapter may map its own options onto the shared settings (e.g. a scope)
+    if settings.objective_scope == "best" and len(directions) > 1:
+        raise SearchConfigError(
+            f"objective_scope='best' picks a trial's best evaluation, which several objectives (direction="
+            f"{directions}) do not define; use 'last', 'avg', 'last-5-avg' or 'last-10-avg'."
+        )
     if common["warm_start"] is not None:
         from .warmstart import load_priors
 
@@ -232,9 +250,8 @@ def hyperparameter_search(
         adapter.priors = load_priors(common["warm_start"], common["warm_start_mode"], common["warm_start_top_k"],
                                      common["warm_start_defaults"], settings)
         adapter.warm_start_mode = common["warm_start_mode"]
+    _check_earlier_search(output_dir, adapter)
     created = _probe_writable(output_dir)
-    if not isinstance(dashboard, bool):
-        raise SearchConfigError(f"dashboard must be True or False, got {dashboard!r}.")
     if dashboard:
         from .dashboard import start_in_background
 
@@ -257,16 +274,75 @@ def hyperparameter_search(
                             max_device_hours=common["max_device_hours"], max_energy_kwh=common["max_energy_kwh"])
     try:
         adapter.run(session, native_space)
-    except SearchConfigError:
-        # Raised by a check only the run can make (e.g. a cluster address): leave no empty folder behind.
-        _remove_if_empty(created)
-        raise
     except KeyboardInterrupt:
         session.save()
         if not any(r.state.value == "COMPLETE" for r in result.records):
             raise
         logger.warning("Search interrupted: returning the best of the %d trials finished so far.", len(result.records))
+    except BaseException:
+        # A check only the run can make (e.g. a cluster address) or an engine's own error before any trial: leave
+        # no empty folder behind.
+        _remove_if_empty(created)
+        raise
     return best_runs(result)
+
+
+_WARM_START_OPTIONS = ("warm_start_mode", "warm_start_top_k", "warm_start_defaults")
+
+
+def _check_warm_start_options(common: dict[str, Any], given: list[str]) -> None:
+    """The warm-start settings do something only with ``warm_start``, and ``warm_start_top_k`` only in 'evaluate'."""
+    if common["warm_start"] is None and given:
+        raise SearchConfigError(
+            f"{', '.join(given)} only apply with warm_start (the earlier searches to start from); pass warm_start=... "
+            "or remove them."
+        )
+    if "warm_start_top_k" in given and common["warm_start_mode"] != "evaluate":
+        raise SearchConfigError(
+            f"warm_start_top_k={common['warm_start_top_k']} applies to warm_start_mode='evaluate' (which trains "
+            f"the best earlier trials again); warm_start_mode={common['warm_start_mode']!r} tells the engine every "
+            "earlier trial. Pass warm_start_mode='evaluate' or remove warm_start_top_k."
+        )
+
+
+def _check_dashboard(dashboard: Any, port: Any) -> None:
+    if not isinstance(dashboard, bool):
+        raise SearchConfigError(f"dashboard must be True or False, got {dashboard!r}.")
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise SearchConfigError(f"dashboard_port must be an integer from 0 to 65535 (0: any free port), got {port!r}.")
+    if port and not dashboard:
+        raise SearchConfigError(
+            f"dashboard_port={port} is the live dashboard's port, but dashboard=False; pass dashboard=True, or remove "
+            "dashboard_port."
+        )
+
+
+def _check_earlier_search(output_dir: str, adapter: SearchBackend) -> None:
+    """Refuse to write over an earlier search's results, unless this call continues it: its search.json and its
+    trials' checkpoints would otherwise be replaced (a finished trial is never deleted implicitly)."""
+    from . import _dist
+    from ._files import SEARCH_FILE
+    from .results import SearchResult
+
+    if not os.path.isfile(os.path.join(output_dir, SEARCH_FILE)) or adapter.continues_earlier_run():
+        return
+    if not _dist.is_main_process():
+        return  # the main process of a launched search checks (the others may start after its first save)
+    try:
+        earlier = SearchResult.load(output_dir)
+    except (ValueError, OSError) as error:
+        what = f"a {SEARCH_FILE} this search cannot read ({error})"
+    else:
+        if not earlier.records:
+            return
+        what = (f"an earlier search ({len(earlier.records)} trials, backend={earlier.backend!r}, objective "
+                f"{earlier.objective!r})")
+    again = f", or continue it ({adapter.resume_hint})" if adapter.resume_hint else ""
+    raise SearchConfigError(
+        f"output_dir={output_dir!r} holds {what}; this search would replace its results and its trials' "
+        "checkpoints, so nothing was started. Give this search another output_dir (TrainingArguments(output_dir=...)), "
+        f"delete that folder to start over{again}."
+    )
 
 
 def _with_space(settings: TrialSettings, space: Any) -> TrialSettings:
@@ -288,9 +364,10 @@ def _best_run(record: TrialRecord, result: SearchResult) -> BestRun:
 
 
 def best_runs(result: SearchResult) -> BestRun | list[BestRun]:
-    if len(result.directions) > 1:
-        return [_best_run(r, result) for r in result.best_trials]
-    best = result.best_trial
+    front = result.best_trials if len(result.directions) > 1 else []
+    if front:
+        return [_best_run(r, result) for r in front]
+    best = None if len(result.directions) > 1 else result.best_trial
     if best is None:
         counts = result.counts()
         errors = "; ".join(f"{r.name}: {r.error}" for r in result.records if r.error)[:2000]

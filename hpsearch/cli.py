@@ -117,6 +117,9 @@ def _prepare_store(config: SweepConfig, resume: bool, fresh: bool = False) -> st
             "backend_options",
         )
     backend_cls.discard_existing_run(config.backend_options)
+    in_folder = _earlier_results(config, fresh=True)  # and what that run wrote into the folder: its trials go too
+    if in_folder is not None:
+        _discard_results(in_folder, Path(config.output_dir))
     return f"Deleted the earlier run of this sweep ({found} trials) from the backend's store, as --fresh asked."
 
 

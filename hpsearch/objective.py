@@ -86,13 +86,18 @@ def resolve_compute_objective(compute_objective: Any) -> tuple[Callable[[Mapping
 def to_objective(value: Any, n_objectives: int) -> float | list[float]:
     """Check and normalise what compute_objective returned: a finite float, or one per direction."""
     if n_objectives == 1:
-        if isinstance(value, Sequence) and not isinstance(value, str) and len(value) == 1:
+        if isinstance(value, Sequence) and not isinstance(value, str | bytes) and len(value) == 1:
             value = value[0]
+        elif isinstance(value, Sequence) and not isinstance(value, str | bytes):
+            raise ValueError(
+                f"compute_objective returned {len(value)} values {value!r}, but direction has 1 entry: return one "
+                f"number, or pass direction with one entry per value (e.g. {['minimize'] * len(value)})."
+            )
         number = _as_float(value)
         if not math.isfinite(number):
             raise ValueError(f"the objective is {number} (not finite)")
         return number
-    if not isinstance(value, Sequence) or isinstance(value, str) or len(value) != n_objectives:
+    if not isinstance(value, Sequence) or isinstance(value, str | bytes) or len(value) != n_objectives:
         raise ValueError(
             f"compute_objective returned {value!r}, but direction has {n_objectives} entries: return a "
             f"sequence of {n_objectives} numbers."
@@ -104,6 +109,8 @@ def to_objective(value: Any, n_objectives: int) -> float | list[float]:
 
 
 def _as_float(value: Any) -> float:
+    if isinstance(value, str | bytes | bool):  # float("0.5") and float(True) work, but they are no measurement
+        raise ValueError(f"compute_objective returned {value!r} ({type(value).__name__}), which is not a number")
     try:
         return float(value)
     except (TypeError, ValueError):

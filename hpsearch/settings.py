@@ -14,6 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ._events import EVENTS_FILE
+from ._files import INTERMEDIATES_FILE, SEARCH_FILE, TRIALS_FILE
 from .errors import SearchConfigError
 from .objective import to_objective
 
@@ -43,6 +45,37 @@ class Option:
     types: tuple[type, ...]
     help: str
     build_from: tuple[str, ...] = ()
+
+    def expected(self) -> str:
+        """What a value must be, in words ("true or false", "an integer or a number", ...)."""
+        words: list[str] = []
+        for t in self.types:
+            word = "any value" if t is object else _WORDS.get(t, f"a {t.__name__}")
+            if word not in words and not (t is int and float in self.types):
+                words.append(word)
+        return " or ".join(words)
+
+    def check(self, value: Any) -> None:
+        """Refuse a value of another type than ``types`` (the sweep file's schema refuses the same): a bool where
+        none is declared (Python's bool is an int), a non-finite number; None (the default) always passes."""
+        if value is None or object in self.types:
+            return
+        ok = isinstance(value, self.types) and not (isinstance(value, bool) and bool not in self.types)
+        if ok and isinstance(value, float) and not math.isfinite(value):
+            raise SearchConfigError(f"{self.name}={value!r} must be a finite number ({self.help}); pass e.g. 60, or "
+                                    "None for the default.")
+        if not ok:
+            raise SearchConfigError(
+                f"{self.name}={value!r} ({type(value).__name__}) must be {self.expected()} ({self.help}), or None for "
+                "the default."
+            )
+
+
+#: The files a search writes into output_dir, which no trial folder may be named.
+_RESULT_FILES = frozenset({SEARCH_FILE, TRIALS_FILE, INTERMEDIATES_FILE, EVENTS_FILE})
+
+_WORDS: dict[type, str] = {bool: "true or false", int: "an integer", float: "a number", str: "a string",
+                           list: "a list", tuple: "a list", dict: "a mapping", type: "a class"}
 
 
 def _check_max_failed(value: Any) -> int:
@@ -197,9 +230,17 @@ class TrialSettings:
         if self.hp_name is None:
             return f"run-{trial.id}"
         name = self.hp_name(trial)
-        if not isinstance(name, str) or not name or os.sep in name or name in (".", ".."):
+        separators = {os.sep, os.altsep or os.sep, "\0"}
+        if not isinstance(name, str) or not name or any(c in name for c in separators) or name in (".", ".."):
             raise SearchConfigError(
-                f"hp_name(trial) must return a non-empty folder name without {os.sep!r}, got {name!r}."
+                f"hp_name(trial) must return a non-empty folder name without {os.sep!r} or a NUL character, got "
+                f"{name!r}."
+            )
+        if name in _RESULT_FILES or name.startswith("."):
+            raise SearchConfigError(
+                f"hp_name(trial) returned {name!r}, which names one of the search's own files in output_dir "
+                f"({', '.join(sorted(_RESULT_FILES))}, and hidden files); return another name, e.g. "
+                "f'run-{trial.number}'."
             )
         return name
 

@@ -134,8 +134,6 @@ class SweepFile(BaseModel):
 KEYS: tuple[str, ...] = tuple(SweepFile.model_fields)
 
 _STRICT: dict[type, Any] = {bool: StrictBool, int: StrictInt, float: StrictFloat, str: StrictStr}
-_WORDS: dict[type, str] = {bool: "true or false", int: "an integer", float: "a number", str: "a string",
-                           list: "a list", tuple: "a list", dict: "a mapping", type: "a class"}
 
 
 def _keep(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
@@ -165,10 +163,9 @@ def _option_type(option: Option) -> Any:
 
 def _option_expected(option: Option) -> str:
     words = [f"{{name: Class, ...}} naming a class of {' or '.join(option.build_from)}"] if option.build_from else []
-    for t in option.types:
-        word = "any value" if t is object else _WORDS.get(t, f"a {t.__name__}")
-        if word not in words and not (t is object and option.build_from) and not (t is int and float in option.types):
-            words.append(word)
+    plain = Option(option.name, tuple(t for t in option.types if not (t is object and option.build_from)), option.help)
+    if plain.types:
+        words.append(plain.expected())
     return f"{' or '.join(words)}, or null for the default ({option.help})"
 
 

@@ -8,6 +8,7 @@ engine runs it, and gives the `TrialRecord` that comes back to the `SearchSessio
 from __future__ import annotations
 
 import abc
+import difflib
 import functools
 import importlib.metadata
 import importlib.util
@@ -25,7 +26,11 @@ if TYPE_CHECKING:
     from ..session import SearchSession
     from ..settings import TrialSettings
 
-__all__ = ["NullReporter", "Option", "SearchBackend", "TrialReporter"]
+__all__ = ["SEARCH_PARAMETERS", "NullReporter", "Option", "SearchBackend", "TrialReporter"]
+
+#: `hyperparameter_search`'s own parameters (a misspelt one arrives among the backend's keyword arguments).
+SEARCH_PARAMETERS = ("hp_space", "compute_objective", "n_trials", "direction", "backend", "hp_name", "dashboard",
+                     "dashboard_port")
 
 
 class SearchBackend(abc.ABC):
@@ -59,6 +64,8 @@ class SearchBackend(abc.ABC):
     auto_select: ClassVar[bool] = True
     #: Whether a rerun of the same search can continue it (``--resume``).
     can_resume: ClassVar[bool] = False
+    #: How a call continues an earlier search in its output_dir (named when one is refused), if it can.
+    resume_hint: ClassVar[str | None] = None
     #: The ``warm_start_mode`` values the adapter implements (see `hpsearch.warmstart`).
     warm_start_modes: ClassVar[tuple[str, ...]] = ()
 
@@ -88,12 +95,29 @@ class SearchBackend(abc.ABC):
 
     @classmethod
     def check_options(cls, kwargs: Mapping[str, Any]) -> None:
+        """Refuse an unknown keyword argument (naming a close match, or the backend it belongs to) and a value of
+        another type than the option declares."""
         unknown = sorted(set(kwargs) - cls.option_names() - set(COMMON_OPTIONS))
         if unknown:
+            hints = [hint for hint in map(cls._unknown_hint, unknown) if hint]
             raise SearchConfigError(
-                f"Unknown keyword argument(s) {unknown} for backend={cls.name!r}; it accepts "
-                f"{sorted(cls.option_names())} plus {', '.join(COMMON_OPTIONS)}."
+                f"Unknown keyword argument(s) {unknown} for backend={cls.name!r}"
+                f"{' (' + '; '.join(hints) + ')' if hints else ''}; it accepts {sorted(cls.option_names())} plus "
+                f"{', '.join(COMMON_OPTIONS)}."
             )
+        for option in cls.options:
+            if option.name in kwargs:
+                option.check(kwargs[option.name])
+
+    @classmethod
+    def _unknown_hint(cls, name: str) -> str | None:
+        from . import backend_names, get_backend
+
+        close = difflib.get_close_matches(name, [*cls.option_names(), *COMMON_OPTIONS, *SEARCH_PARAMETERS], n=1)
+        if close:
+            return f"did you mean {close[0]!r}?"
+        owners = [other for other in backend_names() if other != cls.name and name in get_backend(other).option_names()]
+        return f"{name!r} is an option of backend={owners[0]!r}" if owners else None
 
     @classmethod
     def version(cls) -> str | None:
@@ -141,6 +165,11 @@ class SearchBackend(abc.ABC):
                 f"warm_start_mode={mode!r} is not supported by backend={self.name!r} (it supports "
                 f"{list(self.warm_start_modes) or 'none'}); use another mode or backend."
             )
+
+    def continues_earlier_run(self) -> bool:
+        """Whether these options continue the earlier search whose results are in output_dir (a resume), which
+        then adopts them; otherwise a search.json there belongs to another search and is not written over."""
+        return False
 
     def validate(self) -> None:  # noqa: B027 - an optional hook, a no-op unless a backend needs checks
         """Backend-specific checks of the options against the settings (e.g. a pruner needs evaluations)."""

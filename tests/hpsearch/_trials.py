@@ -77,6 +77,11 @@ def slash_hp_name(trial: Any) -> str:
     return f"runs/{trial.number}"
 
 
+def results_file_hp_name(trial: Any) -> str:
+    """An ``hp_name`` that names the search's own results file (its folder would take search.json's place)."""
+    return "search.json"
+
+
 def describe_trial(trial: Any) -> dict[str, Any]:
     """What a model_init or hp_name sees of its trial, as JSON."""
     from collections.abc import Mapping as MappingABC

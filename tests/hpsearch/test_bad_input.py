@@ -127,6 +127,30 @@ def _raising_space(trial):
     raise KeyError("lerning_rate")
 
 
+def _without_train(trainer: Trainer) -> Trainer:
+    trainer.train_dataset = None
+    return trainer
+
+
+def _second_search_in_same_folder(env: Env) -> None:
+    """An earlier search's results in output_dir (written here, not by a search: the check must see them without
+    any trial of this test running) are not replaced by an unrelated second search."""
+    from datetime import datetime, timezone
+
+    from hpsearch import SearchResult, TrialState
+    from hpsearch.trial import TrialRecord
+
+    earlier = env.tmp_path / "earlier"
+    record = TrialRecord(trial_id="0", number=0, name="run-0", state=TrialState.COMPLETE, params={"learning_rate": 0.01},
+                         objective=0.5, started=datetime.now(timezone.utc))
+    SearchResult("random", ["minimize"], [record], objective="eval_loss").save(earlier)
+    before = (earlier / "search.json").read_bytes()
+    try:
+        env.search(env.trainer(output_dir=str(earlier)), backend="random")
+    finally:
+        assert (earlier / "search.json").read_bytes() == before  # nothing of the earlier search was touched
+
+
 # (id, what to run, fragments the message must contain: the argument, the value, the fix)
 CASES: list[tuple[str, Callable[[Env], Any], tuple[str, ...]]] = [
     # ------------------------------------------------------------ TrainingArguments
@@ -231,6 +255,30 @@ CASES: list[tuple[str, Callable[[Env], Any], tuple[str, ...]]] = [
      ("'seed'", "log=True", "use spaces.Float(1, 64, log=True)")),
     ("sigopt-driver", lambda e: e.search(backend="sigopt", driver="carrier-pigeon"),
      ("driver=", "'carrier-pigeon'", "use 'lite'")),
+    ("optuna-bool-option", lambda e: e.search(gc_after_trial="no"),
+     ("gc_after_trial='no'", "(str)", "must be true or false")),
+    ("optuna-timeout-nan", lambda e: e.search(timeout=float("nan")), ("timeout=nan", "finite number", "pass e.g.")),
+    ("optuna-missing-driver", lambda e: e.search(storage="postgresql+pg8000://me:hunter2@127.0.0.1:1/db"),
+     ("storage=", "driver 'pg8000' is not installed", "e.g. 'postgresql+psycopg2://me:***@127.0.0.1:1/db'")),
+    ("typo-kwarg-suggested", lambda e: e.search(n_trial=3), ("n_trial", "did you mean 'n_trials'?", "it accepts")),
+    ("kwarg-of-another-backend", lambda e: e.search(backend="random", sampler=optuna.samplers.TPESampler()),
+     ("sampler", "is an option of backend='optuna'", "it accepts")),
+    ("no-train-dataset", lambda e: e.search(_without_train(e.trainer())),
+     ("train_dataset", "trains a model", "Trainer(train_dataset=...)")),
+    ("directions-for-one-metric", lambda e: e.search(direction=["maximize", "minimize"], compute_objective="eval_loss"),
+     ("direction=['maximize', 'minimize']", "'eval_loss' gives one value", "a callable returning 2 numbers")),
+    ("scope-best-multi-objective",
+     lambda e: e.search(direction=["minimize", "maximize"], objective_scope="best",
+                        compute_objective=lambda m: (m["eval_loss"], m["eval_accuracy"])),
+     ("objective_scope='best'", "several objectives", "use 'last'")),
+    ("warm-start-options-alone", lambda e: e.search(warm_start_mode="evaluate", warm_start_top_k=2),
+     ("warm_start_mode, warm_start_top_k", "only apply with warm_start", "pass warm_start=")),
+    ("dashboard-port-type", lambda e: e.search(dashboard=True, dashboard_port="abc"),
+     ("dashboard_port", "'abc'", "integer from 0 to 65535")),
+    ("dashboard-port-alone", lambda e: e.search(dashboard_port=8765),
+     ("dashboard_port=8765", "dashboard=False", "pass dashboard=True")),
+    ("earlier-search-kept", _second_search_in_same_folder,
+     ("holds an earlier search (1 trials", "nothing was started", "another output_dir")),
     # ------------------------------------------------------------ sweep files and CLI flags
     ("yaml-missing-import", lambda e: e.cli(model="examples.digits.model:no_such_factory"),
      ("model", "no_such_factory", "it defines")),

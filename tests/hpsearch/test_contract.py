@@ -50,11 +50,13 @@ def test_hp_name_names_folders_and_records(backend, make_trainer, tiny_space, ou
     assert sorted(r.name for r in saved().records) == sorted(r.name for r in records)
 
 
-def test_an_hp_name_that_gives_no_folder_name_stops_the_search(backend, make_trainer, tiny_space):
-    """A bad ``hp_name`` is a configuration error, not a failed trial: the search stops with it on every backend."""
+@pytest.mark.parametrize("hp_name", [_trials.slash_hp_name, _trials.results_file_hp_name], ids=["path", "results-file"])
+def test_an_hp_name_that_gives_no_folder_name_stops_the_search(backend, make_trainer, tiny_space, hp_name):
+    """A bad ``hp_name`` is a configuration error, not a failed trial: the search stops with it on every backend
+    (a name of the search's own files too: its folder would stand where search.json is saved)."""
     with pytest.raises(SearchConfigError, match="hp_name"):
         backend.search(make_trainer(), hp_space=tiny_space, compute_objective="eval_accuracy", n_trials=2,
-                       hp_name=_trials.slash_hp_name)
+                       hp_name=hp_name)
 
 
 # ---------------------------------------------------------------------------------------------- Trial

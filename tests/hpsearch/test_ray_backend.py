@@ -143,7 +143,6 @@ def test_pbt_exploit_restores_weights_from_another_trial(ray_cluster, tmp_path):
 # ---------------------------------------------------------------------------------------------- conversion
 def test_space_conversion_respects_inclusive_bounds():
     import numpy
-
     from ray.tune.search.variant_generator import generate_variants
 
     from hpsearch.backends.ray import RayBackend

@@ -142,7 +142,8 @@ def test_trial_name_is_run_id_or_hp_name():
     assert settings(hp_name=lambda t: f"h{t['hidden']}").trial_name(trial) == "h8"
 
 
-@pytest.mark.parametrize("bad", ["", "a/b", "..", None, 3])
+@pytest.mark.parametrize("bad", ["", "a/b", "..", None, 3, "a\0b", "search.json", "trials.csv", "intermediates.csv",
+                                 "events.jsonl", ".hidden"])
 def test_hp_name_must_give_a_folder_name(bad):
     with pytest.raises(SearchConfigError, match="hp_name"):
         settings(hp_name=lambda t: bad).trial_name(Trial("0", 0, {}, "random"))
@@ -168,3 +169,27 @@ def test_common_options_are_popped_with_their_defaults():
 def test_bad_common_options_are_refused_naming_the_option(name, value):
     with pytest.raises(SearchConfigError, match=name):
         check_common_options({name: value})
+
+
+# ---------------------------------------------------------------------------------------------- objective values
+def test_objective_values_must_be_numbers_one_per_direction():
+    from hpsearch.objective import to_objective
+
+    assert to_objective(0.5, 1) == 0.5 and to_objective([0.5], 1) == 0.5 and to_objective((1, 2), 2) == [1.0, 2.0]
+    with pytest.raises(ValueError, match=r"returned 2 values .* direction has 1 entry.*\['minimize', 'minimize'\]"):
+        to_objective((0.1, 2.3), 1)
+    for loose in ("0.5", True, b"1"):  # float() takes them, but they are no measurement
+        with pytest.raises(ValueError, match="which is not a number"):
+            to_objective(loose, 1)
+    with pytest.raises(ValueError, match="not a number"):
+        to_objective([0.5, "x"], 2)
+
+
+def test_a_multi_objective_search_without_a_finished_trial_raises():
+    from hpsearch.api import best_runs
+    from hpsearch.errors import HPSearchError
+    from hpsearch.results import SearchResult
+
+    failed = TrialRecord(trial_id="0", number=0, name="run-0", state=TrialState.FAIL, params={}, error="boom")
+    with pytest.raises(HPSearchError, match=r"No trial completed .*run-0: boom"):
+        best_runs(SearchResult("random", ["minimize", "maximize"], [failed]))

@@ -67,6 +67,7 @@ class OptunaBackend(SearchBackend):
     requirement = "optuna"
     install_command = "pip install 'hpsearch[optuna]'"
     can_resume = True
+    resume_hint = "storage=<the study's storage> with load_if_exists=True"
     warm_start_modes = ("inform", "evaluate")
     options = (
         Option("sampler", (object,), "an optuna.samplers sampler", build_from=("optuna.samplers",)),
@@ -127,6 +128,9 @@ class OptunaBackend(SearchBackend):
         import optuna
 
         optuna.delete_study(study_name=options["study_name"], storage=options["storage"])
+
+    def continues_earlier_run(self) -> bool:
+        return bool(self.kwargs.get("load_if_exists")) and self.kwargs.get("storage") is not None
 
     # ------------------------------------------------------------------ checks
     def validate(self) -> None:

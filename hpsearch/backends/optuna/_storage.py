@@ -10,6 +10,7 @@ except a failed trial that was re-enqueued (its retry takes its place) and the e
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import logging
 import os
@@ -158,7 +159,7 @@ def check_storage_url(url: str, output_dir: str) -> None:
         if not url.endswith(JOURNAL_SUFFIXES):
             raise SearchConfigError(
                 f"storage={url!r} is neither a database URL nor a journal file; use e.g. 'sqlite:///study.db', "
-                "'postgresql://user@host/db' or a path ending in .log."
+                "'postgresql+psycopg2://user@host/db' or a path ending in .log."
             )
         parent = os.path.dirname(os.path.abspath(url))
         if missing(parent):
@@ -174,7 +175,7 @@ def check_storage_url(url: str, output_dir: str) -> None:
     if scheme not in _RDB_SCHEMES:
         raise SearchConfigError(
             f"storage={redact_url(url)!r} is not a database URL or journal file; use e.g. "
-            "'sqlite:///study.db', 'postgresql://user@host/db' or a path ending in .log."
+            "'sqlite:///study.db', 'postgresql+psycopg2://user@host/db' or a path ending in .log."
         )
     import sqlalchemy.engine
 
@@ -186,6 +187,7 @@ def check_storage_url(url: str, output_dir: str) -> None:
             f"storage={redact_url(url)!r} is not a valid database URL ({type(error).__name__}); write it as "
             "'dialect+driver://user:password@host:port/database', e.g. 'postgresql+psycopg2://me:pw@127.0.0.1:5432/db'."
         ) from None
+    _check_driver(url, parsed)
     if scheme == "sqlite" and "?" in url and not all("=" in item for item in url.split("?", 1)[1].split("&")):
         raise SearchConfigError(
             f"storage={url!r}: the '?' starts a query in a URL, so the SQLite file would be "
@@ -198,6 +200,43 @@ def check_storage_url(url: str, output_dir: str) -> None:
                 f"storage={redact_url(url)!r}: folder {parent!r} of the SQLite file does not exist; create it or use "
                 "another path."
             )
+
+
+def _check_driver(url: str, parsed: Any) -> None:
+    """The URL's database driver must be importable: SQLAlchemy imports it only when the study is opened."""
+    try:
+        parsed.get_dialect().import_dbapi()
+    except ImportError as error:
+        backend = parsed.get_backend_name()
+        installed = [d for d, module in _DRIVERS.get(backend, ()) if _importable(module)]
+        if installed:
+            fixed = redact_url(str(parsed.set(drivername=f"{backend}+{installed[0]}")))
+            fix = f"name an installed one in the URL, e.g. {fixed!r}"
+        elif backend in _DRIVERS:
+            driver, module = _DRIVERS[backend][0]
+            fix = f"install one and name it in the URL (e.g. `pip install {module}`, then '{backend}+{driver}://...')"
+        else:
+            fix = "install it"
+        raise SearchConfigError(
+            f"storage={redact_url(url)!r}: its database driver {parsed.get_driver_name()!r} is not installed "
+            f"({error}); {fix}."
+        ) from None
+    except Exception:  # a dialect SQLAlchemy cannot load fails with its own message when the study is opened
+        pass
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ImportError:  # its parent package is missing
+        return False
+
+
+#: Drivers SQLAlchemy knows per database (URL name, module), the usual first.
+_DRIVERS = {
+    "postgresql": (("psycopg2", "psycopg2"), ("psycopg", "psycopg"), ("pg8000", "pg8000")),
+    "mysql": (("pymysql", "pymysql"), ("mysqldb", "MySQLdb"), ("mysqlconnector", "mysql.connector")),
+}
 
 
 def build_storage(storage: Any) -> Any:

@@ -65,6 +65,7 @@ class RayBackend(SearchBackend):
     requirement = "ray"
     install_command = "pip install 'hpsearch[ray]'"
     can_resume = True
+    resume_hint = "resume=True"
     warm_start_modes = ("inform", "evaluate")
     options = (
         Option("address", (str,), "'auto', 'host:port' or 'ray://host:port' (default: a local Ray on 127.0.0.1); "
@@ -103,6 +104,9 @@ class RayBackend(SearchBackend):
         if resume:
             options["resume"] = True
         return options
+
+    def continues_earlier_run(self) -> bool:
+        return bool(self.kwargs.get("resume"))
 
     # ------------------------------------------------------------------ checks
     def validate(self) -> None:

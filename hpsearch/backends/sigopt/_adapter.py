@@ -43,6 +43,7 @@ class SigOptBackend(SearchBackend):
     )
     warm_start_modes = ("inform", "evaluate")
     can_resume = True
+    resume_hint = "resume=True"
     options = (
         Option("driver", (str,), "'lite' (SigOpt's optimizer in this process) or 'http' (a SigOpt server)"),
         Option("proxies", (dict,), "scheme -> proxy URL for driver='http'"),
@@ -85,12 +86,13 @@ class SigOptBackend(SearchBackend):
             options["resume"] = True
         return options
 
+    def continues_earlier_run(self) -> bool:
+        return bool(self.kwargs.get("resume"))
+
     # ------------------------------------------------------------------ checks
     def validate(self) -> None:
         kw = self.kwargs
         settings = self.settings
-        if kw.get("resume") not in (None, True, False):
-            raise SearchConfigError(f"resume must be True or False, got {kw['resume']!r}.")
         if self.driver not in _DRIVERS:
             raise SearchConfigError(
                 f"driver={self.driver!r} is not a SigOpt driver; use 'lite' (in-process, no account) or 'http' "
