@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from torch import nn
 
     from ._trainer import Trainer
+    from ._training_args import TrainingArguments
 
 __all__ = [
     "CHECKPOINT_PREFIX",
@@ -54,6 +55,8 @@ SCHEDULER_NAME = "scheduler.pt"
 SCALER_NAME = "scaler.pt"
 TRAINER_STATE_NAME = "trainer_state.json"
 TRAINING_ARGS_NAME = "training_args.json"
+#: The arguments pickled with torch.save, as transformers writes them (readable with torch.load(weights_only=False)).
+TRAINING_ARGS_BIN = "training_args.bin"
 _CHECKPOINT_RE = re.compile(rf"^{CHECKPOINT_PREFIX}-(\d+)$")
 
 
@@ -342,7 +345,7 @@ def _write_checkpoint_files(trainer: Trainer, model: nn.Module, folder: str, mod
             torch.save(scaler.state_dict(), os.path.join(folder, SCALER_NAME))
     trainer.state.stateful_callbacks = _collect_callback_states(trainer)
     # trainer_state.json is what marks a folder as a complete checkpoint, so it goes last.
-    _write_json(os.path.join(folder, TRAINING_ARGS_NAME), args.to_dict())
+    save_training_args(args, folder)
     trainer.state.save_to_json(os.path.join(folder, TRAINER_STATE_NAME))
 
 
@@ -439,6 +442,20 @@ def save_pretrained_files(trainer: Trainer, model: nn.Module, folder: str, weigh
         processor.save_pretrained(folder)
 
 
+def save_training_args(args: TrainingArguments, folder: str) -> None:
+    """``training_args.json`` (readable anywhere) and ``training_args.bin`` (the object, as transformers saves it).
+    Arguments holding something pickle cannot store keep the JSON only, with a warning."""
+    _write_json(os.path.join(folder, TRAINING_ARGS_NAME), args.to_dict())
+    path = os.path.join(folder, TRAINING_ARGS_BIN)
+    try:
+        torch.save(args, path)
+    except Exception as error:  # e.g. a callable in optim_args
+        if os.path.exists(path):
+            os.remove(path)
+        logger.warning("training_args.bin not written (%s: %s); training_args.json holds the arguments.",
+                       type(error).__name__, error)
+
+
 def save_model(trainer: Trainer, output_dir: str) -> None:
     """The model's weights (safetensors) and what ``from_pretrained`` reads; under FSDP every process must call it
     (the shards are gathered into one ``model.safetensors``)."""
@@ -453,4 +470,4 @@ def save_model(trainer: Trainer, output_dir: str) -> None:
     save_pretrained_files(trainer, model, output_dir, weights=weights is None)
     if weights is not None:
         save_state_dict_weights(tensors_for_saving(weights), output_dir, trainer.args.max_checkpoint_shard_size)
-    _write_json(os.path.join(output_dir, TRAINING_ARGS_NAME), trainer.args.to_dict())
+    save_training_args(trainer.args, output_dir)

@@ -287,6 +287,11 @@ def prediction_step(
             labels = found[0] if len(found) == 1 else found
     else:
         has_labels, labels = False, None
+    if ignore_keys is None:
+        # transformers' rule: a model with a config drops what it declares (e.g. a language model's cache, which
+        # cannot be concatenated across batches), by default its past_key_values.
+        config = getattr(trainer.model, "config", None)
+        ignore_keys = [] if config is None else getattr(config, "keys_to_ignore_at_inference", ["past_key_values"])
     ignore = set(ignore_keys or ())
     with torch.no_grad():
         if has_labels:

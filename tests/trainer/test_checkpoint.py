@@ -93,8 +93,10 @@ def test_checkpoint_folder_contents(data, tmp_path):
     folder = tmp_path / "checkpoint-10"
     assert sorted(os.listdir(folder)) == sorted([
         "model.safetensors", "optimizer.pt", "scheduler.pt", "rng_state.pth", "trainer_state.json",
-        "training_args.json",
+        "training_args.json", "training_args.bin",
     ])
+    # training_args.bin is the arguments object, as transformers saves it (its tests look for the file).
+    assert torch.load(folder / "training_args.bin", weights_only=False) == trainer.args
     state = json.loads((folder / "trainer_state.json").read_text())
     assert state["global_step"] == 10
     assert [e["step"] for e in state["log_history"] if "loss" in e] == list(range(1, 11))
@@ -113,7 +115,7 @@ def test_save_only_model_writes_weights_and_state_only(data, tmp_path):
     trainer = make_trainer(data, tmp_path, max_steps=5, save_only_model=True)
     trainer.train()
     assert sorted(os.listdir(tmp_path / "checkpoint-5")) == [
-        "model.safetensors", "trainer_state.json", "training_args.json"
+        "model.safetensors", "trainer_state.json", "training_args.bin", "training_args.json"
     ]
 
 
@@ -171,7 +173,7 @@ def test_save_model_and_save_state(data, tmp_path):
     trainer = make_trainer(data, tmp_path / "run", max_steps=3, save_strategy="no")
     trainer.train()
     trainer.save_model(str(tmp_path / "export"))
-    assert sorted(os.listdir(tmp_path / "export")) == ["model.safetensors", "training_args.json"]
+    assert sorted(os.listdir(tmp_path / "export")) == ["model.safetensors", "training_args.bin", "training_args.json"]
     fresh = DigitsMLP(hidden=32)
     ckpt.load_model_weights(fresh, str(tmp_path / "export"))
     assert_weights_equal(weights(fresh), weights(trainer.model))

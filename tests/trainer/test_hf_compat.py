@@ -627,3 +627,28 @@ def test_group_by_length_order_is_reproduced_on_resume(make_args, tmp_path):
     )
     assert len(full.widths) == 24
     assert resumed.widths == full.widths[5:]  # the same batches, in the same order, after the resume point
+
+
+def test_a_language_models_cache_is_left_out_of_predictions(make_args):
+    """transformers drops ``config.keys_to_ignore_at_inference`` (a causal LM's past_key_values: a cache object that
+    cannot be concatenated across batches) from the outputs unless ignore_keys is given."""
+
+    class Sequences(Dataset):
+        def __init__(self) -> None:
+            self.ids = torch.randint(0, 50, (6, 8), generator=torch.Generator().manual_seed(0))
+
+        def __len__(self) -> int:
+            return len(self.ids)
+
+        def __getitem__(self, i: int) -> dict:
+            return {"input_ids": self.ids[i], "labels": self.ids[i]}
+
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(vocab_size=50, n_embd=16, n_layer=1, n_head=2,
+                                                                 n_positions=16))
+    assert "past_key_values" in model.config.keys_to_ignore_at_inference
+    trainer = Trainer(model=model, args=make_args(per_device_eval_batch_size=4),
+                      compute_metrics=lambda p: {"width": float(p.predictions.shape[-1])})
+    output = trainer.predict(Sequences())
+    assert isinstance(output.predictions, np.ndarray) and output.predictions.shape == (6, 8, 50)
+    assert output.metrics["test_width"] == 50.0
