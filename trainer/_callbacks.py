@@ -265,10 +265,10 @@ class CallbackHandler(TrainerCallback):
             )
         cb_class = type(cb)
         if any(type(existing) is cb_class for existing in self.callbacks):
+            # Formatted here, as transformers does: tests read the message from the logger call's first argument.
             logger.warning(
-                "A callback of type %s is already registered; adding another one. Current callbacks: %s",
-                cb_class.__name__,
-                self.callback_list,
+                f"You are adding a {cb_class} to the callbacks of this Trainer, but there is already one (another is "
+                f"added). The current list of callbacks is:\n{self.callback_list}"
             )
         self.callbacks.append(cb)
 
@@ -516,6 +516,11 @@ class PrinterCallback(TrainerCallback):
             print(logs)
 
 
+class _SetupError(ValueError, AssertionError):
+    """A callback's requirement that the arguments do not meet: a ValueError, and an AssertionError as transformers
+    raises (its callbacks assert their requirements), so code catching either sees it."""
+
+
 class EarlyStoppingCallback(TrainerCallback, ExportableState):
     """Stops training when ``metric_for_best_model`` has not improved for ``early_stopping_patience`` evaluations.
 
@@ -543,14 +548,14 @@ class EarlyStoppingCallback(TrainerCallback, ExportableState):
 
     def on_train_begin(self, args, state, control, **kwargs):
         if not args.metric_for_best_model:
-            raise ValueError(
-                "EarlyStoppingCallback needs TrainingArguments.metric_for_best_model (got None); "
-                "set it, e.g. metric_for_best_model='eval_loss'."
+            raise _SetupError(
+                "EarlyStoppingCallback requires metric_for_best_model to be defined: it needs "
+                "TrainingArguments.metric_for_best_model (got None); set it, e.g. metric_for_best_model='eval_loss'."
             )
         if args.eval_strategy == IntervalStrategy.NO:
-            raise ValueError(
-                "EarlyStoppingCallback needs evaluations, but eval_strategy='no'; set eval_strategy to "
-                "'steps' or 'epoch'."
+            raise _SetupError(
+                "EarlyStoppingCallback requires IntervalStrategy of steps or epoch: it needs evaluations, but "
+                "eval_strategy='no'; set eval_strategy to 'steps' or 'epoch'."
             )
 
     def on_evaluate(self, args, state, control, metrics=None, **kwargs):

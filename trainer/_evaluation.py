@@ -37,6 +37,20 @@ class EvalLoopOutput:
         self.num_steps = num_steps
 
 
+def named_eval_dataset(trainer: Trainer, dataset: Any) -> Any:
+    """``dataset`` itself, or the trainer's eval dataset of that name when it is a string (transformers' rule)."""
+    if not isinstance(dataset, str):
+        return dataset
+    named = trainer.eval_dataset
+    if not isinstance(named, Mapping) or dataset not in named:
+        names = sorted(named) if isinstance(named, Mapping) else []
+        raise ValueError(
+            f"eval_dataset={dataset!r} names no evaluation dataset of this trainer (its eval_dataset is "
+            f"{'a dict of ' + str(names) if names else 'not a dict'}); pass one of those names or a dataset."
+        )
+    return named[dataset]
+
+
 def evaluate(
     trainer: Trainer,
     eval_dataset: Any = None,
@@ -45,9 +59,10 @@ def evaluate(
 ) -> dict[str, float]:
     """Evaluate on ``eval_dataset`` (default: the trainer's); metrics are prefixed with ``metric_key_prefix``.
 
-    With a dict of datasets, each is evaluated and its metrics prefixed with ``<prefix>_<name>``.
+    With a dict of datasets, each is evaluated and its metrics prefixed with ``<prefix>_<name>``; a name of the
+    trainer's dict (``eval_dataset="validation"``) evaluates that one.
     """
-    dataset = eval_dataset if eval_dataset is not None else trainer.eval_dataset
+    dataset = named_eval_dataset(trainer, eval_dataset) if eval_dataset is not None else trainer.eval_dataset
     if isinstance(dataset, Mapping):
         metrics: dict[str, float] = {}
         for name, ds in dataset.items():

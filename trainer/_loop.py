@@ -108,6 +108,9 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
     fast_loop = plain and getattr(train_dataloader, "gradient_state", None) is None
     accum = args.gradient_accumulation_steps
     move_batches = fast_loop and accelerator.device.type != "cpu"
+    # transformers (4.46+) calls training_step(model, inputs, num_items_in_batch); an override written for it may
+    # require the third argument, one written for older versions may not take it.
+    step_takes_items = _positional_parameters(trainer.training_step) >= 3
     no_accumulate_context = nullcontext()
     # Where accelerate's wrappers only forward (see direct_optimizer), clip with torch directly too.
     clip = torch.nn.utils.clip_grad_norm_ if step_optimizer is not optimizer else accelerator.clip_grad_norm_
@@ -212,7 +215,8 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
             else:
                 context = accelerator.accumulate(model)
             with context:
-                loss_step = trainer.training_step(model, inputs)
+                loss_step = (trainer.training_step(model, inputs, None) if step_takes_items
+                             else trainer.training_step(model, inputs))
                 # math.isfinite of the value: the same test as torch.isfinite on this scalar, without a kernel.
                 if args.logging_nan_inf_filter and not math.isfinite(loss_step.item()):
                     # Count a NaN/inf step as the running mean so one bad batch does not poison the log.
@@ -311,8 +315,8 @@ def restore_callback_states(trainer: Trainer, states: Mapping[str, Any]) -> None
             callbacks[position] = cast(Any, type(callbacks[position])).from_state(state)
     if missing:
         logger.warning(
-            "The checkpoint holds the state of callbacks this trainer does not have (%s); it is ignored. Pass those "
-            "callbacks to the Trainer to restore them.", ", ".join(sorted(missing))
+            f"Checkpoint included callbacks not included in current configuration ({', '.join(sorted(missing))}); "
+            "their state is ignored. Pass those callbacks to the Trainer to restore them."
         )
     if "TrainerControl" in states:
         for key, value in states["TrainerControl"].get("args", {}).items():
@@ -323,13 +327,15 @@ def warn_if_arguments_differ(trainer: Trainer, saved: TrainerState) -> None:
     """Name the intervals and batch size that differ from the checkpoint's (as transformers warns on resume)."""
     state = trainer.state
     differ = [
-        f"{name}: {getattr(state, name)} (now) != {getattr(saved, name)} (checkpoint)"
-        for name in ("logging_steps", "eval_steps", "save_steps", "train_batch_size")
+        f"{label}: {getattr(state, name)} (from args) != {getattr(saved, name)} (from trainer_state.json)"
+        for name, label in (("logging_steps", "logging_steps"), ("eval_steps", "eval_steps"),
+                            ("save_steps", "save_steps"), ("train_batch_size", "per_device_train_batch_size"))
         if getattr(saved, name) is not None and getattr(state, name) != getattr(saved, name)
     ]
-    if differ:
+    if differ:  # transformers' wording, which its tests read
         logger.warning(
-            "Resuming with arguments that differ from the checkpoint's trainer_state.json: %s", "; ".join(differ)
+            "Warning: The following arguments do not match the ones in the `trainer_state.json` within the checkpoint "
+            "directory: " + "".join(f"\n\t{d}" for d in differ)
         )
 
 
@@ -549,3 +555,16 @@ def _neftune_hook(model: Any, alpha: float) -> Any:
         return output + torch.zeros_like(output).uniform_(-scale, scale)
 
     return embeddings.register_forward_hook(add_noise)
+
+
+def _positional_parameters(method: Any) -> int:
+    """How many positional arguments a bound method takes (a large number for ``*args``)."""
+    import inspect
+
+    try:
+        params = inspect.signature(method).parameters.values()
+    except (TypeError, ValueError):
+        return 2
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        return 1 << 10
+    return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)

@@ -21,7 +21,7 @@ from ._training_args import OptimizerNames, SchedulerType
 if TYPE_CHECKING:
     from ._training_args import TrainingArguments
 
-__all__ = ["create_optimizer", "get_parameter_names_without_decay", "get_scheduler"]
+__all__ = ["create_optimizer", "get_parameter_names_without_decay", "get_scheduler", "optimizer_cls_and_kwargs"]
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -417,15 +417,10 @@ def _constructor_options(cls: Any) -> tuple[str, ...]:
     return tuple(n for n in inspect.signature(cls.__init__).parameters if n not in ("self", *_RESERVED_OPTIM_ARGS))
 
 
-def create_optimizer(model: torch.nn.Module, args: TrainingArguments) -> torch.optim.Optimizer:
-    """The optimizer named by ``args.optim`` over the trainable parameters of ``model``.
-
-    It always has two parameter groups, in this order: the parameters that get ``args.weight_decay`` and
-    those that get none (see :func:`get_parameter_names_without_decay`); either may be empty. The learning
-    rate is ``args.learning_rate``; the Adam variants take ``betas=(adam_beta1, adam_beta2)`` and
-    ``eps=adam_epsilon``; ``args.optim_args`` is passed to the optimizer class (e.g. ``{"momentum": 0.9}``
-    for sgd) and overrides those Adam settings.
-    """
+def optimizer_cls_and_kwargs(args: TrainingArguments) -> tuple[type[torch.optim.Optimizer], dict[str, Any]]:
+    """The optimizer class ``args.optim`` names and the keyword arguments `create_optimizer` builds it with (the
+    learning rate, the Adam settings, ``optim_args``; not the parameters), as transformers'
+    ``Trainer.get_optimizer_cls_and_kwargs`` returns them."""
     optim = OptimizerNames(args.optim)
     if optim == OptimizerNames.ADAFACTOR:
         cls, adam_like = _adafactor(), False
@@ -452,7 +447,19 @@ def create_optimizer(model: torch.nn.Module, args: TrainingArguments) -> torch.o
             f"remove them. Accepted: {', '.join(accepted)}."
         )
     options.update(extra)
+    return cast(Any, cls), options
 
+
+def create_optimizer(model: torch.nn.Module, args: TrainingArguments) -> torch.optim.Optimizer:
+    """The optimizer named by ``args.optim`` over the trainable parameters of ``model``.
+
+    It always has two parameter groups, in this order: the parameters that get ``args.weight_decay`` and
+    those that get none (see :func:`get_parameter_names_without_decay`); either may be empty. The learning
+    rate is ``args.learning_rate``; the Adam variants take ``betas=(adam_beta1, adam_beta2)`` and
+    ``eps=adam_epsilon``; ``args.optim_args`` is passed to the optimizer class (e.g. ``{"momentum": 0.9}``
+    for sgd) and overrides those Adam settings.
+    """
+    cls, options = optimizer_cls_and_kwargs(args)
     no_decay = set(get_parameter_names_without_decay(model))
     trainable = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
     if not trainable:

@@ -31,6 +31,7 @@ from ._callbacks import (
     TrainerState,
 )
 from ._evaluation import EvalLoopOutput
+from ._helpers import TrainerHelpers
 from ._integrations import get_reporting_integration_callbacks
 from ._optimization import create_optimizer, get_scheduler
 from ._training_args import TrainingArguments
@@ -75,7 +76,7 @@ def _model_init_arity(model_init: Callable[..., Any] | None) -> int:
     return 1 if takes_any else 0
 
 
-class Trainer:
+class Trainer(TrainerHelpers):
     """Trains, evaluates and predicts with a PyTorch model, Hugging Face `Trainer`-style.
 
     The model is ``model`` or, preferably for searches, built by ``model_init`` (zero arguments, or one: the
@@ -253,7 +254,7 @@ class Trainer:
         return _data.train_dataloader(self)
 
     def get_eval_dataloader(self, eval_dataset: Any = None) -> DataLoader:
-        dataset = eval_dataset if eval_dataset is not None else self.eval_dataset
+        dataset = _evaluation.named_eval_dataset(self, eval_dataset) if eval_dataset is not None else self.eval_dataset
         if dataset is None:
             raise ValueError("Trainer.evaluate needs an eval_dataset; pass one to Trainer or to evaluate().")
         return _data.eval_dataloader_for(self, dataset)
@@ -354,13 +355,16 @@ class Trainer:
             found = ckpt.get_last_checkpoint(self.args.output_dir)
             if found is None:
                 raise ValueError(
-                    f"resume_from_checkpoint=True but no checkpoint-* folder was found in output_dir="
-                    f"{self.args.output_dir!r}; pass a checkpoint path or train without resuming."
+                    f"No valid checkpoint found in output directory ({self.args.output_dir}): resume_from_checkpoint="
+                    "True but no checkpoint-* folder is there; pass a checkpoint path or train without resuming."
                 )
             return found
         path = os.fspath(resume_from_checkpoint)
         if not os.path.isdir(path):
-            raise ValueError(f"resume_from_checkpoint={path!r} is not a directory; pass a checkpoint folder or True.")
+            raise ValueError(
+                f"Can't find a valid checkpoint at {path}: resume_from_checkpoint={path!r} is not a directory; pass a "
+                "checkpoint folder or True."
+            )
         return path
 
     def _inner_training_loop(self, resume_from_checkpoint: str | None, trial: Any) -> TrainOutput:
@@ -423,8 +427,11 @@ class Trainer:
             )
         return (loss, outputs) if return_outputs else loss
 
-    def training_step(self, model: nn.Module, inputs: Any) -> torch.Tensor:
-        """One micro-batch: forward, loss, backward. Returns the loss scaled for gradient accumulation, detached."""
+    def training_step(self, model: nn.Module, inputs: Any, num_items_in_batch: Any = None) -> torch.Tensor:
+        """One micro-batch: forward, loss, backward. Returns the loss scaled for gradient accumulation, detached.
+
+        ``num_items_in_batch`` is transformers' third argument (for subclasses calling ``super()``); the loop passes
+        None (see README, differences), and a given value reaches `compute_loss`."""
         assert self.accelerator is not None
         cached = self._train_modules
         if cached is None or cached[0] is not model:
@@ -435,7 +442,10 @@ class Trainer:
             # a small model's step. Anything that left a module in eval mode (evaluation, a callback) is undone.
             model.train()
         inputs = self._prepare_inputs(inputs)
-        loss = self.compute_loss(model, inputs)
+        if num_items_in_batch is None:
+            loss = self.compute_loss(model, inputs)
+        else:
+            loss = self.compute_loss(model, inputs, num_items_in_batch=num_items_in_batch)
         if loss.dim() > 0 and self.accelerator.num_processes > 1:
             loss = loss.mean()
         accum = self.args.gradient_accumulation_steps

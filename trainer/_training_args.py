@@ -549,9 +549,15 @@ class TrainingArguments:
                 )
             if self.metric_for_best_model is None:
                 raise ValueError(
+                    "`args.metric_for_best_model` must be provided when using 'best' save_strategy: "
                     "save_strategy='best' needs metric_for_best_model, got None; pass e.g. "
                     "metric_for_best_model='loss' (or load_best_model_at_end=True, which defaults it to 'loss')."
                 )
+        if self.lr_scheduler_type == SchedulerType.REDUCE_ON_PLATEAU and self.eval_strategy == IntervalStrategy.NO:
+            raise ValueError(
+                "lr_scheduler_type reduce_lr_on_plateau requires an eval strategy: it lowers the rate when an "
+                "evaluation's metric stops improving; pass eval_strategy='steps' or 'epoch'."
+            )
         if self.load_best_model_at_end:
             if self.eval_strategy == IntervalStrategy.NO:
                 raise ValueError(

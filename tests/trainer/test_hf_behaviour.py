@@ -118,9 +118,10 @@ def test_resume_rebuilds_callbacks_with_their_saved_arguments_and_warns(make_arg
                         train_dataset=Data(), eval_dataset=Data(8))  # fmt: skip
         other.train(resume_from_checkpoint=checkpoint)
     text = caplog.text
-    assert "EarlyStoppingCallback" in text and "does not have" in text
-    assert "save_steps: 4 (now) != 2 (checkpoint)" in text and "eval_steps: 4 (now) != 2 (checkpoint)" in text
-    assert "train_batch_size: 4 (now) != 8 (checkpoint)" in text
+    assert "Checkpoint included callbacks not included in current configuration (EarlyStoppingCallback)" in text
+    assert "save_steps: 4 (from args) != 2 (from trainer_state.json)" in text
+    assert "eval_steps: 4 (from args) != 2 (from trainer_state.json)" in text
+    assert "per_device_train_batch_size: 4 (from args) != 8 (from trainer_state.json)" in text
 
 
 def test_early_stopping_threshold_compares_with_state_best_metric(make_args):

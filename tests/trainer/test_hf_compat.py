@@ -652,3 +652,61 @@ def test_a_language_models_cache_is_left_out_of_predictions(make_args):
     output = trainer.predict(Sequences())
     assert isinstance(output.predictions, np.ndarray) and output.predictions.shape == (6, 8, 50)
     assert output.metrics["test_width"] == 50.0
+
+
+def test_transformers_helper_methods(make_args):
+    trainer = Trainer(model=Linear(), args=make_args(learning_rate=0.1, weight_decay=0.01, adam_beta1=0.8),
+                      train_dataset=Regression())
+    cls, kwargs = Trainer.get_optimizer_cls_and_kwargs(trainer.args)
+    assert cls is torch.optim.AdamW and kwargs == {"lr": 0.1, "betas": (0.8, 0.999), "eps": 1e-8}
+    assert trainer.get_decay_parameter_names(trainer.model) == ["linear.weight"]
+    with pytest.raises(ValueError, match="optimizer is None"):
+        trainer.get_learning_rates()
+    trainer.create_optimizer()
+    assert trainer.get_learning_rates() == [0.1, 0.1]
+    weight, bias = trainer.model.linear.weight, trainer.model.linear.bias
+    assert trainer.get_optimizer_group(bias)["weight_decay"] == 0.0
+    assert trainer.get_optimizer_group(weight)["weight_decay"] == 0.01
+    assert trainer.get_optimizer_group() == [[weight], [bias]]
+    assert trainer.num_examples(trainer.get_train_dataloader()) == 32
+    with trainer.compute_loss_context_manager():
+        pass
+
+
+def test_training_step_overrides_of_either_transformers_signature(make_args):
+    seen: list[tuple] = []
+
+    class Modern(Trainer):  # transformers >= 4.46: the loop passes num_items_in_batch, required here
+        def training_step(self, model, inputs, num_items_in_batch):
+            seen.append(("modern", num_items_in_batch))
+            return super().training_step(model, inputs, num_items_in_batch)
+
+    class Older(Trainer):
+        def training_step(self, model, inputs):
+            seen.append(("older",))
+            return super().training_step(model, inputs)
+
+    for cls in (Modern, Older):
+        cls(model=Linear(), args=make_args(max_steps=2), train_dataset=Regression()).train()
+    assert seen == [("modern", None), ("modern", None), ("older",), ("older",)]
+
+
+def test_evaluate_takes_the_name_of_one_of_several_eval_datasets(make_args):
+    trainer = Trainer(model=Linear(), args=make_args(), eval_dataset={"small": Regression(8), "big": Regression(32)})
+    assert set(trainer.evaluate()) >= {"eval_small_loss", "eval_big_loss"}
+    assert trainer.evaluate(eval_dataset="big")["eval_loss"] == trainer.evaluate()["eval_big_loss"]
+    assert len(trainer.get_eval_dataloader("small").dataset) == 8
+    with pytest.raises(ValueError, match=r"eval_dataset='medium' names no evaluation dataset .*\['big', 'small'\]"):
+        trainer.evaluate(eval_dataset="medium")
+
+
+def test_arguments_and_callbacks_refuse_what_transformers_refuses(make_args):
+    from trainer import EarlyStoppingCallback
+
+    with pytest.raises(ValueError, match=r"^lr_scheduler_type reduce_lr_on_plateau requires an eval strategy"):
+        make_args(lr_scheduler_type="reduce_lr_on_plateau")
+    # transformers asserts the early-stopping requirements: an AssertionError, here also a ValueError.
+    trainer = Trainer(model=Linear(), args=make_args(max_steps=2), train_dataset=Regression(),
+                      callbacks=[EarlyStoppingCallback()])
+    with pytest.raises(AssertionError, match="requires metric_for_best_model to be defined"):
+        trainer.train()

@@ -1,0 +1,73 @@
+"""Small `Trainer` methods transformers' Trainer offers to scripts, subclasses and tests: the optimizer's class and
+options, its groups and learning rates, decay parameter names, the examples of a loader, and the contexts a
+``compute_loss`` override may enter. Mixed into `trainer.Trainer`."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING, Any
+
+from ._optimization import get_parameter_names_without_decay, optimizer_cls_and_kwargs
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+    from ._training_args import TrainingArguments
+
+__all__ = ["TrainerHelpers"]
+
+
+class TrainerHelpers:
+    """transformers' helper methods, on the attributes of `trainer.Trainer`."""
+
+    args: TrainingArguments
+    optimizer: torch.optim.Optimizer | None
+
+    @staticmethod
+    def get_optimizer_cls_and_kwargs(args: TrainingArguments, model: nn.Module | None = None) -> tuple[Any, dict]:
+        """The optimizer class ``args.optim`` names and its keyword arguments besides the parameters (the learning
+        rate, the Adam settings, ``optim_args``): what `create_optimizer` builds."""
+        return optimizer_cls_and_kwargs(args)
+
+    def get_decay_parameter_names(self, model: nn.Module) -> list[str]:
+        """Names of the parameters that get ``args.weight_decay`` (all but biases and normalisation layers')."""
+        no_decay = set(get_parameter_names_without_decay(model))
+        return [name for name, _ in model.named_parameters() if name not in no_decay]
+
+    def _require_optimizer(self) -> torch.optim.Optimizer:
+        if self.optimizer is None:
+            raise ValueError(
+                "Trainer optimizer is None, please make sure you have setup the optimizer before: call "
+                "create_optimizer() (or train())."
+            )
+        return self.optimizer
+
+    def get_learning_rates(self) -> list[float]:
+        """The current learning rate of each parameter group of the optimizer."""
+        return [group["lr"] for group in self._require_optimizer().param_groups]
+
+    def get_optimizer_group(self, param: Any = None) -> Any:
+        """The parameter group holding ``param`` (a parameter), or the parameters of every group without one."""
+        optimizer = self._require_optimizer()
+        if param is not None:
+            for group in optimizer.param_groups:
+                if any(p is param for p in group["params"]):
+                    return group
+        return [group["params"] for group in optimizer.param_groups]
+
+    def num_examples(self, dataloader: Any) -> int:
+        """The examples ``dataloader`` reads: its dataset's length, else batches x batch size."""
+        try:
+            return len(dataloader.dataset)
+        except (AttributeError, TypeError):
+            return len(dataloader) * self.args.per_device_train_batch_size
+
+    def compute_loss_context_manager(self) -> contextlib.AbstractContextManager[Any]:
+        """The context a ``compute_loss`` runs in. Mixed precision is accelerate's autocast, which the prepared
+        model enters itself, so nothing is entered here (as in transformers without its legacy amp paths)."""
+        return self.autocast_smart_context_manager()
+
+    def autocast_smart_context_manager(self, cache_enabled: bool | None = True) -> contextlib.AbstractContextManager[Any]:
+        """See `compute_loss_context_manager`: a context that changes nothing."""
+        return contextlib.nullcontext()
