@@ -16,6 +16,8 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from .errors import SearchConfigError
+
 __all__ = ["OUTPUT_DIR_TOKEN", "MetricVector", "Problem", "build_object", "build_space", "check_training_args",
            "import_path", "objective", "substitute"]
 
@@ -46,9 +48,9 @@ def import_path(value: str, *keys: Any) -> Callable[..., Any]:
         if missing != module_name and not module_name.startswith(f"{missing}."):
             hint = f"importing {module_name!r} failed because {missing!r} is missing; install it"
         raise Problem(f"cannot import {value!r}: {hint}.", *keys) from None
-    except Exception as error:
-        raise Problem(f"importing module {module_name!r} raised {type(error).__name__}: {error}; fix that module.",
-                      *keys) from None
+    except (Exception, SystemExit) as error:  # a script's sys.exit() at import too: it would end hpsearch silently
+        raise Problem(f"importing module {module_name!r} raised {type(error).__name__}: {error}; fix that module "
+                      "(a module a sweep names must not run a script when imported).", *keys) from None
     target: Any = module
     for part in attr_path.split("."):
         if not hasattr(target, part):
@@ -185,6 +187,8 @@ class MetricVector:
                 if key in metrics:
                     out.append(float(metrics[key]))
                     break
-            else:
-                raise KeyError(f"objective {name!r} is not among the evaluation metrics {sorted(metrics)}.")
+            else:  # a configuration error: the search stops at the first trial, as for a single metric name
+                raise SearchConfigError(
+                    f"objective {name!r} is not among the evaluation metrics {sorted(metrics)}; use one of those names."
+                )
         return out

@@ -15,10 +15,13 @@ from typing import Any
 
 import yaml
 
-__all__ = ["MAX_DEPTH", "MAX_NODES", "YAMLProblem", "key_lines", "load"]
+__all__ = ["MAX_CHARS", "MAX_DEPTH", "MAX_NODES", "YAMLProblem", "key_lines", "load"]
 
 #: Nodes a document may have once every alias is expanded (a sweep file has a few hundred).
 MAX_NODES = 10_000
+#: Characters of text the values may hold once every alias is expanded (a sweep file has a few thousand): a long
+#: string repeated by thousands of aliases stays under `MAX_NODES` but would be copied into every message and check.
+MAX_CHARS = 1_000_000
 #: How deeply collections may nest.
 MAX_DEPTH = 64
 
@@ -41,15 +44,24 @@ class _Loader(yaml.SafeLoader):
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
         self._expanded = 0  # nodes so far with aliases expanded
+        self._chars = 0  # characters of their scalars
         self._depth = 0
-        self._sizes: dict[int, int] = {}  # id(node) -> its expanded size, once it is complete
+        self._sizes: dict[int, tuple[int, int]] = {}  # id(node) -> its expanded (nodes, characters), once complete
 
-    def _grow(self, count: int, mark: Any) -> None:
+    def _grow(self, count: int, chars: int, mark: Any) -> None:
         self._expanded += count
+        self._chars += chars
         if self._expanded > MAX_NODES:
             raise YAMLProblem(
                 f"the document expands to more than {MAX_NODES:,} values once its aliases (*name) are expanded "
                 "(nested aliases, as in a 'billion laughs' file?); write the values out or use fewer aliases.",
+                mark.line + 1,
+            )
+        if self._chars > MAX_CHARS:
+            raise YAMLProblem(
+                f"the document's values hold more than {MAX_CHARS:,} characters once its aliases (*name) are "
+                "expanded (a long text repeated by aliases?); a sweep file needs far less: shorten the values or use "
+                "fewer aliases.",
                 mark.line + 1,
             )
 
@@ -65,18 +77,20 @@ class _Loader(yaml.SafeLoader):
                         "the document recursive; write the value out instead.",
                         event.start_mark.line + 1,
                     )
-                self._grow(size, event.start_mark)
+                self._grow(*size, event.start_mark)
             return super().compose_node(parent, index)  # an undefined alias is PyYAML's own error
         event = self.peek_event()
         self._depth += 1
         if self._depth > MAX_DEPTH:
             raise YAMLProblem(f"values are nested more than {MAX_DEPTH} levels deep; flatten the document.",
                               event.start_mark.line + 1)
-        before = self._expanded
-        self._grow(1, event.start_mark)
+        before, before_chars = self._expanded, self._chars
+        self._grow(1, 0, event.start_mark)
         node = super().compose_node(parent, index)
+        if isinstance(node, yaml.ScalarNode):
+            self._grow(0, len(node.value), event.start_mark)
         self._depth -= 1
-        self._sizes[id(node)] = self._expanded - before
+        self._sizes[id(node)] = (self._expanded - before, self._chars - before_chars)
         return node
 
     def compose_mapping_node(self, anchor: Any) -> Any:
@@ -106,8 +120,9 @@ _Loader.add_implicit_resolver(
 
 def load(text: str) -> tuple[Any, yaml.Node | None]:
     """(the data, the composed root node or None for an empty document); `YAMLProblem` for anything wrong."""
-    loader = _Loader(text)
+    loader: _Loader | None = None
     try:
+        loader = _Loader(text)  # reads the first characters: a control character is refused here
         root = loader.get_single_node()
         data = loader.construct_document(root) if root is not None else None
     except yaml.MarkedYAMLError as error:
@@ -117,11 +132,21 @@ def load(text: str) -> tuple[Any, yaml.Node | None]:
             f"invalid YAML: {problem}; fix the syntax (indentation, colons, quotes) at this line.",
             None if mark is None else mark.line + 1,
         ) from None
+    except yaml.reader.ReaderError as error:  # a character YAML does not allow (a control character, a NUL)
+        raise YAMLProblem(
+            f"invalid YAML: the character {_character(error.character)} is not allowed in a YAML file; remove it.",
+            text.count("\n", 0, error.position) + 1,
+        ) from None
     except yaml.YAMLError as error:
         raise YAMLProblem(f"invalid YAML: {error}.", None) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     return data, root
+
+
+def _character(value: Any) -> str:
+    return f"{chr(value)!r} (U+{value:04X})" if isinstance(value, int) else repr(value)
 
 
 def key_lines(root: yaml.Node | None) -> dict[tuple[Any, ...], int]:

@@ -16,6 +16,8 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from spaces import Fixed
+
 from ._cost import wants_energy
 from ._params import check_space_against_trainer
 from .backends import backend_names, resolve_backend
@@ -234,6 +236,19 @@ def hyperparameter_search(
     adapter = backend_cls(settings, kwargs)
     space, native_space = adapter.resolve_space(hp_space)
     if space is not None:
+        epochs_ignored = "num_train_epochs" in space and "max_steps" not in space and trainer.args.max_steps > 0
+        if hp_space is not None and epochs_ignored:  # the default space keeps it, as transformers' default spaces do
+            raise SearchConfigError(
+                f"hp_space searches num_train_epochs, but max_steps={trainer.args.max_steps} decides how long every "
+                "trial trains (num_train_epochs is then ignored, as in transformers); set max_steps=-1 to search the "
+                "epochs, or remove num_train_epochs from hp_space."
+            )
+        if hp_space is not None and all(isinstance(space[name], Fixed) for name in space):
+            raise SearchConfigError(
+                f"hp_space has no parameter to search: every one is fixed ({', '.join(space)}), so every trial would "
+                "train the same configuration; give at least one a range (spaces.Float, Int or Categorical), or set "
+                "fixed values in TrainingArguments or model_init."
+            )
         check_space_against_trainer(space, trainer)
         adapter.settings = settings = _with_space(settings, space)
     adapter.validate()

@@ -224,13 +224,22 @@ def run(args: argparse.Namespace) -> int:
         )
     train_dataset, eval_dataset = datasets
     training_args = TrainingArguments(output_dir=config.output_dir, **config.training_args)
-    trainer = Trainer(
-        model_init=config.model,
-        args=training_args,
-        train_dataset=train_dataset,
-        eval_dataset=eval_dataset,
-        compute_metrics=config.metrics,
-    )
+    try:
+        trainer = Trainer(
+            model_init=config.model,
+            args=training_args,
+            train_dataset=train_dataset,
+            eval_dataset=eval_dataset,
+            compute_metrics=config.metrics,
+        )
+    except Exception:  # the user's model code: its traceback is the useful part
+        traceback.print_exc()
+        line = config.lines.line("model")
+        print(f"hpsearch: {config.lines.path}{f':{line}' if line else ''}: model: building the Trainer failed "
+              "(traceback above). The Trainer builds one model with model_init(trial=None) before the search, as "
+              "transformers' does: make model_init work without a trial too (e.g. `trial['hidden'] if trial else 64`).",
+              file=sys.stderr)
+        return EXIT_FAILED
     interactive = is_interactive() if args.progress is None else args.progress
     _quiet_trainer_bars(trainer, interactive and not training_args.disable_tqdm)
     if interactive:
@@ -272,9 +281,19 @@ def run(args: argparse.Namespace) -> int:
     if result is not None:
         _print_summary(result, started, report, sys.stdout)
     if failure is not None:
-        print(f"hpsearch: the search failed: {failure}", file=sys.stderr)
+        print(f"hpsearch: the search failed: {_shorten(str(failure))}", file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK
+
+
+#: Characters of a message the CLI prints: a huge value quoted in an error would otherwise fill the terminal.
+MAX_MESSAGE = 4000
+
+
+def _shorten(message: str) -> str:
+    if len(message) <= MAX_MESSAGE:
+        return message
+    return f"{message[:MAX_MESSAGE]}... ({len(message) - MAX_MESSAGE:,} more characters)"
 
 
 def _load_if_any(output_dir: str) -> Any:
@@ -397,8 +416,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.handler(args))
     except SearchConfigError as error:  # includes ConfigError and BackendNotAvailable's config cousins
-        print(f"hpsearch: error: {error}", file=sys.stderr)
+        print(f"hpsearch: error: {_shorten(str(error))}", file=sys.stderr)
         return EXIT_CONFIG
     except BackendNotAvailable as error:
-        print(f"hpsearch: error: {error}", file=sys.stderr)
+        print(f"hpsearch: error: {_shorten(str(error))}", file=sys.stderr)
         return EXIT_CONFIG

@@ -98,7 +98,15 @@ def _check_timeout(value: Any) -> float | None:
             f"trial_timeout must be a positive, finite number of seconds or None, got {value!r}; pass e.g. "
             "trial_timeout=600 (or None for no limit)."
         )
+    if value > _LONGEST_TIMEOUT_S:
+        raise SearchConfigError(
+            f"trial_timeout={value!r} seconds is longer than a trial's timer can count (at most "
+            f"{_LONGEST_TIMEOUT_S:.0e} s, ~31 years); pass None for no limit."
+        )
     return float(value)
+
+
+_LONGEST_TIMEOUT_S = 1e9
 
 
 def _check_budget(name: str) -> Callable[[Any], float | None]:

@@ -126,8 +126,9 @@ class SweepFile(BaseModel):
     backend_options: dict[str, Any] | None = _key(
         "keyword arguments of hyperparameter_search for the backend", "a mapping of keyword arguments for the backend",
         "backend_options: {max_failed_trials: 5}", default=None)
-    torch_threads: _AtLeastOne | None = _key(
-        "torch intra-op threads (1 is fastest for tiny models on a busy machine)", "an integer >= 1", default=None)
+    torch_threads: Annotated[StrictInt, Field(ge=1, le=4096)] | None = _key(
+        "torch intra-op threads (1 is fastest for tiny models on a busy machine)", "an integer from 1 to 4096",
+        default=None)
 
 
 #: The top-level keys, in order.
@@ -255,6 +256,20 @@ class SweepConfig:
         return done
 
 
+def _check_objective_count(sweep: SweepFile, lines: Lines) -> None:
+    """One direction per objective (a module:function objective's count is known only when it runs)."""
+    if isinstance(sweep.objective, str) and ":" in sweep.objective:
+        return
+    objectives = len(sweep.objective) if isinstance(sweep.objective, list) else 1
+    directions = len(sweep.direction) if isinstance(sweep.direction, list) else 1
+    if objectives != directions:
+        raise lines.error(
+            f"objective has {objectives} metric(s) but direction has {directions} entr{'y' if directions == 1 else 'ies'};"
+            f" give one direction per objective, e.g. direction: {['maximize'] * objectives}.",
+            "direction",
+        )
+
+
 def _read(path: Path) -> tuple[dict[str, Any], Lines]:
     try:
         text = path.read_text(encoding="utf-8")
@@ -271,6 +286,14 @@ def _read(path: Path) -> tuple[dict[str, Any], Lines]:
     if not isinstance(data, dict):
         example = "\n".join(f"  {_top_expected(k)[1]}" for k, f in SweepFile.model_fields.items() if f.is_required())
         raise lines.error(f"a sweep file is a YAML mapping, got {show(data)}; start from e.g.\n{example}")
+    for where, mapping in (((), data), (("backend_options",), data.get("backend_options"))):
+        for key in mapping if isinstance(mapping, dict) else ():
+            if key is None:  # `~:` or an empty key
+                raise lines.error("a key must be a string, got null (`~` or nothing before the colon); write the "
+                                  "key's name, or remove the entry.", *where)
+            if not isinstance(key, str):  # YAML reads `1:` as a number, which no key here is
+                raise lines.error(f"a key must be a string, got {show(key)}; quote it, e.g. \"{key}\", or remove it.",
+                                  *where, str(key))
     return data, lines
 
 
@@ -337,9 +360,30 @@ def _training_args(raw: Mapping[str, Any], lines: Lines, output_dir: str) -> dic
                           "see trainer.TrainingArguments for the fields.")
     validate(model, raw, lines, ("training_args",), lambda name: ("a value", None), unknown)
     kwargs = {k: v for k, v in raw.items() if k != "output_dir"}
+    for name, inert in _SCRIPT_ONLY.items():
+        if name in kwargs and kwargs[name] != inert:
+            raise lines.error(
+                f"{name}={kwargs[name]!r} is read by a training script, not by hpsearch run (every trial trains from "
+                "scratch, then evaluates); remove it (--resume continues a sweep).", "training_args", name
+            )
     with located(lines):
         check_training_args(kwargs, output_dir)
     return kwargs
+
+
+#: TrainingArguments fields only a script reads, with the value that asks it for nothing unusual.
+_SCRIPT_ONLY: dict[str, Any] = {"resume_from_checkpoint": None, "do_predict": False, "overwrite_output_dir": False}
+
+
+def _check_shadowed(space: Any, training_args: Mapping[str, Any], lines: Lines) -> None:
+    """A training argument the space searches (unconditionally) is replaced in every trial: it would do nothing."""
+    for name in space or ():
+        if name in training_args and not space[name].is_conditional:
+            raise lines.error(
+                f"{name} is set in training_args and searched in space, whose value replaces it in every trial; "
+                "remove it from training_args (it is kept only as the value for trials where a conditional "
+                "parameter is inactive).", "training_args", name
+            )
 
 
 def _check_options(backend_cls: type[SearchBackend], raw: Mapping[str, Any], lines: Lines) -> None:
@@ -420,6 +464,7 @@ def load_sweep(
     except ConfigError as error:
         raise _with_option_errors(error, data, lines) from None
     assert isinstance(sweep, SweepFile)
+    _check_objective_count(sweep, lines)
 
     # Imports made by name resolve against the current directory, as with `python -m` (a console script
     # does not put it on sys.path by itself).
@@ -443,5 +488,6 @@ def load_sweep(
             backend=backend_cls.name,
             torch_threads=sweep.torch_threads,
         )
+    _check_shadowed(config.space, config.training_args, lines)
     _backend_options(config, backend_cls, sweep.backend_options or {}, resume)
     return config

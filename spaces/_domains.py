@@ -187,7 +187,15 @@ def _check_integer(name: str, value: Any, owner: str) -> int:
             f"{owner}: {name} must be an int, got {type(value).__name__} {value!r}; "
             f"pass an integer such as {name}={_int_hint(value)} (or use Float for a real range)."
         )
+    if not -_INT64 <= int(value) < _INT64:
+        raise ValueError(
+            f"{owner}: {name}={value!r} is beyond what the engines and the results table store (64-bit integers, "
+            f"|value| < 2**63); use a smaller bound (or Float for a real range)."
+        )
     return int(value)
+
+
+_INT64 = 2**63
 
 
 def _int_hint(value: Any) -> str:

@@ -101,6 +101,12 @@ class Env:
         code = cli_main(["run", str(self.sweep_file(**changes)), "--no-progress", *flags])
         raise CliExit(code)
 
+    def cli_text(self, text: str) -> None:
+        """`hpsearch run` on a sweep file of exactly ``text`` (what yaml.safe_dump cannot write: aliases, bytes)."""
+        path = self.tmp_path / "raw.yaml"
+        path.write_text(text)
+        raise CliExit(cli_main(["run", str(path), "--no-progress"]))
+
 
 class CliExit(Exception):
     def __init__(self, code: int) -> None:
@@ -125,6 +131,19 @@ def _native_space(result: Any) -> Callable[[Any], Any]:
 
 def _raising_space(trial):
     raise KeyError("lerning_rate")
+
+
+def _exiting_module(env: Env) -> str:
+    """A module path whose module calls sys.exit(3) when imported (a script, not a module)."""
+    (env.tmp_path / "exiting_script.py").write_text("import sys\nsys.exit(3)\n")
+    env.monkeypatch.syspath_prepend(str(env.tmp_path))
+    return "exiting_script:datasets"
+
+
+def _aliased_long_text(env: Env) -> str:
+    """A valid sweep file plus one 5,000-character text repeated by 900 aliases (few values, 4.5 MB expanded)."""
+    return (env.sweep_file().read_text() + f'note: &long "{"x" * 5000}"\n'
+            + f"notes: [{', '.join(['*long'] * 900)}]\n")
 
 
 def _without_train(trainer: Trainer) -> Trainer:
@@ -279,9 +298,44 @@ CASES: list[tuple[str, Callable[[Env], Any], tuple[str, ...]]] = [
      ("dashboard_port=8765", "dashboard=False", "pass dashboard=True")),
     ("earlier-search-kept", _second_search_in_same_folder,
      ("holds an earlier search (1 trials", "nothing was started", "another output_dir")),
+    ("trial-timeout-huge", lambda e: e.search(trial_timeout=1e10), ("trial_timeout=", "longer than a trial's timer",
+                                                                     "pass None for no limit")),
+    ("space-epochs-ignored", lambda e: e.search(e.trainer(max_steps=5), hp_space={"num_train_epochs": spaces.Int(1, 3)}),
+     ("num_train_epochs", "max_steps=5", "set max_steps=-1")),
+    ("space-all-fixed", lambda e: e.search(backend="random", hp_space={"learning_rate": 0.01, "seed": spaces.Fixed(3)}),
+     ("no parameter to search", "learning_rate, seed", "give at least one a range")),
+    ("optuna-load-if-exists-alone", lambda e: e.search(storage=None, load_if_exists=True),
+     ("load_if_exists=True", "no storage is given", "pass storage='sqlite:///study.db'")),
+    ("optuna-native-returns-domains", lambda e: e.search(hp_space=lambda trial: {"learning_rate": spaces.Float(0.1, 1.0)}),
+     ("returned spaces domains for ['learning_rate']", "Float", "pass the dict itself as hp_space")),
+    ("sigopt-native-no-bounds", lambda e: e.search(backend="sigopt", hp_space=[{"name": "learning_rate", "type": "double"}]),
+     ("'learning_rate'", "got None", "'bounds': {'min'")),
+    ("sigopt-native-raises",
+     lambda e: e.search(backend="sigopt", hp_space=lambda t: {"learning_rate": t.suggest_float("learning_rate", 0.1, 1)}),
+     ("hp_space(None) raised AttributeError", "suggest_float", "belongs to backend='optuna'")),
+    ("sigopt-native-bounds-rejected",
+     lambda e: e.search(backend="sigopt", hp_space=[{"name": "per_device_train_batch_size", "type": "int",
+                                                     "bounds": {"min": -5, "max": 0}}]),
+     ("per_device_train_batch_size", "-5", "pass 1 or more")),
     # ------------------------------------------------------------ sweep files and CLI flags
+    ("yaml-long-text-by-aliases", lambda e: e.cli_text(_aliased_long_text(e)),
+     ("more than 1,000,000 characters", "aliases", "shorten the values")),
+    ("yaml-control-character", lambda e: e.cli_text(e.sweep_file().read_text() + "extra: \x07\n"),
+     ("character '\\x07'", "not allowed", "remove it")),
+    ("yaml-integer-key", lambda e: e.cli_text(e.sweep_file().read_text() + "1: 2\n"),
+     ("a key must be a string", "int 1", "quote it")),
+    ("yaml-objective-direction-count", lambda e: e.cli(objective=["eval_accuracy", "eval_loss"], direction="maximize"),
+     ("direction", "objective has 2 metric(s) but direction has 1 entry", "give one direction per objective")),
+    ("yaml-script-only-argument",
+     lambda e: e.cli(training_args={"num_train_epochs": 1, "eval_strategy": "epoch", "resume_from_checkpoint": "/x"}),
+     ("resume_from_checkpoint='/x'", "read by a training script", "remove it")),
+    ("yaml-argument-shadowed-by-space",
+     lambda e: e.cli(training_args={"num_train_epochs": 1, "eval_strategy": "epoch", "learning_rate": 0.5}),
+     ("learning_rate is set in training_args and searched in space", "replaces it", "remove it from training_args")),
+    ("yaml-torch-threads", lambda e: e.cli(torch_threads=10**11), ("torch_threads", "100000000000", "from 1 to 4096")),
     ("yaml-missing-import", lambda e: e.cli(model="examples.digits.model:no_such_factory"),
      ("model", "no_such_factory", "it defines")),
+    ("yaml-module-exits", lambda e: e.cli(data=_exiting_module(e)), ("data", "raised SystemExit: 3", "fix that module")),
     ("yaml-missing-module", lambda e: e.cli(data="examples.nowhere:datasets"), ("data", "examples.nowhere", "check the spelling")),
     ("yaml-unknown-key", lambda e: e.cli(n_trial=3), ("n_trial", "unknown key", "did you mean 'n_trials'")),
     ("yaml-space-type", lambda e: e.cli(space={"learning_rate": {"type": "gaussian"}}),

@@ -413,3 +413,42 @@ def test_report_subprocess_markdown(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert "t0" in proc.stdout and "|" in proc.stdout
+
+
+def test_a_model_init_that_needs_a_trial_is_named_with_the_fix(tmp_path, capsys):
+    """The Trainer builds one model with model_init(None) before the search (as transformers' does); a factory that
+    cannot gets its traceback and the `model` line with what to change, not a bare TypeError."""
+    module = tmp_path / "needs_trial_model.py"
+    module.write_text("from examples.digits.model import DigitsMLP\n\n"
+                      "def model_init(trial):\n    return DigitsMLP(hidden=trial['hidden'])\n")
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(TINY.replace("examples.digits.model:model_init", "needs_trial_model:model_init"))
+    sys.path.insert(0, str(tmp_path))
+    try:
+        code = main(["run", str(sweep), "--output-dir", str(tmp_path / "out"), "--no-progress"])
+    finally:
+        sys.path.remove(str(tmp_path))
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "TypeError" in err  # the user's own traceback
+    assert f"{sweep}:1: model: building the Trainer failed" in err and "model_init(trial=None)" in err
+    assert "trial['hidden'] if trial else 64" in err
+
+
+def test_long_messages_are_shortened():
+    from hpsearch.cli import MAX_MESSAGE, _shorten
+
+    assert _shorten("short") == "short"
+    long = "x" * (MAX_MESSAGE + 1234)
+    assert _shorten(long) == "x" * MAX_MESSAGE + "... (1,234 more characters)"
+
+
+def test_a_misspelt_metric_in_an_objective_list_stops_the_sweep_as_a_config_error(tmp_path, capsys):
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(TINY.replace("objective: eval_accuracy\ndirection: maximize",
+                                  "objective: [eval_accuracy, eval_los]\ndirection: [maximize, minimize]")
+                     .replace("  sampler: {name: TPESampler, seed: 0}", "  sampler: {name: NSGAIISampler, seed: 0}"))
+    code = main(["run", str(sweep), "--output-dir", str(tmp_path / "out"), "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "objective 'eval_los' is not among the evaluation metrics" in err and "eval_loss" in err

@@ -57,6 +57,8 @@ INVALID = [
     (lambda: Int(0, 10, step=3), ValueError, r"step must divide high - low, got step=3 .*move high to 9"),
     (lambda: Int(0, 10, step=2.0), TypeError, r"step must be an int, got float 2\.0"),
     (lambda: Int(0, 10, step=True), TypeError, r"step must be an int, got bool True"),
+    (lambda: Int(0, 2**63), ValueError, r"high=9223372036854775808 is beyond .*64-bit integers"),
+    (lambda: Int(-(2**63) - 1, 0), ValueError, r"low=-9223372036854775809 is beyond"),
     (lambda: Categorical([]), ValueError, r"choices must not be empty"),
     (lambda: Categorical(()), ValueError, r"choices must not be empty"),
     (lambda: Categorical("abc"), TypeError, r"choices must be a list or tuple, got str 'abc'"),

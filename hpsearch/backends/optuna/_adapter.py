@@ -145,6 +145,11 @@ class OptunaBackend(SearchBackend):
         sampler = kw.get("sampler")
         if sampler is not None and not isinstance(sampler, optuna.samplers.BaseSampler):
             raise SearchConfigError(f"sampler must be an optuna.samplers.BaseSampler, got {sampler!r}.")
+        if kw.get("load_if_exists") and kw.get("storage") is None:
+            raise SearchConfigError(
+                "load_if_exists=True continues a study kept in a storage, but no storage is given (a study in memory "
+                "starts empty); pass storage='sqlite:///study.db' (or a journal file), or remove load_if_exists."
+            )
         if pruner is not None and not isinstance(pruner, optuna.pruners.NopPruner):
             if multi:
                 raise SearchConfigError(

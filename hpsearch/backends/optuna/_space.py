@@ -91,6 +91,15 @@ def native_params(trial: Trial, native_space: Any, trainer: Trainer) -> dict[str
         raise SearchConfigError(
             f"hp_space(trial) must return a dict of parameter values, got {type(params).__name__}: {params!r}."
         )
+    from spaces import Domain
+
+    domains = sorted(name for name, value in params.items() if isinstance(value, Domain))
+    if domains:
+        raise SearchConfigError(
+            f"hp_space(trial) returned spaces domains for {domains} (e.g. {params[domains[0]]!r}), not values: a "
+            "callable hp_space suggests values itself (trial.suggest_float(...)); to search a dict of spaces domains, "
+            "pass the dict itself as hp_space."
+        )
     check_param_names(params, trainer)
     return {**trial.params, **params}
 

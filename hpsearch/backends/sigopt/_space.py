@@ -11,7 +11,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..._params import argument_types, check_param_names
+from ..._params import argument_types, check_param_names, check_space_against_trainer
 from ...errors import HPSearchError, SearchConfigError
 
 if TYPE_CHECKING:
@@ -235,7 +235,14 @@ def _check_conditionals_covered(parameters: list[dict[str, Any]], conditionals: 
 def check_native(hp_space: Any, trainer: Trainer) -> tuple[list[dict[str, Any]], dict[str, type]]:
     """A native hp_space's SigOpt parameters, checked, and the int/float fields among its categoricals."""
     native_fields: dict[str, type] = {}
-    parameters = hp_space(None) if callable(hp_space) else hp_space
+    try:
+        parameters = hp_space(None) if callable(hp_space) else hp_space
+    except Exception as error:
+        raise SearchConfigError(
+            f"hp_space(None) raised {type(error).__name__}: {error}. A native SigOpt hp_space is a list of SigOpt "
+            "parameter dicts, or a callable returning one when called with None (an Optuna-style "
+            "`trial.suggest_*` space belongs to backend='optuna'; a dict of spaces domains works on every backend)."
+        ) from error
     if not isinstance(parameters, list | tuple) or not parameters:
         raise SearchConfigError(
             "a native SigOpt hp_space must be (a callable returning) a non-empty list of SigOpt parameter "
@@ -243,6 +250,7 @@ def check_native(hp_space: Any, trainer: Trainer) -> tuple[list[dict[str, Any]],
             f"got {type(parameters).__name__}."
         )
     fields = argument_types(type(trainer.args))
+    numeric: dict[str, Any] = {}
     out: list[dict[str, Any]] = []
     for i, raw in enumerate(parameters):
         if not isinstance(raw, Mapping) or not isinstance(raw.get("name"), str) or not raw.get("name"):
@@ -258,6 +266,8 @@ def check_native(hp_space: Any, trainer: Trainer) -> tuple[list[dict[str, Any]],
                            "'transformation'.", name)
             spec.setdefault("transformation", spec.pop("transformamtion"))
         check_param_names([name], trainer)
+        if spec["type"] in ("int", "double"):
+            numeric[name] = _bounds_domain(name, spec)
         if name in fields and spec["type"] == "categorical":
             target = _numeric_type(fields[name])
             if target is not None:
@@ -273,7 +283,27 @@ def check_native(hp_space: Any, trainer: Trainer) -> tuple[list[dict[str, Any]],
                             "such as '32'."
                         ) from None
         out.append(spec)
+    if numeric:  # the bounds must be values the trainer's arguments accept, as for a portable space
+        from spaces import SearchSpace
+
+        check_space_against_trainer(SearchSpace(numeric), trainer)
     return out, native_fields
+
+
+def _bounds_domain(name: str, spec: Mapping[str, Any]) -> Any:
+    """The spaces domain of an int/double parameter's ``bounds`` (which SigOpt requires), to check them."""
+    from spaces import Float, Int
+
+    bounds = spec.get("bounds")
+    if not isinstance(bounds, Mapping) or not {"min", "max"} <= set(bounds):
+        raise SearchConfigError(
+            f"hp_space parameter {name!r} (type {spec['type']!r}) needs bounds {{'min': ..., 'max': ...}}, got "
+            f"{bounds!r}; e.g. {{'name': {name!r}, 'type': {spec['type']!r}, 'bounds': {{'min': 1, 'max': 8}}}}."
+        )
+    try:
+        return (Int if spec["type"] == "int" else Float)(bounds["min"], bounds["max"])
+    except (TypeError, ValueError) as error:
+        raise SearchConfigError(f"hp_space parameter {name!r}: bounds {dict(bounds)!r} are not valid: {error}") from None
 
 
 def same_assignments(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
