@@ -168,6 +168,8 @@ def after(args: TrainingArguments, derived: dict[str, Any], previous: dict[str, 
                     f"pass {name}=None too, or torch_compile=True."
                 )
             args.torch_compile = derived["torch_compile"] = True  # as transformers: either one implies compiling
+    if args.torch_compile and args.torch_compile_backend is None:
+        args.torch_compile_backend = derived["torch_compile_backend"] = "inductor"  # transformers' default
     if args.torch_compile_backend is not None:
         from accelerate.utils import DynamoBackend
 

@@ -110,7 +110,7 @@ _MAX_SEED = 2**32 - 1
 # keeping a value computed from the old input.
 _DERIVABLE = (
     "logging_dir", "run_name", "eval_steps", "metric_for_best_model", "greater_is_better", "mixed_precision", "do_eval",
-    "torch_compile",
+    "torch_compile", "torch_compile_backend",
 )
 
 
@@ -360,10 +360,12 @@ class TrainingArguments:
         _args_compat.before(self, derived, previous)
 
         # --- paths and names ---
-        self.output_dir = (
+        # "~" expanded, as transformers does (os.makedirs would otherwise create a folder named "~").
+        self.output_dir = os.path.expanduser(
             _as_str("output_dir", self.output_dir, allow_none=True, path=True) or "trainer_output"
         )
         self.logging_dir = _as_str("logging_dir", self.logging_dir, allow_none=True, path=True)
+        self.logging_dir = None if self.logging_dir is None else os.path.expanduser(self.logging_dir)
         if self.logging_dir is None:
             self.logging_dir = derived["logging_dir"] = _default_logging_dir(self.output_dir, run_folder)
         self.run_name = _as_str("run_name", self.run_name, allow_none=True)

@@ -710,3 +710,12 @@ def test_arguments_and_callbacks_refuse_what_transformers_refuses(make_args):
                       callbacks=[EarlyStoppingCallback()])
     with pytest.raises(AssertionError, match="requires metric_for_best_model to be defined"):
         trainer.train()
+
+
+def test_paths_and_compile_backend_as_transformers_fills_them(make_args):
+    args = make_args(output_dir="~/runs/a", logging_dir="~/logs")
+    assert args.output_dir == os.path.expanduser("~/runs/a") and args.logging_dir == os.path.expanduser("~/logs")
+    assert args.run_name == args.output_dir
+    compiled = make_args(torch_compile=True)
+    assert compiled.torch_compile_backend == "inductor"
+    assert compiled.replace(torch_compile=False).torch_compile_backend is None  # derived, so derived again
