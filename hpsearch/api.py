@@ -7,6 +7,7 @@ adapter declares its options, default space and version.
 from __future__ import annotations
 
 import enum
+import inspect
 import logging
 import os
 import platform
@@ -201,6 +202,8 @@ def hyperparameter_search(
     directions = _directions(direction)
     if hp_name is not None and not callable(hp_name):
         raise SearchConfigError(f"hp_name must be a callable taking the trial and returning a name, got {hp_name!r}.")
+    _check_takes_one("hp_name", hp_name, "the trial")
+    _check_takes_one("compute_objective", compute_objective, "the metrics dict")
     _check_dashboard(dashboard, dashboard_port)
     warm_options = sorted(k for k in _WARM_START_OPTIONS if kwargs.get(k) is not None)
     common = check_common_options(kwargs)
@@ -318,6 +321,23 @@ def _check_warm_start_options(common: dict[str, Any], given: list[str]) -> None:
             f"the best earlier trials again); warm_start_mode={common['warm_start_mode']!r} tells the engine every "
             "earlier trial. Pass warm_start_mode='evaluate' or remove warm_start_top_k."
         )
+
+
+def _check_takes_one(name: str, function: Any, what: str) -> None:
+    """A callable the search calls with one argument must accept one (found now, not after a trial trained)."""
+    if not callable(function) or isinstance(function, type):
+        return
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):  # a builtin or C callable without a signature: it is called as is
+        return
+    try:
+        signature.bind(object())
+    except TypeError as error:
+        raise SearchConfigError(
+            f"{name}={getattr(function, '__qualname__', function)!r} cannot be called with one argument ({what}): "
+            f"{error}; give it exactly one parameter."
+        ) from None
 
 
 def _check_dashboard(dashboard: Any, port: Any) -> None:

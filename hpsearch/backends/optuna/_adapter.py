@@ -79,7 +79,8 @@ class OptunaBackend(SearchBackend):
         Option("n_jobs", (int,), "trials run at once in threads (-1: one per CPU)"),
         Option("gc_after_trial", (bool,), "run the garbage collector after every trial"),
         Option("callbacks", (list, tuple), "callables (study, frozen_trial) called after every trial"),
-        Option("catch", (type, tuple, list), "exception classes that fail a trial instead of the search"),
+        Option("catch", (type, tuple, list), "exception classes raised around a trial (e.g. by a storage) that fail "
+               "it instead of the search; errors inside a trial always fail only that trial"),
         Option("show_progress_bar", (bool,), "Optuna's own progress bar"),
     )
     _OPTIMIZE = ("timeout", "n_jobs", "gc_after_trial", "show_progress_bar")
@@ -189,8 +190,11 @@ class OptunaBackend(SearchBackend):
             raise SearchConfigError(f"callbacks must be a list of callables (study, trial), got {callbacks!r}.")
         catch = kw.get("catch", ())
         catch_items = catch if isinstance(catch, tuple | list) else (catch,)
-        if not all(isinstance(c, type) and issubclass(c, BaseException) for c in catch_items):
-            raise SearchConfigError(f"catch must be an exception class or a tuple of them, got {catch!r}.")
+        if not all(isinstance(c, type) and issubclass(c, Exception) for c in catch_items):
+            raise SearchConfigError(
+                f"catch must be an Exception class or a tuple of them, got {catch!r} (KeyboardInterrupt and other "
+                "BaseExceptions stop a search and cannot be caught per trial)."
+            )
 
     def describe(self) -> dict[str, Any]:
         out = super().describe()
