@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING, Any
 
 from . import _dist, _events
 from ._cost import CostMeter
-from ._params import build_trial_args
+from ._params import argument_types, build_trial_args
 from ._redact import redact
 from .errors import SearchConfigError, TooManyFailedTrials
 from .trial import Trial, TrialRecord, TrialReporter, TrialState
 
 if TYPE_CHECKING:
-    from trainer import TrainerCallback
+    from trainer import Trainer, TrainerCallback
 
     from .settings import TrialSettings
 
@@ -108,6 +108,26 @@ def _clear_checkpoints(folder: str, record: TrialRecord) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
+def _note_unread_params(trainer: Trainer, trial: Trial, record: TrialRecord) -> None:
+    """Have the trial's ``model_init(trial)`` note in ``record.extra["unread_params"]`` the parameters that are no
+    TrainingArguments field and that it did not read: they change nothing (a misspelt name, most often)."""
+    user_init = trainer.model_init
+    if user_init is None or not trainer.model_init_takes_trial:
+        return  # such parameters are refused before the search (check_param_names)
+    fields = argument_types(type(trainer.args))
+
+    def model_init(given: Any) -> Any:
+        if given is not trial:
+            return user_init(given)
+        model, unread = trial.unread_while(lambda: user_init(trial))
+        unread = [name for name in unread if name not in fields]
+        if unread:
+            record.extra["unread_params"] = unread
+        return model
+
+    trainer.model_init = model_init
+
+
 def failed_record(settings: TrialSettings, trial: Trial, error: str) -> TrialRecord:
     """The FAIL record of a trial that could not start (its parameters or its name could not be made)."""
     import dataclasses
@@ -183,6 +203,7 @@ def run_trial(
         # The watchdog only joins the trainer's callbacks when there is a deadline to check at every step.
         timed = [watchdog] if settings.trial_timeout is not None else []
         trainer = settings.trainer.for_trial(args, callbacks=[*callbacks, callback, *timed])
+        _note_unread_params(trainer, trial, record)
         trainer.train(resume_from_checkpoint=resume_from_checkpoint, trial=trial)
         record.params = trial.params  # including values suggested inside model_init
         used = trainer.args.per_device_train_batch_size

@@ -11,6 +11,7 @@ A store reused by a later run (a resumed search) must hold the same search: `sea
 
 from __future__ import annotations
 
+import difflib
 import json
 import logging
 import threading
@@ -85,6 +86,7 @@ class SearchSession:
         self.stop_reason: str | None = None
         self._consecutive_failures: list[TrialRecord] = []
         self._lock = threading.Lock()
+        self._warned_unread = False
 
     @property
     def output_dir(self) -> str:
@@ -111,11 +113,29 @@ class SearchSession:
                     except Exception:
                         logger.warning("Trial-end hook %r failed; ignoring it.", hook, exc_info=True)
             self._check_budgets()
+            self._warn_unread(record)
             if record.extra.get("config_error"):
                 raise SearchConfigError(
                     f"Trial {record.name} failed on a setting no trial can satisfy; the search stops: {record.error}"
                 )
             self._count_failure(record)
+
+    def _warn_unread(self, record: TrialRecord) -> None:
+        """Once per search: parameters the first trial's model_init never read (and no argument takes) do nothing."""
+        unread = record.extra.get("unread_params")
+        if not unread or self._warned_unread:
+            return
+        self._warned_unread = True
+        from ._params import argument_types
+
+        fields = list(argument_types(type(self.settings.trainer.args)))
+        hints = [f"{name!r} -> {close[0]!r}?" for name in unread
+                 for close in [difflib.get_close_matches(name, fields, n=1)] if close]
+        logger.warning(
+            "Trial %s: model_init(trial) did not read the parameter(s) %s, and no TrainingArguments field has their "
+            "name, so they change nothing in the trials%s. Read them in model_init (trial[name]) or rename them.",
+            record.name, unread, f" (misspelt? {', '.join(hints)})" if hints else "",
+        )
 
     def _check_budgets(self) -> None:
         if self.stop_reason is not None or (self.max_device_hours is None and self.max_energy_kwh is None):

@@ -12,7 +12,7 @@ and it travels unchanged (as `TrialRecord.to_dict` on engines that ship results 
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -170,20 +170,36 @@ class Trial(Mapping[str, Any]):
         self.name = name if name is not None else f"run-{self.id}"
         # Set by the multi-process helper (`hpsearch._dist`) when several processes train one trial.
         self._suggest_hook: Any = None
+        # While `reading` is on (model_init runs): the parameter names read so far.
+        self._read: set[str] | None = None
 
     @property
     def params(self) -> dict[str, Any]:
         """A copy of the parameters as a plain dict."""
+        if self._read is not None:
+            self._read.update(self._params)
         return dict(self._params)
 
     def __getitem__(self, name: str) -> Any:
+        if self._read is not None:
+            self._read.add(name)
         try:
             return self._params[name]
         except KeyError:
             raise KeyError(f"Trial {self.name} has no parameter {name!r}; it has {sorted(self._params)}.") from None
 
     def __iter__(self) -> Iterator[str]:
+        if self._read is not None:
+            self._read.update(self._params)
         return iter(self._params)
+
+    def unread_while(self, call: Callable[[], Any]) -> tuple[Any, list[str]]:
+        """``call()``'s result and the parameters it did not read (by key, iteration or ``params``)."""
+        before, self._read = list(self._params), set()
+        try:
+            return call(), [name for name in before if name not in self._read]
+        finally:
+            self._read = None
 
     def __len__(self) -> int:
         return len(self._params)

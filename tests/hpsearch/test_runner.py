@@ -203,3 +203,30 @@ def test_finish_record_fails_a_complete_trial_without_a_finite_objective(make_se
     assert record.finished is not None
     pruned = finish_record(make_settings(), _record([0.3]), TrialState.PRUNED)
     assert pruned.state is TrialState.PRUNED and pruned.objective == 0.3
+
+
+def test_parameters_model_init_never_reads_are_noted_and_warned_once(make_trainer, make_settings, caplog):
+    """A parameter that is no TrainingArguments field and that model_init(trial) does not read changes nothing (a
+    misspelt name, most often): the record notes it, and the session warns once per search with a close match."""
+    from datetime import datetime, timezone
+
+    from hpsearch.results import SearchResult
+    from hpsearch.session import SearchSession
+
+    read_by_iteration = make_settings(make_trainer(model_init=lambda trial: DigitsMLP(hidden=dict(trial or {"hidden": 8})["hidden"])))
+    record = run_trial(read_by_iteration, random_trial({"hidden": 8, "dropout": 0.1}), _trials.RecordingReporter())
+    assert "unread_params" not in record.extra  # dict(trial) reads every parameter
+
+    settings = make_settings(make_trainer())  # model_init reads trial["hidden"] only
+    params = {"lerning_rate": 0.02, "learning_rate": 0.01, "hidden": 8, "warmup": 0.1}
+    records = [run_trial(settings, random_trial(params, number=n), _trials.RecordingReporter()) for n in (0, 1)]
+    assert records[0].state is TrialState.COMPLETE
+    assert records[0].extra["unread_params"] == ["lerning_rate", "warmup"]  # learning_rate is an argument
+
+    session = SearchSession(settings, SearchResult("random", ["maximize"], [], started=datetime.now(timezone.utc)), 2)
+    caplog.set_level("WARNING", logger="hpsearch.session")
+    for record in records:
+        session.record(record)
+    warnings = [m.getMessage() for m in caplog.records if "did not read" in m.getMessage()]
+    assert len(warnings) == 1
+    assert "['lerning_rate', 'warmup']" in warnings[0] and "'lerning_rate' -> 'learning_rate'?" in warnings[0]
