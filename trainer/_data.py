@@ -141,7 +141,7 @@ def train_dataloader(trainer: Trainer) -> DataLoader:
                 seed=data_seed(trainer),
             )
             if accelerate_only_forwards(trainer.accelerator):
-                return DataLoader(dataset, **kwargs)
+                return _one_process_loader(dataset, kwargs)
             return trainer.accelerator.prepare(DataLoader(dataset, **kwargs))
         if accelerate_only_forwards(trainer.accelerator):
             # One process and nothing for accelerate to shard, place or scale: a plain loader with the sampler
@@ -150,9 +150,17 @@ def train_dataloader(trainer: Trainer) -> DataLoader:
             # costs a look-ahead, a device copy and its gradient-state bookkeeping per batch; the loop does
             # the little of that it needs itself (see _inner_training_loop).
             kwargs["sampler"] = SeededRandomSampler(cast(Sized, dataset), data_seed(trainer))
-            return DataLoader(dataset, **kwargs)
+            return _one_process_loader(dataset, kwargs)
         kwargs["sampler"] = RandomSampler(cast(Sized, dataset))  # map-style datasets have a length
     return trainer.accelerator.prepare(DataLoader(dataset, **kwargs))
+
+
+def _one_process_loader(dataset: Any, kwargs: dict[str, Any]) -> DataLoader:
+    """A plain loader where accelerate would only forward; like accelerate's, it says its ``total_batch_size``
+    (the batch of all processes: here the one process's)."""
+    loader = DataLoader(dataset, **kwargs)
+    loader.total_batch_size = kwargs["batch_size"]  # type: ignore[attr-defined]
+    return loader
 
 
 class SeededRandomSampler(RandomSampler):
@@ -252,7 +260,7 @@ def eval_dataloader_for(trainer: Trainer, dataset: Any) -> DataLoader:
     if plain:
         # Sequential, one process: accelerate's wrapper would only place batches on the device, which
         # evaluation_loop does for a plain loader.
-        loader = DataLoader(dataset, **kwargs)
+        loader = _one_process_loader(dataset, kwargs)
         if cache is not None:
             cache[id(dataset)] = (dataset, loader)  # the dataset is kept too: its id is never reused meanwhile
         return loader

@@ -719,3 +719,11 @@ def test_paths_and_compile_backend_as_transformers_fills_them(make_args):
     compiled = make_args(torch_compile=True)
     assert compiled.torch_compile_backend == "inductor"
     assert compiled.replace(torch_compile=False).torch_compile_backend is None  # derived, so derived again
+
+
+def test_loaders_say_their_total_batch_size(make_args):
+    """transformers' loaders are accelerate's, which have ``total_batch_size``; a one-process loader here too."""
+    trainer = Trainer(model=Linear(), args=make_args(per_device_train_batch_size=4, per_device_eval_batch_size=8),
+                      train_dataset=Regression(), eval_dataset=Regression())
+    assert trainer.get_train_dataloader().total_batch_size == 4
+    assert trainer.get_eval_dataloader().total_batch_size == 8
