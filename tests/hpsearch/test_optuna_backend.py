@@ -118,9 +118,10 @@ def test_native_optuna_space_and_suggest_inside_model_init(tmp_path):
 
 
 def test_default_space_in_both_forms(tmp_path):
-    trainer = make_trainer(tmp_path, model_init=lambda: DigitsMLP(), max_steps=3, eval_strategy="steps", eval_steps=3,
-                           save_strategy="no")
-    for hp_space in (None, hpsearch.default_hp_space_optuna):
+    for form, hp_space in (("portable", None), ("native", hpsearch.default_hp_space_optuna)):
+        # A search per folder: a second search is not written over the first one's results.
+        trainer = make_trainer(tmp_path / form, model_init=lambda: DigitsMLP(), max_steps=3, eval_strategy="steps",
+                               eval_steps=3, save_strategy="no")
         best = trainer.hyperparameter_search(
             hp_space=hp_space, n_trials=2, backend="optuna", sampler=optuna.samplers.RandomSampler(seed=0)
         )
@@ -297,7 +298,9 @@ BAD_INPUTS = [
     ("bad storage", {"storage": "notadb://x"}, "storage"),
     ("journal folder", {"storage": "/nonexistent/dir/study.log"}, "does not exist"),
     ("pruner no eval", {"pruner": optuna.pruners.MedianPruner(), "_no_eval": True}, "eval_strategy"),
-    ("pruner multi", {"pruner": optuna.pruners.MedianPruner(), "direction": ["minimize", "maximize"]}, "multi-objective"),
+    ("pruner multi", {"pruner": optuna.pruners.MedianPruner(), "direction": ["minimize", "maximize"],
+                      "compute_objective": lambda m: (m["eval_loss"], m["eval_accuracy"])}, "multi-objective"),
+    ("directions one value", {"direction": ["minimize", "maximize"]}, "compute_objective=None gives one value"),
     ("n_jobs accum", {"n_jobs": 2, "_args": {"gradient_accumulation_steps": 2}}, "gradient_accumulation_steps"),
     ("objective scope", {"objective_scope": "median"}, "objective_scope"),
     ("max failed", {"max_failed_trials": 0}, "max_failed_trials"),
