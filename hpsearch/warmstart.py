@@ -93,6 +93,13 @@ def load_priors(warm_start: Any, mode: str, top_k: int, defaults: Mapping[str, A
     unknown = sorted(set(defaults) - set(space))
     if unknown:
         raise SearchConfigError(f"warm_start_defaults names {unknown}, which the hp_space does not have; remove them.")
+    outside = {name: value for name, value in defaults.items() if not space[name].contains(value)}
+    if outside:
+        name = next(iter(outside))
+        raise SearchConfigError(
+            f"warm_start_defaults gives {outside}, outside the hp_space ({name}: {space[name]!r}); give values the "
+            "space can take."
+        )
     priors: list[Prior] = []
     left_out: collections.Counter[str] = collections.Counter()
     for origin, result in _results(warm_start):
