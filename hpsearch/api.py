@@ -311,15 +311,16 @@ _WARM_START_OPTIONS = ("warm_start_mode", "warm_start_top_k", "warm_start_defaul
 def _check_warm_start_options(common: dict[str, Any], given: list[str]) -> None:
     """The warm-start settings do something only with ``warm_start``, and ``warm_start_top_k`` only in 'evaluate'."""
     if common["warm_start"] is None and given:
+        others = f" (and {', '.join(given[1:])})" if given[1:] else ""
         raise SearchConfigError(
-            f"{', '.join(given)} only apply with warm_start (the earlier searches to start from); pass warm_start=... "
-            "or remove them."
+            f"{given[0]}={common[given[0]]!r}{others} needs warm_start (the earlier searches to start from), without "
+            "which it does nothing; pass warm_start=... or remove it."
         )
     if "warm_start_top_k" in given and common["warm_start_mode"] != "evaluate":
         raise SearchConfigError(
-            f"warm_start_top_k={common['warm_start_top_k']} applies to warm_start_mode='evaluate' (which trains "
-            f"the best earlier trials again); warm_start_mode={common['warm_start_mode']!r} tells the engine every "
-            "earlier trial. Pass warm_start_mode='evaluate' or remove warm_start_top_k."
+            f"warm_start_top_k={common['warm_start_top_k']} needs warm_start_mode='evaluate' (which trains the best "
+            f"earlier trials again); warm_start_mode={common['warm_start_mode']!r} tells the engine every earlier "
+            "trial. Pass warm_start_mode='evaluate' or remove warm_start_top_k."
         )
 
 

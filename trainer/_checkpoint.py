@@ -55,7 +55,7 @@ SCHEDULER_NAME = "scheduler.pt"
 SCALER_NAME = "scaler.pt"
 TRAINER_STATE_NAME = "trainer_state.json"
 TRAINING_ARGS_NAME = "training_args.json"
-#: The arguments pickled with torch.save, as transformers writes them (readable with torch.load(weights_only=False)).
+#: The arguments pickled with torch.save, as transformers writes them (never read here: a pickle can run code).
 TRAINING_ARGS_BIN = "training_args.bin"
 _CHECKPOINT_RE = re.compile(rf"^{CHECKPOINT_PREFIX}-(\d+)$")
 

@@ -291,7 +291,7 @@ CASES: list[tuple[str, Callable[[Env], Any], tuple[str, ...]]] = [
                         compute_objective=lambda m: (m["eval_loss"], m["eval_accuracy"])),
      ("objective_scope='best'", "several objectives", "use 'last'")),
     ("warm-start-options-alone", lambda e: e.search(warm_start_mode="evaluate", warm_start_top_k=2),
-     ("warm_start_mode, warm_start_top_k", "only apply with warm_start", "pass warm_start=")),
+     ("warm_start_mode='evaluate' (and warm_start_top_k)", "needs warm_start", "pass warm_start=")),
     ("dashboard-port-type", lambda e: e.search(dashboard=True, dashboard_port="abc"),
      ("dashboard_port", "'abc'", "integer from 0 to 65535")),
     ("dashboard-port-alone", lambda e: e.search(dashboard_port=8765),

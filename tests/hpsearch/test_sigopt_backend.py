@@ -223,7 +223,7 @@ def test_native_sigopt_space_in_the_hugging_face_form(tmp_path):
         (dict(parallel_bandwidth=0), "parallel_bandwidth must be a positive integer"),
         (dict(proxies={"https": "http://proxy:3128"}), "proxies are for driver='http'"),
         (dict(driver="ftp"), "not a SigOpt driver"),
-        (dict(observation_budget="ten"), "observation_budget must be a positive integer"),
+        (dict(observation_budget="ten"), "observation_budget='ten' (str) must be an integer"),
         (dict(name=""), "name must be a non-empty string"),
         (dict(hp_space={"layers": spaces.Int(1, 3),
                         "width": spaces.Int(8, 16, when={"layers": 2})}), "make 'layers' a spaces.Categorical"),

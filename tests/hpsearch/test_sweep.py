@@ -153,9 +153,10 @@ COMMON_VALUES: dict[str, tuple[list[Any], list[Any]]] = {
     "max_device_hours": ([2, 0.5, None], [0, -1, True, "lots", math.inf]),
     "max_energy_kwh": ([1, 0.01, None], [0, -3, False, "lots", math.nan]),
     "warm_start": ([None], [42, True]),
-    "warm_start_mode": (["evaluate", "inform", None], ["replay", 3]),
-    "warm_start_top_k": ([1, 10, None], [0, -1, True, "5"]),
-    "warm_start_defaults": ([{"dropout": 0.1}, None], [[1], "dropout=0.1"]),
+    # Without warm_start these do nothing, so a value given alone is refused too (test_warm_start has them with it).
+    "warm_start_mode": ([None], ["evaluate", "inform", "replay", 3]),
+    "warm_start_top_k": ([None], [1, 10, 0, -1, True, "5"]),
+    "warm_start_defaults": ([None], [{"dropout": 0.1}, [1], "dropout=0.1"]),
 }
 COMMON_CASES = [(name, value, ok) for name, (good, bad) in COMMON_VALUES.items()
                 for ok, values in ((True, good), (False, bad)) for value in values]

@@ -173,7 +173,7 @@ def test_ray_continues_an_optuna_search(mode, tmp_path):
     finished = [r for r in SearchResult.load(earlier).records if r.state is TrialState.COMPLETE]
     best = hpsearch.hyperparameter_search(_trainer(tmp_path / "ray"), hp_space=SPACE, n_trials=3, backend="ray",
                                           compute_objective="eval_loss", warm_start=str(earlier),
-                                          warm_start_mode=mode, warm_start_top_k=2)
+                                          warm_start_mode=mode, **({"warm_start_top_k": 2} if mode == "evaluate" else {}))
     records = best.run_summary.records
     new = [r for r in records if r.extra.get("source") != "warm_start"]
     assert len(new) == 3 and not any(r.state is TrialState.FAIL for r in new)

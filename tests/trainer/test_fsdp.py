@@ -183,7 +183,8 @@ def test_resuming_a_sharded_run_continues_it_exactly(fsdp_run, case):
 @pytest.mark.slow
 def test_checkpoint_layout_follows_state_dict_type(fsdp_run):
     out, (r0, _) = fsdp_run
-    common = ["rng_state_0.pth", "rng_state_1.pth", "scheduler.pt", "trainer_state.json", "training_args.json"]
+    common = ["rng_state_0.pth", "rng_state_1.pth", "scheduler.pt", "trainer_state.json", "training_args.bin",
+              "training_args.json"]
     # save_total_limit=2 keeps the last two; with load_best_model_at_end the best one is kept too.
     assert r0["sharded"]["checkpoints"] == {
         name: sorted([*common, "fsdp_model_rank0.safetensors", "fsdp_model_rank1.safetensors",

@@ -51,7 +51,7 @@ def test_one_set_of_checkpoints_written_by_the_main_process(ddp_run):
         # One RNG file per process, the rest once.
         assert files == sorted([
             "model.safetensors", "optimizer.pt", "scheduler.pt", "rng_state_0.pth", "rng_state_1.pth",
-            "trainer_state.json", "training_args.json",
+            "trainer_state.json", "training_args.bin", "training_args.json",
         ])
     assert not [n for n in r0["output_entries"] if n.startswith(".")]  # no temporary folders left
     # The log is written once (by the main process), one line per log call.

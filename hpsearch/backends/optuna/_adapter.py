@@ -131,7 +131,9 @@ class OptunaBackend(SearchBackend):
         optuna.delete_study(study_name=options["study_name"], storage=options["storage"])
 
     def continues_earlier_run(self) -> bool:
-        return bool(self.kwargs.get("load_if_exists")) and self.kwargs.get("storage") is not None
+        # A storage without a study name continues the study named after output_dir (see _study.open_study).
+        load = self.kwargs.get("load_if_exists")
+        return self.kwargs.get("storage") is not None and (load or (load is None and not self.kwargs.get("study_name")))
 
     # ------------------------------------------------------------------ checks
     def validate(self) -> None:
