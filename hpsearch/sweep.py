@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import logging
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -67,6 +68,8 @@ if TYPE_CHECKING:
     from .backends.base import SearchBackend
 
 __all__ = ["KEYS", "ConfigError", "SweepConfig", "SweepFile", "load_sweep", "options_model"]
+
+logger = logging.getLogger(__name__)
 
 
 # ---------------------------------------------------------------------------------------------- the schema
@@ -375,14 +378,16 @@ def _training_args(raw: Mapping[str, Any], lines: Lines, output_dir: str) -> dic
 _SCRIPT_ONLY: dict[str, Any] = {"resume_from_checkpoint": None, "do_predict": False, "overwrite_output_dir": False}
 
 
-def _check_shadowed(space: Any, training_args: Mapping[str, Any], lines: Lines) -> None:
-    """A training argument the space searches (unconditionally) is replaced in every trial: it would do nothing."""
+def _warn_shadowed(space: Any, training_args: Mapping[str, Any], lines: Lines) -> None:
+    """A training argument the space searches (unconditionally) is replaced in every trial: say so (a warning, not an
+    error: it is still the value of the Trainer built before the search, and configs often carry a default)."""
     for name in space or ():
         if name in training_args and not space[name].is_conditional:
-            raise lines.error(
-                f"{name} is set in training_args and searched in space, whose value replaces it in every trial; "
-                "remove it from training_args (it is kept only as the value for trials where a conditional "
-                "parameter is inactive).", "training_args", name
+            line = lines.line("training_args", name)
+            logger.warning(
+                "%s%s: training_args.%s=%r is replaced in every trial by the space's value; remove it from "
+                "training_args (or make the space's parameter conditional, for which it is the inactive value).",
+                lines.path, f":{line}" if line else "", name, training_args[name],
             )
 
 
@@ -488,6 +493,6 @@ def load_sweep(
             backend=backend_cls.name,
             torch_threads=sweep.torch_threads,
         )
-    _check_shadowed(config.space, config.training_args, lines)
+    _warn_shadowed(config.space, config.training_args, lines)
     _backend_options(config, backend_cls, sweep.backend_options or {}, resume)
     return config

@@ -170,7 +170,7 @@ class Trial(Mapping[str, Any]):
         self.name = name if name is not None else f"run-{self.id}"
         # Set by the multi-process helper (`hpsearch._dist`) when several processes train one trial.
         self._suggest_hook: Any = None
-        # While `reading` is on (model_init runs): the parameter names read so far.
+        # While `unread_while` runs (model_init, in run_trial): the parameter names read so far.
         self._read: set[str] | None = None
 
     @property

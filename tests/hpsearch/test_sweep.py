@@ -377,3 +377,15 @@ def test_cli_names_no_backend_and_imports_no_engine():
                 for alias in (node.names if isinstance(node, ast.Import) else [ast.alias(node.module or "")])}
     assert not imported & engines
     assert len(source.splitlines()) < 500
+
+
+def test_a_training_argument_the_space_replaces_is_warned_about(tmp_path, caplog):
+    from hpsearch.sweep import load_sweep
+
+    path = write_sweep(tmp_path, "random", {})
+    text = path.read_text().replace("training_args:\n", "training_args:\n  learning_rate: 0.5\n", 1)
+    path.write_text(text)
+    caplog.set_level("WARNING", logger="hpsearch.sweep")
+    load_sweep(path)
+    (message,) = [r.getMessage() for r in caplog.records if "replaced in every trial" in r.getMessage()]
+    assert f"{path}:{line_of(path, 'learning_rate: 0.5')}: training_args.learning_rate=0.5" in message
