@@ -275,7 +275,7 @@ def test_unknown_backend_option_suggests_the_closest(tmp_path, capsys, backend, 
 def test_wrong_types_name_key_value_and_line(tmp_path, capsys):
     path = write_sweep(tmp_path, "optuna", {"n_jobs": "two", "load_if_exists": "yes"}, torch_threads="many")
     err = config_error(capsys, path)
-    assert f"{path}:{line_of(path, 'torch_threads')}: torch_threads: expected an integer >= 1, got str 'many'." in err
+    assert f"{path}:{line_of(path, 'torch_threads')}: torch_threads: expected an integer from 1 to 4096, got str 'many'." in err
     assert f"{path}:{line_of(path, 'n_jobs')}: backend_options.n_jobs: expected an integer" in err
     assert "got str 'two'" in err
     assert f"{path}:{line_of(path, 'load_if_exists')}: backend_options.load_if_exists: expected true or false" in err

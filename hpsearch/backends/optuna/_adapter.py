@@ -23,7 +23,7 @@ from ...trial import Evaluation, Trial, TrialRecord, TrialReporter, TrialState
 from ..base import SearchBackend
 from . import _storage
 from ._space import OptunaSpace, native_params, probe_native_space
-from ._study import open_study, warm_start
+from ._study import loads_existing, open_study, warm_start
 
 if TYPE_CHECKING:
     from spaces import SearchSpace
@@ -131,9 +131,7 @@ class OptunaBackend(SearchBackend):
         optuna.delete_study(study_name=options["study_name"], storage=options["storage"])
 
     def continues_earlier_run(self) -> bool:
-        # A storage without a study name continues the study named after output_dir (see _study.open_study).
-        load = self.kwargs.get("load_if_exists")
-        return self.kwargs.get("storage") is not None and (load or (load is None and not self.kwargs.get("study_name")))
+        return loads_existing(self.kwargs)
 
     # ------------------------------------------------------------------ checks
     def validate(self) -> None:

@@ -12,6 +12,7 @@ import hashlib
 import logging
 import os
 import re
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from ..._redact import redact
@@ -34,6 +35,13 @@ def default_study_name(output_dir: str) -> str:
     path = os.path.abspath(os.path.expanduser(output_dir))
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", os.path.basename(path.rstrip(os.sep)) or "search")[:40]
     return f"hpsearch-{slug}-{hashlib.sha1(path.encode('utf-8')).hexdigest()[:8]}"
+
+
+def loads_existing(kwargs: Mapping[str, Any]) -> bool:
+    """Whether these options continue a study kept in a storage: ``load_if_exists=True``, or a storage without a study
+    name (the study named after output_dir is continued, see `open_study`)."""
+    load = kwargs.get("load_if_exists")
+    return kwargs.get("storage") is not None and bool(load or (load is None and not kwargs.get("study_name")))
 
 
 def open_study(kwargs: dict[str, Any], settings: TrialSettings, session: SearchSession) -> Any:
