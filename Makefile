@@ -19,8 +19,9 @@ $(STAMP): pyproject.toml Makefile scripts/setup_env.sh
 system-deps:
 	bash scripts/install_system_deps.sh
 
+# --fresh: a rerun of the demo starts it over (a sweep run again without it is refused, so that nothing is lost).
 demo: setup
-	$(PY) -m examples.digits
+	$(PY) -m examples.digits --fresh
 
 lint: setup
 	$(PY) -m ruff check .
