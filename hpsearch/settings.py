@@ -9,6 +9,7 @@ The options every backend accepts (`COMMON_OPTIONS`) are declared here too, with
 from __future__ import annotations
 
 import math
+import numbers
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -60,8 +61,10 @@ class Option:
         none is declared (Python's bool is an int), a non-finite number; None (the default) always passes."""
         if value is None or object in self.types:
             return
-        ok = isinstance(value, self.types) and not (isinstance(value, bool) and bool not in self.types)
-        if ok and isinstance(value, float) and not math.isfinite(value):
+        # numpy's integers and floats count as int and float (numbers' ABCs), a bool only where one is declared.
+        accepted = tuple(_NUMBERS.get(t, t) for t in self.types)
+        ok = isinstance(value, accepted) and not (isinstance(value, bool) and bool not in self.types)
+        if ok and isinstance(value, numbers.Real) and not math.isfinite(float(value)):
             raise SearchConfigError(f"{self.name}={value!r} must be a finite number ({self.help}); pass e.g. 60, or "
                                     "None for the default.")
         if not ok:
@@ -74,6 +77,7 @@ class Option:
 #: The files a search writes into output_dir, which no trial folder may be named.
 _RESULT_FILES = frozenset({SEARCH_FILE, TRIALS_FILE, INTERMEDIATES_FILE, EVENTS_FILE})
 
+_NUMBERS: dict[type, type] = {int: numbers.Integral, float: numbers.Real}
 _WORDS: dict[type, str] = {bool: "true or false", int: "an integer", float: "a number", str: "a string",
                            list: "a list", tuple: "a list", dict: "a mapping", type: "a class"}
 

@@ -193,3 +193,26 @@ def test_a_multi_objective_search_without_a_finished_trial_raises():
     failed = TrialRecord(trial_id="0", number=0, name="run-0", state=TrialState.FAIL, params={}, error="boom")
     with pytest.raises(HPSearchError, match=r"No trial completed .*run-0: boom"):
         best_runs(SearchResult("random", ["minimize", "maximize"], [failed]))
+
+
+def test_backend_options_are_checked_against_their_declared_types():
+    import numpy as np
+
+    from hpsearch.settings import Option
+
+    count = Option("n_jobs", (int,), "trials at once")
+    seconds = Option("timeout", (int, float), "seconds")
+    flag = Option("gc_after_trial", (bool,), "collect")
+    for option, value in ((count, 3), (count, np.int64(3)), (seconds, 2.5), (seconds, np.float32(2.5)),
+                          (seconds, 7), (flag, True), (flag, None), (Option("sampler", (object,), "any"), "x")):
+        option.check(value)  # accepted
+    for option, value, message in (
+        (count, True, r"n_jobs=True \(bool\) must be an integer"),
+        (count, 2.0, r"n_jobs=2.0 \(float\) must be an integer"),
+        (seconds, "10", r"timeout='10' \(str\) must be a number"),
+        (seconds, float("nan"), r"timeout=nan must be a finite number"),
+        (seconds, np.float32("inf"), r"timeout=.*inf\)? must be a finite number"),
+        (flag, "no", r"gc_after_trial='no' \(str\) must be true or false"),
+    ):
+        with pytest.raises(SearchConfigError, match=message):
+            option.check(value)
