@@ -22,15 +22,14 @@ import os
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from ._files import EVENTS_FILE
+
 if TYPE_CHECKING:
     from .trial import Evaluation, TrialRecord
 
 __all__ = ["EVENTS_FILE", "evaluated", "trial_finished", "trial_started"]
 
 logger = logging.getLogger(__name__)
-
-#: The log's file name inside a search's output folder.
-EVENTS_FILE = "events.jsonl"
 
 _warned = False
 

@@ -19,14 +19,18 @@ if TYPE_CHECKING:
     from .trial import TrialRecord
 
 __all__ = [
-    "INTERMEDIATES_FILE", "SEARCH_FILE", "TRIALS_FILE", "CsvExports", "append_or_replace_text", "atomic_write_text",
-    "csv_row", "indented_json", "inter_csv_lines", "json_default", "objective_vector", "plain", "trial_csv_line",
+    "EVENTS_FILE", "INTERMEDIATES_FILE", "RESULT_FILES", "SEARCH_FILE", "TRIALS_FILE", "CsvExports",
+    "append_or_replace_text", "atomic_write_text", "csv_row", "indented_json", "inter_csv_lines", "json_default",
+    "objective_vector", "plain", "trial_csv_line",
 ]
 
-#: A search's files in its output folder: the results (what `SearchResult.load` reads) and their CSV exports.
+#: A search's files in its output folder: the results (what `SearchResult.load` reads), their CSV exports, and the
+#: event log the live dashboard follows (`hpsearch._events`).
 SEARCH_FILE = "search.json"
 TRIALS_FILE = "trials.csv"
 INTERMEDIATES_FILE = "intermediates.csv"
+EVENTS_FILE = "events.jsonl"
+RESULT_FILES = (SEARCH_FILE, TRIALS_FILE, INTERMEDIATES_FILE, EVENTS_FILE)
 
 
 def csv_cell(value: Any) -> Any:

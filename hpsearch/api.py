@@ -400,10 +400,11 @@ def _best_run(record: TrialRecord, result: SearchResult) -> BestRun:
 
 
 def best_runs(result: SearchResult) -> BestRun | list[BestRun]:
-    front = result.best_trials if len(result.directions) > 1 else []
+    """The best run (one objective) or the Pareto front (several); HPSearchError when no trial completed."""
+    front = result.best_trials if result.is_multi_objective else []
+    best = None if result.is_multi_objective else result.best_trial
     if front:
         return [_best_run(r, result) for r in front]
-    best = None if len(result.directions) > 1 else result.best_trial
     if best is None:
         counts = result.counts()
         errors = "; ".join(f"{r.name}: {r.error}" for r in result.records if r.error)[:2000]

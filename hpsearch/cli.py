@@ -24,8 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ._events import EVENTS_FILE
-from ._files import INTERMEDIATES_FILE, SEARCH_FILE, TRIALS_FILE
+from ._files import RESULT_FILES, SEARCH_FILE
 from .backends import backend_names, get_backend
 from .errors import BackendNotAvailable, HPSearchError, SearchConfigError
 from .sweep import KEYS, ConfigError, SweepConfig, load_sweep
@@ -144,7 +143,7 @@ def _earlier_results(config: SweepConfig, fresh: bool) -> Any:
 
 def _discard_results(earlier: Any, output_dir: Path) -> None:
     """--fresh for a run recorded only in its folder: its result files and its trials' folders go."""
-    for name in (SEARCH_FILE, TRIALS_FILE, INTERMEDIATES_FILE, EVENTS_FILE):
+    for name in RESULT_FILES:
         (output_dir / name).unlink(missing_ok=True)
     root = output_dir.resolve()
     for record in earlier.records:

@@ -15,8 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ._events import EVENTS_FILE
-from ._files import INTERMEDIATES_FILE, SEARCH_FILE, TRIALS_FILE
+from ._files import RESULT_FILES
 from .errors import SearchConfigError
 from .objective import to_objective
 
@@ -73,9 +72,6 @@ class Option:
                 "the default."
             )
 
-
-#: The files a search writes into output_dir, which no trial folder may be named.
-_RESULT_FILES = frozenset({SEARCH_FILE, TRIALS_FILE, INTERMEDIATES_FILE, EVENTS_FILE})
 
 _NUMBERS: dict[type, type] = {int: numbers.Integral, float: numbers.Real}
 _WORDS: dict[type, str] = {bool: "true or false", int: "an integer", float: "a number", str: "a string",
@@ -248,10 +244,10 @@ class TrialSettings:
                 f"hp_name(trial) must return a non-empty folder name without {os.sep!r} or a NUL character, got "
                 f"{name!r}."
             )
-        if name in _RESULT_FILES or name.startswith("."):
+        if name in RESULT_FILES or name.startswith("."):
             raise SearchConfigError(
                 f"hp_name(trial) returned {name!r}, which names one of the search's own files in output_dir "
-                f"({', '.join(sorted(_RESULT_FILES))}, and hidden files); return another name, e.g. "
+                f"({', '.join(sorted(RESULT_FILES))}, and hidden files); return another name, e.g. "
                 "f'run-{trial.number}'."
             )
         return name

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import functools
+import inspect
 import logging
 import math
 import os
@@ -558,12 +560,17 @@ def _neftune_hook(model: Any, alpha: float) -> Any:
 
 
 def _positional_parameters(method: Any) -> int:
-    """How many positional arguments a bound method takes (a large number for ``*args``)."""
-    import inspect
+    """How many positional arguments a bound method takes besides its instance (a large number for ``*args``);
+    read once per function (a search trains every trial with the same ``training_step``)."""
+    function = getattr(method, "__func__", None)
+    return _function_positionals(function) - 1 if function is not None else _function_positionals(method)
 
+
+@functools.lru_cache(maxsize=64)
+def _function_positionals(function: Any) -> int:
     try:
-        params = inspect.signature(method).parameters.values()
-    except (TypeError, ValueError):
+        params = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):  # no signature to read: the two arguments every training_step takes
         return 2
     if any(p.kind is p.VAR_POSITIONAL for p in params):
         return 1 << 10

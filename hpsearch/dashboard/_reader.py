@@ -21,8 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from hpsearch._events import EVENTS_FILE
-from hpsearch._files import SEARCH_FILE
+from hpsearch._files import EVENTS_FILE, SEARCH_FILE
 from hpsearch.results import SearchResult
 from hpsearch.trial import Evaluation, TrialRecord, TrialState
 from hpsearch.trial import decode_tuples as _decode_tuples
