@@ -25,6 +25,9 @@ from ._utils import (
 if TYPE_CHECKING:
     from ._trainer import Trainer
 
+# What a model with a config but no keys_to_ignore_at_inference leaves out of its outputs by default: its cache,
+# under the name of either transformers generation.
+_CACHE_KEYS = ["past_key_values", "cache"]
 
 class EvalLoopOutput:
     __slots__ = ("label_ids", "metrics", "num_samples", "num_steps", "predictions")
@@ -304,9 +307,10 @@ def prediction_step(
         has_labels, labels = False, None
     if ignore_keys is None:
         # transformers' rule: a model with a config drops what it declares (e.g. a language model's cache, which
-        # cannot be concatenated across batches), by default its past_key_values.
+        # cannot be concatenated across batches), by default its cache: named past_key_values up to transformers
+        # 5.23 and cache from 5.24, which also stopped declaring it in the configs.
         config = getattr(trainer.model, "config", None)
-        ignore_keys = [] if config is None else getattr(config, "keys_to_ignore_at_inference", ["past_key_values"])
+        ignore_keys = [] if config is None else getattr(config, "keys_to_ignore_at_inference", _CACHE_KEYS)
     ignore = set(ignore_keys or ())
     with torch.no_grad():
         if has_labels:

@@ -630,8 +630,9 @@ def test_group_by_length_order_is_reproduced_on_resume(make_args, tmp_path):
 
 
 def test_a_language_models_cache_is_left_out_of_predictions(make_args):
-    """transformers drops ``config.keys_to_ignore_at_inference`` (a causal LM's past_key_values: a cache object that
-    cannot be concatenated across batches) from the outputs unless ignore_keys is given."""
+    """transformers drops ``config.keys_to_ignore_at_inference`` (a causal LM's cache object, which cannot be
+    concatenated across batches) from the outputs unless ignore_keys is given. Up to transformers 5.23 the output is
+    ``past_key_values``, declared in the config; from 5.24 it is ``cache``, dropped by default."""
 
     class Sequences(Dataset):
         def __init__(self) -> None:
@@ -646,12 +647,17 @@ def test_a_language_models_cache_is_left_out_of_predictions(make_args):
     torch.manual_seed(0)
     model = transformers.GPT2LMHeadModel(transformers.GPT2Config(vocab_size=50, n_embd=16, n_layer=1, n_head=2,
                                                                  n_positions=16))
-    assert "past_key_values" in model.config.keys_to_ignore_at_inference
+    outputs = model(input_ids=Sequences().ids[:2])
+    cache_keys = [key for key, value in outputs.items() if not isinstance(value, torch.Tensor)]
+    assert cache_keys, "the model returns a cache: what the test is about"
     trainer = Trainer(model=model, args=make_args(per_device_eval_batch_size=4),
                       compute_metrics=lambda p: {"width": float(p.predictions.shape[-1])})
     output = trainer.predict(Sequences())
     assert isinstance(output.predictions, np.ndarray) and output.predictions.shape == (6, 8, 50)
     assert output.metrics["test_width"] == 50.0
+    # A config's own list is what is left out, whatever it names.
+    model.config.keys_to_ignore_at_inference = [*cache_keys, "logits"]
+    assert trainer.predict(Sequences()).predictions is None
 
 
 def test_transformers_helper_methods(make_args):
