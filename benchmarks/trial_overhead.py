@@ -10,7 +10,7 @@ machine noise hits both alike; per-trial wall and process CPU time are reported,
     python -m benchmarks.trial_overhead           # full: 10 trials x 3 epochs, 5 rounds
     python -m benchmarks.trial_overhead --quick   # seconds
 
-Target (issue 4): per-trial wall ratio <= 1.25. Timings are printed, never asserted.
+Target (issue 13): per-trial wall ratio <= 1.15 (issue 4 asked for 1.25). Timings are printed, never asserted.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any
 from benchmarks._common import emit_json, median, print_table, result_row
 from benchmarks._digits import handwritten_run, limit_threads, make_trainer
 
-TARGET = 1.25
+TARGET = 1.15  # issue 13 (issue 4 asked for 1.25)
 
 
 def space() -> dict[str, Any]:
