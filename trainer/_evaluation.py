@@ -6,6 +6,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 from torch import nn
 from torch.utils.data import DataLoader
@@ -38,6 +39,19 @@ class EvalLoopOutput:
         self.metrics = metrics
         self.num_samples = num_samples
         self.num_steps = num_steps
+
+
+def _gatherable(value: Any) -> bool:
+    """Whether an output can join the predictions: tensors, arrays, numbers and None, alone or nested in lists,
+    tuples and dicts. Without ``ignore_keys``, what is not (a cache object, whatever a transformers version names
+    it) is left out of the predictions, which could not concatenate it across batches anyway."""
+    if value is None or isinstance(value, torch.Tensor | np.ndarray | int | float):
+        return True
+    if isinstance(value, list | tuple):
+        return all(_gatherable(v) for v in value)
+    if isinstance(value, Mapping):
+        return all(_gatherable(v) for v in value.values())
+    return False
 
 
 def named_eval_dataset(trainer: Trainer, dataset: Any) -> Any:
@@ -305,7 +319,8 @@ def prediction_step(
             labels = found[0] if len(found) == 1 else found
     else:
         has_labels, labels = False, None
-    if ignore_keys is None:
+    by_default = ignore_keys is None
+    if by_default:
         # transformers' rule: a model with a config drops what it declares (e.g. a language model's cache, which
         # cannot be concatenated across batches), by default its cache: named past_key_values up to transformers
         # 5.23 and cache from 5.24, which also stopped declaring it in the configs.
@@ -322,7 +337,8 @@ def prediction_step(
     if prediction_loss_only:
         return loss, None, None
     if isinstance(outputs, Mapping):
-        logits_list = [v for k, v in outputs.items() if k != "loss" and k not in ignore]
+        logits_list = [v for k, v in outputs.items() if k != "loss" and k not in ignore
+                       and (not by_default or _gatherable(v))]
     elif isinstance(outputs, list | tuple):
         logits_list = list(outputs[1:] if has_labels else outputs)
     else:

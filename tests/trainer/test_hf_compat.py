@@ -655,9 +655,14 @@ def test_a_language_models_cache_is_left_out_of_predictions(make_args):
     output = trainer.predict(Sequences())
     assert isinstance(output.predictions, np.ndarray) and output.predictions.shape == (6, 8, 50)
     assert output.metrics["test_width"] == 50.0
-    # A config's own list is what is left out, whatever it names.
-    model.config.keys_to_ignore_at_inference = [*cache_keys, "logits"]
+    # A config's own list is left out, whatever it names; and without ignore_keys, an output that cannot be
+    # concatenated (the cache, whatever its name) is left out too, where transformers would fail on it.
+    model.config.keys_to_ignore_at_inference = ["logits"]
     assert trainer.predict(Sequences()).predictions is None
+    model.config.keys_to_ignore_at_inference = []
+    assert trainer.predict(Sequences()).predictions.shape == (6, 8, 50)
+    # ignore_keys given: exactly those are left out (the cache, named, included).
+    assert trainer.predict(Sequences(), ignore_keys=[*cache_keys, "logits"]).predictions is None
 
 
 def test_transformers_helper_methods(make_args):
