@@ -717,11 +717,17 @@ class BertTokens(Tokens):
         return {"input_ids": torch.arange(5) + i, "labels": torch.tensor(float(i % 2))}
 
 
+def _checkpointing(model: Any) -> bool:
+    """Whether a transformers model checkpoints its activations, under either release's name."""
+    flag = getattr(model, "is_activation_checkpointing", None)
+    return bool(model.is_gradient_checkpointing if flag is None else flag)
+
+
 def c_gradient_checkpointing(env: Env) -> None:
     import transformers  # noqa: F401 - in the test extra
     model = env.train(tiny_bert(), gradient_checkpointing=True, train_dataset=BertTokens(), max_steps=1).model
-    assert model.is_activation_checkpointing
-    assert not env.train(tiny_bert(), train_dataset=BertTokens(), max_steps=1).model.is_activation_checkpointing
+    assert _checkpointing(model)
+    assert not _checkpointing(env.train(tiny_bert(), train_dataset=BertTokens(), max_steps=1).model)
     with pytest.raises(ValueError, match="gradient_checkpointing=True needs a model with gradient_checkpointing_enable"):
         env.train(gradient_checkpointing=True)
 
@@ -730,10 +736,15 @@ def c_gradient_checkpointing_kwargs(env: Env, monkeypatch: pytest.MonkeyPatch) -
     import transformers  # noqa: F401 - in the test extra
     seen = []
     model = tiny_bert()
-    original = model.activation_checkpointing_enable  # transformers 5's name of gradient_checkpointing_enable
-    monkeypatch.setattr(model, "activation_checkpointing_enable",
-                        lambda activation_checkpointing_kwargs=None: (seen.append(activation_checkpointing_kwargs),
-                                                                      original(activation_checkpointing_kwargs)))  # fmt: skip
+    # transformers 5's name of gradient_checkpointing_enable, or the older one: whichever this release has.
+    name = next(n for n in ("activation_checkpointing_enable", "gradient_checkpointing_enable") if hasattr(model, n))
+    original = getattr(model, name)
+
+    def enable(*args, **kwargs):
+        seen.append(next(iter([*args, *kwargs.values()]), None))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(model, name, enable)
     env.train(model, gradient_checkpointing=True, gradient_checkpointing_kwargs={"use_reentrant": False},
               train_dataset=BertTokens(), max_steps=1)  # fmt: skip
     assert seen == [{"use_reentrant": False}]
