@@ -353,13 +353,17 @@ def get_scheduler(
 # Optimizer
 # ----------------------------------------------------------------------------------------------------------
 
-_NORM_TYPES: tuple[type[torch.nn.Module], ...] = (
-    torch.nn.LayerNorm,
-    torch.nn.modules.batchnorm._BatchNorm,
-    torch.nn.GroupNorm,
-    torch.nn.modules.instancenorm._InstanceNorm,
-    torch.nn.LocalResponseNorm,
-) + ((torch.nn.RMSNorm,) if hasattr(torch.nn, "RMSNorm") else ())
+# torch's public norm classes; their private bases (_BatchNorm, _InstanceNorm) also catch subclasses of them, and
+# are read with a fallback so that a torch which renames them still imports this module.
+_NORM_TYPES: tuple[type[torch.nn.Module], ...] = tuple(
+    cls for cls in (
+        torch.nn.LayerNorm, torch.nn.GroupNorm, torch.nn.LocalResponseNorm, getattr(torch.nn, "RMSNorm", None),
+        torch.nn.BatchNorm1d, torch.nn.BatchNorm2d, torch.nn.BatchNorm3d, torch.nn.SyncBatchNorm,
+        torch.nn.InstanceNorm1d, torch.nn.InstanceNorm2d, torch.nn.InstanceNorm3d,
+        getattr(torch.nn.modules.batchnorm, "_BatchNorm", None),
+        getattr(torch.nn.modules.instancenorm, "_InstanceNorm", None),
+    ) if isinstance(cls, type)
+)
 
 
 def _is_norm(module: torch.nn.Module) -> bool:

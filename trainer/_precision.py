@@ -82,8 +82,11 @@ def state_signature() -> Signature | None:
     shared = AcceleratorState._shared_state
     if not shared:
         return None
-    precision = shared.get("_mixed_precision")
-    plugin = shared.get("dynamo_plugin")
+    if "_mixed_precision" in shared:  # the shared dict is private: read it fast, through the state when it changes
+        precision, plugin = shared["_mixed_precision"], shared.get("dynamo_plugin")
+    else:
+        state = AcceleratorState()  # the same (borg) state, its public properties
+        precision, plugin = state.mixed_precision, getattr(state, "dynamo_plugin", None)
     backend = str(getattr(getattr(plugin, "backend", None), "value", "NO")).upper()
     mode = (getattr(plugin, "mode", None) or "default") if backend != "NO" else None
     return str(getattr(precision, "value", precision)), backend, mode, _fsdp.state_key()

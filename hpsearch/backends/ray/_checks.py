@@ -103,7 +103,13 @@ def validate(kw: Mapping[str, Any], settings: TrialSettings, conditional: set[st
             )
 
 def _check_distributed(n: int) -> None:
-    from ray.train.v2._internal.constants import V2_ENABLED_ENV_VAR, is_v2_enabled
+    try:
+        from ray.train.v2._internal.constants import V2_ENABLED_ENV_VAR, is_v2_enabled
+    except ImportError:  # a private module: a Ray that moved it is read through the variable it documents
+        V2_ENABLED_ENV_VAR = "RAY_TRAIN_V2_ENABLED"
+
+        def is_v2_enabled() -> bool:
+            return os.environ.get(V2_ENABLED_ENV_VAR, "1").strip().lower() not in ("0", "false", "no", "off")
 
     if not is_v2_enabled():
         raise SearchConfigError(
