@@ -48,3 +48,38 @@ def test_suite_runner_collects_a_table():
     assert "| benchmark" in proc.stdout
     payload = json.loads(proc.stdout.strip().splitlines()[-1][len(JSON_PREFIX):])
     assert [row["benchmark"] for row in payload["rows"]] == ["memory"]
+
+
+def test_a_failing_baseline_is_left_out_and_ours_still_measured(monkeypatch, capsys):
+    """The dashboard benchmark drives optuna-dashboard through page ids that are not its API; when a release of it
+    breaks the run, its columns are left empty with the reason instead of failing the benchmark."""
+    from benchmarks import dashboard
+
+    started = dashboard.Server.start
+
+    def start(server):
+        if server.kind != "ours":
+            raise RuntimeError("optuna-dashboard changed its page")
+        return started(server)
+
+    monkeypatch.setattr(dashboard.Server, "start", start)
+    monkeypatch.setattr(dashboard, "_have_baseline", lambda: True)
+    dashboard.main(["--quick", "--no-browser"])
+    out = capsys.readouterr().out
+    payload = json.loads(out.strip().splitlines()[-1][len(JSON_PREFIX):])
+    assert payload["baseline_failed"] == {"optuna-dashboard": "RuntimeError: optuna-dashboard changed its page"}
+    startup = next(row for row in payload["rows"] if row["name"].startswith("start-up"))
+    assert startup["ours"] > 0 and startup["baseline"] is None
+
+
+def test_peer_reports_a_failing_transformers_instead_of_failing(monkeypatch, capsys):
+    from benchmarks import peer
+
+    def run_transformers(*args, **kwargs):
+        raise TypeError("an argument this release no longer takes")
+
+    monkeypatch.setattr(peer, "run_transformers", run_transformers)
+    assert peer.main(["--quick"]) == {}
+    payload = json.loads(capsys.readouterr().out.strip().splitlines()[-1][len(JSON_PREFIX):])
+    [row] = payload["rows"]
+    assert row["ratio"] is None and "TypeError: an argument this release no longer takes" in row["note"]
