@@ -307,6 +307,8 @@ def _fanova(result: SearchResult, scored: list[tuple[TrialRecord, list[float]]])
                     unique.append(v)
             distributions[name] = CategoricalDistribution(unique)
 
+    # fANOVA explains the parameters every scored trial has (a conditional one is named as left out by the caller).
+    common = [name for name in distributions if all(name in r.params for r, _ in scored)]
     verbosity = optuna.logging.get_verbosity()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
@@ -331,7 +333,8 @@ def _fanova(result: SearchResult, scored: list[tuple[TrialRecord, list[float]]])
             if result.is_multi_objective:
                 target = lambda t, i=i: t.values[i]  # noqa: E731
             importances = optuna.importance.get_param_importances(
-                study, evaluator=optuna.importance.FanovaImportanceEvaluator(seed=0), target=target
+                study, evaluator=optuna.importance.FanovaImportanceEvaluator(seed=0), target=target,
+                params=common, normalize=True,
             )
             per_objective.append({name: float(value) for name, value in importances.items()})
     finally:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import TYPE_CHECKING, Any
 
 from ._base import TrackerCallback, run_name, run_params, search_group
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from .._callbacks import TrainerState
@@ -41,7 +44,11 @@ class ClearMLCallback(TrackerCallback):
         env = os.environ
         # ClearML reports from a forked process by default; forked next to torch's threads it can stall closing
         # the task for minutes. Report from this process instead.
-        Task._report_subprocess_enabled = False  # type: ignore[assignment]
+        if hasattr(Task, "_report_subprocess_enabled"):  # a private switch: set only where this release has it
+            Task._report_subprocess_enabled = False  # type: ignore[assignment]
+        else:
+            logger.warning("This clearml has no Task._report_subprocess_enabled; it reports from a forked process, "
+                           "which can stall closing a run next to torch's threads.")
         if (env.get("CLEARML_OFFLINE_MODE") or "1").strip().lower() not in _FALSE:
             Task.set_offline(offline_mode=True)
         project = env.get("CLEARML_PROJECT") or "hpsearch"
