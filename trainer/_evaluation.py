@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 
 # What a model with a config but no keys_to_ignore_at_inference leaves out of its outputs by default: its cache,
 # under the name of either transformers generation.
-_CACHE_KEYS = ["past_key_values", "cache"]
+_CACHE_KEYS = ("past_key_values", "cache")
+
 
 class EvalLoopOutput:
     __slots__ = ("label_ids", "metrics", "num_samples", "num_steps", "predictions")
@@ -45,7 +46,7 @@ def _gatherable(value: Any) -> bool:
     """Whether an output can join the predictions: tensors, arrays, numbers and None, alone or nested in lists,
     tuples and dicts. Without ``ignore_keys``, what is not (a cache object, whatever a transformers version names
     it) is left out of the predictions, which could not concatenate it across batches anyway."""
-    if value is None or isinstance(value, torch.Tensor | np.ndarray | int | float):
+    if value is None or isinstance(value, torch.Tensor | np.ndarray | np.generic | int | float):
         return True
     if isinstance(value, list | tuple):
         return all(_gatherable(v) for v in value)
@@ -325,7 +326,7 @@ def prediction_step(
         # cannot be concatenated across batches), by default its cache: named past_key_values up to transformers
         # 5.23 and cache from 5.24, which also stopped declaring it in the configs.
         config = getattr(trainer.model, "config", None)
-        ignore_keys = [] if config is None else getattr(config, "keys_to_ignore_at_inference", _CACHE_KEYS)
+        ignore_keys = [] if config is None else getattr(config, "keys_to_ignore_at_inference", list(_CACHE_KEYS))
     ignore = set(ignore_keys or ())
     with torch.no_grad():
         if has_labels:

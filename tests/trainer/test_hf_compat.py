@@ -738,3 +738,14 @@ def test_loaders_say_their_total_batch_size(make_args):
                       train_dataset=Regression(), eval_dataset=Regression())
     assert trainer.get_train_dataloader().total_batch_size == 4
     assert trainer.get_eval_dataloader().total_batch_size == 8
+
+
+def test_outputs_that_cannot_join_predictions_are_recognised():
+    from trainer._evaluation import _gatherable
+
+    class Cache:  # stands for a transformers cache object, under whatever name a release gives it
+        pass
+
+    assert _gatherable(torch.ones(2)) and _gatherable(np.float32(1.5)) and _gatherable(None)
+    assert _gatherable((torch.ones(1), {"hidden": [torch.ones(1), 2, 3.0]}))
+    assert not _gatherable(Cache()) and not _gatherable([torch.ones(1), Cache()]) and not _gatherable("text")
