@@ -11,12 +11,15 @@ import contextlib
 import difflib
 import importlib
 import inspect
+import logging
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .errors import SearchConfigError
+
+logger = logging.getLogger("hpsearch.sweep")  # its messages are the sweep file's
 
 __all__ = ["OUTPUT_DIR_TOKEN", "MetricVector", "Problem", "build_object", "build_space", "check_training_args",
            "import_path", "objective", "substitute"]
@@ -192,3 +195,24 @@ class MetricVector:
                     f"objective {name!r} is not among the evaluation metrics {sorted(metrics)}; use one of those names."
                 )
         return out
+
+
+def drop_other_backend_options(data: dict[str, Any], lines: Any, backend: str | None) -> None:
+    """--backend moves a sweep to another backend: the file's backend_options that the new backend does not take
+    (written for the file's own backend) are left out, named in a warning; the common ones stay, and those given
+    with --set are kept and checked against the new backend."""
+    options = data.get("backend_options")
+    if backend is None or backend == data.get("backend") or not isinstance(options, dict) \
+            or ("backend_options",) in lines.overridden:
+        return
+    from .backends import get_backend
+
+    accepted = get_backend(backend).all_options()
+    dropped = [key for key in options if key not in accepted and ("backend_options", key) not in lines.overridden]
+    if dropped:
+        for key in dropped:
+            del options[key]
+        logger.warning(
+            "--backend %s: the file's backend_options for backend %r are left out (%s); give options for %s with "
+            "--set backend_options.NAME=VALUE.", backend, data.get("backend"), ", ".join(map(str, dropped)), backend,
+        )

@@ -56,6 +56,7 @@ from ._sweep_resolve import (
     build_object,
     build_space,
     check_training_args,
+    drop_other_backend_options,
     import_path,
     objective,
     substitute,
@@ -460,6 +461,7 @@ def load_sweep(
         _apply_override(data, lines, override)
     if n_trials is not None and n_trials < 1:
         raise ConfigError(f"--n-trials must be >= 1, got {n_trials}; pass e.g. --n-trials 10.")
+    drop_other_backend_options(data, lines, backend)
     for key, flag, value in (("backend", "--backend", backend), ("n_trials", "--n-trials", n_trials)):
         if value is not None:
             data[key] = value

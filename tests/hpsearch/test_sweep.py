@@ -223,6 +223,24 @@ def test_random_backend_end_to_end_and_backend_flag(tmp_path, capsys):
     assert all(name in err for name in backend_names()), err
 
 
+def test_backend_flag_leaves_out_the_files_options_for_its_own_backend(tmp_path, caplog):
+    """`--backend` moves a sweep to another backend: the file's options for Optuna (a sampler, a pruner) would be
+    refused by the new one, so they are left out with a warning; common options stay, and an option given with
+    --set is kept and checked."""
+    path = write_sweep(tmp_path, "optuna", options={"sampler": {"name": "TPESampler", "seed": 0}, "timeout": 60,
+                                                    "max_failed_trials": 5})
+    with caplog.at_level("WARNING", logger="hpsearch.sweep"):
+        config = load_sweep(path, backend="random")
+    assert config.backend == "random" and "seed" not in config.backend_options
+    assert config.backend_options["max_failed_trials"] == 5  # an option every backend takes stays
+    assert "left out (sampler, timeout)" in caplog.text and "--set backend_options.NAME=VALUE" in caplog.text
+    assert load_sweep(path, backend="random", overrides=["backend_options.seed=7"]).backend_options["seed"] == 7
+    with pytest.raises(HPSearchError, match="sampler"):  # named with --set, it is the user's and is checked
+        load_sweep(path, backend="random", overrides=["backend_options.sampler={name: TPESampler}"])
+    # The file's own backend keeps its options, flag or not.
+    assert "sampler" in load_sweep(path, backend="optuna").backend_options
+
+
 def test_backend_defaults_to_the_first_installed(tmp_path):
     config = load_sweep(write_sweep(tmp_path, backend=None))
     first = next(n for n in backend_names() if n != "ray" and get_backend(n).auto_select and get_backend(n).is_available())
