@@ -51,6 +51,11 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> Any:
+    # hpsearch.report / hpsearch.dashboard after a plain `import hpsearch` (imported on first use: they need plotly).
+    if name in ("report", "dashboard"):
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
     # default_hp_space_<backend>: the adapter's own default space, looked up (not imported) on first use.
     if name.startswith(_DEFAULT_SPACE_PREFIX) and name[len(_DEFAULT_SPACE_PREFIX):] in backend_names():
         return get_backend(name[len(_DEFAULT_SPACE_PREFIX):]).default_space

@@ -30,3 +30,13 @@ def test_public_names_resolve_without_backends():
         "hpsearch.HPSearchBackend('optuna'); hpsearch.default_compute_objective({'eval_loss': 1.0})"
     ))
     assert not {m for m in ("optuna", "ray", "sigopt") if m in loaded}
+
+
+def test_report_and_dashboard_are_reachable_after_a_plain_import():
+    """The README's `import hpsearch` then `hpsearch.report.write_html(...)`: the subpackages load on first use."""
+    loaded = set(_modules_after(
+        "import hpsearch\n"
+        "assert callable(hpsearch.report.write_html) and callable(hpsearch.dashboard.start_in_background)"
+    ))
+    assert {"hpsearch.report", "hpsearch.dashboard"} <= loaded
+    assert "hpsearch.report" not in set(_modules_after("import hpsearch"))  # and not before
