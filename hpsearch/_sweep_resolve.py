@@ -205,8 +205,10 @@ def drop_other_backend_options(data: dict[str, Any], lines: Any, backend: str | 
     if backend is None or backend == data.get("backend") or not isinstance(options, dict) \
             or ("backend_options",) in lines.overridden:
         return
-    from .backends import get_backend
+    from .backends import backend_names, get_backend
 
+    if backend not in backend_names():
+        return  # the sweep file's check names the unknown backend, at its flag
     accepted = get_backend(backend).all_options()
     dropped = [key for key in options if key not in accepted and ("backend_options", key) not in lines.overridden]
     if dropped:

@@ -237,8 +237,10 @@ def test_backend_flag_leaves_out_the_files_options_for_its_own_backend(tmp_path,
     assert load_sweep(path, backend="random", overrides=["backend_options.seed=7"]).backend_options["seed"] == 7
     with pytest.raises(HPSearchError, match="sampler"):  # named with --set, it is the user's and is checked
         load_sweep(path, backend="random", overrides=["backend_options.sampler={name: TPESampler}"])
-    # The file's own backend keeps its options, flag or not.
+    # The file's own backend keeps its options, flag or not; an unknown one is the usual config error.
     assert "sampler" in load_sweep(path, backend="optuna").backend_options
+    with pytest.raises(HPSearchError, match="--backend"):
+        load_sweep(path, backend="nope")
 
 
 def test_backend_defaults_to_the_first_installed(tmp_path):
