@@ -22,6 +22,7 @@ import torch
 
 from . import _fsdp
 from ._callbacks import ExportableState
+from ._optimization import settle_foreach
 from ._training_args import _parse_size
 
 if TYPE_CHECKING:
@@ -376,6 +377,9 @@ def load_optimizer_and_scheduler(trainer: Trainer, folder: str) -> None:
         found = os.path.isfile(opt_path)
         if found:
             trainer.optimizer.load_state_dict(torch.load(opt_path, weights_only=True, map_location="cpu"))
+            if trainer._created_optimizer and trainer.accelerator is not None:
+                # The saved groups carry the choice made for the device they were saved on.
+                settle_foreach(trainer.optimizer, trainer.args, trainer.accelerator.device)
     if not found:
         logger.warning("No optimizer state in %s (saved with save_only_model?); the optimizer starts fresh.", folder)
         return

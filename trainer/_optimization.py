@@ -21,7 +21,13 @@ from ._training_args import OptimizerNames, SchedulerType
 if TYPE_CHECKING:
     from ._training_args import TrainingArguments
 
-__all__ = ["create_optimizer", "get_parameter_names_without_decay", "get_scheduler", "optimizer_cls_and_kwargs"]
+__all__ = [
+    "create_optimizer",
+    "get_parameter_names_without_decay",
+    "get_scheduler",
+    "optimizer_cls_and_kwargs",
+    "settle_foreach",
+]
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -475,3 +481,24 @@ def create_optimizer(model: torch.nn.Module, args: TrainingArguments) -> torch.o
         {"params": [p for n, p in trainable if n in no_decay], "weight_decay": 0.0},
     ]
     return cls(groups, **options)
+
+
+def settle_foreach(optimizer: torch.optim.Optimizer, args: TrainingArguments, device: torch.device | None) -> None:
+    """Decide torch's ``foreach`` for an optimizer `create_optimizer` built, where ``optim_args`` leaves it unset.
+
+    Left unset (None), torch decides at every step by looking at the device of every parameter: the per-tensor
+    loop on the CPU, the multi-tensor kernels on accelerators. On a small model that check is a tenth of the
+    optimizer step, paid once per parameter group. Training on the CPU, this sets what torch would pick,
+    ``foreach=False``; elsewhere it puts back None, so a checkpoint saved on the CPU (its parameter groups carry
+    the value) resumes on a GPU with torch's own choice. Fused optimizers are left as they are.
+    """
+    if device is None or "foreach" not in optimizer.defaults or optimizer.defaults.get("fused"):
+        return
+    if "foreach" in (cast(dict, args.optim_args) or {}):
+        return  # the user's choice, kept everywhere
+    value = False if device.type == "cpu" else None
+    optimizer.defaults["foreach"] = value
+    for group in optimizer.param_groups:
+        if "foreach" in group:
+            group["foreach"] = value
+

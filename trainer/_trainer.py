@@ -33,7 +33,7 @@ from ._callbacks import (
 from ._evaluation import EvalLoopOutput
 from ._helpers import TrainerHelpers
 from ._integrations import get_reporting_integration_callbacks
-from ._optimization import create_optimizer, get_scheduler
+from ._optimization import create_optimizer, get_scheduler, settle_foreach
 from ._training_args import TrainingArguments
 from ._utils import (
     MemoryTracker,
@@ -269,6 +269,7 @@ class Trainer(TrainerHelpers):
         if self.optimizer is None:
             self.optimizer = create_optimizer(self.model, self.args)
             self._created_optimizer = True
+            settle_foreach(self.optimizer, self.args, self.accelerator.device if self.accelerator else None)
         return self.optimizer
 
     def create_scheduler(self, num_training_steps: int, optimizer: torch.optim.Optimizer | None = None) -> Any:

@@ -17,6 +17,7 @@ from torch.utils.data import Subset
 from tests._digits import DigitsMLP, digits_datasets
 from trainer import ExportableState, Trainer, TrainerCallback, TrainingArguments
 from trainer import _checkpoint as ckpt
+from trainer._optimization import create_optimizer, settle_foreach
 
 # 200 examples in batches of 16: 13 batches per epoch, the last one short (8 examples).
 N_TRAIN = 200
@@ -349,6 +350,68 @@ def test_resume_from_an_explicit_path_and_errors(data, tmp_path):
         make_trainer(data, tmp_path / "empty", max_steps=10).train(resume_from_checkpoint=True)
     with pytest.raises(ValueError, match=r"^Can't find a valid checkpoint at .*not a directory"):
         make_trainer(data, tmp_path, max_steps=10).train(resume_from_checkpoint=str(tmp_path / "nope"))
+
+
+# ---------------------------------------------------------------------------------------------- foreach
+class _TorchDecidesForeach(Trainer):
+    """The same optimizer, with torch's ``foreach`` left unset (None), as a user building it would leave it."""
+
+    def create_optimizer(self):
+        if self.optimizer is None:
+            self.optimizer = create_optimizer(self.model, self.args)
+        return self.optimizer
+
+
+def _foreach_values(optimizer: torch.optim.Optimizer) -> list[Any]:
+    return [optimizer.defaults["foreach"], *(group["foreach"] for group in optimizer.param_groups)]
+
+
+def test_on_the_cpu_foreach_is_set_to_what_torch_picks_and_training_is_bit_identical(data, tmp_path):
+    ours = make_trainer(data, tmp_path / "ours", max_steps=12, full_determinism=True)
+    ours.train()
+    assert _foreach_values(ours.optimizer) == [False, False, False]
+
+    train, evaluation = data
+    unset = _TorchDecidesForeach(
+        model_init=lambda: DigitsMLP(hidden=32), args=make_args(tmp_path / "unset", max_steps=12, full_determinism=True),
+        train_dataset=train, eval_dataset=evaluation,
+    )  # fmt: skip
+    unset.train()
+    assert _foreach_values(unset.optimizer) == [None, None, None]
+    assert_weights_equal(weights(ours.model), weights(unset.model))
+    assert [e.get("loss") for e in ours.state.log_history] == [e.get("loss") for e in unset.state.log_history]
+
+
+def test_foreach_given_in_optim_args_is_kept(data, tmp_path):
+    trainer = make_trainer(data, tmp_path, max_steps=3, optim_args="foreach=True")
+    trainer.train()
+    assert _foreach_values(trainer.optimizer) == [True, True, True]
+
+
+def test_a_resumed_optimizer_gets_foreach_for_the_device_it_resumes_on(data, tmp_path):
+    make_trainer(data, tmp_path, max_steps=10).train()
+    # A checkpoint written where torch decides (a GPU run saves None): resumed on the CPU it is settled again.
+    path = tmp_path / "checkpoint-5" / ckpt.OPTIMIZER_NAME
+    saved = torch.load(path, weights_only=True)
+    assert [g["foreach"] for g in saved["param_groups"]] == [False, False]  # what this CPU run saved
+    for group in saved["param_groups"]:
+        group["foreach"] = None
+    torch.save(saved, path)
+    resumed = make_trainer(data, tmp_path, max_steps=10)
+    resumed.train(resume_from_checkpoint=str(tmp_path / "checkpoint-5"))
+    assert _foreach_values(resumed.optimizer) == [False, False, False]
+
+    # The other way: a CPU checkpoint's False is not carried to an accelerator, where torch picks its kernels.
+    settle_foreach(resumed.optimizer, resumed.args, torch.device("cuda", 0))
+    assert _foreach_values(resumed.optimizer) == [None, None, None]
+    # A user's own optimizer (not built by the trainer) is never touched on resume.
+    custom = make_trainer(data, tmp_path / "custom", max_steps=10)
+    custom.train()
+    custom.optimizer.param_groups[0]["foreach"] = None
+    custom._created_optimizer = False
+    ckpt.load_optimizer_and_scheduler(custom, str(tmp_path / "checkpoint-5"))
+    # The file says None (edited above); settling it on this CPU would have made it False.
+    assert [g["foreach"] for g in custom.optimizer.param_groups] == [None, None]
 
 
 # ---------------------------------------------------------------------------------------------- best model
