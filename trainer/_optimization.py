@@ -501,4 +501,3 @@ def settle_foreach(optimizer: torch.optim.Optimizer, args: TrainingArguments, de
     for group in optimizer.param_groups:
         if "foreach" in group:
             group["foreach"] = value
-
