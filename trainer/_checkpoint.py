@@ -377,12 +377,12 @@ def load_optimizer_and_scheduler(trainer: Trainer, folder: str) -> None:
         found = os.path.isfile(opt_path)
         if found:
             trainer.optimizer.load_state_dict(torch.load(opt_path, weights_only=True, map_location="cpu"))
-            if trainer._created_optimizer and trainer.accelerator is not None:
-                # The saved groups carry the choice made for the device they were saved on.
-                settle_foreach(trainer.optimizer, trainer.args, trainer.accelerator.device)
     if not found:
         logger.warning("No optimizer state in %s (saved with save_only_model?); the optimizer starts fresh.", folder)
         return
+    if trainer._created_optimizer and trainer.accelerator is not None:
+        # Either way, the loaded groups carry the foreach chosen for the device they were saved on.
+        settle_foreach(trainer.optimizer, trainer.args, trainer.accelerator.device)
     sched_path = os.path.join(folder, SCHEDULER_NAME)
     if trainer.lr_scheduler is not None and os.path.isfile(sched_path):
         trainer.lr_scheduler.load_state_dict(torch.load(sched_path, weights_only=True))
