@@ -80,8 +80,8 @@ class ReportingCallback(TrainerCallback):
 
     def on_step_end(self, args, state, control, **kwargs):
         self.record.last_step = state.global_step
-        if self.meter is not None and state.global_step % 10 == 0:
-            self.meter.sample()
+        if self.meter is not None:
+            self.meter.tick()
 
     def on_train_end(self, args, state, control, **kwargs):
         if self._pending is not None:

@@ -106,3 +106,30 @@ def test_the_resident_set_size_is_the_one_psutil_reads_with_or_without_proc(monk
     monkeypatch.undo()
     close_cached()
     del ballast
+
+
+def test_the_meter_samples_the_resident_set_size_at_most_once_per_interval(monkeypatch):
+    from hpsearch import _cost
+
+    readings = iter(range(100, 10_000, 100))  # each reading larger than the last: every sample shows in the peak
+    calls: list[float] = []
+
+    def rss() -> float:
+        calls.append(next(readings))
+        return calls[-1]
+
+    monkeypatch.setattr(_cost, "_rss_mb", rss)
+    monkeypatch.setattr(_cost, "SAMPLE_INTERVAL_S", 3600.0)
+    meter = _cost.CostMeter()
+    meter.start()
+    assert len(calls) == 1
+    for _ in range(1000):  # a thousand steps within the interval: no sample
+        meter.tick()
+    assert len(calls) == 1
+    monkeypatch.setattr(_cost, "SAMPLE_INTERVAL_S", 0.0)
+    meter._next_sample = 0.0  # the interval has passed
+    meter.tick()
+    meter.tick()
+    assert len(calls) == 3  # a sample per tick once the interval (now 0 s) passes each time
+    cost = meter.stop()  # stop samples once more
+    assert len(calls) == 4 and cost["peak_memory_mb"] == calls[-1]
