@@ -382,6 +382,38 @@ def test_on_the_cpu_foreach_is_set_to_what_torch_picks_and_training_is_bit_ident
     assert [e.get("loss") for e in ours.state.log_history] == [e.get("loss") for e in unset.state.log_history]
 
 
+def test_accelerate_prepares_a_built_optimizer_only_when_it_has_work_to_do(data, tmp_path, monkeypatch):
+    # One process, no gradient scaler: accelerate's optimizer wrapper would only forward step/zero_grad, so an optimizer
+    # the trainer just built (no state to place on a device) is stepped as it is, with the same result.
+    from accelerate import Accelerator
+
+    from trainer import _loop
+
+    prepared: list[Any] = []
+    original = Accelerator.prepare_optimizer
+
+    def spy(self: Any, optimizer: Any, *args: Any, **kwargs: Any) -> Any:
+        prepared.append(optimizer)
+        return original(self, optimizer, *args, **kwargs)
+
+    monkeypatch.setattr(Accelerator, "prepare_optimizer", spy)
+    direct = make_trainer(data, tmp_path / "direct", max_steps=12, full_determinism=True)
+    direct.train()
+    assert prepared == []
+    with monkeypatch.context() as m:  # as if accelerate had work to do: prepared, stepped and clipped through it
+        m.setattr(_loop, "wrapper_only_forwards", lambda accelerator: False)
+        wrapped = make_trainer(data, tmp_path / "wrapped", max_steps=12, full_determinism=True)
+        wrapped.train()
+    assert prepared == [wrapped.optimizer]
+    assert_weights_equal(weights(direct.model), weights(wrapped.model))
+    assert [e.get("loss") for e in direct.state.log_history] == [e.get("loss") for e in wrapped.state.log_history]
+    # An optimizer with state (a second train() without model_init keeps it) is prepared: its state may need placing.
+    direct.model_init = None
+    direct.args = direct.args.replace(max_steps=2)
+    direct.train()
+    assert prepared[-1] is direct.optimizer and len(prepared) == 2
+
+
 def test_foreach_given_in_optim_args_is_kept(data, tmp_path):
     trainer = make_trainer(data, tmp_path, max_steps=3, optim_args="foreach=True")
     trainer.train()
