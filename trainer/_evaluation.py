@@ -212,9 +212,9 @@ def evaluation_loop(
         trainer.model_wrapped = trainer.model
     model = trainer.model_wrapped if trainer.model_wrapped is not None else trainer.model
     # Under FSDP the model is sharded by train() (FSDP2 shards it in place), or evaluated whole before training.
-    if model is trainer.model and next(iter(trainer.model.parameters()), None) is not None and not _fsdp.active(
-        accelerator
-    ):
+    # During train() the model is the one training prepared (preparing it again would only return it).
+    if (not trainer._in_train and model is trainer.model and next(iter(trainer.model.parameters()), None) is not None
+            and not _fsdp.active(accelerator)):
         model = accelerator.prepare_model(trainer.model, evaluation_mode=True)
     model.eval()
     trainer._past = None
@@ -226,7 +226,7 @@ def evaluation_loop(
     all_inputs, all_losses = Accumulator(concat, every), Accumulator(concat, every)
     keep_inputs = "inputs" in args.include_for_metrics
     keep_losses = "loss" in args.include_for_metrics
-    main_input = getattr(trainer.model, "main_input_name", "input_ids")
+    main_input = getattr(trainer.model, "main_input_name", "input_ids") if keep_inputs else None
     metrics: dict[str, Any] | None = None
     num_samples = 0
     num_steps = 0
@@ -331,7 +331,7 @@ def prediction_step(
     with torch.no_grad():
         if has_labels:
             loss, outputs = trainer.compute_loss(model, inputs, return_outputs=True)
-            loss = loss.mean().detach()
+            loss = (loss if loss.dim() == 0 else loss.mean()).detach()  # a 0-dim loss is its own mean
         else:
             loss = None
             outputs = model(**inputs) if isinstance(inputs, Mapping) else model(inputs)
