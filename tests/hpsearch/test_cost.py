@@ -118,8 +118,11 @@ def test_the_meter_samples_the_resident_set_size_at_most_once_per_interval(monke
         calls.append(next(readings))
         return calls[-1]
 
+    import torch
+
     monkeypatch.setattr(_cost, "_rss_mb", rss)
     monkeypatch.setattr(_cost, "SAMPLE_INTERVAL_S", 3600.0)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # the CPU rule, on any machine
     meter = _cost.CostMeter()
     meter.start()
     assert len(calls) == 1
@@ -133,3 +136,11 @@ def test_the_meter_samples_the_resident_set_size_at_most_once_per_interval(monke
     assert len(calls) == 3  # a sample per tick once the interval (now 0 s) passes each time
     cost = meter.stop()  # stop samples once more
     assert len(calls) == 4 and cost["peak_memory_mb"] == calls[-1]
+    # On CUDA the peak is the device's own count: the resident set size is not sampled during the trial.
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda: None)
+    cuda = _cost.CostMeter()
+    cuda.start()
+    cuda._next_sample = 0.0
+    cuda.tick()
+    assert len(calls) == 5  # only start's reading
