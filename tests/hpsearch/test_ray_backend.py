@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -77,7 +78,9 @@ def test_dead_worker_is_retried_from_its_checkpoint(ray_cluster, tmp_path):
     assert record.last_step == 69
 
 
-def test_interrupted_experiment_resumes_without_rerunning_finished_trials(ray_cluster, tmp_path):
+@pytest.mark.parametrize("tune_reads_results", [True, False], ids=["results-read", "results-unreadable"])
+def test_interrupted_experiment_resumes_without_rerunning_finished_trials(ray_cluster, tmp_path, monkeypatch,
+                                                                          tune_reads_results):
     out = str(tmp_path / "out")
     log = str(tmp_path / "runs.log")
     script = textwrap.dedent(f"""
@@ -100,6 +103,18 @@ def test_interrupted_experiment_resumes_without_rerunning_finished_trials(ray_cl
     assert len(set(first_run)) == 3
     finished_before = first_run[:2]
 
+    if not tune_reads_results:
+        # What Tune does when the killed driver left the experiment's files cut short: its analysis fails, and the
+        # restored tuner has no results to give (the fault is injected where Tune reads them; Ray runs for real).
+        import ray.tune.impl.tuner_internal as tuner_internal
+
+        failed: list[str] = []
+
+        def unreadable(*args: Any, **kwargs: Any) -> Any:
+            failed.append("analysis")
+            raise ValueError("the experiment's files were cut short")
+
+        monkeypatch.setattr(tuner_internal, "ExperimentAnalysis", unreadable)
     trainer = rc.make_trainer(out, epochs=2, callbacks=[rc.KillDriverAt(log, 99, 0)])
     best = hyperparameter_search(
         trainer, hp_space={"learning_rate": Float(1e-3, 1e-1, log=True)}, compute_objective="eval_accuracy",
@@ -113,6 +128,8 @@ def test_interrupted_experiment_resumes_without_rerunning_finished_trials(ray_cl
     for name in finished_before:
         assert runs.count(name) == 1  # never re-run
     assert {r.name for r in records} == set(runs)
+    if not tune_reads_results:
+        assert failed  # the restore went through the unreadable-results path
 
 
 def test_pbt_exploit_restores_weights_from_another_trial(ray_cluster, tmp_path):

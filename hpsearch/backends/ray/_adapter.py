@@ -234,7 +234,7 @@ class RayBackend(SearchBackend):
             if resume:
                 tuner = tune.Tuner.restore(path, trainable=runnable, resume_errored=True)
                 # The trials the experiment finished before, so search.json lists them from this run's first save.
-                session.adopt(recorder.finished(tuner.get_results()))
+                session.adopt(recorder.restored(tuner))
             else:
                 limit = kw.get("max_concurrent_trials") or concurrency
                 searcher = self._warm_searcher(session, limit) if self.priors else None

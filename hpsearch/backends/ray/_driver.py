@@ -197,6 +197,21 @@ class Recorder:
                 records.append(self.final_record(trial_id, result.config or {}, None))
         return records
 
+    def restored(self, tuner: Any) -> list[TrialRecord]:
+        """The trials a restored experiment had finished: from Tune's results, or, where Tune could not read them
+        back, from this search's search.json (its killed driver saved it after each of them).
+
+        Tune leaves a restored tuner without results when reading the experiment's files fails (a driver killed
+        while Tune wrote them); ``fit`` still restores the trials from the experiment's state, and the final
+        translation has them, but until then only search.json can list them."""
+        try:
+            grid = tuner.get_results()
+        except RuntimeError as error:
+            logger.warning("Ray Tune could not read back the results of the experiment it restores (%s); the trials "
+                           "it had finished are taken from %s until it reports them.", error, self.session.output_dir)
+            return _saved_finished(self.session.output_dir)
+        return self.finished(grid)
+
     def _replay(self, trial_id: str, result: Any) -> None:
         """Feed a stored trial's results to `result`: every row of its result files, or, where Tune could not read
         them (a driver killed before they reached storage), the last result Tune's experiment state keeps, whose
@@ -221,6 +236,18 @@ class Recorder:
         known = {r.trial_id for r in records}
         records.extend(r for r in self.session.records if r.trial_id not in known)
         return records
+
+
+def _saved_finished(output_dir: str) -> list[TrialRecord]:
+    """The COMPLETE and PRUNED records of the search.json in ``output_dir`` (none if it is missing or unreadable);
+    failed trials are left out, as Tune runs an errored trial again on resume."""
+    from ...results import SearchResult
+
+    try:
+        saved = SearchResult.load(output_dir)
+    except (OSError, ValueError):
+        return []
+    return [r for r in saved.records if r.state in (TrialState.COMPLETE, TrialState.PRUNED)]
 
 
 def _grid_trials(grid: Any) -> list[tuple[str, Any, Any]]:
