@@ -115,6 +115,13 @@ def test_interrupted_experiment_resumes_without_rerunning_finished_trials(ray_cl
             raise ValueError("the experiment's files were cut short")
 
         monkeypatch.setattr(tuner_internal, "ExperimentAnalysis", unreadable)
+        # And a finished trial search.json has but Tune's snapshot does not (saved after Tune's last snapshot): it is
+        # listed while the resumed run goes, then left out, as Tune ran another trial in its place.
+        import dataclasses
+
+        saved = SearchResult.load(out)
+        saved.records.append(dataclasses.replace(saved.records[0], trial_id="orphan0", name="orphan"))
+        saved.save(out)
     trainer = rc.make_trainer(out, epochs=2, callbacks=[rc.KillDriverAt(log, 99, 0)])
     best = hyperparameter_search(
         trainer, hp_space={"learning_rate": Float(1e-3, 1e-1, log=True)}, compute_objective="eval_accuracy",
@@ -130,6 +137,7 @@ def test_interrupted_experiment_resumes_without_rerunning_finished_trials(ray_cl
     assert {r.name for r in records} == set(runs)
     if not tune_reads_results:
         assert failed  # the restore went through the unreadable-results path
+        assert "orphan0" not in {r.trial_id for r in SearchResult.load(out).records}
 
 
 def test_pbt_exploit_restores_weights_from_another_trial(ray_cluster, tmp_path):

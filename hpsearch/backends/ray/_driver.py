@@ -89,6 +89,7 @@ class Recorder:
         self.tune_checkpoints: dict[str, dict[int, str]] = {}
         self.started: dict[str, datetime] = {}
         self.failure: HPSearchError | None = None
+        self.provisional: set[str] = set()  # trials adopted from search.json, kept at the end only if Tune has them
 
     # ------------------------------------------------------------------ events
     def result(self, trial_id: str, result: Mapping[str, Any], trial_path: str | None) -> None:
@@ -201,15 +202,18 @@ class Recorder:
         """The trials a restored experiment had finished: from Tune's results, or, where Tune could not read them
         back, from this search's search.json (its killed driver saved it after each of them).
 
-        Tune leaves a restored tuner without results when reading the experiment's files fails (a driver killed
-        while Tune wrote them); ``fit`` still restores the trials from the experiment's state, and the final
-        translation has them, but until then only search.json can list them."""
+        Tune leaves a restored tuner without results when its analysis of the experiment's files fails; ``fit``
+        then restores the trials from the experiment's state where Tune can read it, and the final translation has
+        them, but until then only search.json can list them (those Tune turns out not to have are left out of the
+        final results, see `translate`)."""
         try:
             grid = tuner.get_results()
         except RuntimeError as error:
             logger.warning("Ray Tune could not read back the results of the experiment it restores (%s); the trials "
                            "it had finished are taken from %s until it reports them.", error, self.session.output_dir)
-            return _saved_finished(self.session.output_dir)
+            saved = _saved_finished(self.session.output_dir)
+            self.provisional = {r.trial_id for r in saved}
+            return saved
         return self.finished(grid)
 
     def _replay(self, trial_id: str, result: Any) -> None:
@@ -234,7 +238,9 @@ class Recorder:
                 record = self.final_record(trial_id, result.config or {}, error)
             records.append(record)
         known = {r.trial_id for r in records}
-        records.extend(r for r in self.session.records if r.trial_id not in known)
+        # A trial search.json had but Tune's restored experiment does not (its last snapshot predates the trial)
+        # was not counted by Tune, which ran another in its place: the results agree with Tune's store.
+        records.extend(r for r in self.session.records if r.trial_id not in known and r.trial_id not in self.provisional)
         return records
 
 
