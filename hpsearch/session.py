@@ -176,6 +176,20 @@ class SearchSession:
         """The record kept for ``trial_id``, if any."""
         return next((r for r in self.result.records if r.trial_id == trial_id), None)
 
+    def saved_records(self) -> list[TrialRecord]:
+        """The records in the search.json an earlier run of this search left in output_dir (a resume reads them
+        back); none where there is none, or where it cannot be read (logged: an unreadable old file must not stop
+        a resume)."""
+        from .results import SearchResult
+
+        try:
+            return SearchResult.load(self.output_dir).records
+        except FileNotFoundError:
+            return []
+        except Exception as error:
+            logger.warning("Could not read the previous results in %s: %s", self.output_dir, error)
+            return []
+
     def adopt(self, records: Iterable[TrialRecord]) -> None:
         """Keep records of an earlier run of the same search (a resume) without counting or saving them."""
         with self._lock:

@@ -10,12 +10,10 @@ marked ``hpsearch_over_budget``, which the budget and the results ignore).
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from ... import _lockstep
-from ..._files import SEARCH_FILE
 from ...errors import SearchConfigError, TrialFailed
 from ...runner import failed_record, run_trial
 from ...settings import Option
@@ -327,17 +325,10 @@ class OptunaBackend(SearchBackend):
 
     def _adopt_previous(self, study: Any, session: SearchSession) -> None:
         """Keep the detailed records a previous run of this study saved in output_dir."""
-        from ...results import SearchResult
-
-        if not study.trials or not os.path.isfile(os.path.join(session.output_dir, SEARCH_FILE)):
-            return
-        try:
-            previous = SearchResult.load(session.output_dir)
-        except Exception as error:  # an unreadable old record must not stop a resume
-            logger.warning("Could not read the previous results in %s: %s", session.output_dir, error)
+        if not study.trials:
             return
         numbers = {str(t.number) for t in study.trials}
-        session.adopt(r for r in previous.records if r.trial_id in numbers)
+        session.adopt(r for r in session.saved_records() if r.trial_id in numbers)
 
     def _translate(self, study: Any, session: SearchSession) -> list[TrialRecord]:
         """Every trial of the study as a record: the records `run_trial` produced as they are, and records of

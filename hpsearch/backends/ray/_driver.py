@@ -211,7 +211,8 @@ class Recorder:
         except RuntimeError as error:
             logger.warning("Ray Tune could not read back the results of the experiment it restores (%s); the trials "
                            "it had finished are taken from %s until it reports them.", error, self.session.output_dir)
-            saved = _saved_finished(self.session.output_dir)
+            # Failed trials are left out: Tune runs an errored trial again on resume.
+            saved = [r for r in self.session.saved_records() if r.state in (TrialState.COMPLETE, TrialState.PRUNED)]
             self.provisional = {r.trial_id for r in saved}
             return saved
         return self.finished(grid)
@@ -242,18 +243,6 @@ class Recorder:
         # was not counted by Tune, which ran another in its place: the results agree with Tune's store.
         records.extend(r for r in self.session.records if r.trial_id not in known and r.trial_id not in self.provisional)
         return records
-
-
-def _saved_finished(output_dir: str) -> list[TrialRecord]:
-    """The COMPLETE and PRUNED records of the search.json in ``output_dir`` (none if it is missing or unreadable);
-    failed trials are left out, as Tune runs an errored trial again on resume."""
-    from ...results import SearchResult
-
-    try:
-        saved = SearchResult.load(output_dir)
-    except (OSError, ValueError):
-        return []
-    return [r for r in saved.records if r.state in (TrialState.COMPLETE, TrialState.PRUNED)]
 
 
 def _grid_trials(grid: Any) -> list[tuple[str, Any, Any]]:
