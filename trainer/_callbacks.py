@@ -228,8 +228,37 @@ EVENTS = tuple(
 )
 
 
+class _EventArgument:
+    """A `CallbackHandler` attribute that is also a keyword argument of every event (``handler.model`` is the
+    ``model`` each callback gets): stored in the handler's ``_event_kwargs``, which `CallbackHandler.call_event`
+    passes without building it again at every call (several events are dispatched per training step).
+    ``processing_class`` is also passed under its older name ``tokenizer``."""
+
+    NAMES = ("model", "optimizer", "lr_scheduler", "train_dataloader", "eval_dataloader", "processing_class")
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, handler: Any, owner: type | None = None) -> Any:
+        if handler is None:
+            return self
+        return handler._event_kwargs[self.name]
+
+    def __set__(self, handler: Any, value: Any) -> None:
+        handler._event_kwargs[self.name] = value
+        if self.name == "processing_class":
+            handler._event_kwargs["tokenizer"] = value
+
+
 class CallbackHandler(TrainerCallback):
     """Calls the callbacks, in order, for every event (`call_event` is the one dispatcher)."""
+
+    model = _EventArgument()
+    optimizer = _EventArgument()
+    lr_scheduler = _EventArgument()
+    train_dataloader = _EventArgument()
+    eval_dataloader = _EventArgument()
+    processing_class = _EventArgument()
 
     def __init__(
         self,
@@ -240,16 +269,19 @@ class CallbackHandler(TrainerCallback):
         *,
         processing_class: Any = None,
     ) -> None:
+        # The keyword arguments of every event, kept in one dict that the attributes below write through (see
+        # _EventArgument): a dispatch passes it as it is instead of building it per call.
+        self._event_kwargs: dict[str, Any] = dict.fromkeys((*_EventArgument.NAMES, "tokenizer"))
         self.callbacks: list[TrainerCallback] = []
-        self._step_dispatch: tuple[tuple[int, ...], dict[str, list[tuple[TrainerCallback, Any]]]] | None = None
+        self._step_dispatch: (
+            tuple[tuple[int, ...], dict[str, list[tuple[TrainerCallback, Any]]], frozenset[str]] | None
+        ) = None
         self.processing_class = processing_class
         for cb in callbacks or ():
             self.add_callback(cb)
         self.model = model
         self.optimizer = optimizer
         self.lr_scheduler = lr_scheduler
-        self.train_dataloader: Any = None
-        self.eval_dataloader: Any = None
         if not any(isinstance(cb, DefaultFlowCallback) for cb in self.callbacks):
             logger.warning(
                 "The Trainer has no DefaultFlowCallback: it will never log, evaluate or save on its own. "
@@ -340,6 +372,32 @@ class CallbackHandler(TrainerCallback):
     def on_push_begin(self, args, state, control, **kwargs):
         return self.call_event("on_push_begin", args, state, control)
 
+    def step_listeners(self) -> frozenset[str]:
+        """The per-step events that some callback overrides (for the callbacks there are now).
+
+        The training loop skips the dispatch of the others, which would call nothing; it asks again after anything
+        that may have changed the callbacks (a callback, the training step).
+        """
+        cached = self._step_dispatch
+        if cached is None or cached[0] != tuple(map(id, self.callbacks)):
+            self._step_methods()
+            cached = self._step_dispatch
+            assert cached is not None
+        return cached[2]
+
+    def _step_methods(self) -> dict[str, list[tuple[TrainerCallback, Any]]]:
+        """Per step event, the (callback, method) pairs that override it.
+
+        Dispatched several times per step, so worked out once per train() and per list of callbacks (the ids in
+        order; the cache keeps the callbacks alive, so an id cannot be reused meanwhile), not at every call.
+        """
+        ids = tuple(map(id, self.callbacks))
+        cached = self._step_dispatch
+        if cached is None or cached[0] != ids:
+            methods = {name: self._overriding(name) for name in _STEP_EVENTS}
+            cached = self._step_dispatch = (ids, methods, frozenset(name for name in methods if methods[name]))
+        return cached[1]
+
     def _overriding(self, event: str) -> list[tuple[TrainerCallback, Any]]:
         """(callback, bound method) of the callbacks, in order, whose ``event`` is not the base class's no-op."""
         noop = _NOOP_EVENTS.get(event)
@@ -357,31 +415,14 @@ class CallbackHandler(TrainerCallback):
         and the loop dispatches several events per step.
         """
         if event in _STEP_EVENTS:
-            # Dispatched several times per step: which callbacks override these events is worked out once per
-            # train() and per list of callbacks (the ids in order; the cache keeps the callbacks alive, so an id
-            # cannot be reused meanwhile), not at every call.
-            ids = tuple(map(id, self.callbacks))
-            cached = getattr(self, "_step_dispatch", None)
-            if cached is None or cached[0] != ids:
-                cached = self._step_dispatch = (ids, {name: self._overriding(name) for name in _STEP_EVENTS})
-            methods = cached[1][event]
+            methods = self._step_methods()[event]
             if not methods:
                 return control
         else:
             methods = self._overriding(event)
-        extra: dict[str, Any] | None = None
+        # The callee gets its own copy (its **kwargs), so the handler's dict is passed as it is.
+        extra = {**self._event_kwargs, **kwargs} if kwargs else self._event_kwargs
         for callback, method in methods:
-            if extra is None:
-                extra = dict(
-                    model=self.model,
-                    optimizer=self.optimizer,
-                    lr_scheduler=self.lr_scheduler,
-                    train_dataloader=self.train_dataloader,
-                    eval_dataloader=self.eval_dataloader,
-                    processing_class=self.processing_class,
-                    tokenizer=self.processing_class,
-                    **kwargs,
-                )
             result = method(args, state, control, **extra)
             if result is None:
                 continue

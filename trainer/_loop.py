@@ -129,6 +129,7 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
     trainer.callback_handler.optimizer = trainer.optimizer
     trainer.callback_handler.lr_scheduler = trainer.lr_scheduler
     trainer.callback_handler.train_dataloader = train_dataloader
+    handler = trainer.callback_handler
     _log_running_training(trainer, train_dataloader, max_steps, num_train_epochs)
     debug_hook = None
     if "underflow_overflow" in args.debug:
@@ -163,6 +164,7 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
     if args.eval_on_start and trainer.state.global_step == 0:
         evaluate_during_training(trainer)  # a baseline before the first step, as transformers' eval_on_start
     tr_loss = torch.zeros((), device=accelerator.device)
+    loss_sum = 0.0  # the finite step losses not yet added to tr_loss (see the step)
     trainer._total_loss_scalar = 0.0
     trainer._globalstep_last_logged = trainer.state.global_step
     trainer._grad_norm = None
@@ -209,7 +211,13 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
                     trainer.state.num_input_tokens_seen += tokens
             trainer.state.total_flos += trainer.floating_point_ops(inputs[0] if fast_loop else inputs) * num_processes
             if not step_started:
-                trainer.control = trainer.callback_handler.on_step_begin(args, trainer.state, trainer.control)
+                # Step events that no callback overrides are not dispatched (see step_listeners); which those are
+                # is asked again after any callback ran and after the training step, which may add callbacks.
+                listening = handler.step_listeners()
+                if "on_step_begin" in listening:
+                    trainer.control = handler.on_step_begin(args, trainer.state, trainer.control)
+                else:
+                    trainer.control._new_step()
                 step_started = True
             if fast_loop:
                 inputs, is_last = inputs
@@ -226,18 +234,29 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
             with context:
                 loss_step = (trainer.training_step(model, inputs, None) if step_takes_items
                              else trainer.training_step(model, inputs))
-                # math.isfinite of the value: the same test as torch.isfinite on this scalar, without a kernel.
-                if args.logging_nan_inf_filter and not math.isfinite(loss_step.item()):
-                    # Count a NaN/inf step as the running mean so one bad batch does not poison the log.
-                    tr_loss = tr_loss + tr_loss / (1 + trainer.state.global_step - trainer._globalstep_last_logged)
+                if args.logging_nan_inf_filter:
+                    # The value is read for the check anyway (math.isfinite: torch.isfinite's test on this scalar,
+                    # without a kernel), so it is summed as a Python float, without an add kernel per step;
+                    # tr_loss takes the sum before anything reads it.
+                    value = loss_step.item()
+                    if math.isfinite(value):
+                        loss_sum += value
+                    else:
+                        # Count a NaN/inf step as the running mean so one bad batch does not poison the log.
+                        tr_loss, loss_sum = tr_loss + loss_sum, 0.0
+                        tr_loss = tr_loss + tr_loss / (1 + trainer.state.global_step - trainer._globalstep_last_logged)
                 else:
                     tr_loss = tr_loss + loss_step
+                listening = handler.step_listeners()
                 if sync if fast_loop else accelerator.sync_gradients:
                     if args.max_grad_norm is not None and args.max_grad_norm > 0:
                         trainer._grad_norm = clip(model.parameters(), args.max_grad_norm)
-                    trainer.control = trainer.callback_handler.on_pre_optimizer_step(args, trainer.state, trainer.control)
+                    if "on_pre_optimizer_step" in listening:
+                        trainer.control = handler.on_pre_optimizer_step(args, trainer.state, trainer.control)
+                        listening = handler.step_listeners()
                     step_optimizer.step()
-                    trainer.control = trainer.callback_handler.on_optimizer_step(args, trainer.state, trainer.control)
+                    if "on_optimizer_step" in listening:
+                        trainer.control = handler.on_optimizer_step(args, trainer.state, trainer.control)
                     # Only a gradient scaler skips steps, and the plain path has none.
                     if (plain or not accelerator.optimizer_step_was_skipped) and not isinstance(
                         trainer.lr_scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau
@@ -246,12 +265,13 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
                     step_optimizer.zero_grad(set_to_none=True)
                     trainer.state.global_step += 1
                     trainer.state.epoch = epoch + (step + 1 + skipped) / steps_in_epoch
-                    control = trainer.control = trainer.callback_handler.on_step_end(args, trainer.state, trainer.control)
+                    control = trainer.control = handler.on_step_end(args, trainer.state, trainer.control)
                     if control.should_log or control.should_evaluate or control.should_save:
+                        tr_loss, loss_sum = tr_loss + loss_sum, 0.0
                         tr_loss = maybe_log_save_evaluate(trainer, tr_loss, model, trial, epoch)
                     step_started = False
-                else:
-                    trainer.control = trainer.callback_handler.on_substep_end(args, trainer.state, trainer.control)
+                elif "on_substep_end" in listening:
+                    trainer.control = handler.on_substep_end(args, trainer.state, trainer.control)
             if trainer.control.should_epoch_stop or trainer.control.should_training_stop:
                 break
         release_dataloader(epoch_iterator)
@@ -259,6 +279,7 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
             logger.warning("The train dataloader yielded no batches in epoch %d; stopping.", epoch)
             trainer.control.should_training_stop = True
         trainer.control = trainer.callback_handler.on_epoch_end(args, trainer.state, trainer.control)
+        tr_loss, loss_sum = tr_loss + loss_sum, 0.0
         tr_loss = maybe_log_save_evaluate(trainer, tr_loss, model, trial, epoch)
         if trainer.control.should_training_stop:
             break

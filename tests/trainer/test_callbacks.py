@@ -444,3 +444,81 @@ def test_step_events_follow_callbacks_added_removed_replaced_or_patched_during_a
     trainer.callback_handler.callbacks.append(patched)
     trainer.train()
     assert patched.steps == [0, 1, 2, 3, 4]
+
+
+class _OptimizerEvents(TrainerCallback):
+    def __init__(self) -> None:
+        self.events: list[tuple[str, int]] = []
+
+    def on_pre_optimizer_step(self, args, state, control, **kwargs):
+        self.events.append(("pre", state.global_step))
+
+    def on_optimizer_step(self, args, state, control, **kwargs):
+        self.events.append(("post", state.global_step))
+
+
+def test_a_callback_added_during_a_step_gets_the_rest_of_that_steps_events(make_args):
+    # The loop skips step events no callback overrides, and asks again after anything that may add a callback: a
+    # callback's event and the training step.
+    train, _ = _small_sets(n_train=12)
+    in_begin, in_step, in_pre = _OptimizerEvents(), _OptimizerEvents(), _OptimizerEvents()
+
+    class Adder(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kwargs):
+            if state.global_step == 1:
+                trainer.callback_handler.add_callback(in_begin)
+
+    class AdderAtPre(TrainerCallback):
+        def on_pre_optimizer_step(self, args, state, control, **kwargs):
+            if state.global_step == 3 and in_pre not in trainer.callback_handler.callbacks:
+                trainer.callback_handler.add_callback(in_pre)
+
+    class StepAdder(Trainer):
+        def training_step(self, model, inputs, num_items_in_batch=None):
+            if self.state.global_step == 2:
+                self.callback_handler.add_callback(in_step)
+            return super().training_step(model, inputs, num_items_in_batch)
+
+    trainer = StepAdder(model=DigitsMLP(), args=make_args(max_steps=5, per_device_train_batch_size=2),
+                        train_dataset=train, callbacks=[Adder()])
+    trainer.train()
+    assert in_begin.events == [(kind, step) for step in (1, 2, 3, 4) for kind in ("pre", "post")]
+    assert in_step.events == [(kind, step) for step in (2, 3, 4) for kind in ("pre", "post")]
+    # Added in the last callback of an event: the next event of the same step reaches it.
+    trainer.callback_handler.callbacks[:] = [cb for cb in trainer.callback_handler.callbacks
+                                             if not isinstance(cb, _OptimizerEvents)]
+    trainer.add_callback(AdderAtPre())
+    trainer.train()
+    assert in_pre.events == [("post", 3), ("pre", 4), ("post", 4)]
+
+
+def test_every_callback_gets_the_event_arguments_whatever_an_earlier_one_did_with_them(make_args):
+    train, _ = _small_sets(n_train=4)
+    seen: list[dict] = []
+
+    class Greedy(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            kwargs.pop("model")
+            kwargs["optimizer"] = "mine"
+
+    class Reader(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            seen.append(dict(kwargs))
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            seen.append({"logs": logs, **kwargs})
+
+    trainer = Trainer(model=DigitsMLP(), args=make_args(max_steps=1, per_device_train_batch_size=2, logging_steps=1),
+                      train_dataset=train, callbacks=[Greedy(), Reader()], processing_class="a tokenizer")
+    trainer.train()
+    step, log = seen[0], seen[1]
+    assert step["model"] is trainer.model and step["optimizer"] is trainer.optimizer
+    assert step["lr_scheduler"] is trainer.lr_scheduler and step["train_dataloader"] is not None
+    assert step["processing_class"] == step["tokenizer"] == "a tokenizer" and step["eval_dataloader"] is None
+    assert set(step) == {"model", "optimizer", "lr_scheduler", "train_dataloader", "eval_dataloader",
+                         "processing_class", "tokenizer"}
+    assert "loss" in log["logs"] and log["model"] is trainer.model  # an event's own arguments join them
+    handler = trainer.callback_handler
+    handler.processing_class = "another"
+    assert handler.processing_class == "another" and handler._event_kwargs["tokenizer"] == "another"
+    assert handler.train_dataloader is None  # train() let go of its loader

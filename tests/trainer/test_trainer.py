@@ -540,6 +540,31 @@ def test_logging_nan_inf_filter(make_args, nan_filter):
     assert all(torch.isfinite(p).all() for p in trainer.model.parameters())
 
 
+def test_logged_losses_are_the_means_of_the_step_losses_with_a_nan_step_as_transformers_counts_it(make_args):
+    args = make_args(per_device_train_batch_size=1, max_steps=6, logging_steps=2)
+    losses: list[float] = []
+
+    class Recording(Trainer):
+        def training_step(self, model, inputs, num_items_in_batch=None):
+            loss = super().training_step(model, inputs, num_items_in_batch)
+            losses.append(loss.item())
+            return loss
+
+    class FourthBad(FlaggedData):
+        def __getitem__(self, i):
+            return {**super().__getitem__(i), "bad": i == 3}
+
+    trainer = Recording(model=NaNOnFlag(), args=args, train_dataset=FourthBad(6))
+    trainer.get_train_dataloader = lambda: torch.utils.data.DataLoader(FourthBad(6), batch_size=1)  # in order
+    output = trainer.train()
+    assert math.isnan(losses[3]) and all(math.isfinite(v) for i, v in enumerate(losses) if i != 3)
+    # transformers: a non-finite step adds tr_loss / (1 + global_step - last logged step) to the running sum.
+    sums = [losses[0] + losses[1], losses[2] + losses[2] / 2, losses[4] + losses[5]]
+    logged = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    assert logged == pytest.approx([s / 2 for s in sums], abs=1e-4)
+    assert output.training_loss == pytest.approx(sum(sums) / 6, rel=1e-6)
+
+
 def test_logging_first_step(make_args):
     args = make_args(max_steps=3, logging_steps=10, logging_first_step=True)
     trainer = Trainer(model=DictModel(), args=args, train_dataset=ToyDataset(32))
