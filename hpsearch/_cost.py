@@ -3,11 +3,11 @@
 `CostMeter` wraps one trial in `run_trial`, on every backend. Device-seconds are the trial's wall seconds times the
 processes that trained it, each holding one device (a GPU on CUDA, the CPU otherwise): GPU-seconds where a GPU is
 used. Peak memory is the trial's peak GPU allocation on CUDA, else the process's resident set size at the trial's
-start and end and sampled during it, at most every `SAMPLE_INTERVAL_S`. Energy (kWh) and emissions (kg CO2eq) come
-from CodeCarbon's offline tracker (the country is ``CODECARBON_COUNTRY_ISO_CODE``, default "USA" as CodeCarbon's own
-examples) when the search asks for them: ``max_energy_kwh`` is set, or ``HPSEARCH_CODECARBON=1``. The tracker takes
-~2 s to start and ~0.1 s per trial, so it is started once per process and measures each trial as one of its tasks;
-otherwise the columns are NaN.
+start and end and every `SAMPLE_INTERVAL_S` during it, read by a background thread (`_Sampler`). Energy (kWh) and
+emissions (kg CO2eq) come from CodeCarbon's offline tracker (the country is ``CODECARBON_COUNTRY_ISO_CODE``, default
+"USA" as CodeCarbon's own examples) when the search asks for them: ``max_energy_kwh`` is set, or
+``HPSEARCH_CODECARBON=1``. The tracker takes ~2 s to start and ~0.1 s per trial, so it is started once per process
+and measures each trial as one of its tasks; otherwise the columns are NaN.
 """
 
 from __future__ import annotations
@@ -28,10 +28,12 @@ logger = logging.getLogger(__name__)
 #: The cost columns of `SearchResult.trials_dataframe`, the same (float64) on every backend.
 COST_COLUMNS = ("cpu_s", "device_s", "peak_memory_mb", "energy_kwh", "emissions_kg")
 
-#: Seconds between two samples of the resident set size during a trial. Reading it costs 2-20 us right after a
-#: training step; sampled every 10 steps that was a quarter of a millisecond of a 50 ms trial, for a value that
-#: moves far slower than steps go.
+#: Seconds between two samples of the resident set size during a trial, a value that moves far slower than
+#: training steps go.
 SAMPLE_INTERVAL_S = 0.5
+
+#: Seconds without a meter after which the sampler's thread ends.
+_IDLE_EXIT_S = 5.0
 
 
 _PROCESS: Any = None
@@ -68,8 +70,60 @@ def _rss_mb() -> float:
 _PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
+class _Sampler:
+    """Samples the resident set size every `SAMPLE_INTERVAL_S` for the meters measuring a trial on the CPU.
+
+    One daemon thread per process, started by the first meter; it waits while no meter runs and ends after
+    `_IDLE_EXIT_S` without one (a search's trials keep it, a process that searched once does not). A training step
+    pays nothing for it (a per-step check cost a few microseconds in every step), and the memory of an evaluation
+    or of one long step is sampled as well as the steps'.
+    """
+
+    def __init__(self) -> None:
+        self._reset()
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._reset)  # a forked child has no thread, and maybe a held lock
+
+    def _reset(self) -> None:
+        self._cond = threading.Condition()
+        self._meters: list[CostMeter] = []
+        self._started = False
+
+    def add(self, meter: CostMeter) -> None:
+        with self._cond:
+            self._meters.append(meter)
+            if not self._started:
+                self._started = True
+                threading.Thread(target=self._run, name="hpsearch-memory-sampler", daemon=True).start()
+            self._cond.notify()
+
+    def remove(self, meter: CostMeter) -> None:
+        with self._cond:
+            if meter in self._meters:
+                self._meters.remove(meter)
+
+    def _run(self) -> None:
+        cond = self._cond
+        while True:
+            with cond:
+                while not self._meters:
+                    if not cond.wait(_IDLE_EXIT_S) and not self._meters:
+                        self._started = False  # the next meter starts a new thread
+                        return
+                cond.wait(SAMPLE_INTERVAL_S)
+                # Read under the lock: once `remove` returns, the meter's peak no longer changes.
+                if self._meters:
+                    rss = _rss_mb()
+                    for meter in self._meters:
+                        meter.observe(rss)
+
+
+_SAMPLER = _Sampler()
+
+
 class CostMeter:
-    """Measures one trial: `start` before it, `sample` during it (cheap), `stop` after it -> the cost dict."""
+    """Measures one trial: `start` before it, `stop` after it -> the cost dict (the resident set size is sampled
+    between them by `_Sampler`)."""
 
     def __init__(self, energy: bool = False) -> None:
         self._energy = energy
@@ -77,7 +131,6 @@ class CostMeter:
         self._cpu = 0.0
         self._threaded = threading.current_thread() is not threading.main_thread()
         self._peak_rss = math.nan
-        self._next_sample = math.inf
         self._cuda = False
         self._tracker: Any = None
 
@@ -88,32 +141,26 @@ class CostMeter:
     def start(self) -> None:
         self._wall = time.perf_counter()
         self._cpu = self._cpu_now()
-        self._peak_rss = _rss_mb()
-        self._next_sample = self._wall + SAMPLE_INTERVAL_S
+        self._peak_rss = _rss_mb()  # read here first: the sampler thread then finds /proc/self/statm open
         with contextlib.suppress(Exception):
             import torch
 
             self._cuda = torch.cuda.is_available()
             if self._cuda:
                 torch.cuda.reset_peak_memory_stats()
+        if not self._cuda:  # on CUDA the peak is the device's own count
+            _SAMPLER.add(self)
         self._tracker = _start_task() if self._energy else None
 
-    def tick(self) -> None:
-        """Called at every training step: samples the resident set size once `SAMPLE_INTERVAL_S` passed since the
-        last sample (not on CUDA, where the peak is the device's own count)."""
-        now = time.perf_counter()
-        if now >= self._next_sample and not self._cuda:
-            self._next_sample = now + SAMPLE_INTERVAL_S
-            self.sample()
-
-    def sample(self) -> None:
-        rss = _rss_mb()
+    def observe(self, rss: float) -> None:
+        """Take a reading of the resident set size (MiB) into the peak."""
         if not math.isnan(rss) and (math.isnan(self._peak_rss) or rss > self._peak_rss):
             self._peak_rss = rss
 
     def stop(self, world_size: int = 1) -> dict[str, float]:
         wall = time.perf_counter() - self._wall
-        self.sample()
+        _SAMPLER.remove(self)
+        self.observe(_rss_mb())
         peak = self._peak_rss
         if self._cuda:
             with contextlib.suppress(Exception):

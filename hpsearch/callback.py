@@ -14,7 +14,6 @@ from . import _dist, _events
 from .trial import Evaluation
 
 if TYPE_CHECKING:
-    from ._cost import CostMeter
     from .settings import TrialSettings
     from .trial import TrialRecord, TrialReporter
 
@@ -40,10 +39,8 @@ class ReportingCallback(TrainerCallback):
     the backend; its decision is broadcast so every rank stops together.
     """
 
-    def __init__(self, settings: TrialSettings, reporter: TrialReporter, record: TrialRecord,
-                 meter: CostMeter | None = None) -> None:
+    def __init__(self, settings: TrialSettings, reporter: TrialReporter, record: TrialRecord) -> None:
         self.settings = settings
-        self.meter = meter
         self.reporter = reporter
         self.record = record
         self.pruned = False
@@ -78,12 +75,10 @@ class ReportingCallback(TrainerCallback):
             pending, self._pending = self._pending, None
             self._report(pending, path, control)
 
-    def on_step_end(self, args, state, control, **kwargs):
-        self.record.last_step = state.global_step
-        if self.meter is not None:
-            self.meter.tick()
-
     def on_train_end(self, args, state, control, **kwargs):
+        # Not followed at every step (a step pays for every callback that listens to it): a trial that fails
+        # mid-training has its last step noted by run_trial, from the trainer's state.
+        self.record.last_step = state.global_step
         if self._pending is not None:
             pending, self._pending = self._pending, None
             self._report(pending, None, control)

@@ -193,7 +193,7 @@ def run_trial(
     run_dir = os.path.join(settings.output_dir, record.name)
     trainer = None
     meter = CostMeter(settings.measure_energy)
-    callback = ReportingCallback(settings, reporter, record, meter)
+    callback = ReportingCallback(settings, reporter, record)
     watchdog = Watchdog(settings.trial_timeout)
     state, error = TrialState.FAIL, None
     try:
@@ -250,6 +250,8 @@ def run_trial(
         record.finished = _now()
         record.cost = meter.stop(_dist.world_size())
         if trainer is not None:
+            if trainer.state.global_step > (record.last_step or 0):  # a trial that failed mid-training
+                record.last_step = trainer.state.global_step
             _close_trackers(trainer, settings, record, state, error)
             trainer.release_memory()
         del trainer

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import threading
+import time
 
 import optuna
 import pytest
@@ -108,39 +110,63 @@ def test_the_resident_set_size_is_the_one_psutil_reads_with_or_without_proc(monk
     del ballast
 
 
-def test_the_meter_samples_the_resident_set_size_at_most_once_per_interval(monkeypatch):
-    from hpsearch import _cost
-
-    readings = iter(range(100, 10_000, 100))  # each reading larger than the last: every sample shows in the peak
-    calls: list[float] = []
-
-    def rss() -> float:
-        calls.append(next(readings))
-        return calls[-1]
-
+def test_the_meter_samples_the_resident_set_size_in_the_background_while_a_trial_runs(monkeypatch):
     import torch
 
+    from hpsearch import _cost
+
+    readings = iter(range(100, 100_000, 100))  # each reading larger than the last: every sample shows in the peak
+    calls: list[float] = []
+    lock = threading.Lock()
+
+    def rss() -> float:
+        with lock:
+            calls.append(next(readings))
+            return calls[-1]
+
+    def count() -> int:
+        with lock:
+            return len(calls)
+
     monkeypatch.setattr(_cost, "_rss_mb", rss)
-    monkeypatch.setattr(_cost, "SAMPLE_INTERVAL_S", 3600.0)
+    monkeypatch.setattr(_cost, "SAMPLE_INTERVAL_S", 0.01)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # the CPU rule, on any machine
     meter = _cost.CostMeter()
     meter.start()
-    assert len(calls) == 1
-    for _ in range(1000):  # a thousand steps within the interval: no sample
-        meter.tick()
-    assert len(calls) == 1
-    monkeypatch.setattr(_cost, "SAMPLE_INTERVAL_S", 0.0)
-    meter._next_sample = 0.0  # the interval has passed
-    meter.tick()
-    meter.tick()
-    assert len(calls) == 3  # a sample per tick once the interval (now 0 s) passes each time
-    cost = meter.stop()  # stop samples once more
-    assert len(calls) == 4 and cost["peak_memory_mb"] == calls[-1]
+    assert count() >= 1
+    # Nothing is called per step: the readings come from the sampler thread while the trial (here: a wait) runs.
+    deadline = time.monotonic() + 10
+    while count() < 4 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert count() >= 4
+    cost = meter.stop()  # stop reads once more, after the sampler let go of the meter
+    stopped = count()
+    assert cost["peak_memory_mb"] == calls[stopped - 1]
+    time.sleep(0.1)  # ten intervals: a stopped meter is not sampled, and no meter runs, so nothing is read
+    assert count() == stopped
     # On CUDA the peak is the device's own count: the resident set size is not sampled during the trial.
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda: None)
     cuda = _cost.CostMeter()
     cuda.start()
-    cuda._next_sample = 0.0
-    cuda.tick()
-    assert len(calls) == 5  # only start's reading
+    time.sleep(0.1)
+    assert count() == stopped + 1  # only start's reading
+    assert cuda not in _cost._SAMPLER._meters
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda: 3 * 2**20)
+    assert cuda.stop()["peak_memory_mb"] == 3.0
+    # With no meter left, the thread ends (the next meter starts another).
+    monkeypatch.setattr(_cost, "_IDLE_EXIT_S", 0.05)
+
+    def sampler_threads() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name == "hpsearch-memory-sampler"]
+
+    deadline = time.monotonic() + 15  # a wait begun before the patch runs its 5 s out
+    while sampler_threads() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not sampler_threads()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    again = _cost.CostMeter()
+    again.start()
+    assert len(sampler_threads()) == 1
+    again.stop()
+

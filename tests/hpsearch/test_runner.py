@@ -71,6 +71,23 @@ def test_a_trial_that_raises_is_recorded_fail_with_the_error(make_trainer, make_
     assert record.finished is not None
 
 
+class _RaiseAtStep(TrainerCallback):
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        if state.global_step == self.step:
+            raise RuntimeError(f"broken after step {self.step}")
+
+
+def test_a_trial_that_fails_mid_training_records_the_last_step_it_finished(make_trainer, make_settings):
+    settings = make_settings(make_trainer(callbacks=[_RaiseAtStep(3)]))  # evaluated every 2 steps
+    record = run_trial(settings, random_trial({"learning_rate": 0.02}), _trials.RecordingReporter())
+    assert record.state is TrialState.FAIL and record.error == "RuntimeError: broken after step 3"
+    assert [e.step for e in record.intermediates] == [2]
+    assert record.last_step == 3  # the steps after the last evaluation count too
+
+
 def test_a_nan_objective_fails_the_trial(make_trainer, make_settings):
     settings = make_settings(make_trainer(model_init=_trials.ScriptedModelInit({0: "nan"})), "eval_loss",
                              ("minimize",))
