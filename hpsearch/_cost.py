@@ -54,7 +54,7 @@ def _rss_mb() -> float:
             _STATM = (pid, -1)
     if _STATM[1] >= 0:
         # What psutil reads on Linux, in one pread of a descriptor kept open: psutil opens and parses the file per
-        # call, ~30 us in a search (sampled every 10 steps), where this takes ~1 us.
+        # call, ~30 us in a search, where this takes ~1 us.
         with contextlib.suppress(OSError, ValueError, IndexError):
             return int(os.pread(_STATM[1], 256, 0).split()[1]) * _PAGE_SIZE / 2**20
     try:

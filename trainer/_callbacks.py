@@ -288,6 +288,13 @@ class CallbackHandler(TrainerCallback):
                 "Add DefaultFlowCallback unless that is what you want."
             )
 
+    def __copy__(self) -> CallbackHandler:
+        # A copy's event arguments are its own, as its attributes were before they wrote through _event_kwargs.
+        clone = object.__new__(type(self))
+        clone.__dict__.update(self.__dict__)
+        clone._event_kwargs = dict(self._event_kwargs)
+        return clone
+
     def add_callback(self, callback: TrainerCallback | type[TrainerCallback]) -> None:
         cb = callback() if isinstance(callback, type) else callback
         if not isinstance(cb, TrainerCallback):

@@ -522,3 +522,9 @@ def test_every_callback_gets_the_event_arguments_whatever_an_earlier_one_did_wit
     handler.processing_class = "another"
     assert handler.processing_class == "another" and handler._event_kwargs["tokenizer"] == "another"
     assert handler.train_dataloader is None  # train() let go of its loader
+    # A copy of the handler has its own arguments, as it had its own attributes.
+    import copy
+
+    clone = copy.copy(handler)
+    clone.model = "the copy's"
+    assert handler.model is trainer.model and clone.model == "the copy's"
