@@ -76,9 +76,6 @@ class ReportingCallback(TrainerCallback):
             self._report(pending, path, control)
 
     def on_train_end(self, args, state, control, **kwargs):
-        # Not followed at every step (a step pays for every callback that listens to it): a trial that fails
-        # mid-training has its last step noted by run_trial, from the trainer's state.
-        self.record.last_step = state.global_step
         if self._pending is not None:
             pending, self._pending = self._pending, None
             self._report(pending, None, control)

@@ -213,7 +213,6 @@ def run_trial(
                         record.name, args.per_device_train_batch_size, used)
         if not record.intermediates:
             trainer.evaluate()
-        record.last_step = trainer.state.global_step
         watchdog.check()
         state = TrialState.PRUNED if callback.pruned else TrialState.COMPLETE
     except KeyboardInterrupt:
@@ -250,7 +249,9 @@ def run_trial(
         record.finished = _now()
         record.cost = meter.stop(_dist.world_size())
         if trainer is not None:
-            if trainer.state.global_step > (record.last_step or 0):  # a trial that failed mid-training
+            # Taken here, not followed at every step by the reporting callback (a step pays for every callback
+            # that listens to it): the last step of a finished, pruned or failed trial.
+            if trainer.state.global_step > (record.last_step or 0):
                 record.last_step = trainer.state.global_step
             _close_trackers(trainer, settings, record, state, error)
             trainer.release_memory()

@@ -234,8 +234,6 @@ class _EventArgument:
     passes without building it again at every call (several events are dispatched per training step).
     ``processing_class`` is also passed under its older name ``tokenizer``."""
 
-    NAMES = ("model", "optimizer", "lr_scheduler", "train_dataloader", "eval_dataloader", "processing_class")
-
     def __set_name__(self, owner: type, name: str) -> None:
         self.name = name
 
@@ -269,9 +267,9 @@ class CallbackHandler(TrainerCallback):
         *,
         processing_class: Any = None,
     ) -> None:
-        # The keyword arguments of every event, kept in one dict that the attributes below write through (see
+        # The keyword arguments of every event, kept in one dict that the attributes set below write through (see
         # _EventArgument): a dispatch passes it as it is instead of building it per call.
-        self._event_kwargs: dict[str, Any] = dict.fromkeys((*_EventArgument.NAMES, "tokenizer"))
+        self._event_kwargs: dict[str, Any] = {}
         self.callbacks: list[TrainerCallback] = []
         self._step_dispatch: (
             tuple[tuple[int, ...], dict[str, list[tuple[TrainerCallback, Any]]], frozenset[str]] | None
@@ -282,6 +280,8 @@ class CallbackHandler(TrainerCallback):
         self.model = model
         self.optimizer = optimizer
         self.lr_scheduler = lr_scheduler
+        self.train_dataloader = None
+        self.eval_dataloader = None
         if not any(isinstance(cb, DefaultFlowCallback) for cb in self.callbacks):
             logger.warning(
                 "The Trainer has no DefaultFlowCallback: it will never log, evaluate or save on its own. "
@@ -385,15 +385,13 @@ class CallbackHandler(TrainerCallback):
         The training loop skips the dispatch of the others, which would call nothing; it asks again after anything
         that may have changed the callbacks (a callback, the training step).
         """
-        cached = self._step_dispatch
-        if cached is None or cached[0] != tuple(map(id, self.callbacks)):
-            self._step_methods()
-            cached = self._step_dispatch
-            assert cached is not None
-        return cached[2]
+        return self._current_step_dispatch()[2]
 
-    def _step_methods(self) -> dict[str, list[tuple[TrainerCallback, Any]]]:
-        """Per step event, the (callback, method) pairs that override it.
+    def _current_step_dispatch(
+        self,
+    ) -> tuple[tuple[int, ...], dict[str, list[tuple[TrainerCallback, Any]]], frozenset[str]]:
+        """(ids of the callbacks, per step event the (callback, method) pairs overriding it, the events some
+        callback overrides).
 
         Dispatched several times per step, so worked out once per train() and per list of callbacks (the ids in
         order; the cache keeps the callbacks alive, so an id cannot be reused meanwhile), not at every call.
@@ -403,7 +401,7 @@ class CallbackHandler(TrainerCallback):
         if cached is None or cached[0] != ids:
             methods = {name: self._overriding(name) for name in _STEP_EVENTS}
             cached = self._step_dispatch = (ids, methods, frozenset(name for name in methods if methods[name]))
-        return cached[1]
+        return cached
 
     def _overriding(self, event: str) -> list[tuple[TrainerCallback, Any]]:
         """(callback, bound method) of the callbacks, in order, whose ``event`` is not the base class's no-op."""
@@ -422,7 +420,7 @@ class CallbackHandler(TrainerCallback):
         and the loop dispatches several events per step.
         """
         if event in _STEP_EVENTS:
-            methods = self._step_methods()[event]
+            methods = self._current_step_dispatch()[1][event]
             if not methods:
                 return control
         else:

@@ -338,11 +338,13 @@ def flag_last(iterable: Any) -> Any:
 
 
 def batch_size_of(x: Any) -> int:
-    if isinstance(x, torch.Tensor):
-        return x.shape[0] if x.dim() > 0 else 1
-    if type(x) is dict or isinstance(x, Mapping):  # a dict first: Mapping's ABC check is a Python call
-        for v in x.values():
-            return batch_size_of(v)
-    if isinstance(x, list | tuple) and x:
-        return batch_size_of(x[0])
-    return 1
+    """Examples in a batch: the first dimension of its first tensor (the first value of a dict, the first item of a
+    list or tuple), 1 where there is none. Walked in a loop: this runs at every training step (the flop count)."""
+    while not isinstance(x, torch.Tensor):
+        if type(x) is dict or isinstance(x, Mapping):  # a dict first: Mapping's ABC check is a Python call
+            x = next(iter(x.values()), None)
+        elif isinstance(x, list | tuple) and x:
+            x = x[0]
+        else:
+            return 1
+    return x.shape[0] if x.dim() > 0 else 1

@@ -125,11 +125,11 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
     step_takes_items = _positional_parameters(trainer.training_step) >= 3
     no_accumulate_context = nullcontext()
     trainer.model_wrapped = model
-    trainer.callback_handler.model = trainer.model
-    trainer.callback_handler.optimizer = trainer.optimizer
-    trainer.callback_handler.lr_scheduler = trainer.lr_scheduler
-    trainer.callback_handler.train_dataloader = train_dataloader
     handler = trainer.callback_handler
+    handler.model = trainer.model
+    handler.optimizer = trainer.optimizer
+    handler.lr_scheduler = trainer.lr_scheduler
+    handler.train_dataloader = train_dataloader
     _log_running_training(trainer, train_dataloader, max_steps, num_train_epochs)
     debug_hook = None
     if "underflow_overflow" in args.debug:

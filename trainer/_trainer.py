@@ -524,16 +524,6 @@ class Trainer(TrainerHelpers):
         if self._model_flops is not None:
             return float(self._model_flops(inputs))
         assert self._num_parameters is not None
-        if type(inputs) is dict:
-            # The common batch, counted here without input_tokens' calls (this runs at every step): the main
-            # input's elements, or the examples of a batch without one (input_tokens' rule, its warning is off).
-            value = inputs.get(self._main_input)
-            if value is None and inputs:
-                value = next(iter(inputs.values()))
-                if isinstance(value, torch.Tensor) and value.dim() > 0:
-                    return 6.0 * self._num_parameters * value.shape[0]
-            elif isinstance(value, torch.Tensor):
-                return 6.0 * self._num_parameters * value.numel()
         return 6.0 * self._num_parameters * _loop.input_tokens(
             self, inputs, True, gather=False, warn=False, name=self._main_input
         )
