@@ -148,9 +148,16 @@ class SearchSession:
             if limit is not None and used == used and used >= limit:  # used == used: not NaN
                 spent.append(f"{option}={limit:g} ({used:.4g} used)")
         if spent:
-            self.stop_reason = "compute budget spent: " + ", ".join(spent)
-            self.result.settings["stop_reason"] = self.stop_reason
-            logger.warning("The search starts no more trials: %s.", self.stop_reason)
+            self.stop_starting("compute budget spent: " + ", ".join(spent))
+
+    def stop_starting(self, reason: str) -> None:
+        """Start no more trials (running ones finish): ``reason`` is logged and kept as ``stop_reason`` in the
+        results, and every backend checks `stop_reason` before it starts a trial."""
+        if self.stop_reason is not None:
+            return
+        self.stop_reason = reason
+        self.result.settings["stop_reason"] = reason
+        logger.warning("The search starts no more trials: %s.", reason)
 
     def _keep(self, record: TrialRecord) -> None:
         records = self.result.records

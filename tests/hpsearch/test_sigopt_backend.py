@@ -152,6 +152,27 @@ def test_failed_trial_is_a_failed_observation_and_conditionals_work(tmp_path):
     assert best.run_id != failed.trial_id
 
 
+def test_a_discrete_space_sampled_through_ends_the_search_with_the_trials_it_has(tmp_path, caplog):
+    """sigoptlite proposes only points it has not sampled: once the two values of the only parameter were tried it
+    has no suggestion left (an IndexError inside the lite optimizer). The search ends there as a spent budget ends
+    it, with its trials kept and saved, instead of failing with SigOpt's raw error."""
+    trainer = make_trainer(tmp_path, max_steps=2)
+    with caplog.at_level(logging.WARNING, logger="hpsearch"):
+        best = trainer.hyperparameter_search(
+            hp_space={"hidden": spaces.Categorical([32, 64])}, compute_objective="eval_accuracy",
+            direction="maximize", n_trials=8, backend="sigopt",
+        )
+    records = best.run_summary.records
+    assert 2 <= len(records) < 8
+    assert all(r.state is TrialState.COMPLETE for r in records)
+    assert {r.params["hidden"] for r in records} == {32, 64}
+    reason = best.run_summary.settings["stop_reason"]
+    assert "no new point to suggest" in reason and f"with {len(records)} of 8 trials" in reason
+    saved = SearchResult.load(tmp_path / "search")
+    assert len(saved.records) == len(records) and saved.settings["stop_reason"] == reason
+    assert reason in caplog.text
+
+
 def test_two_objectives_return_the_pareto_front(tmp_path):
     def objectives(metrics):
         return metrics["eval_accuracy"], metrics["eval_loss"]

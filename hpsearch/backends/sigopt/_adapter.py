@@ -7,7 +7,7 @@ import contextlib
 import logging
 import os
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ... import _dist, _lockstep
@@ -16,7 +16,7 @@ from ...runner import run_trial
 from ...settings import Option
 from ...trial import NullReporter, Trial, TrialState
 from ..base import SearchBackend
-from ._compat import numpy2_compat
+from ._compat import create_suggestion, numpy2_compat
 from ._resume import NATIVE_SPACE, load_previous, tell_previous
 from ._space import _MAX_NAME, Converted, check_native, portable_to_sigopt, same_assignments
 from ._warm import warm_start
@@ -280,8 +280,9 @@ class SigOptBackend(SearchBackend):
 
     def _one_trial(self, session: SearchSession, conn: Any, experiment_id: str, number: int) -> None:
         experiment = conn.experiments(experiment_id)
-        with self._optimizer_random_state():
-            suggestion = experiment.suggestions().create()
+        suggestion = self._suggest(experiment, session)
+        if suggestion is None:
+            return  # nothing left to suggest: the session starts no more trials
         assignments = dict(suggestion.assignments)
         suggestion_id = str(suggestion.id)
         trial_id = str(int(suggestion_id) + self._id_offset) if self._id_offset else suggestion_id
@@ -301,9 +302,9 @@ class SigOptBackend(SearchBackend):
         finally:
             session.record(record)
 
-    @contextlib.contextmanager
-    def _optimizer_random_state(self) -> Iterator[None]:
-        """Run the lite optimizer on a random state of its own.
+    def _suggest(self, experiment: Any, session: SearchSession) -> Any | None:
+        """The next suggestion (None when there is none left: see `create_suggestion`), made by the lite optimizer
+        on a random state of its own.
 
         sigoptlite draws from numpy's global generator, which every trial's ``set_seed(args.seed)`` resets:
         without this, each suggestion would start from the same state and lite would propose the same
@@ -311,8 +312,7 @@ class SigOptBackend(SearchBackend):
         repeatable) and swapped in around each suggestion, leaving the trainer's state as it was.
         """
         if self.driver != "lite":
-            yield
-            return
+            return create_suggestion(experiment, session, self.driver)
         import numpy
 
         if self._random_state is None:
@@ -323,7 +323,7 @@ class SigOptBackend(SearchBackend):
         trainer_state = numpy.random.get_state()
         numpy.random.set_state(self._random_state)
         try:
-            yield
+            return create_suggestion(experiment, session, self.driver)
         finally:
             self._random_state = numpy.random.get_state()
             numpy.random.set_state(trainer_state)

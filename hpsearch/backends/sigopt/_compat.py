@@ -1,11 +1,16 @@
-"""numpy 2 for SigOpt's lite optimizer (sigoptlite 0.1.2 / libsigopt 1.0.0 were written for numpy<1.23)."""
+"""SigOpt's lite optimizer as it is: numpy 2 (sigoptlite 0.1.2 / libsigopt 1.0.0 were written for numpy<1.23), and
+the suggestion it cannot make once a discrete space is sampled through."""
 
 from __future__ import annotations
 
+import traceback
 import types
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["numpy2_compat"]
+if TYPE_CHECKING:
+    from ...session import SearchSession
+
+__all__ = ["create_suggestion", "numpy2_compat"]
 
 
 class _NumpyWithProduct(types.ModuleType):
@@ -38,3 +43,29 @@ def numpy2_compat() -> None:
         if stale and not isinstance(numpy_ref, _NumpyWithProduct):
             # ModuleType declares no ``numpy`` attribute, but these modules do have one (checked above).
             module.numpy = _NumpyWithProduct("numpy")  # type: ignore[attr-defined]
+
+
+def create_suggestion(experiment: Any, session: SearchSession, driver: str) -> Any | None:
+    """The experiment's next suggestion; None when the lite optimizer has no point left to suggest, and then the
+    session starts no more trials (the search ends with the trials it has, as a spent budget ends it).
+
+    sigoptlite's optimizer for a space of Int and Categorical parameters only proposes points it has not sampled;
+    once every combination was tried its list of candidates is empty and it fails with an IndexError in
+    ``next_point``, which would otherwise end the whole search with SigOpt's raw error.
+    """
+    from sigopt.exception import SigOptException
+
+    try:
+        return experiment.suggestions().create()
+    except SigOptException as error:
+        cause = error.__cause__
+        frames = traceback.extract_tb(cause.__traceback__) if isinstance(cause, IndexError) else []
+        if driver != "lite" or not frames or frames[-1].name != "next_point":
+            raise
+    done = len(session.records)
+    session.stop_starting(
+        f"SigOpt's lite optimizer has no new point to suggest after {done} trial(s): every combination of the "
+        f"discrete space (Int and Categorical values) was sampled, so the search stops with {done} of "
+        f"{session.n_trials} trials; widen the space, add a Float parameter, or ask for fewer n_trials"
+    )
+    return None
