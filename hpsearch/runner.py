@@ -197,24 +197,28 @@ def run_trial(
     watchdog = Watchdog(settings.trial_timeout)
     state, error = TrialState.FAIL, None
     try:
-        meter.start()
-        watchdog.start()
-        args = build_trial_args(settings.trainer.args, trial, run_dir, record.name)
-        # The watchdog only joins the trainer's callbacks when there is a deadline to check at every step.
-        timed = [watchdog] if settings.trial_timeout is not None else []
-        trainer = settings.trainer.for_trial(args, callbacks=[*callbacks, callback, *timed])
-        _note_unread_params(trainer, trial, record)
-        trainer.train(resume_from_checkpoint=resume_from_checkpoint, trial=trial)
-        record.params = trial.params  # including values suggested inside model_init
-        used = trainer.args.per_device_train_batch_size
-        if used != args.per_device_train_batch_size:  # auto_find_batch_size rescued it from out-of-memory
-            record.extra["per_device_train_batch_size"] = used
-            logger.info("Trial %s ran out of memory with per_device_train_batch_size=%d and trained with %d.",
-                        record.name, args.per_device_train_batch_size, used)
-        if not record.intermediates:
-            trainer.evaluate()
-        watchdog.check()
-        state = TrialState.PRUNED if callback.pruned else TrialState.COMPLETE
+        try:
+            meter.start()
+            watchdog.start()
+            args = build_trial_args(settings.trainer.args, trial, run_dir, record.name)
+            # The watchdog only joins the trainer's callbacks when there is a deadline to check at every step.
+            timed = [watchdog] if settings.trial_timeout is not None else []
+            trainer = settings.trainer.for_trial(args, callbacks=[*callbacks, callback, *timed])
+            _note_unread_params(trainer, trial, record)
+            trainer.train(resume_from_checkpoint=resume_from_checkpoint, trial=trial)
+            record.params = trial.params  # including values suggested inside model_init
+            used = trainer.args.per_device_train_batch_size
+            if used != args.per_device_train_batch_size:  # auto_find_batch_size rescued it from out-of-memory
+                record.extra["per_device_train_batch_size"] = used
+                logger.info("Trial %s ran out of memory with per_device_train_batch_size=%d and trained with %d.",
+                            record.name, args.per_device_train_batch_size, used)
+            if not record.intermediates:
+                trainer.evaluate()
+            watchdog.check()
+            state = TrialState.PRUNED if callback.pruned else TrialState.COMPLETE
+        finally:
+            # Before any handler below runs: a deadline reached while a failure is logged cannot interrupt it.
+            _stop_watchdog(watchdog)
     except KeyboardInterrupt:
         if threading.current_thread() is threading.main_thread():
             record.state, record.error, record.finished = TrialState.FAIL, "interrupted", _now()
@@ -227,11 +231,11 @@ def run_trial(
         record.state, record.error, record.finished = TrialState.FAIL, "interrupted", _now()
         raise
     except SystemExit as exc:  # sys.exit() inside a trial fails that trial, not the search
-        record.params = trial.params
+        record.params, state = trial.params, TrialState.FAIL
         error = f"the trial called sys.exit({exc.code!r})"
         logger.warning("Trial %s failed: %s", record.name, error)
     except (Exception, TrialTimeout) as exc:  # a failed trial is recorded, the search goes on
-        record.params = trial.params
+        record.params, state = trial.params, TrialState.FAIL
         # A timer's TrialTimeout arrives without its message (an exception class raised in the trial's thread).
         error = _error_text(TrialTimeout(watchdog._message()) if isinstance(exc, TrialTimeout) else exc)
         if isinstance(exc, SearchConfigError):
@@ -239,13 +243,11 @@ def run_trial(
             record.extra["config_error"] = True
         logger.warning("Trial %s failed: %s", record.name, error)
         logger.debug("Trial %s traceback", record.name, exc_info=True)
+    except BaseException as exc:  # GeneratorExit or a custom BaseException from the trial's code: its failure
+        record.params, state = trial.params, TrialState.FAIL
+        error = _error_text(exc)
+        logger.warning("Trial %s failed: %s", record.name, error)
     finally:
-        while True:
-            try:
-                watchdog.stop()
-                break
-            except TrialTimeout:
-                continue  # delivered as the trial ended: it has ended anyway
         record.finished = _now()
         record.cost = meter.stop(_dist.world_size())
         if trainer is not None:
@@ -257,6 +259,17 @@ def run_trial(
             trainer.release_memory()
         del trainer
     return finish_record(settings, record, state, error, callback.checkpoints)
+
+
+def _stop_watchdog(watchdog: Any) -> None:
+    from .callback import TrialTimeout
+
+    while True:
+        try:
+            watchdog.stop()
+            return
+        except TrialTimeout:
+            continue  # delivered as the trial ended: it has ended anyway
 
 
 def _close_trackers(trainer: Any, settings: TrialSettings, record: TrialRecord, state: TrialState,

@@ -136,11 +136,16 @@ class LoggingHpName:
         return f"t{trial.number}"
 
 
+class ScriptedAbort(BaseException):
+    """A BaseException that is neither KeyboardInterrupt nor SystemExit, as a trial's own code may raise one."""
+
+
 class ScriptedModelInit:
     """A model_init whose trial number ``n`` does ``script[n]`` (default "ok"):
 
     - "raise": raises ``ValueError("scripted failure of trial n")``;
     - "memory": raises ``MemoryError``;
+    - "base": raises `ScriptedAbort` (a BaseException);
     - "nan": returns a model whose weights are all NaN (every loss and objective is NaN);
     - "sleep:<s>": sleeps s seconds first (longer than the trial_timeout of the test).
     """
@@ -154,6 +159,8 @@ class ScriptedModelInit:
             raise ValueError(f"scripted failure of trial {trial.number}")
         if action == "memory":
             raise MemoryError(f"scripted out of memory in trial {trial.number}")
+        if action == "base":
+            raise ScriptedAbort(f"scripted BaseException in trial {trial.number}")
         model = model_init(trial)
         if action == "nan":
             import torch

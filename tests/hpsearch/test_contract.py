@@ -144,20 +144,22 @@ def test_max_failed_trials_stops_the_search_naming_the_failures(backend, make_tr
 
 # ---------------------------------------------------------------------------------------------- failed trials
 def test_failed_trials_are_recorded_with_their_reason_and_the_search_goes_on(backend, make_trainer, tiny_space):
-    script = {0: "raise", 1: "memory", 2: "nan"}
+    script = {0: "raise", 1: "memory", 2: "nan", 3: "base"}
     trainer = make_trainer(model_init=_trials.ScriptedModelInit(script))
     best = backend.search(trainer, hp_space=tiny_space, compute_objective="eval_loss", direction="minimize",
-                          n_trials=4, max_failed_trials=5)
+                          n_trials=5, max_failed_trials=5)
     records = by_number(best.run_summary)
-    assert sorted(records) == [0, 1, 2, 3]
-    for number in (0, 1, 2):
+    assert sorted(records) == [0, 1, 2, 3, 4]
+    for number in (0, 1, 2, 3):
         assert records[number].state is TrialState.FAIL, (number, records[number])
         assert records[number].objective is None
     assert "ValueError: scripted failure of trial 0" in records[0].error
     assert "MemoryError: scripted out of memory in trial 1" in records[1].error
     assert "not finite" in records[2].error
-    assert records[3].state is TrialState.COMPLETE, records[3].error
-    assert best.run_id == records[3].trial_id
+    # A BaseException other than KeyboardInterrupt and SystemExit is the trial's failure too, not the search's.
+    assert "ScriptedAbort: scripted BaseException in trial 3" in records[3].error
+    assert records[4].state is TrialState.COMPLETE, records[4].error
+    assert best.run_id == records[4].trial_id
 
 
 # ---------------------------------------------------------------------------------------------- results schema

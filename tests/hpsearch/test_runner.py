@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import threading
 import time
@@ -193,6 +194,54 @@ def test_trial_timeout_stops_training_at_a_step_outside_the_main_thread(make_tra
     # Stopped at the deadline, inside the first step (the timer raises in the trial's thread once the step's sleep
     # returns), never trained on to step 6.
     assert record.last_step is None or record.last_step <= 1
+
+
+class _SlowFailureLog(logging.Handler):
+    """A log handler as slow as a remote one: it takes ``seconds`` to write a trial's failure."""
+
+    def __init__(self, seconds):
+        super().__init__()
+        self.seconds = seconds
+
+    def emit(self, record):
+        if "failed" in record.getMessage():
+            time.sleep(self.seconds)
+
+
+@pytest.mark.parametrize("thread", ["main", "worker"])
+def test_a_deadline_reached_while_a_failure_is_logged_does_not_escape_the_trial(make_trainer, make_settings, thread):
+    """The trial raises before its deadline and logging its failure outlasts the deadline: the watchdog is stopped
+    before run_trial handles the error, so the trial is FAIL with its own error and TrialTimeout does not escape
+    (it used to end the search, leaving the trial RUNNING in the engine)."""
+
+    def fails(trial=None):
+        if trial is not None:
+            raise ValueError("the trial's own error")
+        return DigitsMLP()
+
+    settings = make_settings(make_trainer(model_init=fails), trial_timeout=0.5)
+    handler = _SlowFailureLog(1.5)
+    runner_log = logging.getLogger("hpsearch.runner")
+    runner_log.addHandler(handler)
+    outcome = []
+    try:
+        def run():
+            try:
+                outcome.append(run_trial(settings, random_trial({}), _trials.RecordingReporter()))
+            except BaseException as error:  # the test reports what escaped
+                outcome.append(error)
+
+        if thread == "main":
+            run()
+        else:
+            worker = threading.Thread(target=run)
+            worker.start()
+            worker.join()
+    finally:
+        runner_log.removeHandler(handler)
+    (record,) = outcome
+    assert isinstance(record, TrialRecord), record
+    assert record.state is TrialState.FAIL and "the trial's own error" in record.error
 
 
 # ---------------------------------------------------------------------------------------------- finish_record
