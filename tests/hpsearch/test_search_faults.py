@@ -85,6 +85,50 @@ def test_interrupted_trial_is_retried_and_does_not_use_the_budget(tmp_path):
     assert sorted(r.number for r in records) == sorted(t.number for t in finished)  # interrupted stays out
 
 
+@pytest.mark.parametrize("moment", ["sampling", "storing"])
+def test_ctrl_c_outside_a_trials_training_also_queues_it_again(tmp_path, monkeypatch, moment):
+    """Ctrl-C while the trial's parameters are suggested, or after it trained and before its record is stored in
+    the study, interrupts the trial as Ctrl-C during training does: it uses no budget and a rerun trains it."""
+    interrupted: list[int] = []
+
+    def interrupt_once(number: int) -> None:
+        if number == 1 and not interrupted:
+            interrupted.append(number)
+            raise KeyboardInterrupt
+
+    kwargs: dict = dict(n_trials=3, backend="optuna", storage=f"sqlite:///{tmp_path}/study.db", study_name="s",
+                        load_if_exists=True, compute_objective="eval_loss", hp_space=SPACE)
+    if moment == "sampling":
+        def hp_space(trial):
+            params = {"learning_rate": trial.suggest_float("learning_rate", 1e-3, 1e-1, log=True)}
+            interrupt_once(trial.number)
+            return params
+
+        kwargs["hp_space"] = hp_space
+    else:
+        from hpsearch.backends.optuna import _storage
+
+        real = _storage.record_attr
+
+        def record_attr(record):
+            interrupt_once(record.number)
+            return real(record)
+
+        monkeypatch.setattr(_storage, "record_attr", record_attr)
+    out = tmp_path / "out"
+    hpsearch.hyperparameter_search(_trainer(out), **kwargs)
+    assert interrupted == [1]
+    hpsearch.hyperparameter_search(_trainer(out), **kwargs)
+    study = optuna.load_study(study_name="s", storage=kwargs["storage"])
+    finished = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(finished) == 3
+    assert study.trials[1].user_attrs.get("hpsearch_interrupted") is True
+    retry = next(t for t in study.trials if t.user_attrs.get("hpsearch_retry_of") == 1)
+    assert retry.state == optuna.trial.TrialState.COMPLETE
+    records = SearchResult.load(out).records
+    assert sorted(r.number for r in records) == sorted(t.number for t in finished)  # interrupted stays out
+
+
 @pytest.mark.parametrize("change", ["direction", "objective", "space"])
 def test_reusing_a_study_of_another_search_is_refused(change, tmp_path):
     storage = f"sqlite:///{tmp_path}/study.db"

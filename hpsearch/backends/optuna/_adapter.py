@@ -255,11 +255,7 @@ class OptunaBackend(SearchBackend):
             if len(_storage.budget_trials(study_.get_trials(deepcopy=False))) >= n_trials:
                 study_.stop()
 
-        def objective(optuna_trial: Any) -> Any:
-            if not within_budget(optuna_trial):
-                optuna_trial.set_user_attr(_storage.OVER_BUDGET_ATTR, True)
-                optuna_trial.study.stop()
-                raise _OverBudget(f"the study already has its {n_trials} trials")
+        def attempt(optuna_trial: Any) -> TrialRecord:
             optuna_trial.set_user_attr(_storage.OWNER_ATTR, _storage.owner())
             if self._space is not None:
                 params = self._space.sample(optuna_trial)
@@ -275,18 +271,27 @@ class OptunaBackend(SearchBackend):
                     raise _Failed(record.error or "hp_space failed") from error
             trial = _lockstep.lead(Trial(optuna_trial.number, optuna_trial.number, params, self.name, native=optuna_trial))
             _lockstep.announce(trial)
+            record = run_trial(settings, trial, _OptunaReporter(optuna_trial, multi))
+            # The whole record goes into the study before it is told: the study alone can rebuild search.json.
+            optuna_trial.set_user_attr(_storage.RECORD_ATTR, _storage.record_attr(record))
+            pending[optuna_trial.number] = record
+            return record
+
+        def objective(optuna_trial: Any) -> Any:
+            if not within_budget(optuna_trial):
+                optuna_trial.set_user_attr(_storage.OVER_BUDGET_ATTR, True)
+                optuna_trial.study.stop()
+                raise _OverBudget(f"the study already has its {n_trials} trials")
             try:
-                record = run_trial(settings, trial, _OptunaReporter(optuna_trial, multi))
+                record = attempt(optuna_trial)
             except KeyboardInterrupt:
-                # Not a finished trial: it stays out of the results (Optuna marks it FAIL), and its parameters are
-                # queued again so that a rerun trains it in its place.
+                # Wherever Ctrl-C landed (sampling, training, storing the record), not a finished trial: it stays out
+                # of the results (Optuna marks it FAIL), and its parameters are queued again for a rerun to train.
+                pending.pop(optuna_trial.number, None)
                 self._interrupted.add(optuna_trial.number)
                 optuna_trial.set_user_attr(_storage.INTERRUPTED_ATTR, True)
                 _storage.requeue(study, optuna_trial.number, optuna_trial.params)
                 raise
-            # The whole record goes into the study before it is told: the study alone can rebuild search.json.
-            optuna_trial.set_user_attr(_storage.RECORD_ATTR, _storage.record_attr(record))
-            pending[optuna_trial.number] = record
             if record.state is TrialState.FAIL:
                 raise _Failed(record.error or "failed")
             if record.state is TrialState.PRUNED:
