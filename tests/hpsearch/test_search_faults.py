@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -127,6 +128,30 @@ def test_ctrl_c_outside_a_trials_training_also_queues_it_again(tmp_path, monkeyp
     assert retry.state == optuna.trial.TrialState.COMPLETE
     records = SearchResult.load(out).records
     assert sorted(r.number for r in records) == sorted(t.number for t in finished)  # interrupted stays out
+
+
+@pytest.mark.parametrize("interrupted_first", [False, True], ids=["killed", "interrupted-then-killed"])
+def test_a_dead_drivers_trial_is_queued_again_exactly_once(tmp_path, interrupted_first):
+    """A rerun fails the RUNNING trial of a driver that died and queues its parameters again, once: also when Ctrl-C
+    had already queued them again just before the kill (it used to queue them a second time, so one set of
+    parameters trained twice and the budget ended one trial short)."""
+    from hpsearch.backends.optuna import _storage
+
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path}/study.db", study_name="s")
+    trial = study.ask({"x": optuna.distributions.FloatDistribution(0.0, 1.0)})
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    trial.set_user_attr(_storage.OWNER_ATTR, f"{socket.gethostname()}:{gone.pid}")
+    if interrupted_first:
+        trial.set_user_attr(_storage.INTERRUPTED_ATTR, True)
+        _storage.requeue(study, trial.number, trial.params)
+    _storage.recover_dead_drivers(study)
+    _storage.recover_dead_drivers(study)  # a second rerun finds nothing left to do
+    trials = study.get_trials(deepcopy=False)
+    assert trials[0].state == optuna.trial.TrialState.FAIL
+    waiting = [t for t in trials if t.state == optuna.trial.TrialState.WAITING]
+    queued = [(t.user_attrs.get(_storage.RETRY_OF_ATTR), t.system_attrs.get("fixed_params")) for t in waiting]
+    assert queued == [(0, trial.params)]
 
 
 @pytest.mark.parametrize("change", ["direction", "objective", "space"])

@@ -292,19 +292,25 @@ def recover_dead_drivers(study: Any) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         optuna.storages.fail_stale_trials(study)
+    queued = superseded_numbers(study.get_trials(deepcopy=False))
     for frozen in study.get_trials(deepcopy=True, states=(optuna.trial.TrialState.RUNNING,)):
         if not owner_is_dead(frozen.user_attrs.get(OWNER_ATTR)):
             continue
-        # Marked first: a rerun killed between failing the trial and queueing it again still queues it.
-        with contextlib.suppress(Exception):
-            study._storage.set_trial_user_attr(frozen._trial_id, REQUEUE_ATTR, True)
+        # A trial interrupted (Ctrl-C) and queued again just before its driver was killed is only failed: its
+        # parameters must not be queued a second time.
+        again = frozen.number not in queued
+        if again:
+            # Marked first: a rerun killed between failing the trial and queueing it again still queues it.
+            with contextlib.suppress(Exception):
+                study._storage.set_trial_user_attr(frozen._trial_id, REQUEUE_ATTR, True)
         try:
             study.tell(frozen.number, state=optuna.trial.TrialState.FAIL)
         except (ValueError, RuntimeError, optuna.exceptions.UpdateFinishedTrialError):
             continue  # another driver recovered it first
-        logger.warning("Trial %d was left RUNNING by a driver that died (%s); marked FAIL and re-enqueued.",
-                       frozen.number, frozen.user_attrs[OWNER_ATTR])
-        requeue(study, frozen.number, frozen.params)
+        logger.warning("Trial %d was left RUNNING by a driver that died (%s); marked FAIL%s.", frozen.number,
+                       frozen.user_attrs[OWNER_ATTR], " and re-enqueued" if again else " (already queued again)")
+        if again:
+            requeue(study, frozen.number, frozen.params)
     trials = study.get_trials(deepcopy=False)
     superseded = superseded_numbers(trials)
     for frozen in trials:
