@@ -354,26 +354,48 @@ def _check_dashboard(dashboard: Any, port: Any) -> None:
 
 
 def _check_earlier_search(output_dir: str, adapter: SearchBackend) -> None:
-    """Refuse to write over an earlier search's results, unless this call continues it: its search.json and its
-    trials' checkpoints would otherwise be replaced (a finished trial is never deleted implicitly)."""
+    """Refuse to write over an earlier search's results, unless this call continues that very search (its backend
+    says so, e.g. its store holds the earlier trials, and it is the same backend and the same search): its
+    search.json and its trials' checkpoints would otherwise be replaced (a finished trial is never deleted
+    implicitly)."""
     from . import _dist
     from ._files import SEARCH_FILE
     from .results import SearchResult
+    from .session import identity_differences, search_identity
 
-    if not os.path.isfile(os.path.join(output_dir, SEARCH_FILE)) or adapter.continues_earlier_run():
+    if not os.path.isfile(os.path.join(output_dir, SEARCH_FILE)):
         return
     if not _dist.is_main_process():
         return  # the main process of a launched search checks (the others may start after its first save)
+    continues = adapter.continues_earlier_run()
+    hint = adapter.resume_hint  # how to continue it: only for the same search
     try:
         earlier = SearchResult.load(output_dir)
     except (ValueError, OSError) as error:
+        if continues:
+            return  # the backend's own store holds the search (and rebuilds its results), or it refuses the file
         what = f"a {SEARCH_FILE} this search cannot read ({error})"
     else:
         if not earlier.records:
             return
         what = (f"an earlier search ({len(earlier.records)} trials, backend={earlier.backend!r}, objective "
                 f"{earlier.objective!r})")
-    again = f", or continue it ({adapter.resume_hint})" if adapter.resume_hint else ""
+        stored = {"directions": earlier.directions, "objective": earlier.objective, "space": earlier.space}
+        problems = identity_differences(stored, search_identity(adapter.settings))
+        if earlier.backend != adapter.name:
+            problems.insert(0, f"backend {earlier.backend!r} (this search: {adapter.name!r})")
+        if continues and not problems:
+            return
+        if continues:
+            raise SearchConfigError(
+                f"output_dir={output_dir!r} holds an earlier search that this one cannot continue: it has "
+                f"{'; '.join(problems)}. Continuing it would mix results of different searches, so nothing was "
+                "started; give this search another output_dir (TrainingArguments(output_dir=...)), or the same "
+                "backend, direction, objective and hp_space as the earlier one."
+            )
+        if problems:
+            hint = None
+    again = f", or continue it ({hint})" if hint else ""
     raise SearchConfigError(
         f"output_dir={output_dir!r} holds {what}; this search would replace its results and its trials' "
         "checkpoints, so nothing was started. Give this search another output_dir (TrainingArguments(output_dir=...)), "

@@ -151,9 +151,9 @@ def _without_train(trainer: Trainer) -> Trainer:
     return trainer
 
 
-def _second_search_in_same_folder(env: Env) -> None:
+def _second_search_in_same_folder(env: Env, earlier_backend: str = "random", **kwargs: Any) -> None:
     """An earlier search's results in output_dir (written here, not by a search: the check must see them without
-    any trial of this test running) are not replaced by an unrelated second search."""
+    any trial of this test running) are not replaced by a second search that does not continue it."""
     from datetime import datetime, timezone
 
     from hpsearch import SearchResult, TrialState
@@ -162,10 +162,11 @@ def _second_search_in_same_folder(env: Env) -> None:
     earlier = env.tmp_path / "earlier"
     record = TrialRecord(trial_id="0", number=0, name="run-0", state=TrialState.COMPLETE, params={"learning_rate": 0.01},
                          objective=0.5, started=datetime.now(timezone.utc))
-    SearchResult("random", ["minimize"], [record], objective="eval_loss").save(earlier)
+    space = spaces.SearchSpace(LR).to_dict()
+    SearchResult(earlier_backend, ["minimize"], [record], objective="eval_loss", space=space).save(earlier)
     before = (earlier / "search.json").read_bytes()
     try:
-        env.search(env.trainer(output_dir=str(earlier)), backend="random")
+        env.search(env.trainer(output_dir=str(earlier)), **{"backend": "random", **kwargs})
     finally:
         assert (earlier / "search.json").read_bytes() == before  # nothing of the earlier search was touched
 
@@ -298,6 +299,16 @@ CASES: list[tuple[str, Callable[[Env], Any], tuple[str, ...]]] = [
      ("dashboard_port=8765", "dashboard=False", "pass dashboard=True")),
     ("earlier-search-kept", _second_search_in_same_folder,
      ("holds an earlier search (1 trials", "nothing was started", "another output_dir")),
+    # A storage that would load the study named after output_dir, but holds none: it continues nothing.
+    ("earlier-search-kept-from-new-storage",
+     lambda e: _second_search_in_same_folder(e, "optuna", backend="optuna", compute_objective="eval_loss",
+                                             study_name=None),
+     ("holds an earlier search (1 trials, backend='optuna'", "nothing was started", "another output_dir",
+      "continue it (storage=")),
+    ("earlier-search-of-another-backend-kept-from-new-storage",
+     lambda e: _second_search_in_same_folder(e, "random", backend="optuna", compute_objective="eval_loss",
+                                             study_name=None, load_if_exists=True),
+     ("holds an earlier search (1 trials, backend='random'", "nothing was started", "another output_dir")),
     ("trial-timeout-huge", lambda e: e.search(trial_timeout=1e10), ("trial_timeout=", "longer than a trial's timer",
                                                                      "pass None for no limit")),
     ("space-epochs-ignored", lambda e: e.search(e.trainer(max_steps=5), hp_space={"num_train_epochs": spaces.Int(1, 3)}),
