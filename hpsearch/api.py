@@ -269,13 +269,6 @@ def hyperparameter_search(
                                      common["warm_start_defaults"], settings)
         adapter.warm_start_mode = common["warm_start_mode"]
     _check_earlier_search(output_dir, adapter)
-    created = _probe_writable(output_dir)
-    if dashboard:
-        from .dashboard import start_in_background
-
-        url, _ = start_in_background(output_dir, port=dashboard_port)
-        print(f"hpsearch dashboard: {url}", flush=True)
-
     result = SearchResult(
         backend=backend_cls.name,
         directions=directions,
@@ -290,7 +283,13 @@ def hyperparameter_search(
     )
     session = SearchSession(settings, result, n_trials, max_failed_trials=common["max_failed_trials"],
                             max_device_hours=common["max_device_hours"], max_energy_kwh=common["max_energy_kwh"])
+    created = _probe_writable(output_dir)
     try:
+        if dashboard:
+            from .dashboard import start_in_background
+
+            url, _ = start_in_background(output_dir, port=dashboard_port)
+            print(f"hpsearch dashboard: {url}", flush=True)
         adapter.run(session, native_space)
     except KeyboardInterrupt:
         session.save()
@@ -298,8 +297,8 @@ def hyperparameter_search(
             raise
         logger.warning("Search interrupted: returning the best of the %d trials finished so far.", len(result.records))
     except BaseException:
-        # A check only the run can make (e.g. a cluster address) or an engine's own error before any trial: leave
-        # no empty folder behind.
+        # A check only the run can make (e.g. a cluster address), the dashboard's port, or an engine's own error
+        # before any trial: leave no empty folder behind.
         _remove_if_empty(created)
         raise
     return best_runs(result)

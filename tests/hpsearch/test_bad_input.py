@@ -146,6 +146,16 @@ def _aliased_long_text(env: Env) -> str:
             + f"notes: [{', '.join(['*long'] * 900)}]\n")
 
 
+def _dashboard_port_in_use(env: Env) -> None:
+    """The dashboard is started after output_dir was created: a port it cannot have leaves no folder behind."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        env.search(backend="random", dashboard=True, dashboard_port=taken.getsockname()[1])
+
+
 def _without_train(trainer: Trainer) -> Trainer:
     trainer.train_dataset = None
     return trainer
@@ -197,6 +207,13 @@ CASES: list[tuple[str, Callable[[Env], Any], tuple[str, ...]]] = [
      ("learning_rate", "'gaussian'", "accepted types are")),
     ("space-bound-rejected-by-args", lambda e: e.search(hp_space={"learning_rate": spaces.Float(-1.0, 1.0)}),
      ("learning_rate", "-1.0", "pass 0.0 or more")),
+    ("space-choice-not-savable",
+     lambda e: e.search(backend="random", hp_space={**LR, "hidden": spaces.Categorical([8, object()])}),
+     ("hp_space['hidden'] cannot be saved with the results", "<object object", "Use a plain value")),
+    ("space-native-distribution-in-portable-dict",
+     lambda e: e.search(hp_space={**LR, "hidden": optuna.distributions.CategoricalDistribution([8, 16])}),
+     ("hp_space['hidden']=CategoricalDistribution(choices=(8, 16)) is a native optuna object",
+      "write it as a spaces domain", "a callable hp_space(trial)")),
     ("space-float-for-int-arg", lambda e: e.search(hp_space={"per_device_train_batch_size": spaces.Float(1.0, 8.5)}),
      ("per_device_train_batch_size", "8.5", "use spaces.Int")),
     # ------------------------------------------------------------ hyperparameter_search arguments
@@ -295,6 +312,7 @@ CASES: list[tuple[str, Callable[[Env], Any], tuple[str, ...]]] = [
      ("warm_start_mode='evaluate' (and warm_start_top_k)", "needs warm_start", "pass warm_start=")),
     ("dashboard-port-type", lambda e: e.search(dashboard=True, dashboard_port="abc"),
      ("dashboard_port", "'abc'", "integer from 0 to 65535")),
+    ("dashboard-port-in-use", _dashboard_port_in_use, ("port", "is already in use", "--port 0")),
     ("dashboard-port-alone", lambda e: e.search(dashboard_port=8765),
      ("dashboard_port=8765", "dashboard=False", "pass dashboard=True")),
     ("earlier-search-kept", _second_search_in_same_folder,
