@@ -268,6 +268,10 @@ def _earlier_run_left_alone(optuna, tmp_path, capsys, monkeypatch):
     err = config_error(capsys, path, "--output-dir", str(tmp_path / "out"))
     assert f"{path}:{line_of(path, 'backend_options')}: backend_options: an earlier run of this sweep has 1 trials" in err
     assert "Pass --resume" in err and "nothing was deleted" in err
+    # The study is named after the sweep file in a store outside the output folder: another output_dir or --fresh
+    # would not help, another study name or storage does.
+    assert "another storage or study_name in backend_options" in err and "another output_dir would find" in err
+    assert "or --fresh to delete it" not in err
     assert len(optuna.load_study(study_name="sweep", storage=url).trials) == 1  # untouched
     # --fresh does not delete a store outside the output folder either.
     err = config_error(capsys, path, "--fresh", "--output-dir", str(tmp_path / "out"))
