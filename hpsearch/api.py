@@ -101,6 +101,17 @@ def _versions(backend_cls: type[SearchBackend]) -> dict[str, str]:
 
 def _probe_writable(output_dir: str) -> str | None:
     """Fail now, not after an hour of training, if results cannot be written; returns the first folder it created."""
+    from ._files import RESULT_FILES
+
+    for name in RESULT_FILES:  # a folder (or a device, a socket) where the search writes a results file
+        path = os.path.join(output_dir, name)
+        if os.path.lexists(path) and not os.path.isfile(path):
+            kind = "folder" if os.path.isdir(path) else "special file" if os.path.exists(path) else "broken link"
+            raise SearchConfigError(
+                f"output_dir={output_dir!r} has a {kind} named {name!r}, where the search writes its results "
+                f"({', '.join(RESULT_FILES)}); move it away, or choose another output_dir via "
+                "TrainingArguments(output_dir=...)."
+            )
     # The first folder the probe creates: removed again if the probe fails, so a refused search leaves nothing.
     created = None
     path = os.path.abspath(output_dir)

@@ -156,6 +156,13 @@ def _dashboard_port_in_use(env: Env) -> None:
         env.search(backend="random", dashboard=True, dashboard_port=taken.getsockname()[1])
 
 
+def _results_path_taken(env: Env, name: str) -> None:
+    """A folder where the search writes one of its results files is found before any trial, not after the first."""
+    taken = env.tmp_path / "taken"
+    (taken / name).mkdir(parents=True)
+    env.search(env.trainer(output_dir=str(taken)), backend="random")
+
+
 def _without_train(trainer: Trainer) -> Trainer:
     trainer.train_dataset = None
     return trainer
@@ -327,6 +334,12 @@ CASES: list[tuple[str, Callable[[Env], Any], tuple[str, ...]]] = [
      lambda e: _second_search_in_same_folder(e, "random", backend="optuna", compute_objective="eval_loss",
                                              study_name=None, load_if_exists=True),
      ("holds an earlier search (1 trials, backend='random'", "nothing was started", "another output_dir")),
+    ("output-dir-search-json-folder", lambda e: _results_path_taken(e, "search.json"),
+     ("output_dir=", "has a folder named 'search.json'", "move it away, or choose another output_dir")),
+    ("output-dir-trials-csv-folder", lambda e: _results_path_taken(e, "trials.csv"),
+     ("output_dir=", "has a folder named 'trials.csv'", "move it away")),
+    ("output-dir-events-folder", lambda e: _results_path_taken(e, "events.jsonl"),
+     ("output_dir=", "has a folder named 'events.jsonl'", "move it away")),
     ("trial-timeout-huge", lambda e: e.search(trial_timeout=1e10), ("trial_timeout=", "longer than a trial's timer",
                                                                      "pass None for no limit")),
     ("space-epochs-ignored", lambda e: e.search(e.trainer(max_steps=5), hp_space={"num_train_epochs": spaces.Int(1, 3)}),
