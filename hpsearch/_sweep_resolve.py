@@ -83,7 +83,21 @@ def build_object(spec: Mapping[str, Any], modules: Sequence[str], *keys: Any) ->
     kwargs = {k: v for k, v in spec.items() if k != "name"}
     cls: Callable[..., Any] | None
     if ":" in name:
+        # Only classes, and only classes of those modules' kinds, are built: a sweep file must not call any other
+        # callable it names (e.g. os:system), so it is refused before anything is called.
         cls = import_path(name, *keys, "name")
+        if not inspect.isclass(cls):
+            raise Problem(
+                f"{name!r} is a {type(cls).__name__}, not a class, and only a class is built here; "
+                f"name a class of {' or '.join(modules)} (or a subclass of one, as module:Class).", *keys, "name",
+            )
+        kinds = _classes_of(modules, *keys)
+        if not any(issubclass(cls, kind) for kind in kinds):
+            raise Problem(
+                f"{name!r} is not a class of {' or '.join(modules)} nor a subclass of one, so it is "
+                f"not built; name one of them or a subclass (e.g. of {kinds[0].__name__ if kinds else 'theirs'}).",
+                *keys, "name",
+            )
     else:
         cls = None
         available: list[str] = []
@@ -118,6 +132,21 @@ def build_object(spec: Mapping[str, Any], modules: Sequence[str], *keys: Any) ->
                 close = difflib.get_close_matches(bad.group(1), accepted, n=1)
                 hint = f"; did you mean {close[0]!r}?" if close else f"; it takes {', '.join(accepted)}"
         raise Problem(f"{name}({args}) failed: {message}{hint}", *where) from None
+
+
+def _classes_of(modules: Sequence[str], *keys: Any) -> list[type]:
+    """The classes the modules export (their bases first, as ``issubclass`` of any of them is what counts)."""
+    found: list[type] = []
+    for module_name in modules:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as error:
+            raise Problem(f"cannot import {module_name} ({error}); install the backend.", *keys) from None
+        for attr in getattr(module, "__all__", dir(module)):
+            value = getattr(module, attr, None)
+            if inspect.isclass(value) and value is not object and value not in found:
+                found.append(value)
+    return sorted(found, key=lambda c: len(c.__mro__))
 
 
 def substitute(value: Any, output_dir: str) -> Any:

@@ -101,6 +101,17 @@ def _versions(backend_cls: type[SearchBackend]) -> dict[str, str]:
 
 def _probe_writable(output_dir: str) -> str | None:
     """Fail now, not after an hour of training, if results cannot be written; returns the first folder it created."""
+    from ._files import RESULT_FILES
+
+    for name in RESULT_FILES:  # a folder (or a device, a socket) where the search writes a results file
+        path = os.path.join(output_dir, name)
+        if os.path.lexists(path) and not os.path.isfile(path):
+            kind = "folder" if os.path.isdir(path) else "special file" if os.path.exists(path) else "broken link"
+            raise SearchConfigError(
+                f"output_dir={output_dir!r} has a {kind} named {name!r}, where the search writes its results "
+                f"({', '.join(RESULT_FILES)}); move it away, or choose another output_dir via "
+                "TrainingArguments(output_dir=...)."
+            )
     # The first folder the probe creates: removed again if the probe fails, so a refused search leaves nothing.
     created = None
     path = os.path.abspath(output_dir)
@@ -269,13 +280,6 @@ def hyperparameter_search(
                                      common["warm_start_defaults"], settings)
         adapter.warm_start_mode = common["warm_start_mode"]
     _check_earlier_search(output_dir, adapter)
-    created = _probe_writable(output_dir)
-    if dashboard:
-        from .dashboard import start_in_background
-
-        url, _ = start_in_background(output_dir, port=dashboard_port)
-        print(f"hpsearch dashboard: {url}", flush=True)
-
     result = SearchResult(
         backend=backend_cls.name,
         directions=directions,
@@ -290,7 +294,13 @@ def hyperparameter_search(
     )
     session = SearchSession(settings, result, n_trials, max_failed_trials=common["max_failed_trials"],
                             max_device_hours=common["max_device_hours"], max_energy_kwh=common["max_energy_kwh"])
+    created = _probe_writable(output_dir)
     try:
+        if dashboard:
+            from .dashboard import start_in_background
+
+            url, _ = start_in_background(output_dir, port=dashboard_port)
+            print(f"hpsearch dashboard: {url}", flush=True)
         adapter.run(session, native_space)
     except KeyboardInterrupt:
         session.save()
@@ -298,8 +308,8 @@ def hyperparameter_search(
             raise
         logger.warning("Search interrupted: returning the best of the %d trials finished so far.", len(result.records))
     except BaseException:
-        # A check only the run can make (e.g. a cluster address) or an engine's own error before any trial: leave
-        # no empty folder behind.
+        # A check only the run can make (e.g. a cluster address), the dashboard's port, or an engine's own error
+        # before any trial: leave no empty folder behind.
         _remove_if_empty(created)
         raise
     return best_runs(result)
@@ -354,26 +364,48 @@ def _check_dashboard(dashboard: Any, port: Any) -> None:
 
 
 def _check_earlier_search(output_dir: str, adapter: SearchBackend) -> None:
-    """Refuse to write over an earlier search's results, unless this call continues it: its search.json and its
-    trials' checkpoints would otherwise be replaced (a finished trial is never deleted implicitly)."""
+    """Refuse to write over an earlier search's results, unless this call continues that very search (its backend
+    says so, e.g. its store holds the earlier trials, and it is the same backend and the same search): its
+    search.json and its trials' checkpoints would otherwise be replaced (a finished trial is never deleted
+    implicitly)."""
     from . import _dist
     from ._files import SEARCH_FILE
     from .results import SearchResult
+    from .session import identity_differences, search_identity
 
-    if not os.path.isfile(os.path.join(output_dir, SEARCH_FILE)) or adapter.continues_earlier_run():
+    if not os.path.isfile(os.path.join(output_dir, SEARCH_FILE)):
         return
     if not _dist.is_main_process():
         return  # the main process of a launched search checks (the others may start after its first save)
+    continues = adapter.continues_earlier_run()
+    hint = adapter.resume_hint  # how to continue it: only for the same search
     try:
         earlier = SearchResult.load(output_dir)
     except (ValueError, OSError) as error:
+        if continues:
+            return  # the backend's own store holds the search (and rebuilds its results), or it refuses the file
         what = f"a {SEARCH_FILE} this search cannot read ({error})"
     else:
         if not earlier.records:
             return
         what = (f"an earlier search ({len(earlier.records)} trials, backend={earlier.backend!r}, objective "
                 f"{earlier.objective!r})")
-    again = f", or continue it ({adapter.resume_hint})" if adapter.resume_hint else ""
+        stored = {"directions": earlier.directions, "objective": earlier.objective, "space": earlier.space}
+        problems = identity_differences(stored, search_identity(adapter.settings))
+        if earlier.backend != adapter.name:
+            problems.insert(0, f"backend {earlier.backend!r} (this search: {adapter.name!r})")
+        if continues and not problems:
+            return
+        if continues:
+            raise SearchConfigError(
+                f"output_dir={output_dir!r} holds an earlier search that this one cannot continue: it has "
+                f"{'; '.join(problems)}. Continuing it would mix results of different searches, so nothing was "
+                "started; give this search another output_dir (TrainingArguments(output_dir=...)), or the same "
+                "backend, direction, objective and hp_space as the earlier one."
+            )
+        if problems:
+            hint = None
+    again = f", or continue it ({hint})" if hint else ""
     raise SearchConfigError(
         f"output_dir={output_dir!r} holds {what}; this search would replace its results and its trials' "
         "checkpoints, so nothing was started. Give this search another output_dir (TrainingArguments(output_dir=...)), "

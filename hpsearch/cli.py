@@ -100,9 +100,16 @@ def _prepare_store(config: SweepConfig, resume: bool, fresh: bool = False) -> st
                  else f"the {config.backend} backend's store")
         how = "Pass --resume to continue it, or --fresh" if backend_cls.can_resume else (
             f"The {config.backend} backend cannot continue it; pass --fresh")
+        fixes = f"{how} to delete it and start over, or give this run another output_dir."
+        if earlier is None and not config.owns_store:
+            # The run is found by the options' names (e.g. a study named after the sweep file) in a store that does
+            # not move with the output folder: another output_dir finds it again, and --fresh does not delete it.
+            names = " or ".join(sorted(k for k, v in config.backend_options.items() if isinstance(v, str)))
+            fixes = (f"{'Pass --resume to continue it, or give' if backend_cls.can_resume else 'Give'} this run "
+                     f"another {names or 'name or store'} in backend_options (the store is outside the output folder: "
+                     "another output_dir would find this run again, and --fresh does not delete it).")
         raise config.error(
-            f"an earlier run of this sweep has {found} trials in {where}; nothing was deleted. {how} to delete it "
-            "and start over, or give this run another output_dir.",
+            f"an earlier run of this sweep has {found} trials in {where}; nothing was deleted. {fixes}",
             "output_dir" if earlier is not None else "backend_options",
         )
     if earlier is not None:

@@ -64,9 +64,11 @@ def new_record(settings: TrialSettings, trial: Trial) -> TrialRecord:
 _OWNER_FILE = ".hpsearch-trial"
 
 
-def _claim_folder(output_dir: str, record: TrialRecord, trial: Trial, fresh: bool = True) -> None:
-    """Give the trial a folder no other trial uses: when ``hp_name`` returned a name another trial already has,
-    the folder (and the record's name) become ``<name>-<trial id>``, and the log says so.
+def _claim_folder(output_dir: str, record: TrialRecord, trial: Trial, fresh: bool = True, saves: bool = True) -> None:
+    """Give the trial a folder no other trial uses: when ``hp_name`` returned a name another trial already has, or
+    the name of a file in output_dir (e.g. a study's database), the folder (and the record's name) become
+    ``<name>-<trial id>``, and the log says so. A folder that cannot be created raises OSError when the trial
+    ``saves`` checkpoints there (its trial fails now, not after training); otherwise the trial runs without it.
 
     A trial that starts from scratch (``fresh``) in a folder an earlier attempt of the same trial id left (one
     nothing recorded: an id an engine gives again after a kill, a study deleted with --fresh) removes that
@@ -80,10 +82,13 @@ def _claim_folder(output_dir: str, record: TrialRecord, trial: Trial, fresh: boo
             return None
 
     first = owner(record.name)
-    if first is not None and first != record.trial_id:
+    path = os.path.join(output_dir, record.name)
+    is_file = os.path.lexists(path) and not os.path.isdir(path)
+    if is_file or (first is not None and first != record.trial_id):
         unique = f"{record.name}-{record.trial_id}"
-        logger.warning("hp_name gave trial %s the name %r of trial %s; it is named %r instead (trial names must be "
-                       "unique: make hp_name return different names).", record.trial_id, record.name, first, unique)
+        taken = "of a file in output_dir" if is_file else f"of trial {first}"
+        logger.warning("hp_name gave trial %s the name %r %s; it is named %r instead (trial names must be unique: "
+                       "make hp_name return different names).", record.trial_id, record.name, taken, unique)
         record.extra["hp_name"] = record.name
         record.name = trial.name = unique
     if _dist.is_main_process():
@@ -94,8 +99,11 @@ def _claim_folder(output_dir: str, record: TrialRecord, trial: Trial, fresh: boo
             os.makedirs(folder, exist_ok=True)
             with open(os.path.join(folder, _OWNER_FILE), "w", encoding="utf-8") as f:
                 f.write(record.trial_id)
-        except OSError:
-            pass  # the trial itself reports an unwritable folder
+        except OSError as error:
+            if saves:
+                raise OSError(error.errno, f"its folder {folder!r} could not be created ({error.strerror or error}); "
+                                           "make hp_name return another name, or free that path") from error
+            # Nothing of the trial is saved there (save_strategy='no'): it trains without its folder.
 
 
 def _clear_checkpoints(folder: str, record: TrialRecord) -> None:
@@ -187,7 +195,12 @@ def run_trial(
         if isinstance(exc, SearchConfigError):
             failed.extra["config_error"] = True
         return failed
-    _claim_folder(settings.output_dir, record, trial, fresh=resume_from_checkpoint is None)
+    try:
+        _claim_folder(settings.output_dir, record, trial, fresh=resume_from_checkpoint is None,
+                      saves=str(settings.trainer.args.save_strategy) != "no")
+    except OSError as exc:  # its checkpoints could not be saved: it fails before training, the search goes on
+        logger.warning("Trial %s failed: %s", record.name, exc.strerror)
+        return finish_record(settings, record, TrialState.FAIL, exc.strerror)
     _events.trial_started(settings.output_dir, record)
     reporter.start(record)
     run_dir = os.path.join(settings.output_dir, record.name)

@@ -30,6 +30,8 @@ __all__ = ["COMMON_OPTIONS", "OBJECTIVE_SCOPES", "Option", "TrialSettings", "che
 #: Which evaluation of a trial is its objective: the last one, the best one, the mean of all of them, or the
 #: mean of the last 5 / 10 (the checkpoint is the one of the last evaluation for the means).
 OBJECTIVE_SCOPES = ("last", "best", "avg", "last-5-avg", "last-10-avg")
+#: The longest folder name (in UTF-8 bytes) that common file systems allow (ext4, XFS, APFS, NTFS: 255).
+NAME_MAX = 255
 
 
 @dataclass(frozen=True)
@@ -243,6 +245,19 @@ class TrialSettings:
             raise SearchConfigError(
                 f"hp_name(trial) must return a non-empty folder name without {os.sep!r} or a NUL character, got "
                 f"{name!r}."
+            )
+        try:
+            size = len(name.encode("utf-8"))
+        except UnicodeEncodeError as error:
+            raise SearchConfigError(
+                f"hp_name(trial) returned {name!r}, which cannot be written as a file name or in search.json "
+                f"({error.reason}: {name[error.start:error.end]!r} at position {error.start}); return a name of "
+                "valid characters, e.g. f'run-{trial.number}'."
+            ) from None
+        if size > NAME_MAX:
+            raise SearchConfigError(
+                f"hp_name(trial) returned a name of {size} bytes ({name[:40]!r}...), longer than the {NAME_MAX} bytes "
+                "a folder name may have; return a shorter name, e.g. f'run-{trial.number}'."
             )
         if name in RESULT_FILES or name.startswith("."):
             raise SearchConfigError(

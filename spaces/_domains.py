@@ -16,6 +16,7 @@ import abc
 import math
 import numbers
 import random
+import sys
 from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -275,7 +276,7 @@ class Float(Domain):
     """A real number in ``[low, high]`` (both bounds inclusive).
 
     Args:
-        low, high: finite bounds, ``low < high``.
+        low, high: finite bounds, ``low < high``, ``high - low`` finite too.
         log: sample log-uniformly (needs ``low > 0``); cannot be combined with ``step``.
         step: if set, only ``low + k * step`` values (``k = 0, 1, ...``) up to ``high``; it must divide
             ``high - low`` (up to a relative tolerance of 1e-9).
@@ -297,6 +298,12 @@ class Float(Domain):
         if low >= high:
             fix = "swap them or widen the range" if low > high else "use Fixed(value) for a constant"
             raise ValueError(f"Float: low must be < high, got low={low!r}, high={high!r}; {fix}.")
+        if not math.isfinite(high - low):  # a log range (low > 0) never overflows
+            raise ValueError(
+                f"Float: high - low must be a finite number, got low={low!r}, high={high!r} (high - low overflows "
+                f"to inf, so no value can be drawn uniformly); narrow the range (high - low at most "
+                f"{sys.float_info.max:.4g})."
+            )
         if self.log and low <= 0:
             raise ValueError(
                 f"Float: log=True needs low > 0, got low={low!r}; raise low above 0 or use log=False."

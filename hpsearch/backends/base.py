@@ -190,6 +190,7 @@ class SearchBackend(abc.ABC):
             space = SearchSpace.coerce(hp_space)
         except (TypeError, ValueError) as error:
             raise SearchConfigError(f"hp_space: {error}") from error
+        _check_savable(space)
         return space, self.convert_space(space)
 
     def is_native_space(self, hp_space: Any) -> bool:
@@ -202,6 +203,33 @@ class SearchBackend(abc.ABC):
     def describe(self) -> dict[str, Any]:
         """The backend settings worth keeping in the results (secrets in URLs masked)."""
         return {k: redact(_describe(v)) for k, v in self.kwargs.items()}
+
+
+def _check_savable(space: SearchSpace) -> None:
+    """Every parameter of a portable space must be plain data: the space is saved with the results (search.json),
+    so one that cannot be written is refused now, before the output folder is created."""
+    from spaces import Fixed
+
+    from . import backend_names, get_backend
+
+    for name in space:
+        domain = space[name]
+        try:
+            domain.to_dict()
+        except TypeError as error:
+            value = domain.value if isinstance(domain, Fixed) else None
+            engine = type(value).__module__.split(".")[0]
+            if engine in {get_backend(other).requirement for other in backend_names()}:
+                # An engine's own object (e.g. a distribution) in a portable dict is read as a fixed value.
+                raise SearchConfigError(
+                    f"hp_space[{name!r}]={value!r} is a native {engine} object ({type(value).__name__}), not a "
+                    "spaces domain, so a portable hp_space would hold it as one fixed value; write it as a spaces "
+                    f"domain (spaces.Float, Int or Categorical), or give the whole hp_space in {engine}'s own form "
+                    "(e.g. a callable hp_space(trial))."
+                ) from None
+            raise SearchConfigError(
+                f"hp_space[{name!r}] cannot be saved with the results (search.json): {error}"
+            ) from None
 
 
 def _describe(value: Any) -> Any:

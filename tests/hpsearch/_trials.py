@@ -82,6 +82,21 @@ def results_file_hp_name(trial: Any) -> str:
     return "search.json"
 
 
+def long_hp_name(trial: Any) -> str:
+    """An ``hp_name`` longer than a folder name may be (256 bytes in UTF-8, 128 characters)."""
+    return "é" * 128
+
+
+def surrogate_hp_name(trial: Any) -> str:
+    """An ``hp_name`` with a lone surrogate: no file name or JSON file can be written from it in UTF-8."""
+    return f"run-\udc80-{trial.number}"
+
+
+def file_hp_name(trial: Any) -> str:
+    """An ``hp_name`` that names a file the user keeps in output_dir (a study's database)."""
+    return "study.db"
+
+
 def describe_trial(trial: Any) -> dict[str, Any]:
     """What a model_init or hp_name sees of its trial, as JSON."""
     from collections.abc import Mapping as MappingABC

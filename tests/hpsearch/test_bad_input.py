@@ -146,14 +146,31 @@ def _aliased_long_text(env: Env) -> str:
             + f"notes: [{', '.join(['*long'] * 900)}]\n")
 
 
+def _dashboard_port_in_use(env: Env) -> None:
+    """The dashboard is started after output_dir was created: a port it cannot have leaves no folder behind."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        env.search(backend="random", dashboard=True, dashboard_port=taken.getsockname()[1])
+
+
+def _results_path_taken(env: Env, name: str) -> None:
+    """A folder where the search writes one of its results files is found before any trial, not after the first."""
+    taken = env.tmp_path / "taken"
+    (taken / name).mkdir(parents=True)
+    env.search(env.trainer(output_dir=str(taken)), backend="random")
+
+
 def _without_train(trainer: Trainer) -> Trainer:
     trainer.train_dataset = None
     return trainer
 
 
-def _second_search_in_same_folder(env: Env) -> None:
+def _second_search_in_same_folder(env: Env, earlier_backend: str = "random", **kwargs: Any) -> None:
     """An earlier search's results in output_dir (written here, not by a search: the check must see them without
-    any trial of this test running) are not replaced by an unrelated second search."""
+    any trial of this test running) are not replaced by a second search that does not continue it."""
     from datetime import datetime, timezone
 
     from hpsearch import SearchResult, TrialState
@@ -162,10 +179,11 @@ def _second_search_in_same_folder(env: Env) -> None:
     earlier = env.tmp_path / "earlier"
     record = TrialRecord(trial_id="0", number=0, name="run-0", state=TrialState.COMPLETE, params={"learning_rate": 0.01},
                          objective=0.5, started=datetime.now(timezone.utc))
-    SearchResult("random", ["minimize"], [record], objective="eval_loss").save(earlier)
+    space = spaces.SearchSpace(LR).to_dict()
+    SearchResult(earlier_backend, ["minimize"], [record], objective="eval_loss", space=space).save(earlier)
     before = (earlier / "search.json").read_bytes()
     try:
-        env.search(env.trainer(output_dir=str(earlier)), backend="random")
+        env.search(env.trainer(output_dir=str(earlier)), **{"backend": "random", **kwargs})
     finally:
         assert (earlier / "search.json").read_bytes() == before  # nothing of the earlier search was touched
 
@@ -196,6 +214,13 @@ CASES: list[tuple[str, Callable[[Env], Any], tuple[str, ...]]] = [
      ("learning_rate", "'gaussian'", "accepted types are")),
     ("space-bound-rejected-by-args", lambda e: e.search(hp_space={"learning_rate": spaces.Float(-1.0, 1.0)}),
      ("learning_rate", "-1.0", "pass 0.0 or more")),
+    ("space-choice-not-savable",
+     lambda e: e.search(backend="random", hp_space={**LR, "hidden": spaces.Categorical([8, object()])}),
+     ("hp_space['hidden'] cannot be saved with the results", "<object object", "Use a plain value")),
+    ("space-native-distribution-in-portable-dict",
+     lambda e: e.search(hp_space={**LR, "hidden": optuna.distributions.CategoricalDistribution([8, 16])}),
+     ("hp_space['hidden']=CategoricalDistribution(choices=(8, 16)) is a native optuna object",
+      "write it as a spaces domain", "a callable hp_space(trial)")),
     ("space-float-for-int-arg", lambda e: e.search(hp_space={"per_device_train_batch_size": spaces.Float(1.0, 8.5)}),
      ("per_device_train_batch_size", "8.5", "use spaces.Int")),
     # ------------------------------------------------------------ hyperparameter_search arguments
@@ -294,10 +319,27 @@ CASES: list[tuple[str, Callable[[Env], Any], tuple[str, ...]]] = [
      ("warm_start_mode='evaluate' (and warm_start_top_k)", "needs warm_start", "pass warm_start=")),
     ("dashboard-port-type", lambda e: e.search(dashboard=True, dashboard_port="abc"),
      ("dashboard_port", "'abc'", "integer from 0 to 65535")),
+    ("dashboard-port-in-use", _dashboard_port_in_use, ("port", "is already in use", "--port 0")),
     ("dashboard-port-alone", lambda e: e.search(dashboard_port=8765),
      ("dashboard_port=8765", "dashboard=False", "pass dashboard=True")),
     ("earlier-search-kept", _second_search_in_same_folder,
      ("holds an earlier search (1 trials", "nothing was started", "another output_dir")),
+    # A storage that would load the study named after output_dir, but holds none: it continues nothing.
+    ("earlier-search-kept-from-new-storage",
+     lambda e: _second_search_in_same_folder(e, "optuna", backend="optuna", compute_objective="eval_loss",
+                                             study_name=None),
+     ("holds an earlier search (1 trials, backend='optuna'", "nothing was started", "another output_dir",
+      "continue it (storage=")),
+    ("earlier-search-of-another-backend-kept-from-new-storage",
+     lambda e: _second_search_in_same_folder(e, "random", backend="optuna", compute_objective="eval_loss",
+                                             study_name=None, load_if_exists=True),
+     ("holds an earlier search (1 trials, backend='random'", "nothing was started", "another output_dir")),
+    ("output-dir-search-json-folder", lambda e: _results_path_taken(e, "search.json"),
+     ("output_dir=", "has a folder named 'search.json'", "move it away, or choose another output_dir")),
+    ("output-dir-trials-csv-folder", lambda e: _results_path_taken(e, "trials.csv"),
+     ("output_dir=", "has a folder named 'trials.csv'", "move it away")),
+    ("output-dir-events-folder", lambda e: _results_path_taken(e, "events.jsonl"),
+     ("output_dir=", "has a folder named 'events.jsonl'", "move it away")),
     ("trial-timeout-huge", lambda e: e.search(trial_timeout=1e10), ("trial_timeout=", "longer than a trial's timer",
                                                                      "pass None for no limit")),
     ("space-epochs-ignored", lambda e: e.search(e.trainer(max_steps=5), hp_space={"num_train_epochs": spaces.Int(1, 3)}),

@@ -50,13 +50,38 @@ def test_hp_name_names_folders_and_records(backend, make_trainer, tiny_space, ou
     assert sorted(r.name for r in saved().records) == sorted(r.name for r in records)
 
 
-@pytest.mark.parametrize("hp_name", [_trials.slash_hp_name, _trials.results_file_hp_name], ids=["path", "results-file"])
-def test_an_hp_name_that_gives_no_folder_name_stops_the_search(backend, make_trainer, tiny_space, hp_name):
+@pytest.mark.parametrize(
+    ("hp_name", "message"),
+    [(_trials.slash_hp_name, "non-empty folder name"), (_trials.results_file_hp_name, "search's own files"),
+     (_trials.long_hp_name, "256 bytes .* longer than the 255 bytes"), (_trials.surrogate_hp_name, "surrogate")],
+    ids=["path", "results-file", "too-long", "lone-surrogate"],
+)
+def test_an_hp_name_that_gives_no_folder_name_stops_the_search(backend, make_trainer, tiny_space, hp_name, message):
     """A bad ``hp_name`` is a configuration error, not a failed trial: the search stops with it on every backend
-    (a name of the search's own files too: its folder would stand where search.json is saved)."""
-    with pytest.raises(SearchConfigError, match="hp_name"):
+    (a name of the search's own files too: its folder would stand where search.json is saved; a name no file
+    system or search.json can hold: too long, or not encodable)."""
+    with pytest.raises(SearchConfigError, match=f"hp_name.*{message}"):
         backend.search(make_trainer(), hp_space=tiny_space, compute_objective="eval_accuracy", n_trials=2,
                        hp_name=hp_name)
+
+
+def test_an_hp_name_of_a_file_in_output_dir_gets_a_folder_of_its_own(backend, make_trainer, tiny_space, output_dir,
+                                                                      saved):
+    """A name that is a file in output_dir (e.g. a study's database kept there) is taken: each trial gets
+    ``<name>-<trial id>``, trains and saves its checkpoints there, and the file is left as it was."""
+    output_dir.mkdir(parents=True)
+    (output_dir / "study.db").write_bytes(b"not a folder")
+    best = backend.search(make_trainer(save_strategy="steps", save_steps=6), hp_space=tiny_space,
+                          compute_objective="eval_accuracy", direction="maximize", n_trials=2,
+                          hp_name=_trials.file_hp_name)
+    records = best.run_summary.records
+    assert [r.state for r in records] == [TrialState.COMPLETE] * 2, [r.error for r in records]
+    assert sorted(r.name for r in records) == sorted(f"study.db-{r.trial_id}" for r in records)
+    for record in records:
+        assert (output_dir / record.name / "checkpoint-6").is_dir()
+        assert record.extra["hp_name"] == "study.db"
+    assert (output_dir / "study.db").read_bytes() == b"not a folder"
+    assert sorted(r.name for r in saved().records) == sorted(r.name for r in records)
 
 
 # ---------------------------------------------------------------------------------------------- Trial

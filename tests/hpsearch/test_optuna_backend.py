@@ -155,6 +155,34 @@ def test_resume_study_from_sqlite_continues_numbering(tmp_path):
     assert len(third.run_summary.records) == 4
 
 
+def test_a_storage_without_the_study_does_not_continue_the_search_in_output_dir(tmp_path):
+    """A storage that would load the study named after output_dir continues the search there only if it holds that
+    study: a new (empty) database continues nothing, and the earlier search.json is kept."""
+    space = {"learning_rate": spaces.Float(1e-3, 1e-2, log=True)}
+    common = dict(hp_space=space, compute_objective="eval_loss", n_trials=2)
+    make_trainer(tmp_path, num_train_epochs=1).hyperparameter_search(backend="random", **common)
+    search_json = tmp_path / "search" / "search.json"
+    before = search_json.read_bytes()
+    for backend in ("random", "optuna"):
+        if backend == "optuna":  # an earlier Optuna search of the same space, kept in its own storage
+            search_json.unlink()
+            make_trainer(tmp_path, num_train_epochs=1).hyperparameter_search(
+                backend="optuna", storage=f"sqlite:///{tmp_path}/first.db", **common)
+            before = search_json.read_bytes()
+        new_db = tmp_path / f"new-{backend}.db"
+        new_db.touch()
+        with pytest.raises(SearchConfigError, match=rf"holds an earlier search \(2 trials, backend='{backend}'.*"
+                                                    "nothing was started.*another output_dir"):
+            make_trainer(tmp_path, num_train_epochs=1).hyperparameter_search(
+                backend="optuna", storage=f"sqlite:///{new_db}", **common)
+        assert search_json.read_bytes() == before
+        assert new_db.stat().st_size == 0  # not even Optuna's tables were written
+    # The storage that holds the study continues it (its budget is spent: nothing runs, the records stay).
+    again = make_trainer(tmp_path, num_train_epochs=1).hyperparameter_search(
+        backend="optuna", storage=f"sqlite:///{tmp_path}/first.db", **common)
+    assert len(again.run_summary.records) == 2
+
+
 def test_journal_storage(tmp_path):
     trainer = make_trainer(tmp_path, num_train_epochs=1)
     journal = str(tmp_path / "study.log")

@@ -167,6 +167,31 @@ def test_reusing_a_study_of_another_search_is_refused(change, tmp_path):
     assert not (tmp_path / "b").exists()
 
 
+def test_a_trial_whose_folder_cannot_be_created_fails_before_training_and_the_search_goes_on(tmp_path):
+    """Trial 0's name is a file, and so is its fallback name ``<name>-0``: with checkpoints to save there it fails
+    at once with the reason (not after training), and trial 1 gets its own folder."""
+    out = tmp_path / "out"
+    out.mkdir()
+    for name in ("taken", "taken-0"):
+        (out / name).write_text("a file")
+    built = []
+
+    def model_init(trial):
+        if trial is not None:  # None: the model the Trainer builds up front
+            built.append(trial.number)
+        return DigitsMLP(hidden=8)
+
+    best = hpsearch.hyperparameter_search(_trainer(out, model_init, save_strategy="steps", save_steps=2),
+                                          hp_space=SPACE, n_trials=2, backend="random", hp_name=lambda trial: "taken",
+                                          compute_objective="eval_loss")
+    failed, done = sorted(best.run_summary.records, key=lambda r: r.number)
+    assert failed.state is TrialState.FAIL and failed.name == "taken-0", failed
+    assert "its folder" in failed.error and "taken-0" in failed.error and "could not be created" in failed.error
+    assert done.state is TrialState.COMPLETE and done.name == "taken-1" and (out / "taken-1" / "checkpoint-4").is_dir()
+    assert built == [1]  # trial 0 never trained
+    assert (out / "taken").read_text() == (out / "taken-0").read_text() == "a file"
+
+
 def test_duplicate_trial_names_get_their_own_folders(tmp_path):
     out = tmp_path / "out"
     best = hpsearch.hyperparameter_search(_trainer(out, save_strategy="steps", save_steps=2), hp_space=SPACE,

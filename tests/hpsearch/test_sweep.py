@@ -268,6 +268,10 @@ def _earlier_run_left_alone(optuna, tmp_path, capsys, monkeypatch):
     err = config_error(capsys, path, "--output-dir", str(tmp_path / "out"))
     assert f"{path}:{line_of(path, 'backend_options')}: backend_options: an earlier run of this sweep has 1 trials" in err
     assert "Pass --resume" in err and "nothing was deleted" in err
+    # The study is named after the sweep file in a store outside the output folder: another output_dir or --fresh
+    # would not help, another study name or storage does.
+    assert "another storage or study_name in backend_options" in err and "another output_dir would find" in err
+    assert "or --fresh to delete it" not in err
     assert len(optuna.load_study(study_name="sweep", storage=url).trials) == 1  # untouched
     # --fresh does not delete a store outside the output folder either.
     err = config_error(capsys, path, "--fresh", "--output-dir", str(tmp_path / "out"))
@@ -311,6 +315,29 @@ def test_object_option_needs_a_class_spec(tmp_path, capsys):
     path = write_sweep(tmp_path, "optuna", {"sampler": {"name": "TPESampler", "sed": 1}})
     err = config_error(capsys, path)
     assert f"{path}:{line_of(path, 'sed:')}: backend_options.sampler.sed:" in err and "did you mean 'seed'?" in err
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [({"name": "os:system", "command": "touch {marker}"}, "'os:system' is a builtin_function_or_method, not a class"),
+     ({"name": "subprocess:Popen", "args": ["touch", "{marker}"]},
+      "'subprocess:Popen' is not a class of optuna.samplers nor a subclass of one")],
+    ids=["function", "other-class"],
+)
+def test_a_class_spec_builds_only_classes_of_the_option(tmp_path, capsys, spec, message):
+    """``{name: module:X, ...}`` names a class of the option's modules (or a subclass): any other callable is
+    refused before it is called, so a sweep file cannot run a command through it."""
+    marker = tmp_path / "called"
+    spec = {k: (v.format(marker=marker) if isinstance(v, str) else [x.format(marker=marker) for x in v])
+            if k != "name" else v for k, v in spec.items()}
+    path = write_sweep(tmp_path, "optuna", {"sampler": spec})
+    err = config_error(capsys, path)
+    assert f"{path}:{line_of(path, 'name:')}: backend_options.sampler.name: {message}" in err
+    assert "name a class of optuna.samplers" in err or "name one of them or a subclass (e.g. of BaseSampler)" in err
+    assert not marker.exists()
+    # A class of the module named as module:Class is built.
+    path = write_sweep(tmp_path, "optuna", {"sampler": {"name": "optuna.samplers:RandomSampler", "seed": 3}})
+    assert type(load_sweep(path).backend_options["sampler"]).__name__ == "RandomSampler"
 
 
 def test_nested_list_item_error_points_at_the_item(tmp_path, capsys):

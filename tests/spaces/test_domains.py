@@ -35,6 +35,9 @@ INVALID = [
     (lambda: Float(float("nan"), 1.0), ValueError, r"low must be finite, got low=nan"),
     (lambda: Float(0.0, float("inf")), ValueError, r"high must be finite, got high=inf"),
     (lambda: Float(-float("inf"), 0.0), ValueError, r"low must be finite, got low=-inf"),
+    (lambda: Float(-1e308, 1e308), ValueError, r"high - low must be a finite number, got low=-1e\+308, high=1e\+308 "
+                                               r"\(high - low overflows to inf.*; narrow the range"),
+    (lambda: Float(-1e308, 1e308, step=1e300), ValueError, r"high - low must be a finite number"),
     (lambda: Float(0.0, 1.0, log=True), ValueError, r"log=True needs low > 0, got low=0\.0"),
     (lambda: Float(-1.0, 1.0, log=True), ValueError, r"log=True needs low > 0, got low=-1\.0"),
     (lambda: Float(0.1, 1.0, log=True, step=0.1), ValueError, r"log=True together with step=0\.1 is not supported"),
@@ -108,6 +111,8 @@ def test_example_message_is_exactly_as_documented():
     [
         lambda: Float(0, 1),
         lambda: Float(1e-6, 1e-4, log=True),
+        lambda: Float(-8e307, 8e307),  # nearly as wide as a float allows: high - low is still finite
+        lambda: Float(1e-320, 1e308, log=True),  # a log range of any finite bounds
         lambda: Float(0.0, 1.0, step=0.1),  # 0.1 does not divide 1.0 exactly in binary: tolerance
         lambda: Float(0.1, 0.7, step=0.2),
         lambda: Float(-3.0, 3.0, step=1.5),

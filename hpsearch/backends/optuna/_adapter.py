@@ -21,7 +21,7 @@ from ...trial import Evaluation, Trial, TrialRecord, TrialReporter, TrialState
 from ..base import SearchBackend
 from . import _storage
 from ._space import OptunaSpace, native_params, probe_native_space
-from ._study import loads_existing, open_study, warm_start
+from ._study import continues_study, open_study, warm_start
 
 if TYPE_CHECKING:
     from spaces import SearchSpace
@@ -129,7 +129,7 @@ class OptunaBackend(SearchBackend):
         optuna.delete_study(study_name=options["study_name"], storage=options["storage"])
 
     def continues_earlier_run(self) -> bool:
-        return loads_existing(self.kwargs)
+        return continues_study(self.kwargs, self.settings.output_dir)
 
     # ------------------------------------------------------------------ checks
     def validate(self) -> None:

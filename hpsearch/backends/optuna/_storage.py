@@ -330,3 +330,42 @@ def study_summary(storage: str, study_name: str) -> Any:
             f"storage={redact_url(storage)!r}: cannot open the storage ({redact(str(error))}); check the URL."
         ) from None
     return next((s for s in summaries if s.study_name == study_name), None)
+
+
+def stored_trials(storage: Any, study_name: str) -> int | None:
+    """How many trials ``study_name`` holds in ``storage`` (None: there is no such study), read without creating
+    anything: a SQLite or journal file that does not exist, or a database without Optuna's tables, holds no study."""
+    import optuna
+
+    engine: Any = None
+    if isinstance(storage, str) and "://" not in storage:
+        if not os.path.isfile(storage):
+            return None
+        storage = build_storage(storage)
+    elif isinstance(storage, str):
+        import sqlalchemy
+
+        url = storage
+        database = sqlalchemy.engine.make_url(url).database
+        if url.startswith("sqlite:") and (database in (None, "", ":memory:") or not os.path.isfile(database)):
+            return None
+        try:
+            engine = sqlalchemy.create_engine(url, **_engine_kwargs(url))
+            if not sqlalchemy.inspect(engine).has_table("studies"):
+                return None
+            storage = optuna.storages.RDBStorage(url, engine_kwargs=_engine_kwargs(url), skip_table_creation=True)
+        except Exception as error:
+            raise SearchConfigError(
+                f"storage={redact_url(url)!r}: cannot open the storage ({redact(str(error)).splitlines()[0]}); check "
+                "the URL and that the database answers."
+            ) from None
+        finally:
+            if engine is not None:
+                engine.dispose()
+    try:
+        return int(storage.get_n_trials(storage.get_study_id_from_name(study_name)))
+    except KeyError:
+        return None
+    finally:
+        if isinstance(storage, optuna.storages.RDBStorage) and engine is not None:
+            storage.engine.dispose()  # only a storage built here: one the user passed stays open

@@ -44,6 +44,15 @@ def loads_existing(kwargs: Mapping[str, Any]) -> bool:
     return kwargs.get("storage") is not None and bool(load or (load is None and not kwargs.get("study_name")))
 
 
+def continues_study(kwargs: Mapping[str, Any], output_dir: str) -> bool:
+    """Whether these options continue a study the storage already holds, with trials (an earlier run of this search):
+    options that would load a study the storage does not have (a new database) continue nothing."""
+    if not loads_existing(kwargs):
+        return False
+    study_name = kwargs.get("study_name") or default_study_name(output_dir)
+    return bool(_storage.stored_trials(kwargs["storage"], study_name))
+
+
 def open_study(kwargs: dict[str, Any], settings: TrialSettings, session: SearchSession) -> Any:
     import optuna
 
