@@ -48,19 +48,39 @@ class _BackendName(str, enum.Enum):
 HPSearchBackend = _BackendName("HPSearchBackend", {name.upper(): name for name in backend_names()})  # type: ignore[call-overload]
 
 
-class BestRun(NamedTuple):
-    """The best trial of a search (one per Pareto-optimal trial for several objectives).
-
-    ``checkpoint`` is the checkpoint whose evaluation gave ``objective`` (None if the trial saved none);
-    ``run_summary`` is the whole search as a `SearchResult`.
-    """
-
+class _BestRunFields(NamedTuple):
     run_id: str
     objective: float | list[float]
     hyperparameters: dict[str, Any]
     run_summary: SearchResult | None = None
-    checkpoint: str | None = None
-    name: str | None = None
+
+
+class BestRun(_BestRunFields):
+    """The best trial of a search (one per Pareto-optimal trial for several objectives).
+
+    A tuple of transformers' four fields (``run_id, objective, hyperparameters, run_summary = best`` unpacks as
+    there); ``run_summary`` is the whole search as a `SearchResult`. Two attributes outside the tuple:
+    ``checkpoint``, the checkpoint whose evaluation gave ``objective`` (None if the trial saved none), and
+    ``name``, the trial's name (its folder in output_dir).
+    """
+
+    checkpoint: str | None
+    name: str | None
+
+    def __new__(cls, run_id: str, objective: float | list[float], hyperparameters: dict[str, Any],
+                run_summary: SearchResult | None = None, checkpoint: str | None = None,
+                name: str | None = None) -> BestRun:
+        self = super().__new__(cls, run_id, objective, hyperparameters, run_summary)
+        self.checkpoint = checkpoint
+        self.name = name
+        return self
+
+    def _replace(self, **changes: Any) -> BestRun:
+        fields = {**self._asdict(), "checkpoint": self.checkpoint, "name": self.name, **changes}
+        return type(self)(**fields)
+
+    def __repr__(self) -> str:
+        return f"{super().__repr__()[:-1]}, checkpoint={self.checkpoint!r}, name={self.name!r})"
 
 
 def _directions(direction: Any) -> list[str]:

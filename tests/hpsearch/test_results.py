@@ -607,3 +607,26 @@ def test_search_json_header_is_jsons_own_indentation_byte_for_byte():
     for _ in range(1500):
         meta = {f"key{i}": value() for i in range(rng.randint(0, 6))}
         assert indented_json(meta, cache) == json.dumps(meta, indent=2, default=json_default)
+
+
+def test_best_run_is_transformers_four_field_tuple_with_its_checkpoint_and_name_beside():
+    """Code written for transformers unpacks BestRun into its four fields; the checkpoint and the trial's name are
+    attributes outside the tuple, and they survive pickling (Ray), copies and _replace."""
+    import copy
+    import pickle
+
+    from transformers.trainer_utils import BestRun as TransformersBestRun
+
+    from hpsearch import BestRun
+
+    best = BestRun("3", 0.25, {"learning_rate": 0.01}, None, checkpoint="/out/run-3/checkpoint-8", name="run-3")
+    assert len(best) == len(TransformersBestRun._fields) == 4
+    assert BestRun._fields == TransformersBestRun._fields
+    run_id, objective, hyperparameters, run_summary = best
+    assert (run_id, objective, hyperparameters, run_summary) == ("3", 0.25, {"learning_rate": 0.01}, None)
+    for other in (pickle.loads(pickle.dumps(best)), copy.deepcopy(best), copy.copy(best)):
+        assert other == best and (other.checkpoint, other.name) == ("/out/run-3/checkpoint-8", "run-3")
+    changed = best._replace(objective=0.5)
+    assert changed.objective == 0.5 and (changed.checkpoint, changed.name) == (best.checkpoint, best.name)
+    assert "checkpoint='/out/run-3/checkpoint-8'" in repr(best)
+    assert BestRun(run_id="1", objective=1.0, hyperparameters={}).checkpoint is None
