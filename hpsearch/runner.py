@@ -43,7 +43,7 @@ def _now() -> datetime:
 
 def _error_text(error: BaseException) -> str:
     lines = traceback.format_exception_only(type(error), error)
-    return redact("".join(lines).strip())  # an error may quote a connection URL
+    return _bounded(redact("".join(lines).strip()))  # an error may quote a connection URL
 
 
 def new_record(settings: TrialSettings, trial: Trial) -> TrialRecord:
@@ -157,7 +157,7 @@ def finish_record(settings: TrialSettings, record: TrialRecord, state: TrialStat
         path = checkpoints.get(step)
         record.checkpoint = path if path is not None and os.path.isdir(path) else None
     record.state = state
-    record.error = error
+    record.error = _bounded(error) if error is not None else None
     if record.finished is None:
         record.finished = _now()
     if state is TrialState.COMPLETE and objective is None:
@@ -169,6 +169,18 @@ def finish_record(settings: TrialSettings, record: TrialRecord, state: TrialStat
             record.state = TrialState.FAIL
             record.error = f"the objective is {record.objective} (not finite)"
     return record
+
+
+#: The longest error text a record keeps: an exception's message may be megabytes (a dumped tensor, a whole file),
+#: and every record is written to search.json, the CSVs (whose readers limit a field to 128 KiB) and the event log.
+MAX_ERROR_CHARS = 10_000
+
+
+def _bounded(error: str) -> str:
+    if len(error) <= MAX_ERROR_CHARS:
+        return error
+    # The kept start leaves room for the note, so a cut text is not cut again.
+    return f"{error[:MAX_ERROR_CHARS - 64]}... [cut: {len(error):,} characters in all]"
 
 
 def run_trial(

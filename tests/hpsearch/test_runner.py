@@ -296,3 +296,21 @@ def test_parameters_model_init_never_reads_are_noted_and_warned_once(make_traine
     warnings = [m.getMessage() for m in caplog.records if "did not read" in m.getMessage()]
     assert len(warnings) == 1
     assert "['lerning_rate', 'warmup']" in warnings[0] and "'lerning_rate' -> 'learning_rate'?" in warnings[0]
+
+
+def test_a_huge_error_message_is_cut_in_the_record(make_trainer, make_settings, caplog):
+    """A trial whose exception message is megabytes long: the record keeps its start and says how long it was, so
+    search.json, the CSVs (Python's csv reader refuses fields over 128 KiB) and the log stay readable."""
+    from hpsearch.runner import MAX_ERROR_CHARS
+
+    def fails(trial=None):
+        if trial is not None:
+            raise ValueError("x" * 5_000_000)
+        return DigitsMLP()
+
+    with caplog.at_level(logging.WARNING, logger="hpsearch.runner"):
+        record = run_trial(make_settings(make_trainer(model_init=fails)), random_trial({}), _trials.RecordingReporter())
+    assert record.state is TrialState.FAIL
+    assert record.error.startswith("ValueError: xxx") and record.error.endswith("[cut: 5,000,012 characters in all]")
+    assert len(record.error) <= MAX_ERROR_CHARS
+    assert max(len(r.getMessage()) for r in caplog.records) < MAX_ERROR_CHARS + 200
