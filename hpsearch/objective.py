@@ -85,6 +85,8 @@ def resolve_compute_objective(compute_objective: Any) -> tuple[Callable[[Mapping
 
 def to_objective(value: Any, n_objectives: int) -> float | list[float]:
     """Check and normalise what compute_objective returned: a finite float, or one per direction."""
+    if getattr(value, "ndim", 0) >= 1 and callable(getattr(value, "tolist", None)):
+        value = value.tolist()  # a numpy array or a tensor of values: its numbers, as a list
     if n_objectives == 1:
         if isinstance(value, Sequence) and not isinstance(value, str | bytes) and len(value) == 1:
             value = value[0]
@@ -115,3 +117,5 @@ def _as_float(value: Any) -> float:
         return float(value)
     except (TypeError, ValueError):
         raise ValueError(f"compute_objective returned {value!r}, which is not a number") from None
+    except OverflowError:  # an int too large for a float
+        raise ValueError(f"compute_objective returned {value!r}, which is too large for a float") from None

@@ -185,6 +185,22 @@ def test_objective_values_must_be_numbers_one_per_direction():
         to_objective([0.5, "x"], 2)
 
 
+def test_objective_values_may_come_as_numpy_arrays_or_tensors():
+    import numpy as np
+    import torch
+
+    from hpsearch.objective import to_objective
+
+    assert to_objective(np.array([1, 2]), 2) == [1.0, 2.0]
+    assert to_objective(torch.tensor([0.5, 0.25], requires_grad=True), 2) == [0.5, 0.25]
+    assert to_objective(np.array([0.5]), 1) == 0.5 and to_objective(torch.tensor([0.5]), 1) == 0.5
+    assert to_objective(np.float32(0.5), 1) == 0.5 and to_objective(torch.tensor(0.5), 1) == 0.5
+    with pytest.raises(ValueError, match=r"returned 2 values .* direction has 1 entry"):
+        to_objective(np.array([0.1, 2.3]), 1)
+    with pytest.raises(ValueError, match="too large for a float"):
+        to_objective(10**400, 1)
+
+
 def test_a_multi_objective_search_without_a_finished_trial_raises():
     from hpsearch.api import best_runs
     from hpsearch.errors import HPSearchError
