@@ -243,6 +243,14 @@ def test_backend_flag_leaves_out_the_files_options_for_its_own_backend(tmp_path,
         load_sweep(path, backend="nope")
 
 
+def test_a_backend_name_in_any_case_is_taken_as_the_api_takes_it(tmp_path):
+    """hyperparameter_search(backend="Optuna") works; so does `backend: Optuna` in a sweep file."""
+    assert load_sweep(write_sweep(tmp_path, "Optuna")).backend == "optuna"
+    assert load_sweep(write_sweep(tmp_path, "optuna"), overrides=["backend=RANDOM"]).backend == "random"
+    with pytest.raises(HPSearchError, match="unknown backend 'optunaa'; did you mean 'optuna'"):
+        load_sweep(write_sweep(tmp_path, "optunaa"))
+
+
 def test_backend_defaults_to_the_first_installed(tmp_path):
     config = load_sweep(write_sweep(tmp_path, backend=None))
     first = next(n for n in backend_names() if n != "ray" and get_backend(n).auto_select and get_backend(n).is_available())
