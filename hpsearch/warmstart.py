@@ -58,15 +58,21 @@ def _results(warm_start: Any) -> list[tuple[str, SearchResult]]:
     if not items:
         raise SearchConfigError("warm_start=[] names no earlier search; pass an output_dir, a SearchResult or a list.")
     out = []
+    seen: set[Any] = set()  # a search named twice (its folder, or the same result) is read once
     for item in items:
         if isinstance(item, SearchResult):
-            out.append((item.output_dir or item.backend, item))
+            if id(item) not in seen:
+                seen.add(id(item))
+                out.append((item.output_dir or item.backend, item))
             continue
         if not isinstance(item, str | os.PathLike):
             raise SearchConfigError(
                 f"warm_start={item!r}: expected the output_dir of an earlier search, a SearchResult, or a list of them."
             )
         folder = os.path.expanduser(os.fspath(item))
+        if os.path.realpath(folder) in seen:
+            continue
+        seen.add(os.path.realpath(folder))
         try:
             out.append((folder, SearchResult.load(folder)))
         except FileNotFoundError:

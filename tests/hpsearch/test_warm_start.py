@@ -67,6 +67,18 @@ def test_inform_tells_the_new_engine_and_trains_only_new_trials(before, after, t
         assert sorted(t.value for t in warm) == pytest.approx(sorted(old.values()))
 
 
+def test_a_search_named_twice_is_told_once(tmp_path):
+    earlier = _earlier(tmp_path, n=3)
+    same = [str(earlier), str(earlier / ".." / earlier.name), SearchResult.load(earlier)]
+    best = hpsearch.hyperparameter_search(_trainer(tmp_path / "new"), hp_space=SPACE, n_trials=1, backend="optuna",
+                                          compute_objective="eval_loss", warm_start=same[:2])
+    finished = [r for r in SearchResult.load(earlier).records if r.state is TrialState.COMPLETE]
+    assert (best.run_summary.trials_dataframe()["source"] == "warm_start").sum() == len(finished)
+    from hpsearch.warmstart import _results
+
+    assert len(_results([same[2], same[2]])) == 1
+
+
 def test_evaluate_trains_the_best_earlier_configurations_first(tmp_path):
     earlier = _earlier(tmp_path)
     ranked = sorted((r for r in SearchResult.load(earlier).records if r.state is TrialState.COMPLETE),
