@@ -413,10 +413,12 @@ class Int(Domain):
                 "step); drop step or set log=False."
             )
         if (high - low) % step:
+            lower = low + (high - low) // step * step  # the last value of the grid below high
+            fix = (f"move high to {lower} or {lower + step}" if lower > low
+                   else f"a step of at most {high - low} (e.g. {high - low}), or high={low + step}")
             raise ValueError(
                 f"Int: step must divide high - low, got step={step!r} for low={low!r}, high={high!r} "
-                f"(high - low = {high - low}); pick a step that divides it or move high to "
-                f"{low + (high - low) // step * step}."
+                f"(high - low = {high - low}); pick a step that divides it, or {fix}."
             )
         object.__setattr__(self, "low", low)
         object.__setattr__(self, "high", high)

@@ -58,6 +58,7 @@ INVALID = [
     (lambda: Int(0, 10, step=0), ValueError, r"step must be > 0, got step=0"),
     (lambda: Int(0, 10, step=-2), ValueError, r"step must be > 0, got step=-2"),
     (lambda: Int(0, 10, step=3), ValueError, r"step must divide high - low, got step=3 .*move high to 9"),
+    (lambda: Int(1, 10, step=20), ValueError, r"step=20 .*a step of at most 9 .*or high=21"),
     (lambda: Int(0, 10, step=2.0), TypeError, r"step must be an int, got float 2\.0"),
     (lambda: Int(0, 10, step=True), TypeError, r"step must be an int, got bool True"),
     (lambda: Int(0, 2**63), ValueError, r"high=9223372036854775808 is beyond .*64-bit integers"),
