@@ -313,7 +313,8 @@ def prediction_step(
     inputs = trainer._prepare_inputs(inputs)
     label_names = trainer.label_names
     if isinstance(inputs, Mapping):
-        has_labels = all(inputs.get(k) is not None for k in label_names)
+        # No label names: no labels (all() of nothing would say there are).
+        has_labels = bool(label_names) and all(inputs.get(k) is not None for k in label_names)
         labels = None
         if has_labels:
             found = tuple(inputs[k] for k in label_names)
@@ -338,7 +339,8 @@ def prediction_step(
     if prediction_loss_only:
         return loss, None, None
     if isinstance(outputs, Mapping):
-        logits_list = [v for k, v in outputs.items() if k != "loss" and k not in ignore
+        # A loss the model returned without labels is a prediction like any other output (as in transformers).
+        logits_list = [v for k, v in outputs.items() if (k != "loss" or not has_labels) and k not in ignore
                        and (not by_default or _gatherable(v))]
     elif isinstance(outputs, list | tuple):
         logits_list = list(outputs[1:] if has_labels else outputs)

@@ -153,3 +153,57 @@ def test_early_stopping_in_training_sees_the_best_before_the_evaluation(make_arg
                       callbacks=[EarlyStoppingCallback(early_stopping_patience=2)])
     trainer.train()
     assert trainer.state.global_step == 3  # first evaluation sets the best, two more without improvement
+
+
+class ClassLabelData(Data):
+    def __getitem__(self, i: int) -> dict:
+        return {"x": self.x[i], "class_label": self.y[i]}
+
+
+class ClassLabelModel(Model):
+    def forward(self, x, class_label=None):
+        return super().forward(x, class_label)
+
+
+class PositionsModel(nn.Module):
+    def forward(self, x, start_positions=None, end_positions=None, label_mask=None):
+        return {"preds": x}
+
+
+class TinyQuestionAnswering(PositionsModel):
+    pass
+
+
+class KwargsModel(nn.Module):
+    def forward(self, **kwargs):
+        return {"preds": kwargs["x"]}
+
+
+def test_label_names_default_to_forwards_parameters_named_like_labels(make_args):
+    def metrics(pred):
+        return {"examples": float(len(pred.label_ids))}
+
+    trainer = Trainer(model=ClassLabelModel(), args=make_args(), compute_metrics=metrics)
+    assert trainer.label_names == ["class_label"]
+    out = trainer.evaluate(ClassLabelData(8))
+    assert out["eval_examples"] == 8.0 and np.isfinite(out["eval_loss"])
+    # Positions are labels only for a question-answering class, as transformers' find_labels says; forward's order.
+    assert Trainer(model=PositionsModel(), args=make_args()).label_names == ["label_mask"]
+    assert Trainer(model=TinyQuestionAnswering(), args=make_args()).label_names == [
+        "start_positions", "end_positions", "label_mask"
+    ]  # fmt: skip
+    assert Trainer(model=KwargsModel(), args=make_args()).label_names == ["labels"]  # see README, differences
+
+
+def test_without_label_names_predictions_keep_the_models_loss(make_args):
+    class Unlabelled(Model):
+        def forward(self, x):
+            preds = self.linear(x).squeeze(-1)
+            return {"loss": preds.mean(), "preds": preds}
+
+    trainer = Trainer(model=Unlabelled(), args=make_args(per_device_eval_batch_size=8))
+    assert trainer.label_names == []
+    out = trainer.predict(Data(8))  # the batch has a "labels" key, which forward does not take: not a label
+    loss, preds = out.predictions
+    assert out.label_ids is None and "test_loss" not in out.metrics
+    assert preds.shape == (8,) and np.isclose(loss, preds.mean(), atol=1e-6)
