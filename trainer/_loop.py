@@ -69,7 +69,9 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
             f"num_train_epochs={args.num_train_epochs} gives 0 training steps; train for more epochs or set max_steps."
         )
 
+    # epoch is 0 from here (as transformers' state is): callbacks may format it at on_train_begin; a resume restores it.
     trainer.state = TrainerState(
+        epoch=0,
         is_local_process_zero=trainer.is_local_process_zero(),
         is_world_process_zero=trainer.is_world_process_zero(),
     )

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset, IterableDataset
 
-from trainer import EarlyStoppingCallback, Trainer, TrainerControl, TrainerState
+from trainer import EarlyStoppingCallback, Trainer, TrainerCallback, TrainerControl, TrainerState
 
 
 class Data(Dataset):
@@ -207,3 +207,28 @@ def test_without_label_names_predictions_keep_the_models_loss(make_args):
     loss, preds = out.predictions
     assert out.label_ids is None and "test_loss" not in out.metrics
     assert preds.shape == (8,) and np.isclose(loss, preds.mean(), atol=1e-6)
+
+
+class EpochFormatter(TrainerCallback):
+    """Formats state.epoch as a callback written for transformers may (None would not format)."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.seen.append(f"train_begin {state.epoch:.1f}")
+
+    def on_epoch_begin(self, args, state, control, **kwargs):
+        self.seen.append(f"epoch_begin {state.epoch:.1f}")
+
+
+def test_state_epoch_is_0_from_the_start_of_training_and_restored_on_resume(make_args):
+    args = make_args(num_train_epochs=2, per_device_train_batch_size=8, save_strategy="steps", save_steps=2)
+    assert Trainer(model=Model(), args=args).state.epoch is None  # TrainerState's default until training starts
+    first = EpochFormatter()
+    Trainer(model=Model(), args=args, train_dataset=Data(), callbacks=[first]).train()
+    assert first.seen == ["train_begin 0.0", "epoch_begin 0.0", "epoch_begin 1.0"]
+    resumed = EpochFormatter()
+    trainer = Trainer(model=Model(), args=args, train_dataset=Data(), callbacks=[resumed])
+    trainer.train(resume_from_checkpoint=f"{args.output_dir}/checkpoint-6")
+    assert resumed.seen == ["train_begin 1.5", "epoch_begin 1.5"]
