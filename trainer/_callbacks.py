@@ -249,7 +249,10 @@ class _EventArgument:
 
 
 class CallbackHandler(TrainerCallback):
-    """Calls the callbacks, in order, for every event (`call_event` is the one dispatcher)."""
+    """Calls the callbacks, in order, for every event (`call_event` is the one dispatcher).
+
+    Built as transformers' is: ``CallbackHandler(callbacks, model, processing_class, optimizer, lr_scheduler)``.
+    """
 
     model = _EventArgument()
     optimizer = _EventArgument()
@@ -262,10 +265,9 @@ class CallbackHandler(TrainerCallback):
         self,
         callbacks: Iterable[TrainerCallback | type[TrainerCallback]] | None,
         model: Any = None,
+        processing_class: Any = None,
         optimizer: Any = None,
         lr_scheduler: Any = None,
-        *,
-        processing_class: Any = None,
     ) -> None:
         # The keyword arguments of every event, kept in one dict that the attributes set below write through (see
         # _EventArgument): a dispatch passes it as it is instead of building it per call.

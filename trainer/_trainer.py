@@ -178,8 +178,8 @@ class Trainer(TrainerHelpers):
 
             default_callbacks: list[Any] = [DefaultFlowCallback, *get_reporting_integration_callbacks(args.report_to)]
             self.callback_handler = CallbackHandler(
-                default_callbacks + list(callbacks or []), self.model, self.optimizer, self.lr_scheduler,
-                processing_class=processing_class,
+                default_callbacks + list(callbacks or []), self.model, processing_class, self.optimizer,
+                self.lr_scheduler,
             )
             self.add_callback(PrinterCallback if args.disable_tqdm else ProgressCallback)
             self.state = TrainerState(
@@ -588,9 +588,7 @@ class Trainer(TrainerHelpers):
         recipe.lr_scheduler = None
         recipe.accelerator = None
         recipe._accelerator_key = None
-        recipe.callback_handler = CallbackHandler(
-            list(self.callback_handler.callbacks), None, None, None, processing_class=self.processing_class
-        )
+        recipe.callback_handler = CallbackHandler(list(self.callback_handler.callbacks), None, self.processing_class)
         return recipe
 
     def for_trial(self, args: TrainingArguments, callbacks: Sequence[TrainerCallback] = ()) -> Trainer:
@@ -608,9 +606,7 @@ class Trainer(TrainerHelpers):
         clone.optimizer = None
         clone.lr_scheduler = None
         own = [copy.deepcopy(cb) for cb in self.callback_handler.callbacks]
-        clone.callback_handler = CallbackHandler(
-            [*own, *callbacks], clone.model, None, None, processing_class=self.processing_class
-        )
+        clone.callback_handler = CallbackHandler([*own, *callbacks], clone.model, self.processing_class)
         clone.state = TrainerState(
             is_local_process_zero=clone.is_local_process_zero(), is_world_process_zero=clone.is_world_process_zero()
         )
