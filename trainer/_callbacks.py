@@ -556,11 +556,16 @@ def _bar_desc(state: TrainerState, what: str) -> str:
 
 
 class PrinterCallback(TrainerCallback):
-    """Prints the logs (used instead of `ProgressCallback` when ``disable_tqdm`` is set)."""
+    """Prints the logs (used instead of `ProgressCallback` when ``disable_tqdm`` is set).
+
+    Takes ``total_flos`` out of the logs it is given, in place, as transformers' does: callbacks after it, and the
+    metrics `Trainer.train` returns (the dict it logs), no longer have it; ``state.log_history`` keeps it.
+    """
 
     def on_log(self, args, state, control, logs=None, **kwargs):
+        if logs is not None:
+            logs.pop("total_flos", None)
         if state.is_world_process_zero and logs:
-            logs = {k: v for k, v in logs.items() if k != "total_flos"}
             print(logs)
 
 

@@ -232,3 +232,24 @@ def test_state_epoch_is_0_from_the_start_of_training_and_restored_on_resume(make
     trainer = Trainer(model=Model(), args=args, train_dataset=Data(), callbacks=[resumed])
     trainer.train(resume_from_checkpoint=f"{args.output_dir}/checkpoint-6")
     assert resumed.seen == ["train_begin 1.5", "epoch_begin 1.5"]
+
+
+class LastLogKeys(TrainerCallback):
+    def __init__(self) -> None:
+        self.keys: set[str] = set()
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        self.keys = set(logs)
+
+
+@pytest.mark.parametrize("disable_tqdm", [True, False])
+def test_total_flos_is_taken_out_of_the_logs_by_the_printer_callback_only(make_args, disable_tqdm):
+    before, after = LastLogKeys(), LastLogKeys()
+    args = make_args(max_steps=2, per_device_train_batch_size=8, disable_tqdm=disable_tqdm)
+    trainer = Trainer(model=Model(), args=args, train_dataset=Data(), callbacks=[before])
+    trainer.add_callback(after)  # after the printer or progress callback
+    out = trainer.train()
+    # transformers' PrinterCallback pops it from the dict it is given (the returned metrics); ProgressCallback copies.
+    assert ("total_flos" in out.metrics) is not disable_tqdm
+    assert ("total_flos" in after.keys) is not disable_tqdm
+    assert "total_flos" in before.keys and trainer.state.log_history[-1]["total_flos"] == trainer.state.total_flos
