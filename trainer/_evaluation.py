@@ -100,6 +100,7 @@ def evaluate(
     )
     metrics = output.metrics or {}
     num_samples = output.num_samples
+    start += metrics.get(f"{metric_key_prefix}_model_preparation_time", 0.0)  # as transformers, not in the runtime
     metrics.update(speed_metrics(metric_key_prefix, start, num_samples=num_samples, num_steps=output.num_steps))
     trainer.log(metrics)
     trainer.control = trainer.callback_handler.on_evaluate(trainer.args, trainer.state, trainer.control, metrics=metrics)
@@ -119,6 +120,7 @@ def predict(trainer: Trainer, test_dataset: Any, ignore_keys: list[str] | None =
         dataloader, description="Prediction", ignore_keys=ignore_keys, metric_key_prefix=metric_key_prefix
     )
     metrics = output.metrics or {}
+    start += metrics.get(f"{metric_key_prefix}_model_preparation_time", 0.0)  # as transformers, not in the runtime
     metrics.update(speed_metrics(metric_key_prefix, start, num_samples=output.num_samples, num_steps=output.num_steps))
     trainer.control = trainer.callback_handler.on_predict(trainer.args, trainer.state, trainer.control, metrics=metrics)
     trainer._memory_tracker.stop_and_update_metrics("test", metrics)
@@ -215,7 +217,11 @@ def evaluation_loop(
     # During train() the model is the one training prepared (preparing it again would only return it).
     if (not trainer._in_train and model is trainer.model and next(iter(trainer.model.parameters()), None) is not None
             and not _fsdp.active(accelerator)):
+        first = not accelerator._models  # as transformers: the accelerator has not prepared a model yet
+        started = time.perf_counter()
         model = accelerator.prepare_model(trainer.model, evaluation_mode=True)
+        if first:
+            trainer.model_preparation_time = round(time.perf_counter() - started, 4)
     model.eval()
     trainer._past = None
     trainer.callback_handler.eval_dataloader = dataloader
@@ -296,6 +302,8 @@ def evaluation_loop(
     metrics = {k: (v.item() if hasattr(v, "item") else v) for k, v in dict(metrics).items()}
     if losses:
         metrics[f"{metric_key_prefix}_loss"] = float(torch.cat(losses).float().mean())
+    if hasattr(trainer, "model_preparation_time"):
+        metrics[f"{metric_key_prefix}_model_preparation_time"] = trainer.model_preparation_time
     metrics = {
         (k if k.startswith(f"{metric_key_prefix}_") else f"{metric_key_prefix}_{k}"): v for k, v in metrics.items()
     }

@@ -108,6 +108,9 @@ class Trainer(TrainerHelpers):
     _past: Any = None
     _warned_no_tokens: bool = False
     _in_train: bool = False
+    # Seconds the first evaluation or prediction before training took to prepare the model; unset until then (as
+    # transformers', whose evaluations report it as <prefix>_model_preparation_time once it is set).
+    model_preparation_time: float
     _ignore_keys_for_eval: list[str] | None = None
 
     def __init__(

@@ -253,3 +253,21 @@ def test_total_flos_is_taken_out_of_the_logs_by_the_printer_callback_only(make_a
     assert ("total_flos" in out.metrics) is not disable_tqdm
     assert ("total_flos" in after.keys) is not disable_tqdm
     assert "total_flos" in before.keys and trainer.state.log_history[-1]["total_flos"] == trainer.state.total_flos
+
+
+def test_evaluations_report_the_model_preparation_of_an_evaluation_before_training(make_args):
+    args = make_args(max_steps=2, per_device_train_batch_size=8, eval_strategy="steps", eval_steps=1)
+    trained_first = Trainer(model=Model(), args=args, train_dataset=Data(), eval_dataset=Data(8))
+    trained_first.train()
+    assert not any("eval_model_preparation_time" in h for h in trained_first.state.log_history)
+    assert "eval_model_preparation_time" not in trained_first.evaluate()
+    assert not hasattr(trained_first, "model_preparation_time")
+
+    # The first prediction prepares the model and records the seconds; every later evaluation reports them.
+    trainer = Trainer(model=Model(), args=args, train_dataset=Data(), eval_dataset=Data(8))
+    seconds = trainer.predict(Data(8)).metrics["test_model_preparation_time"]
+    assert seconds == trainer.model_preparation_time >= 0
+    assert trainer.evaluate()["eval_model_preparation_time"] == seconds
+    trainer.train()
+    logged = [h["eval_model_preparation_time"] for h in trainer.state.log_history if "eval_loss" in h]
+    assert logged == [seconds, seconds]
