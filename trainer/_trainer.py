@@ -111,6 +111,8 @@ class Trainer(TrainerHelpers):
     # Seconds the first evaluation or prediction before training took to prepare the model; unset until then (as
     # transformers', whose evaluations report it as <prefix>_model_preparation_time once it is set).
     model_preparation_time: float
+    # Micro-batches in the current accumulation window (transformers' name); None: gradient_accumulation_steps.
+    current_gradient_accumulation_steps: int | None = None
     _ignore_keys_for_eval: list[str] | None = None
 
     def __init__(
@@ -454,14 +456,18 @@ class Trainer(TrainerHelpers):
             loss = self.compute_loss(model, inputs, num_items_in_batch=num_items_in_batch)
         if loss.dim() > 0 and self.accelerator.num_processes > 1:
             loss = loss.mean()
-        accum = self.args.gradient_accumulation_steps
+        # The micro-batches of this accumulation window: gradient_accumulation_steps but in an epoch's last, shorter
+        # window (the training loop sets it, as transformers' does).
+        window = self.current_gradient_accumulation_steps or self.args.gradient_accumulation_steps
         if getattr(self, "_plain_backward", False):
             # What accelerator.backward does here (no scaler, one process), minus its call overhead; dividing by
             # 1 changes no gradient bit, so it is skipped.
-            (loss / accum if accum > 1 else loss).backward()
+            (loss / window if window > 1 else loss).backward()
         else:
-            self.accelerator.backward(loss)  # divides by gradient_accumulation_steps
-        return loss.detach() / accum if accum > 1 else loss.detach()
+            # accelerate divides by its own accumulation steps: a shorter window is scaled to come out as loss / window.
+            divisor = self.accelerator.gradient_accumulation_steps
+            self.accelerator.backward(loss if window == divisor else loss * (divisor / window))
+        return loss.detach() / window if window > 1 else loss.detach()
 
     # ------------------------------------------------------------------ evaluation & prediction
     def evaluate(

@@ -271,3 +271,58 @@ def test_evaluations_report_the_model_preparation_of_an_evaluation_before_traini
     trainer.train()
     logged = [h["eval_model_preparation_time"] for h in trainer.state.log_history if "eval_loss" in h]
     assert logged == [seconds, seconds]
+
+
+class Seen(Model):
+    """Keeps the batches of the current accumulation window."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.window: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    def forward(self, x, labels=None):
+        if self.training:
+            self.window.append((x.detach().clone(), labels.detach().clone()))
+        return super().forward(x, labels)
+
+
+class WindowCheck(TrainerCallback):
+    """At each optimizer step: the gradient is the mean of the window's micro-batch gradients (transformers'
+    division by the window's own size), and the window's mean loss, which the step logs."""
+
+    def __init__(self) -> None:
+        self.windows: list[int] = []
+        self.mean_losses: list[float] = []
+
+    def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
+        weight = model.linear.weight.detach().clone().requires_grad_()
+        bias = model.linear.bias.detach().clone()
+        losses = [nn.functional.mse_loss((x @ weight.T + bias).squeeze(-1), y) for x, y in model.window]
+        mean = torch.stack(losses).mean()
+        mean.backward()
+        torch.testing.assert_close(model.linear.weight.grad, weight.grad)
+        self.windows.append(len(model.window))
+        self.mean_losses.append(mean.detach().item())
+        model.window.clear()
+
+
+@pytest.mark.parametrize("through_accelerate", [False, True])
+def test_an_epochs_last_short_accumulation_window_is_averaged_over_its_own_batches(
+    make_args, monkeypatch, through_accelerate
+):
+    if through_accelerate:  # accelerate's loader, accumulate() and backward() instead of the loop's own
+        from trainer import _data, _loop
+
+        monkeypatch.setattr(_data, "accelerate_only_forwards", lambda accelerator: False)
+        monkeypatch.setattr(_loop, "accelerate_only_forwards", lambda accelerator: False)
+    check = WindowCheck()
+    # 20 examples in batches of 3: 7 batches an epoch, windows of 3, 3 and 1.
+    args = make_args(num_train_epochs=2, per_device_train_batch_size=3, gradient_accumulation_steps=3,
+                     logging_steps=1, max_grad_norm=0, learning_rate=0.05, optim="sgd")  # fmt: skip
+    trainer = Trainer(model=Seen(), args=args, train_dataset=Data(20), callbacks=[check])
+    trainer.train()
+    assert trainer._plain_backward is not through_accelerate
+    assert check.windows == [3, 3, 1, 3, 3, 1]
+    assert trainer.current_gradient_accumulation_steps == 1
+    logged = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    assert logged == pytest.approx(check.mean_losses, abs=1e-4)
