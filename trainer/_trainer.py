@@ -252,7 +252,7 @@ class Trainer(TrainerHelpers):
     # ------------------------------------------------------------------ data
     @property
     def label_names(self) -> list[str]:
-        """Keys of a batch that hold the labels: ``args.label_names``, else those the model's ``forward`` takes."""
+        """Keys of a batch that hold the labels: ``args.label_names``, else ``forward``'s parameters named like labels."""
         return _data.label_names(self)
 
     def get_train_dataloader(self) -> DataLoader:
