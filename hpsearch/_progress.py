@@ -148,7 +148,7 @@ class TrialProgressCallback(TrainerCallback):
         if self.bar is not None and metrics:
             shown = {
                 k: v for k, v in metrics.items()
-                if isinstance(v, float) and k != "epoch" and not k.endswith(("_runtime", "_second"))
+                if isinstance(v, float) and k != "epoch" and not k.endswith(("_runtime", "_second", "_time"))
             }
             self.bar.set_postfix({k.removeprefix("eval_"): f"{v:.4g}" for k, v in list(shown.items())[:3]}, refresh=False)
 

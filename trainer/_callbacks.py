@@ -249,7 +249,10 @@ class _EventArgument:
 
 
 class CallbackHandler(TrainerCallback):
-    """Calls the callbacks, in order, for every event (`call_event` is the one dispatcher)."""
+    """Calls the callbacks, in order, for every event (`call_event` is the one dispatcher).
+
+    Built as transformers' is: ``CallbackHandler(callbacks, model, processing_class, optimizer, lr_scheduler)``.
+    """
 
     model = _EventArgument()
     optimizer = _EventArgument()
@@ -262,10 +265,9 @@ class CallbackHandler(TrainerCallback):
         self,
         callbacks: Iterable[TrainerCallback | type[TrainerCallback]] | None,
         model: Any = None,
+        processing_class: Any = None,
         optimizer: Any = None,
         lr_scheduler: Any = None,
-        *,
-        processing_class: Any = None,
     ) -> None:
         # The keyword arguments of every event, kept in one dict that the attributes set below write through (see
         # _EventArgument): a dispatch passes it as it is instead of building it per call.
@@ -554,11 +556,16 @@ def _bar_desc(state: TrainerState, what: str) -> str:
 
 
 class PrinterCallback(TrainerCallback):
-    """Prints the logs (used instead of `ProgressCallback` when ``disable_tqdm`` is set)."""
+    """Prints the logs (used instead of `ProgressCallback` when ``disable_tqdm`` is set).
+
+    Takes ``total_flos`` out of the logs it is given, in place, as transformers' does: callbacks after it, and the
+    metrics `Trainer.train` returns (the dict it logs), no longer have it; ``state.log_history`` keeps it.
+    """
 
     def on_log(self, args, state, control, logs=None, **kwargs):
+        if logs is not None:
+            logs.pop("total_flos", None)
         if state.is_world_process_zero and logs:
-            logs = {k: v for k, v in logs.items() if k != "total_flos"}
             print(logs)
 
 

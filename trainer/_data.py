@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 _LABEL_ALIASES = ("label", "label_ids")
-_DEFAULT_LABEL_NAMES = ("labels", "start_positions", "end_positions")
+_QUESTION_ANSWERING_LABELS = ("start_positions", "end_positions")
 
 
 class _RemoveColumnsCollator:
@@ -65,11 +65,21 @@ class PaddingCollator:
 
 
 def label_names(trainer: Trainer) -> list[str]:
+    """``args.label_names``, else transformers' rule: each parameter of ``forward`` whose name holds "label" (and, for
+    a class named ``...QuestionAnswering...``, ``start_positions`` and ``end_positions``), in ``forward``'s order.
+
+    A ``forward`` that names no parameter but takes ``**kwargs`` could take any key; its labels are ``["labels"]``.
+    """
     if trainer.args.label_names is not None:
         return list(trainer.args.label_names)
-    params = forward_parameters(trainer)
-    found = [name for name in _DEFAULT_LABEL_NAMES if params is not None and name in params]
-    return found or ["labels"]
+    signature = _forward_signature(trainer)
+    if signature is None:
+        return ["labels"]
+    question_answering = "QuestionAnswering" in type(trainer.model).__name__
+    return [
+        name for name in signature[1]
+        if "label" in name or (question_answering and name in _QUESTION_ANSWERING_LABELS)
+    ]  # fmt: skip
 
 
 def forward_parameters(trainer: Trainer) -> frozenset[str] | None:
@@ -79,6 +89,12 @@ def forward_parameters(trainer: Trainer) -> frozenset[str] | None:
     parameters only, as in the Hugging Face Trainer: its ``**kwargs`` are for model internals, not for
     dataset columns such as an example id or raw text.
     """
+    signature = _forward_signature(trainer)
+    return None if signature is None else signature[0]
+
+
+def _forward_signature(trainer: Trainer) -> tuple[frozenset[str], tuple[str, ...]] | None:
+    """The names ``forward`` declares, as a set and in order; None as in `forward_parameters`."""
     forward = trainer.model.forward
     # Read once per forward function (every evaluation asks, and inspect.signature is slow); a forward that is
     # not a method of the model's class (a wrapper, a per-instance function) is read each time.
@@ -90,15 +106,16 @@ def forward_parameters(trainer: Trainer) -> frozenset[str] | None:
     except (TypeError, ValueError):
         return None
     variadic = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
-    named: frozenset[str] | None = frozenset(name for name, p in params.items() if p.kind not in variadic)
-    if not named and any(p.kind is p.VAR_KEYWORD for p in params.values()):
+    ordered = tuple(name for name, p in params.items() if p.kind not in variadic)
+    named: tuple[frozenset[str], tuple[str, ...]] | None = (frozenset(ordered), ordered)
+    if not ordered and any(p.kind is p.VAR_KEYWORD for p in params.values()):
         named = None
     if function is not None:
         _FORWARD_PARAMETERS[function] = named
     return named
 
 
-_FORWARD_PARAMETERS: dict[Any, frozenset[str] | None] = {}
+_FORWARD_PARAMETERS: dict[Any, tuple[frozenset[str], tuple[str, ...]] | None] = {}
 
 
 def get_collator(trainer: Trainer) -> Callable[[list[Any]], Any]:

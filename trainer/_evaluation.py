@@ -100,6 +100,7 @@ def evaluate(
     )
     metrics = output.metrics or {}
     num_samples = output.num_samples
+    start += metrics.get(f"{metric_key_prefix}_model_preparation_time", 0.0)  # as transformers, not in the runtime
     metrics.update(speed_metrics(metric_key_prefix, start, num_samples=num_samples, num_steps=output.num_steps))
     trainer.log(metrics)
     trainer.control = trainer.callback_handler.on_evaluate(trainer.args, trainer.state, trainer.control, metrics=metrics)
@@ -119,6 +120,7 @@ def predict(trainer: Trainer, test_dataset: Any, ignore_keys: list[str] | None =
         dataloader, description="Prediction", ignore_keys=ignore_keys, metric_key_prefix=metric_key_prefix
     )
     metrics = output.metrics or {}
+    start += metrics.get(f"{metric_key_prefix}_model_preparation_time", 0.0)  # as transformers, not in the runtime
     metrics.update(speed_metrics(metric_key_prefix, start, num_samples=output.num_samples, num_steps=output.num_steps))
     trainer.control = trainer.callback_handler.on_predict(trainer.args, trainer.state, trainer.control, metrics=metrics)
     trainer._memory_tracker.stop_and_update_metrics("test", metrics)
@@ -215,7 +217,11 @@ def evaluation_loop(
     # During train() the model is the one training prepared (preparing it again would only return it).
     if (not trainer._in_train and model is trainer.model and next(iter(trainer.model.parameters()), None) is not None
             and not _fsdp.active(accelerator)):
+        first = not accelerator._models  # as transformers: the accelerator has not prepared a model yet
+        started = time.perf_counter()
         model = accelerator.prepare_model(trainer.model, evaluation_mode=True)
+        if first:
+            trainer.model_preparation_time = round(time.perf_counter() - started, 4)
     model.eval()
     trainer._past = None
     trainer.callback_handler.eval_dataloader = dataloader
@@ -296,6 +302,8 @@ def evaluation_loop(
     metrics = {k: (v.item() if hasattr(v, "item") else v) for k, v in dict(metrics).items()}
     if losses:
         metrics[f"{metric_key_prefix}_loss"] = float(torch.cat(losses).float().mean())
+    if hasattr(trainer, "model_preparation_time"):
+        metrics[f"{metric_key_prefix}_model_preparation_time"] = trainer.model_preparation_time
     metrics = {
         (k if k.startswith(f"{metric_key_prefix}_") else f"{metric_key_prefix}_{k}"): v for k, v in metrics.items()
     }
@@ -313,7 +321,8 @@ def prediction_step(
     inputs = trainer._prepare_inputs(inputs)
     label_names = trainer.label_names
     if isinstance(inputs, Mapping):
-        has_labels = all(inputs.get(k) is not None for k in label_names)
+        # No label names: no labels (all() of nothing would say there are).
+        has_labels = bool(label_names) and all(inputs.get(k) is not None for k in label_names)
         labels = None
         if has_labels:
             found = tuple(inputs[k] for k in label_names)
@@ -338,7 +347,8 @@ def prediction_step(
     if prediction_loss_only:
         return loss, None, None
     if isinstance(outputs, Mapping):
-        logits_list = [v for k, v in outputs.items() if k != "loss" and k not in ignore
+        # A loss the model returned without labels is a prediction like any other output (as in transformers).
+        logits_list = [v for k, v in outputs.items() if (k != "loss" or not has_labels) and k not in ignore
                        and (not by_default or _gatherable(v))]
     elif isinstance(outputs, list | tuple):
         logits_list = list(outputs[1:] if has_labels else outputs)

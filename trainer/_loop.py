@@ -69,7 +69,9 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
             f"num_train_epochs={args.num_train_epochs} gives 0 training steps; train for more epochs or set max_steps."
         )
 
+    # epoch is 0 from here (as transformers' state is): callbacks may format it at on_train_begin; a resume restores it.
     trainer.state = TrainerState(
+        epoch=0,
         is_local_process_zero=trainer.is_local_process_zero(),
         is_world_process_zero=trainer.is_world_process_zero(),
     )
@@ -192,6 +194,10 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
             steps_in_epoch = len(train_dataloader)
         except TypeError:
             steps_in_epoch = max_steps * args.gradient_accumulation_steps
+        # The epoch's last accumulation window is shorter when accum does not divide its batches; its losses are
+        # divided by its own size, as transformers' current_gradient_accumulation_steps. Positions count from the
+        # epoch's start, so a resumed epoch (which skips whole windows) has the same windows.
+        last_window_start = steps_in_epoch - steps_in_epoch % accum
         trainer.control = trainer.callback_handler.on_epoch_begin(args, trainer.state, trainer.control)
         step_started = False
         step = -1
@@ -219,6 +225,10 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
                 else:
                     trainer.control._new_step()
                 step_started = True
+                position = step + skipped
+                trainer.current_gradient_accumulation_steps = (
+                    accum if position < last_window_start else steps_in_epoch - last_window_start
+                )
             if fast_loop:
                 inputs, is_last = inputs
                 # accelerate's rule: every accum-th micro-batch, and the last one of the epoch. A resume skips

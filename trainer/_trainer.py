@@ -108,6 +108,11 @@ class Trainer(TrainerHelpers):
     _past: Any = None
     _warned_no_tokens: bool = False
     _in_train: bool = False
+    # Seconds the first evaluation or prediction before training took to prepare the model; unset until then (as
+    # transformers', whose evaluations report it as <prefix>_model_preparation_time once it is set).
+    model_preparation_time: float
+    # Micro-batches in the current accumulation window (transformers' name); None: gradient_accumulation_steps.
+    current_gradient_accumulation_steps: int | None = None
     _ignore_keys_for_eval: list[str] | None = None
 
     def __init__(
@@ -178,8 +183,8 @@ class Trainer(TrainerHelpers):
 
             default_callbacks: list[Any] = [DefaultFlowCallback, *get_reporting_integration_callbacks(args.report_to)]
             self.callback_handler = CallbackHandler(
-                default_callbacks + list(callbacks or []), self.model, self.optimizer, self.lr_scheduler,
-                processing_class=processing_class,
+                default_callbacks + list(callbacks or []), self.model, processing_class, self.optimizer,
+                self.lr_scheduler,
             )
             self.add_callback(PrinterCallback if args.disable_tqdm else ProgressCallback)
             self.state = TrainerState(
@@ -247,7 +252,7 @@ class Trainer(TrainerHelpers):
     # ------------------------------------------------------------------ data
     @property
     def label_names(self) -> list[str]:
-        """Keys of a batch that hold the labels: ``args.label_names``, else those the model's ``forward`` takes."""
+        """Keys of a batch that hold the labels: ``args.label_names``, else ``forward``'s parameters named like labels."""
         return _data.label_names(self)
 
     def get_train_dataloader(self) -> DataLoader:
@@ -451,14 +456,18 @@ class Trainer(TrainerHelpers):
             loss = self.compute_loss(model, inputs, num_items_in_batch=num_items_in_batch)
         if loss.dim() > 0 and self.accelerator.num_processes > 1:
             loss = loss.mean()
-        accum = self.args.gradient_accumulation_steps
+        # The micro-batches of this accumulation window: gradient_accumulation_steps but in an epoch's last, shorter
+        # window (the training loop sets it, as transformers' does).
+        window = self.current_gradient_accumulation_steps or self.args.gradient_accumulation_steps
         if getattr(self, "_plain_backward", False):
             # What accelerator.backward does here (no scaler, one process), minus its call overhead; dividing by
             # 1 changes no gradient bit, so it is skipped.
-            (loss / accum if accum > 1 else loss).backward()
+            (loss / window if window > 1 else loss).backward()
         else:
-            self.accelerator.backward(loss)  # divides by gradient_accumulation_steps
-        return loss.detach() / accum if accum > 1 else loss.detach()
+            # accelerate divides by its own accumulation steps: a shorter window is scaled to come out as loss / window.
+            divisor = self.accelerator.gradient_accumulation_steps
+            self.accelerator.backward(loss if window == divisor else loss * (divisor / window))
+        return loss.detach() / window if window > 1 else loss.detach()
 
     # ------------------------------------------------------------------ evaluation & prediction
     def evaluate(
@@ -588,9 +597,7 @@ class Trainer(TrainerHelpers):
         recipe.lr_scheduler = None
         recipe.accelerator = None
         recipe._accelerator_key = None
-        recipe.callback_handler = CallbackHandler(
-            list(self.callback_handler.callbacks), None, None, None, processing_class=self.processing_class
-        )
+        recipe.callback_handler = CallbackHandler(list(self.callback_handler.callbacks), None, self.processing_class)
         return recipe
 
     def for_trial(self, args: TrainingArguments, callbacks: Sequence[TrainerCallback] = ()) -> Trainer:
@@ -608,9 +615,7 @@ class Trainer(TrainerHelpers):
         clone.optimizer = None
         clone.lr_scheduler = None
         own = [copy.deepcopy(cb) for cb in self.callback_handler.callbacks]
-        clone.callback_handler = CallbackHandler(
-            [*own, *callbacks], clone.model, None, None, processing_class=self.processing_class
-        )
+        clone.callback_handler = CallbackHandler([*own, *callbacks], clone.model, self.processing_class)
         clone.state = TrainerState(
             is_local_process_zero=clone.is_local_process_zero(), is_world_process_zero=clone.is_world_process_zero()
         )

@@ -124,7 +124,7 @@ class TrainingArguments:
         output_dir: Folder for checkpoints and outputs; None means ``"trainer_output"``.
         overwrite_output_dir: For the script (as in transformers): whether it may reuse a non-empty ``output_dir``.
         eval_strategy: When to evaluate: ``"no"``, ``"steps"`` (every ``eval_steps``) or ``"epoch"``.
-        eval_steps: Steps between evaluations (ratio of total steps if in (0, 1)); None -> ``logging_steps``.
+        eval_steps: Steps between evaluations (ratio of total steps if in (0, 1)); None or 0 -> ``logging_steps``.
         eval_delay: Epochs or steps (per ``eval_strategy``) to wait before the first evaluation.
         per_device_train_batch_size: Training batch size per device (per process).
         per_device_eval_batch_size: Evaluation batch size per device (per process).
@@ -462,7 +462,7 @@ class TrainingArguments:
         self.warmup_steps = _as_steps("warmup_steps", self.warmup_steps, allow_zero=True)
         self.logging_steps = _as_steps("logging_steps", self.logging_steps, allow_zero=True)
         self.save_steps = _as_steps("save_steps", self.save_steps, allow_zero=True)
-        self.eval_steps = _as_steps("eval_steps", self.eval_steps, allow_zero=False, allow_none=True)
+        self.eval_steps = _as_steps("eval_steps", self.eval_steps, allow_zero=True, allow_none=True)
 
         # --- containers ---
         self.lr_scheduler_kwargs = _as_dict("lr_scheduler_kwargs", self.lr_scheduler_kwargs)
@@ -474,11 +474,12 @@ class TrainingArguments:
         )
 
         # --- defaults that depend on other fields ---
-        if self.eval_strategy == IntervalStrategy.STEPS and self.eval_steps is None:
+        # eval_steps 0 is unset too, as in transformers.
+        if self.eval_strategy == IntervalStrategy.STEPS and not self.eval_steps:
             if self.logging_steps == 0:
                 raise ValueError(
-                    "eval_strategy='steps' needs eval_steps, got eval_steps=None and logging_steps=0 to fall back "
-                    "on; pass eval_steps (e.g. 500) or a logging_steps > 0."
+                    f"eval_strategy='steps' needs eval_steps, got eval_steps={self.eval_steps} and logging_steps=0 "
+                    "to fall back on; pass eval_steps (e.g. 500) or a logging_steps > 0."
                 )
             self.eval_steps = derived["eval_steps"] = self.logging_steps
         if self.metric_for_best_model is None and self.load_best_model_at_end:

@@ -115,8 +115,9 @@ def default_data_collator(features: Sequence[Any]) -> Any:
     """Collate a list of examples into a batch.
 
     Dict examples become a dict of stacked tensors (tensors, numpy arrays and Python numbers/lists are
-    converted; other values stay lists). ``label``/``label_ids`` become ``labels`` (long for ints, float
-    otherwise), as in the Hugging Face collator. Other examples (tuples, tensors) use torch's default collation.
+    converted; other values stay lists). Keys whose first value is None or a string (raw text, an id) are left
+    out. ``label``/``label_ids`` become ``labels`` (long for ints, float otherwise), as in the Hugging Face
+    collator. Other examples (tuples, tensors) use torch's default collation.
     """
     if not features:
         raise ValueError("default_data_collator got an empty list of features; the dataloader yielded no items.")
@@ -133,7 +134,7 @@ def default_data_collator(features: Sequence[Any]) -> Any:
             if isinstance(tensor, torch.Tensor) and not tensor.is_floating_point():
                 tensor = tensor.long()
             batch["labels"] = tensor
-        else:
+        elif not isinstance(values[0], str):  # as transformers' collator, which leaves strings out
             batch[key] = _to_tensor(values)
     return batch
 

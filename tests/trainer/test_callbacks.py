@@ -205,6 +205,33 @@ def test_callback_returning_a_control_replaces_it():
     assert result is not original and result.should_log
 
 
+
+def test_callback_handler_takes_transformers_positional_order():
+    seen = {}
+
+    class Record(TrainerCallback):
+        def on_train_begin(self, args, state, control, **kwargs):
+            seen.update(kwargs)
+
+    model, processing_class, optimizer, lr_scheduler = object(), object(), object(), object()
+    handler = CallbackHandler([DefaultFlowCallback, Record], model, processing_class, optimizer, lr_scheduler)
+    handler.on_train_begin(None, TrainerState(), TrainerControl())
+    assert seen["model"] is model and seen["processing_class"] is processing_class
+    assert seen["optimizer"] is optimizer and seen["lr_scheduler"] is lr_scheduler
+
+
+def test_trainer_and_its_copies_hand_callbacks_their_own_objects(make_args):
+    class Tokenizer:
+        def pad(self, features, **kwargs):  # what makes a processing_class a tokenizer to the default collator
+            raise AssertionError("not called")
+
+    tokenizer = Tokenizer()
+    trainer = Trainer(model=DigitsMLP(), args=make_args(), processing_class=tokenizer)
+    copies = (trainer.for_trial(make_args()), trainer.recipe())
+    for handler in (trainer.callback_handler, *(copy.callback_handler for copy in copies)):
+        assert handler.processing_class is tokenizer and handler.optimizer is None and handler.lr_scheduler is None
+    assert trainer.callback_handler.model is trainer.model
+
 # ------------------------------------------------------------------ TrainerControl / TrainerState
 def _all_set() -> TrainerControl:
     return TrainerControl(**{f.name: True for f in dataclasses.fields(TrainerControl)})

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset, IterableDataset
 
-from trainer import EarlyStoppingCallback, Trainer, TrainerControl, TrainerState
+from trainer import EarlyStoppingCallback, Trainer, TrainerCallback, TrainerControl, TrainerState
 
 
 class Data(Dataset):
@@ -153,3 +153,176 @@ def test_early_stopping_in_training_sees_the_best_before_the_evaluation(make_arg
                       callbacks=[EarlyStoppingCallback(early_stopping_patience=2)])
     trainer.train()
     assert trainer.state.global_step == 3  # first evaluation sets the best, two more without improvement
+
+
+class ClassLabelData(Data):
+    def __getitem__(self, i: int) -> dict:
+        return {"x": self.x[i], "class_label": self.y[i]}
+
+
+class ClassLabelModel(Model):
+    def forward(self, x, class_label=None):
+        return super().forward(x, class_label)
+
+
+class PositionsModel(nn.Module):
+    def forward(self, x, start_positions=None, end_positions=None, label_mask=None):
+        return {"preds": x}
+
+
+class TinyQuestionAnswering(PositionsModel):
+    pass
+
+
+class KwargsModel(nn.Module):
+    def forward(self, **kwargs):
+        return {"preds": kwargs["x"]}
+
+
+def test_label_names_default_to_forwards_parameters_named_like_labels(make_args):
+    def metrics(pred):
+        return {"examples": float(len(pred.label_ids))}
+
+    trainer = Trainer(model=ClassLabelModel(), args=make_args(), compute_metrics=metrics)
+    assert trainer.label_names == ["class_label"]
+    out = trainer.evaluate(ClassLabelData(8))
+    assert out["eval_examples"] == 8.0 and np.isfinite(out["eval_loss"])
+    # Positions are labels only for a question-answering class, as transformers' find_labels says; forward's order.
+    assert Trainer(model=PositionsModel(), args=make_args()).label_names == ["label_mask"]
+    assert Trainer(model=TinyQuestionAnswering(), args=make_args()).label_names == [
+        "start_positions", "end_positions", "label_mask"
+    ]  # fmt: skip
+    assert Trainer(model=KwargsModel(), args=make_args()).label_names == ["labels"]  # see README, differences
+
+
+def test_without_label_names_predictions_keep_the_models_loss(make_args):
+    class Unlabelled(Model):
+        def forward(self, x):
+            preds = self.linear(x).squeeze(-1)
+            return {"loss": preds.mean(), "preds": preds}
+
+    trainer = Trainer(model=Unlabelled(), args=make_args(per_device_eval_batch_size=8))
+    assert trainer.label_names == []
+    out = trainer.predict(Data(8))  # the batch has a "labels" key, which forward does not take: not a label
+    loss, preds = out.predictions
+    assert out.label_ids is None and "test_loss" not in out.metrics
+    assert preds.shape == (8,) and np.isclose(loss, preds.mean(), atol=1e-6)
+
+
+class EpochFormatter(TrainerCallback):
+    """Formats state.epoch as a callback written for transformers may (None would not format)."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.seen.append(f"train_begin {state.epoch:.1f}")
+
+    def on_epoch_begin(self, args, state, control, **kwargs):
+        self.seen.append(f"epoch_begin {state.epoch:.1f}")
+
+
+def test_state_epoch_is_0_from_the_start_of_training_and_restored_on_resume(make_args):
+    args = make_args(num_train_epochs=2, per_device_train_batch_size=8, save_strategy="steps", save_steps=2)
+    assert Trainer(model=Model(), args=args).state.epoch is None  # TrainerState's default until training starts
+    first = EpochFormatter()
+    Trainer(model=Model(), args=args, train_dataset=Data(), callbacks=[first]).train()
+    assert first.seen == ["train_begin 0.0", "epoch_begin 0.0", "epoch_begin 1.0"]
+    resumed = EpochFormatter()
+    trainer = Trainer(model=Model(), args=args, train_dataset=Data(), callbacks=[resumed])
+    trainer.train(resume_from_checkpoint=f"{args.output_dir}/checkpoint-6")
+    assert resumed.seen == ["train_begin 1.5", "epoch_begin 1.5"]
+
+
+class LastLogKeys(TrainerCallback):
+    def __init__(self) -> None:
+        self.keys: set[str] = set()
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        self.keys = set(logs)
+
+
+@pytest.mark.parametrize("disable_tqdm", [True, False])
+def test_total_flos_is_taken_out_of_the_logs_by_the_printer_callback_only(make_args, disable_tqdm):
+    before, after = LastLogKeys(), LastLogKeys()
+    args = make_args(max_steps=2, per_device_train_batch_size=8, disable_tqdm=disable_tqdm)
+    trainer = Trainer(model=Model(), args=args, train_dataset=Data(), callbacks=[before])
+    trainer.add_callback(after)  # after the printer or progress callback
+    out = trainer.train()
+    # transformers' PrinterCallback pops it from the dict it is given (the returned metrics); ProgressCallback copies.
+    assert ("total_flos" in out.metrics) is not disable_tqdm
+    assert ("total_flos" in after.keys) is not disable_tqdm
+    assert "total_flos" in before.keys and trainer.state.log_history[-1]["total_flos"] == trainer.state.total_flos
+
+
+def test_evaluations_report_the_model_preparation_of_an_evaluation_before_training(make_args):
+    args = make_args(max_steps=2, per_device_train_batch_size=8, eval_strategy="steps", eval_steps=1)
+    trained_first = Trainer(model=Model(), args=args, train_dataset=Data(), eval_dataset=Data(8))
+    trained_first.train()
+    assert not any("eval_model_preparation_time" in h for h in trained_first.state.log_history)
+    assert "eval_model_preparation_time" not in trained_first.evaluate()
+    assert not hasattr(trained_first, "model_preparation_time")
+
+    # The first prediction prepares the model and records the seconds; every later evaluation reports them.
+    trainer = Trainer(model=Model(), args=args, train_dataset=Data(), eval_dataset=Data(8))
+    seconds = trainer.predict(Data(8)).metrics["test_model_preparation_time"]
+    assert seconds == trainer.model_preparation_time >= 0
+    assert trainer.evaluate()["eval_model_preparation_time"] == seconds
+    trainer.train()
+    logged = [h["eval_model_preparation_time"] for h in trainer.state.log_history if "eval_loss" in h]
+    assert logged == [seconds, seconds]
+
+
+class Seen(Model):
+    """Keeps the batches of the current accumulation window."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.window: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    def forward(self, x, labels=None):
+        if self.training:
+            self.window.append((x.detach().clone(), labels.detach().clone()))
+        return super().forward(x, labels)
+
+
+class WindowCheck(TrainerCallback):
+    """At each optimizer step: the gradient is the mean of the window's micro-batch gradients (transformers'
+    division by the window's own size), and the window's mean loss, which the step logs."""
+
+    def __init__(self) -> None:
+        self.windows: list[int] = []
+        self.mean_losses: list[float] = []
+
+    def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
+        weight = model.linear.weight.detach().clone().requires_grad_()
+        bias = model.linear.bias.detach().clone()
+        losses = [nn.functional.mse_loss((x @ weight.T + bias).squeeze(-1), y) for x, y in model.window]
+        mean = torch.stack(losses).mean()
+        mean.backward()
+        torch.testing.assert_close(model.linear.weight.grad, weight.grad)
+        self.windows.append(len(model.window))
+        self.mean_losses.append(mean.detach().item())
+        model.window.clear()
+
+
+@pytest.mark.parametrize("through_accelerate", [False, True])
+def test_an_epochs_last_short_accumulation_window_is_averaged_over_its_own_batches(
+    make_args, monkeypatch, through_accelerate
+):
+    if through_accelerate:  # accelerate's loader, accumulate() and backward() instead of the loop's own
+        from trainer import _data, _loop
+
+        monkeypatch.setattr(_data, "accelerate_only_forwards", lambda accelerator: False)
+        monkeypatch.setattr(_loop, "accelerate_only_forwards", lambda accelerator: False)
+    check = WindowCheck()
+    # 20 examples in batches of 3: 7 batches an epoch, windows of 3, 3 and 1.
+    args = make_args(num_train_epochs=2, per_device_train_batch_size=3, gradient_accumulation_steps=3,
+                     logging_steps=1, max_grad_norm=0, learning_rate=0.05, optim="sgd")  # fmt: skip
+    trainer = Trainer(model=Seen(), args=args, train_dataset=Data(20), callbacks=[check])
+    trainer.train()
+    assert trainer._plain_backward is not through_accelerate
+    assert check.windows == [3, 3, 1, 3, 3, 1]
+    assert trainer.current_gradient_accumulation_steps == 1
+    logged = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    assert logged == pytest.approx(check.mean_losses, abs=1e-4)

@@ -120,6 +120,14 @@ def test_ratio_steps_are_kept_as_floats():
     assert (args.eval_steps, args.save_steps, args.logging_steps) == (0.1, 0.2, 0.05)
 
 
+def test_eval_steps_0_falls_back_on_logging_steps_as_none_does():
+    # transformers treats eval_steps=0 as unset: evaluate every logging_steps.
+    args = TrainingArguments(eval_strategy="steps", eval_steps=0, logging_steps=10)
+    assert args.eval_steps == 10
+    assert args.replace(logging_steps=20).eval_steps == 20
+    assert TrainingArguments(eval_strategy="epoch", eval_steps=0).eval_steps == 0  # unused there, kept as given
+
+
 def test_best_model_defaults():
     args = TrainingArguments(eval_strategy="epoch", save_strategy="epoch", load_best_model_at_end=True)
     assert args.metric_for_best_model == "loss"
@@ -161,7 +169,7 @@ def test_best_model_defaults():
         ({"warmup_steps": 2.5}, ["warmup_steps", "2.5", "pass 2 or 3"]),
         ({"logging_steps": 10.5}, ["logging_steps", "10.5"]),
         ({"save_steps": -5}, ["save_steps", "-5"]),
-        ({"eval_steps": 0}, ["eval_steps", "got 0"]),
+        ({"eval_steps": -1}, ["eval_steps", "got -1"]),
         ({"eval_steps": "10"}, ["eval_steps", "'10'"]),
         ({"eval_delay": -1}, ["eval_delay"]),
         ({"eval_strategy": "sometimes"}, ["eval_strategy", "'sometimes'", "'steps'", "'epoch'"]),
@@ -200,6 +208,10 @@ def test_best_model_defaults():
         (
             {"eval_strategy": "steps", "logging_steps": 0, "logging_strategy": "no"},
             ["eval_strategy='steps'", "eval_steps"],
+        ),
+        (
+            {"eval_strategy": "steps", "eval_steps": 0, "logging_steps": 0, "logging_strategy": "no"},
+            ["eval_strategy='steps'", "eval_steps=0"],
         ),
         (
             {"save_strategy": "best", "metric_for_best_model": "loss"},
