@@ -85,7 +85,7 @@ def _key(what: str, expected: str, example: str | None = None, **kwargs: Any) ->
 def _known_backend(name: str) -> str:
     names = backend_names()
     if name.lower() in names:
-        return name.lower()  # `backend: Optuna` as hyperparameter_search(backend="Optuna") takes it
+        return name.lower()  # a name in any case, as hyperparameter_search(backend=...) takes it
     if name not in names:
         close = difflib.get_close_matches(name, names, n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
