@@ -86,6 +86,40 @@ def test_interrupted_trial_is_retried_and_does_not_use_the_budget(tmp_path):
     assert sorted(r.number for r in records) == sorted(t.number for t in finished)  # interrupted stays out
 
 
+def test_a_second_ctrl_c_while_the_interrupted_trial_is_queued_again_loses_no_trial(tmp_path, monkeypatch):
+    """Ctrl-C in trial 1, then another Ctrl-C while its parameters are being queued again: the queueing completes
+    (the second Ctrl-C is held off), so a rerun still trains it and finishes exactly n_trials."""
+    import os
+    import signal
+
+    from hpsearch.backends.optuna import _storage
+
+    class Interrupt(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            if args.run_name == "run-1" and state.global_step == 2:
+                raise KeyboardInterrupt
+
+    real = _storage.requeue
+
+    def requeue_under_a_second_ctrl_c(study, number, params):
+        os.kill(os.getpid(), signal.SIGINT)
+        real(study, number, params)
+
+    monkeypatch.setattr(_storage, "requeue", requeue_under_a_second_ctrl_c)
+    storage = f"sqlite:///{tmp_path}/study.db"
+    kwargs = dict(hp_space=SPACE, n_trials=3, backend="optuna", storage=storage, study_name="s",
+                  load_if_exists=True, compute_objective="eval_loss")
+    out = tmp_path / "out"
+    hpsearch.hyperparameter_search(_trainer(out, callbacks=[Interrupt()]), **kwargs)
+    monkeypatch.setattr(_storage, "requeue", real)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
+    hpsearch.hyperparameter_search(_trainer(out), **kwargs)
+    study = optuna.load_study(study_name="s", storage=storage)
+    assert len([t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]) == 3
+    retry = next(t for t in study.trials if t.user_attrs.get("hpsearch_retry_of") == 1)
+    assert retry.params == study.trials[1].params and retry.state == optuna.trial.TrialState.COMPLETE
+
+
 @pytest.mark.parametrize("moment", ["sampling", "storing"])
 def test_ctrl_c_outside_a_trials_training_also_queues_it_again(tmp_path, monkeypatch, moment):
     """Ctrl-C while the trial's parameters are suggested, or after it trained and before its record is stored in

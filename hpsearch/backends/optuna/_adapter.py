@@ -289,8 +289,7 @@ class OptunaBackend(SearchBackend):
                 # of the results (Optuna marks it FAIL), and its parameters are queued again for a rerun to train.
                 pending.pop(optuna_trial.number, None)
                 self._interrupted.add(optuna_trial.number)
-                optuna_trial.set_user_attr(_storage.INTERRUPTED_ATTR, True)
-                _storage.requeue(study, optuna_trial.number, optuna_trial.params)
+                _storage.queue_interrupted(study, optuna_trial)
                 raise
             if record.state is TrialState.FAIL:
                 raise _Failed(record.error or "failed")

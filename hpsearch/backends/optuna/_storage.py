@@ -139,6 +139,24 @@ def requeue(study: Any, number: int, params: Mapping[str, Any]) -> None:
     study.enqueue_trial(dict(params), user_attrs={RETRY_OF_ATTR: number}, skip_if_exists=False)
 
 
+def queue_interrupted(study: Any, optuna_trial: Any) -> None:
+    """Mark a trial Ctrl-C interrupted (it stays out of the results) and queue its parameters again.
+
+    A second Ctrl-C in between is held off (the search stops anyway): landing after the mark and before the queueing,
+    it would leave a trial out of the results and never trained again, one trial short of the budget."""
+    import signal
+    import threading
+
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+    try:
+        optuna_trial.set_user_attr(INTERRUPTED_ATTR, True)
+        requeue(study, optuna_trial.number, optuna_trial.params)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
 def _requeue_stale(study: Any, frozen: Any) -> None:
     """Optuna's heartbeat callback: a trial whose driver stopped beating was failed; queue its parameters again."""
     requeue(study, frozen.number, frozen.params)
