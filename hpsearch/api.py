@@ -408,8 +408,15 @@ def _check_earlier_search(output_dir: str, adapter: SearchBackend) -> None:
     else:
         if not earlier.records:
             return
-        what = (f"an earlier search ({len(earlier.records)} trials, backend={earlier.backend!r}, objective "
-                f"{earlier.objective!r})")
+        if all(r.extra.get("config_error") for r in earlier.records):
+            # It stopped at once on a setting no trial can satisfy (a misspelt metric name) and holds nothing else:
+            # the leftovers of a setup mistake, which the corrected search replaces.
+            logger.warning("output_dir=%r holds a search that stopped on a setting error (%s); this search "
+                           "replaces it.", output_dir, earlier.records[-1].error)
+            return
+        count = len(earlier.records)
+        what = (f"an earlier search ({count} trial{'s' if count != 1 else ''}, backend={earlier.backend!r}, "
+                f"objective {earlier.objective!r})")
         stored = {"directions": earlier.directions, "objective": earlier.objective, "space": earlier.space}
         problems = identity_differences(stored, search_identity(adapter.settings))
         if earlier.backend != adapter.name:

@@ -330,6 +330,24 @@ def test_a_metric_no_evaluation_produces_stops_the_search_at_once(tmp_path):
     assert len(built) == 1  # one trial, not max_failed_trials of them
 
 
+@pytest.mark.parametrize("backend", ["optuna", "random"])
+def test_the_corrected_search_replaces_one_that_stopped_on_a_misspelt_metric(tmp_path, caplog, backend):
+    """A first run with a misspelt metric stops at its first evaluation; rerun with the right name in the same
+    output_dir, it is not refused as "an earlier search" (which held nothing but that setup mistake)."""
+    out = tmp_path / "out"
+    with pytest.raises(SearchConfigError, match="not among the evaluation metrics"):
+        hpsearch.hyperparameter_search(_trainer(out), hp_space=SPACE, n_trials=2, backend=backend,
+                                       compute_objective="eval_acc")
+    assert [r.extra.get("config_error") for r in SearchResult.load(out).records] == [True]
+    with caplog.at_level("WARNING", logger="hpsearch.api"):
+        best = hpsearch.hyperparameter_search(_trainer(out), hp_space=SPACE, n_trials=2, backend=backend,
+                                              compute_objective="eval_accuracy", direction="maximize")
+    assert "stopped on a setting error" in caplog.text
+    result = SearchResult.load(out)
+    assert result.objective == "eval_accuracy" and len(result.records) == 2
+    assert all(r.state is TrialState.COMPLETE for r in result.records) and best.objective is not None
+
+
 def test_hp_space_and_hp_name_that_raise_on_a_later_trial_fail_only_that_trial(tmp_path):
     def hp_space(trial):
         if trial.number == 1:
