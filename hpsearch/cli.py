@@ -420,10 +420,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exit_:  # usage errors (2) and --help (0), as an exit code rather than an exception
         return int(exit_.code or 0) if not isinstance(exit_.code, str) else EXIT_CONFIG
     try:
-        return int(args.handler(args))
+        code = int(args.handler(args))
+        sys.stdout.flush()  # a closed pipe shows here, where it is handled below, not at the interpreter's exit
+        return code
     except SearchConfigError as error:  # includes ConfigError and BackendNotAvailable's config cousins
         print(f"hpsearch: error: {_shorten(str(error))}", file=sys.stderr)
         return EXIT_CONFIG
     except BackendNotAvailable as error:
         print(f"hpsearch: error: {_shorten(str(error))}", file=sys.stderr)
         return EXIT_CONFIG
+    except BrokenPipeError:
+        # The reader of the output went away (`hpsearch report ... --markdown | head`): stop quietly, and keep the
+        # interpreter's own flush at exit from failing on the same closed pipe.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1

@@ -391,6 +391,19 @@ def test_report_compares_several_searches(example_run, tmp_path, capsys):
     assert f"Report: {target}" in capsys.readouterr().out
 
 
+def test_report_into_a_pipe_closed_early_exits_quietly(tmp_path):
+    """`hpsearch report A --markdown | head -1`: the reader goes away; no BrokenPipeError traceback."""
+    folder = synthetic(tmp_path / "search")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "hpsearch", "report", str(folder), "--markdown"], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None
+    proc.stdout.close()  # the reader is gone before anything is printed (as `head` once it has its lines)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1
+    assert b"Traceback" not in err and b"BrokenPipeError" not in err, err.decode()
+
+
 def test_report_markdown_to_stdout(example_run, capsys):
     _, out = example_run
     assert main(["report", str(out), "--markdown"]) == 0
