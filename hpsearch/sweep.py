@@ -84,13 +84,11 @@ def _key(what: str, expected: str, example: str | None = None, **kwargs: Any) ->
 
 def _known_backend(name: str) -> str:
     names = backend_names()
-    if name.lower() in names:
-        return name.lower()  # a name in any case, as hyperparameter_search(backend=...) takes it
-    if name not in names:
-        close = difflib.get_close_matches(name, names, n=1)
-        hint = f"did you mean {close[0]!r}? " if close else ""
-        raise ValueError(f"unknown backend {name!r}; {hint}use one of {', '.join(names)}.")
-    return name
+    if name.lower() in names:  # in any case, as hyperparameter_search(backend=...) takes it
+        return name.lower()
+    close = difflib.get_close_matches(name, names, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    raise ValueError(f"unknown backend {name!r}; {hint}use one of {', '.join(names)}.")
 
 
 _ImportPath = Annotated[StrictStr, Field(pattern=r"^[^:\s]+:[^:\s]+$")]
