@@ -123,7 +123,7 @@ def _fmt(value: Any, digits: int = 2) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="every benchmark's --quick mode")
-    parser.add_argument("--only", default=None, help="comma-separated benchmark names")
+    parser.add_argument("--only", default=None, help=f"comma-separated benchmark names, of: {', '.join(BENCHMARKS)}")
     parser.add_argument("--timeout", type=float, default=None, help="seconds per benchmark (default: none)")
     parser.add_argument("--out", default=None, help="folder for each benchmark's full output")
     opts = parser.parse_args(argv)
