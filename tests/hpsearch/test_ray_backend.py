@@ -238,6 +238,11 @@ def test_bad_kwarg_types_are_named(tmp_path):
     trainer = rc.make_trainer(str(tmp_path / "out"))
     with pytest.raises(SearchConfigError, match="resources_per_trial"):
         hyperparameter_search(trainer, hp_space=_space(), backend="ray", resources_per_trial={"cpu": -1})
+    # NaN passed `value < 0` and Tune then waited for ever for "nan CPUs"; nothing at all failed in Tune, late.
+    with pytest.raises(SearchConfigError, match=r"resources_per_trial\['cpu'\]=nan: .*finite number"):
+        hyperparameter_search(trainer, hp_space=_space(), backend="ray", resources_per_trial={"cpu": float("nan")})
+    with pytest.raises(SearchConfigError, match=r"resources_per_trial=\{'cpu': 0\} asks for nothing"):
+        hyperparameter_search(trainer, hp_space=_space(), backend="ray", resources_per_trial={"cpu": 0})
     with pytest.raises(SearchConfigError, match="scope"):
         hyperparameter_search(trainer, hp_space=_space(), backend="ray", scope="best-ever")
 

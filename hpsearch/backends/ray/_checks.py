@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -37,11 +38,16 @@ def validate(kw: Mapping[str, Any], settings: TrialSettings, conditional: set[st
             )
         for key, value in resources.items():
             if not isinstance(key, str) or isinstance(value, bool) or not isinstance(value, int | float) \
-                    or value < 0:
+                    or not math.isfinite(value) or value < 0:
                 raise SearchConfigError(
-                    f"resources_per_trial[{key!r}]={value!r}: each resource must be a number >= 0 "
+                    f"resources_per_trial[{key!r}]={value!r}: each resource must be a finite number >= 0 "
                     "(fractional GPUs such as 0.5 are allowed)."
                 )
+        if not any(resources.values()):
+            raise SearchConfigError(
+                f"resources_per_trial={dict(resources)!r} asks for nothing, and a trial needs some resource to be "
+                "placed; ask for at least part of one, e.g. {'cpu': 1}."
+            )
     for key, minimum in (("max_concurrent_trials", 1), ("max_failures", -1), ("keep_checkpoints_num", 1),
                          ("workers_per_trial", 1)):
         value = kw.get(key)
