@@ -51,6 +51,8 @@ class Connection:
 
     opened: bool
     mode_before: str | None = None
+    #: The search started this Ray on this machine: its resources are all it will ever have (no autoscaler).
+    local: bool = False
 
     def close(self) -> None:
         """Disconnect a driver this search connected (a cluster keeps running; a local Ray stops) and restore
@@ -77,20 +79,28 @@ def connect(address: str | None) -> Connection:
         return Connection(opened=False)
     connection = Connection(opened=True, mode_before=os.environ.get(_MODE))
     try:
-        if address is None:
+        if address is None and _auto_address() is None:
             ray.init(num_cpus=os.cpu_count(), include_dashboard=False, _node_ip_address="127.0.0.1",
                      log_to_driver=False, configure_logging=False)
+            connection.local = True
             return connection
+        # No address but a running Ray (RAY_ADDRESS, as `ray job submit` sets it, or the last `ray start` here):
+        # joined as "auto" joins it (ray.init refuses a local Ray's num_cpus when it finds a cluster to join).
+        given, address = address, address or "auto"
         target = _auto_address() if address == "auto" else address if direct else None
         if target is not None:
             _prepare_token_auth(target)
         try:
             ray.init(address=address, log_to_driver=False, configure_logging=False)
         except Exception as error:  # Ray raises ConnectionError, RuntimeError, ValueError, AuthenticationError...
+            where = (f"address={address!r}" if given is not None else
+                     f"address unset, and RAY_ADDRESS or the last `ray start` here name the Ray at {target!r}")
+            fix = ("leave address unset to start a local Ray" if given is not None else
+                   "unset RAY_ADDRESS (or stop that cluster) to start a local Ray, or pass address")
             raise SearchConfigError(
-                f"address={address!r}: could not connect to a Ray cluster ({type(error).__name__}: "
-                f"{_first_line(error)}). Start one with `ray start --head`, or leave address unset to start a "
-                f"local Ray. If the cluster uses token authentication (Ray's default): {_token_fix()}"
+                f"{where}: could not connect to a Ray cluster ({type(error).__name__}: {_first_line(error)}). Start "
+                f"one with `ray start --head`, or {fix}. If the cluster uses token authentication (Ray's default): "
+                f"{_token_fix()}"
             ) from error
     except BaseException:
         connection.close()
