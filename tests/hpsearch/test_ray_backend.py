@@ -78,6 +78,28 @@ def test_dead_worker_is_retried_from_its_checkpoint(ray_cluster, tmp_path):
     assert record.last_step == 69
 
 
+def test_without_an_address_a_search_joins_the_ray_that_ray_address_names(ray_cluster, tmp_path):
+    """A script run by `ray job submit` has RAY_ADDRESS set and passes no address: the search joins that cluster
+    (it failed with Ray's "num_cpus ... must not be provided" when it tried to start a local Ray there)."""
+    out = str(tmp_path / "out")
+    script = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(rc.ROOT)!r})
+        from hpsearch import hyperparameter_search
+        from spaces import Float
+        from tests.hpsearch import _ray_cluster as rc
+        best = hyperparameter_search(rc.make_trainer({out!r}), hp_space={{"learning_rate": Float(1e-3, 1e-1, log=True)}},
+                                     compute_objective="eval_accuracy", n_trials=1, direction="maximize",
+                                     backend="ray")
+        print("trials", len(best.run_summary.records))
+    """)
+    env = {**rc.cluster_env(), "RAY_ADDRESS": ray_cluster.address}
+    proc = subprocess.run([sys.executable, "-c", script], env=env, cwd=str(rc.ROOT), capture_output=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-3000:]
+    assert "trials 1" in proc.stdout.decode()
+
+
 @pytest.mark.parametrize("tune_reads_results", [True, False], ids=["results-read", "results-unreadable"])
 def test_interrupted_experiment_resumes_without_rerunning_finished_trials(ray_cluster, tmp_path, monkeypatch,
                                                                           tune_reads_results):
@@ -245,6 +267,9 @@ def test_bad_kwarg_types_are_named(tmp_path):
         hyperparameter_search(trainer, hp_space=_space(), backend="ray", resources_per_trial={"cpu": 0})
     with pytest.raises(SearchConfigError, match="scope"):
         hyperparameter_search(trainer, hp_space=_space(), backend="ray", scope="best-ever")
+    for name in ("..", ".", "a/b"):  # the experiment's folder under storage_path
+        with pytest.raises(SearchConfigError, match=r"name must be a non-empty string \(a folder name"):
+            hyperparameter_search(trainer, hp_space=_space(), backend="ray", name=name)
 
 
 def test_n_trials_is_the_budget_of_a_grid_space_and_mixed_spaces_are_refused(tmp_path):
@@ -268,6 +293,19 @@ def test_n_trials_is_the_budget_of_a_grid_space_and_mixed_spaces_are_refused(tmp
         hyperparameter_search(trainer, hp_space={"learning_rate": tune.uniform(0.001, 0.01),
                                                  "hidden": Categorical([8, 16])}, n_trials=2, backend="ray")
     assert not out.exists()
+
+
+def test_a_trial_too_big_for_every_node_of_a_local_ray_is_refused(tmp_path):
+    """No node of the Ray the search started can hold {'cpu': 64}: Tune would wait for such a node for ever (nothing
+    can add one), so the search stops with the reason and leaves nothing behind."""
+    import ray
+
+    assert not ray.is_initialized()  # a Ray this search starts, not a cluster an earlier test joined
+    out = tmp_path / "out"
+    with pytest.raises(SearchConfigError, match=r"resources_per_trial=\{'cpu': 64\}: no node .* has that much .*'CPU'"):
+        hyperparameter_search(rc.make_trainer(str(out)), hp_space=_space(), n_trials=1, backend="ray",
+                              resources_per_trial={"cpu": 64})
+    assert not ray.is_initialized() and not out.exists()
 
 
 def test_unpicklable_trainer_piece_is_named(tmp_path):

@@ -218,6 +218,7 @@ class RayBackend(SearchBackend):
                     tune.with_parameters(distributed_trainable, workers=spec), {"memory": _DRIVER_MEMORY}
                 )
             else:
+                _checks.check_fits(resources, connection.local)
                 runnable = tune.with_resources(tune.with_parameters(trainable, settings=self.settings), resources)
             storage, name = self._storage()
             resume = kw.get("resume")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 from collections.abc import Mapping
@@ -11,6 +12,8 @@ from ...errors import SearchConfigError
 
 if TYPE_CHECKING:
     from ...settings import TrialSettings
+
+logger = logging.getLogger(__name__)
 
 #: Ray's ``scope`` (which results are a trial's objective) as the shared ``objective_scope``.
 SCOPES = {"last": "last", "all": "best", "avg": "avg", "last-5-avg": "last-5-avg", "last-10-avg": "last-10-avg"}
@@ -60,7 +63,9 @@ def validate(kw: Mapping[str, Any], settings: TrialSettings, conditional: set[st
         raise SearchConfigError(f"time_budget_s must be a positive number of seconds, got {budget!r}.")
     for key in ("name", "checkpoint_score_attr"):
         value = kw.get(key)
-        if value is not None and (not isinstance(value, str) or not value or (os.sep in value and key == "name")):
+        folder = key == "name" and isinstance(value, str) and (os.sep in value or value in (".", ".."))
+        if value is not None and (not isinstance(value, str) or not value or folder):
+            # name is the experiment's folder under storage_path: "." or ".." would put Tune's files beside others.
             raise SearchConfigError(f"{key} must be a non-empty string (a folder name for name), got {value!r}.")
     storage = kw.get("storage_path")
     if storage is not None and (not isinstance(storage, str | os.PathLike) or not os.fspath(storage)):
@@ -197,3 +202,24 @@ def check_picklable(settings: TrialSettings) -> None:
                 f"The search's {field.name} cannot be pickled, so it cannot be sent to Ray workers: {error}."
             ) from error
     raise SearchConfigError(f"The trainer cannot be pickled for Ray workers: {first}") from first
+
+
+def check_fits(resources: Mapping[str, Any], local: bool) -> None:
+    """A trial's ``resources_per_trial`` must fit on one node, or Tune waits for such a node for ever: refused for a
+    local Ray the search started (nothing can add a node to it), a warning on a cluster (an autoscaler may)."""
+    import ray
+
+    wanted = {_RAY_NAMES.get(key.lower(), key): float(value) for key, value in resources.items() if value}
+    nodes = [node.get("Resources", {}) for node in ray.nodes() if node.get("Alive")]
+    if not nodes or any(all(node.get(k, 0.0) >= v for k, v in wanted.items()) for node in nodes):
+        return
+    most = {k: max(node.get(k, 0.0) for node in nodes) for k in wanted}
+    problem = (f"resources_per_trial={dict(resources)!r}: no node of the Ray cluster has that much for one trial "
+               f"(the most one node has: {most})")
+    if local:
+        raise SearchConfigError(f"{problem}; ask for at most that (a trial runs on one node).")
+    logger.warning("%s; its trials wait until a node that has it joins the cluster.", problem)
+
+
+#: resources_per_trial's names as Ray's nodes report them.
+_RAY_NAMES = {"cpu": "CPU", "gpu": "GPU"}
