@@ -132,7 +132,7 @@ class Trainer(TrainerHelpers):
         tokenizer: Any = None,
     ) -> None:
         if args is None:
-            args = TrainingArguments(output_dir="trainer_output")
+            args = TrainingArguments(output_dir="tmp_trainer")  # transformers' folder for a Trainer given no args
         if not isinstance(args, TrainingArguments):
             raise TypeError(f"args must be a trainer.TrainingArguments, got {type(args).__name__}.")
         self.args = args
@@ -570,6 +570,13 @@ class Trainer(TrainerHelpers):
         _saving.save_metrics(self, split, metrics, combined)
 
     # ------------------------------------------------------------------ saving
+    def push_to_hub(self, *args: Any, **kwargs: Any) -> Any:
+        """Refused: this trainer does not push to the Hugging Face Hub (see README, differences)."""
+        raise NotImplementedError(
+            "Trainer.push_to_hub: this trainer does not push to the Hugging Face Hub; save the model with "
+            "trainer.save_model(folder) and upload that folder with huggingface_hub (HfApi().upload_folder)."
+        )
+
     def save_model(self, output_dir: str | None = None) -> None:
         """Write the model's weights (safetensors) and the training arguments to ``output_dir``."""
         ckpt.save_model(self, output_dir if output_dir is not None else self.args.output_dir)

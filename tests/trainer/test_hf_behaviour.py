@@ -326,3 +326,16 @@ def test_an_epochs_last_short_accumulation_window_is_averaged_over_its_own_batch
     assert trainer.current_gradient_accumulation_steps == 1
     logged = [h["loss"] for h in trainer.state.log_history if "loss" in h]
     assert logged == pytest.approx(check.mean_losses, abs=1e-4)
+
+
+def test_a_trainer_given_no_arguments_writes_to_tmp_trainer_and_push_to_hub_is_refused_with_the_fix(monkeypatch,
+                                                                                                     tmp_path):
+    import transformers
+
+    monkeypatch.chdir(tmp_path)
+    ours = Trainer(model=Model())
+    theirs = transformers.Trainer(model=Model())
+    assert ours.args.output_dir == theirs.args.output_dir == "tmp_trainer"
+    with pytest.raises(NotImplementedError, match=r"does not push to the Hugging Face Hub; save the model with "
+                                                  r"trainer\.save_model"):
+        ours.push_to_hub("End of training")
