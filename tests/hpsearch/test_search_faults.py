@@ -110,9 +110,10 @@ def test_a_second_ctrl_c_while_the_interrupted_trial_is_queued_again_loses_no_tr
     kwargs = dict(hp_space=SPACE, n_trials=3, backend="optuna", storage=storage, study_name="s",
                   load_if_exists=True, compute_objective="eval_loss")
     out = tmp_path / "out"
+    handler = signal.getsignal(signal.SIGINT)
     hpsearch.hyperparameter_search(_trainer(out, callbacks=[Interrupt()]), **kwargs)
     monkeypatch.setattr(_storage, "requeue", real)
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
+    assert signal.getsignal(signal.SIGINT) is handler  # put back
     hpsearch.hyperparameter_search(_trainer(out), **kwargs)
     study = optuna.load_study(study_name="s", storage=storage)
     assert len([t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]) == 3

@@ -34,7 +34,7 @@ from ...settings import Option
 from ..base import SearchBackend
 from . import _checks, _driver
 from ._connect import Connection, connect
-from ._space import check_native_values, convert_space, grid_samples
+from ._space import check_native_values, convert_space
 
 if TYPE_CHECKING:
     from spaces import SearchSpace
@@ -201,7 +201,6 @@ class RayBackend(SearchBackend):
         from ._worker import trainable
 
         kw = self.kwargs
-        samples = grid_samples(native_space, session.n_trials)  # before Ray starts: it may refuse the budget
         connection = self._connect()
         recorder = _driver.Recorder(self.settings, session)
         _driver.set_current(recorder)
@@ -244,7 +243,7 @@ class RayBackend(SearchBackend):
                 tuner = tune.Tuner(
                     runnable,
                     param_space=dict(native_space),
-                    tune_config=self._tune_config(samples, limit, searcher),
+                    tune_config=self._tune_config(session.n_trials, limit, searcher),
                     run_config=self._run_config(storage, name),
                 )
             grid = tuner.fit()
@@ -268,8 +267,9 @@ class RayBackend(SearchBackend):
         return BasicVariantGenerator(points_to_evaluate=points, max_concurrent=limit or 0,
                                      random_state=np.random.default_rng(self.settings.trainer.args.seed))
 
-    def _tune_config(self, samples: int, limit: int | None, searcher: Any = None) -> Any:
-        """``samples``: Tune's num_samples, the number of trials (of grid points, for a space with a grid)."""
+    def _tune_config(self, n_trials: int, limit: int | None, searcher: Any = None) -> Any:
+        """``n_trials`` is Tune's num_samples, as transformers passes it: a space with ``tune.grid_search`` values runs
+        every combination once per sample (n_trials x combinations trials)."""
         from ray import tune
         from ray.tune.search.basic_variant import BasicVariantGenerator
 
@@ -280,7 +280,7 @@ class RayBackend(SearchBackend):
         return tune.TuneConfig(
             metric="objective",
             mode="max" if self.settings.directions[0] == "maximize" else "min",
-            num_samples=samples,
+            num_samples=n_trials,
             scheduler=kw.get("scheduler"),
             search_alg=search_alg,
             max_concurrent_trials=None if own_random else limit,

@@ -18,7 +18,7 @@ from ...errors import SearchConfigError
 if TYPE_CHECKING:
     from spaces import SearchSpace
 
-__all__ = ["check_native_values", "convert_space", "grid_samples"]
+__all__ = ["check_native_values", "convert_space"]
 
 _MAX_GRID = 10_000
 
@@ -100,32 +100,6 @@ class _ConditionalSample:
         if not self.space.is_active(self.name, active):
             return None
         return self.native.sample() if isinstance(self.native, Domain) else self.native
-
-
-def _grid(value: Any) -> list[Any] | None:
-    """The points of a ``tune.grid_search([...])`` (a plain ``{"grid_search": [...]}`` dict), else None."""
-    if isinstance(value, Mapping) and set(value) == {"grid_search"}:
-        return list(value["grid_search"])
-    return None
-
-
-def grid_samples(native_space: Any, n_trials: int) -> int:
-    """Tune's ``num_samples`` for ``n_trials`` trials: Tune runs every grid point once per sample, so a space with
-    grids takes ``n_trials / points`` samples, and an ``n_trials`` that is no multiple of the grid is refused."""
-    points = 1
-    for value in (native_space or {}).values():
-        grid = _grid(value)
-        if grid is not None:
-            points *= max(len(grid), 1)
-    if points == 1:
-        return n_trials
-    if n_trials % points:
-        raise SearchConfigError(
-            f"n_trials={n_trials} with a hp_space whose tune.grid_search values make {points} combinations: Tune runs "
-            f"every combination once per sample, so n_trials must be a multiple of {points} (e.g. n_trials={points} "
-            f"runs the grid once)."
-        )
-    return n_trials // points
 
 
 def check_native_values(native: Mapping[str, Any]) -> None:
