@@ -102,10 +102,7 @@ def build_object(spec: Mapping[str, Any], modules: Sequence[str], *keys: Any) ->
         cls = None
         available: list[str] = []
         for module_name in modules:
-            try:
-                module = importlib.import_module(module_name)
-            except ImportError as error:
-                raise Problem(f"cannot import {module_name} ({error}); install the backend.", *keys) from None
+            module = _option_module(module_name, *keys)
             cls = getattr(module, name, None)
             if inspect.isclass(cls):
                 break
@@ -134,14 +131,19 @@ def build_object(spec: Mapping[str, Any], modules: Sequence[str], *keys: Any) ->
         raise Problem(f"{name}({args}) failed: {message}{hint}", *where) from None
 
 
+def _option_module(module_name: str, *keys: Any) -> Any:
+    """One of the modules an option's classes come from (a backend's), or a `Problem` saying to install it."""
+    try:
+        return importlib.import_module(module_name)
+    except ImportError as error:
+        raise Problem(f"cannot import {module_name} ({error}); install the backend.", *keys) from None
+
+
 def _classes_of(modules: Sequence[str], *keys: Any) -> list[type]:
     """The classes the modules export (their bases first, as ``issubclass`` of any of them is what counts)."""
     found: list[type] = []
     for module_name in modules:
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError as error:
-            raise Problem(f"cannot import {module_name} ({error}); install the backend.", *keys) from None
+        module = _option_module(module_name, *keys)
         for attr in getattr(module, "__all__", dir(module)):
             value = getattr(module, attr, None)
             if inspect.isclass(value) and value is not object and value not in found:
