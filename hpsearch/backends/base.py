@@ -138,6 +138,8 @@ class SearchBackend(abc.ABC):
                 f"--resume: the {cls.name} backend cannot resume a search; pass --fresh instead to start over, or use "
                 "a backend that can (optuna with a storage, ray, sigopt)."
             )
+        if resume and "resume" in cls.option_names():  # a backend whose own option says "continue the search"
+            options["resume"] = True
         return options
 
     @classmethod
@@ -168,8 +170,9 @@ class SearchBackend(abc.ABC):
 
     def continues_earlier_run(self) -> bool:
         """Whether these options continue the earlier search whose results are in output_dir (a resume), which
-        then adopts them; otherwise a search.json there belongs to another search and is not written over."""
-        return False
+        then adopts them; otherwise a search.json there belongs to another search and is not written over.
+        By default, the backend's own ``resume`` option where it declares one."""
+        return "resume" in self.option_names() and bool(self.kwargs.get("resume"))
 
     def validate(self) -> None:  # noqa: B027 - an optional hook, a no-op unless a backend needs checks
         """Backend-specific checks of the options against the settings (e.g. a pruner needs evaluations)."""

@@ -99,15 +99,6 @@ class RayBackend(SearchBackend):
             "per_device_train_batch_size": tune.choice([4, 8, 16, 32, 64]),
         }
 
-    @classmethod
-    def sweep_options(cls, options: dict[str, Any], *, resume: bool, sweep_name: str) -> dict[str, Any]:
-        if resume:
-            options["resume"] = True
-        return options
-
-    def continues_earlier_run(self) -> bool:
-        return bool(self.kwargs.get("resume"))
-
     # ------------------------------------------------------------------ checks
     def validate(self) -> None:
         conditional = {n for n in self.settings.space if self.settings.space[n].is_conditional} \

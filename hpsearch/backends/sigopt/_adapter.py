@@ -80,15 +80,6 @@ class SigOptBackend(SearchBackend):
             },
         ]
 
-    @classmethod
-    def sweep_options(cls, options: dict[str, Any], *, resume: bool, sweep_name: str) -> dict[str, Any]:
-        if resume:
-            options["resume"] = True
-        return options
-
-    def continues_earlier_run(self) -> bool:
-        return bool(self.kwargs.get("resume"))
-
     # ------------------------------------------------------------------ checks
     def validate(self) -> None:
         kw = self.kwargs
