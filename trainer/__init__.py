@@ -13,7 +13,9 @@ from ._callbacks import (
     TrainerControl,
     TrainerState,
 )
+from ._checkpoint import get_last_checkpoint
 from ._debug import DebugUnderflowOverflow
+from ._distributed_utils import DistributedTensorGatherer, torch_distributed_zero_first
 from ._integrations import (
     JsonlCallback,
     MLflowCallback,
@@ -46,6 +48,7 @@ __all__ = [
     "CallbackHandler",
     "DataclassArgumentParser",
     "DebugUnderflowOverflow",
+    "DistributedTensorGatherer",
     "DefaultFlowCallback",
     "EarlyStoppingCallback",
     "EvalPrediction",
@@ -71,7 +74,9 @@ __all__ = [
     "create_optimizer",
     "default_data_collator",
     "enable_full_determinism",
+    "get_last_checkpoint",
     "get_reporting_integration_callbacks",
     "get_scheduler",
     "set_seed",
+    "torch_distributed_zero_first",
 ]

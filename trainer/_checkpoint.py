@@ -76,6 +76,9 @@ def sorted_checkpoints(output_dir: str) -> list[str]:
 
 
 def get_last_checkpoint(output_dir: str) -> str | None:
+    """The path of the ``checkpoint-<step>`` folder in ``output_dir`` with the highest step, None if it has none
+    (as transformers' ``trainer_utils.get_last_checkpoint``; a folder counts once its trainer_state.json is written,
+    so a checkpoint a kill left half-written is not picked)."""
     checkpoints = sorted_checkpoints(output_dir)
     return checkpoints[-1] if checkpoints else None
 
