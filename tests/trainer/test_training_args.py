@@ -478,3 +478,53 @@ def test_resolve_steps():
         args.resolve_steps(0.5, -1)
     with pytest.raises(ValueError, match="num_training_steps"):
         args.get_warmup_steps(None)
+
+
+# ---------------------------------------------------------------------------------------------- grouped setters
+def test_grouped_setters_set_their_fields_in_place_and_chain(tmp_path):
+    args = TrainingArguments(str(tmp_path))
+    same = (
+        args.set_training(learning_rate=1e-3, batch_size=16, weight_decay=0.1, num_epochs=2, max_steps=50,
+                          gradient_accumulation_steps=2, seed=7)
+        .set_evaluate(strategy="steps", steps=10, batch_size=4, accumulation_steps=2, delay=3, loss_only=True)
+        .set_save(strategy="epoch", total_limit=2)
+        .set_logging(strategy="steps", steps=5, first_step=True, level="info")
+        .set_optimizer(name="sgd", learning_rate=0.1, beta1=0.8, beta2=0.9, epsilon=1e-6, args="momentum=0.5")
+        .set_lr_scheduler(name="cosine", num_epochs=4, warmup_steps=3)
+        .set_dataloader(train_batch_size=3, eval_batch_size=6, drop_last=True, sampler_seed=5)
+    )
+    assert same is args
+    # set_lr_scheduler sets the training length again (max_steps back to its default -1), as in transformers.
+    assert (args.do_train, args.gradient_accumulation_steps, args.seed, args.max_steps) == (True, 2, 7, -1)
+    assert (args.eval_strategy, args.eval_steps, args.eval_accumulation_steps, args.eval_delay) == ("steps", 10, 2, 3)
+    assert args.do_eval and args.prediction_loss_only
+    assert (args.save_strategy, args.save_total_limit) == ("epoch", 2)
+    assert (args.logging_strategy, args.logging_steps, args.logging_first_step, args.log_level) == ("steps", 5, True, "info")
+    assert args.logging_nan_inf_filter is False  # transformers' setter default, unlike the constructor's
+    assert (args.optim, args.learning_rate, args.adam_beta1, args.adam_beta2, args.adam_epsilon) == ("sgd", 0.1, 0.8, 0.9, 1e-6)
+    assert args.optim_args == {"momentum": 0.5}
+    assert (args.lr_scheduler_type, args.num_train_epochs, args.warmup_steps) == ("cosine", 4, 3)
+    assert (args.per_device_train_batch_size, args.per_device_eval_batch_size) == (3, 6)
+    assert (args.dataloader_drop_last, args.data_seed) == (True, 5)
+    assert args.set_testing(batch_size=9).do_predict and args.per_device_eval_batch_size == 9
+    assert args.set_evaluate("no").do_eval is False
+    assert args.set_training(activation_checkpointing=True).gradient_checkpointing is True  # transformers 5's name
+
+
+def test_grouped_setters_validate_like_the_constructor_and_leave_refused_values_out(tmp_path):
+    args = TrainingArguments(str(tmp_path), eval_strategy="epoch")
+    before = args.to_dict()
+    with pytest.raises(ValueError, match="learning_rate"):
+        args.set_training(learning_rate=-1.0)
+    with pytest.raises(ValueError, match="save_strategy"):
+        args.set_save("sometimes")
+    with pytest.raises(ValueError, match=r"set_evaluate\(strategy='steps'\) needs a positive steps"):
+        args.set_evaluate("steps", steps=0)
+    with pytest.raises(ValueError, match=r"set_logging\(strategy='steps'\)"):
+        args.set_logging(IntervalStrategy.STEPS, steps=0)
+    with pytest.raises(NotImplementedError, match="does not push to the Hugging Face Hub"):
+        args.set_push_to_hub("me/model")
+    assert args.to_dict() == before
+    # Fields derived from others are derived again: eval_steps falls back on the new logging_steps.
+    args.set_logging(steps=7).set_evaluate("steps", steps=None)  # type: ignore[arg-type]
+    assert args.eval_steps == 7
