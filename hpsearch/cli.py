@@ -364,11 +364,37 @@ def _labels(dirs: Sequence[str]) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------- main
+def _versions() -> str:
+    """``hpsearch 0.1.0`` and a line per registered backend: its library's version, or how to install it (read
+    from the installed distributions; no backend is imported)."""
+    from . import __version__
+
+    lines = [f"hpsearch {__version__}"]
+    for name in backend_names():
+        backend = get_backend(name)
+        version = backend.version()
+        lines.append(f"  {name}: {version}" if version else f"  {name}: not installed ({backend.install_command})")
+    return "\n".join(lines)
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: the versions, one per line, looked up only when asked for."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: Any, values: Any, option: str | None = None) -> None:
+        print(_versions())
+        parser.exit()
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="hpsearch",
         description="Hyperparameter sweeps from a YAML file, and HTML/Markdown reports of their results.",
     )
+    parser.add_argument("--version", action=_VersionAction,
+                        help="print the versions of hpsearch and of each backend's library, and exit")
     commands = parser.add_subparsers(dest="command", required=True, metavar="{run,report,dashboard}")
     run_parser = commands.add_parser(
         "run", help="run the sweep a YAML file describes", description="Run a sweep and write its results and report.html."

@@ -465,3 +465,25 @@ def test_a_misspelt_metric_in_an_objective_list_stops_the_sweep_as_a_config_erro
     err = capsys.readouterr().err
     assert code == 2, err
     assert "objective 'eval_los' is not among the evaluation metrics" in err and "eval_loss" in err
+
+
+def test_version_names_hpsearch_and_every_backends_library(capsys, monkeypatch):
+    import hpsearch
+    from hpsearch.backends import _REGISTRY, backend_names
+    from hpsearch.backends.random import RandomBackend
+
+    class Missing(RandomBackend):
+        name = "missing"
+        requirement = "a_library_that_is_not_installed"
+        distribution = "a-library-that-is-not-installed"
+        install_command = "pip install a-library-that-is-not-installed"
+
+    monkeypatch.setitem(_REGISTRY, "missing", Missing)
+    assert main(["--version"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"hpsearch {hpsearch.__version__}"
+    import optuna
+
+    assert f"  optuna: {optuna.__version__}" in lines
+    assert "  missing: not installed (pip install a-library-that-is-not-installed)" in lines
+    assert [line.split(":")[0].strip() for line in lines[1:]] == backend_names()
