@@ -611,6 +611,26 @@ class EarlyStoppingCallback(TrainerCallback, ExportableState):
                 "eval_strategy='no'; set eval_strategy to 'steps' or 'epoch'."
             )
 
+    def check_metric_value(self, args, state, control, metric_value) -> None:
+        """Count ``metric_value`` against ``state.best_metric``: the counter goes back to 0 when the value is better
+        (by more than ``early_stopping_threshold``, in the direction ``args.greater_is_better`` gives), else up by one.
+
+        The trainer updates ``state.best_metric`` after ``on_evaluate``, so during training it is the best before
+        this evaluation. Called by `on_evaluate`; a subclass may override it to judge improvement another way.
+        """
+        value = float(metric_value)
+        best = state.best_metric
+        greater = getattr(args, "greater_is_better", None)
+        if greater is None:  # as TrainingArguments derives it
+            greater = not str(getattr(args, "metric_for_best_model", None) or "loss").endswith("loss")
+        better = best is None or (value > best if greater else value < best)
+        if better:
+            self.best_value = value  # the best seen so far, for inspection
+        if best is None or (better and abs(value - best) > self.early_stopping_threshold):
+            self.early_stopping_patience_counter = 0
+        else:
+            self.early_stopping_patience_counter += 1
+
     def on_evaluate(self, args, state, control, metrics=None, **kwargs):
         name = args.metric_for_best_model
         key = name if name.startswith("eval_") else f"eval_{name}"
@@ -621,18 +641,7 @@ class EarlyStoppingCallback(TrainerCallback, ExportableState):
                 sorted(metrics or {}),
             )
             return
-        value = float(metrics[key])
-        greater = args.greater_is_better if args.greater_is_better is not None else not key.endswith("loss")
-        # The trainer updates state.best_metric after on_evaluate: here it is the best before this evaluation.
-        best = state.best_metric
-        better = best is None or (value > best if greater else value < best)
-        improved = best is None or (better and abs(value - best) > self.early_stopping_threshold)
-        if better:
-            self.best_value = value  # the best seen so far, for inspection
-        if improved:
-            self.early_stopping_patience_counter = 0
-        else:
-            self.early_stopping_patience_counter += 1
+        self.check_metric_value(args, state, control, float(metrics[key]))
         if self.early_stopping_patience_counter >= self.early_stopping_patience:
             control.should_training_stop = True
 

@@ -408,6 +408,24 @@ def test_early_stopping_state_round_trip():
     assert restored.best_value == 0.5
 
 
+def test_early_stopping_check_metric_value_counts_against_the_states_best():
+    # transformers' public hook: on_evaluate calls it, subclasses and tests call it directly.
+    class Args:
+        greater_is_better = True
+
+    early = EarlyStoppingCallback(early_stopping_patience=3)
+    early.check_metric_value(Args(), TrainerState(best_metric=0.9), TrainerControl(), 0.8)
+    assert early.early_stopping_patience_counter == 1
+    early.check_metric_value(Args(), TrainerState(best_metric=0.8), TrainerControl(), 0.95)
+    assert early.early_stopping_patience_counter == 0
+    strict = EarlyStoppingCallback(early_stopping_patience=3, early_stopping_threshold=0.1)
+    strict.check_metric_value(Args(), TrainerState(best_metric=0.8), TrainerControl(), 0.85)  # better, not by 0.1
+    assert strict.early_stopping_patience_counter == 1
+    Args.greater_is_better = False
+    strict.check_metric_value(Args(), TrainerState(), TrainerControl(), 3.0)  # no best yet: improves
+    assert strict.early_stopping_patience_counter == 0
+
+
 def test_early_stopping_needs_metric_for_best_model(make_args):
     train, val = _small_sets()
     args = make_args(eval_strategy="steps", eval_steps=1, max_steps=2)
