@@ -56,12 +56,12 @@ class ExportableState:
 class TrainerState:
     """The state of a training run, handed to every callback event and saved in every checkpoint.
 
-    ``epoch`` is fractional (2.5 = halfway through the third epoch). ``logging_steps``/``eval_steps``/``save_steps``
+    ``epoch`` is fractional (2.5 = halfway through the third epoch) and 0 before training, as in transformers 5. ``logging_steps``/``eval_steps``/``save_steps``
     are the resolved integer intervals (ratios in `TrainingArguments` are turned into steps once ``max_steps``
     is known). ``log_history`` holds every dict passed to `Trainer.log`, with its ``step``.
     """
 
-    epoch: float | None = None
+    epoch: float | None = 0
     global_step: int = 0
     max_steps: int = 0
     logging_steps: int = 500
@@ -81,6 +81,30 @@ class TrainerState:
     trial_name: str | None = None
     trial_params: dict[str, Any] | None = None
     stateful_callbacks: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # As transformers: None means empty, and a list of stateful callbacks is stored as their states (a list of
+        # states under the class name when a class appears more than once).
+        if self.log_history is None:
+            self.log_history = []
+        callbacks: Any = self.stateful_callbacks
+        if callbacks is None:
+            self.stateful_callbacks = {}
+        elif not isinstance(callbacks, Mapping):
+            states: dict[str, Any] = {}
+            for callback in callbacks:
+                if not isinstance(callback, ExportableState):
+                    raise TypeError(
+                        f"stateful_callbacks holds a {type(callback).__name__}, which is not an ExportableState; "
+                        "pass only callbacks with state()/from_state (or their saved states in a dict)."
+                    )
+                name = type(callback).__name__
+                if name in states:
+                    earlier = states[name]
+                    states[name] = [*(earlier if isinstance(earlier, list) else [earlier]), callback.state()]
+                else:
+                    states[name] = callback.state()
+            self.stateful_callbacks = states
 
     def save_to_json(self, json_path: str) -> None:
         text = json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True, default=_json_default) + "\n"

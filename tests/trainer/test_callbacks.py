@@ -283,6 +283,21 @@ def test_trainer_state_json_round_trip(tmp_path):
     assert TrainerState.load_from_json(str(path)) == state
 
 
+def test_trainer_state_defaults_and_a_list_of_stateful_callbacks_as_transformers():
+    # transformers 5: epoch starts at 0, None means empty, callbacks given as a list are stored as their states.
+    assert TrainerState().epoch == 0
+    empty = TrainerState(log_history=None, stateful_callbacks=None)
+    assert (empty.log_history, empty.stateful_callbacks) == ([], {})
+    first, second = EarlyStoppingCallback(2), EarlyStoppingCallback(3)
+    state = TrainerState(stateful_callbacks=[first, second, TrainerControl(should_save=True)])
+    assert state.stateful_callbacks == {
+        "EarlyStoppingCallback": [first.state(), second.state()],
+        "TrainerControl": TrainerControl(should_save=True).state(),
+    }
+    with pytest.raises(TypeError, match="ExportableState"):
+        TrainerState(stateful_callbacks=[Recorder()])
+
+
 def test_trainer_state_has_the_documented_fields():
     names = {f.name for f in dataclasses.fields(TrainerState)}
     documented = {
