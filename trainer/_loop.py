@@ -159,8 +159,7 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
             steps_to_skip = (trainer.state.global_step % per_epoch) * args.gradient_accumulation_steps
             if args.ignore_data_skip:
                 steps_to_skip = 0  # the resumed epoch sees its data from the start again
-        if args.restore_callback_states_from_checkpoint:
-            restore_callback_states(trainer, saved.stateful_callbacks)
+        trainer._load_callback_state()  # from the state restore_state took over
 
     trainer.control = trainer.callback_handler.on_train_begin(args, trainer.state, trainer.control)
     if args.eval_on_start and trainer.state.global_step == 0:
@@ -337,11 +336,11 @@ def restore_state(trainer: Trainer, saved: TrainerState, max_steps: int) -> None
         )
 
 
-def restore_callback_states(trainer: Trainer, states: Mapping[str, Any]) -> None:
+def restore_callback_states(trainer: Trainer, states: Mapping[str, Any]) -> list[str]:
     """Rebuild the stateful callbacks from the checkpoint, as transformers does: each callback of a saved class is
     replaced (in place, keeping the order) by ``from_state`` of its saved state, so its constructor arguments
-    (an early-stopping patience) come back with its counters. Saved callbacks this trainer lacks are named in a
-    warning and left out."""
+    (an early-stopping patience) come back with its counters, and ``trainer.control`` takes its saved switches.
+    Returns the saved callback classes this trainer lacks (left out; the trainer warns about them)."""
     callbacks = trainer.callback_handler.callbacks
     missing = []
     for name, saved in states.items():
@@ -354,14 +353,10 @@ def restore_callback_states(trainer: Trainer, states: Mapping[str, Any]) -> None
             continue
         for position, state in zip(same, saved_list):
             callbacks[position] = cast(Any, type(callbacks[position])).from_state(state)
-    if missing:
-        logger.warning(
-            f"Checkpoint included callbacks not included in current configuration ({', '.join(sorted(missing))}); "
-            "their state is ignored. Pass those callbacks to the Trainer to restore them."
-        )
     if "TrainerControl" in states:
         for key, value in states["TrainerControl"].get("args", {}).items():
             setattr(trainer.control, key, value)
+    return sorted(missing)
 
 
 def warn_if_arguments_differ(trainer: Trainer, saved: TrainerState) -> None:

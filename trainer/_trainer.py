@@ -384,6 +384,19 @@ class Trainer(TrainerHelpers):
             # Loaders (and through them the datasets) are not kept past the run, nor shared with copies of the trainer.
             self._eval_loader_cache = None
 
+    def _load_callback_state(self) -> None:
+        """With ``restore_callback_states_from_checkpoint``, rebuild the stateful callbacks and the control switches
+        from ``state.stateful_callbacks`` (a resumed checkpoint's), as transformers' method of this name does;
+        saved callbacks this trainer lacks are named in a warning. Called by `train` when it resumes."""
+        if not self.args.restore_callback_states_from_checkpoint:
+            return
+        missing = _loop.restore_callback_states(self, self.state.stateful_callbacks)
+        if missing:
+            logger.warning(
+                f"Checkpoint included callbacks not included in current configuration ({', '.join(missing)}); "
+                "their state is ignored. Pass those callbacks to the Trainer to restore them."
+            )
+
     def _prepare_inputs(self, inputs: Any) -> Any:
         """Move a batch to the device (accelerate's prepared dataloaders already do; custom loaders may not)."""
         assert self.accelerator is not None

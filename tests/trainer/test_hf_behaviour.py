@@ -124,6 +124,18 @@ def test_resume_rebuilds_callbacks_with_their_saved_arguments_and_warns(make_arg
     assert "per_device_train_batch_size: 4 (from args) != 8 (from trainer_state.json)" in text
 
 
+def test_load_callback_state_restores_the_control_switches_of_a_loaded_state(make_args):
+    # transformers' tests load a checkpoint's trainer_state.json into trainer.state and call _load_callback_state.
+    args = make_args(max_steps=2, per_device_train_batch_size=8, save_strategy="steps", save_steps=2)
+    Trainer(model=Model(), args=args, train_dataset=Data()).train()
+    trainer = Trainer(model=Model(), args=args.replace(restore_callback_states_from_checkpoint=True),
+                      train_dataset=Data())
+    trainer.state = TrainerState.load_from_json(f"{args.output_dir}/checkpoint-2/trainer_state.json")
+    assert not trainer.control.should_training_stop
+    trainer._load_callback_state()
+    assert trainer.control.should_training_stop  # saved at the last step, when training was stopping
+
+
 def test_early_stopping_threshold_compares_with_state_best_metric(make_args):
     args = make_args(eval_strategy="steps", eval_steps=1, metric_for_best_model="loss")
     early = EarlyStoppingCallback(early_stopping_patience=3, early_stopping_threshold=0.1)
