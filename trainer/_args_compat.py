@@ -66,6 +66,8 @@ def before(args: TrainingArguments, derived: dict[str, Any], previous: dict[str,
                 f"{flag}=True and mixed_precision={current!r} disagree; pass one of them (mixed_precision={wanted!r})."
             )
         args.mixed_precision = derived["mixed_precision"] = wanted
+    if args.dataloader_pin_memory is None:  # derived from use_cpu before, and use_cpu may have changed since
+        args.dataloader_pin_memory = True
     if args.report_to is None:
         args.report_to = "none"
     if args.do_eval is None:
@@ -138,12 +140,16 @@ def after(args: TrainingArguments, derived: dict[str, Any], previous: dict[str, 
             args.include_for_metrics = [*args.include_for_metrics, "inputs"]
     args.debug = _string_list("debug", args.debug, DEBUG_OPTIONS, split=True,
                               refused={"tpu_metrics_debug": "this trainer does not run on TPUs"})
+    if args.use_cpu and args.dataloader_pin_memory:
+        args.dataloader_pin_memory = derived["dataloader_pin_memory"] = False  # as transformers: nothing to pin for
     seen = args.include_num_input_tokens_seen
-    if isinstance(seen, str) and seen.strip().lower() in ("all", "no", "non_padding", "true", "false"):
-        seen = {"all": True, "true": True, "no": False, "false": False}.get(seen.strip().lower(), "non_padding")
-    if not (_is_bool(seen) or seen == "non_padding"):
+    if _is_bool(seen):
+        seen = "all" if seen else "no"  # transformers' coercion: the field holds one of the three names
+    elif isinstance(seen, str):
+        seen = {"true": "all", "false": "no"}.get(seen.strip().lower(), seen.strip().lower())
+    if seen not in ("all", "no", "non_padding"):
         _fail("include_num_input_tokens_seen", seen, "True, False, 'all', 'no' or 'non_padding'", "pass one of those")
-    args.include_num_input_tokens_seen = seen if seen == "non_padding" else bool(seen)
+    args.include_num_input_tokens_seen = seen
 
     from ._validation import _as_dict
 

@@ -138,7 +138,7 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
         from ._debug import DebugUnderflowOverflow
 
         debug_hook = DebugUnderflowOverflow(trainer.model)
-    count_tokens = bool(args.include_num_input_tokens_seen) or args.include_tokens_per_second
+    count_tokens = args.include_num_input_tokens_seen != "no" or args.include_tokens_per_second
     num_processes = accelerator.num_processes
     tokens_this_run = 0
     # The model's own flop count (transformers' floating_point_ops) or 6 x parameters x tokens; see floating_point_ops.
@@ -212,7 +212,7 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
             if count_tokens:
                 tokens = input_tokens(trainer, inputs[0] if fast_loop else inputs, args.include_num_input_tokens_seen)
                 tokens_this_run += tokens
-                if args.include_num_input_tokens_seen:
+                if args.include_num_input_tokens_seen != "no":
                     trainer.state.num_input_tokens_seen += tokens
             trainer.state.total_flos += trainer.floating_point_ops(inputs[0] if fast_loop else inputs) * num_processes
             if not step_started:

@@ -560,7 +560,7 @@ class Trainer(TrainerHelpers):
 
         ``start_time`` (a ``time.perf_counter()`` value) adds the training speed metrics since then.
         """
-        if self.args.include_num_input_tokens_seen:
+        if self.args.include_num_input_tokens_seen != "no":
             logs["num_input_tokens_seen"] = self.state.num_input_tokens_seen
         if start_time is not None:
             logs.update(speed_metrics("train", start_time))

@@ -110,7 +110,7 @@ _MAX_SEED = 2**32 - 1
 # keeping a value computed from the old input.
 _DERIVABLE = (
     "logging_dir", "run_name", "eval_steps", "metric_for_best_model", "greater_is_better", "mixed_precision", "do_eval",
-    "torch_compile", "torch_compile_backend",
+    "torch_compile", "torch_compile_backend", "dataloader_pin_memory",
 )
 
 
@@ -161,7 +161,7 @@ class TrainingArguments:
         mixed_precision: ``"no"``, ``"fp16"`` (CUDA only) or ``"bf16"``; set by ``fp16``/``bf16`` too.
         dataloader_num_workers: Worker processes per dataloader; 0 loads in the main process.
         dataloader_drop_last: Drop the last incomplete batch.
-        dataloader_pin_memory: Use pinned memory in the dataloaders.
+        dataloader_pin_memory: Use pinned memory in the dataloaders; ``use_cpu=True`` turns it off (as transformers).
         dataloader_persistent_workers: Keep dataloader workers alive between epochs (needs workers > 0).
         dataloader_prefetch_factor: Batches prefetched per worker; None is PyTorch's default (needs workers > 0).
         remove_unused_columns: Drop dataset columns the model's ``forward`` does not accept.
@@ -180,7 +180,8 @@ class TrainingArguments:
         run_name: Name of the run in the logging integrations; None -> ``output_dir``.
         skip_memory_metrics: Skip the memory profiler metrics (they slow training down).
         include_num_input_tokens_seen: Count the input tokens trained on in ``state.num_input_tokens_seen`` (and
-            the logs): True/"all" the elements of ``input_ids``, "non_padding" those its attention mask keeps.
+            the logs): "all" (or True) the elements of ``input_ids``, "non_padding" those its attention mask keeps,
+            "no" (or False; the default) none. Stored as "all", "non_padding" or "no", as transformers does.
         average_tokens_across_devices: Refused when True (no token-count loss normalisation; see the README).
         max_checkpoint_shard_size: Largest safetensors shard: int bytes or a string like "5GB"/"500MB".
         save_on_each_node: Save checkpoints on every node, not just the main one (no shared filesystem).
@@ -291,7 +292,7 @@ class TrainingArguments:
     disable_tqdm: bool | None = None
     run_name: str | None = None
     skip_memory_metrics: bool = True
-    include_num_input_tokens_seen: bool | str = False
+    include_num_input_tokens_seen: bool | str = "no"
     average_tokens_across_devices: bool = False
     max_checkpoint_shard_size: str | int = "5GB"
     save_on_each_node: bool = False

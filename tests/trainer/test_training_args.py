@@ -478,3 +478,27 @@ def test_resolve_steps():
         args.resolve_steps(0.5, -1)
     with pytest.raises(ValueError, match="num_training_steps"):
         args.get_warmup_steps(None)
+
+
+def test_fields_normalised_as_transformers_does(tmp_path):
+    # include_num_input_tokens_seen holds one of three names; use_cpu turns pinned memory off (until use_cpu is
+    # replaced by False); a torch.dtype field of a subclass is written as "float32", not "torch.float32".
+    make = TrainingArguments
+    assert make(str(tmp_path)).include_num_input_tokens_seen == "no"
+    assert make(str(tmp_path), include_num_input_tokens_seen=True).include_num_input_tokens_seen == "all"
+    assert make(str(tmp_path), include_num_input_tokens_seen=False).include_num_input_tokens_seen == "no"
+    assert make(str(tmp_path), include_num_input_tokens_seen="non_padding").include_num_input_tokens_seen == "non_padding"
+    with pytest.raises(ValueError, match="include_num_input_tokens_seen"):
+        make(str(tmp_path), include_num_input_tokens_seen="some")
+    on_cpu = make(str(tmp_path), use_cpu=True)
+    assert on_cpu.dataloader_pin_memory is False
+    assert on_cpu.replace(use_cpu=False).dataloader_pin_memory is True
+    assert make(str(tmp_path), use_cpu=True, dataloader_pin_memory=False).replace(use_cpu=False).dataloader_pin_memory is False
+
+    @dataclasses.dataclass
+    class WithDtype(TrainingArguments):
+        dtype: torch.dtype = torch.float32
+
+    args = WithDtype(str(tmp_path), dtype=torch.bfloat16)
+    assert args.to_dict()["dtype"] == "bfloat16"
+    assert '"dtype": "bfloat16"' in args.to_json_string()
