@@ -382,7 +382,8 @@ def load_optimizer_and_scheduler(trainer: Trainer, folder: str) -> None:
         return
     if trainer._created_optimizer and trainer.accelerator is not None:
         # Either way, the loaded groups carry the foreach chosen for the device they were saved on.
-        settle_foreach(trainer.optimizer, trainer.args, trainer.accelerator.device)
+        chosen = trainer.optimizer_cls_and_kwargs
+        settle_foreach(trainer.optimizer, trainer.args, trainer.accelerator.device, None if chosen is None else chosen[1])
     sched_path = os.path.join(folder, SCHEDULER_NAME)
     if trainer.lr_scheduler is not None and os.path.isfile(sched_path):
         trainer.lr_scheduler.load_state_dict(torch.load(sched_path, weights_only=True))

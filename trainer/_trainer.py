@@ -130,6 +130,8 @@ class Trainer(TrainerHelpers):
         *,
         processing_class: Any = None,
         tokenizer: Any = None,
+        compute_loss_func: Callable[..., torch.Tensor] | None = None,
+        optimizer_cls_and_kwargs: tuple[type[torch.optim.Optimizer], dict[str, Any]] | None = None,
     ) -> None:
         if args is None:
             args = TrainingArguments(output_dir="tmp_trainer")  # transformers' folder for a Trainer given no args
@@ -157,6 +159,20 @@ class Trainer(TrainerHelpers):
                 )
             if optimizers[1] is not None and optimizers[0] is None:
                 raise ValueError("optimizers=(None, scheduler): a scheduler needs its optimizer; pass both.")
+            if optimizer_cls_and_kwargs is not None:
+                if optimizers[0] is not None:
+                    raise RuntimeError(
+                        "Passing both `optimizers` and `optimizer_cls_and_kwargs` arguments is incompatible: the "
+                        "first is a built optimizer, the second says how to build one; pass only one of them."
+                    )
+                cls, kwargs = optimizer_cls_and_kwargs
+                if not (isinstance(cls, type) and issubclass(cls, torch.optim.Optimizer) and isinstance(kwargs, Mapping)):
+                    raise TypeError(
+                        f"optimizer_cls_and_kwargs must be (a torch.optim.Optimizer subclass, a dict of its keyword "
+                        f"arguments), got {optimizer_cls_and_kwargs!r}; pass e.g. (torch.optim.SGD, {{'lr': 0.1}})."
+                    )
+            self.optimizer_cls_and_kwargs = optimizer_cls_and_kwargs
+            self.compute_loss_func = compute_loss_func
             self._model_init_arity = _model_init_arity(model_init)
             self.model_init = model_init
             self.compute_metrics = compute_metrics
@@ -272,9 +288,11 @@ class Trainer(TrainerHelpers):
     # ------------------------------------------------------------------ optimizer & scheduler
     def create_optimizer(self) -> torch.optim.Optimizer:
         if self.optimizer is None:
-            self.optimizer = create_optimizer(self.model, self.args)
+            chosen = self.optimizer_cls_and_kwargs
+            self.optimizer = create_optimizer(self.model, self.args, chosen)
             self._created_optimizer = True
-            settle_foreach(self.optimizer, self.args, self.accelerator.device if self.accelerator else None)
+            settle_foreach(self.optimizer, self.args, self.accelerator.device if self.accelerator else None,
+                           None if chosen is None else chosen[1])
         return self.optimizer
 
     def create_scheduler(self, num_training_steps: int, optimizer: torch.optim.Optimizer | None = None) -> Any:
@@ -416,17 +434,22 @@ class Trainer(TrainerHelpers):
     ) -> Any:
         """Forward the batch and take the loss the model returned (first in a tuple, or ``outputs['loss']``).
 
-        With ``label_smoothing_factor`` > 0 the labels are kept from the model and the loss is the label-smoothed
+        With ``compute_loss_func`` (a Trainer argument) or ``label_smoothing_factor`` > 0 the labels are kept from the
+        model and the loss is ``compute_loss_func(outputs, labels, num_items_in_batch=...)``, else the label-smoothed
         cross-entropy of its logits (``-100`` labels ignored). ``num_items_in_batch`` is accepted for subclasses
         written for transformers; this trainer passes none (see README, differences).
         """
         smoothing = self.args.label_smoothing_factor
+        loss_func = self.compute_loss_func
         loss: torch.Tensor | None
-        if smoothing > 0 and isinstance(inputs, Mapping) and "labels" in inputs:
+        if (smoothing > 0 or loss_func is not None) and isinstance(inputs, Mapping) and "labels" in inputs:
             inputs = dict(inputs)
             labels = inputs.pop("labels")
             outputs = model(**inputs)
-            loss = _loop.smoothed_cross_entropy(outputs, labels, smoothing)
+            if loss_func is not None:
+                loss = loss_func(outputs, labels, num_items_in_batch=num_items_in_batch)
+            else:
+                loss = _loop.smoothed_cross_entropy(outputs, labels, smoothing)
             if isinstance(outputs, list | tuple):
                 outputs = (loss, *outputs)  # loss first, as a model given labels returns it
         elif type(inputs) is dict or isinstance(inputs, Mapping):

@@ -351,3 +351,28 @@ def test_a_trainer_given_no_arguments_writes_to_tmp_trainer_and_push_to_hub_is_r
     with pytest.raises(NotImplementedError, match=r"does not push to the Hugging Face Hub; save the model with "
                                                   r"trainer\.save_model"):
         ours.push_to_hub("End of training")
+
+
+def test_compute_loss_func_and_optimizer_cls_and_kwargs_as_transformers_takes_them(make_args):
+    seen = []
+
+    def doubled_mse(outputs, labels, num_items_in_batch=None):
+        seen.append(num_items_in_batch)
+        return 2 * nn.functional.mse_loss(outputs["preds"], labels)
+
+    args = make_args(max_steps=2, per_device_train_batch_size=8, per_device_eval_batch_size=8)
+    plain = Trainer(model=Model(), args=args, eval_dataset=Data(8))
+    trainer = Trainer(model=Model(), args=args, train_dataset=Data(), eval_dataset=Data(8),
+                      compute_loss_func=doubled_mse, optimizer_cls_and_kwargs=(torch.optim.SGD, {"lr": 0.1, "momentum": 0.9}))
+    trainer.model.load_state_dict(plain.model.state_dict())
+    assert trainer.evaluate()["eval_loss"] == pytest.approx(2 * plain.evaluate()["eval_loss"])
+    assert seen == [None]  # one evaluation batch; no token count is passed (README, num_items_in_batch)
+    trainer.train()
+    assert len(seen) == 3
+    optimizer = trainer.optimizer.optimizer if hasattr(trainer.optimizer, "optimizer") else trainer.optimizer
+    assert isinstance(optimizer, torch.optim.SGD)
+    assert [g["momentum"] for g in optimizer.param_groups] == [0.9, 0.9]  # both decay groups, the given kwargs
+    assert optimizer.param_groups[0]["initial_lr"] == 0.1
+    with pytest.raises(RuntimeError, match="incompatible"):
+        Trainer(model=Model(), args=args, optimizers=(torch.optim.SGD(Model().parameters(), lr=0.1), None),
+                optimizer_cls_and_kwargs=(torch.optim.SGD, {"lr": 0.1}))
