@@ -80,7 +80,7 @@ def after(args: TrainingArguments, derived: dict[str, Any], previous: dict[str, 
                  "include_inputs_for_metrics", "eval_do_concat_batches", "ignore_data_skip", "jit_mode_eval",
                  "split_batches", "include_tokens_per_second", "save_safetensors", "push_to_hub",
                  "gradient_checkpointing", "eval_on_start", "auto_find_batch_size",
-                 "group_by_length"):
+                 "group_by_length", "eval_use_gather_object"):
         setattr(args, name, _as_bool(name, getattr(args, name)))
     for name in ("ddp_find_unused_parameters", "ddp_broadcast_buffers", "dispatch_batches", "tf32"):
         setattr(args, name, _as_bool(name, getattr(args, name), allow_none=True))
@@ -123,6 +123,12 @@ def after(args: TrainingArguments, derived: dict[str, Any], previous: dict[str, 
         "label_smoothing_factor", args.label_smoothing_factor, minimum=0.0, maximum=1.0, maximum_inclusive=False
     )
     args.past_index = _as_int("past_index", args.past_index, minimum=-1)
+    if args.torch_empty_cache_steps is not None and not (
+        isinstance(args.torch_empty_cache_steps, int) and not _is_bool(args.torch_empty_cache_steps)
+        and args.torch_empty_cache_steps > 0
+    ):  # transformers refuses 1.0 and "1" too
+        _fail("torch_empty_cache_steps", args.torch_empty_cache_steps, "an integer > 0 or None",
+              "pass e.g. 100 (empty the cache every 100 steps) or None")
     args.ddp_timeout = _as_int("ddp_timeout", args.ddp_timeout, minimum=1)
     args.ddp_bucket_cap_mb = _as_int("ddp_bucket_cap_mb", args.ddp_bucket_cap_mb, minimum=1, allow_none=True)
     if args.ddp_backend is not None and args.ddp_backend not in DDP_BACKENDS:

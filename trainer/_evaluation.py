@@ -226,6 +226,11 @@ def evaluation_loop(
     trainer._past = None
     trainer.callback_handler.eval_dataloader = dataloader
     distributed = accelerator.num_processes > 1
+    if distributed and args.eval_use_gather_object:
+        raise ValueError(
+            "eval_use_gather_object=True is not supported when evaluating on several processes: predictions are "
+            "gathered as padded tensors; pass False (outputs that are not tensors are left out of predictions)."
+        )
     losses: list[torch.Tensor] = []
     concat, every = args.eval_do_concat_batches, args.eval_accumulation_steps
     all_preds, all_labels = Accumulator(concat, every), Accumulator(concat, every)

@@ -14,6 +14,7 @@ from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any, cast
 
 import torch
+from accelerate.utils.memory import clear_device_cache
 from torch import nn
 from torch.utils.data import DataLoader
 
@@ -274,6 +275,8 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
                     step_optimizer.zero_grad(set_to_none=True)
                     trainer.state.global_step += 1
                     trainer.state.epoch = epoch + (step + 1 + skipped) / steps_in_epoch
+                    if args.torch_empty_cache_steps and trainer.state.global_step % args.torch_empty_cache_steps == 0:
+                        clear_device_cache()
                     control = trainer.control = handler.on_step_end(args, trainer.state, trainer.control)
                     if control.should_log or control.should_evaluate or control.should_save:
                         tr_loss, loss_sum = tr_loss + loss_sum, 0.0

@@ -199,6 +199,9 @@ class TrainingArguments:
         include_for_metrics: What `compute_metrics` also receives: "inputs" and/or "loss".
         include_inputs_for_metrics: Deprecated; same as ``include_for_metrics=["inputs"]``.
         eval_do_concat_batches: Concatenate predictions across batches (False: a list of per-batch arrays).
+        eval_use_gather_object: Gather evaluation outputs as Python objects; a single process gathers nothing, so
+            it changes nothing there (as in transformers); refused when evaluating on several processes.
+        torch_empty_cache_steps: Empty the accelerator's memory cache every this many optimizer steps (None: never).
         ignore_data_skip: When resuming, start the epoch's data from its beginning instead of skipping batches.
         past_index: Index of the model output fed back as ``mems`` on the next step (-1: none).
         jit_mode_eval: Refused (no torch.jit tracing).
@@ -313,6 +316,8 @@ class TrainingArguments:
     include_for_metrics: list[str] = field(default_factory=list)
     include_inputs_for_metrics: bool = False
     eval_do_concat_batches: bool = True
+    eval_use_gather_object: bool = False
+    torch_empty_cache_steps: int | None = None
     ignore_data_skip: bool = False
     past_index: int = -1
     jit_mode_eval: bool = False

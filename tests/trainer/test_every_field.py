@@ -32,6 +32,7 @@ from trainer import (
 )
 from trainer import _data as data_module
 from trainer import _evaluation as evaluation_module
+from trainer import _loop as loop_module
 
 
 class Data(Dataset):
@@ -633,6 +634,26 @@ def c_concat_batches(env: Env) -> None:
     assert [p.shape for p in out.predictions] == [(6,), (4,)]
 
 
+def c_eval_use_gather_object(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    # One process gathers nothing: the same predictions (as in transformers); several processes refuse it.
+    assert env.trainer(eval_use_gather_object=True).predict(Data(10)).predictions.shape == (10,)
+    trainer = env.trainer(eval_use_gather_object=True)
+    monkeypatch.setattr(type(trainer.accelerator), "num_processes", property(lambda self: 2))
+    with pytest.raises(ValueError, match="eval_use_gather_object=True is not supported"):
+        trainer.evaluate(Data(10))
+
+
+def c_torch_empty_cache_steps(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    steps: list[int] = []
+    trainer = env.trainer(torch_empty_cache_steps=2, max_steps=5)
+    monkeypatch.setattr(loop_module, "clear_device_cache", lambda: steps.append(trainer.state.global_step))
+    trainer.train()
+    assert steps == [2, 4]
+    for value in (0, -1, 1.0, "2"):
+        with pytest.raises(ValueError, match="torch_empty_cache_steps"):
+            env.args(torch_empty_cache_steps=value)
+
+
 def c_ignore_data_skip(env: Env) -> None:
     env.train(save_strategy="steps", save_steps=2)
     firsts = {}
@@ -1024,6 +1045,8 @@ CHECKS: dict[str, Callable[..., None]] = {
     "include_for_metrics": c_include_for_metrics,
     "include_inputs_for_metrics": c_include_inputs,
     "eval_do_concat_batches": c_concat_batches,
+    "eval_use_gather_object": c_eval_use_gather_object,
+    "torch_empty_cache_steps": c_torch_empty_cache_steps,
     "ignore_data_skip": c_ignore_data_skip,
     "past_index": c_past_index,
     "jit_mode_eval": refused("jit_mode_eval", True, "torch.jit"),
