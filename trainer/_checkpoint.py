@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from . import _fsdp
-from ._callbacks import ExportableState
+from ._callbacks import ExportableState, TrainerState
 from ._optimization import settle_foreach
 from ._training_args import _parse_size
 
@@ -81,6 +81,14 @@ def get_last_checkpoint(output_dir: str) -> str | None:
 
 
 # ---------------------------------------------------------------------------------------------- weights
+def saved_train_batch_size(folder: str) -> int | None:
+    """The per-process training batch size the checkpoint's run trained with (None when it has no state)."""
+    path = os.path.join(folder, TRAINER_STATE_NAME)
+    if not os.path.isfile(path):
+        return None
+    return TrainerState.load_from_json(path).train_batch_size
+
+
 def _state_dict_for_saving(model: nn.Module) -> dict[str, torch.Tensor]:
     """The model's tensors, contiguous, with tied (shared-storage) duplicates dropped after their first name."""
     return tensors_for_saving(model.state_dict())

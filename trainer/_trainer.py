@@ -316,6 +316,15 @@ class Trainer(TrainerHelpers):
         self.create_optimizer()
         self.create_scheduler(num_training_steps=num_training_steps, optimizer=self.optimizer)
 
+    @property
+    def _train_batch_size(self) -> int:
+        """transformers' name for the batch size training uses per process (``auto_find_batch_size`` lowers it)."""
+        return self.args.train_batch_size
+
+    @_train_batch_size.setter
+    def _train_batch_size(self, value: int) -> None:
+        self.args = self.args.replace(per_device_train_batch_size=value)
+
     # ------------------------------------------------------------------ training
     def train(
         self,
@@ -332,6 +341,12 @@ class Trainer(TrainerHelpers):
         if kwargs:
             raise TypeError(f"train() got unexpected keyword arguments {sorted(kwargs)}.")
         self._ignore_keys_for_eval = ignore_keys_for_eval
+        if self.args.auto_find_batch_size:
+            # As transformers: a resumed run goes on with the batch size the checkpoint's run had found.
+            checkpoint = self._resolve_checkpoint(resume_from_checkpoint)
+            saved = None if checkpoint is None else ckpt.saved_train_batch_size(checkpoint)
+            if saved is not None and saved != self._train_batch_size:
+                self._train_batch_size = saved
         while True:
             try:
                 return self._train_once(resume_from_checkpoint, trial)

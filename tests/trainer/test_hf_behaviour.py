@@ -376,3 +376,26 @@ def test_compute_loss_func_and_optimizer_cls_and_kwargs_as_transformers_takes_th
     with pytest.raises(RuntimeError, match="incompatible"):
         Trainer(model=Model(), args=args, optimizers=(torch.optim.SGD(Model().parameters(), lr=0.1), None),
                 optimizer_cls_and_kwargs=(torch.optim.SGD, {"lr": 0.1}))
+
+
+class _OutOfMemoryFrom16(TrainerCallback):
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.train_batch_size >= 16:
+            raise RuntimeError("CUDA out of memory.")
+
+
+def test_a_resumed_auto_find_batch_size_run_goes_on_with_the_batch_size_it_found(make_args):
+    args = make_args(max_steps=2, save_strategy="steps", save_steps=1, per_device_train_batch_size=16,
+                     auto_find_batch_size=True)
+    first = Trainer(model=Model(), args=args, train_dataset=Data(), callbacks=[_OutOfMemoryFrom16()])
+    first.train()
+    assert first._train_batch_size == 8  # transformers' attribute, lowered by the search
+    resumed = Trainer(model=Model(), args=args, train_dataset=Data())
+    assert resumed._train_batch_size == 16
+    resumed.train(resume_from_checkpoint=True)
+    assert resumed._train_batch_size == resumed.args.per_device_train_batch_size == 8
+    # Without auto_find_batch_size the arguments' batch size is kept, as in transformers.
+    plain = Trainer(model=Model(), args=args.replace(auto_find_batch_size=False, per_device_train_batch_size=4,
+                                                     max_steps=3), train_dataset=Data())
+    plain.train(resume_from_checkpoint=f"{args.output_dir}/checkpoint-1")
+    assert plain._train_batch_size == 4
