@@ -384,7 +384,7 @@ def maybe_log_save_evaluate(trainer: Trainer, tr_loss: torch.Tensor, model: nn.M
         logs: dict[str, float] = {}
         tr_loss_scalar = float(gather_mean(trainer, tr_loss))
         steps = trainer.state.global_step - trainer._globalstep_last_logged
-        logs["loss"] = round(tr_loss_scalar / steps, 4)
+        logs["loss"] = tr_loss_scalar / steps  # unrounded, as transformers 5 logs it
         if trainer._grad_norm is not None:
             logs["grad_norm"] = float(trainer._grad_norm)
         logs["learning_rate"] = get_learning_rate(trainer)
