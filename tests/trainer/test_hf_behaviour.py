@@ -399,3 +399,22 @@ def test_a_resumed_auto_find_batch_size_run_goes_on_with_the_batch_size_it_found
                                                      max_steps=3), train_dataset=Data())
     plain.train(resume_from_checkpoint=f"{args.output_dir}/checkpoint-1")
     assert plain._train_batch_size == 4
+
+
+class _SeesInTrain(TrainerCallback):
+    def __init__(self) -> None:
+        self.seen: list[bool] = []
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        self.seen.append(self.trainer.is_in_train)
+
+
+def test_is_in_train_and_get_total_train_batch_size_as_transformers(make_args):
+    args = make_args(max_steps=2, per_device_train_batch_size=4, gradient_accumulation_steps=3)
+    watcher = _SeesInTrain()
+    trainer = Trainer(model=Model(), args=args, train_dataset=Data(), callbacks=[watcher])
+    watcher.trainer = trainer
+    assert trainer.get_total_train_batch_size(args) == 4 * 3 * args.world_size
+    assert trainer.is_in_train is False
+    trainer.train()
+    assert watcher.seen == [True, True] and trainer.is_in_train is False
