@@ -628,8 +628,11 @@ class Trainer(TrainerHelpers):
             "trainer.save_model(folder) and upload that folder with huggingface_hub (HfApi().upload_folder)."
         )
 
-    def save_model(self, output_dir: str | None = None) -> None:
-        """Write the model's weights (safetensors) and the training arguments to ``output_dir``."""
+    def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
+        """Write the model's weights (safetensors) and the training arguments to ``output_dir``.
+
+        ``_internal_call`` is transformers' flag (its Trainer pushes to the Hub when it is False); accepted for code
+        that passes it, it changes nothing here (no Hub pushes)."""
         ckpt.save_model(self, output_dir if output_dir is not None else self.args.output_dir)
 
     def save_state(self) -> None:

@@ -418,3 +418,9 @@ def test_is_in_train_and_get_total_train_batch_size_as_transformers(make_args):
     assert trainer.is_in_train is False
     trainer.train()
     assert watcher.seen == [True, True] and trainer.is_in_train is False
+
+
+def test_save_model_takes_transformers_internal_call_flag(make_args, tmp_path):
+    trainer = Trainer(model=Model(), args=make_args())
+    trainer.save_model(str(tmp_path / "a"), _internal_call=True)  # as TRL's trainers call it
+    assert (tmp_path / "a" / "model.safetensors").is_file()
