@@ -76,10 +76,11 @@ def before(args: TrainingArguments, derived: dict[str, Any], previous: dict[str,
 
 def after(args: TrainingArguments, derived: dict[str, Any], previous: dict[str, Any]) -> None:
     """Every ported field checked, normalised, and refused with the reason where this trainer cannot honour it."""
+    _resolve_checkpointing_aliases(args, derived, previous)
     for name in ("log_on_each_node", "fp16_full_eval", "bf16_full_eval", "do_train", "do_eval", "do_predict",
                  "include_inputs_for_metrics", "eval_do_concat_batches", "ignore_data_skip", "jit_mode_eval",
                  "split_batches", "include_tokens_per_second", "save_safetensors", "push_to_hub",
-                 "gradient_checkpointing", "eval_on_start", "auto_find_batch_size",
+                 "eval_on_start", "auto_find_batch_size",
                  "group_by_length", "eval_use_gather_object"):
         setattr(args, name, _as_bool(name, getattr(args, name)))
     for name in ("ddp_find_unused_parameters", "ddp_broadcast_buffers", "dispatch_batches", "tf32"):
@@ -159,11 +160,13 @@ def after(args: TrainingArguments, derived: dict[str, Any], previous: dict[str, 
 
     from ._validation import _as_dict
 
-    args.gradient_checkpointing_kwargs = _as_dict("gradient_checkpointing_kwargs", args.gradient_checkpointing_kwargs)
-    if args.gradient_checkpointing_kwargs and not args.gradient_checkpointing:
+    kwargs = _as_dict("activation_checkpointing_kwargs", args.activation_checkpointing_kwargs or {})
+    args.activation_checkpointing_kwargs = args.gradient_checkpointing_kwargs = kwargs
+    derived["_checkpointing_kwargs"] = kwargs
+    if kwargs and not args.activation_checkpointing:
         raise ValueError(
-            f"gradient_checkpointing_kwargs={args.gradient_checkpointing_kwargs!r} only applies with "
-            "gradient_checkpointing=True; pass gradient_checkpointing=True or remove the kwargs."
+            f"activation_checkpointing_kwargs (or gradient_checkpointing_kwargs)={kwargs!r} only applies with "
+            "activation_checkpointing=True; pass activation_checkpointing=True or remove the kwargs."
         )
     if not isinstance(args.length_column_name, str) or not args.length_column_name:
         _fail("length_column_name", args.length_column_name, "a non-empty string", 'pass e.g. "length"')
@@ -192,6 +195,24 @@ def after(args: TrainingArguments, derived: dict[str, Any], previous: dict[str, 
     args.optim_args = _optim_args(args.optim_args)
     args.accelerator_config = _accelerator_config(args.accelerator_config)
     _refusals(args)
+
+
+def _resolve_checkpointing_aliases(args: TrainingArguments, derived: dict[str, Any], previous: dict[str, Any]) -> None:
+    """``gradient_checkpointing(_kwargs)`` are transformers 5's older names of ``activation_checkpointing(_kwargs)``:
+    taken when the new name is unset (the new name wins when both are set, as in transformers), then mirrored. On
+    re-validation (``replace``) the name that changed since the
+    last one wins, so ``replace(gradient_checkpointing=True)`` works as well as the new name."""
+    for old, new, key in (("gradient_checkpointing", "activation_checkpointing", "_checkpointing"),
+                          ("gradient_checkpointing_kwargs", "activation_checkpointing_kwargs", "_checkpointing_kwargs")):
+        old_value, new_value = getattr(args, old), getattr(args, new)
+        if key in previous:
+            if new_value == previous[key] and old_value != previous[key]:
+                new_value = old_value  # only the old name was changed since: it is the one chosen
+        elif new_value is None:
+            new_value = old_value
+        setattr(args, new, new_value)
+    args.activation_checkpointing = _as_bool("activation_checkpointing", args.activation_checkpointing or False)
+    args.gradient_checkpointing = derived["_checkpointing"] = args.activation_checkpointing
 
 
 def _refusals(args: TrainingArguments) -> None:

@@ -85,8 +85,8 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
         trainer.lr_scheduler = None
         trainer._created_lr_scheduler = False
     trainer.create_optimizer_and_scheduler(num_training_steps=max_steps)
-    if args.gradient_checkpointing:
-        kwargs = args.gradient_checkpointing_kwargs or None
+    if args.activation_checkpointing:
+        kwargs = args.activation_checkpointing_kwargs or None
         # transformers 5 renamed it activation_checkpointing_enable (the old name warns); older models have only
         # gradient_checkpointing_enable.
         enable = getattr(trainer.model, "activation_checkpointing_enable", None)
@@ -96,9 +96,9 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
             enable = getattr(trainer.model, "gradient_checkpointing_enable", None)
             if enable is None:
                 raise ValueError(
-                    f"gradient_checkpointing=True needs a model with gradient_checkpointing_enable() (a transformers "
-                    f"model), but {type(trainer.model).__name__} has none; use torch.utils.checkpoint in its forward "
-                    "and pass gradient_checkpointing=False."
+                    f"activation_checkpointing=True (gradient_checkpointing) needs a model with "
+                    f"gradient_checkpointing_enable() (a transformers model), but {type(trainer.model).__name__} has "
+                    "none; use torch.utils.checkpoint in its forward and pass activation_checkpointing=False."
                 )
             enable(gradient_checkpointing_kwargs=kwargs)
     neftune = _neftune_hook(trainer.model, args.neftune_noise_alpha) if args.neftune_noise_alpha else None

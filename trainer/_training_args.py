@@ -214,9 +214,10 @@ class TrainingArguments:
         include_tokens_per_second: Add ``train_tokens_per_second`` to the training metrics.
         save_safetensors: Must be True: weights are only written as safetensors.
         push_to_hub: Must be False: this trainer does not push to the Hugging Face Hub.
-        gradient_checkpointing: Call the model's ``activation_checkpointing_enable`` (transformers 5) or
-            ``gradient_checkpointing_enable`` (with ``gradient_checkpointing_kwargs``) before training; a model
-            with neither is refused.
+        activation_checkpointing: Call the model's ``activation_checkpointing_enable`` (transformers 5) or
+            ``gradient_checkpointing_enable`` (with ``activation_checkpointing_kwargs``) before training; a model
+            with neither is refused. ``gradient_checkpointing(_kwargs)`` are transformers 5's older names of both:
+            used when the new name is unset, then kept equal to it (whichever a ``replace`` changes wins).
         eval_on_start: Evaluate once before the first training step (needs an evaluation dataset).
         group_by_length: Order the training examples so that neighbours have similar lengths (less padding).
         length_column_name: Dataset column holding each example's length for ``group_by_length``.
@@ -333,8 +334,10 @@ class TrainingArguments:
     include_tokens_per_second: bool = False
     save_safetensors: bool = True
     push_to_hub: bool = False
-    gradient_checkpointing: bool = False
-    gradient_checkpointing_kwargs: dict[str, Any] | str = field(default_factory=dict)
+    activation_checkpointing: bool | None = None
+    activation_checkpointing_kwargs: dict[str, Any] | str | None = None
+    gradient_checkpointing: bool | None = None
+    gradient_checkpointing_kwargs: dict[str, Any] | str | None = None
     eval_on_start: bool = False
     torch_compile: bool = False
     torch_compile_backend: str | None = None

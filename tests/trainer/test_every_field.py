@@ -749,8 +749,27 @@ def c_gradient_checkpointing(env: Env) -> None:
     model = env.train(tiny_bert(), gradient_checkpointing=True, train_dataset=BertTokens(), max_steps=1).model
     assert _checkpointing(model)
     assert not _checkpointing(env.train(tiny_bert(), train_dataset=BertTokens(), max_steps=1).model)
-    with pytest.raises(ValueError, match="gradient_checkpointing=True needs a model with gradient_checkpointing_enable"):
+    with pytest.raises(ValueError, match="needs a model with gradient_checkpointing_enable"):
         env.train(gradient_checkpointing=True)
+
+
+def c_activation_checkpointing(env: Env) -> None:
+    # transformers 5's name; gradient_checkpointing is its older alias, mirrored both ways.
+    import transformers  # noqa: F401 - in the test extra
+    model = env.train(tiny_bert(), activation_checkpointing=True, train_dataset=BertTokens(), max_steps=1).model
+    assert _checkpointing(model)
+    args = env.args(activation_checkpointing=True)
+    assert args.gradient_checkpointing is True
+    assert args.replace(gradient_checkpointing=False).activation_checkpointing is False
+    assert env.args().replace(gradient_checkpointing=True).activation_checkpointing is True
+    assert env.args(activation_checkpointing=False, gradient_checkpointing=True).gradient_checkpointing is False
+
+
+def c_activation_checkpointing_kwargs(env: Env) -> None:
+    args = env.args(activation_checkpointing=True, activation_checkpointing_kwargs={"use_reentrant": False})
+    assert args.gradient_checkpointing_kwargs == {"use_reentrant": False}
+    assert env.args().activation_checkpointing_kwargs == {}
+    refused("activation_checkpointing_kwargs", {"use_reentrant": False}, "only applies with")(env)
 
 
 def c_gradient_checkpointing_kwargs(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -1064,6 +1083,8 @@ CHECKS: dict[str, Callable[..., None]] = {
     "push_to_hub": refused("push_to_hub", True, "does not push"),
     "gradient_checkpointing": c_gradient_checkpointing,
     "gradient_checkpointing_kwargs": c_gradient_checkpointing_kwargs,
+    "activation_checkpointing": c_activation_checkpointing,
+    "activation_checkpointing_kwargs": c_activation_checkpointing_kwargs,
     "eval_on_start": c_eval_on_start,
     "torch_compile": c_torch_compile,
     "auto_find_batch_size": c_auto_find_batch_size,
