@@ -81,9 +81,9 @@ def after(args: TrainingArguments, derived: dict[str, Any], previous: dict[str, 
                  "include_inputs_for_metrics", "eval_do_concat_batches", "ignore_data_skip", "jit_mode_eval",
                  "split_batches", "include_tokens_per_second", "save_safetensors", "push_to_hub",
                  "eval_on_start", "auto_find_batch_size",
-                 "group_by_length", "eval_use_gather_object"):
+                 "group_by_length", "eval_use_gather_object", "dataloader_in_order", "use_cache"):
         setattr(args, name, _as_bool(name, getattr(args, name)))
-    for name in ("ddp_find_unused_parameters", "ddp_broadcast_buffers", "dispatch_batches", "tf32"):
+    for name in ("ddp_find_unused_parameters", "ddp_broadcast_buffers", "dispatch_batches", "tf32", "ddp_static_graph"):
         setattr(args, name, _as_bool(name, getattr(args, name), allow_none=True))
     level = args.log_level_replica
     if not isinstance(level, str) or level.strip().lower() not in LOG_LEVELS:
@@ -124,6 +124,11 @@ def after(args: TrainingArguments, derived: dict[str, Any], previous: dict[str, 
         "label_smoothing_factor", args.label_smoothing_factor, minimum=0.0, maximum=1.0, maximum_inclusive=False
     )
     args.past_index = _as_int("past_index", args.past_index, minimum=-1)
+    args.local_rank = _as_int("local_rank", args.local_rank, minimum=-1)
+    _resolve_sampling(args, derived, previous)
+    context = args.dataloader_multiprocessing_context
+    if context is not None and context not in ("fork", "spawn", "forkserver"):
+        _fail("dataloader_multiprocessing_context", context, "None, 'fork', 'spawn' or 'forkserver'", "pass one of those")
     if args.torch_empty_cache_steps is not None and not (
         isinstance(args.torch_empty_cache_steps, int) and not _is_bool(args.torch_empty_cache_steps)
         and args.torch_empty_cache_steps > 0
@@ -213,6 +218,33 @@ def _resolve_checkpointing_aliases(args: TrainingArguments, derived: dict[str, A
         setattr(args, new, new_value)
     args.activation_checkpointing = _as_bool("activation_checkpointing", args.activation_checkpointing or False)
     args.gradient_checkpointing = derived["_checkpointing"] = args.activation_checkpointing
+
+
+def _resolve_sampling(args: TrainingArguments, derived: dict[str, Any], previous: dict[str, Any]) -> None:
+    """``train_sampling_strategy`` (transformers 5) and ``group_by_length`` (its transformers 4 flag) say the same
+    thing: ``group_by_length=True`` with the default "random" means "group_by_length", and the flag follows the
+    strategy. On re-validation (``replace``) the one that changed wins."""
+    strategy, grouped = args.train_sampling_strategy, args.group_by_length
+    if "_sampling" in previous:
+        if strategy == previous["_sampling"][0] and grouped != previous["_sampling"][1]:
+            strategy = "group_by_length" if grouped else "random"
+    elif grouped and strategy == "random":
+        strategy = "group_by_length"
+    if strategy == "batch_rebalance":
+        raise ValueError(
+            "train_sampling_strategy='batch_rebalance' is not supported: this trainer does not rebalance batches "
+            "across processes; pass 'random', 'sequential' or 'group_by_length'."
+        )
+    if strategy not in ("random", "sequential", "group_by_length"):
+        _fail("train_sampling_strategy", strategy, "'random', 'sequential' or 'group_by_length'", "pass one of those")
+    if grouped and strategy != "group_by_length" and "_sampling" not in previous:
+        raise ValueError(
+            f"group_by_length=True and train_sampling_strategy={strategy!r} disagree; pass only "
+            "train_sampling_strategy ('group_by_length' groups by length)."
+        )
+    args.train_sampling_strategy = strategy
+    args.group_by_length = strategy == "group_by_length"
+    derived["_sampling"] = (strategy, args.group_by_length)
 
 
 def _refusals(args: TrainingArguments) -> None:

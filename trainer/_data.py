@@ -137,6 +137,9 @@ def dataloader_kwargs(trainer: Trainer) -> dict[str, Any]:
     }
     if args.dataloader_num_workers > 0:
         kwargs["persistent_workers"] = args.dataloader_persistent_workers
+        kwargs["in_order"] = args.dataloader_in_order
+        if args.dataloader_multiprocessing_context is not None:
+            kwargs["multiprocessing_context"] = args.dataloader_multiprocessing_context
         if args.dataloader_prefetch_factor is not None:
             kwargs["prefetch_factor"] = args.dataloader_prefetch_factor
     return kwargs
@@ -167,8 +170,12 @@ def train_dataloader(trainer: Trainer) -> DataLoader:
             # costs a look-ahead, a device copy and its gradient-state bookkeeping per batch; the loop does
             # the little of that it needs itself (see _inner_training_loop).
             kwargs["sampler"] = SeededRandomSampler(cast(Sized, dataset), data_seed(trainer))
+            if trainer.args.train_sampling_strategy == "sequential":
+                kwargs["sampler"] = SequentialSampler(cast(Sized, dataset))
             return _one_process_loader(dataset, kwargs)
         kwargs["sampler"] = RandomSampler(cast(Sized, dataset))  # map-style datasets have a length
+        if trainer.args.train_sampling_strategy == "sequential":
+            kwargs["sampler"] = SequentialSampler(cast(Sized, dataset))
     return trainer.accelerator.prepare(DataLoader(dataset, **kwargs))
 
 

@@ -194,6 +194,7 @@ class Trainer(TrainerHelpers):
             if model is None:
                 model = self.call_model_init()
             self.model: nn.Module = model
+            _set_use_cache(model, args)
             self.model_wrapped: nn.Module = model
             self.hp_search_backend: Any = None
 
@@ -247,6 +248,7 @@ class Trainer(TrainerHelpers):
         model = self.model_init(trial) if self._model_init_arity == 1 else self.model_init()
         if not isinstance(model, nn.Module):
             raise TypeError(f"model_init must return a torch.nn.Module, got {type(model).__name__}.")
+        _set_use_cache(model, self.args)
         return model
 
     def is_world_process_zero(self) -> bool:
@@ -724,6 +726,14 @@ class Trainer(TrainerHelpers):
             hp_name=hp_name,
             **kwargs,
         )
+
+
+def _set_use_cache(model: nn.Module, args: TrainingArguments) -> None:
+    """``args.use_cache`` onto a transformers model's config, as transformers' Trainer sets it (off by default:
+    training does not need the key/value cache)."""
+    config = getattr(model, "config", None)
+    if config is not None and not isinstance(config, dict):
+        config.use_cache = args.use_cache
 
 
 def _apply_log_level(args: TrainingArguments) -> None:

@@ -163,6 +163,8 @@ class TrainingArguments:
         dataloader_drop_last: Drop the last incomplete batch.
         dataloader_pin_memory: Use pinned memory in the dataloaders; ``use_cpu=True`` turns it off (as transformers).
         dataloader_persistent_workers: Keep dataloader workers alive between epochs (needs workers > 0).
+        dataloader_multiprocessing_context, dataloader_in_order: The loaders' worker start method ("fork", "spawn",
+            "forkserver"; None: torch's) and whether workers' batches keep their order (both need workers > 0).
         dataloader_prefetch_factor: Batches prefetched per worker; None is PyTorch's default (needs workers > 0).
         remove_unused_columns: Drop dataset columns the model's ``forward`` does not accept.
         label_names: Keys of the input batch that hold the labels; None = the model's default.
@@ -193,7 +195,8 @@ class TrainingArguments:
         fp16_full_eval, bf16_full_eval: Cast the model to that dtype for evaluate()/predict() outside training.
         tf32: Allow TF32 matmuls on Ampere+ GPUs (True needs one); None leaves torch's setting.
         half_precision_backend: "auto" or "cpu_amp": torch's native autocast through accelerate (no apex).
-        do_train, do_eval, do_predict, resume_from_checkpoint: Stored for the script, which reads them.
+        do_train, do_eval, do_predict, resume_from_checkpoint, local_rank: Stored for the script, which reads them.
+        use_cache: Set on the model's config (``config.use_cache``) by the Trainer, as transformers does.
         evaluation_strategy: Deprecated alias of ``eval_strategy`` (warns).
         label_smoothing_factor: Label smoothing of the cross-entropy on the model's logits, in [0, 1).
         include_for_metrics: What `compute_metrics` also receives: "inputs" and/or "loss".
@@ -206,7 +209,7 @@ class TrainingArguments:
         past_index: Index of the model output fed back as ``mems`` on the next step (-1: none).
         jit_mode_eval: Refused (no torch.jit tracing).
         ddp_backend, ddp_timeout: Process-group backend and timeout (seconds) when launched on several processes.
-        ddp_find_unused_parameters, ddp_bucket_cap_mb, ddp_broadcast_buffers: DistributedDataParallel options.
+        ddp_find_unused_parameters, ddp_bucket_cap_mb, ddp_broadcast_buffers, ddp_static_graph: DDP options.
         accelerator_config: accelerate data-loader options: split_batches, dispatch_batches, even_batches,
             non_blocking (dict, JSON string or JSON file path).
         dispatch_batches, split_batches: The same two options as fields.
@@ -219,7 +222,8 @@ class TrainingArguments:
             with neither is refused. ``gradient_checkpointing(_kwargs)`` are transformers 5's older names of both:
             used when the new name is unset, then kept equal to it (whichever a ``replace`` changes wins).
         eval_on_start: Evaluate once before the first training step (needs an evaluation dataset).
-        group_by_length: Order the training examples so that neighbours have similar lengths (less padding).
+        train_sampling_strategy: Training order: "random", "sequential" or "group_by_length" (neighbours of similar
+            lengths, less padding); ``group_by_length=True`` is transformers 4's spelling of the last.
         length_column_name: Dataset column holding each example's length for ``group_by_length``.
         neftune_noise_alpha: NEFTune: uniform noise of scale ``alpha / sqrt(sequence length x hidden size)`` added to
             the input embeddings during training (the model needs ``get_input_embeddings``).
@@ -344,6 +348,12 @@ class TrainingArguments:
     torch_compile_mode: str | None = None
     auto_find_batch_size: bool = False
     group_by_length: bool = False
+    train_sampling_strategy: str = "random"
+    dataloader_multiprocessing_context: str | None = None
+    dataloader_in_order: bool = True
+    ddp_static_graph: bool | None = None
+    use_cache: bool = False
+    local_rank: int = -1
     length_column_name: str = "length"
     neftune_noise_alpha: float | None = None
     optim_target_modules: str | list[str] | None = None

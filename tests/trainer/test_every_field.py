@@ -896,6 +896,45 @@ def c_group_by_length(env: Env) -> None:
         env.train(group_by_length=True)  # Data has neither a length column nor input_ids
 
 
+def c_train_sampling_strategy(env: Env) -> None:
+    # "sequential" trains in the dataset's order; "group_by_length" is group_by_length=True (its older spelling).
+    firsts = [c["first"] for c in env.train(train_sampling_strategy="sequential", max_steps=4).model.calls]
+    data = Data()
+    assert firsts == [float(data.x[i, 0]) for i in (0, 8, 16, 24)]
+    assert env.train(max_steps=4).model.calls[0]["first"] != float(data.x[0, 0])  # "random", the default
+    assert env.args(train_sampling_strategy="group_by_length").group_by_length is True
+    assert env.args(group_by_length=True).train_sampling_strategy == "group_by_length"
+    assert env.args(group_by_length=True).replace(train_sampling_strategy="random").group_by_length is False
+    assert env.args().replace(group_by_length=True).train_sampling_strategy == "group_by_length"
+    refused("train_sampling_strategy", "batch_rebalance", "not supported")(env)
+    refused("train_sampling_strategy", "shuffled", "train_sampling_strategy")(env)
+    refused("train_sampling_strategy", "sequential", "disagree", group_by_length=True)(env)
+
+
+def c_multiprocessing_context(env: Env) -> None:
+    loader = env.trainer(dataloader_num_workers=1, dataloader_multiprocessing_context="spawn").get_train_dataloader()
+    assert loader.multiprocessing_context.get_start_method() == "spawn"
+    refused("dataloader_multiprocessing_context", "thread", "dataloader_multiprocessing_context")(env)
+
+
+def c_in_order(env: Env) -> None:
+    assert env.trainer(dataloader_num_workers=1, dataloader_in_order=False).get_train_dataloader().in_order is False
+    assert env.trainer(dataloader_num_workers=1).get_train_dataloader().in_order is True
+
+
+def c_static_graph(env: Env) -> None:
+    assert env.trainer(ddp_static_graph=True).accelerator.ddp_handler.static_graph is True
+
+
+def c_use_cache(env: Env) -> None:
+    import transformers  # noqa: F401 - in the test extra
+    assert tiny_bert().config.use_cache is True  # the model's own default ...
+    assert Trainer(model=tiny_bert(), args=env.args()).model.config.use_cache is False  # ... the Trainer's default
+    assert Trainer(model=tiny_bert(), args=env.args(use_cache=True)).model.config.use_cache is True
+    built = Trainer(model_init=tiny_bert, args=env.args(), train_dataset=BertTokens())
+    assert built.model.config.use_cache is False
+
+
 def c_length_column_name(env: Env) -> None:
     class Sized(Ragged):
         """With a "size" column, answered the way datasets.Dataset answers dataset["size"]."""
@@ -1089,6 +1128,12 @@ CHECKS: dict[str, Callable[..., None]] = {
     "torch_compile": c_torch_compile,
     "auto_find_batch_size": c_auto_find_batch_size,
     "group_by_length": c_group_by_length,
+    "train_sampling_strategy": c_train_sampling_strategy,
+    "dataloader_multiprocessing_context": c_multiprocessing_context,
+    "dataloader_in_order": c_in_order,
+    "ddp_static_graph": c_static_graph,
+    "use_cache": c_use_cache,
+    "local_rank": script_flag("local_rank", ["--local_rank", "2"], 2),
     "length_column_name": c_length_column_name,
     "torch_compile_backend": c_torch_compile_backend,
     "torch_compile_mode": c_torch_compile_mode,
