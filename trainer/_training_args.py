@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 from . import _args_compat
+from ._args_setters import ArgumentSetters
 from ._validation import (
     _as_bool,
     _as_dict,
@@ -117,7 +118,7 @@ _DERIVABLE = (
 
 
 @dataclass
-class TrainingArguments:
+class TrainingArguments(ArgumentSetters):
     """Arguments of one training run (names, meanings and defaults as in transformers' TrainingArguments).
 
     Attributes:

@@ -502,3 +502,31 @@ def test_fields_normalised_as_transformers_does(tmp_path):
     args = WithDtype(str(tmp_path), dtype=torch.bfloat16)
     assert args.to_dict()["dtype"] == "bfloat16"
     assert '"dtype": "bfloat16"' in args.to_json_string()
+
+
+def test_grouped_setters_as_transformers_names_them(tmp_path):
+    # transformers' set_training/set_evaluate/...: set the fields, validate, return the arguments (calls chain).
+    args = TrainingArguments(str(tmp_path))
+    same = (args.set_training(learning_rate=1e-4, batch_size=16, gradient_checkpointing=True)
+            .set_evaluate(strategy="steps", steps=100, delay=None)
+            .set_save(strategy="steps", steps=200, total_limit=2)
+            .set_logging(strategy="steps", steps=10, first_step=True)
+            .set_optimizer(name="sgd", learning_rate=0.1, args="momentum=0.9")
+            .set_lr_scheduler(name="cosine", warmup_steps=0.05)
+            .set_dataloader(train_batch_size=4, sampler_seed=3)
+            .set_testing(batch_size=2))  # after set_dataloader, which sets the evaluation batch size too
+    assert same is args
+    assert (args.do_train, args.activation_checkpointing, args.eval_strategy, args.do_eval, args.eval_steps) == (
+        True, True, IntervalStrategy.STEPS, True, 100)
+    assert (args.do_predict, args.per_device_eval_batch_size, args.save_steps, args.save_total_limit) == (True, 2, 200, 2)
+    assert (args.logging_steps, args.logging_first_step, args.optim, args.learning_rate) == (10, True, "sgd", 0.1)
+    assert args.optim_args == {"momentum": 0.9}
+    assert (args.lr_scheduler_type, args.warmup_steps, args.per_device_train_batch_size, args.data_seed) == (
+        SchedulerType.COSINE, 0.05, 4, 3)
+    with pytest.raises(ValueError, match="requires a positive value for `steps`"):
+        args.set_save(strategy="steps", steps=0)
+    with pytest.raises(ValueError, match="learning_rate"):
+        args.set_optimizer(learning_rate=-1.0)
+    assert args.learning_rate == 0.1  # a refused call changes nothing
+    with pytest.raises(ValueError, match="Hub"):
+        args.set_push_to_hub("me/model")
