@@ -293,7 +293,8 @@ def evaluation_loop(
             if keep_losses and batch_loss is not None:
                 all_losses.add(batch_loss)
         trainer.control = trainer.callback_handler.on_prediction_step(args, trainer.state, trainer.control)
-    trainer.callback_handler.eval_dataloader = None
+    # The loader stays the handler's eval_dataloader (until the next evaluation or release_memory): on_evaluate,
+    # on_predict and the events after them get it, as in transformers.
 
     predictions = all_preds.result()
     label_ids = all_labels.result()

@@ -588,3 +588,36 @@ def test_every_callback_gets_the_event_arguments_whatever_an_earlier_one_did_wit
     clone = copy.copy(handler)
     clone.model = "the copy's"
     assert handler.model is trainer.model and clone.model == "the copy's"
+
+
+def test_events_after_an_evaluation_or_training_get_its_loader_as_transformers_hands_it(make_args):
+    # on_evaluate/on_predict and the events after them get the loader the evaluation read, as in transformers
+    # (train() lets go of its own loader once on_train_end has run; transformers keeps it).
+    train, val = _small_sets(n_train=4, n_eval=4)
+    seen: dict[str, tuple[bool, bool]] = {}
+
+    class Loaders(TrainerCallback):
+        def _note(self, name, kwargs):
+            seen[name] = (kwargs["train_dataloader"] is not None, kwargs["eval_dataloader"] is not None)
+
+        def on_evaluate(self, args, state, control, **kwargs):
+            self._note("evaluate", kwargs)
+
+        def on_save(self, args, state, control, **kwargs):
+            self._note("save", kwargs)
+
+        def on_train_end(self, args, state, control, **kwargs):
+            self._note("train_end", kwargs)
+
+        def on_predict(self, args, state, control, **kwargs):
+            self._note("predict", kwargs)
+
+    args = make_args(max_steps=2, per_device_train_batch_size=2, eval_strategy="steps", eval_steps=2,
+                     save_strategy="steps", save_steps=2)
+    trainer = Trainer(model=DigitsMLP(), args=args, train_dataset=train, eval_dataset=val, callbacks=[Loaders()])
+    trainer.train()
+    trainer.predict(val)
+    assert seen == {"evaluate": (True, True), "save": (True, True), "train_end": (True, True),
+                    "predict": (False, True)}
+    trainer.release_memory()
+    assert trainer.callback_handler.train_dataloader is None and trainer.callback_handler.eval_dataloader is None
