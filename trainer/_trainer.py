@@ -99,6 +99,7 @@ class Trainer(TrainerHelpers):
     _created_lr_scheduler: bool = False
     _created_optimizer: bool = False
     _eval_loader_cache: dict[int, tuple[Any, DataLoader]] | None = None
+    _persistent_eval_loaders: dict[int, tuple[Any, DataLoader]] | None = None  # see _data.eval_dataloader_for
     _num_parameters: int | None = None
     _flops_of: Any = None
     _last_saved_step: int = -1
@@ -660,6 +661,7 @@ class Trainer(TrainerHelpers):
         recipe.lr_scheduler = None
         recipe.accelerator = None
         recipe._accelerator_key = None
+        recipe._persistent_eval_loaders = None
         recipe.callback_handler = CallbackHandler(list(self.callback_handler.callbacks), None, self.processing_class)
         return recipe
 
@@ -677,6 +679,7 @@ class Trainer(TrainerHelpers):
         clone._create_accelerator()
         clone.optimizer = None
         clone.lr_scheduler = None
+        clone._persistent_eval_loaders = None  # its own loaders (and worker processes)
         own = [copy.deepcopy(cb) for cb in self.callback_handler.callbacks]
         clone.callback_handler = CallbackHandler([*own, *callbacks], clone.model, self.processing_class)
         clone.state = TrainerState(
@@ -701,6 +704,7 @@ class Trainer(TrainerHelpers):
         handler = self.callback_handler
         handler.model = handler.optimizer = handler.lr_scheduler = None
         handler.train_dataloader = handler.eval_dataloader = None
+        self._persistent_eval_loaders = None
 
     # ------------------------------------------------------------------ search
     def hyperparameter_search(

@@ -424,3 +424,19 @@ def test_save_model_takes_transformers_internal_call_flag(make_args, tmp_path):
     trainer = Trainer(model=Model(), args=make_args())
     trainer.save_model(str(tmp_path / "a"), _internal_call=True)  # as TRL's trainers call it
     assert (tmp_path / "a" / "model.safetensors").is_file()
+
+
+def test_with_persistent_workers_an_eval_loader_is_built_once_per_dataset(make_args):
+    # As transformers: each new loader would start another set of worker processes.
+    first, second = Data(8), Data(8)
+    args = make_args(dataloader_num_workers=1, dataloader_persistent_workers=True)
+    trainer = Trainer(model=Model(), args=args, eval_dataset={"first": first, "second": second})
+    loader = trainer.get_eval_dataloader("first")
+    assert trainer.get_eval_dataloader("first") is loader and trainer.get_eval_dataloader(first) is loader
+    assert trainer.get_eval_dataloader("second") is not loader
+    trainer.evaluate("first")
+    assert trainer.get_eval_dataloader("first") is loader
+    plain = Trainer(model=Model(), args=args.replace(dataloader_persistent_workers=False), eval_dataset=first)
+    assert plain.get_eval_dataloader() is not plain.get_eval_dataloader()
+    trainer.release_memory()
+    assert trainer._persistent_eval_loaders is None
