@@ -8,12 +8,14 @@ them on `Trainer`: the training loop in `_loop`, evaluation and prediction in `_
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 import logging
 import os
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch import nn
@@ -196,6 +198,9 @@ class Trainer(TrainerHelpers):
                 model = self.call_model_init()
             self.model: nn.Module = model
             _set_use_cache(model, args)
+            if args.label_smoothing_factor and _is_multi_label(model):
+                warnings.warn("Label smoothing is not compatible with multi-label classification. Disabling label "
+                              "smoothing for this training run.", UserWarning, stacklevel=2)  # transformers' words
             self.model_wrapped: nn.Module = model
             self.hp_search_backend: Any = None
 
@@ -328,6 +333,15 @@ class Trainer(TrainerHelpers):
     def _train_batch_size(self, value: int) -> None:
         self.args = self.args.replace(per_device_train_batch_size=value)
 
+    @property
+    def label_smoother(self) -> Callable[[Any, torch.Tensor], torch.Tensor] | None:
+        """The label-smoothed loss ``compute_loss`` uses (``label_smoothing_factor`` > 0), else None; None for a
+        multi-label classifier too (``config.problem_type``), which label smoothing does not fit (transformers)."""
+        factor = self.args.label_smoothing_factor
+        if not factor or _is_multi_label(self.model):
+            return None
+        return functools.partial(_loop.smoothed_cross_entropy, epsilon=factor)
+
     # ------------------------------------------------------------------ training
     def train(
         self,
@@ -457,17 +471,17 @@ class Trainer(TrainerHelpers):
         cross-entropy of its logits (``-100`` labels ignored). ``num_items_in_batch`` is accepted for subclasses
         written for transformers; this trainer passes none (see README, differences).
         """
-        smoothing = self.args.label_smoothing_factor
+        smoother = self.label_smoother
         loss_func = self.compute_loss_func
         loss: torch.Tensor | None
-        if (smoothing > 0 or loss_func is not None) and isinstance(inputs, Mapping) and "labels" in inputs:
+        if (smoother is not None or loss_func is not None) and isinstance(inputs, Mapping) and "labels" in inputs:
             inputs = dict(inputs)
             labels = inputs.pop("labels")
             outputs = model(**inputs)
             if loss_func is not None:
                 loss = loss_func(outputs, labels, num_items_in_batch=num_items_in_batch)
             else:
-                loss = _loop.smoothed_cross_entropy(outputs, labels, smoothing)
+                loss = cast(Any, smoother)(outputs, labels)
             if isinstance(outputs, list | tuple):
                 outputs = (loss, *outputs)  # loss first, as a model given labels returns it
         elif type(inputs) is dict or isinstance(inputs, Mapping):
@@ -730,6 +744,10 @@ class Trainer(TrainerHelpers):
             hp_name=hp_name,
             **kwargs,
         )
+
+
+def _is_multi_label(model: nn.Module | None) -> bool:
+    return getattr(getattr(model, "config", None), "problem_type", None) == "multi_label_classification"
 
 
 def _set_use_cache(model: nn.Module, args: TrainingArguments) -> None:

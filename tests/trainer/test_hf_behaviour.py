@@ -440,3 +440,17 @@ def test_with_persistent_workers_an_eval_loader_is_built_once_per_dataset(make_a
     assert plain.get_eval_dataloader() is not plain.get_eval_dataloader()
     trainer.release_memory()
     assert trainer._persistent_eval_loaders is None
+
+
+def test_label_smoothing_is_off_for_a_multi_label_classifier_with_transformers_warning(make_args):
+    class MultiLabel(Model):
+        def __init__(self) -> None:
+            super().__init__()
+            self.config = type("Config", (), {"problem_type": "multi_label_classification"})()
+
+    args = make_args(label_smoothing_factor=0.1)
+    with pytest.warns(UserWarning, match="Label smoothing is not compatible with multi-label classification"):
+        trainer = Trainer(model=MultiLabel(), args=args)
+    assert trainer.label_smoother is None  # the model's own loss is used
+    assert Trainer(model=Model(), args=args).label_smoother is not None
+    assert Trainer(model=Model(), args=make_args()).label_smoother is None
