@@ -66,6 +66,8 @@ def before(args: TrainingArguments, derived: dict[str, Any], previous: dict[str,
                 f"{flag}=True and mixed_precision={current!r} disagree; pass one of them (mixed_precision={wanted!r})."
             )
         args.mixed_precision = derived["mixed_precision"] = wanted
+    if args.dataloader_pin_memory is None:  # derived from use_cpu before, and use_cpu may have changed since
+        args.dataloader_pin_memory = True
     if args.report_to is None:
         args.report_to = "none"
     if args.do_eval is None:
@@ -74,13 +76,14 @@ def before(args: TrainingArguments, derived: dict[str, Any], previous: dict[str,
 
 def after(args: TrainingArguments, derived: dict[str, Any], previous: dict[str, Any]) -> None:
     """Every ported field checked, normalised, and refused with the reason where this trainer cannot honour it."""
+    _resolve_checkpointing_aliases(args, derived, previous)
     for name in ("log_on_each_node", "fp16_full_eval", "bf16_full_eval", "do_train", "do_eval", "do_predict",
                  "include_inputs_for_metrics", "eval_do_concat_batches", "ignore_data_skip", "jit_mode_eval",
                  "split_batches", "include_tokens_per_second", "save_safetensors", "push_to_hub",
-                 "gradient_checkpointing", "eval_on_start", "auto_find_batch_size",
-                 "group_by_length"):
+                 "eval_on_start", "auto_find_batch_size",
+                 "group_by_length", "eval_use_gather_object", "dataloader_in_order", "use_cache"):
         setattr(args, name, _as_bool(name, getattr(args, name)))
-    for name in ("ddp_find_unused_parameters", "ddp_broadcast_buffers", "dispatch_batches", "tf32"):
+    for name in ("ddp_find_unused_parameters", "ddp_broadcast_buffers", "dispatch_batches", "tf32", "ddp_static_graph"):
         setattr(args, name, _as_bool(name, getattr(args, name), allow_none=True))
     level = args.log_level_replica
     if not isinstance(level, str) or level.strip().lower() not in LOG_LEVELS:
@@ -121,6 +124,17 @@ def after(args: TrainingArguments, derived: dict[str, Any], previous: dict[str, 
         "label_smoothing_factor", args.label_smoothing_factor, minimum=0.0, maximum=1.0, maximum_inclusive=False
     )
     args.past_index = _as_int("past_index", args.past_index, minimum=-1)
+    args.local_rank = _as_int("local_rank", args.local_rank, minimum=-1)
+    _resolve_sampling(args, derived, previous)
+    context = args.dataloader_multiprocessing_context
+    if context is not None and context not in ("fork", "spawn", "forkserver"):
+        _fail("dataloader_multiprocessing_context", context, "None, 'fork', 'spawn' or 'forkserver'", "pass one of those")
+    if args.torch_empty_cache_steps is not None and not (
+        isinstance(args.torch_empty_cache_steps, int) and not _is_bool(args.torch_empty_cache_steps)
+        and args.torch_empty_cache_steps > 0
+    ):  # transformers refuses 1.0 and "1" too
+        _fail("torch_empty_cache_steps", args.torch_empty_cache_steps, "an integer > 0 or None",
+              "pass e.g. 100 (empty the cache every 100 steps) or None")
     args.ddp_timeout = _as_int("ddp_timeout", args.ddp_timeout, minimum=1)
     args.ddp_bucket_cap_mb = _as_int("ddp_bucket_cap_mb", args.ddp_bucket_cap_mb, minimum=1, allow_none=True)
     if args.ddp_backend is not None and args.ddp_backend not in DDP_BACKENDS:
@@ -138,20 +152,26 @@ def after(args: TrainingArguments, derived: dict[str, Any], previous: dict[str, 
             args.include_for_metrics = [*args.include_for_metrics, "inputs"]
     args.debug = _string_list("debug", args.debug, DEBUG_OPTIONS, split=True,
                               refused={"tpu_metrics_debug": "this trainer does not run on TPUs"})
+    if args.use_cpu and args.dataloader_pin_memory:
+        args.dataloader_pin_memory = derived["dataloader_pin_memory"] = False  # as transformers: nothing to pin for
     seen = args.include_num_input_tokens_seen
-    if isinstance(seen, str) and seen.strip().lower() in ("all", "no", "non_padding", "true", "false"):
-        seen = {"all": True, "true": True, "no": False, "false": False}.get(seen.strip().lower(), "non_padding")
-    if not (_is_bool(seen) or seen == "non_padding"):
+    if _is_bool(seen):
+        seen = "all" if seen else "no"  # transformers' coercion: the field holds one of the three names
+    elif isinstance(seen, str):
+        seen = {"true": "all", "false": "no"}.get(seen.strip().lower(), seen.strip().lower())
+    if seen not in ("all", "no", "non_padding"):
         _fail("include_num_input_tokens_seen", seen, "True, False, 'all', 'no' or 'non_padding'", "pass one of those")
-    args.include_num_input_tokens_seen = seen if seen == "non_padding" else bool(seen)
+    args.include_num_input_tokens_seen = seen
 
     from ._validation import _as_dict
 
-    args.gradient_checkpointing_kwargs = _as_dict("gradient_checkpointing_kwargs", args.gradient_checkpointing_kwargs)
-    if args.gradient_checkpointing_kwargs and not args.gradient_checkpointing:
+    kwargs = _as_dict("activation_checkpointing_kwargs", args.activation_checkpointing_kwargs or {})
+    args.activation_checkpointing_kwargs = args.gradient_checkpointing_kwargs = kwargs
+    derived["_checkpointing_kwargs"] = kwargs
+    if kwargs and not args.activation_checkpointing:
         raise ValueError(
-            f"gradient_checkpointing_kwargs={args.gradient_checkpointing_kwargs!r} only applies with "
-            "gradient_checkpointing=True; pass gradient_checkpointing=True or remove the kwargs."
+            f"activation_checkpointing_kwargs (or gradient_checkpointing_kwargs)={kwargs!r} only applies with "
+            "activation_checkpointing=True; pass activation_checkpointing=True or remove the kwargs."
         )
     if not isinstance(args.length_column_name, str) or not args.length_column_name:
         _fail("length_column_name", args.length_column_name, "a non-empty string", 'pass e.g. "length"')
@@ -180,6 +200,51 @@ def after(args: TrainingArguments, derived: dict[str, Any], previous: dict[str, 
     args.optim_args = _optim_args(args.optim_args)
     args.accelerator_config = _accelerator_config(args.accelerator_config)
     _refusals(args)
+
+
+def _resolve_checkpointing_aliases(args: TrainingArguments, derived: dict[str, Any], previous: dict[str, Any]) -> None:
+    """``gradient_checkpointing(_kwargs)`` are transformers 5's older names of ``activation_checkpointing(_kwargs)``:
+    taken when the new name is unset (the new name wins when both are set, as in transformers), then mirrored. On
+    re-validation (``replace``) the name that changed since the
+    last one wins, so ``replace(gradient_checkpointing=True)`` works as well as the new name."""
+    for old, new, key in (("gradient_checkpointing", "activation_checkpointing", "_checkpointing"),
+                          ("gradient_checkpointing_kwargs", "activation_checkpointing_kwargs", "_checkpointing_kwargs")):
+        old_value, new_value = getattr(args, old), getattr(args, new)
+        if key in previous:
+            if new_value == previous[key] and old_value != previous[key]:
+                new_value = old_value  # only the old name was changed since: it is the one chosen
+        elif new_value is None:
+            new_value = old_value
+        setattr(args, new, new_value)
+    args.activation_checkpointing = _as_bool("activation_checkpointing", args.activation_checkpointing or False)
+    args.gradient_checkpointing = derived["_checkpointing"] = args.activation_checkpointing
+
+
+def _resolve_sampling(args: TrainingArguments, derived: dict[str, Any], previous: dict[str, Any]) -> None:
+    """``train_sampling_strategy`` (transformers 5) and ``group_by_length`` (its transformers 4 flag) say the same
+    thing: ``group_by_length=True`` with the default "random" means "group_by_length", and the flag follows the
+    strategy. On re-validation (``replace``) the one that changed wins."""
+    strategy, grouped = args.train_sampling_strategy, args.group_by_length
+    if "_sampling" in previous:
+        if strategy == previous["_sampling"][0] and grouped != previous["_sampling"][1]:
+            strategy = "group_by_length" if grouped else "random"
+    elif grouped and strategy == "random":
+        strategy = "group_by_length"
+    if strategy == "batch_rebalance":
+        raise ValueError(
+            "train_sampling_strategy='batch_rebalance' is not supported: this trainer does not rebalance batches "
+            "across processes; pass 'random', 'sequential' or 'group_by_length'."
+        )
+    if strategy not in ("random", "sequential", "group_by_length"):
+        _fail("train_sampling_strategy", strategy, "'random', 'sequential' or 'group_by_length'", "pass one of those")
+    if grouped and strategy != "group_by_length" and "_sampling" not in previous:
+        raise ValueError(
+            f"group_by_length=True and train_sampling_strategy={strategy!r} disagree; pass only "
+            "train_sampling_strategy ('group_by_length' groups by length)."
+        )
+    args.train_sampling_strategy = strategy
+    args.group_by_length = strategy == "group_by_length"
+    derived["_sampling"] = (strategy, args.group_by_length)
 
 
 def _refusals(args: TrainingArguments) -> None:

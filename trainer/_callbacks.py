@@ -56,12 +56,12 @@ class ExportableState:
 class TrainerState:
     """The state of a training run, handed to every callback event and saved in every checkpoint.
 
-    ``epoch`` is fractional (2.5 = halfway through the third epoch). ``logging_steps``/``eval_steps``/``save_steps``
+    ``epoch`` is fractional (2.5 = halfway through the third epoch) and 0 before training, as in transformers 5. ``logging_steps``/``eval_steps``/``save_steps``
     are the resolved integer intervals (ratios in `TrainingArguments` are turned into steps once ``max_steps``
     is known). ``log_history`` holds every dict passed to `Trainer.log`, with its ``step``.
     """
 
-    epoch: float | None = None
+    epoch: float | None = 0
     global_step: int = 0
     max_steps: int = 0
     logging_steps: int = 500
@@ -81,6 +81,30 @@ class TrainerState:
     trial_name: str | None = None
     trial_params: dict[str, Any] | None = None
     stateful_callbacks: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # As transformers: None means empty, and a list of stateful callbacks is stored as their states (a list of
+        # states under the class name when a class appears more than once).
+        if self.log_history is None:
+            self.log_history = []
+        callbacks: Any = self.stateful_callbacks
+        if callbacks is None:
+            self.stateful_callbacks = {}
+        elif not isinstance(callbacks, Mapping):
+            states: dict[str, Any] = {}
+            for callback in callbacks:
+                if not isinstance(callback, ExportableState):
+                    raise TypeError(
+                        f"stateful_callbacks holds a {type(callback).__name__}, which is not an ExportableState; "
+                        "pass only callbacks with state()/from_state (or their saved states in a dict)."
+                    )
+                name = type(callback).__name__
+                if name in states:
+                    earlier = states[name]
+                    states[name] = [*(earlier if isinstance(earlier, list) else [earlier]), callback.state()]
+                else:
+                    states[name] = callback.state()
+            self.stateful_callbacks = states
 
     def save_to_json(self, json_path: str) -> None:
         text = json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True, default=_json_default) + "\n"
@@ -611,6 +635,26 @@ class EarlyStoppingCallback(TrainerCallback, ExportableState):
                 "eval_strategy='no'; set eval_strategy to 'steps' or 'epoch'."
             )
 
+    def check_metric_value(self, args, state, control, metric_value) -> None:
+        """Count ``metric_value`` against ``state.best_metric``: the counter goes back to 0 when the value is better
+        (by more than ``early_stopping_threshold``, in the direction ``args.greater_is_better`` gives), else up by one.
+
+        The trainer updates ``state.best_metric`` after ``on_evaluate``, so during training it is the best before
+        this evaluation. Called by `on_evaluate`; a subclass may override it to judge improvement another way.
+        """
+        value = float(metric_value)
+        best = state.best_metric
+        greater = getattr(args, "greater_is_better", None)
+        if greater is None:  # as TrainingArguments derives it
+            greater = not str(getattr(args, "metric_for_best_model", None) or "loss").endswith("loss")
+        better = best is None or (value > best if greater else value < best)
+        if better:
+            self.best_value = value  # the best seen so far, for inspection
+        if best is None or (better and abs(value - best) > self.early_stopping_threshold):
+            self.early_stopping_patience_counter = 0
+        else:
+            self.early_stopping_patience_counter += 1
+
     def on_evaluate(self, args, state, control, metrics=None, **kwargs):
         name = args.metric_for_best_model
         key = name if name.startswith("eval_") else f"eval_{name}"
@@ -621,18 +665,7 @@ class EarlyStoppingCallback(TrainerCallback, ExportableState):
                 sorted(metrics or {}),
             )
             return
-        value = float(metrics[key])
-        greater = args.greater_is_better if args.greater_is_better is not None else not key.endswith("loss")
-        # The trainer updates state.best_metric after on_evaluate: here it is the best before this evaluation.
-        best = state.best_metric
-        better = best is None or (value > best if greater else value < best)
-        improved = best is None or (better and abs(value - best) > self.early_stopping_threshold)
-        if better:
-            self.best_value = value  # the best seen so far, for inspection
-        if improved:
-            self.early_stopping_patience_counter = 0
-        else:
-            self.early_stopping_patience_counter += 1
+        self.check_metric_value(args, state, control, float(metrics[key]))
         if self.early_stopping_patience_counter >= self.early_stopping_patience:
             control.should_training_stop = True
 

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from . import _fsdp
-from ._callbacks import ExportableState
+from ._callbacks import ExportableState, TrainerState
 from ._optimization import settle_foreach
 from ._training_args import _parse_size
 
@@ -84,6 +84,14 @@ def get_last_checkpoint(output_dir: str) -> str | None:
 
 
 # ---------------------------------------------------------------------------------------------- weights
+def saved_train_batch_size(folder: str) -> int | None:
+    """The per-process training batch size the checkpoint's run trained with (None when it has no state)."""
+    path = os.path.join(folder, TRAINER_STATE_NAME)
+    if not os.path.isfile(path):
+        return None
+    return TrainerState.load_from_json(path).train_batch_size
+
+
 def _state_dict_for_saving(model: nn.Module) -> dict[str, torch.Tensor]:
     """The model's tensors, contiguous, with tied (shared-storage) duplicates dropped after their first name."""
     return tensors_for_saving(model.state_dict())
@@ -385,7 +393,8 @@ def load_optimizer_and_scheduler(trainer: Trainer, folder: str) -> None:
         return
     if trainer._created_optimizer and trainer.accelerator is not None:
         # Either way, the loaded groups carry the foreach chosen for the device they were saved on.
-        settle_foreach(trainer.optimizer, trainer.args, trainer.accelerator.device)
+        chosen = trainer.optimizer_cls_and_kwargs
+        settle_foreach(trainer.optimizer, trainer.args, trainer.accelerator.device, None if chosen is None else chosen[1])
     sched_path = os.path.join(folder, SCHEDULER_NAME)
     if trainer.lr_scheduler is not None and os.path.isfile(sched_path):
         trainer.lr_scheduler.load_state_dict(torch.load(sched_path, weights_only=True))

@@ -137,6 +137,9 @@ def dataloader_kwargs(trainer: Trainer) -> dict[str, Any]:
     }
     if args.dataloader_num_workers > 0:
         kwargs["persistent_workers"] = args.dataloader_persistent_workers
+        kwargs["in_order"] = args.dataloader_in_order
+        if args.dataloader_multiprocessing_context is not None:
+            kwargs["multiprocessing_context"] = args.dataloader_multiprocessing_context
         if args.dataloader_prefetch_factor is not None:
             kwargs["prefetch_factor"] = args.dataloader_prefetch_factor
     return kwargs
@@ -167,8 +170,12 @@ def train_dataloader(trainer: Trainer) -> DataLoader:
             # costs a look-ahead, a device copy and its gradient-state bookkeeping per batch; the loop does
             # the little of that it needs itself (see _inner_training_loop).
             kwargs["sampler"] = SeededRandomSampler(cast(Sized, dataset), data_seed(trainer))
+            if trainer.args.train_sampling_strategy == "sequential":
+                kwargs["sampler"] = SequentialSampler(cast(Sized, dataset))
             return _one_process_loader(dataset, kwargs)
         kwargs["sampler"] = RandomSampler(cast(Sized, dataset))  # map-style datasets have a length
+        if trainer.args.train_sampling_strategy == "sequential":
+            kwargs["sampler"] = SequentialSampler(cast(Sized, dataset))
     return trainer.accelerator.prepare(DataLoader(dataset, **kwargs))
 
 
@@ -266,6 +273,13 @@ def eval_dataloader_for(trainer: Trainer, dataset: Any) -> DataLoader:
     # Within a train() the evaluations of one dataset share a loader (see _inner_training_loop): building one
     # means a collator with an inspect.signature of forward, and accelerate's prepare, at every evaluation.
     cache = getattr(trainer, "_eval_loader_cache", None) if plain else None
+    # With persistent workers a loader is built once per dataset and kept (as transformers keeps it): a new loader
+    # per evaluation would start a new set of worker processes each time.
+    persistent = trainer.args.dataloader_persistent_workers and trainer.args.dataloader_num_workers > 0
+    if persistent:
+        if trainer._persistent_eval_loaders is None:
+            trainer._persistent_eval_loaders = {}
+        cache = trainer._persistent_eval_loaders
     if cache is not None:
         cached = cache.get(id(dataset))
         if cached is not None and cached[0] is dataset:
@@ -278,10 +292,11 @@ def eval_dataloader_for(trainer: Trainer, dataset: Any) -> DataLoader:
         # Sequential, one process: accelerate's wrapper would only place batches on the device, which
         # evaluation_loop does for a plain loader.
         loader = _one_process_loader(dataset, kwargs)
-        if cache is not None:
-            cache[id(dataset)] = (dataset, loader)  # the dataset is kept too: its id is never reused meanwhile
-        return loader
-    return trainer.accelerator.prepare(DataLoader(dataset, **kwargs))
+    else:
+        loader = trainer.accelerator.prepare(DataLoader(dataset, **kwargs))
+    if cache is not None:
+        cache[id(dataset)] = (dataset, loader)  # the dataset is kept too: its id is never reused meanwhile
+    return loader
 
 
 def accelerate_only_forwards(accelerator: Any) -> bool:

@@ -226,6 +226,11 @@ def evaluation_loop(
     trainer._past = None
     trainer.callback_handler.eval_dataloader = dataloader
     distributed = accelerator.num_processes > 1
+    if distributed and args.eval_use_gather_object:
+        raise ValueError(
+            "eval_use_gather_object=True is not supported when evaluating on several processes: predictions are "
+            "gathered as padded tensors; pass False (outputs that are not tensors are left out of predictions)."
+        )
     losses: list[torch.Tensor] = []
     concat, every = args.eval_do_concat_batches, args.eval_accumulation_steps
     all_preds, all_labels = Accumulator(concat, every), Accumulator(concat, every)
@@ -288,7 +293,8 @@ def evaluation_loop(
             if keep_losses and batch_loss is not None:
                 all_losses.add(batch_loss)
         trainer.control = trainer.callback_handler.on_prediction_step(args, trainer.state, trainer.control)
-    trainer.callback_handler.eval_dataloader = None
+    # The loader stays the handler's eval_dataloader (until the next evaluation or release_memory): on_evaluate,
+    # on_predict and the events after them get it, as in transformers.
 
     predictions = all_preds.result()
     label_ids = all_labels.result()

@@ -23,6 +23,16 @@ class TrainerHelpers:
 
     args: TrainingArguments
     optimizer: torch.optim.Optimizer | None
+    _in_train: bool
+
+    @property
+    def is_in_train(self) -> bool:
+        """True while `train` runs (evaluations during training see it), as transformers' attribute of this name."""
+        return self._in_train
+
+    def get_total_train_batch_size(self, args: TrainingArguments) -> int:
+        """Examples per optimizer step: the per-process batch size x ``gradient_accumulation_steps`` x processes."""
+        return args.train_batch_size * args.gradient_accumulation_steps * args.world_size
 
     @staticmethod
     def get_optimizer_cls_and_kwargs(args: TrainingArguments, model: nn.Module | None = None) -> tuple[Any, dict]:

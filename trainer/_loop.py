@@ -14,6 +14,7 @@ from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any, cast
 
 import torch
+from accelerate.utils.memory import clear_device_cache
 from torch import nn
 from torch.utils.data import DataLoader
 
@@ -84,8 +85,8 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
         trainer.lr_scheduler = None
         trainer._created_lr_scheduler = False
     trainer.create_optimizer_and_scheduler(num_training_steps=max_steps)
-    if args.gradient_checkpointing:
-        kwargs = args.gradient_checkpointing_kwargs or None
+    if args.activation_checkpointing:
+        kwargs = args.activation_checkpointing_kwargs or None
         # transformers 5 renamed it activation_checkpointing_enable (the old name warns); older models have only
         # gradient_checkpointing_enable.
         enable = getattr(trainer.model, "activation_checkpointing_enable", None)
@@ -95,9 +96,9 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
             enable = getattr(trainer.model, "gradient_checkpointing_enable", None)
             if enable is None:
                 raise ValueError(
-                    f"gradient_checkpointing=True needs a model with gradient_checkpointing_enable() (a transformers "
-                    f"model), but {type(trainer.model).__name__} has none; use torch.utils.checkpoint in its forward "
-                    "and pass gradient_checkpointing=False."
+                    f"activation_checkpointing=True (gradient_checkpointing) needs a model with "
+                    f"gradient_checkpointing_enable() (a transformers model), but {type(trainer.model).__name__} has "
+                    "none; use torch.utils.checkpoint in its forward and pass activation_checkpointing=False."
                 )
             enable(gradient_checkpointing_kwargs=kwargs)
     neftune = _neftune_hook(trainer.model, args.neftune_noise_alpha) if args.neftune_noise_alpha else None
@@ -138,7 +139,7 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
         from ._debug import DebugUnderflowOverflow
 
         debug_hook = DebugUnderflowOverflow(trainer.model)
-    count_tokens = bool(args.include_num_input_tokens_seen) or args.include_tokens_per_second
+    count_tokens = args.include_num_input_tokens_seen != "no" or args.include_tokens_per_second
     num_processes = accelerator.num_processes
     tokens_this_run = 0
     # The model's own flop count (transformers' floating_point_ops) or 6 x parameters x tokens; see floating_point_ops.
@@ -159,8 +160,7 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
             steps_to_skip = (trainer.state.global_step % per_epoch) * args.gradient_accumulation_steps
             if args.ignore_data_skip:
                 steps_to_skip = 0  # the resumed epoch sees its data from the start again
-        if args.restore_callback_states_from_checkpoint:
-            restore_callback_states(trainer, saved.stateful_callbacks)
+        trainer._load_callback_state()  # from the state restore_state took over
 
     trainer.control = trainer.callback_handler.on_train_begin(args, trainer.state, trainer.control)
     if args.eval_on_start and trainer.state.global_step == 0:
@@ -213,7 +213,7 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
             if count_tokens:
                 tokens = input_tokens(trainer, inputs[0] if fast_loop else inputs, args.include_num_input_tokens_seen)
                 tokens_this_run += tokens
-                if args.include_num_input_tokens_seen:
+                if args.include_num_input_tokens_seen != "no":
                     trainer.state.num_input_tokens_seen += tokens
             trainer.state.total_flos += trainer.floating_point_ops(inputs[0] if fast_loop else inputs) * num_processes
             if not step_started:
@@ -275,6 +275,8 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
                     step_optimizer.zero_grad(set_to_none=True)
                     trainer.state.global_step += 1
                     trainer.state.epoch = epoch + (step + 1 + skipped) / steps_in_epoch
+                    if args.torch_empty_cache_steps and trainer.state.global_step % args.torch_empty_cache_steps == 0:
+                        clear_device_cache()
                     control = trainer.control = handler.on_step_end(args, trainer.state, trainer.control)
                     if control.should_log or control.should_evaluate or control.should_save:
                         tr_loss, loss_sum = tr_loss + loss_sum, 0.0
@@ -337,11 +339,11 @@ def restore_state(trainer: Trainer, saved: TrainerState, max_steps: int) -> None
         )
 
 
-def restore_callback_states(trainer: Trainer, states: Mapping[str, Any]) -> None:
+def restore_callback_states(trainer: Trainer, states: Mapping[str, Any]) -> list[str]:
     """Rebuild the stateful callbacks from the checkpoint, as transformers does: each callback of a saved class is
     replaced (in place, keeping the order) by ``from_state`` of its saved state, so its constructor arguments
-    (an early-stopping patience) come back with its counters. Saved callbacks this trainer lacks are named in a
-    warning and left out."""
+    (an early-stopping patience) come back with its counters, and ``trainer.control`` takes its saved switches.
+    Returns the saved callback classes this trainer lacks (left out; the trainer warns about them)."""
     callbacks = trainer.callback_handler.callbacks
     missing = []
     for name, saved in states.items():
@@ -354,14 +356,10 @@ def restore_callback_states(trainer: Trainer, states: Mapping[str, Any]) -> None
             continue
         for position, state in zip(same, saved_list):
             callbacks[position] = cast(Any, type(callbacks[position])).from_state(state)
-    if missing:
-        logger.warning(
-            f"Checkpoint included callbacks not included in current configuration ({', '.join(sorted(missing))}); "
-            "their state is ignored. Pass those callbacks to the Trainer to restore them."
-        )
     if "TrainerControl" in states:
         for key, value in states["TrainerControl"].get("args", {}).items():
             setattr(trainer.control, key, value)
+    return sorted(missing)
 
 
 def warn_if_arguments_differ(trainer: Trainer, saved: TrainerState) -> None:
@@ -386,7 +384,7 @@ def maybe_log_save_evaluate(trainer: Trainer, tr_loss: torch.Tensor, model: nn.M
         logs: dict[str, float] = {}
         tr_loss_scalar = float(gather_mean(trainer, tr_loss))
         steps = trainer.state.global_step - trainer._globalstep_last_logged
-        logs["loss"] = round(tr_loss_scalar / steps, 4)
+        logs["loss"] = tr_loss_scalar / steps  # unrounded, as transformers 5 logs it
         if trainer._grad_norm is not None:
             logs["grad_norm"] = float(trainer._grad_norm)
         logs["learning_rate"] = get_learning_rate(trainer)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 import torch
@@ -460,8 +461,15 @@ def optimizer_cls_and_kwargs(args: TrainingArguments) -> tuple[type[torch.optim.
     return cast(Any, cls), options
 
 
-def create_optimizer(model: torch.nn.Module, args: TrainingArguments) -> torch.optim.Optimizer:
+def create_optimizer(
+    model: torch.nn.Module,
+    args: TrainingArguments,
+    cls_and_kwargs: tuple[type[torch.optim.Optimizer], Mapping[str, Any]] | None = None,
+) -> torch.optim.Optimizer:
     """The optimizer named by ``args.optim`` over the trainable parameters of ``model``.
+
+    ``cls_and_kwargs`` (the Trainer's ``optimizer_cls_and_kwargs``) replaces ``args.optim`` and its settings: the
+    class is built over the same two parameter groups with exactly those keyword arguments.
 
     It always has two parameter groups, in this order: the parameters that get ``args.weight_decay`` and
     those that get none (see :func:`get_parameter_names_without_decay`); either may be empty. The learning
@@ -469,7 +477,10 @@ def create_optimizer(model: torch.nn.Module, args: TrainingArguments) -> torch.o
     ``eps=adam_epsilon``; ``args.optim_args`` is passed to the optimizer class (e.g. ``{"momentum": 0.9}``
     for sgd) and overrides those Adam settings.
     """
-    cls, options = optimizer_cls_and_kwargs(args)
+    if cls_and_kwargs is None:
+        cls, options = optimizer_cls_and_kwargs(args)
+    else:
+        cls, options = cls_and_kwargs[0], dict(cls_and_kwargs[1])
     no_decay = set(get_parameter_names_without_decay(model))
     trainable = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
     if not trainable:
@@ -483,18 +494,24 @@ def create_optimizer(model: torch.nn.Module, args: TrainingArguments) -> torch.o
     return cls(groups, **options)
 
 
-def settle_foreach(optimizer: torch.optim.Optimizer, args: TrainingArguments, device: torch.device | None) -> None:
+def settle_foreach(
+    optimizer: torch.optim.Optimizer,
+    args: TrainingArguments,
+    device: torch.device | None,
+    chosen: Mapping[str, Any] | None = None,
+) -> None:
     """Decide torch's ``foreach`` for an optimizer `create_optimizer` built, where ``optim_args`` leaves it unset.
 
     Left unset (None), torch decides at every step by looking at the device of every parameter: the per-tensor
     loop on the CPU, the multi-tensor kernels on accelerators. On a small model that check is a tenth of the
     optimizer step, paid once per parameter group. Training on the CPU, this sets what torch would pick,
     ``foreach=False``; elsewhere it puts back None, so a checkpoint saved on the CPU (its parameter groups carry
-    the value) resumes on a GPU with torch's own choice. Fused optimizers are left as they are.
+    the value) resumes on a GPU with torch's own choice. Fused optimizers are left as they are, and so is a
+    ``foreach`` among ``chosen``, the options the user gave (``args.optim_args`` when None).
     """
     if device is None or "foreach" not in optimizer.defaults or optimizer.defaults.get("fused"):
         return
-    if "foreach" in (cast(dict, args.optim_args) or {}):
+    if "foreach" in (chosen if chosen is not None else cast(dict, args.optim_args) or {}):
         return  # the user's choice, kept everywhere
     value = False if device.type == "cpu" else None
     optimizer.defaults["foreach"] = value

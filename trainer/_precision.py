@@ -57,7 +57,7 @@ def accelerator_key(args: TrainingArguments) -> tuple[Any, ...]:
     return (args.use_cpu, precision_of(args), args.gradient_accumulation_steps, data_seed,
             args.dispatch_batches, args.split_batches, repr(sorted(cast(dict, args.accelerator_config).items())),
             args.ddp_backend, args.ddp_timeout, args.ddp_find_unused_parameters, args.ddp_bucket_cap_mb,
-            args.ddp_broadcast_buffers, args.tf32, args.torch_compile, args.torch_compile_backend,
+            args.ddp_broadcast_buffers, args.ddp_static_graph, args.tf32, args.torch_compile, args.torch_compile_backend,
             args.torch_compile_mode, _fsdp.key(args))
 
 
@@ -242,6 +242,7 @@ def ddp_kwargs(args: TrainingArguments) -> list[Any]:
             ("find_unused_parameters", args.ddp_find_unused_parameters),
             ("bucket_cap_mb", args.ddp_bucket_cap_mb),
             ("broadcast_buffers", args.ddp_broadcast_buffers),
+            ("static_graph", args.ddp_static_graph),
         )
         if value is not None
     }

@@ -66,7 +66,8 @@ class Seq2SeqTrainingArguments(TrainingArguments):
 
     def to_dict(self) -> dict[str, Any]:
         out = super().to_dict()
-        if out.get("generation_config") is not None and not isinstance(out["generation_config"], str):
+        # A GenerationConfig as its dict, as transformers writes it (the base class would write str(config)).
+        if self.generation_config is not None and not isinstance(self.generation_config, str):
             out["generation_config"] = self.generation_config.to_dict()
         return out
 

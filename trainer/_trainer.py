@@ -8,12 +8,14 @@ them on `Trainer`: the training loop in `_loop`, evaluation and prediction in `_
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 import logging
 import os
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch import nn
@@ -99,6 +101,7 @@ class Trainer(TrainerHelpers):
     _created_lr_scheduler: bool = False
     _created_optimizer: bool = False
     _eval_loader_cache: dict[int, tuple[Any, DataLoader]] | None = None
+    _persistent_eval_loaders: dict[int, tuple[Any, DataLoader]] | None = None  # see _data.eval_dataloader_for
     _num_parameters: int | None = None
     _flops_of: Any = None
     _last_saved_step: int = -1
@@ -130,6 +133,8 @@ class Trainer(TrainerHelpers):
         *,
         processing_class: Any = None,
         tokenizer: Any = None,
+        compute_loss_func: Callable[..., torch.Tensor] | None = None,
+        optimizer_cls_and_kwargs: tuple[type[torch.optim.Optimizer], dict[str, Any]] | None = None,
     ) -> None:
         if args is None:
             args = TrainingArguments(output_dir="tmp_trainer")  # transformers' folder for a Trainer given no args
@@ -157,6 +162,20 @@ class Trainer(TrainerHelpers):
                 )
             if optimizers[1] is not None and optimizers[0] is None:
                 raise ValueError("optimizers=(None, scheduler): a scheduler needs its optimizer; pass both.")
+            if optimizer_cls_and_kwargs is not None:
+                if optimizers[0] is not None:
+                    raise RuntimeError(
+                        "Passing both `optimizers` and `optimizer_cls_and_kwargs` arguments is incompatible: the "
+                        "first is a built optimizer, the second says how to build one; pass only one of them."
+                    )
+                cls, kwargs = optimizer_cls_and_kwargs
+                if not (isinstance(cls, type) and issubclass(cls, torch.optim.Optimizer) and isinstance(kwargs, Mapping)):
+                    raise TypeError(
+                        f"optimizer_cls_and_kwargs must be (a torch.optim.Optimizer subclass, a dict of its keyword "
+                        f"arguments), got {optimizer_cls_and_kwargs!r}; pass e.g. (torch.optim.SGD, {{'lr': 0.1}})."
+                    )
+            self.optimizer_cls_and_kwargs = optimizer_cls_and_kwargs
+            self.compute_loss_func = compute_loss_func
             self._model_init_arity = _model_init_arity(model_init)
             self.model_init = model_init
             self.compute_metrics = compute_metrics
@@ -178,6 +197,10 @@ class Trainer(TrainerHelpers):
             if model is None:
                 model = self.call_model_init()
             self.model: nn.Module = model
+            _set_use_cache(model, args)
+            if args.label_smoothing_factor and _is_multi_label(model):
+                warnings.warn("Label smoothing is not compatible with multi-label classification. Disabling label "
+                              "smoothing for this training run.", UserWarning, stacklevel=2)  # transformers' words
             self.model_wrapped: nn.Module = model
             self.hp_search_backend: Any = None
 
@@ -231,6 +254,7 @@ class Trainer(TrainerHelpers):
         model = self.model_init(trial) if self._model_init_arity == 1 else self.model_init()
         if not isinstance(model, nn.Module):
             raise TypeError(f"model_init must return a torch.nn.Module, got {type(model).__name__}.")
+        _set_use_cache(model, self.args)
         return model
 
     def is_world_process_zero(self) -> bool:
@@ -272,9 +296,11 @@ class Trainer(TrainerHelpers):
     # ------------------------------------------------------------------ optimizer & scheduler
     def create_optimizer(self) -> torch.optim.Optimizer:
         if self.optimizer is None:
-            self.optimizer = create_optimizer(self.model, self.args)
+            chosen = self.optimizer_cls_and_kwargs
+            self.optimizer = create_optimizer(self.model, self.args, chosen)
             self._created_optimizer = True
-            settle_foreach(self.optimizer, self.args, self.accelerator.device if self.accelerator else None)
+            settle_foreach(self.optimizer, self.args, self.accelerator.device if self.accelerator else None,
+                           None if chosen is None else chosen[1])
         return self.optimizer
 
     def create_scheduler(self, num_training_steps: int, optimizer: torch.optim.Optimizer | None = None) -> Any:
@@ -298,6 +324,24 @@ class Trainer(TrainerHelpers):
         self.create_optimizer()
         self.create_scheduler(num_training_steps=num_training_steps, optimizer=self.optimizer)
 
+    @property
+    def _train_batch_size(self) -> int:
+        """transformers' name for the batch size training uses per process (``auto_find_batch_size`` lowers it)."""
+        return self.args.train_batch_size
+
+    @_train_batch_size.setter
+    def _train_batch_size(self, value: int) -> None:
+        self.args = self.args.replace(per_device_train_batch_size=value)
+
+    @property
+    def label_smoother(self) -> Callable[[Any, torch.Tensor], torch.Tensor] | None:
+        """The label-smoothed loss ``compute_loss`` uses (``label_smoothing_factor`` > 0), else None; None for a
+        multi-label classifier too (``config.problem_type``), which label smoothing does not fit (transformers)."""
+        factor = self.args.label_smoothing_factor
+        if not factor or _is_multi_label(self.model):
+            return None
+        return functools.partial(_loop.smoothed_cross_entropy, epsilon=factor)
+
     # ------------------------------------------------------------------ training
     def train(
         self,
@@ -314,6 +358,12 @@ class Trainer(TrainerHelpers):
         if kwargs:
             raise TypeError(f"train() got unexpected keyword arguments {sorted(kwargs)}.")
         self._ignore_keys_for_eval = ignore_keys_for_eval
+        if self.args.auto_find_batch_size:
+            # As transformers: a resumed run goes on with the batch size the checkpoint's run had found.
+            checkpoint = self._resolve_checkpoint(resume_from_checkpoint)
+            saved = None if checkpoint is None else ckpt.saved_train_batch_size(checkpoint)
+            if saved is not None and saved != self._train_batch_size:
+                self._train_batch_size = saved
         while True:
             try:
                 return self._train_once(resume_from_checkpoint, trial)
@@ -384,6 +434,19 @@ class Trainer(TrainerHelpers):
             # Loaders (and through them the datasets) are not kept past the run, nor shared with copies of the trainer.
             self._eval_loader_cache = None
 
+    def _load_callback_state(self) -> None:
+        """With ``restore_callback_states_from_checkpoint``, rebuild the stateful callbacks and the control switches
+        from ``state.stateful_callbacks`` (a resumed checkpoint's), as transformers' method of this name does;
+        saved callbacks this trainer lacks are named in a warning. Called by `train` when it resumes."""
+        if not self.args.restore_callback_states_from_checkpoint:
+            return
+        missing = _loop.restore_callback_states(self, self.state.stateful_callbacks)
+        if missing:
+            logger.warning(
+                f"Checkpoint included callbacks not included in current configuration ({', '.join(missing)}); "
+                "their state is ignored. Pass those callbacks to the Trainer to restore them."
+            )
+
     def _prepare_inputs(self, inputs: Any) -> Any:
         """Move a batch to the device (accelerate's prepared dataloaders already do; custom loaders may not)."""
         assert self.accelerator is not None
@@ -403,17 +466,22 @@ class Trainer(TrainerHelpers):
     ) -> Any:
         """Forward the batch and take the loss the model returned (first in a tuple, or ``outputs['loss']``).
 
-        With ``label_smoothing_factor`` > 0 the labels are kept from the model and the loss is the label-smoothed
+        With ``compute_loss_func`` (a Trainer argument) or ``label_smoothing_factor`` > 0 the labels are kept from the
+        model and the loss is ``compute_loss_func(outputs, labels, num_items_in_batch=...)``, else the label-smoothed
         cross-entropy of its logits (``-100`` labels ignored). ``num_items_in_batch`` is accepted for subclasses
         written for transformers; this trainer passes none (see README, differences).
         """
-        smoothing = self.args.label_smoothing_factor
+        smoother = self.label_smoother
+        loss_func = self.compute_loss_func
         loss: torch.Tensor | None
-        if smoothing > 0 and isinstance(inputs, Mapping) and "labels" in inputs:
+        if (smoother is not None or loss_func is not None) and isinstance(inputs, Mapping) and "labels" in inputs:
             inputs = dict(inputs)
             labels = inputs.pop("labels")
             outputs = model(**inputs)
-            loss = _loop.smoothed_cross_entropy(outputs, labels, smoothing)
+            if loss_func is not None:
+                loss = loss_func(outputs, labels, num_items_in_batch=num_items_in_batch)
+            else:
+                loss = cast(Any, smoother)(outputs, labels)
             if isinstance(outputs, list | tuple):
                 outputs = (loss, *outputs)  # loss first, as a model given labels returns it
         elif type(inputs) is dict or isinstance(inputs, Mapping):
@@ -547,7 +615,7 @@ class Trainer(TrainerHelpers):
 
         ``start_time`` (a ``time.perf_counter()`` value) adds the training speed metrics since then.
         """
-        if self.args.include_num_input_tokens_seen:
+        if self.args.include_num_input_tokens_seen != "no":
             logs["num_input_tokens_seen"] = self.state.num_input_tokens_seen
         if start_time is not None:
             logs.update(speed_metrics("train", start_time))
@@ -577,8 +645,11 @@ class Trainer(TrainerHelpers):
             "trainer.save_model(folder) and upload that folder with huggingface_hub (HfApi().upload_folder)."
         )
 
-    def save_model(self, output_dir: str | None = None) -> None:
-        """Write the model's weights (safetensors) and the training arguments to ``output_dir``."""
+    def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
+        """Write the model's weights (safetensors) and the training arguments to ``output_dir``.
+
+        ``_internal_call`` is transformers' flag (its Trainer pushes to the Hub when it is False); accepted for code
+        that passes it, it changes nothing here (no Hub pushes)."""
         ckpt.save_model(self, output_dir if output_dir is not None else self.args.output_dir)
 
     def save_state(self) -> None:
@@ -604,6 +675,7 @@ class Trainer(TrainerHelpers):
         recipe.lr_scheduler = None
         recipe.accelerator = None
         recipe._accelerator_key = None
+        recipe._persistent_eval_loaders = None
         recipe.callback_handler = CallbackHandler(list(self.callback_handler.callbacks), None, self.processing_class)
         return recipe
 
@@ -621,6 +693,7 @@ class Trainer(TrainerHelpers):
         clone._create_accelerator()
         clone.optimizer = None
         clone.lr_scheduler = None
+        clone._persistent_eval_loaders = None  # its own loaders (and worker processes)
         own = [copy.deepcopy(cb) for cb in self.callback_handler.callbacks]
         clone.callback_handler = CallbackHandler([*own, *callbacks], clone.model, self.processing_class)
         clone.state = TrainerState(
@@ -645,6 +718,7 @@ class Trainer(TrainerHelpers):
         handler = self.callback_handler
         handler.model = handler.optimizer = handler.lr_scheduler = None
         handler.train_dataloader = handler.eval_dataloader = None
+        self._persistent_eval_loaders = None
 
     # ------------------------------------------------------------------ search
     def hyperparameter_search(
@@ -670,6 +744,18 @@ class Trainer(TrainerHelpers):
             hp_name=hp_name,
             **kwargs,
         )
+
+
+def _is_multi_label(model: nn.Module | None) -> bool:
+    return getattr(getattr(model, "config", None), "problem_type", None) == "multi_label_classification"
+
+
+def _set_use_cache(model: nn.Module, args: TrainingArguments) -> None:
+    """``args.use_cache`` onto a transformers model's config, as transformers' Trainer sets it (off by default:
+    training does not need the key/value cache)."""
+    config = getattr(model, "config", None)
+    if config is not None and not isinstance(config, dict):
+        config.use_cache = args.use_cache
 
 
 def _apply_log_level(args: TrainingArguments) -> None:

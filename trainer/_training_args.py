@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 from . import _args_compat
-from ._args_setters import GroupedSetters
+from ._args_setters import ArgumentSetters
 from ._validation import (
     _as_bool,
     _as_dict,
@@ -111,14 +111,14 @@ _MAX_SEED = 2**32 - 1
 # keeping a value computed from the old input.
 _DERIVABLE = (
     "logging_dir", "run_name", "eval_steps", "metric_for_best_model", "greater_is_better", "mixed_precision", "do_eval",
-    "torch_compile", "torch_compile_backend",
+    "torch_compile", "torch_compile_backend", "dataloader_pin_memory",
 )
 
 
 
 
 @dataclass
-class TrainingArguments(GroupedSetters):
+class TrainingArguments(ArgumentSetters):
     """Arguments of one training run (names, meanings and defaults as in transformers' TrainingArguments).
 
     Attributes:
@@ -162,8 +162,10 @@ class TrainingArguments(GroupedSetters):
         mixed_precision: ``"no"``, ``"fp16"`` (CUDA only) or ``"bf16"``; set by ``fp16``/``bf16`` too.
         dataloader_num_workers: Worker processes per dataloader; 0 loads in the main process.
         dataloader_drop_last: Drop the last incomplete batch.
-        dataloader_pin_memory: Use pinned memory in the dataloaders.
+        dataloader_pin_memory: Use pinned memory in the dataloaders; ``use_cpu=True`` turns it off (as transformers).
         dataloader_persistent_workers: Keep dataloader workers alive between epochs (needs workers > 0).
+        dataloader_multiprocessing_context, dataloader_in_order: The loaders' worker start method ("fork", "spawn",
+            "forkserver"; None: torch's) and whether workers' batches keep their order (both need workers > 0).
         dataloader_prefetch_factor: Batches prefetched per worker; None is PyTorch's default (needs workers > 0).
         remove_unused_columns: Drop dataset columns the model's ``forward`` does not accept.
         label_names: Keys of the input batch that hold the labels; None = the model's default.
@@ -181,7 +183,8 @@ class TrainingArguments(GroupedSetters):
         run_name: Name of the run in the logging integrations; None -> ``output_dir``.
         skip_memory_metrics: Skip the memory profiler metrics (they slow training down).
         include_num_input_tokens_seen: Count the input tokens trained on in ``state.num_input_tokens_seen`` (and
-            the logs): True/"all" the elements of ``input_ids``, "non_padding" those its attention mask keeps.
+            the logs): "all" (or True) the elements of ``input_ids``, "non_padding" those its attention mask keeps,
+            "no" (or False; the default) none. Stored as "all", "non_padding" or "no", as transformers does.
         average_tokens_across_devices: Refused when True (no token-count loss normalisation; see the README).
         max_checkpoint_shard_size: Largest safetensors shard: int bytes or a string like "5GB"/"500MB".
         save_on_each_node: Save checkpoints on every node, not just the main one (no shared filesystem).
@@ -193,17 +196,21 @@ class TrainingArguments(GroupedSetters):
         fp16_full_eval, bf16_full_eval: Cast the model to that dtype for evaluate()/predict() outside training.
         tf32: Allow TF32 matmuls on Ampere+ GPUs (True needs one); None leaves torch's setting.
         half_precision_backend: "auto" or "cpu_amp": torch's native autocast through accelerate (no apex).
-        do_train, do_eval, do_predict, resume_from_checkpoint: Stored for the script, which reads them.
+        do_train, do_eval, do_predict, resume_from_checkpoint, local_rank: Stored for the script, which reads them.
+        use_cache: Set on the model's config (``config.use_cache``) by the Trainer, as transformers does.
         evaluation_strategy: Deprecated alias of ``eval_strategy`` (warns).
         label_smoothing_factor: Label smoothing of the cross-entropy on the model's logits, in [0, 1).
         include_for_metrics: What `compute_metrics` also receives: "inputs" and/or "loss".
         include_inputs_for_metrics: Deprecated; same as ``include_for_metrics=["inputs"]``.
         eval_do_concat_batches: Concatenate predictions across batches (False: a list of per-batch arrays).
+        eval_use_gather_object: Gather evaluation outputs as Python objects; a single process gathers nothing, so
+            it changes nothing there (as in transformers); refused when evaluating on several processes.
+        torch_empty_cache_steps: Empty the accelerator's memory cache every this many optimizer steps (None: never).
         ignore_data_skip: When resuming, start the epoch's data from its beginning instead of skipping batches.
         past_index: Index of the model output fed back as ``mems`` on the next step (-1: none).
         jit_mode_eval: Refused (no torch.jit tracing).
         ddp_backend, ddp_timeout: Process-group backend and timeout (seconds) when launched on several processes.
-        ddp_find_unused_parameters, ddp_bucket_cap_mb, ddp_broadcast_buffers: DistributedDataParallel options.
+        ddp_find_unused_parameters, ddp_bucket_cap_mb, ddp_broadcast_buffers, ddp_static_graph: DDP options.
         accelerator_config: accelerate data-loader options: split_batches, dispatch_batches, even_batches,
             non_blocking (dict, JSON string or JSON file path).
         dispatch_batches, split_batches: The same two options as fields.
@@ -211,11 +218,13 @@ class TrainingArguments(GroupedSetters):
         include_tokens_per_second: Add ``train_tokens_per_second`` to the training metrics.
         save_safetensors: Must be True: weights are only written as safetensors.
         push_to_hub: Must be False: this trainer does not push to the Hugging Face Hub.
-        gradient_checkpointing: Call the model's ``activation_checkpointing_enable`` (transformers 5) or
-            ``gradient_checkpointing_enable`` (with ``gradient_checkpointing_kwargs``) before training; a model
-            with neither is refused.
+        activation_checkpointing: Call the model's ``activation_checkpointing_enable`` (transformers 5) or
+            ``gradient_checkpointing_enable`` (with ``activation_checkpointing_kwargs``) before training; a model
+            with neither is refused. ``gradient_checkpointing(_kwargs)`` are transformers 5's older names of both:
+            used when the new name is unset, then kept equal to it (whichever a ``replace`` changes wins).
         eval_on_start: Evaluate once before the first training step (needs an evaluation dataset).
-        group_by_length: Order the training examples so that neighbours have similar lengths (less padding).
+        train_sampling_strategy: Training order: "random", "sequential" or "group_by_length" (neighbours of similar
+            lengths, less padding); ``group_by_length=True`` is transformers 4's spelling of the last.
         length_column_name: Dataset column holding each example's length for ``group_by_length``.
         neftune_noise_alpha: NEFTune: uniform noise of scale ``alpha / sqrt(sequence length x hidden size)`` added to
             the input embeddings during training (the model needs ``get_input_embeddings``).
@@ -292,7 +301,7 @@ class TrainingArguments(GroupedSetters):
     disable_tqdm: bool | None = None
     run_name: str | None = None
     skip_memory_metrics: bool = True
-    include_num_input_tokens_seen: bool | str = False
+    include_num_input_tokens_seen: bool | str = "no"
     average_tokens_across_devices: bool = False
     max_checkpoint_shard_size: str | int = "5GB"
     save_on_each_node: bool = False
@@ -313,6 +322,8 @@ class TrainingArguments(GroupedSetters):
     include_for_metrics: list[str] = field(default_factory=list)
     include_inputs_for_metrics: bool = False
     eval_do_concat_batches: bool = True
+    eval_use_gather_object: bool = False
+    torch_empty_cache_steps: int | None = None
     ignore_data_skip: bool = False
     past_index: int = -1
     jit_mode_eval: bool = False
@@ -328,14 +339,22 @@ class TrainingArguments(GroupedSetters):
     include_tokens_per_second: bool = False
     save_safetensors: bool = True
     push_to_hub: bool = False
-    gradient_checkpointing: bool = False
-    gradient_checkpointing_kwargs: dict[str, Any] | str = field(default_factory=dict)
+    activation_checkpointing: bool | None = None
+    activation_checkpointing_kwargs: dict[str, Any] | str | None = None
+    gradient_checkpointing: bool | None = None
+    gradient_checkpointing_kwargs: dict[str, Any] | str | None = None
     eval_on_start: bool = False
     torch_compile: bool = False
     torch_compile_backend: str | None = None
     torch_compile_mode: str | None = None
     auto_find_batch_size: bool = False
     group_by_length: bool = False
+    train_sampling_strategy: str = "random"
+    dataloader_multiprocessing_context: str | None = None
+    dataloader_in_order: bool = True
+    ddp_static_graph: bool | None = None
+    use_cache: bool = False
+    local_rank: int = -1
     length_column_name: str = "length"
     neftune_noise_alpha: float | None = None
     optim_target_modules: str | list[str] | None = None

@@ -111,32 +111,66 @@ def _to_tensor(values: list[Any]) -> Any:
     return values  # strings and other objects stay a list
 
 
-def default_data_collator(features: Sequence[Any]) -> Any:
+def _to_array(values: list[Any]) -> Any:
+    first = values[0]
+    if isinstance(first, torch.Tensor):
+        return torch.stack(values).numpy(force=True)
+    if isinstance(first, np.ndarray):
+        return np.stack(values)
+    if isinstance(first, np.generic | bool | int | float) or (
+        isinstance(first, Sequence) and not isinstance(first, str | bytes)
+    ):
+        return np.asarray(values)
+    return values  # strings and other objects stay a list
+
+
+def default_data_collator(features: Sequence[Any], return_tensors: str = "pt") -> Any:
     """Collate a list of examples into a batch.
 
     Dict examples become a dict of stacked tensors (tensors, numpy arrays and Python numbers/lists are
     converted; other values stay lists). Keys whose first value is None or a string (raw text, an id) are left
     out. ``label``/``label_ids`` become ``labels`` (long for ints, float otherwise), as in the Hugging Face
-    collator. Other examples (tuples, tensors) use torch's default collation.
+    collator. Other examples (tuples, tensors) use torch's default collation. ``return_tensors="np"`` gives numpy
+    arrays instead (labels int64 or float32), as transformers' collator does.
     """
+    if return_tensors not in ("pt", "np"):
+        raise ValueError(f"return_tensors must be 'pt' or 'np', got {return_tensors!r}; pass one of those.")
     if not features:
         raise ValueError("default_data_collator got an empty list of features; the dataloader yielded no items.")
     first = features[0]
+    numpy = return_tensors == "np"
     if not (type(first) is dict or isinstance(first, Mapping)):  # a dict first: Mapping's ABC check is a Python call
-        return torch.utils.data.default_collate(list(features))
+        collated = torch.utils.data.default_collate(list(features))
+        return _tree_map(collated, lambda t: t.numpy(force=True)) if numpy else collated
     batch: dict[str, Any] = {}
     for key in first:
         values = [f[key] for f in features]
         if values[0] is None:
             continue
         if key in ("label", "label_ids"):
+            if numpy:
+                array = _to_array(values)
+                if isinstance(array, np.ndarray):
+                    array = array.astype(np.int64 if np.issubdtype(array.dtype, np.integer) else np.float32)
+                batch["labels"] = array
+                continue
             tensor = _to_tensor(values)
             if isinstance(tensor, torch.Tensor) and not tensor.is_floating_point():
                 tensor = tensor.long()
             batch["labels"] = tensor
         elif not isinstance(values[0], str):  # as transformers' collator, which leaves strings out
-            batch[key] = _to_tensor(values)
+            batch[key] = _to_array(values) if numpy else _to_tensor(values)
     return batch
+
+
+def _tree_map(value: Any, convert: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return convert(value)
+    if isinstance(value, Mapping):
+        return {k: _tree_map(v, convert) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_tree_map(v, convert) for v in value)
+    return value
 
 
 def speed_metrics(split: str, start_time: float, num_samples: int | None = None, num_steps: int | None = None) -> dict[str, float]:

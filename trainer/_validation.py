@@ -216,4 +216,6 @@ def _jsonable(value: Any) -> Any:
         return float(value)
     if value is None or isinstance(value, str):
         return value
+    if type(value).__module__ == "torch" and type(value).__name__ == "dtype":
+        return str(value).removeprefix("torch.")  # "float32", as transformers writes a dtype (torch stays unimported)
     return str(value)

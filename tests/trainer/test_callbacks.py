@@ -283,6 +283,21 @@ def test_trainer_state_json_round_trip(tmp_path):
     assert TrainerState.load_from_json(str(path)) == state
 
 
+def test_trainer_state_defaults_and_a_list_of_stateful_callbacks_as_transformers():
+    # transformers 5: epoch starts at 0, None means empty, callbacks given as a list are stored as their states.
+    assert TrainerState().epoch == 0
+    empty = TrainerState(log_history=None, stateful_callbacks=None)
+    assert (empty.log_history, empty.stateful_callbacks) == ([], {})
+    first, second = EarlyStoppingCallback(2), EarlyStoppingCallback(3)
+    state = TrainerState(stateful_callbacks=[first, second, TrainerControl(should_save=True)])
+    assert state.stateful_callbacks == {
+        "EarlyStoppingCallback": [first.state(), second.state()],
+        "TrainerControl": TrainerControl(should_save=True).state(),
+    }
+    with pytest.raises(TypeError, match="ExportableState"):
+        TrainerState(stateful_callbacks=[Recorder()])
+
+
 def test_trainer_state_has_the_documented_fields():
     names = {f.name for f in dataclasses.fields(TrainerState)}
     documented = {
@@ -406,6 +421,24 @@ def test_early_stopping_state_round_trip():
     assert restored.early_stopping_threshold == 0.01
     assert restored.early_stopping_patience_counter == 2
     assert restored.best_value == 0.5
+
+
+def test_early_stopping_check_metric_value_counts_against_the_states_best():
+    # transformers' public hook: on_evaluate calls it, subclasses and tests call it directly.
+    class Args:
+        greater_is_better = True
+
+    early = EarlyStoppingCallback(early_stopping_patience=3)
+    early.check_metric_value(Args(), TrainerState(best_metric=0.9), TrainerControl(), 0.8)
+    assert early.early_stopping_patience_counter == 1
+    early.check_metric_value(Args(), TrainerState(best_metric=0.8), TrainerControl(), 0.95)
+    assert early.early_stopping_patience_counter == 0
+    strict = EarlyStoppingCallback(early_stopping_patience=3, early_stopping_threshold=0.1)
+    strict.check_metric_value(Args(), TrainerState(best_metric=0.8), TrainerControl(), 0.85)  # better, not by 0.1
+    assert strict.early_stopping_patience_counter == 1
+    Args.greater_is_better = False
+    strict.check_metric_value(Args(), TrainerState(), TrainerControl(), 3.0)  # no best yet: improves
+    assert strict.early_stopping_patience_counter == 0
 
 
 def test_early_stopping_needs_metric_for_best_model(make_args):
@@ -555,3 +588,36 @@ def test_every_callback_gets_the_event_arguments_whatever_an_earlier_one_did_wit
     clone = copy.copy(handler)
     clone.model = "the copy's"
     assert handler.model is trainer.model and clone.model == "the copy's"
+
+
+def test_events_after_an_evaluation_or_training_get_its_loader_as_transformers_hands_it(make_args):
+    # on_evaluate/on_predict and the events after them get the loader the evaluation read, as in transformers
+    # (train() lets go of its own loader once on_train_end has run; transformers keeps it).
+    train, val = _small_sets(n_train=4, n_eval=4)
+    seen: dict[str, tuple[bool, bool]] = {}
+
+    class Loaders(TrainerCallback):
+        def _note(self, name, kwargs):
+            seen[name] = (kwargs["train_dataloader"] is not None, kwargs["eval_dataloader"] is not None)
+
+        def on_evaluate(self, args, state, control, **kwargs):
+            self._note("evaluate", kwargs)
+
+        def on_save(self, args, state, control, **kwargs):
+            self._note("save", kwargs)
+
+        def on_train_end(self, args, state, control, **kwargs):
+            self._note("train_end", kwargs)
+
+        def on_predict(self, args, state, control, **kwargs):
+            self._note("predict", kwargs)
+
+    args = make_args(max_steps=2, per_device_train_batch_size=2, eval_strategy="steps", eval_steps=2,
+                     save_strategy="steps", save_steps=2)
+    trainer = Trainer(model=DigitsMLP(), args=args, train_dataset=train, eval_dataset=val, callbacks=[Loaders()])
+    trainer.train()
+    trainer.predict(val)
+    assert seen == {"evaluate": (True, True), "save": (True, True), "train_end": (True, True),
+                    "predict": (False, True)}
+    trainer.release_memory()
+    assert trainer.callback_handler.train_dataloader is None and trainer.callback_handler.eval_dataloader is None

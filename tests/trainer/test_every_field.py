@@ -32,6 +32,7 @@ from trainer import (
 )
 from trainer import _data as data_module
 from trainer import _evaluation as evaluation_module
+from trainer import _loop as loop_module
 
 
 class Data(Dataset):
@@ -633,6 +634,26 @@ def c_concat_batches(env: Env) -> None:
     assert [p.shape for p in out.predictions] == [(6,), (4,)]
 
 
+def c_eval_use_gather_object(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    # One process gathers nothing: the same predictions (as in transformers); several processes refuse it.
+    assert env.trainer(eval_use_gather_object=True).predict(Data(10)).predictions.shape == (10,)
+    trainer = env.trainer(eval_use_gather_object=True)
+    monkeypatch.setattr(type(trainer.accelerator), "num_processes", property(lambda self: 2))
+    with pytest.raises(ValueError, match="eval_use_gather_object=True is not supported"):
+        trainer.evaluate(Data(10))
+
+
+def c_torch_empty_cache_steps(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    steps: list[int] = []
+    trainer = env.trainer(torch_empty_cache_steps=2, max_steps=5)
+    monkeypatch.setattr(loop_module, "clear_device_cache", lambda: steps.append(trainer.state.global_step))
+    trainer.train()
+    assert steps == [2, 4]
+    for value in (0, -1, 1.0, "2"):
+        with pytest.raises(ValueError, match="torch_empty_cache_steps"):
+            env.args(torch_empty_cache_steps=value)
+
+
 def c_ignore_data_skip(env: Env) -> None:
     env.train(save_strategy="steps", save_steps=2)
     firsts = {}
@@ -728,8 +749,27 @@ def c_gradient_checkpointing(env: Env) -> None:
     model = env.train(tiny_bert(), gradient_checkpointing=True, train_dataset=BertTokens(), max_steps=1).model
     assert _checkpointing(model)
     assert not _checkpointing(env.train(tiny_bert(), train_dataset=BertTokens(), max_steps=1).model)
-    with pytest.raises(ValueError, match="gradient_checkpointing=True needs a model with gradient_checkpointing_enable"):
+    with pytest.raises(ValueError, match="needs a model with gradient_checkpointing_enable"):
         env.train(gradient_checkpointing=True)
+
+
+def c_activation_checkpointing(env: Env) -> None:
+    # transformers 5's name; gradient_checkpointing is its older alias, mirrored both ways.
+    import transformers  # noqa: F401 - in the test extra
+    model = env.train(tiny_bert(), activation_checkpointing=True, train_dataset=BertTokens(), max_steps=1).model
+    assert _checkpointing(model)
+    args = env.args(activation_checkpointing=True)
+    assert args.gradient_checkpointing is True
+    assert args.replace(gradient_checkpointing=False).activation_checkpointing is False
+    assert env.args().replace(gradient_checkpointing=True).activation_checkpointing is True
+    assert env.args(activation_checkpointing=False, gradient_checkpointing=True).gradient_checkpointing is False
+
+
+def c_activation_checkpointing_kwargs(env: Env) -> None:
+    args = env.args(activation_checkpointing=True, activation_checkpointing_kwargs={"use_reentrant": False})
+    assert args.gradient_checkpointing_kwargs == {"use_reentrant": False}
+    assert env.args().activation_checkpointing_kwargs == {}
+    refused("activation_checkpointing_kwargs", {"use_reentrant": False}, "only applies with")(env)
 
 
 def c_gradient_checkpointing_kwargs(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -854,6 +894,45 @@ def c_group_by_length(env: Env) -> None:
     assert sorted(w for b in grouped.widths for w in b) == sorted(w for b in plain.widths for w in b)
     with pytest.raises(ValueError, match="group_by_length=True needs each example's length"):
         env.train(group_by_length=True)  # Data has neither a length column nor input_ids
+
+
+def c_train_sampling_strategy(env: Env) -> None:
+    # "sequential" trains in the dataset's order; "group_by_length" is group_by_length=True (its older spelling).
+    firsts = [c["first"] for c in env.train(train_sampling_strategy="sequential", max_steps=4).model.calls]
+    data = Data()
+    assert firsts == [float(data.x[i, 0]) for i in (0, 8, 16, 24)]
+    assert env.train(max_steps=4).model.calls[0]["first"] != float(data.x[0, 0])  # "random", the default
+    assert env.args(train_sampling_strategy="group_by_length").group_by_length is True
+    assert env.args(group_by_length=True).train_sampling_strategy == "group_by_length"
+    assert env.args(group_by_length=True).replace(train_sampling_strategy="random").group_by_length is False
+    assert env.args().replace(group_by_length=True).train_sampling_strategy == "group_by_length"
+    refused("train_sampling_strategy", "batch_rebalance", "not supported")(env)
+    refused("train_sampling_strategy", "shuffled", "train_sampling_strategy")(env)
+    refused("train_sampling_strategy", "sequential", "disagree", group_by_length=True)(env)
+
+
+def c_multiprocessing_context(env: Env) -> None:
+    loader = env.trainer(dataloader_num_workers=1, dataloader_multiprocessing_context="spawn").get_train_dataloader()
+    assert loader.multiprocessing_context.get_start_method() == "spawn"
+    refused("dataloader_multiprocessing_context", "thread", "dataloader_multiprocessing_context")(env)
+
+
+def c_in_order(env: Env) -> None:
+    assert env.trainer(dataloader_num_workers=1, dataloader_in_order=False).get_train_dataloader().in_order is False
+    assert env.trainer(dataloader_num_workers=1).get_train_dataloader().in_order is True
+
+
+def c_static_graph(env: Env) -> None:
+    assert env.trainer(ddp_static_graph=True).accelerator.ddp_handler.static_graph is True
+
+
+def c_use_cache(env: Env) -> None:
+    import transformers  # noqa: F401 - in the test extra
+    assert tiny_bert().config.use_cache is True  # the model's own default ...
+    assert Trainer(model=tiny_bert(), args=env.args()).model.config.use_cache is False  # ... the Trainer's default
+    assert Trainer(model=tiny_bert(), args=env.args(use_cache=True)).model.config.use_cache is True
+    built = Trainer(model_init=tiny_bert, args=env.args(), train_dataset=BertTokens())
+    assert built.model.config.use_cache is False
 
 
 def c_length_column_name(env: Env) -> None:
@@ -1024,6 +1103,8 @@ CHECKS: dict[str, Callable[..., None]] = {
     "include_for_metrics": c_include_for_metrics,
     "include_inputs_for_metrics": c_include_inputs,
     "eval_do_concat_batches": c_concat_batches,
+    "eval_use_gather_object": c_eval_use_gather_object,
+    "torch_empty_cache_steps": c_torch_empty_cache_steps,
     "ignore_data_skip": c_ignore_data_skip,
     "past_index": c_past_index,
     "jit_mode_eval": refused("jit_mode_eval", True, "torch.jit"),
@@ -1041,10 +1122,18 @@ CHECKS: dict[str, Callable[..., None]] = {
     "push_to_hub": refused("push_to_hub", True, "does not push"),
     "gradient_checkpointing": c_gradient_checkpointing,
     "gradient_checkpointing_kwargs": c_gradient_checkpointing_kwargs,
+    "activation_checkpointing": c_activation_checkpointing,
+    "activation_checkpointing_kwargs": c_activation_checkpointing_kwargs,
     "eval_on_start": c_eval_on_start,
     "torch_compile": c_torch_compile,
     "auto_find_batch_size": c_auto_find_batch_size,
     "group_by_length": c_group_by_length,
+    "train_sampling_strategy": c_train_sampling_strategy,
+    "dataloader_multiprocessing_context": c_multiprocessing_context,
+    "dataloader_in_order": c_in_order,
+    "ddp_static_graph": c_static_graph,
+    "use_cache": c_use_cache,
+    "local_rank": script_flag("local_rank", ["--local_rank", "2"], 2),
     "length_column_name": c_length_column_name,
     "torch_compile_backend": c_torch_compile_backend,
     "torch_compile_mode": c_torch_compile_mode,

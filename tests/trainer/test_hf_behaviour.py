@@ -124,6 +124,18 @@ def test_resume_rebuilds_callbacks_with_their_saved_arguments_and_warns(make_arg
     assert "per_device_train_batch_size: 4 (from args) != 8 (from trainer_state.json)" in text
 
 
+def test_load_callback_state_restores_the_control_switches_of_a_loaded_state(make_args):
+    # transformers' tests load a checkpoint's trainer_state.json into trainer.state and call _load_callback_state.
+    args = make_args(max_steps=2, per_device_train_batch_size=8, save_strategy="steps", save_steps=2)
+    Trainer(model=Model(), args=args, train_dataset=Data()).train()
+    trainer = Trainer(model=Model(), args=args.replace(restore_callback_states_from_checkpoint=True),
+                      train_dataset=Data())
+    trainer.state = TrainerState.load_from_json(f"{args.output_dir}/checkpoint-2/trainer_state.json")
+    assert not trainer.control.should_training_stop
+    trainer._load_callback_state()
+    assert trainer.control.should_training_stop  # saved at the last step, when training was stopping
+
+
 def test_early_stopping_threshold_compares_with_state_best_metric(make_args):
     args = make_args(eval_strategy="steps", eval_steps=1, metric_for_best_model="loss")
     early = EarlyStoppingCallback(early_stopping_patience=3, early_stopping_threshold=0.1)
@@ -224,7 +236,7 @@ class EpochFormatter(TrainerCallback):
 
 def test_state_epoch_is_0_from_the_start_of_training_and_restored_on_resume(make_args):
     args = make_args(num_train_epochs=2, per_device_train_batch_size=8, save_strategy="steps", save_steps=2)
-    assert Trainer(model=Model(), args=args).state.epoch is None  # TrainerState's default until training starts
+    assert Trainer(model=Model(), args=args).state.epoch == 0  # TrainerState's default, as in transformers 5
     first = EpochFormatter()
     Trainer(model=Model(), args=args, train_dataset=Data(), callbacks=[first]).train()
     assert first.seen == ["train_begin 0.0", "epoch_begin 0.0", "epoch_begin 1.0"]
@@ -339,3 +351,106 @@ def test_a_trainer_given_no_arguments_writes_to_tmp_trainer_and_push_to_hub_is_r
     with pytest.raises(NotImplementedError, match=r"does not push to the Hugging Face Hub; save the model with "
                                                   r"trainer\.save_model"):
         ours.push_to_hub("End of training")
+
+
+def test_compute_loss_func_and_optimizer_cls_and_kwargs_as_transformers_takes_them(make_args):
+    seen = []
+
+    def doubled_mse(outputs, labels, num_items_in_batch=None):
+        seen.append(num_items_in_batch)
+        return 2 * nn.functional.mse_loss(outputs["preds"], labels)
+
+    args = make_args(max_steps=2, per_device_train_batch_size=8, per_device_eval_batch_size=8)
+    plain = Trainer(model=Model(), args=args, eval_dataset=Data(8))
+    trainer = Trainer(model=Model(), args=args, train_dataset=Data(), eval_dataset=Data(8),
+                      compute_loss_func=doubled_mse, optimizer_cls_and_kwargs=(torch.optim.SGD, {"lr": 0.1, "momentum": 0.9}))
+    trainer.model.load_state_dict(plain.model.state_dict())
+    assert trainer.evaluate()["eval_loss"] == pytest.approx(2 * plain.evaluate()["eval_loss"])
+    assert seen == [None]  # one evaluation batch; no token count is passed (README, num_items_in_batch)
+    trainer.train()
+    assert len(seen) == 3
+    optimizer = trainer.optimizer.optimizer if hasattr(trainer.optimizer, "optimizer") else trainer.optimizer
+    assert isinstance(optimizer, torch.optim.SGD)
+    assert [g["momentum"] for g in optimizer.param_groups] == [0.9, 0.9]  # both decay groups, the given kwargs
+    assert optimizer.param_groups[0]["initial_lr"] == 0.1
+    with pytest.raises(RuntimeError, match="incompatible"):
+        Trainer(model=Model(), args=args, optimizers=(torch.optim.SGD(Model().parameters(), lr=0.1), None),
+                optimizer_cls_and_kwargs=(torch.optim.SGD, {"lr": 0.1}))
+
+
+class _OutOfMemoryFrom16(TrainerCallback):
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.train_batch_size >= 16:
+            raise RuntimeError("CUDA out of memory.")
+
+
+def test_a_resumed_auto_find_batch_size_run_goes_on_with_the_batch_size_it_found(make_args):
+    args = make_args(max_steps=2, save_strategy="steps", save_steps=1, per_device_train_batch_size=16,
+                     auto_find_batch_size=True)
+    first = Trainer(model=Model(), args=args, train_dataset=Data(), callbacks=[_OutOfMemoryFrom16()])
+    first.train()
+    assert first._train_batch_size == 8  # transformers' attribute, lowered by the search
+    resumed = Trainer(model=Model(), args=args, train_dataset=Data())
+    assert resumed._train_batch_size == 16
+    resumed.train(resume_from_checkpoint=True)
+    assert resumed._train_batch_size == resumed.args.per_device_train_batch_size == 8
+    # Without auto_find_batch_size the arguments' batch size is kept, as in transformers.
+    plain = Trainer(model=Model(), args=args.replace(auto_find_batch_size=False, per_device_train_batch_size=4,
+                                                     max_steps=3), train_dataset=Data())
+    plain.train(resume_from_checkpoint=f"{args.output_dir}/checkpoint-1")
+    assert plain._train_batch_size == 4
+
+
+class _SeesInTrain(TrainerCallback):
+    def __init__(self) -> None:
+        self.seen: list[bool] = []
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        self.seen.append(self.trainer.is_in_train)
+
+
+def test_is_in_train_and_get_total_train_batch_size_as_transformers(make_args):
+    args = make_args(max_steps=2, per_device_train_batch_size=4, gradient_accumulation_steps=3)
+    watcher = _SeesInTrain()
+    trainer = Trainer(model=Model(), args=args, train_dataset=Data(), callbacks=[watcher])
+    watcher.trainer = trainer
+    assert trainer.get_total_train_batch_size(args) == 4 * 3 * args.world_size
+    assert trainer.is_in_train is False
+    trainer.train()
+    assert watcher.seen == [True, True] and trainer.is_in_train is False
+
+
+def test_save_model_takes_transformers_internal_call_flag(make_args, tmp_path):
+    trainer = Trainer(model=Model(), args=make_args())
+    trainer.save_model(str(tmp_path / "a"), _internal_call=True)  # as TRL's trainers call it
+    assert (tmp_path / "a" / "model.safetensors").is_file()
+
+
+def test_with_persistent_workers_an_eval_loader_is_built_once_per_dataset(make_args):
+    # As transformers: each new loader would start another set of worker processes.
+    first, second = Data(8), Data(8)
+    args = make_args(dataloader_num_workers=1, dataloader_persistent_workers=True)
+    trainer = Trainer(model=Model(), args=args, eval_dataset={"first": first, "second": second})
+    loader = trainer.get_eval_dataloader("first")
+    assert trainer.get_eval_dataloader("first") is loader and trainer.get_eval_dataloader(first) is loader
+    assert trainer.get_eval_dataloader("second") is not loader
+    trainer.evaluate("first")
+    assert trainer.get_eval_dataloader("first") is loader
+    plain = Trainer(model=Model(), args=args.replace(dataloader_persistent_workers=False), eval_dataset=first)
+    assert plain.get_eval_dataloader() is not plain.get_eval_dataloader()
+    trainer.release_memory()
+    assert trainer._persistent_eval_loaders is None
+
+
+def test_label_smoothing_is_off_for_a_multi_label_classifier_with_transformers_warning(make_args):
+    class MultiLabel(Model):
+        def __init__(self) -> None:
+            super().__init__()
+            self.config = type("Config", (), {"problem_type": "multi_label_classification"})()
+
+    args = make_args(label_smoothing_factor=0.1)
+    with pytest.warns(UserWarning, match="Label smoothing is not compatible with multi-label classification"):
+        trainer = Trainer(model=MultiLabel(), args=args)
+    assert trainer.label_smoother is None  # the model's own loss is used
+    assert Trainer(model=Model(), args=args).label_smoother is not None
+    assert Trainer(model=Model(), args=make_args()).label_smoother is None

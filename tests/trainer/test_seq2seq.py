@@ -141,3 +141,15 @@ def test_two_processes_generate_and_gather(tmp_path):
     assert data["world"] == 2
     assert data["shape"] == [13, 10]  # every example once, gathered from both processes, padded alike
     assert "eval_exact_match" in data["metrics"]
+
+
+def test_a_generation_config_is_written_as_its_dict(tmp_path):
+    # transformers' to_dict writes the GenerationConfig's dict; it used to come out as str(config).
+    from transformers import GenerationConfig
+
+    args = Seq2SeqTrainingArguments(str(tmp_path), generation_config=GenerationConfig(max_length=7, num_beams=2))
+    written = args.to_dict()["generation_config"]
+    assert isinstance(written, dict) and (written["max_length"], written["num_beams"]) == (7, 2)
+    assert json.loads(args.to_json_string())["generation_config"]["max_length"] == 7
+    assert Seq2SeqTrainingArguments(str(tmp_path), generation_config="some/folder").to_dict()["generation_config"] == (
+        "some/folder")

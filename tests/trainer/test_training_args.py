@@ -518,13 +518,69 @@ def test_grouped_setters_validate_like_the_constructor_and_leave_refused_values_
         args.set_training(learning_rate=-1.0)
     with pytest.raises(ValueError, match="save_strategy"):
         args.set_save("sometimes")
-    with pytest.raises(ValueError, match=r"set_evaluate\(strategy='steps'\) needs a positive steps"):
+    with pytest.raises(ValueError, match="requires a positive value for `steps`"):
         args.set_evaluate("steps", steps=0)
-    with pytest.raises(ValueError, match=r"set_logging\(strategy='steps'\)"):
+    with pytest.raises(ValueError, match="requires a positive value for `steps`"):
         args.set_logging(IntervalStrategy.STEPS, steps=0)
-    with pytest.raises(NotImplementedError, match="does not push to the Hugging Face Hub"):
+    with pytest.raises(ValueError, match="does not push to the Hugging Face Hub"):
         args.set_push_to_hub("me/model")
     assert args.to_dict() == before
     # Fields derived from others are derived again: eval_steps falls back on the new logging_steps.
     args.set_logging(steps=7).set_evaluate("steps", steps=None)  # type: ignore[arg-type]
     assert args.eval_steps == 7
+    # The seed documentation's parameters: jit_mode (refused when True, as jit_mode_eval) and warmup_ratio.
+    with pytest.raises(ValueError, match="jit_mode_eval"):
+        args.set_testing(jit_mode=True)
+    assert args.set_lr_scheduler(warmup_ratio=0.1).warmup_ratio == 0.1
+
+
+def test_fields_normalised_as_transformers_does(tmp_path):
+    # include_num_input_tokens_seen holds one of three names; use_cpu turns pinned memory off (until use_cpu is
+    # replaced by False); a torch.dtype field of a subclass is written as "float32", not "torch.float32".
+    make = TrainingArguments
+    assert make(str(tmp_path)).include_num_input_tokens_seen == "no"
+    assert make(str(tmp_path), include_num_input_tokens_seen=True).include_num_input_tokens_seen == "all"
+    assert make(str(tmp_path), include_num_input_tokens_seen=False).include_num_input_tokens_seen == "no"
+    assert make(str(tmp_path), include_num_input_tokens_seen="non_padding").include_num_input_tokens_seen == "non_padding"
+    with pytest.raises(ValueError, match="include_num_input_tokens_seen"):
+        make(str(tmp_path), include_num_input_tokens_seen="some")
+    on_cpu = make(str(tmp_path), use_cpu=True)
+    assert on_cpu.dataloader_pin_memory is False
+    assert on_cpu.replace(use_cpu=False).dataloader_pin_memory is True
+    assert make(str(tmp_path), use_cpu=True, dataloader_pin_memory=False).replace(use_cpu=False).dataloader_pin_memory is False
+
+    @dataclasses.dataclass
+    class WithDtype(TrainingArguments):
+        dtype: torch.dtype = torch.float32
+
+    args = WithDtype(str(tmp_path), dtype=torch.bfloat16)
+    assert args.to_dict()["dtype"] == "bfloat16"
+    assert '"dtype": "bfloat16"' in args.to_json_string()
+
+
+def test_grouped_setters_as_transformers_names_them(tmp_path):
+    # transformers' set_training/set_evaluate/...: set the fields, validate, return the arguments (calls chain).
+    args = TrainingArguments(str(tmp_path))
+    same = (args.set_training(learning_rate=1e-4, batch_size=16, gradient_checkpointing=True)
+            .set_evaluate(strategy="steps", steps=100, delay=None)
+            .set_save(strategy="steps", steps=200, total_limit=2)
+            .set_logging(strategy="steps", steps=10, first_step=True)
+            .set_optimizer(name="sgd", learning_rate=0.1, args="momentum=0.9")
+            .set_lr_scheduler(name="cosine", warmup_steps=0.05)
+            .set_dataloader(train_batch_size=4, sampler_seed=3)
+            .set_testing(batch_size=2))  # after set_dataloader, which sets the evaluation batch size too
+    assert same is args
+    assert (args.do_train, args.activation_checkpointing, args.eval_strategy, args.do_eval, args.eval_steps) == (
+        True, True, IntervalStrategy.STEPS, True, 100)
+    assert (args.do_predict, args.per_device_eval_batch_size, args.save_steps, args.save_total_limit) == (True, 2, 200, 2)
+    assert (args.logging_steps, args.logging_first_step, args.optim, args.learning_rate) == (10, True, "sgd", 0.1)
+    assert args.optim_args == {"momentum": 0.9}
+    assert (args.lr_scheduler_type, args.warmup_steps, args.per_device_train_batch_size, args.data_seed) == (
+        SchedulerType.COSINE, 0.05, 4, 3)
+    with pytest.raises(ValueError, match="requires a positive value for `steps`"):
+        args.set_save(strategy="steps", steps=0)
+    with pytest.raises(ValueError, match="learning_rate"):
+        args.set_optimizer(learning_rate=-1.0)
+    assert args.learning_rate == 0.1  # a refused call changes nothing
+    with pytest.raises(ValueError, match="Hub"):
+        args.set_push_to_hub("me/model")
