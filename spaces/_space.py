@@ -24,11 +24,16 @@ class _Loader(yaml.SafeLoader):
     """
 
 
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
-    list("-+0123456789."),
-)
+class _Dumper(yaml.SafeDumper):
+    """``yaml.SafeDumper`` that quotes the strings `_Loader` reads as floats (``"1e-5"``), so they stay strings."""
+
+
+for _cls in (_Loader, _Dumper):
+    _cls.add_implicit_resolver(
+        "tag:yaml.org,2002:float",
+        re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+        list("-+0123456789."),
+    )
 
 
 def _check_name(name: Any) -> str:
@@ -340,7 +345,7 @@ class SearchSpace(Mapping[str, Domain]):
 
     def to_yaml(self) -> str:
         """The ``to_dict`` form as YAML text, one line per parameter where possible."""
-        return yaml.safe_dump(self.to_dict(), sort_keys=False, default_flow_style=None)
+        return yaml.dump(self.to_dict(), Dumper=_Dumper, sort_keys=False, default_flow_style=None)
 
     @classmethod
     def from_yaml(cls, source: str | os.PathLike[str]) -> SearchSpace:

@@ -433,6 +433,19 @@ def test_tuple_choices_are_lists_in_yaml_and_tuples_again_after_loading():
     assert SearchSpace.from_yaml(text) == space
 
 
+def test_strings_that_from_yaml_reads_as_floats_stay_strings_through_yaml():
+    # from_yaml reads a bare 1e-5 as a float (YAML 1.1 would not), so to_yaml must quote such strings.
+    space = SearchSpace({
+        "tag": Categorical(["1e-5", "1.e5", "-2E3", "x"]),
+        "note": Fixed("3e-4"),
+        "n": Int(1, 2, when={"tag": "1e-5"}),
+    })
+    loaded = SearchSpace.from_yaml(space.to_yaml())
+    assert loaded == space
+    assert loaded["tag"].choices == ("1e-5", "1.e5", "-2E3", "x")
+    assert loaded["note"].value == "3e-4"
+
+
 def test_from_yaml_reads_a_handwritten_config():
     text = """
 learning_rate: {type: float, low: 1e-5, high: 1.0e-3, log: true}
