@@ -51,6 +51,7 @@ _STATE_ORDER = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL, TrialSt
 # pandas 3's default `str` dtype: it behaves the same on pandas 2 and 3 and keeps None distinct from "".
 _TEXT = "object"
 _DATETIME = "datetime64[us, UTC]"  # Python datetimes carry microseconds: no precision is invented or lost.
+_INT64 = 2**63
 
 
 @dataclass(repr=False)
@@ -447,8 +448,8 @@ def _param_dtype(values: list[Any]) -> str:
     present = [v for v in values if v is not None]
     if present and all(isinstance(v, bool) for v in present):
         return "boolean"
-    if present and all(isinstance(v, int) and not isinstance(v, bool) for v in present):
-        return "Int64"
+    if present and all(isinstance(v, int) and not isinstance(v, bool) and -_INT64 <= v < _INT64 for v in present):
+        return "Int64"  # an int beyond 64 bits (a Categorical or Fixed value may be one) keeps the object dtype
     if present and all(isinstance(v, float) for v in present):
         return "float64"
     return "object"

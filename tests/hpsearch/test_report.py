@@ -273,6 +273,16 @@ def test_a_none_choice_among_numbers_is_a_category(monkeypatch, optuna_importabl
     assert axis.positions[0] == axis.positions[3] != axis.positions[5]
 
 
+@pytest.mark.parametrize("with_space", [True, False])
+def test_an_int_beyond_64_bits_is_drawn(with_space):
+    # plotly's JSON encoder and an Int64 column refuse such an int; the report draws it (as a float or a category).
+    space = {"s": {"type": "categorical", "choices": [10**30, 5, 7]}} if with_space else None
+    records = [record(n, TrialState.COMPLETE, 0.1 * n, {"s": [10**30, 5, 7][n % 3]}) for n in range(5)]
+    text = render_html(search(records, space=space))
+    assert "hp-plot-slice-0" in text
+    assert render_markdown(search(records, space=space))
+
+
 def test_pareto_section_lists_the_front():
     result = _multi(2)
     assert [r.number for r in result.best_trials] == [0, 1, 3]

@@ -249,6 +249,17 @@ def test_dtypes_do_not_depend_on_who_produced_the_values():
     pd.testing.assert_frame_equal(plain, numpy_df)
 
 
+def test_an_int_beyond_64_bits_keeps_the_object_dtype():
+    # Categorical([10**30, 5]) and Fixed(2**70) are legal values; an Int64 column cannot hold them (OverflowError).
+    records = single_records()
+    for i, record in enumerate(records):
+        record.params = {**record.params, "big": [10**30, 5][i % 2], "fixed": 2**70}
+    df = single_result(records=records).trials_dataframe()
+    assert str(df["params_big"].dtype) == "object" and str(df["params_fixed"].dtype) == "object"
+    assert df["params_big"].tolist() == [[10**30, 5][i % 2] for i in range(len(records))]
+    assert str(df["params_batch_size"].dtype) == "Int64"
+
+
 def test_empty_result_has_the_same_columns_and_dtypes():
     df = single_result(records=[]).trials_dataframe()
     assert list(df.columns) == FIXED_LEADING + ["objective"] + FIXED_TRAILING
