@@ -413,13 +413,13 @@ class SearchResult:
                 directions=list(data["directions"]),
                 records=records,
                 space=data.get("space"),
-                n_trials=data.get("n_trials"),
+                n_trials=_count(data.get("n_trials")),
                 objective=data.get("objective", "default"),
                 started=_from_iso(data.get("started")),
                 finished=_from_iso(data.get("finished")),
                 output_dir=os.fspath(output_dir) if output_dir is not None else None,
-                settings=data.get("settings") or {},
-                versions=data.get("versions") or {},
+                settings=_mapping(data.get("settings"), "settings"),
+                versions=_mapping(data.get("versions"), "versions"),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             detail = f"missing key {exc}" if isinstance(exc, KeyError) else str(exc)
@@ -453,6 +453,20 @@ def _param_dtype(values: list[Any]) -> str:
     if present and all(isinstance(v, float) for v in present):
         return "float64"
     return "object"
+
+
+def _mapping(value: Any, what: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError(f"{what} must be a mapping, got {value!r}")
+    return value
+
+
+def _count(value: Any) -> int | None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        raise ValueError(f"n_trials must be a whole number or null, got {value!r}")
+    return value
 
 
 def _datetime_series(values: list[datetime | None]) -> pd.Series:

@@ -525,6 +525,32 @@ def test_load_corrupt_file_names_it(tmp_path):
         SearchResult.load(tmp_path)
 
 
+@pytest.mark.parametrize("path, value", [
+    (("records", 0, "number"), 1e308),
+    (("records", 0, "number"), "3"),
+    (("records", 0, "objective"), "x"),
+    (("records", 0, "objective"), {}),
+    (("records", 0, "last_step"), "x"),
+    (("records", 0, "intermediates", 0, "epoch"), "x"),
+    (("records", 0, "intermediates", 0, "objective"), [{}]),
+    (("settings",), "x"),
+    (("versions",), ["x"]),
+    (("n_trials",), "many"),
+])
+def test_load_refuses_a_field_of_the_wrong_type(tmp_path, path, value):
+    # Such a file loaded, then trials_dataframe(), repr() or the report failed with OverflowError, TypeError or
+    # AttributeError far from the file; it is refused when loaded, naming the file and the field.
+    single_result().save(tmp_path)
+    data = json.loads((tmp_path / "search.json").read_text())
+    target = data
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    (tmp_path / "search.json").write_text(json.dumps(data))
+    with pytest.raises(ValueError, match=rf"search\.json.*corrupt.*{path[-1]}"):
+        SearchResult.load(tmp_path)
+
+
 def test_save_needs_a_folder():
     with pytest.raises(ValueError, match="output_dir"):
         single_result().save()
