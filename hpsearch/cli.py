@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import re
 import shutil
@@ -327,6 +328,7 @@ def report(args: argparse.Namespace) -> int:
     from .report import render_markdown, write_compare_html, write_html
     from .results import SearchResult
 
+    _check_report_options(args)
     results = []
     for folder in args.dirs:
         try:
@@ -337,7 +339,7 @@ def report(args: argparse.Namespace) -> int:
         for folder, result in zip(args.dirs, results):
             if len(results) > 1:
                 print(f"## {folder}\n")
-            print(render_markdown(result, max_rows=args.max_rows))
+            print(render_markdown(result, max_rows=50 if args.max_rows is None else args.max_rows))
             if len(results) > 1:
                 print()
         return EXIT_OK
@@ -351,8 +353,30 @@ def report(args: argparse.Namespace) -> int:
         raise ConfigError(str(error)) from None
     except ValueError as error:  # searches that cannot be compared (directions, several objectives)
         raise ConfigError(str(error)) from None
+    except OSError as error:
+        raise ConfigError(f"cannot write the report to {args.output or args.dirs[0]!r} ({error.strerror or error}); "
+                          "pass -o with a writable path.") from None
     print(f"Report: {os.path.abspath(path)}")
     return EXIT_OK
+
+
+def _check_report_options(args: argparse.Namespace) -> None:
+    """Every option given does something in this form of the command, or it is refused before anything is read."""
+    problems = []
+    if args.max_rows is not None and not args.markdown:
+        problems.append(f"--max-rows {args.max_rows} sets the trials --markdown lists; add --markdown or drop it")
+    if args.max_rows is not None and args.max_rows < 0:
+        problems.append(f"--max-rows must be 0 or more, got {args.max_rows}")
+    if args.markdown and args.output is not None:
+        problems.append(f"--markdown prints to stdout, so -o {args.output!r} would write nothing; redirect the output "
+                        "(> report.md) or drop --markdown")
+    if args.target is not None and (args.markdown or len(args.dirs) < 2):
+        problems.append(f"--target {args.target:g} is the objective value an HTML comparison of several folders "
+                        "measures the time to; give two or more folders without --markdown, or drop it")
+    if args.target is not None and not math.isfinite(args.target):
+        problems.append(f"--target must be a finite number, got {args.target}")
+    if problems:
+        raise ConfigError("; ".join(problems) + ".")
 
 
 def _labels(dirs: Sequence[str]) -> list[str]:
@@ -401,7 +425,7 @@ def _parser() -> argparse.ArgumentParser:
     report_parser.add_argument("dirs", nargs="+", metavar="OUTPUT_DIR", help="output folder(s) of searches")
     report_parser.add_argument("-o", "--output", help="where to write the HTML file")
     report_parser.add_argument("--markdown", action="store_true", help="print Markdown to stdout instead of HTML")
-    report_parser.add_argument("--max-rows", type=int, default=50, help="trials listed by --markdown (default 50)")
+    report_parser.add_argument("--max-rows", type=int, help="trials listed by --markdown (default 50)")
     report_parser.add_argument("--target", type=float,
                                help="objective value for 'time to reach target' when comparing")
     report_parser.set_defaults(handler=report)

@@ -418,6 +418,41 @@ def test_report_of_a_folder_without_search(tmp_path, capsys):
     assert "search.json" in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("extra, message", [
+    (["--max-rows", "5"], "--max-rows 5 sets the trials --markdown lists"),
+    (["--markdown", "--max-rows", "-1"], "--max-rows must be 0 or more, got -1"),
+    (["--markdown", "-o", "r.md"], "--markdown prints to stdout"),
+    (["--target", "0.5"], "--target 0.5 is the objective value an HTML comparison of several folders"),
+    (["SECOND", "--target", "nan"], "--target must be a finite number, got nan"),
+])
+def test_report_refuses_an_option_that_would_do_nothing_or_is_invalid(tmp_path, capsys, extra, message):
+    # --max-rows without --markdown, -o with --markdown and --target of one folder were silently ignored; a negative
+    # --max-rows was a ValueError traceback.
+    folder = synthetic(tmp_path / "search")
+    extra = [str(folder) if arg == "SECOND" else arg for arg in extra]
+    assert main(["report", str(folder), *extra]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert not (folder / "report.html").exists()
+
+
+def test_report_into_a_folder_or_an_unwritable_path(tmp_path, capsys):
+    # -o naming a folder was an IsADirectoryError traceback; an unwritable path one more.
+    folder = synthetic(tmp_path / "search")
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    assert main(["report", str(folder), "-o", str(reports)]) == 0
+    assert (reports / "report.html").is_file()
+    assert main(["report", str(folder), str(folder), "-o", str(reports)]) == 0
+    assert (reports / "compare.html").is_file()
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    capsys.readouterr()
+    assert main(["report", str(folder), "-o", str(blocker / "r.html")]) == 2
+    err = capsys.readouterr().err
+    assert "cannot write the report" in err and "Traceback" not in err
+
+
 def test_report_subprocess_markdown(tmp_path):
     folder = synthetic(tmp_path / "search")
     proc = subprocess.run(
