@@ -47,7 +47,8 @@ def _locate(message: str, config: SweepConfig) -> tuple[Any, ...]:
     unknown = re.search(r"Unknown keyword argument\(s\) \['([^']+)'", message)
     if unknown:
         return ("backend_options", unknown.group(1))
-    head = re.match(r"^(\w+)\s*(?:=|must|is|needs|cannot)", message)
+    # A setting no trial could satisfy stops the search with the trial's error quoted after its own words.
+    head = re.match(r"^(\w+)\s*(?:=|must|is|needs|cannot)", message.rsplit("SearchConfigError: ", 1)[-1])
     if head:
         word = head.group(1)
         if word in config.backend_options:
@@ -272,7 +273,10 @@ def run(args: argparse.Namespace) -> int:
     except SearchConfigError as error:
         if isinstance(error, ConfigError):
             raise
-        raise config.error(str(error), *_locate(str(error), config)) from None
+        keys = _locate(str(error), config)
+        if not keys:  # no key to point at: no line either (the document's first line would mislead)
+            raise ConfigError(str(error), path=str(config.path)) from None
+        raise config.error(str(error), *keys) from None
     except KeyboardInterrupt:
         print(f"\nInterrupted before any trial completed; finished trials are in {config.output_dir} "
               "(continue with --resume where the backend supports it).", file=sys.stderr)

@@ -491,6 +491,19 @@ def test_long_messages_are_shortened():
     assert _shorten(long) == "x" * MAX_MESSAGE + "... (1,234 more characters)"
 
 
+def test_errors_point_at_the_key_they_are_about_not_at_the_first_line(tmp_path, capsys):
+    # A misspelt metric (found by the first trial) pointed at line 1 (the model line); an unknown key made by a
+    # deeper --set pointed there too instead of naming the --set.
+    sweep = write(tmp_path, TINY.replace("objective: eval_accuracy", "objective: eval_acuracy"))
+    code = main(["run", str(sweep), "--output-dir", str(tmp_path / "out"), "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert f"{sweep}:{line_of(sweep, 'objective:')}: objective: " in err and "eval_acuracy" in err
+    err = run_error(capsys, write(tmp_path, TINY, "other.yaml"), "--set", "trainig_args.seed=1")
+    assert "unknown key 'trainig_args'" in err and "(set by --set trainig_args.seed=...)" in err
+    assert "other.yaml:1:" not in err
+
+
 def test_a_misspelt_metric_in_an_objective_list_stops_the_sweep_as_a_config_error(tmp_path, capsys):
     sweep = tmp_path / "sweep.yaml"
     sweep.write_text(TINY.replace("objective: eval_accuracy\ndirection: maximize",
