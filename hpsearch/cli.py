@@ -200,6 +200,9 @@ def _print_summary(result: Any, started: float, report: str | None, out: Any) ->
 def run(args: argparse.Namespace) -> int:
     """``hpsearch run``: the whole sweep, then report.html; returns the exit code."""
     overrides = list(args.set)
+    for flag, value in (("--output-dir", args.output_dir), *(("--warm-start", d) for d in args.warm_start)):
+        if value is not None and not value.strip():  # abspath('') is the current directory, whatever it holds
+            raise ConfigError(f"{flag} {value!r} is empty; pass a folder path, e.g. {flag} out.")
     if args.warm_start:
         # --warm-start DIR: the earlier searches' folders, relative to the current directory.
         overrides.append("backend_options.warm_start=" + json.dumps([os.path.abspath(d) for d in args.warm_start]))

@@ -504,6 +504,15 @@ def test_errors_point_at_the_key_they_are_about_not_at_the_first_line(tmp_path, 
     assert "other.yaml:1:" not in err
 
 
+@pytest.mark.parametrize("flags", [["--output-dir", ""], ["--output-dir", " "], ["--warm-start", ""]])
+def test_an_empty_folder_flag_is_refused(tmp_path, capsys, monkeypatch, flags):
+    # --output-dir '' was the current directory: the search wrote search.json, run-* and report.html among its files.
+    monkeypatch.chdir(tmp_path)
+    err = run_error(capsys, write(tmp_path, TINY), *flags)
+    assert f"{flags[0]} {flags[1]!r} is empty" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sweep.yaml"]
+
+
 def test_a_misspelt_metric_in_an_objective_list_stops_the_sweep_as_a_config_error(tmp_path, capsys):
     sweep = tmp_path / "sweep.yaml"
     sweep.write_text(TINY.replace("objective: eval_accuracy\ndirection: maximize",
