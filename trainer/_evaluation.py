@@ -299,7 +299,10 @@ def evaluation_loop(
         )
     elif metrics is None:
         metrics = {}
-    metrics = {k: _plain_scalar(v) for k, v in dict(metrics).items()}
+    if not isinstance(metrics, Mapping):
+        raise TypeError(f"compute_metrics must return a dict of metric name -> value, got {type(metrics).__name__} "
+                        f"{metrics!r:.200}; return e.g. {{'accuracy': 0.9}}.")
+    metrics = {k: _plain_scalar(v) for k, v in metrics.items()}
     if losses:
         metrics[f"{metric_key_prefix}_loss"] = float(torch.cat(losses).float().mean())
     if hasattr(trainer, "model_preparation_time"):

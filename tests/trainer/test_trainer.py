@@ -381,11 +381,16 @@ def test_compute_metrics_may_return_arrays(trained_digits, make_args):
     assert [type(metrics[k]) for k in ("eval_acc", "eval_one", "eval_scalar_tensor")] == [float, float, float]
     assert (metrics["eval_acc"], metrics["eval_one"], metrics["eval_scalar_tensor"]) == (0.5, 0.75, 0.125)
 
+    trainer.compute_metrics = lambda p: [0.5, 0.25]  # was "cannot convert dictionary update sequence element #0"
+    with pytest.raises(TypeError, match=r"compute_metrics must return a dict of metric name -> value, got list \[0\.5"):
+        trainer.evaluate()
+    trainer.compute_metrics = t_metrics = lambda p: {"confusion": np.array([[1, 2], [3, 4]])}
+
     # Logged and saved too: checkpoints' trainer_state.json and the jsonl log hold the array as nested lists.
     train, val = _small_digits(64)
     args = make_args(max_steps=2, eval_strategy="steps", eval_steps=1, save_strategy="steps", save_steps=1,
                      report_to="jsonl", per_device_train_batch_size=32)
-    t = Trainer(model=DigitsMLP(), args=args, train_dataset=train, eval_dataset=val, compute_metrics=trainer.compute_metrics)
+    t = Trainer(model=DigitsMLP(), args=args, train_dataset=train, eval_dataset=val, compute_metrics=t_metrics)
     t.train()
     saved = json.loads((Path(args.output_dir) / "checkpoint-2" / "trainer_state.json").read_text())
     assert [e["eval_confusion"] for e in saved["log_history"] if "eval_confusion" in e][-1] == [[1, 2], [3, 4]]
