@@ -181,13 +181,31 @@ def page(title: str, subtitle: str, nav: Sequence[tuple[str, str]], body: str, b
     )
 
 
+def _is_html(path: Path) -> bool:
+    if path.suffix.lower() in (".html", ".htm"):
+        return True
+    try:
+        with open(path, "rb") as f:
+            return f.read(15).lower() == b"<!doctype html>"  # an earlier report written without the suffix
+    except OSError:
+        return False
+
+
 def write_page(text: str, path: str | os.PathLike[str], default_name: str) -> str:
-    """Write a page to ``path`` atomically (a folder: ``default_name`` inside it; missing folders are made)."""
-    from hpsearch._files import atomic_write_text
+    """Write a page to ``path`` atomically (a folder: ``default_name`` inside it; missing folders are made).
+
+    An existing file that is no HTML page (a search's search.json, a sweep file, code) is never replaced: ValueError.
+    """
+    from hpsearch._files import RESULT_FILES, atomic_write_text
 
     target = Path(path)
     if target.is_dir():
         target = target / default_name
+    if target.name in RESULT_FILES or (target.is_file() and not _is_html(target)):
+        raise ValueError(
+            f"{os.fspath(path)!r} is {'a search results file' if target.name in RESULT_FILES else 'an existing file'} "
+            "that is no HTML page, which the report would replace; write it elsewhere (e.g. a path ending in .html)."
+        )
     target.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(target, text)
     return str(target)

@@ -453,6 +453,22 @@ def test_report_into_a_folder_or_an_unwritable_path(tmp_path, capsys):
     assert "cannot write the report" in err and "Traceback" not in err
 
 
+def test_report_never_replaces_a_file_that_is_no_html_page(tmp_path, capsys):
+    # -o OUTPUT_DIR/search.json replaced the search's own results with the HTML page (the search was then unreadable).
+    folder = synthetic(tmp_path / "search")
+    kept = {name: (folder / name).read_bytes() for name in ("search.json", "trials.csv")}
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(TINY)
+    for target in (folder / "search.json", folder / "trials.csv", sweep):
+        assert main(["report", str(folder), "-o", str(target)]) == 2
+        assert "which the report would replace" in capsys.readouterr().err
+    assert {name: (folder / name).read_bytes() for name in kept} == kept and sweep.read_text() == TINY
+    # An earlier report is replaced, with or without the .html suffix.
+    for target in (tmp_path / "r.html", tmp_path / "r"):
+        assert main(["report", str(folder), "-o", str(target)]) == 0
+        assert main(["report", str(folder), "-o", str(target)]) == 0
+
+
 def test_report_subprocess_markdown(tmp_path):
     folder = synthetic(tmp_path / "search")
     proc = subprocess.run(
