@@ -154,10 +154,14 @@ def _discard_results(earlier: Any, output_dir: Path) -> None:
     """--fresh for a run recorded only in its folder: its result files and its trials' folders go."""
     for name in RESULT_FILES:
         (output_dir / name).unlink(missing_ok=True)
+    from .runner import OWNER_FILE
+
     root = output_dir.resolve()
     for record in earlier.records:
         folder = (output_dir / str(record.name)).resolve()
-        if folder.parent == root and folder.is_dir():  # a trial's own folder, never anything outside
+        # A trial's own folder (it holds the mark its trial left), never anything outside nor a folder of the user's
+        # that a name in search.json happens to match.
+        if folder.parent == root and (folder / OWNER_FILE).is_file():
             shutil.rmtree(folder)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -315,6 +316,25 @@ def test_rerun_of_a_sweep_recorded_only_in_its_folder_is_refused_until_resume_or
         assert "Deleted the earlier run of this sweep (1 trials)" in capsys.readouterr().err
         (again,) = SearchResult.load(out).records  # a new run, not the earlier one plus one
         assert again.started != trial.started
+
+
+def test_fresh_deletes_only_the_folders_its_trials_made(tmp_path, capsys):
+    """--fresh deleted every folder of output_dir that a record of search.json names: a search.json naming the
+    user's folder (an hp_name of the Python API, or a file tampered with) took that folder with it."""
+    path = write(tmp_path, TINY.replace(
+        "backend: optuna\nbackend_options:\n  sampler: {name: TPESampler, seed: 0}\n", "backend: random\n"))
+    out = tmp_path / "out"
+    assert main(["run", str(path), "--n-trials", "1", "--output-dir", str(out)]) == 0
+    (trial,) = SearchResult.load(out).records
+    (out / "data").mkdir()
+    (out / "data" / "keep.txt").write_text("precious")
+    (out / trial.name / "stale.txt").write_text("the earlier trial's")
+    result = SearchResult.load(out)
+    result.records.append(dataclasses.replace(trial, trial_id="9", number=9, name="data"))
+    result.save(out)
+    assert main(["run", str(path), "--n-trials", "1", "--output-dir", str(out), "--fresh"]) == 0
+    assert (out / "data" / "keep.txt").read_text() == "precious"
+    assert not (out / trial.name / "stale.txt").exists()  # the earlier trial's own folder did go
 
 
 def test_rerun_over_a_corrupt_search_json_names_it(tmp_path, capsys):
