@@ -396,6 +396,8 @@ class SearchResult:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ValueError(f"{path!r} is not valid JSON ({exc}); the file is corrupt.") from exc
+        except RecursionError:  # values nested thousands deep: no search wrote them
+            raise ValueError(f"{path!r} nests its values too deeply to be read; the file is corrupt.") from None
         if not isinstance(data, dict) or data.get("format") != "hpsearch.search":
             raise ValueError(
                 f"{path!r} is not an hpsearch search file (no 'format': 'hpsearch.search')."
@@ -421,7 +423,7 @@ class SearchResult:
                 settings=_mapping(data.get("settings"), "settings"),
                 versions=_mapping(data.get("versions"), "versions"),
             )
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as exc:
             detail = f"missing key {exc}" if isinstance(exc, KeyError) else str(exc)
             raise ValueError(f"{path!r} is corrupt or incomplete: {detail}.") from exc
 

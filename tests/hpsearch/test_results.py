@@ -551,6 +551,22 @@ def test_load_refuses_a_field_of_the_wrong_type(tmp_path, path, value):
         SearchResult.load(tmp_path)
 
 
+def test_load_refuses_values_nested_too_deeply(tmp_path):
+    # json.loads raised RecursionError (no ValueError): hpsearch report printed a traceback, the dashboard's reader died.
+    (tmp_path / "search.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ValueError, match=r"search\.json.*nests its values too deeply.*corrupt"):
+        SearchResult.load(tmp_path)
+    single_result().save(tmp_path)
+    data = json.loads((tmp_path / "search.json").read_text())
+    value: object = 1
+    for _ in range(900):  # json reads it; turning it back into parameters recurses past the limit
+        value = [value]
+    data["records"][0]["params"]["deep"] = value
+    (tmp_path / "search.json").write_text(json.dumps(data))
+    with pytest.raises(ValueError, match=r"search\.json.*corrupt"):
+        SearchResult.load(tmp_path)
+
+
 def test_save_needs_a_folder():
     with pytest.raises(ValueError, match="output_dir"):
         single_result().save()
