@@ -490,6 +490,10 @@ warmup_steps:
         ("c: {type: categorical, choices: [[1, [2]], 3]}\n", None, None),
         ("m: {type: float, low: 0, high: 1, when: {opt: sgd}}", ValueError, r"'m' is conditional on 'opt', which is not in the space"),
         (b"lr: 1", TypeError, r"expected YAML text or a file path, got bytes"),
+        # A key given twice: YAML kept the last one silently (the first parameter, or bound, was lost unseen).
+        ("lr: {type: float, low: 0, high: 1}\nlr: {type: float, low: 2, high: 3}\n", ValueError,
+         r"the key 'lr' is given twice in one mapping \(lines 1 and 2\)"),
+        ("c: {type: categorical, choices: [a], choices: [b]}", ValueError, r"the key 'choices' is given twice .*line 1"),
     ],
 )
 def test_from_yaml_errors(source, exc, pattern):
@@ -498,6 +502,11 @@ def test_from_yaml_errors(source, exc, pattern):
         return
     with pytest.raises(exc, match=pattern):
         SearchSpace.from_yaml(source)
+
+
+def test_from_yaml_merge_keys_may_be_overridden():
+    text = "base: &b {type: float, low: 0.1, high: 0.2}\nlr: {<<: *b, high: 0.3}\n"
+    assert SearchSpace.from_yaml(text)["lr"] == Float(0.1, 0.3)
 
 
 def test_from_dict_accepts_domains_and_plain_values_and_rejects_non_mappings():
