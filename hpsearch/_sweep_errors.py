@@ -65,6 +65,11 @@ class Lines:
             flag = self.overridden.get(tuple(keys[:i]))
             if flag is not None:
                 return ConfigError(f"{message} (set by {flag})", key=key, path=self.path)
+        if keys and tuple(keys) not in self._lines:
+            # A key the file does not have, made by a deeper --set (--set a.b=1 for an unknown key a).
+            flags = [flag for path, flag in self.overridden.items() if path[:len(keys)] == tuple(keys)]
+            if flags:
+                return ConfigError(f"{message} (set by {flags[0]})", key=key, path=self.path)
         return ConfigError(message, key=key, line=self.line(*keys), path=self.path)
 
 

@@ -238,8 +238,11 @@ def hyperparameter_search(
     _check_dashboard(dashboard, dashboard_port)
     warm_options = sorted(k for k in _WARM_START_OPTIONS if kwargs.get(k) is not None)
     common = check_common_options(kwargs)
-    _check_warm_start_options(common, warm_options)
     backend_cls = resolve_backend(backend)
+    if "warm_start_mode" not in warm_options and common["warm_start_mode"] not in backend_cls.warm_start_modes[:1]:
+        # The default mode is 'inform' where the engine can be told earlier trials; else its first (random: evaluate).
+        common["warm_start_mode"] = (backend_cls.warm_start_modes or (common["warm_start_mode"],))[0]
+    _check_warm_start_options(common, warm_options)
     backend_cls.check_options(kwargs)
     objective_fn, objective_name = resolve_compute_objective(compute_objective)
     if len(directions) > 1 and not callable(compute_objective):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import re
 import shutil
@@ -46,7 +47,8 @@ def _locate(message: str, config: SweepConfig) -> tuple[Any, ...]:
     unknown = re.search(r"Unknown keyword argument\(s\) \['([^']+)'", message)
     if unknown:
         return ("backend_options", unknown.group(1))
-    head = re.match(r"^(\w+)\s*(?:=|must|is|needs|cannot)", message)
+    # A setting no trial could satisfy stops the search with the trial's error quoted after its own words.
+    head = re.match(r"^(\w+)\s*(?:=|must|is|needs|cannot)", message.rsplit("SearchConfigError: ", 1)[-1])
     if head:
         word = head.group(1)
         if word in config.backend_options:
@@ -152,10 +154,14 @@ def _discard_results(earlier: Any, output_dir: Path) -> None:
     """--fresh for a run recorded only in its folder: its result files and its trials' folders go."""
     for name in RESULT_FILES:
         (output_dir / name).unlink(missing_ok=True)
+    from .runner import OWNER_FILE
+
     root = output_dir.resolve()
     for record in earlier.records:
         folder = (output_dir / str(record.name)).resolve()
-        if folder.parent == root and folder.is_dir():  # a trial's own folder, never anything outside
+        # A trial's own folder (it holds the mark its trial left), never anything outside nor a folder of the user's
+        # that a name in search.json happens to match.
+        if folder.parent == root and (folder / OWNER_FILE).is_file():
             shutil.rmtree(folder)
 
 
@@ -198,6 +204,9 @@ def _print_summary(result: Any, started: float, report: str | None, out: Any) ->
 def run(args: argparse.Namespace) -> int:
     """``hpsearch run``: the whole sweep, then report.html; returns the exit code."""
     overrides = list(args.set)
+    for flag, value in (("--output-dir", args.output_dir), *(("--warm-start", d) for d in args.warm_start)):
+        if value is not None and not value.strip():  # abspath('') is the current directory, whatever it holds
+            raise ConfigError(f"{flag} {value!r} is empty; pass a folder path, e.g. {flag} out.")
     if args.warm_start:
         # --warm-start DIR: the earlier searches' folders, relative to the current directory.
         overrides.append("backend_options.warm_start=" + json.dumps([os.path.abspath(d) for d in args.warm_start]))
@@ -271,7 +280,10 @@ def run(args: argparse.Namespace) -> int:
     except SearchConfigError as error:
         if isinstance(error, ConfigError):
             raise
-        raise config.error(str(error), *_locate(str(error), config)) from None
+        keys = _locate(str(error), config)
+        if not keys:  # no key to point at: no line either (the document's first line would mislead)
+            raise ConfigError(str(error), path=str(config.path)) from None
+        raise config.error(str(error), *keys) from None
     except KeyboardInterrupt:
         print(f"\nInterrupted before any trial completed; finished trials are in {config.output_dir} "
               "(continue with --resume where the backend supports it).", file=sys.stderr)
@@ -327,6 +339,7 @@ def report(args: argparse.Namespace) -> int:
     from .report import render_markdown, write_compare_html, write_html
     from .results import SearchResult
 
+    _check_report_options(args)
     results = []
     for folder in args.dirs:
         try:
@@ -337,7 +350,7 @@ def report(args: argparse.Namespace) -> int:
         for folder, result in zip(args.dirs, results):
             if len(results) > 1:
                 print(f"## {folder}\n")
-            print(render_markdown(result, max_rows=args.max_rows))
+            print(render_markdown(result, max_rows=50 if args.max_rows is None else args.max_rows))
             if len(results) > 1:
                 print()
         return EXIT_OK
@@ -351,8 +364,30 @@ def report(args: argparse.Namespace) -> int:
         raise ConfigError(str(error)) from None
     except ValueError as error:  # searches that cannot be compared (directions, several objectives)
         raise ConfigError(str(error)) from None
+    except OSError as error:
+        raise ConfigError(f"cannot write the report to {args.output or args.dirs[0]!r} ({error.strerror or error}); "
+                          "pass -o with a writable path.") from None
     print(f"Report: {os.path.abspath(path)}")
     return EXIT_OK
+
+
+def _check_report_options(args: argparse.Namespace) -> None:
+    """Every option given does something in this form of the command, or it is refused before anything is read."""
+    problems = []
+    if args.max_rows is not None and not args.markdown:
+        problems.append(f"--max-rows {args.max_rows} sets the trials --markdown lists; add --markdown or drop it")
+    if args.max_rows is not None and args.max_rows < 0:
+        problems.append(f"--max-rows must be 0 or more, got {args.max_rows}")
+    if args.markdown and args.output is not None:
+        problems.append(f"--markdown prints to stdout, so -o {args.output!r} would write nothing; redirect the output "
+                        "(> report.md) or drop --markdown")
+    if args.target is not None and (args.markdown or len(args.dirs) < 2):
+        problems.append(f"--target {args.target:g} is the objective value an HTML comparison of several folders "
+                        "measures the time to; give two or more folders without --markdown, or drop it")
+    if args.target is not None and not math.isfinite(args.target):
+        problems.append(f"--target must be a finite number, got {args.target}")
+    if problems:
+        raise ConfigError("; ".join(problems) + ".")
 
 
 def _labels(dirs: Sequence[str]) -> list[str]:
@@ -427,7 +462,7 @@ def _parser() -> argparse.ArgumentParser:
     report_parser.add_argument("dirs", nargs="+", metavar="OUTPUT_DIR", help="output folder(s) of searches")
     report_parser.add_argument("-o", "--output", help="where to write the HTML file")
     report_parser.add_argument("--markdown", action="store_true", help="print Markdown to stdout instead of HTML")
-    report_parser.add_argument("--max-rows", type=int, default=50, help="trials listed by --markdown (default 50)")
+    report_parser.add_argument("--max-rows", type=int, help="trials listed by --markdown (default 50)")
     report_parser.add_argument("--target", type=float,
                                help="objective value for 'time to reach target' when comparing")
     report_parser.set_defaults(handler=report)

@@ -25,7 +25,10 @@ def _summable(metrics: Mapping[str, Any]) -> dict[str, float]:
             continue
         if isinstance(value, bool) or (not isinstance(value, int | float) and not hasattr(value, "__float__")):
             continue
-        out[key] = float(value)
+        try:
+            out[key] = float(value)
+        except (TypeError, ValueError, OverflowError):  # an array of several values (a confusion matrix): no number
+            continue
     return out
 
 

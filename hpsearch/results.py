@@ -51,6 +51,7 @@ _STATE_ORDER = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL, TrialSt
 # pandas 3's default `str` dtype: it behaves the same on pandas 2 and 3 and keeps None distinct from "".
 _TEXT = "object"
 _DATETIME = "datetime64[us, UTC]"  # Python datetimes carry microseconds: no precision is invented or lost.
+_INT64 = 2**63
 
 
 @dataclass(repr=False)
@@ -395,6 +396,8 @@ class SearchResult:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ValueError(f"{path!r} is not valid JSON ({exc}); the file is corrupt.") from exc
+        except RecursionError:  # values nested thousands deep: no search wrote them
+            raise ValueError(f"{path!r} nests its values too deeply to be read; the file is corrupt.") from None
         if not isinstance(data, dict) or data.get("format") != "hpsearch.search":
             raise ValueError(
                 f"{path!r} is not an hpsearch search file (no 'format': 'hpsearch.search')."
@@ -412,15 +415,15 @@ class SearchResult:
                 directions=list(data["directions"]),
                 records=records,
                 space=data.get("space"),
-                n_trials=data.get("n_trials"),
+                n_trials=_count(data.get("n_trials")),
                 objective=data.get("objective", "default"),
                 started=_from_iso(data.get("started")),
                 finished=_from_iso(data.get("finished")),
                 output_dir=os.fspath(output_dir) if output_dir is not None else None,
-                settings=data.get("settings") or {},
-                versions=data.get("versions") or {},
+                settings=_mapping(data.get("settings"), "settings"),
+                versions=_mapping(data.get("versions"), "versions"),
             )
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as exc:
             detail = f"missing key {exc}" if isinstance(exc, KeyError) else str(exc)
             raise ValueError(f"{path!r} is corrupt or incomplete: {detail}.") from exc
 
@@ -447,11 +450,25 @@ def _param_dtype(values: list[Any]) -> str:
     present = [v for v in values if v is not None]
     if present and all(isinstance(v, bool) for v in present):
         return "boolean"
-    if present and all(isinstance(v, int) and not isinstance(v, bool) for v in present):
-        return "Int64"
+    if present and all(isinstance(v, int) and not isinstance(v, bool) and -_INT64 <= v < _INT64 for v in present):
+        return "Int64"  # an int beyond 64 bits (a Categorical or Fixed value may be one) keeps the object dtype
     if present and all(isinstance(v, float) for v in present):
         return "float64"
     return "object"
+
+
+def _mapping(value: Any, what: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError(f"{what} must be a mapping, got {value!r}")
+    return value
+
+
+def _count(value: Any) -> int | None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        raise ValueError(f"n_trials must be a whole number or null, got {value!r}")
+    return value
 
 
 def _datetime_series(values: list[datetime | None]) -> pd.Series:

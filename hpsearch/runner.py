@@ -61,12 +61,22 @@ def new_record(settings: TrialSettings, trial: Trial) -> TrialRecord:
     )
 
 
-_OWNER_FILE = ".hpsearch-trial"
+#: The file a trial leaves in its folder, holding its trial id: the folder is that trial's.
+OWNER_FILE = ".hpsearch-trial"
+
+
+def _has_entries(path: str) -> bool:
+    try:
+        with os.scandir(path) as entries:
+            return any(True for _ in entries)
+    except OSError:
+        return False
 
 
 def _claim_folder(output_dir: str, record: TrialRecord, trial: Trial, fresh: bool = True, saves: bool = True) -> None:
     """Give the trial a folder no other trial uses: when ``hp_name`` returned a name another trial already has, or
-    the name of a file in output_dir (e.g. a study's database), the folder (and the record's name) become
+    the name of a file in output_dir (e.g. a study's database) or of a folder there that no trial made (the user's
+    data: a trial would write into it, and --fresh would delete it), the folder (and the record's name) become
     ``<name>-<trial id>``, and the log says so. A folder that cannot be created raises OSError when the trial
     ``saves`` checkpoints there (its trial fails now, not after training); otherwise the trial runs without it.
 
@@ -76,7 +86,7 @@ def _claim_folder(output_dir: str, record: TrialRecord, trial: Trial, fresh: boo
     ``save_total_limit`` would delete this run's instead. A trial resumed from a checkpoint keeps them."""
     def owner(name: str) -> str | None:
         try:
-            with open(os.path.join(output_dir, name, _OWNER_FILE), encoding="utf-8") as f:
+            with open(os.path.join(output_dir, name, OWNER_FILE), encoding="utf-8") as f:
                 return f.read().strip() or None
         except OSError:
             return None
@@ -84,9 +94,11 @@ def _claim_folder(output_dir: str, record: TrialRecord, trial: Trial, fresh: boo
     first = owner(record.name)
     path = os.path.join(output_dir, record.name)
     is_file = os.path.lexists(path) and not os.path.isdir(path)
-    if is_file or (first is not None and first != record.trial_id):
+    foreign = first is None and not is_file and _has_entries(path)  # a folder of the user's: never a trial's
+    if is_file or foreign or (first is not None and first != record.trial_id):
         unique = f"{record.name}-{record.trial_id}"
-        taken = "of a file in output_dir" if is_file else f"of trial {first}"
+        taken = ("of a file in output_dir" if is_file else "of a folder in output_dir that no trial made" if foreign
+                 else f"of trial {first}")
         logger.warning("hp_name gave trial %s the name %r %s; it is named %r instead (trial names must be unique: "
                        "make hp_name return different names).", record.trial_id, record.name, taken, unique)
         record.extra["hp_name"] = record.name
@@ -97,7 +109,7 @@ def _claim_folder(output_dir: str, record: TrialRecord, trial: Trial, fresh: boo
             _clear_checkpoints(folder, record)
         try:
             os.makedirs(folder, exist_ok=True)
-            with open(os.path.join(folder, _OWNER_FILE), "w", encoding="utf-8") as f:
+            with open(os.path.join(folder, OWNER_FILE), "w", encoding="utf-8") as f:
                 f.write(record.trial_id)
         except OSError as error:
             if saves:

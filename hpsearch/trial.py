@@ -100,23 +100,23 @@ class TrialRecord:
         """The record `to_dict` wrote (KeyError/TypeError/ValueError for a malformed one)."""
         return cls(
             trial_id=str(data["trial_id"]),
-            number=int(data["number"]),
+            number=_whole(data["number"], "number"),
             name=str(data["name"]),
             state=TrialState(data["state"]),
             params={name: decode_tuples(value) for name, value in data["params"].items()},
-            objective=data.get("objective"),
+            objective=_objective(data.get("objective")),
             started=_from_iso(data.get("started")),
             finished=_from_iso(data.get("finished")),
             intermediates=[
                 Evaluation(
-                    step=int(ev["step"]),
-                    epoch=ev.get("epoch"),
-                    objective=ev.get("objective"),
+                    step=_whole(ev["step"], "step"),
+                    epoch=None if ev.get("epoch") is None else _real(ev["epoch"], "epoch"),
+                    objective=_objective(ev.get("objective")),
                     metrics=dict(ev.get("metrics") or {}),
                 )
                 for ev in data.get("intermediates") or []
             ],
-            last_step=data.get("last_step"),
+            last_step=None if data.get("last_step") is None else _whole(data["last_step"], "last_step"),
             checkpoint=data.get("checkpoint"),
             node=data.get("node"),
             error=data.get("error"),
@@ -259,6 +259,26 @@ def decode_tuples(value: Any) -> Any:
 
 def _iso(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat()
+
+
+def _whole(value: Any, what: str) -> int:
+    """A record's count or step: an int that a 64-bit table column holds (a file read back may say anything)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not -(2**63) <= value < 2**63:
+        raise ValueError(f"{what} must be an integer, got {value!r}")
+    return value
+
+
+def _real(value: Any, what: str) -> Any:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{what} must be a number, got {value!r}")
+    return value
+
+
+def _objective(value: Any) -> Any:
+    """None, a number, or a list of numbers (one per direction; None where unknown), as `to_dict` writes them."""
+    if isinstance(value, list):
+        return [None if v is None else _real(v, "objective") for v in value]
+    return None if value is None else _real(value, "objective")
 
 
 def _from_iso(value: str | None) -> datetime | None:

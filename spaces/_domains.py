@@ -576,7 +576,7 @@ def domain_from_dict(spec: Any, name: str = "?") -> Domain:
             f"{accepted_types} (a constant dict is written {{type: fixed, value: {{...}}}})."
         )
     kind = spec["type"]
-    if kind not in _DOMAIN_KEYS:
+    if not isinstance(kind, str) or kind not in _DOMAIN_KEYS:  # (a list or dict type is unhashable: no `in` first)
         raise ValueError(
             f"parameter {name!r}: unknown domain type {kind!r}; accepted types are {accepted_types}."
         )

@@ -17,18 +17,44 @@ __all__ = ["SearchSpace"]
 
 
 class _Loader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` that also reads ``1e-5`` as a float.
+    """``yaml.SafeLoader`` that also reads ``1e-5`` as a float, and refuses a key given twice in one mapping.
 
     PyYAML follows YAML 1.1, where a float needs a dot (``1.0e-5``), so the ``1e-5`` that people write
-    for learning rates would silently become the *string* ``"1e-5"``.
+    for learning rates would silently become the *string* ``"1e-5"``; and it keeps the last of two equal keys
+    silently, so a parameter (or a bound) written twice would lose its first version unseen.
     """
 
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base` then a key of its own overrides, as meant
+                continue
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            try:
+                first = seen.get(key)
+            except TypeError:  # an unhashable key: the constructor below says so
+                continue
+            if first is not None:
+                where = f"line {line}" if first == line else f"lines {first} and {line}"
+                raise ValueError(
+                    f"SearchSpace.from_yaml: the key {key!r} is given twice in one mapping ({where}); YAML would keep "
+                    "only the last one, so delete or rename one of them."
+                )
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
 
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
-    list("-+0123456789."),
-)
+
+class _Dumper(yaml.SafeDumper):
+    """``yaml.SafeDumper`` that quotes the strings `_Loader` reads as floats (``"1e-5"``), so they stay strings."""
+
+
+for _cls in (_Loader, _Dumper):
+    _cls.add_implicit_resolver(
+        "tag:yaml.org,2002:float",
+        re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+        list("-+0123456789."),
+    )
 
 
 def _check_name(name: Any) -> str:
@@ -340,7 +366,7 @@ class SearchSpace(Mapping[str, Domain]):
 
     def to_yaml(self) -> str:
         """The ``to_dict`` form as YAML text, one line per parameter where possible."""
-        return yaml.safe_dump(self.to_dict(), sort_keys=False, default_flow_style=None)
+        return yaml.dump(self.to_dict(), Dumper=_Dumper, sort_keys=False, default_flow_style=None)
 
     @classmethod
     def from_yaml(cls, source: str | os.PathLike[str]) -> SearchSpace:

@@ -148,10 +148,10 @@ class TrainerState:
 
 def _json_default(value: Any) -> Any:
     # numpy scalars and other number-likes sneak into log_history through compute_metrics.
+    if hasattr(value, "tolist"):  # an array or tensor (a confusion matrix) as lists, a numpy scalar as a number
+        return value.tolist()
     if hasattr(value, "item"):
         return value.item()
-    if hasattr(value, "tolist"):
-        return value.tolist()
     return str(value)
 
 

@@ -305,7 +305,10 @@ def evaluation_loop(
         )
     elif metrics is None:
         metrics = {}
-    metrics = {k: (v.item() if hasattr(v, "item") else v) for k, v in dict(metrics).items()}
+    if not isinstance(metrics, Mapping):
+        raise TypeError(f"compute_metrics must return a dict of metric name -> value, got {type(metrics).__name__} "
+                        f"{metrics!r:.200}; return e.g. {{'accuracy': 0.9}}.")
+    metrics = {k: _plain_scalar(v) for k, v in metrics.items()}
     if losses:
         metrics[f"{metric_key_prefix}_loss"] = float(torch.cat(losses).float().mean())
     if hasattr(trainer, "model_preparation_time"):
@@ -366,3 +369,13 @@ def prediction_step(
     elif len(logits) == 0:
         logits = None
     return loss, logits, nested_detach(labels)
+
+
+def _plain_scalar(value: Any) -> Any:
+    """A one-element array or tensor (or a numpy scalar) as a Python number; anything else as it is (a confusion
+    matrix stays an array, as transformers' denumpify_detensorize keeps it)."""
+    if isinstance(value, torch.Tensor):
+        return value.item() if value.numel() == 1 else value
+    if isinstance(value, np.ndarray):
+        return value.item() if value.size == 1 else value
+    return value.item() if isinstance(value, np.generic) else value

@@ -197,7 +197,7 @@ class FolderReader:
                 self._live[record.trial_id] = record
             else:
                 return False  # an event a newer hpsearch writes: ignored
-        except (ValueError, KeyError, TypeError, AttributeError):
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
             self._bad_lines += 1
             return True
         return True

@@ -169,12 +169,16 @@ def _is_number(v: Any) -> bool:
 
 
 def param_kind(result: SearchResult, name: str, values: list[Any]) -> tuple[str, bool]:
-    """("numeric"|"categorical", log) for a parameter, from the space when known, else from its values."""
+    """("numeric"|"categorical", log) for a parameter, from the space when known, else from its values.
+
+    ``values`` are the values of the trials that have the parameter: a None among them is a choice (e.g.
+    ``suggest_categorical("wd", [None, 0.01])`` in a native space), which makes the parameter categorical.
+    """
     spec = _space_spec(result, name)
     present = [v for v in values if v is not None]
     if spec.get("type") == "categorical" or "choices" in spec:
         return "categorical", False
-    if not present or not all(_is_number(v) for v in present):
+    if not present or len(present) < len(values) or not all(_is_number(v) for v in present):
         return "categorical", False
     if "log" in spec:
         return "numeric", bool(spec["log"]) and min(present) > 0
@@ -191,21 +195,22 @@ def category_label(value: Any) -> str:
 
 
 def param_axis(result: SearchResult, name: str, records: list[TrialRecord]) -> ParamAxis:
-    values = [r.params.get(name) for r in records]
-    kind, log = param_kind(result, name, values)
-    present = [v for v in values if v is not None]
+    kind, log = param_kind(result, name, [r.params[name] for r in records if name in r.params])
     if kind == "categorical":
+        # A trial without the parameter (a conditional one, inactive) is INACTIVE; a None it has is a choice.
+        all_labels = [category_label(r.params[name]) if name in r.params else INACTIVE for r in records]
         labels: list[str] = []
-        for v in values:
-            label = category_label(v) if v is not None else INACTIVE
+        for label in all_labels:
             if label not in labels:
                 labels.append(label)
         ordered = sorted(label for label in labels if label != INACTIVE)
         if INACTIVE in labels:
             ordered.append(INACTIVE)
         code = {label: i for i, label in enumerate(ordered)}
-        positions = [float(code[category_label(v) if v is not None else INACTIVE]) for v in values]
+        positions = [float(code[label]) for label in all_labels]
         return ParamAxis(name, kind, False, positions, [float(i) for i in range(len(ordered))], ordered)
+    values = [r.params.get(name) for r in records]  # numeric: None only where the trial lacks the parameter
+    present = [v for v in values if v is not None]
 
     def transform(v: float) -> float:
         return math.log10(v) if log else float(v)

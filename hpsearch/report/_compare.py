@@ -6,7 +6,6 @@ import math
 import os
 from collections.abc import Sequence
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hpsearch.report._analysis import (
@@ -18,7 +17,7 @@ from hpsearch.report._analysis import (
     total_training_time,
 )
 from hpsearch.report._format import fmt_duration, fmt_number, fmt_params
-from hpsearch.report._page import esc, note, page, section, sortable_table
+from hpsearch.report._page import esc, note, page, section, sortable_table, write_page
 from hpsearch.report._plotly import Part, Plot, bundle_script, render_parts, require_plotly
 from hpsearch.trial import TrialState
 
@@ -85,6 +84,9 @@ def compare_sections(
     """The comparison's sections (anchor, title, parts), figures as plotly objects; arguments as `compare_html`."""
     go = require_plotly()
     names = _check(results, labels)
+    if target is not None and (isinstance(target, bool) or not isinstance(target, (int, float))
+                               or not math.isfinite(target)):
+        raise ValueError(f"target must be a finite number (an objective value) or None, got {target!r}.")
     results = list(results)
     direction = results[0].directions[0]
     bests = [r.best_trial for r in results]
@@ -224,11 +226,5 @@ def write_compare_html(
     labels: Sequence[str] | None = None,
     target: float | None = None,
 ) -> str:
-    """Write `compare_html` to ``path`` (atomically) and return the path as a string."""
-    from hpsearch._files import atomic_write_text
-
-    text = compare_html(results, labels=labels, target=target)
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out, text)
-    return str(out)
+    """Write `compare_html` to ``path`` (a folder: ``compare.html`` in it), atomically; return the path as a string."""
+    return write_page(compare_html(results, labels=labels, target=target), path, "compare.html")

@@ -293,7 +293,8 @@ def slice_figure(result: SearchResult, name: str) -> tuple[Any | None, int]:
     k = len(result.directions)
     values = [r.params[name] for r, _ in active]
     kind, log = param_kind(result, name, values)
-    xs: list[Any] = [esc(category_label(v)) for v in values] if kind == "categorical" else list(values)
+    # Numbers go to plotly as floats: its JSON encoder refuses an int beyond 64 bits (a Categorical may hold one).
+    xs: list[Any] = [esc(category_label(v)) for v in values] if kind == "categorical" else [float(v) for v in values]
     fig = _figure(result, k, shared_x=True)
     titles = _objective_titles(result)
     for i in range(k):

@@ -17,7 +17,7 @@ from hpsearch.report._analysis import (
     total_training_time,
 )
 from hpsearch.report._format import fmt_datetime, fmt_duration, fmt_number, fmt_params
-from hpsearch.report._page import esc, json_text, kv_table, note, page, section, sortable_table
+from hpsearch.report._page import esc, json_text, kv_table, note, page, section, sortable_table, write_page
 from hpsearch.report._plotly import Part, Plot, bundle_script, render_parts, require_plotly
 
 if TYPE_CHECKING:
@@ -66,18 +66,13 @@ def render_html(result: SearchResult) -> str:
 
 
 def write_html(result: SearchResult, path: str | os.PathLike[str] | None = None) -> str:
-    """Write the report of ``result`` to ``path`` (default ``output_dir/report.html``, atomically); return the path."""
-    from hpsearch._files import atomic_write_text
-
+    """Write the report of ``result`` to ``path`` (default ``output_dir/report.html``; a folder: ``report.html`` in
+    it), atomically; return the path."""
     if path is None:
         if result.output_dir is None:
             raise ValueError("write_html needs a path: the result has no output_dir; pass write_html(result, path).")
-        path = Path(result.output_dir) / "report.html"
-    text = render_html(result)
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(target, text)
-    return str(target)
+        path = Path(result.output_dir)
+    return write_page(render_html(result), path, "report.html")
 
 
 # ---------------------------------------------------------------------- sections

@@ -8,13 +8,15 @@ from __future__ import annotations
 import html
 import json
 import math
+import os
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 from hpsearch.report._format import DASH, fmt_datetime, fmt_number, fmt_value, is_missing
 
-__all__ = ["CSS", "SORT_JS", "esc", "kv_table", "page", "section", "sortable_table"]
+__all__ = ["CSS", "SORT_JS", "esc", "kv_table", "page", "section", "sortable_table", "write_page"]
 
 _CSS = """
 :root { --fg:#1f2937; --muted:#6b7280; --line:#e5e7eb; --bg:#f9fafb; --accent:#2563eb; }
@@ -177,3 +179,33 @@ def page(title: str, subtitle: str, nav: Sequence[tuple[str, str]], body: str, b
         f'<header><h1>{esc(title)}</h1><div class="sub">{esc(subtitle)}</div></header>\n'
         f"<nav>{links}</nav>\n<main>\n{body}</main>\n<script>{_SORT_JS}</script>\n</body>\n</html>\n"
     )
+
+
+def _is_html(path: Path) -> bool:
+    if path.suffix.lower() in (".html", ".htm"):
+        return True
+    try:
+        with open(path, "rb") as f:
+            return f.read(15).lower() == b"<!doctype html>"  # an earlier report written without the suffix
+    except OSError:
+        return False
+
+
+def write_page(text: str, path: str | os.PathLike[str], default_name: str) -> str:
+    """Write a page to ``path`` atomically (a folder: ``default_name`` inside it; missing folders are made).
+
+    An existing file that is no HTML page (a search's search.json, a sweep file, code) is never replaced: ValueError.
+    """
+    from hpsearch._files import RESULT_FILES, atomic_write_text
+
+    target = Path(path)
+    if target.is_dir():
+        target = target / default_name
+    if target.name in RESULT_FILES or (target.is_file() and not _is_html(target)):
+        raise ValueError(
+            f"{os.fspath(path)!r} is {'a search results file' if target.name in RESULT_FILES else 'an existing file'} "
+            "that is no HTML page, which the report would replace; write it elsewhere (e.g. a path ending in .html)."
+        )
+    target.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(target, text)
+    return str(target)

@@ -97,6 +97,11 @@ def file_hp_name(trial: Any) -> str:
     return "study.db"
 
 
+def folder_hp_name(trial: Any) -> str:
+    """An ``hp_name`` that names a folder of the user's in output_dir (their data)."""
+    return "data"
+
+
 def describe_trial(trial: Any) -> dict[str, Any]:
     """What a model_init or hp_name sees of its trial, as JSON."""
     from collections.abc import Mapping as MappingABC

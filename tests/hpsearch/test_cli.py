@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -317,6 +318,25 @@ def test_rerun_of_a_sweep_recorded_only_in_its_folder_is_refused_until_resume_or
         assert again.started != trial.started
 
 
+def test_fresh_deletes_only_the_folders_its_trials_made(tmp_path, capsys):
+    """--fresh deleted every folder of output_dir that a record of search.json names: a search.json naming the
+    user's folder (an hp_name of the Python API, or a file tampered with) took that folder with it."""
+    path = write(tmp_path, TINY.replace(
+        "backend: optuna\nbackend_options:\n  sampler: {name: TPESampler, seed: 0}\n", "backend: random\n"))
+    out = tmp_path / "out"
+    assert main(["run", str(path), "--n-trials", "1", "--output-dir", str(out)]) == 0
+    (trial,) = SearchResult.load(out).records
+    (out / "data").mkdir()
+    (out / "data" / "keep.txt").write_text("precious")
+    (out / trial.name / "stale.txt").write_text("the earlier trial's")
+    result = SearchResult.load(out)
+    result.records.append(dataclasses.replace(trial, trial_id="9", number=9, name="data"))
+    result.save(out)
+    assert main(["run", str(path), "--n-trials", "1", "--output-dir", str(out), "--fresh"]) == 0
+    assert (out / "data" / "keep.txt").read_text() == "precious"
+    assert not (out / trial.name / "stale.txt").exists()  # the earlier trial's own folder did go
+
+
 def test_rerun_over_a_corrupt_search_json_names_it(tmp_path, capsys):
     path = write(tmp_path, TINY.replace(
         "backend: optuna\nbackend_options:\n  sampler: {name: TPESampler, seed: 0}\n", "backend: random\n"))
@@ -418,6 +438,57 @@ def test_report_of_a_folder_without_search(tmp_path, capsys):
     assert "search.json" in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("extra, message", [
+    (["--max-rows", "5"], "--max-rows 5 sets the trials --markdown lists"),
+    (["--markdown", "--max-rows", "-1"], "--max-rows must be 0 or more, got -1"),
+    (["--markdown", "-o", "r.md"], "--markdown prints to stdout"),
+    (["--target", "0.5"], "--target 0.5 is the objective value an HTML comparison of several folders"),
+    (["SECOND", "--target", "nan"], "--target must be a finite number, got nan"),
+])
+def test_report_refuses_an_option_that_would_do_nothing_or_is_invalid(tmp_path, capsys, extra, message):
+    # --max-rows without --markdown, -o with --markdown and --target of one folder were silently ignored; a negative
+    # --max-rows was a ValueError traceback.
+    folder = synthetic(tmp_path / "search")
+    extra = [str(folder) if arg == "SECOND" else arg for arg in extra]
+    assert main(["report", str(folder), *extra]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert not (folder / "report.html").exists()
+
+
+def test_report_into_a_folder_or_an_unwritable_path(tmp_path, capsys):
+    # -o naming a folder was an IsADirectoryError traceback; an unwritable path one more.
+    folder = synthetic(tmp_path / "search")
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    assert main(["report", str(folder), "-o", str(reports)]) == 0
+    assert (reports / "report.html").is_file()
+    assert main(["report", str(folder), str(folder), "-o", str(reports)]) == 0
+    assert (reports / "compare.html").is_file()
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    capsys.readouterr()
+    assert main(["report", str(folder), "-o", str(blocker / "r.html")]) == 2
+    err = capsys.readouterr().err
+    assert "cannot write the report" in err and "Traceback" not in err
+
+
+def test_report_never_replaces_a_file_that_is_no_html_page(tmp_path, capsys):
+    # -o OUTPUT_DIR/search.json replaced the search's own results with the HTML page (the search was then unreadable).
+    folder = synthetic(tmp_path / "search")
+    kept = {name: (folder / name).read_bytes() for name in ("search.json", "trials.csv")}
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(TINY)
+    for target in (folder / "search.json", folder / "trials.csv", sweep):
+        assert main(["report", str(folder), "-o", str(target)]) == 2
+        assert "which the report would replace" in capsys.readouterr().err
+    assert {name: (folder / name).read_bytes() for name in kept} == kept and sweep.read_text() == TINY
+    # An earlier report is replaced, with or without the .html suffix.
+    for target in (tmp_path / "r.html", tmp_path / "r"):
+        assert main(["report", str(folder), "-o", str(target)]) == 0
+        assert main(["report", str(folder), "-o", str(target)]) == 0
+
+
 def test_report_subprocess_markdown(tmp_path):
     folder = synthetic(tmp_path / "search")
     proc = subprocess.run(
@@ -454,6 +525,28 @@ def test_long_messages_are_shortened():
     assert _shorten("short") == "short"
     long = "x" * (MAX_MESSAGE + 1234)
     assert _shorten(long) == "x" * MAX_MESSAGE + "... (1,234 more characters)"
+
+
+def test_errors_point_at_the_key_they_are_about_not_at_the_first_line(tmp_path, capsys):
+    # A misspelt metric (found by the first trial) pointed at line 1 (the model line); an unknown key made by a
+    # deeper --set pointed there too instead of naming the --set.
+    sweep = write(tmp_path, TINY.replace("objective: eval_accuracy", "objective: eval_acuracy"))
+    code = main(["run", str(sweep), "--output-dir", str(tmp_path / "out"), "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert f"{sweep}:{line_of(sweep, 'objective:')}: objective: " in err and "eval_acuracy" in err
+    err = run_error(capsys, write(tmp_path, TINY, "other.yaml"), "--set", "trainig_args.seed=1")
+    assert "unknown key 'trainig_args'" in err and "(set by --set trainig_args.seed=...)" in err
+    assert "other.yaml:1:" not in err
+
+
+@pytest.mark.parametrize("flags", [["--output-dir", ""], ["--output-dir", " "], ["--warm-start", ""]])
+def test_an_empty_folder_flag_is_refused(tmp_path, capsys, monkeypatch, flags):
+    # --output-dir '' was the current directory: the search wrote search.json, run-* and report.html among its files.
+    monkeypatch.chdir(tmp_path)
+    err = run_error(capsys, write(tmp_path, TINY), *flags)
+    assert f"{flags[0]} {flags[1]!r} is empty" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sweep.yaml"]
 
 
 def test_a_misspelt_metric_in_an_objective_list_stops_the_sweep_as_a_config_error(tmp_path, capsys):

@@ -84,6 +84,20 @@ def test_an_hp_name_of_a_file_in_output_dir_gets_a_folder_of_its_own(backend, ma
     assert sorted(r.name for r in saved().records) == sorted(r.name for r in records)
 
 
+def test_an_hp_name_of_a_users_folder_in_output_dir_gets_a_folder_of_its_own(backend, make_trainer, tiny_space,
+                                                                              output_dir):
+    """A folder in output_dir that no trial made (the user's data) is taken too: the trials wrote their checkpoints
+    into it, and `hpsearch run --fresh` then deleted it with the trial's folders."""
+    (output_dir / "data").mkdir(parents=True)
+    (output_dir / "data" / "keep.txt").write_text("precious")
+    best = backend.search(make_trainer(save_strategy="steps", save_steps=6), hp_space=tiny_space,
+                          compute_objective="eval_accuracy", direction="maximize", n_trials=2,
+                          hp_name=_trials.folder_hp_name)
+    records = best.run_summary.records
+    assert sorted(r.name for r in records) == sorted(f"data-{r.trial_id}" for r in records)
+    assert sorted(p.name for p in (output_dir / "data").iterdir()) == ["keep.txt"]
+
+
 # ---------------------------------------------------------------------------------------------- Trial
 def test_model_init_and_hp_name_get_the_same_trial_type(backend, make_trainer, tiny_space, tmp_path):
     """``model_init(trial)`` and ``hp_name(trial)`` see the one `Trial` type on every backend: a read-only mapping of

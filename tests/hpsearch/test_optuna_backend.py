@@ -377,6 +377,13 @@ def test_default_compute_objective_follows_the_seed(caplog):
     ) == pytest.approx(0.9)
     value = hpsearch.default_compute_objective({"eval_loss": 0.5, "eval_f1": 0.5, "eval_accuracy": 0.25})
     assert math.isclose(value, 0.75)
+    # A metric that is no single number (a confusion matrix, a per-class tensor) is not summed: it raised TypeError.
+    import numpy as np
+    import torch
+
+    assert hpsearch.default_compute_objective({"eval_loss": 0.5, "eval_accuracy": 0.25, "eval_confusion":
+                                               np.array([[1, 2], [3, 4]]), "eval_per_class": torch.tensor([0.1, 0.2])}) == 0.25
+    assert hpsearch.default_compute_objective({"eval_loss": 0.5, "eval_confusion": np.eye(2)}) == 0.5
 
 
 def test_hanging_and_memory_error_trials_fail_and_search_goes_on(tmp_path):

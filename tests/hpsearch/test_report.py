@@ -253,6 +253,36 @@ def test_degenerate_inputs_render(case):
     assert render_markdown(result)
 
 
+@pytest.mark.parametrize("optuna_importable", [True, False])
+def test_a_none_choice_among_numbers_is_a_category(monkeypatch, optuna_importable):
+    # A native space (no portable spec) may offer None beside numbers, e.g. suggest_categorical("wd", [None, 0.1]):
+    # the report drew it as a number and failed on float(None).
+    if not optuna_importable:
+        monkeypatch.setitem(sys.modules, "optuna", None)
+    wds = [None, 0.01, 0.1, None, 0.01]
+    records = [record(n, TrialState.COMPLETE, 0.5 + 0.1 * n, {"lr": 0.1 * (n + 1), "wd": wd}) for n, wd in enumerate(wds)]
+    records.append(record(5, TrialState.COMPLETE, 0.2, {"lr": 0.7}))  # wd inactive here
+    result = search(records)
+    text = render_html(result)
+    assert "hp-plot-parallel" in text and "hp-plot-importance" in text
+    from hpsearch.report._analysis import INACTIVE, param_axis
+
+    axis = param_axis(result, "wd", result.records)
+    assert axis.kind == "categorical"
+    assert axis.ticktext[-1] == INACTIVE and len(axis.ticktext) == 4  # None, 0.01, 0.1 and inactive
+    assert axis.positions[0] == axis.positions[3] != axis.positions[5]
+
+
+@pytest.mark.parametrize("with_space", [True, False])
+def test_an_int_beyond_64_bits_is_drawn(with_space):
+    # plotly's JSON encoder and an Int64 column refuse such an int; the report draws it (as a float or a category).
+    space = {"s": {"type": "categorical", "choices": [10**30, 5, 7]}} if with_space else None
+    records = [record(n, TrialState.COMPLETE, 0.1 * n, {"s": [10**30, 5, 7][n % 3]}) for n in range(5)]
+    text = render_html(search(records, space=space))
+    assert "hp-plot-slice-0" in text
+    assert render_markdown(search(records, space=space))
+
+
 def test_pareto_section_lists_the_front():
     result = _multi(2)
     assert [r.number for r in result.best_trials] == [0, 1, 3]

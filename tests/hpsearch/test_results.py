@@ -249,6 +249,17 @@ def test_dtypes_do_not_depend_on_who_produced_the_values():
     pd.testing.assert_frame_equal(plain, numpy_df)
 
 
+def test_an_int_beyond_64_bits_keeps_the_object_dtype():
+    # Categorical([10**30, 5]) and Fixed(2**70) are legal values; an Int64 column cannot hold them (OverflowError).
+    records = single_records()
+    for i, record in enumerate(records):
+        record.params = {**record.params, "big": [10**30, 5][i % 2], "fixed": 2**70}
+    df = single_result(records=records).trials_dataframe()
+    assert str(df["params_big"].dtype) == "object" and str(df["params_fixed"].dtype) == "object"
+    assert df["params_big"].tolist() == [[10**30, 5][i % 2] for i in range(len(records))]
+    assert str(df["params_batch_size"].dtype) == "Int64"
+
+
 def test_empty_result_has_the_same_columns_and_dtypes():
     df = single_result(records=[]).trials_dataframe()
     assert list(df.columns) == FIXED_LEADING + ["objective"] + FIXED_TRAILING
@@ -511,6 +522,48 @@ def test_load_corrupt_file_names_it(tmp_path):
     data["format_version"] = 99
     path.write_text(json.dumps(data))
     with pytest.raises(ValueError, match="format_version 99"):
+        SearchResult.load(tmp_path)
+
+
+@pytest.mark.parametrize("path, value", [
+    (("records", 0, "number"), 1e308),
+    (("records", 0, "number"), "3"),
+    (("records", 0, "objective"), "x"),
+    (("records", 0, "objective"), {}),
+    (("records", 0, "last_step"), "x"),
+    (("records", 0, "intermediates", 0, "epoch"), "x"),
+    (("records", 0, "intermediates", 0, "objective"), [{}]),
+    (("settings",), "x"),
+    (("versions",), ["x"]),
+    (("n_trials",), "many"),
+])
+def test_load_refuses_a_field_of_the_wrong_type(tmp_path, path, value):
+    # Such a file loaded, then trials_dataframe(), repr() or the report failed with OverflowError, TypeError or
+    # AttributeError far from the file; it is refused when loaded, naming the file and the field.
+    single_result().save(tmp_path)
+    data = json.loads((tmp_path / "search.json").read_text())
+    target = data
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    (tmp_path / "search.json").write_text(json.dumps(data))
+    with pytest.raises(ValueError, match=rf"search\.json.*corrupt.*{path[-1]}"):
+        SearchResult.load(tmp_path)
+
+
+def test_load_refuses_values_nested_too_deeply(tmp_path):
+    # json.loads raised RecursionError (no ValueError): hpsearch report printed a traceback, the dashboard's reader died.
+    (tmp_path / "search.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ValueError, match=r"search\.json.*nests its values too deeply.*corrupt"):
+        SearchResult.load(tmp_path)
+    single_result().save(tmp_path)
+    data = json.loads((tmp_path / "search.json").read_text())
+    value: object = 1
+    for _ in range(900):  # json reads it; turning it back into parameters recurses past the limit
+        value = [value]
+    data["records"][0]["params"]["deep"] = value
+    (tmp_path / "search.json").write_text(json.dumps(data))
+    with pytest.raises(ValueError, match=r"search\.json.*corrupt"):
         SearchResult.load(tmp_path)
 
 

@@ -93,16 +93,22 @@ def test_evaluate_trains_the_best_earlier_configurations_first(tmp_path):
 
 def test_evaluate_on_the_random_backend_and_inform_refused_there(tmp_path):
     earlier = _earlier(tmp_path)
+    best_earlier = min((r for r in SearchResult.load(earlier).records if r.state is TrialState.COMPLETE),
+                       key=lambda r: r.objective)
     built: list = []
     hpsearch.hyperparameter_search(_trainer(tmp_path / "new", built), hp_space=SPACE, n_trials=3, backend="random",
                                    compute_objective="eval_loss", warm_start=str(earlier), warm_start_mode="evaluate",
                                    warm_start_top_k=1)
-    best_earlier = min((r for r in SearchResult.load(earlier).records if r.state is TrialState.COMPLETE),
-                       key=lambda r: r.objective)
     assert built[0] == best_earlier.params and len(built) == 3
     with pytest.raises(SearchConfigError, match=r"warm_start_mode='inform' is not supported by backend='random'"):
         hpsearch.hyperparameter_search(_trainer(tmp_path / "x"), hp_space=SPACE, n_trials=1, backend="random",
-                                       compute_objective="eval_loss", warm_start=str(earlier))
+                                       compute_objective="eval_loss", warm_start=str(earlier), warm_start_mode="inform")
+    # Without a mode, the random backend evaluates (the default 'inform' it cannot honour refused every warm_start
+    # there, --warm-start of a random sweep included); warm_start_top_k needs no mode then.
+    built = []
+    hpsearch.hyperparameter_search(_trainer(tmp_path / "default", built), hp_space=SPACE, n_trials=2, backend="random",
+                                   compute_objective="eval_loss", warm_start=str(earlier), warm_start_top_k=1)
+    assert built[0] == best_earlier.params and len(built) == 2
 
 
 def test_changed_spaces_are_mapped_and_what_does_not_fit_is_left_out(tmp_path, caplog):

@@ -356,6 +356,8 @@ def test_repr_shows_only_what_is_set(domain, text):
     [
         ({"low": 0, "high": 1}, ValueError, r"parameter 'lr': a domain dict needs a 'type' key"),
         ({"type": "uniform", "low": 0, "high": 1}, ValueError, r"parameter 'lr': unknown domain type 'uniform'; accepted types are 'float', 'int', 'categorical', 'fixed'"),
+        ({"type": ["float"], "low": 0, "high": 1}, ValueError, r"parameter 'lr': unknown domain type \['float'\]; accepted"),
+        ({"type": {"float": 1}}, ValueError, r"parameter 'lr': unknown domain type \{'float': 1\}; accepted"),
         ({"type": "float", "low": 0, "high": 1, "lg": True}, ValueError, r"parameter 'lr': unknown key 'lg' for type 'float'; accepted keys are type, low, high, log, step, when"),
         ({"type": "categorical", "values": [1]}, ValueError, r"parameter 'lr': unknown key 'values' for type 'categorical'; accepted keys are type, choices, when"),
         ({"type": "float", "low": 0}, ValueError, r"parameter 'lr': type 'float' needs the key 'high'"),

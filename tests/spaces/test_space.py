@@ -433,6 +433,19 @@ def test_tuple_choices_are_lists_in_yaml_and_tuples_again_after_loading():
     assert SearchSpace.from_yaml(text) == space
 
 
+def test_strings_that_from_yaml_reads_as_floats_stay_strings_through_yaml():
+    # from_yaml reads a bare 1e-5 as a float (YAML 1.1 would not), so to_yaml must quote such strings.
+    space = SearchSpace({
+        "tag": Categorical(["1e-5", "1.e5", "-2E3", "x"]),
+        "note": Fixed("3e-4"),
+        "n": Int(1, 2, when={"tag": "1e-5"}),
+    })
+    loaded = SearchSpace.from_yaml(space.to_yaml())
+    assert loaded == space
+    assert loaded["tag"].choices == ("1e-5", "1.e5", "-2E3", "x")
+    assert loaded["note"].value == "3e-4"
+
+
 def test_from_yaml_reads_a_handwritten_config():
     text = """
 learning_rate: {type: float, low: 1e-5, high: 1.0e-3, log: true}
@@ -477,6 +490,10 @@ warmup_steps:
         ("c: {type: categorical, choices: [[1, [2]], 3]}\n", None, None),
         ("m: {type: float, low: 0, high: 1, when: {opt: sgd}}", ValueError, r"'m' is conditional on 'opt', which is not in the space"),
         (b"lr: 1", TypeError, r"expected YAML text or a file path, got bytes"),
+        # A key given twice: YAML kept the last one silently (the first parameter, or bound, was lost unseen).
+        ("lr: {type: float, low: 0, high: 1}\nlr: {type: float, low: 2, high: 3}\n", ValueError,
+         r"the key 'lr' is given twice in one mapping \(lines 1 and 2\)"),
+        ("c: {type: categorical, choices: [a], choices: [b]}", ValueError, r"the key 'choices' is given twice .*line 1"),
     ],
 )
 def test_from_yaml_errors(source, exc, pattern):
@@ -485,6 +502,11 @@ def test_from_yaml_errors(source, exc, pattern):
         return
     with pytest.raises(exc, match=pattern):
         SearchSpace.from_yaml(source)
+
+
+def test_from_yaml_merge_keys_may_be_overridden():
+    text = "base: &b {type: float, low: 0.1, high: 0.2}\nlr: {<<: *b, high: 0.3}\n"
+    assert SearchSpace.from_yaml(text)["lr"] == Float(0.1, 0.3)
 
 
 def test_from_dict_accepts_domains_and_plain_values_and_rejects_non_mappings():

@@ -383,6 +383,35 @@ def test_evaluate_prefixes_and_compute_metrics(trained_digits):
     assert trainer.state.log_history[-1]["test_accuracy"] == test["test_accuracy"]
 
 
+def test_compute_metrics_may_return_arrays(trained_digits, make_args):
+    # A confusion matrix (or a per-class tensor) beside the scalars failed evaluate() with "can only convert an array of
+    # size 1 to a Python scalar"; transformers keeps such values as they are and turns one-element ones into numbers.
+    trainer, _ = trained_digits
+    trainer.compute_metrics = lambda p: {
+        "confusion": np.array([[1, 2], [3, 4]]), "per_class": torch.tensor([0.5, 0.25]),
+        "acc": np.float32(0.5), "one": np.array([0.75]), "scalar_tensor": torch.tensor(0.125),
+    }
+    metrics = trainer.evaluate()
+    assert isinstance(metrics["eval_confusion"], np.ndarray) and metrics["eval_confusion"].shape == (2, 2)
+    assert isinstance(metrics["eval_per_class"], torch.Tensor)
+    assert [type(metrics[k]) for k in ("eval_acc", "eval_one", "eval_scalar_tensor")] == [float, float, float]
+    assert (metrics["eval_acc"], metrics["eval_one"], metrics["eval_scalar_tensor"]) == (0.5, 0.75, 0.125)
+
+    trainer.compute_metrics = lambda p: [0.5, 0.25]  # was "cannot convert dictionary update sequence element #0"
+    with pytest.raises(TypeError, match=r"compute_metrics must return a dict of metric name -> value, got list \[0\.5"):
+        trainer.evaluate()
+    trainer.compute_metrics = t_metrics = lambda p: {"confusion": np.array([[1, 2], [3, 4]])}
+
+    # Logged and saved too: checkpoints' trainer_state.json and the jsonl log hold the array as nested lists.
+    train, val = _small_digits(64)
+    args = make_args(max_steps=2, eval_strategy="steps", eval_steps=1, save_strategy="steps", save_steps=1,
+                     report_to="jsonl", per_device_train_batch_size=32)
+    t = Trainer(model=DigitsMLP(), args=args, train_dataset=train, eval_dataset=val, compute_metrics=t_metrics)
+    t.train()
+    saved = json.loads((Path(args.output_dir) / "checkpoint-2" / "trainer_state.json").read_text())
+    assert [e["eval_confusion"] for e in saved["log_history"] if "eval_confusion" in e][-1] == [[1, 2], [3, 4]]
+
+
 def test_evaluate_a_dict_of_datasets(trained_digits, make_args):
     trainer, val = trained_digits
     metrics = trainer.evaluate({"a": Subset(val, range(20)), "b": Subset(val, range(20, 40))})

@@ -52,8 +52,8 @@ def _json_line(entry: Mapping[str, Any]) -> str:
 
 
 def _json_default(value: Any) -> Any:
+    if hasattr(value, "tolist"):  # an array or tensor (a confusion matrix) as lists, a numpy scalar as a number
+        return value.tolist()
     if hasattr(value, "item"):
         return value.item()
-    if hasattr(value, "tolist"):
-        return value.tolist()
     return str(value)
