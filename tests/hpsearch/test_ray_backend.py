@@ -360,3 +360,46 @@ def test_a_trial_restarted_at_its_last_step_sends_only_its_final_result(trained)
     conclude(record, reporter, trained=trained)
     assert [bool(r.get("done")) for r in sent] == ([False, True] if trained else [True])
     assert sent[-1]["objective"] == 0.9 and sent[-1]["step"] == 69
+
+
+def test_a_restarted_trial_whose_result_files_are_lost_keeps_its_earlier_evaluations(tmp_path):
+    """Tune's result files of a trial gone (a driver killed before they reached storage) leave only its last result,
+    whose record holds the evaluations of its last attempt; where that attempt restarted from a checkpoint, the
+    earlier ones come from search.json, which the killed driver saved. The result below has the shape Tune's
+    ``Result`` has when its files are gone (no metrics_dataframe, the last metrics from the experiment state)."""
+    import json
+    from types import SimpleNamespace
+
+    from hpsearch.backends.ray._driver import Recorder
+    from hpsearch.backends.ray._worker import RECORD_KEY
+    from hpsearch.session import SearchSession
+    from hpsearch.settings import TrialSettings
+    from hpsearch.trial import Evaluation, TrialRecord
+
+    out = str(tmp_path / "out")
+    settings = TrialSettings(trainer=None, compute_objective=lambda m: m["eval_loss"],  # type: ignore[arg-type]
+                             objective_name="eval_loss", directions=("minimize",), output_dir=out, backend="ray")
+
+    def evaluation(step: int) -> Evaluation:
+        return Evaluation(step=step, epoch=step / 10, objective=1.0 / step, metrics={"eval_loss": 1.0 / step})
+
+    def trial_record(steps: list[int], started: str) -> TrialRecord:
+        from datetime import datetime
+
+        return TrialRecord(trial_id="t_00001", number=1, name="run-t_00001", state=TrialState.COMPLETE,
+                           params={"learning_rate": 0.01}, objective=1.0 / steps[-1], last_step=steps[-1],
+                           intermediates=[evaluation(s) for s in steps], started=datetime.fromisoformat(started))
+
+    # The earlier run's search.json: every evaluation, the restart's merged in.
+    SearchResult(backend="ray", directions=["minimize"], records=[trial_record([2, 4, 6], "2026-01-01T00:00:00")],
+                 n_trials=1, output_dir=out).save(out)
+    session = SearchSession(settings, SearchResult(backend="ray", directions=["minimize"], records=[], n_trials=1,
+                                                   output_dir=out), n_trials=1)
+    last_attempt = trial_record([6], "2026-01-01T00:05:00")  # restarted from checkpoint-4
+    result = SimpleNamespace(metrics_dataframe=None, path=None, config={"learning_rate": 0.01}, error=None,
+                             metrics={"objective": 1 / 6, "step": 6, RECORD_KEY: json.dumps(last_attempt.to_dict())})
+    recorder = Recorder(settings, session)
+    recorder._replay("t_00001", result)
+    record = recorder.final_record("t_00001", result.config, None)
+    assert [e.step for e in record.intermediates] == [2, 4, 6]
+    assert record.objective == pytest.approx(1 / 6)

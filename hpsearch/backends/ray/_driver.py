@@ -90,6 +90,7 @@ class Recorder:
         self.started: dict[str, datetime] = {}
         self.failure: HPSearchError | None = None
         self.provisional: set[str] = set()  # trials adopted from search.json, kept at the end only if Tune has them
+        self._saved: dict[str, TrialRecord] | None = None  # search.json's records, when Tune lost a trial's files
 
     # ------------------------------------------------------------------ events
     def result(self, trial_id: str, result: Mapping[str, Any], trial_path: str | None) -> None:
@@ -220,11 +221,23 @@ class Recorder:
     def _replay(self, trial_id: str, result: Any) -> None:
         """Feed a stored trial's results to `result`: every row of its result files, or, where Tune could not read
         them (a driver killed before they reached storage), the last result Tune's experiment state keeps, whose
-        record carries every evaluation before it."""
+        record carries every evaluation of its attempt, and search.json's for the attempts before it."""
         frame = result.metrics_dataframe
         rows = [] if frame is None else frame.to_dict("records")
+        if not rows and result.metrics:
+            # That record has the evaluations of the trial's last attempt only: those of attempts before a restart
+            # from a checkpoint were in the lost files. search.json has them, as the killed driver merged them.
+            saved = self._saved_record(trial_id)
+            if saved is not None:
+                self.earlier.setdefault(trial_id, []).extend(saved.intermediates)
         for row in rows or ([result.metrics] if result.metrics else []):
             self.result(trial_id, row, result.path)
+
+    def _saved_record(self, trial_id: str) -> TrialRecord | None:
+        """This trial's record in the search.json an earlier run of the search left (read once)."""
+        if self._saved is None:
+            self._saved = {r.trial_id: r for r in self.session.saved_records()}
+        return self._saved.get(trial_id)
 
     def translate(self, grid: Any) -> list[TrialRecord]:
         """Every trial of the ResultGrid as a record (those this run did not see were restored from a previous run)."""
