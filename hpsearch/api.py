@@ -101,6 +101,15 @@ def _directions(direction: Any) -> list[str]:
     return out
 
 
+def _python_scalar(value: Any) -> Any:
+    """A numpy scalar (``np.int64(3)`` from a grid, ``np.float32``, ``np.bool_``) as the Python number it holds, so
+    that every check below and every backend sees ints, floats and bools, and the results save as JSON; any other
+    value as it is."""
+    if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0 and hasattr(value, "item"):
+        return value.item()
+    return value
+
+
 def _check_int(name: str, value: Any, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise SearchConfigError(f"{name} must be an integer >= {minimum}, got {value!r}; pass e.g. {name}=3.")
@@ -227,6 +236,9 @@ def hyperparameter_search(
         raise SearchConfigError(
             "hyperparameter_search needs a train_dataset: every trial trains a model; pass Trainer(train_dataset=...)."
         )
+    # numpy scalars as Python numbers, before any check: n_trials=np.int64(3) from an array is a valid count.
+    n_trials, dashboard_port = _python_scalar(n_trials), _python_scalar(dashboard_port)
+    kwargs = {key: _python_scalar(value) for key, value in kwargs.items()}
     if isinstance(hp_space, Mapping) and not hp_space:
         raise SearchConfigError("hp_space={} has no parameter to search; pass at least one, or None for the default space.")
     n_trials = _check_int("n_trials", n_trials, 1)

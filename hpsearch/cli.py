@@ -238,6 +238,10 @@ def run(args: argparse.Namespace) -> int:
             "data",
         )
     train_dataset, eval_dataset = datasets
+    for role, dataset in (("train", train_dataset), ("eval", eval_dataset)):
+        if dataset is None:  # the search would refuse it naming Trainer(...), which a sweep file has no line for
+            raise config.error(f"the data factory returned None as the {role} dataset; every trial needs one, so "
+                               "return (train_dataset, eval_dataset) with both.", "data")
     training_args = TrainingArguments(output_dir=config.output_dir, **config.training_args)
     try:
         trainer = Trainer(
@@ -412,9 +416,7 @@ def _versions() -> str:
     return "\n".join(lines)
 
 
-class _VersionAction(argparse.Action):
-    """``--version``: the versions, one per line, looked up only when asked for."""
-
+class _VersionAction(argparse.Action):  # --version: the versions, looked up only when asked for
     def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None) -> None:
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
 

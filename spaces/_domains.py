@@ -376,14 +376,14 @@ class Int(Domain):
     Args:
         low, high: ints, ``low < high``.
         log: sample log-uniformly (needs ``low >= 1``); only with ``step=1``.
-        step: only ``low + k * step`` values; must be a positive int dividing ``high - low``.
+        step: only ``low + k * step`` values; must be a positive int dividing ``high - low`` (None: 1).
         when: condition on other parameters, see the module docstring.
     """
 
     low: int
     high: int
     log: bool = False
-    step: int = 1
+    step: int = 1  # None is taken as 1 (see __post_init__)
     when: Mapping[str, Any] | None = None  # stored as an immutable {parent: (values, ...)}
 
     kind = "int"
@@ -399,6 +399,8 @@ class Int(Domain):
             raise ValueError(
                 f"Int: log=True needs low >= 1, got low={low!r}; raise low to 1 or use log=False."
             )
+        if self.step is None:  # as Float's step=None: no step beyond the integers' own
+            object.__setattr__(self, "step", 1)
         if isinstance(self.step, bool) or not isinstance(self.step, numbers.Integral):
             raise TypeError(
                 f"Int: step must be an int, got {type(self.step).__name__} {self.step!r}; "

@@ -57,6 +57,10 @@ logger = logging.getLogger(__name__)
 _TRAINING = attrgetter("training")
 
 
+class _SetupError(ValueError, RuntimeError):
+    """Arguments that cannot build a Trainer: a ValueError, and the RuntimeError transformers raises there."""
+
+
 def _model_init_arity(model_init: Callable[..., Any] | None) -> int:
     if model_init is None:
         return 0
@@ -151,11 +155,11 @@ class Trainer(TrainerHelpers):
                 processing_class = tokenizer  # transformers' older name for the same argument
             self.processing_class = processing_class
             if model is None and model_init is None:
-                raise ValueError("Trainer needs a model or a model_init; pass one of them.")
+                raise _SetupError("Trainer needs a model or a model_init; pass one of them.")
             if model is not None and not isinstance(model, nn.Module):
                 raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}.")
             if model_init is not None and (optimizers[0] is not None or optimizers[1] is not None):
-                raise ValueError(
+                raise _SetupError(
                     "Passing optimizers together with model_init is not supported: every train() builds a fresh model, so "
                     "an optimizer made beforehand would hold the wrong parameters. Override create_optimizer/"
                     "create_scheduler (or set optim/lr_scheduler_type in TrainingArguments) instead."

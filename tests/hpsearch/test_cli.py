@@ -580,3 +580,27 @@ def test_version_names_hpsearch_and_every_backends_library(capsys, monkeypatch):
     assert f"  optuna: {optuna.__version__}" in lines
     assert "  missing: not installed (pip install a-library-that-is-not-installed)" in lines
     assert [line.split(":")[0].strip() for line in lines[1:]] == backend_names()
+
+
+@pytest.mark.parametrize("returned, role", [("(None, ev)", "train"), ("(tr, None)", "eval")])
+def test_a_data_factory_returning_no_dataset_is_refused_at_the_data_line(capsys, tmp_path, monkeypatch, returned, role):
+    module = tmp_path / f"nodata_{role}.py"  # a module per case: an imported one stays in sys.modules
+    module.write_text(
+        "from examples.digits.model import datasets as _d\n"
+        f"def data():\n    tr, ev = _d()\n    return {returned}\n", encoding="utf-8",
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    path = write(tmp_path, f"""\
+        model: examples.digits.model:model_init
+        data: nodata_{role}:data
+        metrics: examples.digits.model:compute_metrics
+        objective: eval_accuracy
+        direction: maximize
+        backend: random
+        n_trials: 1
+        output_dir: {tmp_path / "out"}
+        space: {{learning_rate: {{type: float, low: 1.0e-3, high: 1.0e-2}}}}
+    """)
+    err = run_error(capsys, path)
+    assert f"sweep.yaml:{line_of(path, 'data:')}: data: the data factory returned None as the {role} dataset" in err
+    assert not (tmp_path / "out" / "search.json").exists()

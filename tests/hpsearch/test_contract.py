@@ -363,11 +363,18 @@ def _common_options(backend) -> dict[str, object]:
 
 
 def test_common_options_through_the_api(backend, make_trainer, tiny_space, output_dir):
+    # Counts and seconds as numpy scalars (from an array or a grid), as users pass them: the same search as with
+    # Python numbers (hpsearch run, below, passes Python numbers), and its results still save as JSON.
+    import numpy as np
+
     trainer = make_trainer(model_init=_trials.common_scenario_model_init)
+    options = {key: np.int64(value) if type(value) is int else np.float64(value) if type(value) is float else value
+               for key, value in _common_options(backend).items()}
     with pytest.raises(TooManyFailedTrials, match="max_failed_trials=2"):
         backend.search(trainer, hp_space=tiny_space, compute_objective=_trials.peaked, direction="maximize",
-                       n_trials=5, **_common_options(backend))
+                       n_trials=np.int64(5), **options)
     _check_common_scenario(load_search(output_dir))
+    assert read_search_json(output_dir)["n_trials"] == 5
 
 
 @pytest.mark.parametrize(("option", "value"), COMMON_BAD_VALUES)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 
@@ -153,6 +154,19 @@ def test_resume_study_from_sqlite_continues_numbering(tmp_path):
     trainer = make_trainer(tmp_path, num_train_epochs=1)
     third = trainer.hyperparameter_search(n_trials=4, **common)
     assert len(third.run_summary.records) == 4
+
+
+def test_resuming_with_a_budget_below_the_trials_done_runs_nothing_and_says_so(tmp_path, caplog):
+    storage = f"sqlite:///{tmp_path}/study.db"
+    common = dict(hp_space={"learning_rate": spaces.Float(1e-3, 1e-2, log=True)}, compute_objective="eval_loss",
+                  backend="optuna", storage=storage, study_name="smaller", load_if_exists=True,
+                  sampler=optuna.samplers.RandomSampler(seed=0))
+    make_trainer(tmp_path, num_train_epochs=1).hyperparameter_search(n_trials=2, **common)
+    with caplog.at_level(logging.WARNING, logger="hpsearch"):
+        again = make_trainer(tmp_path, num_train_epochs=1).hyperparameter_search(n_trials=1, **common)
+    assert len(again.run_summary.records) == 2
+    assert len(optuna.load_study(study_name="smaller", storage=storage).trials) == 2
+    assert "already has 2 trials, more than n_trials=1" in caplog.text and "n_trials=3 or more" in caplog.text
 
 
 def test_a_storage_without_the_study_does_not_continue_the_search_in_output_dir(tmp_path):

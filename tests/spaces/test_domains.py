@@ -9,7 +9,7 @@ import re
 import pytest
 import yaml
 
-from spaces import Categorical, Domain, Fixed, Float, Int
+from spaces import Categorical, Domain, Fixed, Float, Int, SearchSpace
 from spaces._domains import domain_from_dict
 
 N_SAMPLES = 2000
@@ -379,3 +379,10 @@ def test_domain_from_dict_plain_values_mean_fixed_and_lists_become_tuple_choices
     cat = domain_from_dict({"type": "categorical", "choices": [[1, 2], [3, [4]], "a"]}, "p")
     assert cat == Categorical([(1, 2), (3, (4,)), "a"])
     assert domain_from_dict({"type": "fixed", "value": 1, "when": {"shape": [[1, 2]]}}, "p").when == {"shape": ((1, 2),)}
+
+
+def test_int_step_none_is_no_step_as_for_float():
+    # Float(step=None) means no step; Int's None means its integers' own step, 1 (it was a TypeError).
+    assert Int(1, 10, step=None) == Int(1, 10) and Int(1, 10, step=None).step == 1
+    assert Int(1, 64, log=True, step=None).log
+    assert SearchSpace.from_dict({"n": {"type": "int", "low": 1, "high": 5, "step": None}})["n"] == Int(1, 5)

@@ -454,3 +454,19 @@ def test_label_smoothing_is_off_for_a_multi_label_classifier_with_transformers_w
     assert trainer.label_smoother is None  # the model's own loss is used
     assert Trainer(model=Model(), args=args).label_smoother is not None
     assert Trainer(model=Model(), args=make_args()).label_smoother is None
+
+
+def test_a_trainer_that_cannot_be_built_raises_what_transformers_raises_too(tmp_path):
+    # transformers raises RuntimeError for no model at all and for optimizers beside a model_init; ours is a
+    # ValueError (as before) that is also a RuntimeError, so tests written against either see it.
+    from trainer import TrainingArguments
+
+    args = TrainingArguments(str(tmp_path), report_to="none")
+    with pytest.raises(RuntimeError, match="model or a model_init"):
+        Trainer(args=args)
+    model = nn.Linear(2, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with pytest.raises(RuntimeError, match="optimizers together with model_init"):
+        Trainer(model_init=lambda: nn.Linear(2, 2), args=args, optimizers=(optimizer, None))
+    with pytest.raises(ValueError, match="optimizers together with model_init"):
+        Trainer(model_init=lambda: nn.Linear(2, 2), args=args, optimizers=(optimizer, None))

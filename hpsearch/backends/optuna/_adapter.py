@@ -236,7 +236,12 @@ class OptunaBackend(SearchBackend):
         waiting = optuna.trial.TrialState.WAITING
         done = len([t for t in _storage.budget_trials(study.get_trials(deepcopy=False)) if t.state != waiting])
         remaining = max(n_trials - done, 0)
-        if done:
+        if done > n_trials:
+            # n_trials is the study's whole budget, not a number of trials to add: a smaller one runs nothing.
+            logger.warning("Study %r already has %d trials, more than n_trials=%d (the study's whole budget, earlier "
+                           "trials included), so none runs; pass n_trials=%d or more to run more.",
+                           study.study_name, done, n_trials, done + 1)
+        elif done:
             logger.info("Study %r already has %d trials; running %d more.", study.study_name, done, remaining)
         multi = settings.n_objectives > 1
 
