@@ -91,6 +91,7 @@ class Recorder:
         self.failure: HPSearchError | None = None
         self.provisional: set[str] = set()  # trials adopted from search.json, kept at the end only if Tune has them
         self._saved: dict[str, TrialRecord] | None = None  # search.json's records, when Tune lost a trial's files
+        self.paths: dict[str, str] = {}  # each trial's folder in Tune's storage
 
     # ------------------------------------------------------------------ events
     def result(self, trial_id: str, result: Mapping[str, Any], trial_path: str | None) -> None:
@@ -101,6 +102,8 @@ class Recorder:
         steps = _number(result.get(MAX_STEPS_KEY))
         if steps is not None:
             self.max_steps[trial_id] = int(steps)
+        if trial_path:
+            self.paths[trial_id] = trial_path
         folder = result.get("checkpoint_dir_name")
         step = _number(result.get("step"))
         if isinstance(folder, str) and folder and trial_path and step is not None:
@@ -169,6 +172,10 @@ class Recorder:
         return record
 
     def _merge_attempts(self, trial_id: str, record: TrialRecord) -> None:
+        if trial_id not in self.earlier and (record.extra.get("resumed_from") or record.extra.get("restored_from")):
+            # A restart this driver did not see begin (an earlier, killed driver's attempt): its evaluations are in
+            # the trial's result file in Tune's storage, else in the search.json that driver saved.
+            self.earlier[trial_id] = self._stored_evaluations(trial_id)
         earlier = self.earlier.get(trial_id)
         if earlier:
             first = record.intermediates[0].step if record.intermediates else None
@@ -232,6 +239,17 @@ class Recorder:
                 self.earlier.setdefault(trial_id, []).extend(saved.intermediates)
         for row in rows or ([result.metrics] if result.metrics else []):
             self.result(trial_id, row, result.path)
+
+    def _stored_evaluations(self, trial_id: str) -> list[Any]:
+        found: list[Any] = []
+        path = self.paths.get(trial_id)
+        with contextlib.suppress(OSError), open(os.path.join(path or "", "result.json"), encoding="utf-8") as f:
+            for line in f:
+                with contextlib.suppress(ValueError, KeyError, TypeError, AttributeError):
+                    payload = json.loads(line).get(RECORD_KEY)
+                    found.extend(TrialRecord.from_dict(json.loads(payload)).intermediates)
+        saved = self._saved_record(trial_id)
+        return found + (list(saved.intermediates) if saved is not None else [])
 
     def _saved_record(self, trial_id: str) -> TrialRecord | None:
         """This trial's record in the search.json an earlier run of the search left (read once)."""
