@@ -403,3 +403,50 @@ def test_a_restarted_trial_whose_result_files_are_lost_keeps_its_earlier_evaluat
     record = recorder.final_record("t_00001", result.config, None)
     assert [e.step for e in record.intermediates] == [2, 4, 6]
     assert record.objective == pytest.approx(1 / 6)
+
+
+@pytest.mark.parametrize("trial_folder", [True, False])
+def test_a_resumed_trial_takes_its_unseen_attempts_from_its_own_result_file_only(tmp_path, monkeypatch, trial_folder):
+    """A trial a rerun resumed from its checkpoint (its first attempt ran under a killed driver) takes that attempt's
+    evaluations from the result file in its own folder of Tune's storage; with no folder recorded for it, from no
+    other file (a ``result.json`` in the current directory is not the trial's)."""
+    import json
+    from datetime import datetime
+    from types import SimpleNamespace
+
+    from hpsearch.backends.ray._driver import Recorder
+    from hpsearch.backends.ray._worker import RECORD_KEY
+    from hpsearch.session import SearchSession
+    from hpsearch.settings import TrialSettings
+    from hpsearch.trial import Evaluation, TrialRecord
+
+    out = str(tmp_path / "out")
+    settings = TrialSettings(trainer=None, compute_objective=lambda m: m["eval_loss"],  # type: ignore[arg-type]
+                             objective_name="eval_loss", directions=("minimize",), output_dir=out, backend="ray")
+
+    def attempt(steps: list[int], started: str, **extra: object) -> TrialRecord:
+        return TrialRecord(trial_id="t_00001", number=1, name="run-t_00001", state=TrialState.COMPLETE,
+                           params={"learning_rate": 0.01}, objective=1.0 / steps[-1], last_step=steps[-1],
+                           intermediates=[Evaluation(step=s, epoch=s / 10, objective=1.0 / s,
+                                                     metrics={"eval_loss": 1.0 / s}) for s in steps],
+                           started=datetime.fromisoformat(started), extra=dict(extra))
+
+    def result_file(folder, record: TrialRecord) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "result.json").write_text(json.dumps({RECORD_KEY: json.dumps(record.to_dict())}) + "\n")
+
+    first = attempt([2, 4], "2026-01-01T00:00:00")
+    stray = attempt([1], "2026-01-01T00:00:00")
+    result_file(tmp_path / "cwd", stray)
+    monkeypatch.chdir(tmp_path / "cwd")
+    trial_path = tmp_path / "storage" / "t_00001"
+    if trial_folder:
+        result_file(trial_path, first)
+    session = SearchSession(settings, SearchResult(backend="ray", directions=["minimize"], records=[], n_trials=1,
+                                                   output_dir=out), n_trials=1)
+    resumed = attempt([6], "2026-01-01T00:05:00", resumed_from="run-t_00001@4")
+    recorder = Recorder(settings, session)
+    recorder.result("t_00001", {RECORD_KEY: json.dumps(resumed.to_dict()), "step": 6},
+                    str(trial_path) if trial_folder else None)
+    record = recorder.final_record("t_00001", {"learning_rate": 0.01}, None)
+    assert [e.step for e in record.intermediates] == ([2, 4, 6] if trial_folder else [6])

@@ -91,6 +91,7 @@ class Recorder:
         self.failure: HPSearchError | None = None
         self.provisional: set[str] = set()  # trials adopted from search.json, kept at the end only if Tune has them
         self._saved: dict[str, TrialRecord] | None = None  # search.json's records, when Tune lost a trial's files
+        self.unseen: set[str] = set()  # trials whose earlier attempts this driver did not see (see `_unseen_attempts`)
         self.paths: dict[str, str] = {}  # each trial's folder in Tune's storage
 
     # ------------------------------------------------------------------ events
@@ -172,10 +173,9 @@ class Recorder:
         return record
 
     def _merge_attempts(self, trial_id: str, record: TrialRecord) -> None:
-        if trial_id not in self.earlier and (record.extra.get("resumed_from") or record.extra.get("restored_from")):
-            # A restart this driver did not see begin (an earlier, killed driver's attempt): its evaluations are in
-            # the trial's result file in Tune's storage, else in the search.json that driver saved.
-            self.earlier[trial_id] = self._stored_evaluations(trial_id)
+        restart = record.extra.get("resumed_from") or record.extra.get("restored_from")
+        if trial_id not in self.earlier and (restart or trial_id in self.unseen):
+            self.earlier[trial_id] = self._unseen_attempts(trial_id)
         earlier = self.earlier.get(trial_id)
         if earlier:
             first = record.intermediates[0].step if record.intermediates else None
@@ -233,21 +233,24 @@ class Recorder:
         rows = [] if frame is None else frame.to_dict("records")
         if not rows and result.metrics:
             # That record has the evaluations of the trial's last attempt only: those of attempts before a restart
-            # from a checkpoint were in the lost files. search.json has them, as the killed driver merged them.
-            saved = self._saved_record(trial_id)
-            if saved is not None:
-                self.earlier.setdefault(trial_id, []).extend(saved.intermediates)
+            # from a checkpoint were in the lost files.
+            self.unseen.add(trial_id)
         for row in rows or ([result.metrics] if result.metrics else []):
             self.result(trial_id, row, result.path)
 
-    def _stored_evaluations(self, trial_id: str) -> list[Any]:
+    def _unseen_attempts(self, trial_id: str) -> list[Any]:
+        """The evaluations of a trial's attempts this driver did not see (an earlier, killed driver ran them, or Tune
+        lost their result files): every record in the trial's result file in Tune's storage, and the one in the
+        search.json that earlier driver saved, which merged them. `_merge_attempts` keeps those before the last
+        attempt's first evaluation, one per step."""
         found: list[Any] = []
         path = self.paths.get(trial_id)
-        with contextlib.suppress(OSError), open(os.path.join(path or "", "result.json"), encoding="utf-8") as f:
-            for line in f:
-                with contextlib.suppress(ValueError, KeyError, TypeError, AttributeError):
-                    payload = json.loads(line).get(RECORD_KEY)
-                    found.extend(TrialRecord.from_dict(json.loads(payload)).intermediates)
+        if path:
+            with contextlib.suppress(OSError), open(os.path.join(path, "result.json"), encoding="utf-8") as f:
+                for line in f:
+                    with contextlib.suppress(ValueError, KeyError, TypeError, AttributeError):
+                        payload = json.loads(line).get(RECORD_KEY)
+                        found.extend(TrialRecord.from_dict(json.loads(payload)).intermediates)
         saved = self._saved_record(trial_id)
         return found + (list(saved.intermediates) if saved is not None else [])
 
