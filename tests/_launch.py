@@ -29,6 +29,9 @@ def accelerate_launch(module: str, *script_args: str, config_file: str | None = 
     full_env["PYTHONPATH"] = os.pathsep.join([str(ROOT), full_env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     full_env["OMP_NUM_THREADS"] = "1"  # two processes on a small machine: no thread oversubscription
     full_env["MASTER_ADDR"] = "127.0.0.1"
+    # CPU processes on any machine: on one GPU, two processes would each ask for a GPU of their own (rank 1 found
+    # "invalid device ordinal"), and NCCL refuses two ranks on one GPU.
+    full_env["CUDA_VISIBLE_DEVICES"] = (env or {}).get("CUDA_VISIBLE_DEVICES", "")
     full_env.pop("MLFLOW_TRACKING_URI", None)
     where = ["--config_file", config_file] if config_file else [
         "--multi_gpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",

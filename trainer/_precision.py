@@ -3,9 +3,12 @@
 accelerate keeps its configuration in process-wide state (``AcceleratorState``) that refuses a second
 ``Accelerator`` with another ``mixed_precision`` (and silently keeps the first torch.compile backend). A search
 whose trials differ in precision or compilation, or two such trainers in one script, therefore reset that state
-(keeping the process group, which ``PartialState`` holds) before building their accelerator. What cannot be reset is a state a run in progress
-depends on: building an accelerator with another precision while another trainer of this process is training
-is refused with the fix (run such trials one at a time or in separate processes).
+(keeping the process group, which ``PartialState`` holds) before building their accelerator. The device is
+``PartialState``'s and accelerate keeps the first one silently (a ``use_cpu`` trainer after a GPU one trained on the
+GPU, or failed, and a GPU trainer after a CPU one trained on the CPU): a trainer that wants another device resets that
+state too, in a process that was not launched as one of a group. What cannot be reset is a state a run in progress
+depends on: building an accelerator with another precision or device while another trainer of this process is
+training is refused with the fix (run such trials one at a time or in separate processes).
 """
 
 from __future__ import annotations
@@ -65,18 +68,27 @@ def compile_backend_of(args: TrainingArguments) -> str:
     return (args.torch_compile_backend or "inductor").upper() if args.torch_compile else "NO"
 
 
-Signature = tuple[str, str, str | None, str | None]
+Signature = tuple[str, str, str | None, str | None, str | None]
 
 
 def _signature(args: TrainingArguments) -> Signature:
-    """What accelerate keeps process-wide and will not change: the precision, the torch.compile backend/mode and
-    the FSDP plugin."""
+    """What accelerate keeps process-wide and will not change: the precision, the torch.compile backend/mode, the
+    FSDP plugin and the type of device."""
     mode = (args.torch_compile_mode or "default") if args.torch_compile else None
-    return precision_of(args), compile_backend_of(args), mode, _fsdp.key(args)
+    return precision_of(args), compile_backend_of(args), mode, _fsdp.key(args), training_device(args)
+
+
+def process_device() -> str | None:
+    """The type of device accelerate's process state (``PartialState``) holds; None before it is set up."""
+    from accelerate.state import PartialState
+
+    device = PartialState._shared_state.get("device")
+    return getattr(device, "type", None) if device is not None else None
 
 
 def state_signature() -> Signature | None:
-    """The precision, compile backend and FSDP set-up accelerate's process-wide state holds; None before any."""
+    """The precision, compile backend, FSDP set-up and device accelerate's process-wide state holds; None before
+    any."""
     from accelerate.state import AcceleratorState
 
     shared = AcceleratorState._shared_state
@@ -89,7 +101,7 @@ def state_signature() -> Signature | None:
         precision, plugin = state.mixed_precision, getattr(state, "dynamo_plugin", None)
     backend = str(getattr(getattr(plugin, "backend", None), "value", "NO")).upper()
     mode = (getattr(plugin, "mode", None) or "default") if backend != "NO" else None
-    return str(getattr(precision, "value", precision)), backend, mode, _fsdp.state_key()
+    return str(getattr(precision, "value", precision)), backend, mode, _fsdp.state_key(), process_device()
 
 
 def state_matches(args: TrainingArguments) -> bool:
@@ -103,17 +115,26 @@ def build_accelerator(args: TrainingArguments) -> Accelerator:
     data_seed = args.data_seed if args.data_seed is not None else args.seed
     with _lock:
         current = state_signature()
-        if current is not None and current != wanted:
+        device = process_device()
+        other_device = device is not None and device != wanted[4]
+        if other_device or (current is not None and current != wanted):
             busy = sorted((s for s, n in _running.items() if n > 0 and s != wanted), key=repr)
             if busy:
                 raise RuntimeError(
-                    f"mixed_precision={wanted[0]!r} (torch.compile backend {wanted[1]}, fsdp {wanted[3]}) cannot be "
-                    f"set up while another trainer in this process is training with mixed_precision={busy[0][0]!r} "
-                    f"(backend {busy[0][1]}, fsdp {busy[0][3]}): accelerate holds one of each per process. Run "
-                    "trials that differ in them one at a time (n_jobs=1) or in separate processes."
+                    f"mixed_precision={wanted[0]!r} (torch.compile backend {wanted[1]}, fsdp {wanted[3]}, device "
+                    f"{wanted[4]}) cannot be set up while another trainer in this process is training with "
+                    f"mixed_precision={busy[0][0]!r} (backend {busy[0][1]}, fsdp {busy[0][3]}, device {busy[0][4]}): "
+                    "accelerate holds one of each per process. Run trials that differ in them one at a time "
+                    "(n_jobs=1) or in separate processes."
                 )
-            # The process group (PartialState) stays; only the accelerator's own settings are dropped.
-            AcceleratorState._reset_state(reset_partial_state=False)
+            if other_device and _launched():
+                raise RuntimeError(
+                    f"use_cpu={args.use_cpu}: this process was launched as one of a process group on {device}, and "
+                    f"the group cannot move to {wanted[4]}; launch the script again with the device it should use "
+                    "(`accelerate launch --cpu` for the CPU)."
+                )
+            # The process group (PartialState) stays unless the device changes (a single process has no group).
+            AcceleratorState._reset_state(reset_partial_state=other_device)
         config = dict(cast(dict, args.accelerator_config))  # a dict once validated
         if args.tf32 is not None:
             torch.backends.cuda.matmul.allow_tf32 = args.tf32

@@ -103,6 +103,31 @@ def test_a_trainer_rebuilds_its_accelerator_when_another_changed_the_precision(m
     assert first.accelerator.mixed_precision == "no"
 
 
+def test_a_trainer_trains_on_its_own_device_whatever_the_process_state_holds(make_args):
+    """accelerate's process state keeps the first device it was set up with, silently: a ``use_cpu`` trainer after
+    a GPU one trained on the GPU (or failed), a GPU one after a CPU one on the CPU. A state on another device (here
+    ``meta``, which no trainer would choose) is replaced when nothing trains."""
+    from accelerate.state import PartialState
+
+    Trainer(model=Linear(), args=make_args(max_steps=1, use_cpu=True), train_dataset=Regression()).train()
+    PartialState._shared_state["device"] = torch.device("meta")
+    model = Linear()
+    trainer = Trainer(model=model, args=make_args(max_steps=2, use_cpu=True), train_dataset=Regression())
+    trainer.train()
+    assert trainer.accelerator.device.type == "cpu"
+    assert {p.device.type for p in model.parameters()} == {"cpu"}
+    assert trainer.state.global_step == 2
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (run by scripts/gpu_checks.sh)")
+def test_trainers_of_one_process_may_alternate_between_the_gpu_and_the_cpu(make_args):
+    for use_cpu in (False, True, False, True):
+        model = Linear()
+        trainer = Trainer(model=model, args=make_args(max_steps=2, use_cpu=use_cpu), train_dataset=Regression())
+        trainer.train()
+        assert {p.device.type for p in model.parameters()} == {"cpu" if use_cpu else "cuda"}
+
+
 def test_bf16_flag_maps_onto_mixed_precision_and_fp16_is_refused_on_cpu(make_args):
     assert make_args(bf16=True, use_cpu=True).mixed_precision == "bf16"
     assert make_args(bf16=True, use_cpu=True).replace(bf16=False).mixed_precision == "no"
@@ -257,7 +282,7 @@ def test_save_model_of_a_transformers_model_reloads_with_from_pretrained(make_ar
     trainer.train()
     trainer.save_model(str(tmp_path / "final"))
     batch = {"input_ids": Tokens().ids[:3]}
-    model.eval()
+    model.cpu().eval()  # trained on the GPU where there is one; reloaded on the CPU
     expected = model(**batch).logits
     for folder in (tmp_path / "final", tmp_path / "out" / "checkpoint-2"):
         assert (folder / "config.json").is_file() and (folder / "model.safetensors").is_file()
