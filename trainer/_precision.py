@@ -44,8 +44,11 @@ def mps_available() -> bool:
 
 
 def training_device(args: TrainingArguments) -> str:
-    """The type of device `build_accelerator` trains on: the CPU, or torch's accelerator (CUDA or MPS)."""
-    if args.use_cpu or not (torch.cuda.is_available() or mps_available()):
+    """The type of device `build_accelerator` trains on: the CPU, or torch's accelerator (CUDA or MPS).
+    ``accelerate launch --cpu`` (``ACCELERATE_USE_CPU``) means the CPU, as accelerate takes it."""
+    from accelerate.utils import parse_flag_from_env
+
+    if args.use_cpu or parse_flag_from_env("ACCELERATE_USE_CPU") or not (torch.cuda.is_available() or mps_available()):
         return "cpu"
     return "cuda" if torch.cuda.is_available() else "mps"
 
@@ -84,6 +87,21 @@ def process_device() -> str | None:
 
     device = PartialState._shared_state.get("device")
     return getattr(device, "type", None) if device is not None else None
+
+
+def process_state(args: TrainingArguments, **kwargs: Any) -> Any:
+    """accelerate's process state (``PartialState``) on the device ``args`` trains on: one set up on another device
+    is set up again, as `build_accelerator` would, where no trainer of this process is training and the process was
+    not launched as one of a group (there the first device stays, as accelerate keeps it)."""
+    from accelerate.state import AcceleratorState, PartialState
+
+    device = training_device(args)
+    current = process_device()
+    if current is not None and current != device:
+        with _lock:
+            if not _launched() and not any(n > 0 for n in _running.values()):
+                AcceleratorState._reset_state(reset_partial_state=True)
+    return PartialState(cpu=device == "cpu", **kwargs)
 
 
 def state_signature() -> Signature | None:

@@ -661,16 +661,12 @@ class TrainingArguments(ArgumentSetters):
         group must still get ``ddp_backend`` and ``ddp_timeout``."""
         from datetime import timedelta
 
-        import torch
-        from accelerate import PartialState
-
-        from ._precision import mps_available
+        from ._precision import process_state
 
         kwargs: dict[str, Any] = {"timeout": timedelta(seconds=self.ddp_timeout)}
         if self.ddp_backend is not None:
             kwargs["backend"] = self.ddp_backend
-        cpu = self.use_cpu or not (torch.cuda.is_available() or mps_available())
-        return PartialState(cpu=cpu, **kwargs)
+        return process_state(self, **kwargs)
 
     @property
     def device(self) -> Any:

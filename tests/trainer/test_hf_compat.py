@@ -119,13 +119,33 @@ def test_a_trainer_trains_on_its_own_device_whatever_the_process_state_holds(mak
     assert trainer.state.global_step == 2
 
 
+def test_the_arguments_device_is_the_one_they_train_on_whatever_the_process_state_holds(make_args):
+    from accelerate.state import PartialState
+
+    assert make_args(use_cpu=True).device.type == "cpu"
+    PartialState._shared_state["device"] = torch.device("meta")
+    expected = "cuda" if torch.cuda.is_available() else "cpu"
+    assert make_args().device.type == expected
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (run by scripts/gpu_checks.sh)")
 def test_trainers_of_one_process_may_alternate_between_the_gpu_and_the_cpu(make_args):
     for use_cpu in (False, True, False, True):
         model = Linear()
-        trainer = Trainer(model=model, args=make_args(max_steps=2, use_cpu=use_cpu), train_dataset=Regression())
+        args = make_args(max_steps=2, use_cpu=use_cpu)
+        assert args.device.type == ("cpu" if use_cpu else "cuda")
+        trainer = Trainer(model=model, args=args, train_dataset=Regression())
         trainer.train()
         assert {p.device.type for p in model.parameters()} == {"cpu" if use_cpu else "cuda"}
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (run by scripts/gpu_checks.sh)")
+def test_accelerate_launch_cpu_trains_on_the_cpu_of_a_gpu_machine(make_args, monkeypatch):
+    monkeypatch.setenv("ACCELERATE_USE_CPU", "true")  # what `accelerate launch --cpu` sets
+    model = Linear()
+    trainer = Trainer(model=model, args=make_args(max_steps=2), train_dataset=Regression())
+    trainer.train()
+    assert {p.device.type for p in model.parameters()} == {"cpu"}
 
 
 def test_bf16_flag_maps_onto_mixed_precision_and_fp16_is_refused_on_cpu(make_args):
