@@ -158,6 +158,10 @@ class Trainer(TrainerHelpers):
                 raise _SetupError("Trainer needs a model or a model_init; pass one of them.")
             if model is not None and not isinstance(model, nn.Module):
                 raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}.")
+            if model is not None and model_init is not None:
+                warnings.warn("Trainer got both model and model_init: train() replaces the model with a fresh one "
+                              "from model_init (transformers 5 refuses the pair); pass only one of them.",
+                              FutureWarning, stacklevel=2)
             if model_init is not None and (optimizers[0] is not None or optimizers[1] is not None):
                 raise _SetupError(
                     "Passing optimizers together with model_init is not supported: every train() builds a fresh model, so "

@@ -82,6 +82,17 @@ def tiny_bert(vocab: int = 30) -> transformers.BertForSequenceClassification:
 
 
 # ------------------------------------------------------------------ precision
+def test_model_and_model_init_together_warn_that_train_replaces_the_model(make_args):
+    """transformers 4 warns (FutureWarning) and 5 refuses; the seed's 4.x behaviour with its warning."""
+    given = Linear()
+    with pytest.warns(FutureWarning, match="both model and model_init"):
+        trainer = Trainer(model=given, model_init=Linear, args=make_args(max_steps=1, use_cpu=True),
+                          train_dataset=Regression())
+    assert trainer.model is given
+    trainer.train()
+    assert trainer.model is not given
+
+
 def test_mixed_precision_may_differ_between_trainers_of_one_process(make_args):
     """A search over mixed_precision: each trial trains in its own precision, in any order."""
     seen = []
