@@ -412,7 +412,6 @@ def test_a_resumed_trial_takes_its_unseen_attempts_from_its_own_result_file_only
     other file (a ``result.json`` in the current directory is not the trial's)."""
     import json
     from datetime import datetime
-    from types import SimpleNamespace
 
     from hpsearch.backends.ray._driver import Recorder
     from hpsearch.backends.ray._worker import RECORD_KEY
