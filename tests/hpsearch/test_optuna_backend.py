@@ -445,3 +445,42 @@ def test_the_record_kept_in_the_study_reads_back_as_text_and_in_the_older_dict_f
     trial.set_user_attr(_storage.RECORD_ATTR, text)
     study.tell(trial, 0.75)
     assert _storage.saved_record(study.trials[0].user_attrs) == from_text
+
+
+_OPEN_AT_ONCE = """
+import sys, time
+from hpsearch.backends.optuna._study import open_study
+from hpsearch.settings import TrialSettings
+
+url, out, start = sys.argv[1], sys.argv[2], float(sys.argv[3])
+settings = TrialSettings(trainer=None, compute_objective=None, objective_name="eval_loss", directions=("minimize",),
+                         output_dir=out, backend="optuna")
+while time.time() < start:
+    pass
+study = open_study({"storage": url, "study_name": "race", "load_if_exists": True}, settings, None)
+print(study.study_name)
+"""
+
+
+def test_workers_started_at_once_on_a_new_sqlite_database_all_open_the_study(tmp_path):
+    """Four workers starting together on a database file that does not exist yet race to create Optuna's tables;
+    the losers stopped with "table studies already exists" or "UNIQUE constraint failed: alembic_version" (5 of 12
+    in three rounds before). Opening is retried on those errors, so every worker opens the one study."""
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": root}
+    for round_ in range(3):
+        url = f"sqlite:///{tmp_path}/race-{round_}.db"
+        start = time.time() + 6  # every worker has imported what it needs and spins until then
+        procs = [subprocess.Popen([sys.executable, "-c", _OPEN_AT_ONCE, url, str(tmp_path / "out"), str(start)],
+                                  cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for _ in range(4)]
+        results = [p.communicate(timeout=120) for p in procs]
+        for proc, (out, err) in zip(procs, results):
+            assert proc.returncode == 0 and out.strip() == "race", err[-2000:]
+        study = optuna.load_study(study_name="race", storage=url)
+        assert study.study_name == "race" and len(optuna.get_all_study_names(storage=url)) == 1

@@ -4,6 +4,10 @@ A search with a ``storage`` and no ``study_name`` gets a name derived from its o
 study when it exists: rerunning the same call after a crash resumes it (the log says so). A study reused by name
 must be the same search: same directions, same objective, same space (stored in the study's user attrs when it
 is created); anything else is refused, naming what differs, before any trial.
+
+Several workers started at once on a database that does not exist yet race to create Optuna's tables; the losers
+saw SQLAlchemy's "table already exists" or "UNIQUE constraint failed" and stopped. Opening is retried on those
+errors (the tables are there by then), a few times with a short random wait.
 """
 
 from __future__ import annotations
@@ -11,7 +15,9 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import random
 import re
+import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, cast
 
@@ -65,32 +71,50 @@ def open_study(kwargs: dict[str, Any], settings: TrialSettings, session: SearchS
             load_if_exists = True
         logger.info("Study %r (named after output_dir; a rerun of this search continues it).", study_name)
     directions = cast('list[Literal["minimize", "maximize"]]', list(settings.directions))
-    try:
-        study = optuna.create_study(
-            directions=directions,
-            sampler=kwargs.get("sampler"),
-            pruner=kwargs.get("pruner"),
-            storage=_storage.build_storage(storage),
-            study_name=study_name,
-            load_if_exists=bool(load_if_exists),
-        )
-    except optuna.exceptions.DuplicatedStudyError:
-        raise SearchConfigError(
-            f"study_name={study_name!r} already exists in storage={_describe(storage)!r} and load_if_exists is not "
-            "set; pass load_if_exists=True to continue it, or a new study_name."
-        ) from None
-    except Exception as error:
-        import sqlalchemy.exc
+    for attempt in range(_CREATE_ATTEMPTS):
+        try:
+            study = optuna.create_study(
+                directions=directions,
+                sampler=kwargs.get("sampler"),
+                pruner=kwargs.get("pruner"),
+                storage=_storage.build_storage(storage),
+                study_name=study_name,
+                load_if_exists=bool(load_if_exists),
+            )
+            break
+        except optuna.exceptions.DuplicatedStudyError:
+            raise SearchConfigError(
+                f"study_name={study_name!r} already exists in storage={_describe(storage)!r} and load_if_exists is "
+                "not set; pass load_if_exists=True to continue it, or a new study_name."
+            ) from None
+        except Exception as error:
+            import sqlalchemy.exc
 
-        if not isinstance(error, sqlalchemy.exc.SQLAlchemyError):
-            raise
-        raise SearchConfigError(
-            f"storage={_describe(storage)!r}: the database did not answer ({type(error).__name__}: "
-            f"{redact(str(error)).splitlines()[0]}); check that the server is up and reachable (connections and "
-            f"statements wait at most {_storage.CONNECT_TIMEOUT_S} s and {_storage.STATEMENT_TIMEOUT_S} s)."
-        ) from None
+            if not isinstance(error, sqlalchemy.exc.SQLAlchemyError):
+                raise
+            if attempt + 1 < _CREATE_ATTEMPTS and _lost_creation_race(error):
+                logger.debug("Another worker was creating the storage's tables (%s); opening it again.", error)
+                time.sleep(0.05 * (attempt + 1) + random.random() * 0.1)
+                continue
+            raise SearchConfigError(
+                f"storage={_describe(storage)!r}: the database did not answer ({type(error).__name__}: "
+                f"{redact(str(error)).splitlines()[0]}); check that the server is up and reachable (connections and "
+                f"statements wait at most {_storage.CONNECT_TIMEOUT_S} s and {_storage.STATEMENT_TIMEOUT_S} s)."
+            ) from None
     _check_same_search(study, settings, study_name)
     return study
+
+
+_CREATE_ATTEMPTS = 6
+#: What SQLite, PostgreSQL and MySQL say to the worker that lost the race to create Optuna's tables or to stamp
+#: their schema version.
+_RACE_MESSAGES = ("already exists", "unique constraint failed", "duplicate key", "duplicate entry",
+                  "database is locked")
+
+
+def _lost_creation_race(error: BaseException) -> bool:
+    text = str(error).lower()
+    return any(message in text for message in _RACE_MESSAGES)
 
 
 def _check_same_search(study: Any, settings: TrialSettings, study_name: str | None) -> None:
