@@ -107,9 +107,9 @@ def open_study(kwargs: dict[str, Any], settings: TrialSettings, session: SearchS
 
 _CREATE_ATTEMPTS = 6
 #: What SQLite, PostgreSQL and MySQL say to the worker that lost the race to create Optuna's tables or to stamp
-#: their schema version.
-_RACE_MESSAGES = ("already exists", "unique constraint failed", "duplicate key", "duplicate entry",
-                  "database is locked")
+#: their schema version. Not "database is locked": SQLite says that only after its 120 s busy timeout, and six
+#: such waits would hide a stuck database for twelve minutes.
+_RACE_MESSAGES = ("already exists", "unique constraint failed", "duplicate key", "duplicate entry")
 
 
 def _lost_creation_race(error: BaseException) -> bool:
