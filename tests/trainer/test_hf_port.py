@@ -12,7 +12,7 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset
 
-from trainer import HfArgumentParser, Trainer, TrainingArguments
+from trainer import HfArgumentParser, Trainer, TrainingArguments, default_data_collator
 
 
 class Data(Dataset):
@@ -72,3 +72,38 @@ def test_hub_arguments_from_the_command_line(tmp_path):
     with pytest.raises(ValueError, match="hub_strategy must be one of 'end'"):
         HfArgumentParser(TrainingArguments).parse_args_into_dataclasses(
             ["--output_dir", str(tmp_path), "--hub_strategy", "never"])
+
+
+# --- item 6: the seed's positional tokenizer ---
+def tiny_tokenizer() -> Any:
+    from tokenizers import Tokenizer
+    from tokenizers.models import WordLevel
+    from tokenizers.pre_tokenizers import Whitespace
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"[PAD]": 0, "[UNK]": 1, "hello": 2, "world": 3}
+    backend = Tokenizer(WordLevel(vocab, unk_token="[UNK]"))
+    backend.pre_tokenizer = Whitespace()
+    return PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="[PAD]", unk_token="[UNK]")
+
+
+def test_seed_positional_tokenizer_becomes_processing_class(tmp_path):
+    tokenizer = tiny_tokenizer()
+    with pytest.warns(FutureWarning, match="used as processing_class"):
+        trainer = Trainer(Model(), args(tmp_path), default_data_collator, Data(), None, tokenizer)  # the seed's order
+    assert trainer.processing_class is tokenizer and trainer.model_init is None
+    trainer.train()  # trains the given model, not tokenizer(trial)
+    trainer.save_model()
+    assert (tmp_path / "out" / "tokenizer.json").is_file()  # saved beside the model, as a processing_class is
+
+
+def test_seed_positional_tokenizer_with_later_arguments_says_what_to_do(tmp_path):
+    tokenizer = tiny_tokenizer()
+    with pytest.raises(ValueError, match=r"model_init=\w+ is a tokenizer/processor.*"
+                                         r"compute_metrics was given as well.*processing_class="):
+        Trainer(Model(), args(tmp_path), None, Data(), None, tokenizer, lambda p: {})
+    with pytest.raises(ValueError, match="processing_class \\(or tokenizer\\) was given too"):
+        Trainer(Model(), args(tmp_path), None, Data(), None, tokenizer, processing_class=tokenizer)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a model_init function or class is not mistaken for a processor
+        assert Trainer(None, args(tmp_path), None, Data(), None, Model).model_init is Model
