@@ -66,6 +66,28 @@ class TrainerHelpers:
                     return group
         return [group["params"] for group in optimizer.param_groups]
 
+    def create_model_card(
+        self,
+        language: str | None = None,
+        license: str | None = None,
+        tags: str | list[str] | None = None,
+        model_name: str | None = None,
+        finetuned_from: str | None = None,
+        tasks: str | list[str] | None = None,
+        dataset_tags: str | list[str] | None = None,
+        dataset: str | list[str] | None = None,
+        dataset_args: str | list[str] | None = None,
+    ) -> None:
+        """Write a draft model card, ``README.md`` in ``output_dir``, as transformers' Trainer does: metadata (the
+        caller's, else the model's ``config._name_or_path`` as ``finetuned_from`` and a ``datasets.Dataset``'s
+        name), the hyperparameters, the evaluations of ``state.log_history`` and the framework versions. Tags of
+        a card already there are kept. Written offline: nothing is looked up on the Hub (see README, differences)."""
+        from . import _model_card
+
+        _model_card.write(self, language=language, license=license, tags=tags, model_name=model_name,  # type: ignore[arg-type]
+                          finetuned_from=finetuned_from, tasks=tasks, dataset_tags=dataset_tags, dataset=dataset,
+                          dataset_args=dataset_args)
+
     def num_examples(self, dataloader: Any) -> int:
         """The examples ``dataloader`` reads: its dataset's length, else batches x batch size."""
         try:

@@ -107,3 +107,96 @@ def test_seed_positional_tokenizer_with_later_arguments_says_what_to_do(tmp_path
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a model_init function or class is not mistaken for a processor
         assert Trainer(None, args(tmp_path), None, Data(), None, Model).model_init is Model
+
+
+# --- item 1: the model card, compared with what transformers' TrainingSummary writes for the same trainer ---
+def _sections(card: str) -> tuple[dict[str, Any], dict[str, str]]:
+    import yaml
+
+    assert card.startswith("---\n")
+    front, body = card[4:].split("\n---\n", 1)
+    sections: dict[str, str] = {}
+    title = "intro"
+    for line in body.splitlines():
+        if line.startswith("#"):
+            title = line
+            sections[title] = ""
+        else:
+            sections[title] = sections.get(title, "") + line + "\n"
+    return yaml.safe_load(front), sections
+
+
+@pytest.fixture
+def bert_trainer(tmp_path):
+    import datasets  # a test extra (pyproject), like transformers
+    from transformers import BertConfig, BertForSequenceClassification
+
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=16, max_position_embeddings=16, num_labels=2)
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(1, 30, (16, 6), generator=g)
+    data = datasets.Dataset.from_dict({"input_ids": ids.tolist(), "labels": (ids[:, 0] % 2).tolist()})
+
+    def accuracy(p):
+        return {"accuracy": float((p.predictions.argmax(-1) == p.label_ids).mean())}
+
+    trainer = Trainer(model=BertForSequenceClassification(config), train_dataset=data, eval_dataset=data,
+                      compute_metrics=accuracy,
+                      args=args(tmp_path, output_dir=str(tmp_path / "tiny-bert"), eval_strategy="steps", eval_steps=2,
+                                logging_steps=1, gradient_accumulation_steps=2, warmup_steps=1,
+                                optim_args="momentum=0.9", optim="sgd"))
+    trainer.train()
+    return trainer
+
+
+def test_model_card_has_transformers_sections(bert_trainer):
+    from transformers import modelcard
+
+    class Proxy:  # what TrainingSummary reads of a trainer; our arguments have no parallel_mode
+        def __init__(self, trainer):
+            self.model, self.state = trainer.model, trainer.state
+            self.train_dataset, self.eval_dataset = trainer.train_dataset, trainer.eval_dataset
+            self.args = type("Args", (), {"__getattr__": lambda _, name: getattr(trainer.args, name),
+                                          "parallel_mode": modelcard.ParallelMode.NOT_DISTRIBUTED})()
+
+    kwargs: dict[str, Any] = {"language": "en", "license": "apache-2.0", "tags": ["demo"], "tasks": "text-classification",
+                              "finetuned_from": "google-bert/bert-base-uncased", "dataset_tags": "glue",
+                              "dataset": "GLUE MRPC", "dataset_args": "mrpc"}
+    bert_trainer.create_model_card(**{k: list(v) if isinstance(v, list) else v for k, v in kwargs.items()})
+    ours = (Path(bert_trainer.args.output_dir) / "README.md").read_text()
+    theirs = modelcard.TrainingSummary.from_trainer(
+        Proxy(bert_trainer), **{k: list(v) if isinstance(v, list) else v for k, v in kwargs.items()}).to_model_card()
+    (our_meta, our_sections), (their_meta, their_sections) = _sections(ours), _sections(theirs)
+    # On purpose (README, differences): an in-memory dataset (no builder) gets no {"config": None, "split": "None"}.
+    their_dataset = their_meta["model-index"][0]["results"][0]["dataset"]
+    assert (their_dataset.pop("config"), their_dataset.pop("split")) == (None, "None")
+    assert our_meta == their_meta
+    assert our_meta["model-index"][0]["results"][0]["metrics"][0]["type"] == "accuracy"
+    assert list(our_sections) == list(their_sections)
+    versions = "### Framework versions"
+    for title in our_sections:
+        if title != versions:
+            assert our_sections[title] == their_sections[title], title
+    import sys
+
+    imported = [line for line in their_sections[versions].splitlines()
+                if line and line.split()[1].lower().replace("pytorch", "torch") in sys.modules]
+    assert set(imported) <= set(our_sections[versions].splitlines())
+    assert "- Accelerate" in our_sections[versions] and "- hpsearch trainer" in our_sections[versions]
+    # The numbers are the run's: the last evaluation and a table row per evaluation.
+    last_eval = [h for h in bert_trainer.state.log_history if "eval_loss" in h][-1]
+    assert f"- Loss: {last_eval['eval_loss']:.4f}" in our_sections["# tiny-bert"]
+    rows = [line for line in our_sections["### Training results"].splitlines() if line.startswith("| ")]
+    assert len(rows) == 1 + 2  # the header and the 2 evaluations
+
+
+def test_model_card_from_scratch_and_existing_tags(bert_trainer):
+    out = Path(bert_trainer.args.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "README.md").write_text("---\ntags:\n- kept\n---\nold card\n")
+    bert_trainer.create_model_card(tags=["new"])
+    meta, sections = _sections((out / "README.md").read_text())
+    assert meta["tags"] == ["new", "kept", "generated_from_trainer"] and "base_model" not in meta
+    # A model built from a config (``_name_or_path`` == "") was trained from scratch, not fine-tuned from "".
+    assert "This model was trained from scratch on an unknown dataset." in sections["# tiny-bert"]
