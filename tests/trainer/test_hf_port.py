@@ -200,3 +200,25 @@ def test_model_card_from_scratch_and_existing_tags(bert_trainer):
     assert meta["tags"] == ["new", "kept", "generated_from_trainer"] and "base_model" not in meta
     # A model built from a config (``_name_or_path`` == "") was trained from scratch, not fine-tuned from "".
     assert "This model was trained from scratch on an unknown dataset." in sections["# tiny-bert"]
+
+
+# --- item 10: DebugUnderflowOverflow's batch tracing and abort ---
+def test_debug_underflow_overflow_traces_batches_and_aborts(caplog):
+    from trainer import DebugUnderflowOverflow
+
+    model = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 1))
+    debug = DebugUnderflowOverflow(model, trace_batch_nums=[1], abort_after_batch_num=2)
+    x = torch.ones(4, 2)
+    with caplog.at_level("WARNING", logger="trainer._debug"):
+        model(x)
+        model(x * 1000)
+        with pytest.raises(ValueError, match=r"stopping after batch 2 .*abort_after_batch_num=2"):
+            model(x)
+    assert list(debug.traces) == [1] and [line.split(" ")[0] for line in debug.traces[1]] == ["0", "1", "2", "Sequential"]
+    assert "abs min 1.000e+03 max 1.000e+03" in debug.traces[1][0]  # the traced batch's own inputs
+    assert "batch 1, every module in call order" in caplog.text and debug.handles == []
+    model(x)  # the hooks are gone after the abort
+    with pytest.raises(ValueError, match="trace_batch_nums must be a list of batch numbers"):
+        DebugUnderflowOverflow(model, trace_batch_nums=[-1])
+    with pytest.raises(ValueError, match="abort_after_batch_num must be a batch number"):
+        DebugUnderflowOverflow(model, abort_after_batch_num="3")
