@@ -222,3 +222,33 @@ def test_debug_underflow_overflow_traces_batches_and_aborts(caplog):
         DebugUnderflowOverflow(model, trace_batch_nums=[-1])
     with pytest.raises(ValueError, match="abort_after_batch_num must be a batch number"):
         DebugUnderflowOverflow(model, abort_after_batch_num="3")
+
+
+# --- item 10: HfArgumentParser's argument groups and argument files ---
+def test_argparser_group_name_and_argument_files(tmp_path, monkeypatch):
+    import dataclasses
+
+    @dataclasses.dataclass
+    class ModelArguments:
+        _argument_group_name = "Model options"
+        model_name: str = "tiny"
+        dropout: float = 0.1
+
+    parser = HfArgumentParser(ModelArguments)
+    assert "Model options:" in parser.format_help()
+    script = tmp_path / "train.py"
+    (tmp_path / "train.args").write_text("--model_name from_script_file --dropout 0.2\n")
+    (tmp_path / "a.args").write_text("--dropout 0.3")
+    (tmp_path / "b.args").write_text("--dropout 0.4 --model_name from_b")
+    monkeypatch.setattr("sys.argv", [str(script)])
+    (found,) = parser.parse_args_into_dataclasses([])
+    assert (found.model_name, found.dropout) == ("from_script_file", 0.2)  # <script>.args, as transformers reads it
+    (found,) = parser.parse_args_into_dataclasses(["--dropout", "0.5"])
+    assert found.dropout == 0.5  # the command line overrides the file
+    (found,) = parser.parse_args_into_dataclasses([], look_for_args_file=False)
+    assert (found.model_name, found.dropout) == ("tiny", 0.1)
+    (found,) = parser.parse_args_into_dataclasses(
+        ["--cfg", str(tmp_path / "a.args"), "--cfg", str(tmp_path / "b.args")], args_file_flag="--cfg")
+    assert (found.model_name, found.dropout) == ("from_b", 0.4)  # after <script>.args; the last file wins
+    with pytest.raises(ValueError, match=r"--cfg names the argument file .*missing.args', which does not exist"):
+        parser.parse_args_into_dataclasses(["--cfg", str(tmp_path / "missing.args")], args_file_flag="--cfg")
