@@ -351,18 +351,38 @@ def accelerate_only_forwards(accelerator: Any) -> bool:
     )
 
 
-def set_loader_epoch(dataloader: Any, epoch: int) -> None:
+def set_loader_epoch(dataloader: Any, epoch: int, seed: int | None = None) -> None:
     """Seed the epoch's data order: accelerate's loaders have set_epoch; a plain one has its sampler set the same way
-    (``SeedableRandomSampler`` draws its permutation from data_seed + epoch), and its dataset when it has set_epoch."""
+    (``SeedableRandomSampler`` draws its permutation from data_seed + epoch), and its dataset when it has set_epoch.
+    With ``seed`` (the data seed), a stream's own generator is reseeded too (see `_reseed_stream`)."""
     if hasattr(dataloader, "set_epoch"):
         dataloader.set_epoch(epoch)
-        return
-    sampler: Any = getattr(getattr(dataloader, "batch_sampler", None), "sampler", None)
-    if hasattr(sampler, "set_epoch"):
-        sampler.set_epoch(epoch)
+    else:
+        sampler: Any = getattr(getattr(dataloader, "batch_sampler", None), "sampler", None)
+        if hasattr(sampler, "set_epoch"):
+            sampler.set_epoch(epoch)
+        dataset: Any = getattr(dataloader, "dataset", None)
+        if hasattr(dataset, "set_epoch"):
+            dataset.set_epoch(epoch)
+    if seed is not None:
+        _reseed_stream(dataloader, seed + epoch)
+
+
+def _reseed_stream(dataloader: Any, seed: int) -> None:
+    """An ``IterableDataset`` with no ``set_epoch`` but a ``torch.Generator`` in ``generator`` draws each epoch from
+    ``manual_seed(data_seed + epoch)``, as transformers' ``IterableDatasetShard`` seeds it: an epoch's stream is then
+    the same whatever came before it (a resumed run sees the data an uninterrupted one did)."""
     dataset: Any = getattr(dataloader, "dataset", None)
-    if hasattr(dataset, "set_epoch"):
-        dataset.set_epoch(epoch)
+    for _ in range(3):  # the user's dataset, under accelerate's shard wrapper if there is one
+        inner = getattr(dataset, "dataset", None)
+        if not isinstance(inner, IterableDataset):
+            break
+        dataset = inner
+    generator = getattr(dataset, "generator", None)
+    if isinstance(dataset, IterableDataset) and not hasattr(dataset, "set_epoch") and isinstance(
+        generator, torch.Generator
+    ):
+        generator.manual_seed(seed)
 
 
 def send_to_device(batch: Any, device: torch.device) -> Any:

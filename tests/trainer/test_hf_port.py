@@ -252,3 +252,41 @@ def test_argparser_group_name_and_argument_files(tmp_path, monkeypatch):
     assert (found.model_name, found.dropout) == ("from_b", 0.4)  # after <script>.args; the last file wins
     with pytest.raises(ValueError, match=r"--cfg names the argument file .*missing.args', which does not exist"):
         parser.parse_args_into_dataclasses(["--cfg", str(tmp_path / "missing.args")], args_file_flag="--cfg")
+
+
+# --- item 10: an IterableDataset's own generator is reseeded every epoch ---
+class RandomStream(torch.utils.data.IterableDataset):
+    """Draws its examples from its own generator (as transformers' test datasets do)."""
+
+    def __init__(self, start_seed: int, n: int = 4) -> None:
+        self.generator = torch.Generator().manual_seed(start_seed)
+        self.n = n
+
+    def __iter__(self):
+        for _ in range(self.n):
+            x = torch.randn(4, generator=self.generator)
+            yield {"x": x, "labels": x.sum()}
+
+
+class Recording(Model):
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[torch.Tensor] = []
+
+    def forward(self, x, labels=None):
+        self.seen.append(x.detach().clone())
+        return super().forward(x, labels)
+
+
+def stream_epochs(tmp: Path, start_seed: int, seed: int = 42) -> list[torch.Tensor]:
+    model = Recording()
+    Trainer(model=model, args=args(tmp, max_steps=4, per_device_train_batch_size=2, seed=seed),
+            train_dataset=RandomStream(start_seed)).train()
+    return model.seen  # 2 epochs of 2 batches
+
+
+def test_iterable_dataset_generator_reseeded_per_epoch(tmp_path):
+    first, other_start = stream_epochs(tmp_path, start_seed=0), stream_epochs(tmp_path, start_seed=123)
+    assert all(torch.equal(a, b) for a, b in zip(first, other_start))  # each epoch from data_seed + epoch
+    assert not torch.equal(first[0], first[2])  # epoch 1 is not epoch 0 again
+    assert not torch.equal(stream_epochs(tmp_path, start_seed=0, seed=7)[0], first[0])
