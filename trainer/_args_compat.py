@@ -280,10 +280,14 @@ def _refusals(args: TrainingArguments) -> None:
 
     cuda = torch.cuda.is_available() and not args.use_cpu
     if args.fp16_full_eval and not cuda:
-        where = "use_cpu=True" if args.use_cpu else "no CUDA GPU is available"
-        raise ValueError(
-            f"fp16_full_eval=True needs a CUDA GPU, but {where}; pass bf16_full_eval=True (supported on CPU) or False."
-        )
+        from ._precision import cpu_runs_fp16
+
+        if not cpu_runs_fp16():  # recent torch builds run float16 on the CPU, as transformers' own tests do
+            where = "use_cpu=True" if args.use_cpu else "no CUDA GPU is available"
+            raise ValueError(
+                f"fp16_full_eval=True needs a CUDA GPU or a torch that runs float16 on the CPU, but {where} and torch "
+                f"{torch.__version__} does not; pass bf16_full_eval=True (supported on CPU) or False."
+            )
     if args.tf32 and not cuda:
         where = "use_cpu=True" if args.use_cpu else "no CUDA GPU is available"
         raise ValueError(f"tf32=True needs an Ampere or newer CUDA GPU, but {where}; pass tf32=None or False.")

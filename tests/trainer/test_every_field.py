@@ -552,13 +552,18 @@ def c_fp16(env: Env) -> None:
         refused("fp16", True, "needs a CUDA GPU")(env)
 
 
-def c_fp16_full_eval(env: Env) -> None:
-    if torch.cuda.is_available():
-        trainer = env.trainer(fp16_full_eval=True)
-        trainer.evaluate(Data(8))
-        assert trainer.model.linear.weight.dtype == torch.float16
-    else:
-        refused("fp16_full_eval", True, "needs a CUDA GPU")(env)
+def c_fp16_full_eval(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    from trainer import _precision
+
+    torch.manual_seed(0)
+    full = env.trainer().evaluate(Data(8))["eval_loss"]
+    torch.manual_seed(0)
+    trainer = env.trainer(fp16_full_eval=True)  # on the CPU too: torch runs float16 there (issue 35, item 10)
+    half = trainer.evaluate(Data(8))["eval_loss"]
+    assert trainer.model.linear.weight.dtype == torch.float16 and half != full and abs(half - full) < 1e-2 * abs(full)
+    if not torch.cuda.is_available():
+        monkeypatch.setattr(_precision, "cpu_runs_fp16", lambda: False)  # an older torch build
+        refused("fp16_full_eval", True, "needs a CUDA GPU or a torch that runs float16 on the CPU")(env)
 
 
 def c_bf16_full_eval(env: Env) -> None:
