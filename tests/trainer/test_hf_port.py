@@ -290,3 +290,35 @@ def test_iterable_dataset_generator_reseeded_per_epoch(tmp_path):
     assert all(torch.equal(a, b) for a, b in zip(first, other_start))  # each epoch from data_seed + epoch
     assert not torch.equal(first[0], first[2])  # epoch 1 is not epoch 0 again
     assert not torch.equal(stream_epochs(tmp_path, start_seed=0, seed=7)[0], first[0])
+
+
+# --- item 10: num_tokens, is_model_parallel, place_model_on_device ---
+class TokenBatches(Dataset):
+    def __len__(self) -> int:
+        return 10
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        return {"input_ids": torch.arange(6) + i, "labels": torch.tensor(float(i))}
+
+
+def test_num_tokens(tmp_path):
+    trainer = Trainer(model=Model(), args=args(tmp_path, per_device_train_batch_size=4, remove_unused_columns=False),
+                      train_dataset=TokenBatches())
+    loader = trainer.get_train_dataloader()
+    assert trainer.num_tokens(loader) == 10 * 6  # batches of 4, 4 and 2 examples of 6 tokens
+    assert trainer.num_tokens(loader, max_steps=5) == 4 * 6 * 5
+    with pytest.raises(ValueError, match=r"num_tokens counts the elements of each batch's 'input_ids'.*\['x', 'labels'\]"):
+        trainer.num_tokens(Trainer(model=Model(), args=args(tmp_path), train_dataset=Data()).get_train_dataloader())
+
+
+def test_is_model_parallel_and_place_model_on_device(tmp_path):
+    trainer = Trainer(model=Model(), args=args(tmp_path, use_cpu=True), train_dataset=Data())
+    assert trainer.is_model_parallel is False and trainer.place_model_on_device is True
+    trainer.model.hf_device_map = {"linear": "cpu"}  # one device, the trainer's: placed as usual
+    assert trainer.is_model_parallel is False and trainer.place_model_on_device is True
+    trainer.model.hf_device_map = {"linear": 0, "head": 1}  # spread over two GPUs by a device_map
+    assert trainer.is_model_parallel is True and trainer.place_model_on_device is False
+    trainer.model.hf_device_map = {"linear": "cpu", "head": "disk"}  # offloaded: accelerate leaves it too
+    assert trainer.is_model_parallel is False and trainer.place_model_on_device is False
+    with pytest.raises(AttributeError):
+        trainer.place_model_on_device = True  # type: ignore[misc]  # follows from the model, not settable
