@@ -62,8 +62,10 @@ def _is_union(tp: Any) -> bool:
 
 
 def _public_init_fields(dtype: type) -> list[dataclasses.Field]:
-    # Leading-underscore fields are private bookkeeping (e.g. TrainingArguments._derived), never options.
-    return [f for f in dataclasses.fields(dtype) if f.init and not f.name.startswith("_")]
+    # Leading-underscore fields are private bookkeeping (e.g. TrainingArguments._derived), never options. In
+    # __init__'s order: keyword-only fields (a base's come first in fields()) last.
+    fields = sorted(dataclasses.fields(dtype), key=lambda f: f.kw_only is True)
+    return [f for f in fields if f.init and not f.name.startswith("_")]
 
 
 def _existing(path: Path, given_by: str) -> Path:

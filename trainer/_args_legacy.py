@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ._validation import _as_bool, _as_int, _fail
@@ -23,6 +24,39 @@ if TYPE_CHECKING:
     from ._training_args import TrainingArguments
 
 HUB_STRATEGIES = ("end", "every_save", "checkpoint", "all_checkpoints")
+
+
+@dataclass(kw_only=True)
+class LegacyFields:
+    """The `TrainingArguments` fields this module resolves (keyword-only: after the others in ``__init__``).
+
+    Attributes:
+        no_cuda, use_mps_device, per_gpu_train_batch_size, per_gpu_eval_batch_size, adafactor, fsdp_min_num_params,
+            fsdp_transformer_layer_cls_to_wrap, torchdynamo, push_to_hub_model_id, push_to_hub_organization,
+            push_to_hub_token: transformers 4.x names, mapped onto ``use_cpu``, ``per_device_*_batch_size``,
+            ``optim="adafactor"``, ``fsdp_config``, ``torch_compile_backend``, ``hub_*`` with a FutureWarning (or
+            refused naming the replacement), then reset to their defaults.
+        hub_model_id, hub_strategy, hub_token, hub_private_repo, hub_always_push, hub_revision: checked and inert, as
+            transformers leaves them without ``push_to_hub``; tokens are written as ``<HUB_TOKEN>``.
+    """
+
+    no_cuda: bool = False
+    use_mps_device: bool = False
+    per_gpu_train_batch_size: int | None = None
+    per_gpu_eval_batch_size: int | None = None
+    adafactor: bool = False
+    fsdp_min_num_params: int = 0
+    fsdp_transformer_layer_cls_to_wrap: str | None = None
+    torchdynamo: str | None = None
+    push_to_hub_model_id: str | None = None
+    push_to_hub_organization: str | None = None
+    push_to_hub_token: str | None = None
+    hub_model_id: str | None = None
+    hub_strategy: str = "every_save"
+    hub_token: str | None = None
+    hub_private_repo: bool | None = None
+    hub_always_push: bool = False
+    hub_revision: str | None = None
 SECRET_FIELDS = ("hub_token", "push_to_hub_token")
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 from . import _args_compat, _args_legacy
+from ._args_legacy import LegacyFields
 from ._args_setters import ArgumentSetters
 from ._validation import (
     _as_bool,
@@ -118,7 +119,7 @@ _DERIVABLE = (
 
 
 @dataclass
-class TrainingArguments(ArgumentSetters):
+class TrainingArguments(ArgumentSetters, LegacyFields):
     """Arguments of one training run (names, meanings and defaults as in transformers' TrainingArguments).
 
     Attributes:
@@ -218,13 +219,7 @@ class TrainingArguments(ArgumentSetters):
         include_tokens_per_second: Add ``train_tokens_per_second`` to the training metrics.
         save_safetensors: Must be True: weights are only written as safetensors.
         push_to_hub: Must be False: this trainer does not push to the Hugging Face Hub.
-        hub_model_id, hub_strategy, hub_token, hub_private_repo, hub_always_push, hub_revision: Checked and inert, as
-            transformers leaves them without ``push_to_hub``; tokens are written as ``<HUB_TOKEN>``.
-        no_cuda, use_mps_device, per_gpu_train_batch_size, per_gpu_eval_batch_size, adafactor, fsdp_min_num_params,
-            fsdp_transformer_layer_cls_to_wrap, torchdynamo, push_to_hub_model_id, push_to_hub_organization,
-            push_to_hub_token: transformers 4.x names, mapped onto ``use_cpu``, ``per_device_*_batch_size``,
-            ``optim="adafactor"``, ``fsdp_config``, ``torch_compile_backend``, ``hub_*`` with a FutureWarning (or
-            refused naming the replacement), then reset to their defaults.
+        hub_*, no_cuda, per_gpu_*_batch_size and the other transformers 4.x names: see `LegacyFields`.
         activation_checkpointing: Call the model's ``activation_checkpointing_enable`` (transformers 5) or
             ``gradient_checkpointing_enable`` (with ``activation_checkpointing_kwargs``) before training; a model
             with neither is refused. ``gradient_checkpointing(_kwargs)`` are transformers 5's older names of both:
@@ -368,25 +363,6 @@ class TrainingArguments(ArgumentSetters):
     deepspeed: str | dict[str, Any] | None = None
     fsdp: bool | str | list[str] | None = ""
     fsdp_config: dict[str, Any] | str | None = None
-    # transformers 4.x names, mapped onto their replacements with a FutureWarning (see _args_legacy).
-    no_cuda: bool = False
-    use_mps_device: bool = False
-    per_gpu_train_batch_size: int | None = None
-    per_gpu_eval_batch_size: int | None = None
-    adafactor: bool = False
-    fsdp_min_num_params: int = 0
-    fsdp_transformer_layer_cls_to_wrap: str | None = None
-    torchdynamo: str | None = None
-    push_to_hub_model_id: str | None = None
-    push_to_hub_organization: str | None = None
-    push_to_hub_token: str | None = None
-    # The Hub options: inert without push_to_hub (refused), as in transformers; tokens never serialised.
-    hub_model_id: str | None = None
-    hub_strategy: str = "every_save"
-    hub_token: str | None = None
-    hub_private_repo: bool | None = None
-    hub_always_push: bool = False
-    hub_revision: str | None = None
     # Private bookkeeping: {field name: value __post_init__ derived for it}. It is an init field (not
     # init=False) on purpose: dataclasses.replace passes init fields along, which is the only way the new
     # instance can tell a derived value (re-derive it) from one the user chose (keep it). Not serialised.
@@ -776,7 +752,7 @@ class TrainingArguments(ArgumentSetters):
         """The public fields as a JSON-safe dict (enums as their string values; Hub tokens as placeholders)."""
         return _args_legacy.redact({
             f.name: _jsonable(getattr(self, f.name))
-            for f in dataclasses.fields(self)
+            for f in sorted(dataclasses.fields(self), key=lambda f: f.kw_only is True)  # in __init__'s order
             if f.init and not f.name.startswith("_")
         })
 
