@@ -57,6 +57,12 @@ class LegacyFields:
     hub_private_repo: bool | None = None
     hub_always_push: bool = False
     hub_revision: str | None = None
+
+    @property
+    def place_model_on_device(self) -> bool | None:
+        """transformers' hook for a subclass: None lets the trainer decide; a subclass answering True or False must
+        agree with `Trainer.place_model_on_device` (accelerate's rule), which the Trainer checks when it is built."""
+        return None
 SECRET_FIELDS = ("hub_token", "push_to_hub_token")
 
 

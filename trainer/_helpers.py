@@ -137,6 +137,19 @@ class TrainerHelpers:
         mapped = model is not None and any(len(getattr(m, "hf_device_map", None) or ()) > 1 for m in model.modules())
         return not (mapped or bool(self.args.fsdp) or self.args.deepspeed is not None)
 
+    def _check_placement(self) -> None:
+        """A `TrainingArguments` subclass overriding ``place_model_on_device`` (transformers' hook) is refused where
+        it disagrees with what accelerate will do, rather than ignored."""
+        wanted = self.args.place_model_on_device
+        if wanted is not None and bool(wanted) != self.place_model_on_device:
+            done = "moves" if self.place_model_on_device else "does not move"
+            raise ValueError(
+                f"{type(self.args).__name__}.place_model_on_device={wanted!r}, but this trainer {done} the model to "
+                "args.device (accelerate's placement: not for a model with a device_map over several entries, nor "
+                "under FSDP or DeepSpeed); remove the override (or load the model with a device_map to keep it where "
+                "it is)."
+            )
+
     def num_examples(self, dataloader: Any) -> int:
         """The examples ``dataloader`` reads: its dataset's length, else batches x batch size."""
         try:

@@ -210,6 +210,7 @@ class Trainer(TrainerHelpers):
             if model is None:
                 model = self.call_model_init()
             self.model: nn.Module = model
+            self._check_placement()
             _set_use_cache(model, args)
             if args.label_smoothing_factor and _is_multi_label(model):
                 warnings.warn("Label smoothing is not compatible with multi-label classification. Disabling label "

@@ -322,3 +322,17 @@ def test_is_model_parallel_and_place_model_on_device(tmp_path):
     assert trainer.is_model_parallel is False and trainer.place_model_on_device is False
     with pytest.raises(AttributeError):
         trainer.place_model_on_device = True  # type: ignore[misc]  # follows from the model, not settable
+
+
+def test_place_model_on_device_override_is_checked(tmp_path):
+    class KeepOnHost(TrainingArguments):
+        @property
+        def place_model_on_device(self):  # transformers' hook for integrations that place the model themselves
+            return False
+
+    with pytest.raises(ValueError, match=r"KeepOnHost.place_model_on_device=False, but this trainer moves the model"):
+        Trainer(model=Model(), args=KeepOnHost(output_dir=str(tmp_path), report_to="none"), train_dataset=Data())
+    model = Model()
+    model.hf_device_map = {"linear": "cpu", "head": "disk"}  # where accelerate does not move it: they agree
+    assert Trainer(model=model, args=KeepOnHost(output_dir=str(tmp_path), report_to="none")).place_model_on_device \
+        is False
