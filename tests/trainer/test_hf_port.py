@@ -50,7 +50,7 @@ def test_hub_tokens_never_reach_files_or_logs(tmp_path):
     with pytest.warns(FutureWarning):
         legacy = args(tmp_path, push_to_hub_token=secret + "legacy")
     assert legacy.hub_token == secret + "legacy"
-    trainer = Trainer(model=Model(), args=args(tmp_path, hub_token=secret, save_strategy="steps", save_steps=2,
+    trainer = Trainer(model=Model(), args=args(tmp_path, hub_token=secret, save_strategy="steps", save_steps=2, max_steps=2,
                                                report_to="jsonl", logging_steps=1), train_dataset=Data())
     trainer.train()
     trainer.save_model()
@@ -336,3 +336,21 @@ def test_place_model_on_device_override_is_checked(tmp_path):
     model.hf_device_map = {"linear": "cpu", "head": "disk"}  # where accelerate does not move it: they agree
     assert Trainer(model=model, args=KeepOnHost(output_dir=str(tmp_path), report_to="none")).place_model_on_device \
         is False
+
+
+def test_search_with_full_fp16_evaluation_on_the_cpu(tmp_path):
+    """transformers' own search test with fp16_full_eval runs on a CPU; so does this one (real Optuna)."""
+    import math
+
+    import optuna
+
+    from spaces import Float
+
+    trainer = Trainer(model_init=Model, args=args(tmp_path, fp16_full_eval=True, use_cpu=True, eval_strategy="steps",
+                                                  eval_steps=2, num_train_epochs=1, max_steps=-1),
+                      train_dataset=Data(), eval_dataset=Data(8))
+    best = trainer.hyperparameter_search(hp_space={"learning_rate": Float(1e-3, 1e-1, log=True)}, n_trials=2,
+                                         backend="optuna", sampler=optuna.samplers.RandomSampler(seed=0))
+    assert best is not None and math.isfinite(best.objective)
+    half = trainer.evaluate()  # outside training: the model itself evaluates in float16
+    assert trainer.model.linear.weight.dtype == torch.float16 and math.isfinite(half["eval_loss"])
