@@ -78,21 +78,31 @@ def resolve(args: TrainingArguments) -> None:
         old = f"per_gpu_{kind}_batch_size"
         value = getattr(args, old)
         if value is not None:
-            _warn(f"{old}={value!r}", f"per_device_{kind}_batch_size={value!r}")
-            setattr(args, f"per_device_{kind}_batch_size", _as_int(old, value, minimum=1))
+            _move(args, old, f"per_device_{kind}_batch_size", _as_int(old, value, minimum=1))
             setattr(args, old, None)
     if _as_bool("adafactor", args.adafactor):
-        _warn("adafactor=True", "optim='adafactor'")
-        args.optim = "adafactor"
+        _move(args, "adafactor", "optim", "adafactor", shown=True)
         args.adafactor = False
     if args.torchdynamo is not None:
         if not isinstance(args.torchdynamo, str) or not args.torchdynamo:
             _fail("torchdynamo", args.torchdynamo, "a backend name or None", "pass torch_compile_backend='inductor'")
-        _warn(f"torchdynamo={args.torchdynamo!r}", f"torch_compile_backend={args.torchdynamo!r}")
-        args.torch_compile_backend = args.torchdynamo  # a backend implies torch_compile (see _args_compat)
+        _move(args, "torchdynamo", "torch_compile_backend", args.torchdynamo)  # a backend implies torch_compile
         args.torchdynamo = None
     _fsdp_wrapping(args)
     _hub(args)
+
+
+def _move(args: TrainingArguments, old: str, new: str, value: Any, shown: Any = None) -> None:
+    """``new = value`` for the 4.x field ``old`` (given as ``shown``, else ``value``), as transformers 4.x did: the old
+    name wins, and the warning says so when it replaces another value of the new one."""
+    import dataclasses
+
+    current = getattr(args, new)
+    default = {f.name: f.default for f in dataclasses.fields(args)}.get(new)
+    replaced = "" if current in (value, default, None) else f" (it replaces {new}={getattr(current, 'value', current)!r})"
+    warnings.warn(f"{old}={value if shown is None else shown!r} is deprecated (transformers 4.x; removed in 5); pass "
+                  f"{new}={value!r} instead{replaced}.", FutureWarning, stacklevel=5)
+    setattr(args, new, value)
 
 
 def _devices(args: TrainingArguments) -> None:

@@ -1061,8 +1061,10 @@ def c_per_gpu_train_batch_size(env: Env) -> None:
     assert [c["batch"] for c in trainer.model.calls] == [4, 4]
     with pytest.warns(FutureWarning):
         assert parsed(env, "--per_gpu_train_batch_size", "2").per_device_train_batch_size == 2
-    with pytest.raises(ValueError, match="per_gpu_train_batch_size"), pytest.warns(FutureWarning):
+    with pytest.raises(ValueError, match="per_gpu_train_batch_size"):
         env.args(per_gpu_train_batch_size=0)
+    with pytest.warns(FutureWarning, match=r"it replaces per_device_train_batch_size=16"):  # 4.x: the old name wins
+        assert env.args(per_gpu_train_batch_size=2, per_device_train_batch_size=16).per_device_train_batch_size == 2
 
 
 def c_per_gpu_eval_batch_size(env: Env) -> None:
