@@ -21,15 +21,13 @@ TAG = "generated_from_trainer"
 # Loader scripts of local files: not datasets of the Hub, so never named as one.
 _LOCAL_BUILDERS = ("csv", "json", "pandas", "parquet", "text")
 _NOT_METRICS = ("runtime", "samples_per_second", "steps_per_second", "epoch", "step")
-# The task names of the Hub's model index, for the task tags a caller passes.
+# The task names of the Hub's model index, for the task tags a caller passes (the Hub's own list).
 TASK_NAMES = {
     "fill-mask": "Masked Language Modeling", "image-classification": "Image Classification",
     "image-segmentation": "Image Segmentation", "multiple-choice": "Multiple Choice",
     "object-detection": "Object Detection", "question-answering": "Question Answering",
-    "summarization": "Summarization", "table-question-answering": "Table Question Answering",
-    "text-classification": "Text Classification", "text-generation": "Causal Language Modeling",
-    "text2text-generation": "Sequence-to-sequence Language Modeling",
-    "token-classification": "Token Classification", "translation": "Translation",
+    "table-question-answering": "Table Question Answering", "text-classification": "Text Classification",
+    "text-generation": "Causal Language Modeling", "token-classification": "Token Classification",
     "zero-shot-classification": "Zero Shot Classification", "automatic-speech-recognition": "Automatic Speech Recognition",
     "audio-classification": "Audio Classification",
 }
@@ -150,6 +148,24 @@ def _dataset_defaults(trainer: Trainer) -> dict[str, list[Any]]:
             "dataset_metadata": [{"config": config, "split": str(getattr(one, "split", None))}]}
 
 
+def _task_of(model: Any) -> list[str]:
+    """The task of a transformers model's class, read from the table transformers' own card uses (when transformers is
+    loaded: a transformers model was); none for other models."""
+    if "transformers" not in sys.modules:
+        return []
+    try:
+        from transformers.modelcard import TASK_MAPPING
+    except ImportError:  # moved or gone in another release: no task rather than a guess
+        return []
+    name = type(model).__name__
+    found = []
+    for task, classes in TASK_MAPPING.items():
+        names = [n for value in classes.values() for n in (value if isinstance(value, list | tuple) else [value])]
+        if name in names:
+            found.append(task)
+    return found[-1:]
+
+
 def from_trainer(trainer: Trainer, *, language: Any = None, license: str | None = None, tags: Any = None,
                  model_name: str | None = None, finetuned_from: str | None = None, tasks: Any = None,
                  dataset_tags: Any = None, dataset: Any = None, dataset_args: Any = None,
@@ -169,7 +185,7 @@ def from_trainer(trainer: Trainer, *, language: Any = None, license: str | None 
     rows, results = evaluations(trainer.state.log_history)
     return CardData(
         model_name=model_name or finetuned_from or "model", language=_as_list(language), license=license,
-        tags=tags, finetuned_from=finetuned_from, tasks=_as_list(tasks),
+        tags=tags, finetuned_from=finetuned_from, tasks=_as_list(tasks) if tasks is not None else _task_of(trainer.model),
         dataset=_as_list(dataset) or dataset_tags, dataset_tags=dataset_tags, dataset_args=dataset_args,
         dataset_metadata=dataset_metadata, eval_results=results, eval_lines=rows,
         hyperparameters=hyperparameters(trainer),

@@ -150,7 +150,16 @@ def bert_trainer(tmp_path):
     return trainer
 
 
-def test_model_card_has_transformers_sections(bert_trainer):
+SCRIPT_KWARGS = {"language": "en", "license": "apache-2.0", "tags": ["demo"], "tasks": "text-classification",
+                 "finetuned_from": "google-bert/bert-base-uncased", "dataset_tags": "glue", "dataset": "GLUE MRPC",
+                 "dataset_args": "mrpc"}  # what transformers' run_glue.py passes (plus tags)
+# Few arguments: the task is inferred from the model's class, the dataset only named.
+FEW_KWARGS = {"license": "mit", "finetuned_from": "prajjwal1/bert-tiny", "dataset": ["my data", "more data"],
+              "dataset_tags": "imdb"}
+
+
+@pytest.mark.parametrize("kwargs", [SCRIPT_KWARGS, FEW_KWARGS], ids=["script", "few"])
+def test_model_card_has_transformers_sections(bert_trainer, kwargs):
     from transformers import modelcard
 
     class Proxy:  # what TrainingSummary reads of a trainer; our arguments have no parallel_mode
@@ -160,19 +169,17 @@ def test_model_card_has_transformers_sections(bert_trainer):
             self.args = type("Args", (), {"__getattr__": lambda _, name: getattr(trainer.args, name),
                                           "parallel_mode": modelcard.ParallelMode.NOT_DISTRIBUTED})()
 
-    kwargs: dict[str, Any] = {"language": "en", "license": "apache-2.0", "tags": ["demo"], "tasks": "text-classification",
-                              "finetuned_from": "google-bert/bert-base-uncased", "dataset_tags": "glue",
-                              "dataset": "GLUE MRPC", "dataset_args": "mrpc"}
     bert_trainer.create_model_card(**{k: list(v) if isinstance(v, list) else v for k, v in kwargs.items()})
     ours = (Path(bert_trainer.args.output_dir) / "README.md").read_text()
     theirs = modelcard.TrainingSummary.from_trainer(
         Proxy(bert_trainer), **{k: list(v) if isinstance(v, list) else v for k, v in kwargs.items()}).to_model_card()
     (our_meta, our_sections), (their_meta, their_sections) = _sections(ours), _sections(theirs)
     # On purpose (README, differences): an in-memory dataset (no builder) gets no {"config": None, "split": "None"}.
-    their_dataset = their_meta["model-index"][0]["results"][0]["dataset"]
-    assert (their_dataset.pop("config"), their_dataset.pop("split")) == (None, "None")
+    for result in their_meta["model-index"][0]["results"]:
+        assert (result["dataset"].pop("config"), result["dataset"].pop("split")) == (None, "None")
     assert our_meta == their_meta
-    assert our_meta["model-index"][0]["results"][0]["metrics"][0]["type"] == "accuracy"
+    result = our_meta["model-index"][0]["results"][0]
+    assert result["metrics"][0]["type"] == "accuracy" and result["task"]["type"] == "text-classification"
     assert list(our_sections) == list(their_sections)
     versions = "### Framework versions"
     for title in our_sections:
