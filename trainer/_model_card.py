@@ -159,7 +159,8 @@ def _task_of(model: Any) -> list[str]:
         return []
     name = type(model).__name__
     found = []
-    for task, classes in TASK_MAPPING.items():
+    table: dict[str, Any] = dict(TASK_MAPPING)
+    for task, classes in table.items():
         names = [n for value in classes.values() for n in (value if isinstance(value, list | tuple) else [value])]
         if name in names:
             found.append(task)
