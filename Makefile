@@ -32,15 +32,17 @@ typecheck: setup
 	$(PY) -m mypy
 
 # Two tiers, each test in exactly one (tests/conftest.py): the fast one runs its in-process tests on every core
-# (pytest-xdist), the rest (services, launched processes, slow searches) one at a time in a loopback-only network.
+# (pytest-xdist), the rest (services, launched processes, slow searches) in a loopback-only network.
 PYTEST := $(PY) -m pytest -q -p no:cacheprovider
 TEST_WORKERS ?= 2
 
 test-fast: setup
-	$(PYTEST) --tier fast -n $(TEST_WORKERS) $(PYTEST_ARGS)
+	$(PYTEST) --tier fast -n $(TEST_WORKERS) --dist load $(PYTEST_ARGS)
 
+# Services and launched processes run one at a time on one worker (xdist_group "serial"), in-process slow tests
+# on the others.
 test-rest: setup system-deps
-	bash scripts/isolated.sh $(PYTEST) --tier rest $(PYTEST_ARGS)
+	bash scripts/isolated.sh $(PYTEST) --tier rest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 test: setup system-deps lint typecheck test-fast test-rest
 

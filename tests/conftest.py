@@ -79,6 +79,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if _SERVICE_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.service)
+        if item.get_closest_marker("service") or item.get_closest_marker("multiprocess"):
+            # Under pytest-xdist (--dist loadgroup) these run one after another on one worker: a Ray cluster or a
+            # process launch never competes with another for the machine, and module fixtures stay per module.
+            item.add_marker(pytest.mark.xdist_group("serial"))
     tier = config.getoption("--tier")
     if tier == "all":
         return
