@@ -18,7 +18,7 @@ from hpsearch.report._analysis import (
 )
 from hpsearch.report._format import fmt_duration, fmt_number, fmt_params
 from hpsearch.report._page import esc, note, page, section, sortable_table, write_page
-from hpsearch.report._plotly import Part, Plot, bundle_script, render_parts, require_plotly
+from hpsearch.report._plotly import Part, Plot, bundle_script, plot_text, render_parts, require_plotly
 from hpsearch.trial import TrialState
 
 if TYPE_CHECKING:
@@ -105,12 +105,12 @@ def compare_sections(
                     y=best_so_far([v for _, v in complete], direction),
                     mode="lines+markers",
                     line={"shape": "hv"},
-                    name=esc(label),
-                    hovertemplate="trial %{x}<br>best %{y:.6g}<extra>" + esc(label) + "</extra>",
+                    name=plot_text(label),
+                    hovertemplate="trial %{x}<br>best %{y:.6g}<extra>" + plot_text(label) + "</extra>",
                 )
             )
     by_number.update_layout(
-        **_LAYOUT, xaxis_title="trial number", yaxis_title=f"best {esc(results[0].objective)}"
+        **_LAYOUT, xaxis_title="trial number", yaxis_title=f"best {plot_text(results[0].objective)}"
     )
 
     # Best so far against time since each search started.
@@ -124,14 +124,14 @@ def compare_sections(
                     y=ys,
                     mode="lines+markers",
                     line={"shape": "hv"},
-                    name=esc(label),
-                    hovertemplate="%{x:.1f}s<br>best %{y:.6g}<extra>" + esc(label) + "</extra>",
+                    name=plot_text(label),
+                    hovertemplate="%{x:.1f}s<br>best %{y:.6g}<extra>" + plot_text(label) + "</extra>",
                 )
             )
     by_time.update_layout(
         **_LAYOUT,
         xaxis_title="seconds since the search started",
-        yaxis_title=f"best {esc(results[0].objective)}",
+        yaxis_title=f"best {plot_text(results[0].objective)}",
     )
 
     curves = []

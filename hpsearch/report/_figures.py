@@ -1,7 +1,7 @@
 """The plotly figures of a single search's report. Each builder returns None when it has nothing to draw.
 
-Every string handed to plotly (trace names, hover text, tick labels, titles) is HTML-escaped first:
-plotly renders a subset of HTML in text, and escaped entities are shown as the characters they stand for.
+Every string handed to plotly (trace names, hover text, tick labels, titles, dimension labels) goes through
+`plot_text` first: plotly renders a subset of HTML in text, and escaped entities are shown as the characters.
 """
 
 from __future__ import annotations
@@ -17,8 +17,7 @@ from hpsearch.report._analysis import (
     param_axis,
     param_kind,
 )
-from hpsearch.report._page import esc
-from hpsearch.report._plotly import require_plotly
+from hpsearch.report._plotly import plot_text, require_plotly
 from hpsearch.trial import TrialState
 
 if TYPE_CHECKING:
@@ -38,7 +37,7 @@ _DASH = {"COMPLETE": "solid", "PRUNED": "dash", "FAIL": "dot", "RUNNING": "dot"}
 
 
 def _objective_titles(result: SearchResult) -> list[str]:
-    name = esc(result.objective)
+    name = plot_text(result.objective)
     if not result.is_multi_objective:
         return [f"{name} ({result.directions[0]})"]
     return [f"objective {i} ({d})" for i, d in enumerate(result.directions)]
@@ -87,7 +86,7 @@ def history_figure(result: SearchResult) -> Any | None:
                 legendgroup=state,
                 showlegend=i == 0,
                 marker={"color": color, "size": 8, "symbol": "x" if state == "FAIL" else "circle"},
-                text=[esc(r.name) for r, _ in pts],
+                text=[plot_text(r.name) for r, _ in pts],
                 hovertemplate="%{text}<br>trial %{x}<br>%{y:.6g}<extra>" + state + "</extra>",
             )
             _add(fig, trace, i, k)
@@ -153,7 +152,7 @@ def learning_curves_figure(result: SearchResult) -> Any | None:
                     names.append("")
                 xs += [s for s, _ in pts]
                 ys += [vec[i] for _, vec in pts]
-                names += [esc(record.name)] * len(pts)
+                names += [plot_text(record.name)] * len(pts)
             single = all(len(pts) == 1 for _, pts in group)
             _add(
                 fig,
@@ -180,7 +179,7 @@ def learning_curves_figure(result: SearchResult) -> Any | None:
                     go.Scatter(
                         x=[pts[-1][0] for _, pts in group],
                         y=[pts[-1][1][i] for _, pts in group],
-                        text=[esc(r.name) for r, _ in group],
+                        text=[plot_text(r.name) for r, _ in group],
                         mode="markers",
                         marker={"symbol": "x", "size": 11, "color": color},
                         legendgroup=state,
@@ -211,15 +210,13 @@ def parallel_figure(result: SearchResult) -> Any | None:
         axis = param_axis(result, name, records)
         low, high = min(axis.tickvals + axis.positions), max(axis.tickvals + axis.positions)
         pad = 0.5 if axis.kind == "categorical" else 0.0
-        # Parcoords draws labels as SVG text (no HTML parsing), so they are passed unescaped: escaping would show
-        # the entities literally. The page escapes the figure JSON itself, so no string can leave its <script>.
-        label = f"{name} (log)" if axis.log else name
+        label = plot_text(f"{name} (log)" if axis.log else name)
         dimensions.append(
             {
                 "label": label,
                 "values": axis.positions,
                 "tickvals": axis.tickvals,
-                "ticktext": list(axis.ticktext),
+                "ticktext": [plot_text(t) for t in axis.ticktext],
                 "range": [low - pad, high + pad] if high > low or pad else [low - 1, high + 1],
             }
         )
@@ -262,7 +259,7 @@ def importance_figure(result: SearchResult, importances: Importances) -> Any | N
         fig.add_trace(
             go.Bar(
                 x=[per.get(n, 0.0) for n in names],
-                y=[esc(n) for n in names],
+                y=[plot_text(n) for n in names],
                 orientation="h",
                 name=label,
                 hovertemplate="%{y}: %{x:.3f}<extra></extra>",
@@ -294,7 +291,7 @@ def slice_figure(result: SearchResult, name: str) -> tuple[Any | None, int]:
     values = [r.params[name] for r, _ in active]
     kind, log = param_kind(result, name, values)
     # Numbers go to plotly as floats: its JSON encoder refuses an int beyond 64 bits (a Categorical may hold one).
-    xs: list[Any] = [esc(category_label(v)) for v in values] if kind == "categorical" else [float(v) for v in values]
+    xs: list[Any] = [plot_text(category_label(v)) for v in values] if kind == "categorical" else [float(v) for v in values]
     fig = _figure(result, k, shared_x=True)
     titles = _objective_titles(result)
     for i in range(k):
@@ -312,7 +309,7 @@ def slice_figure(result: SearchResult, name: str) -> tuple[Any | None, int]:
                     "size": 9,
                     "line": {"width": 0.5, "color": "#1f2937"},
                 },
-                text=[esc(r.name) for r, _ in active],
+                text=[plot_text(r.name) for r, _ in active],
                 hovertemplate="%{text}<br>%{x}<br>%{y:.6g}<extra></extra>",
                 showlegend=False,
             ),
@@ -321,7 +318,7 @@ def slice_figure(result: SearchResult, name: str) -> tuple[Any | None, int]:
         )
         axis = "yaxis" if i == 0 else f"yaxis{i + 1}"
         fig.update_layout({axis: {"title": {"text": titles[i]}}})
-    xaxis: dict[str, Any] = {"title_text": esc(name)}
+    xaxis: dict[str, Any] = {"title_text": plot_text(name)}
     if kind == "categorical":
         order = sorted(set(xs))
         xaxis.update(type="category", categoryorder="array", categoryarray=order)
@@ -354,7 +351,7 @@ def pareto_figure(result: SearchResult) -> Any | None:
                 mode="markers",
                 name="dominated",
                 marker={"color": "#9ca3af", "size": 8},
-                text=[esc(r.name) for r, _ in others],
+                text=[plot_text(r.name) for r, _ in others],
                 hovertemplate="%{text}<br>%{x:.6g}, %{y:.6g}<extra></extra>",
             )
         )
@@ -370,7 +367,7 @@ def pareto_figure(result: SearchResult) -> Any | None:
             name="Pareto front",
             line={"shape": shape, "color": "#dc2626"},
             marker={"color": "#dc2626", "size": 10},
-            text=[esc(r.name) for _, r in points],
+            text=[plot_text(r.name) for _, r in points],
             hovertemplate="%{text}<br>%{x:.6g}, %{y:.6g}<extra>front</extra>",
         )
     )
@@ -397,7 +394,7 @@ def cost_figure(result: SearchResult) -> Any | None:
             fig.add_trace(go.Scatter(
                 x=[c for _, c, _ in pts], y=[v for _, _, v in pts], mode="markers", name=state,
                 marker={"color": color, "size": 8, "symbol": "x" if state == "FAIL" else "circle"},
-                text=[esc(r.name) for r, _, _ in pts],
+                text=[plot_text(r.name) for r, _, _ in pts],
                 hovertemplate="%{text}<br>%{x:.4g} device-s<br>%{y:.6g}<extra>" + state + "</extra>",
             ))
     fig.update_layout(**{**_LAYOUT, "height": 420})

@@ -33,7 +33,8 @@ section h2 { margin:0 0 10px; font-size:17px; }
 .note { color:var(--muted); font-style:italic; }
 .caption, .footnote { color:var(--muted); font-size:12px; margin:4px 0 0; }
 .grid { display:grid; grid-template-columns:repeat(auto-fit,minmax(520px,1fr)); gap:12px; }
-figure.plot-wrap { margin:0; }
+figure.plot-wrap { margin:0; min-width:0; }
+.grid > * { min-width:0; }
 .hp-plot { width:100%; min-height:380px; }
 table { border-collapse:collapse; font-size:13px; }
 th, td { border-bottom:1px solid var(--line); padding:4px 10px; text-align:left; vertical-align:top; }
