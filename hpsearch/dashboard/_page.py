@@ -129,7 +129,9 @@ _CLIENT_JS = """
     status.setAttribute("data-version", String(state.version));
     Object.keys(counts).forEach(function (k) { status.setAttribute("data-" + k.toLowerCase(), String(counts[k])); });
     status.className = how === "loaded" ? "loaded" : "live";
-    statusText.textContent = how + " · " + state.trials + " trial(s), " + running + " running · updated " +
+    status.setAttribute("data-warm", String(state.warm || 0));
+    statusText.textContent = how + " · " + state.trials + " trial(s)" +
+      (state.warm ? " + " + state.warm + " warm-start" : "") + ", " + running + " running · updated " +
       new Date().toLocaleTimeString();
   }
 

@@ -20,6 +20,7 @@ from hpsearch.report._format import fmt_duration, fmt_number, fmt_params
 from hpsearch.report._page import esc, note, page, section, sortable_table, write_page
 from hpsearch.report._plotly import Part, Plot, bundle_script, plot_text, render_parts, require_plotly
 from hpsearch.trial import TrialState
+from hpsearch.warmstart import own_counts
 
 if TYPE_CHECKING:
     from hpsearch.results import SearchResult
@@ -152,7 +153,7 @@ def compare_sections(
     for label, result, best, value in zip(names, results, bests, best_values):
         start, end = search_span(result)
         wall = (end - start).total_seconds() if start is not None and end is not None else None
-        counts = result.counts()
+        counts, warm = own_counts(result)
         rows.append(
             [
                 label,
@@ -160,10 +161,11 @@ def compare_sections(
                 value,
                 None if best is None else best.name,
                 None if best is None else fmt_params(best.params),
-                len(result.records),
+                sum(counts.values()),
                 counts[TrialState.COMPLETE.value],
                 counts[TrialState.PRUNED.value],
                 counts[TrialState.FAIL.value],
+                warm,
                 fmt_duration(wall),
                 fmt_duration(total_training_time(result)),
             ]
@@ -179,6 +181,7 @@ def compare_sections(
             "complete",
             "pruned",
             "failed",
+            "warm start",
             "wall time",
             "training time",
         ],

@@ -19,6 +19,7 @@ from hpsearch.report._analysis import (
 )
 from hpsearch.report._plotly import plot_text, require_plotly
 from hpsearch.trial import TrialState
+from hpsearch.warmstart import is_warm
 
 if TYPE_CHECKING:
     from hpsearch.results import SearchResult
@@ -34,6 +35,9 @@ __all__ = [
 
 _LAYOUT = {"template": "plotly_white", "height": 420, "margin": {"l": 60, "r": 20, "t": 40, "b": 50}}
 _DASH = {"COMPLETE": "solid", "PRUNED": "dash", "FAIL": "dot", "RUNNING": "dot"}
+#: Earlier searches' trials told to this one (warm start): a colour of their own, never on the best-so-far line.
+WARM_COLOR = "#9333ea"
+WARM_NAME = "warm start (earlier search)"
 
 
 def _objective_titles(result: SearchResult) -> list[str]:
@@ -73,26 +77,28 @@ def history_figure(result: SearchResult) -> Any | None:
         return None
     fig = _figure(result, k)
     titles = _objective_titles(result)
+    groups = [(state, color, state) for state, color in STATE_COLORS.items()] + [("WARM", WARM_COLOR, WARM_NAME)]
     for i in range(k):
-        for state, color in STATE_COLORS.items():
-            pts = [(r, vec[i]) for r, vec in zip(records, vectors) if r.state == state and _finite(vec[i])]
+        for state, color, name in groups:
+            pts = [(r, vec[i]) for r, vec in zip(records, vectors)
+                   if _finite(vec[i]) and ((state == "WARM") == is_warm(r)) and (state == "WARM" or r.state == state)]
             if not pts:
                 continue
             trace = go.Scatter(
                 x=[r.number for r, _ in pts],
                 y=[v for _, v in pts],
                 mode="markers",
-                name=state,
+                name=name,
                 legendgroup=state,
                 showlegend=i == 0,
-                marker={"color": color, "size": 8, "symbol": "x" if state == "FAIL" else "circle"},
+                marker={"color": color, "size": 8, "symbol": {"FAIL": "x", "WARM": "diamond"}.get(state, "circle")},
                 text=[plot_text(r.name) for r, _ in pts],
-                hovertemplate="%{text}<br>trial %{x}<br>%{y:.6g}<extra>" + state + "</extra>",
+                hovertemplate="%{text}<br>trial %{x}<br>%{y:.6g}<extra>" + name + "</extra>",
             )
             _add(fig, trace, i, k)
         if k == 1:
-            complete = [
-                (r.number, vec[0]) for r, vec in zip(records, vectors) if r.state == TrialState.COMPLETE
+            complete = [  # this search's own trials: an earlier search's trial is never its best run
+                (r.number, vec[0]) for r, vec in zip(records, vectors) if r.state == TrialState.COMPLETE and not is_warm(r)
             ]
             if complete:
                 _add(
@@ -125,6 +131,8 @@ def learning_curves_figure(result: SearchResult) -> Any | None:
     k = len(result.directions)
     curves = []
     for record in sorted(result.records, key=lambda r: r.number):
+        if is_warm(record):  # not trained here: its curve belongs to the earlier search's report
+            continue
         pts = []
         for ev in sorted(record.intermediates, key=lambda e: e.step):
             vec = result.objective_values(ev)
@@ -382,7 +390,7 @@ def cost_figure(result: SearchResult) -> Any | None:
     points = []
     for r in result.records:
         values = result.objective_values(r)
-        cost = r.cost.get("device_s")
+        cost = None if is_warm(r) else r.cost.get("device_s")
         if values and _finite(values[0]) and cost is not None and _finite(cost):
             points.append((r, float(cost), values[0]))
     if not points:

@@ -27,6 +27,7 @@ pytestmark = pytest.mark.slow
 
 WIDTHS = (1400, 1920)
 LINK_PARAM = '<a href="x">p</a>'
+WARM_VALUE = 0.99  # the warm-start rows' objective, better than any trial of the search itself
 
 # For each figure: the cell's width and the width plotly drew it at, the section's right edge, and the points of cartesian
 # traces outside their axes' ranges (plotly's own d2l maps a value to the axis' linear units: category index,
@@ -34,7 +35,8 @@ LINK_PARAM = '<a href="x">p</a>'
 MEASURE_JS = """(() => Array.from(document.querySelectorAll('.hp-plot')).map(div => {
   const svg = div.querySelector('svg.main-svg'), fl = div._fullLayout;
   const section = div.closest('section').getBoundingClientRect();
-  const out = {id: div.id, cell: div.getBoundingClientRect().width, svg: null, right: null,
+  const best = (div.data || []).filter(t => t.name === 'best so far').map(t => Math.max(...t.y));
+  const out = {id: div.id, best: best.length ? best[0] : null, cell: div.getBoundingClientRect().width, svg: null, right: null,
                sectionRight: section.right, points: 0, outside: [], links: div.querySelectorAll('svg a').length,
                texts: Array.from(div.querySelectorAll('svg text')).map(t => t.textContent)};
   if (!svg || !fl) return out;
@@ -67,7 +69,7 @@ def _result(offset: float, warm: bool) -> SearchResult:
     ]
     if warm:  # two earlier searches' trials told to this one, better than any of its own
         records += [TrialRecord(trial_id=f"warm-{i}", number=-(i + 1), name=f"warm-{i}", state=TrialState.COMPLETE,
-                                params=dict(params[i]), objective=0.99, extra={"source": "warm_start"})
+                                params=dict(params[i]), objective=WARM_VALUE, extra={"source": "warm_start"})
                     for i in range(2)]
     return search(records, n_trials=8)
 
@@ -123,6 +125,8 @@ def test_every_chart_fits_its_cell_and_shows_every_trial(browser, pages, width, 
                 problems.append(f"{where}: drawn {plot['svg']:.0f} px wide in a {plot['cell']:.0f} px cell")
             if plot["outside"]:
                 problems.append(f"{where}: points outside the axes {plot['outside'][:3]}")
+            if plot["best"] is not None and plot["best"] >= WARM_VALUE:
+                problems.append(f"{where}: the best-so-far line reaches a warm-start row ({plot['best']})")
             if plot["links"]:
                 problems.append(f"{where}: {plot['links']} live link(s) in the chart")
             named = plot["id"] in ("hp-plot-parallel", "hp-plot-importance", "hp-plot-slice-0")  # slice 0: sorted first

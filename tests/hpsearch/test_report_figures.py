@@ -70,3 +70,33 @@ def test_no_string_handed_to_plotly_holds_markup(directions):
 def test_plot_text_keeps_quotes_that_plotly_would_show_as_entities():
     assert plot_text(LINK) == '&lt;a href="x"&gt;p&lt;/a&gt;'
     assert plot_text("a & b") == "a &amp; b"
+
+
+def _with_warm_rows() -> Any:
+    """8 trials of this search (one pruned) and 2 earlier ones told by warm start, better than any of its own."""
+    records = [record(i, TrialState.PRUNED if i == 5 else TrialState.COMPLETE, 0.5 + 0.04 * i, {"lr": 0.1 * (i + 1)})
+               for i in range(8)]
+    records += [TrialRecord(trial_id=f"warm-{i}", number=-(i + 1), name=f"warm-{i}", state=TrialState.COMPLETE,
+                            params={"lr": 0.05}, objective=0.99, extra={"source": "warm_start"}) for i in range(2)]
+    return search(records, n_trials=8)
+
+
+def test_warm_start_rows_are_counted_apart_and_drawn_apart():
+    from hpsearch.dashboard._views import search_view
+    from hpsearch.report import render_html
+    from hpsearch.report._figures import WARM_COLOR, WARM_NAME, history_figure
+
+    result = _with_warm_rows()
+    page = render_html(result)
+    assert "8 / 8 trials + 2 warm-start" in page and "10 / 8" not in page and "10 trials" not in page
+    assert ">2 earlier<" in page and "7 COMPLETE" in page  # the warm-start card; the states count this search only
+    fig = history_figure(result)
+    warm = [t for t in fig.data if t.name == WARM_NAME]
+    assert len(warm) == 1 and list(warm[0].x) == [-2, -1] and warm[0].marker.color == WARM_COLOR
+    assert all(t.name != "COMPLETE" or min(t.x) >= 0 for t in fig.data)
+    best = next(t for t in fig.data if t.name == "best so far")
+    own_best = max(0.5 + 0.04 * i for i in range(8) if i != 5)
+    assert max(best.y) == pytest.approx(own_best)  # never the warm rows' 0.99
+    meta = search_view(result, "n/a", None, True).meta
+    assert (meta["trials"], meta["warm"], meta["counts"]["COMPLETE"]) == (8, 2, 7)
+    assert meta["subtitle"].endswith("8 / 8 trials + 2 warm-start")
