@@ -16,6 +16,7 @@ from hpsearch.report._analysis import (
     time_to_target,
     total_training_time,
 )
+from hpsearch.report._figures import objective_names
 from hpsearch.report._format import fmt_duration, fmt_number, fmt_params
 from hpsearch.report._page import esc, note, page, section, sortable_table, write_page
 from hpsearch.report._plotly import Part, Plot, bundle_script, plot_text, render_parts, require_plotly
@@ -111,7 +112,7 @@ def compare_sections(
                 )
             )
     by_number.update_layout(
-        **_LAYOUT, xaxis_title="trial number", yaxis_title=f"best {plot_text(results[0].objective)}"
+        **_LAYOUT, xaxis_title="trial number", yaxis_title=f"best {plot_text(objective_names(results[0])[0])}"
     )
 
     # Best so far against time since each search started.
@@ -132,7 +133,7 @@ def compare_sections(
     by_time.update_layout(
         **_LAYOUT,
         xaxis_title="seconds since the search started",
-        yaxis_title=f"best {plot_text(results[0].objective)}",
+        yaxis_title=f"best {plot_text(objective_names(results[0])[0])}",
     )
 
     curves = []

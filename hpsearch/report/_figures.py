@@ -40,11 +40,39 @@ WARM_COLOR = "#9333ea"
 WARM_NAME = "warm start (earlier search)"
 
 
+def objective_names(result: SearchResult) -> list[str]:
+    """What each objective is, for axes: the metric it equals at every recorded evaluation (the metric a
+    ``compute_objective`` function or the default objective returns, e.g. ``eval_loss``), else the objective's own
+    name (a metric name given as compute_objective, or ``objective (the function's name)``)."""
+    k = len(result.directions)
+    candidates: list[set[str] | None] = [None] * k
+    for record in result.records:
+        for ev in record.intermediates:
+            values = result.objective_values(ev)
+            if values is None:
+                continue
+            for i, value in enumerate(values):
+                equal = {m for m, v in ev.metrics.items() if isinstance(v, int | float) and not isinstance(v, bool)
+                         and math.isfinite(value) and math.isclose(v, value, rel_tol=1e-9, abs_tol=1e-12)}
+                seen = candidates[i]
+                candidates[i] = equal if seen is None else seen & equal
+    names = []
+    for i, found in enumerate(candidates):
+        if k == 1 and found is not None and result.objective in found:
+            names.append(result.objective)
+        elif found is not None and len(found) == 1:
+            names.append(next(iter(found)))
+        elif k == 1:
+            is_metric = result.objective.startswith("eval_") or any(
+                result.objective in ev.metrics for r in result.records for ev in r.intermediates)
+            names.append(result.objective if is_metric else f"objective ({result.objective})")
+        else:
+            names.append(f"objective {i}")
+    return names
+
+
 def _objective_titles(result: SearchResult) -> list[str]:
-    name = plot_text(result.objective)
-    if not result.is_multi_objective:
-        return [f"{name} ({result.directions[0]})"]
-    return [f"objective {i} ({d})" for i, d in enumerate(result.directions)]
+    return [f"{plot_text(name)} ({d})" for name, d in zip(objective_names(result), result.directions)]
 
 
 def _figure(result: SearchResult, rows: int = 1, shared_x: bool = True) -> Any:

@@ -100,3 +100,34 @@ def test_warm_start_rows_are_counted_apart_and_drawn_apart():
     meta = search_view(result, "n/a", None, True).meta
     assert (meta["trials"], meta["warm"], meta["counts"]["COMPLETE"]) == (8, 2, 7)
     assert meta["subtitle"].endswith("8 / 8 trials + 2 warm-start")
+
+
+def test_a_native_optuna_space_is_drawn_from_its_distributions(tmp_path):
+    """A callable hp_space(trial): categoricals of numbers drawn as categories, axes named by the metric."""
+    import optuna
+
+    import hpsearch
+    from hpsearch.report._figures import history_figure, slice_figure
+    from hpsearch.results import SearchResult
+    from tests.hpsearch.test_warm_start import _trainer
+
+    def hp_space(trial):
+        return {"learning_rate": trial.suggest_float("learning_rate", 1e-3, 1e-1, log=True),
+                "hidden": trial.suggest_categorical("hidden", [8, 16, 32])}
+
+    def compute_objective(metrics):
+        return metrics["eval_loss"]
+
+    hpsearch.hyperparameter_search(_trainer(tmp_path / "native"), hp_space=hp_space, n_trials=4, backend="optuna",
+                                   compute_objective=compute_objective, sampler=optuna.samplers.RandomSampler(seed=0))
+    result = SearchResult.load(tmp_path / "native")  # what was recorded survives the round trip through search.json
+    assert result.space is None and result.objective.endswith("compute_objective")
+    drawn = result.records[0].extra["space"]
+    assert drawn["hidden"] == {"type": "categorical", "choices": [8, 16, 32]}
+    assert drawn["learning_rate"] == {"type": "float", "low": 1e-3, "high": 1e-1, "log": True}
+    names = sorted(result.param_names)
+    fig, _ = slice_figure(result, "hidden")
+    assert fig.layout.xaxis.type == "category" and names == ["hidden", "learning_rate"]
+    fig, _ = slice_figure(result, "learning_rate")
+    assert fig.layout.xaxis.type == "log"
+    assert history_figure(result).layout.yaxis.title.text == "eval_loss (minimize)"
