@@ -188,6 +188,7 @@ def compare_sections(
         ],
         rows,
         state_column=None,
+        highlight=_best_rows(best_values, direction),
     )
 
     # Time to reach the target.
@@ -222,6 +223,18 @@ def compare_sections(
         ("best", "Best results", [table]),
         ("target", "Time to reach target", [reach_html]),
     ]
+
+
+def _best_rows(values: Sequence[float | None], direction: str) -> list[int]:
+    """The searches whose best objective is the best of all (ties: each of them)."""
+    finite = [v for v in values if v is not None and not math.isnan(v)]
+    if not finite:
+        return []
+    top = finite[0]
+    for v in finite[1:]:
+        if is_better(v, top, direction):
+            top = v
+    return [i for i, v in enumerate(values) if v == top]
 
 
 def write_compare_html(

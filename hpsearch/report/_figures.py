@@ -225,12 +225,28 @@ def learning_curves_figure(result: SearchResult) -> Any | None:
                     i,
                     k,
                 )
+    _add_best_curve(fig, result, {id(r): pts for r, pts in curves}, k)
     for i in range(k):
         axis = "yaxis" if i == 0 else f"yaxis{i + 1}"
         fig.update_layout({axis: {"title": {"text": titles[i]}}})
     fig.update_layout(**{**_LAYOUT, "height": 320 * k + 100 if k > 1 else 420})
     fig.update_xaxes(title_text="step", row=k if k > 1 else None)
     return fig
+
+
+def _add_best_curve(fig: Any, result: SearchResult, curves: dict[int, list[Any]], k: int) -> None:
+    """The best trial's curve (one objective) drawn over the others, thick and dark, named in the legend."""
+    go = require_plotly()
+    best = result.best_trial if k == 1 else None
+    pts = curves.get(id(best)) if best is not None else None
+    if best is None or not pts:
+        return
+    _add(fig, go.Scatter(
+        x=[s for s, _ in pts], y=[vec[0] for _, vec in pts], mode="lines+markers",
+        line={"color": "#111827", "width": 3.5}, marker={"size": 6, "color": "#111827"},
+        name=plot_text(f"best: {best.name}"), text=[plot_text(best.name)] * len(pts),
+        hovertemplate="%{text} (best)<br>step %{x}<br>%{y:.6g}<extra></extra>",
+    ), 0, k)
 
 
 def parallel_figure(result: SearchResult) -> Any | None:

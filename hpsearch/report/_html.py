@@ -222,6 +222,7 @@ def _curves(result: SearchResult) -> list[Part]:
     caption = (
         "Objective at each evaluation of every trial: complete solid, pruned dashed, running dotted, "
         "failed dotted with a cross at its last evaluation."
+        + (" The best trial is the thick dark line." if not result.is_multi_objective and result.best_trial else "")
     )
     return [Plot("hp-plot-curves", fig, esc(caption))]
 
@@ -300,4 +301,9 @@ def _trials_table(result: SearchResult) -> str:
     if df.empty:
         return note("No trials were recorded.")
     rows = df.astype(object).where(df.notna(), None).itertuples(index=False, name=None)
-    return sortable_table(list(df.columns), rows) + '<p class="caption">Click a column header to sort.</p>'
+    best = {str(r.trial_id) for r in result.best_trials}
+    marked = [i for i, trial_id in enumerate(df["trial_id"]) if trial_id in best]
+    caption = "Click a column header to sort."
+    if marked:
+        caption += " The best trial" + (" (the Pareto front)" if result.is_multi_objective else "") + " is starred."
+    return sortable_table(list(df.columns), rows, highlight=marked) + f'<p class="caption">{esc(caption)}</p>'

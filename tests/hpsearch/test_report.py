@@ -156,7 +156,8 @@ def test_report_trials_table_is_sortable(rich_html):
     assert '<table class="sortable">' in table
     for column in ("trial_id", "params_momentum", "duration_s", "n_evaluations", "error"):
         assert f"<th>{column}</th>" in table
-    assert table.count("<tr>") == 1 + 7
+    assert table.count("<tr>") + table.count('<tr class="best"') == 1 + 7
+    assert table.count('<tr class="best"') == 1  # the best trial, starred
     assert 'addEventListener("click"' in rich_html
 
 

@@ -131,3 +131,27 @@ def test_a_native_optuna_space_is_drawn_from_its_distributions(tmp_path):
     fig, _ = slice_figure(result, "learning_rate")
     assert fig.layout.xaxis.type == "log"
     assert history_figure(result).layout.yaxis.title.text == "eval_loss (minimize)"
+
+
+def test_the_best_trial_is_highlighted_in_curves_and_tables():
+    from hpsearch.dashboard._views import compare_view
+    from hpsearch.report import compare_html, render_html
+    from hpsearch.report._figures import learning_curves_figure
+
+    result = _with_warm_rows()  # best own trial: run-7 (the warm rows are better but never the best)
+    fig = learning_curves_figure(result)
+    best = [t for t in fig.data if t.name == "best: run-7"]
+    assert len(best) == 1 and best[0].line.width > max(t.line.width for t in fig.data if t is not best[0])
+    page = render_html(result)
+    trials = page[page.index('<section id="trials">'):]
+    assert trials.count('<tr class="best"') == 1
+    starred = trials[trials.index('<tr class="best"'):]
+    assert ">run-7<" in starred[: starred.index("</tr>")]
+    other = _with_warm_rows()
+    for r in other.records:
+        if r.objective is not None and not r.trial_id.startswith("warm"):
+            r.objective -= 0.1
+    compared = compare_html([other, result], labels=["worse", "better"])
+    row = compared[compared.index('<tr class="best"'):]
+    assert compared.count('<tr class="best"') == 1 and ">better<" in row[: row.index("</tr>")]
+    assert '<tr class=\\"best\\"' in compare_view([other, result], ["worse", "better"], [None, None]).message()
