@@ -90,6 +90,10 @@ def test_warm_start_rows_are_counted_apart_and_drawn_apart():
     page = render_html(result)
     assert "8 / 8 trials + 2 warm-start" in page and "10 / 8" not in page and "10 trials" not in page
     assert ">2 earlier<" in page and "7 COMPLETE" in page  # the warm-start card; the states count this search only
+    from hpsearch.report import render_markdown
+
+    assert "**Trials**: 8 of 8 (7 COMPLETE, 1 PRUNED), plus 2 earlier trial(s) told by warm start" in render_markdown(
+        result)
     fig = history_figure(result)
     warm = [t for t in fig.data if t.name == WARM_NAME]
     assert len(warm) == 1 and list(warm[0].x) == [-2, -1] and warm[0].marker.color == WARM_COLOR
