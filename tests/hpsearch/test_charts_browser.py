@@ -92,10 +92,10 @@ def pages(tmp_path):
         stop()
 
 
-def _shoot(browser, plot: dict, path: Path) -> None:  # noqa: F811
+def _shoot(browser, plot: dict, path: Path, box: str = "figure") -> None:  # noqa: F811
     rect = browser.evaluate(f"""(() => {{ const d = document.getElementById({plot['id']!r});
         document.querySelectorAll('nav').forEach(n => {{ n.style.position = 'static'; }});  // not over the chart
-        d.scrollIntoView(); const r = d.closest('figure').getBoundingClientRect();
+        d.scrollIntoView(); const r = d.closest({box!r}).getBoundingClientRect();
         return {{x: r.x + window.scrollX, y: r.y + window.scrollY, width: r.width, height: r.height}}; }})()""")
     shot = browser.call("Page.captureScreenshot", format="png", captureBeyondViewport=True,
                         clip={**rect, "scale": 1})
@@ -133,6 +133,13 @@ def test_every_chart_fits_its_cell_and_shows_every_trial(browser, pages, width, 
             if named and not any(LINK_PARAM in text for text in plot["texts"]):
                 problems.append(f"{where}: the parameter {LINK_PARAM!r} is not shown as text")
             _shoot(browser, plot, shots / f"{name}-{width}-{plot['id']}.png")
+        table = "#best" if "compare" in name else "#trials"  # the best search / the best trial, starred
+        marked = browser.evaluate(f"""Array.from(document.querySelectorAll('{table} tr.best')).map(tr =>
+            [tr.cells[{0 if "compare" in name else 1}].textContent, getComputedStyle(tr.cells[0]).backgroundColor])""")
+        expected = "first" if "compare" in name else "run-7"  # warm rows are better, but never the best run
+        if [m[0] for m in marked] != [expected] or marked[0][1] != "rgb(220, 252, 231)":
+            problems.append(f"{name}@{width}: best row marked {marked}, expected {expected!r} on green")
+        _shoot(browser, {"id": table[1:]}, shots / f"{name}-{width}-table.png", "section")
         if name == "compare":
             trials = next(p for p in plots if p["id"] == "hp-plot-compare-trials")
             assert trials["points"] >= 14, trials  # 7 complete trials of each search, every one drawn
