@@ -133,6 +133,15 @@ def test_every_chart_fits_its_cell_and_shows_every_trial(browser, pages, width, 
             if named and not any(LINK_PARAM in text for text in plot["texts"]):
                 problems.append(f"{where}: the parameter {LINK_PARAM!r} is not shown as text")
             _shoot(browser, plot, shots / f"{name}-{width}-{plot['id']}.png")
+        # A cell that changes width later (here the page's column narrows; no window resize, which plotly's own
+        # `responsive` would follow) gets its figure redrawn at the new width.
+        browser.evaluate("""new Promise(done => { document.querySelector('main').style.maxWidth = '900px';
+            setTimeout(done, 1000); })""")
+        for plot in browser.evaluate(MEASURE_JS):
+            if plot["svg"] is not None and abs(plot["svg"] - plot["cell"]) > 1:
+                problems.append(f"{name}@{width} {plot['id']} after its cell narrowed: drawn {plot['svg']:.0f} px "
+                                f"wide in a {plot['cell']:.0f} px cell")
+        browser.evaluate("document.querySelector('main').style.maxWidth = ''")
         table = "#best" if "compare" in name else "#trials"  # the best search / the best trial, starred
         marked = browser.evaluate(f"""Array.from(document.querySelectorAll('{table} tr.best')).map(tr =>
             [tr.cells[{0 if "compare" in name else 1}].textContent, getComputedStyle(tr.cells[0]).backgroundColor])""")
