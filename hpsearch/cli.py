@@ -179,11 +179,13 @@ def _quiet_trainer_bars(trainer: Any, show_trial_bars: bool) -> None:
 
 def _print_summary(result: Any, started: float, report: str | None, out: Any) -> None:
     from .report._format import fmt_duration
+    from .warmstart import own_counts
 
-    counts = result.counts()
-    detail = ", ".join(f"{n} {state.lower()}" for state, n in counts.items() if n)
+    counts, warm = own_counts(result)
+    detail = ", ".join(f"{n} {state.lower()}" for state, n in counts.items() if n) or "none finished"
     elapsed = fmt_duration(time.monotonic() - started)
-    print(f"Trials: {len(result.records)} ({detail}) in {elapsed} with {result.backend}.", file=out)
+    told = f", plus {warm} earlier trial(s) told by warm start (not trained)" if warm else ""
+    print(f"Trials: {sum(counts.values())} ({detail}){told} in {elapsed} with {result.backend}.", file=out)
     best = result.best_trials
     if not best:
         print("No trial completed.", file=out)

@@ -20,7 +20,7 @@ from ...settings import Option
 from ...trial import Evaluation, Trial, TrialRecord, TrialReporter, TrialState
 from ..base import SearchBackend
 from . import _storage
-from ._space import OptunaSpace, native_params, probe_native_space
+from ._space import SPACE_EXTRA, OptunaSpace, native_params, native_space_spec, probe_native_space
 from ._study import continues_study, open_study, warm_start
 
 if TYPE_CHECKING:
@@ -277,6 +277,8 @@ class OptunaBackend(SearchBackend):
             trial = _lockstep.lead(Trial(optuna_trial.number, optuna_trial.number, params, self.name, native=optuna_trial))
             _lockstep.announce(trial)
             record = run_trial(settings, trial, _OptunaReporter(optuna_trial, multi))
+            if self._space is None:  # a native hp_space: what each parameter was drawn from, for the report
+                record.extra[SPACE_EXTRA] = native_space_spec(optuna_trial.distributions)
             # The whole record goes into the study before it is told: the study alone can rebuild search.json.
             optuna_trial.set_user_attr(_storage.RECORD_ATTR, _storage.record_attr(record))
             pending[optuna_trial.number] = record
