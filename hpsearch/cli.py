@@ -1,4 +1,5 @@
-"""The ``hpsearch`` command: ``hpsearch run SWEEP.yaml`` and ``hpsearch report OUTPUT_DIR [OUTPUT_DIR ...]``.
+"""The ``hpsearch`` command: ``hpsearch run SWEEP.yaml``, ``hpsearch report OUTPUT_DIR [OUTPUT_DIR ...]`` and
+``hpsearch schema`` (the sweep file's reference).
 
 The sweep file is described, parsed and checked in `hpsearch.sweep`. This module names no backend: the choices of
 ``--backend`` come from the registry, and what differs between backends (a stable run name, continuing with
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ._files import RESULT_FILES, SEARCH_FILE
+from ._sweep_trainer import build_trainer
 from .backends import backend_names, get_backend
 from .errors import BackendNotAvailable, HPSearchError, SearchConfigError
 from .sweep import KEYS, ConfigError, SweepConfig, load_sweep
@@ -213,7 +215,7 @@ def run(args: argparse.Namespace) -> int:
     config = load_sweep(args.config, backend=args.backend, n_trials=args.n_trials, output_dir=args.output_dir,
                         resume=args.resume, overrides=overrides)
     started = time.monotonic()
-    from trainer import Trainer, TrainingArguments
+    from trainer import TrainingArguments
 
     from . import hyperparameter_search
     from ._progress import SweepProgress, is_interactive
@@ -243,21 +245,8 @@ def run(args: argparse.Namespace) -> int:
             raise config.error(f"the data factory returned None as the {role} dataset; every trial needs one, so "
                                "return (train_dataset, eval_dataset) with both.", "data")
     training_args = TrainingArguments(output_dir=config.output_dir, **config.training_args)
-    try:
-        trainer = Trainer(
-            model_init=config.model,
-            args=training_args,
-            train_dataset=train_dataset,
-            eval_dataset=eval_dataset,
-            compute_metrics=config.metrics,
-        )
-    except Exception:  # the user's model code: its traceback is the useful part
-        traceback.print_exc()
-        line = config.lines.line("model")
-        print(f"hpsearch: {config.lines.path}{f':{line}' if line else ''}: model: building the Trainer failed "
-              "(traceback above). The Trainer builds one model with model_init(trial=None) before the search, as "
-              "transformers' does: make model_init work without a trial too (e.g. `trial['hidden'] if trial else 64`).",
-              file=sys.stderr)
+    trainer = build_trainer(config, training_args, train_dataset, eval_dataset)
+    if trainer is None:
         return EXIT_FAILED
     interactive = is_interactive() if args.progress is None else args.progress
     _quiet_trainer_bars(trainer, interactive and not training_args.disable_tqdm)
@@ -432,7 +421,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action=_VersionAction,
                         help="print the versions of hpsearch and of each backend's library, and exit")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{run,report,dashboard}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{run,report,schema,dashboard}")
     run_parser = commands.add_parser(
         "run", help="run the sweep a YAML file describes", description="Run a sweep and write its results and report.html."
     )
@@ -468,6 +457,13 @@ def _parser() -> argparse.ArgumentParser:
     report_parser.add_argument("--target", type=float,
                                help="objective value for 'time to reach target' when comparing")
     report_parser.set_defaults(handler=report)
+
+    schema_parser = commands.add_parser(
+        "schema", help="print the sweep file's reference (Markdown)",
+        description="Print every key of a sweep file and every backend's options, from their one declaration.")
+    from ._sweep_schema import print_schema
+
+    schema_parser.set_defaults(handler=print_schema)
 
     from .dashboard._cli import add_parser as add_dashboard_parser
 

@@ -74,7 +74,7 @@ class RayBackend(SearchBackend):
         Option("max_concurrent_trials", (int,), "trials run at once"),
         Option("scheduler", (object,), "a ray.tune.schedulers scheduler", build_from=("ray.tune.schedulers",)),
         Option("search_alg", (object,), "a ray.tune.search searcher", build_from=("ray.tune.search",)),
-        Option("storage_path", (str,), "Tune's storage (default output_dir/ray_results)"),
+        Option("storage_path", (str,), "Tune's storage (default output_dir/ray_results)", path=True),
         Option("name", (str,), "the experiment's folder name in storage_path"),
         Option("max_failures", (int,), "retries of a failed trial (-1: forever)"),
         Option("keep_checkpoints_num", (int,), "checkpoints Tune keeps per trial"),
@@ -83,7 +83,7 @@ class RayBackend(SearchBackend):
         Option("stop", (dict, object), "Tune's stop criteria: a dict, a Stopper or a callable"),
         Option("scope", (str,), f"Ray's name for objective_scope: {', '.join(_checks.SCOPES)}"),
         Option("resume", (bool, str), "restore the interrupted experiment (True: this search's own, started when "
-               "there is none yet; or its folder)"),
+               "there is none yet; or its folder)", path=True),
         Option("workers_per_trial", (int,), "processes per trial (a Ray Train run, data-parallel)"),
     )
 
