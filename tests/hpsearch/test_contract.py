@@ -223,6 +223,25 @@ def test_every_trial_has_its_whole_cost_whatever_its_end(backend, make_trainer, 
     assert not frame["device_s"].isna().any()
 
 
+def test_one_progress_line_per_finished_trial_from_the_session(backend, make_trainer, tiny_space, caplog):
+    """From Python, every backend: ``[n/N] name STATE objective X | best Y (name)`` after each trial."""
+    caplog.set_level("INFO", logger="hpsearch.progress")
+    trainer = make_trainer(model_init=_trials.ScriptedModelInit({1: "raise"}))
+    best = backend.search(trainer, hp_space=tiny_space, compute_objective="eval_loss", direction="minimize",
+                          n_trials=3, max_failed_trials=3)
+    lines = [r.getMessage() for r in caplog.records if r.name == "hpsearch.progress"]
+    assert [line.split()[0] for line in lines] == ["[1/3]", "[2/3]", "[3/3]"], lines
+    records = {r.name: r for r in best.run_summary.records}
+    for line in lines:
+        name, state = line.split()[1:3]
+        assert records[name].state.value == state, line
+        assert " | best " in line, line
+    failed = next(line for line in lines if " FAIL " in line)
+    assert "objective - | " in failed and "scripted failure of trial 1" in failed
+    best_record = best.run_summary.best_trial
+    assert lines[-1].split(" | best ")[1].startswith(f"{best_record.objective:.4g} ({best_record.name})"), lines[-1]
+
+
 # ---------------------------------------------------------------------------------------------- results schema
 SCHEMA_SPACE = {
     "learning_rate": Float(1e-3, 1e-1, log=True),
