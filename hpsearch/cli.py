@@ -7,7 +7,8 @@ The sweep file is described, parsed and checked in `hpsearch.sweep`. This module
 (`SearchBackend.sweep_options`, `existing_run`, `discard_existing_run`).
 
 Exit codes: 0 done, 1 the search (or a report) failed, 2 the command or the sweep file is wrong (the message
-names the key and its line in the file, and the fix; no traceback), 130 interrupted before any trial completed.
+names the key and its line in the file, and the fix; no traceback), 130 interrupted (Ctrl-C: one line says what
+finished and the command that continues).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ._files import RESULT_FILES, SEARCH_FILE
+from ._interrupt import Interrupt
 from ._sweep_trainer import build_trainer
 from .backends import backend_names, get_backend
 from .errors import BackendNotAvailable, HPSearchError, SearchConfigError
@@ -258,8 +260,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"Sweep {config.path}: {config.n_trials} trials with {config.backend}, results in {config.output_dir}",
           file=sys.stderr)
     failure: BaseException | None = None
+    interrupt = Interrupt()
     try:
-        with SweepProgress(config.n_trials, enabled=interactive):
+        with interrupt, SweepProgress(config.n_trials, enabled=interactive):
             best = hyperparameter_search(
                 trainer,
                 hp_space=config.space,
@@ -278,14 +281,15 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError(str(error), path=str(config.path)) from None
         raise config.error(str(error), *keys) from None
     except KeyboardInterrupt:
-        print(f"\nInterrupted before any trial completed; finished trials are in {config.output_dir} "
-              "(continue with --resume where the backend supports it).", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        interrupt.interrupted = True
     except HPSearchError as error:
         failure, result = error, None
     except Exception as error:  # the user's model/data code or a backend bug: keep the traceback
         failure, result = error, None
         traceback.print_exc()
+    if interrupt.interrupted:
+        print(f"\n{interrupt.summary(config, getattr(args, 'argv', ['run', str(config.path)]))}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     if result is None:
         result = _load_if_any(config.output_dir)
     report = _write_report(result, config.output_dir) if result is not None else None
@@ -478,14 +482,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exit_:  # usage errors (2) and --help (0), as an exit code rather than an exception
         return int(exit_.code or 0) if not isinstance(exit_.code, str) else EXIT_CONFIG
+    args.argv = list(argv) if argv is not None else sys.argv[1:]  # the command as given, to say how to continue
     try:
         code = int(args.handler(args))
         sys.stdout.flush()  # a closed pipe shows here, where it is handled below, not at the interpreter's exit
         return code
-    except SearchConfigError as error:  # includes ConfigError and BackendNotAvailable's config cousins
-        print(f"hpsearch: error: {_shorten(str(error))}", file=sys.stderr)
-        return EXIT_CONFIG
-    except BackendNotAvailable as error:
+    except (SearchConfigError, BackendNotAvailable) as error:  # SearchConfigError includes ConfigError
         print(f"hpsearch: error: {_shorten(str(error))}", file=sys.stderr)
         return EXIT_CONFIG
     except BrokenPipeError:
