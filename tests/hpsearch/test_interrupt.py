@@ -95,3 +95,22 @@ def test_ctrl_c_exits_130_with_one_line_that_agrees_with_search_json_and_continu
     assert {r.trial_id: r.params for r in final.records if r.trial_id in kept} == kept
     counts = final.counts()
     assert counts["COMPLETE"] + counts["PRUNED"] + counts["FAIL"] == N_TRIALS, final.records
+
+
+SCRIPT = """
+from hpsearch import hyperparameter_search
+from spaces import Float
+from tests.hpsearch._trials import digits_search_trainer
+trainer = digits_search_trainer({out!r}, max_steps=600, eval_steps=200)
+best = hyperparameter_search(trainer, hp_space={{"learning_rate": Float(1e-3, 1e-1, log=True)}}, backend="random",
+                             n_trials={n}, compute_objective="eval_loss", direction="minimize", seed=0)
+print("returned", best.run_id)
+"""
+
+
+def test_ctrl_c_in_python_returns_the_best_and_names_the_call_that_continues(tmp_path):
+    code, err = _interrupt_after_two_trials(
+        [sys.executable, "-c", SCRIPT.format(out=str(tmp_path / "out"), n=N_TRIALS)])
+    assert code == 0, err
+    assert "Search interrupted: returning the best of the " in err
+    assert "the same call with resume=True continues it (the running trial trains again)" in err, err
