@@ -16,7 +16,7 @@ from ..errors import SearchConfigError
 from ..runner import run_trial
 from ..settings import Option
 from ..trial import NullReporter, Trial, TrialState
-from .base import SearchBackend
+from .base import SearchBackend, call_native_space
 
 if TYPE_CHECKING:
     from spaces import SearchSpace
@@ -49,6 +49,12 @@ class RandomBackend(SearchBackend):
 
     def is_native_space(self, hp_space: Any) -> bool:
         if callable(hp_space) and not hasattr(hp_space, "items"):
+            try:
+                call_native_space(hp_space, self.name)  # names the backend a trial.suggest_* function was written for
+            except SearchConfigError:
+                raise
+            except Exception:
+                pass
             raise SearchConfigError(
                 "backend='random' takes a portable hp_space (a spaces.SearchSpace or a dict of spaces domains), "
                 f"not a callable ({hp_space!r}); it has no native space form."

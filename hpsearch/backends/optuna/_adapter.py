@@ -67,6 +67,7 @@ class OptunaBackend(SearchBackend):
     can_resume = True
     resume_hint = "storage=<the study's storage> with load_if_exists=True"
     warm_start_modes = ("inform", "evaluate")
+    trial_api = ("suggest_",)
     options = (
         Option("sampler", (object,), "an optuna.samplers sampler", build_from=("optuna.samplers",)),
         Option("pruner", (object,), "an optuna.pruners pruner", build_from=("optuna.pruners",)),

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from ..._params import check_param_names
 from ...errors import SearchConfigError
 from ...settings import Option
-from ..base import SearchBackend
+from ..base import SearchBackend, call_native_space
 from . import _checks, _driver
 from ._connect import Connection, connect
 from ._space import check_native_values, convert_space
@@ -157,7 +157,8 @@ class RayBackend(SearchBackend):
 
     def resolve_space(self, hp_space: Any) -> tuple[SearchSpace | None, Any]:
         if hp_space is not None and self.is_native_space(hp_space):
-            native = hp_space(None) if callable(hp_space) and not isinstance(hp_space, Mapping) else hp_space
+            native = (call_native_space(hp_space, self.name) if callable(hp_space) and not isinstance(hp_space, Mapping)
+                      else hp_space)
             if not isinstance(native, Mapping):
                 raise SearchConfigError(
                     f"hp_space(None) must return a dict of Ray Tune domains (tune.uniform(...), ...), got "
