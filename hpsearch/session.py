@@ -38,6 +38,13 @@ logger = logging.getLogger(__name__)
 TRIAL_END_HOOKS: list[Callable[[SearchSession, TrialRecord], None]] = []
 
 
+def _progress_line(session: SearchSession, record: TrialRecord) -> None:
+    """One progress line per finished trial, on every backend (see `hpsearch._progress.trial_line`)."""
+    from ._progress import trial_line
+
+    trial_line(session, record)
+
+
 def _now() -> datetime:
     return datetime.now(timezone.utc)
 
@@ -107,7 +114,7 @@ class SearchSession:
                 self.result._save_after_trial(self.output_dir)
                 # The live dashboard's feed, with the record's JSON as search.json has just stored it.
                 _events.trial_finished(self.output_dir, record, self.result._record_line(record).strip())
-                for hook in list(TRIAL_END_HOOKS):
+                for hook in [_progress_line, *TRIAL_END_HOOKS]:
                     try:
                         hook(self, record)
                     except Exception:

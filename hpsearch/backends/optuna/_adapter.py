@@ -67,10 +67,12 @@ class OptunaBackend(SearchBackend):
     can_resume = True
     resume_hint = "storage=<the study's storage> with load_if_exists=True"
     warm_start_modes = ("inform", "evaluate")
+    trial_api = ("suggest_",)
     options = (
         Option("sampler", (object,), "an optuna.samplers sampler", build_from=("optuna.samplers",)),
         Option("pruner", (object,), "an optuna.pruners pruner", build_from=("optuna.pruners",)),
-        Option("storage", (str, object), "a database URL, a journal file path (*.log) or an Optuna storage"),
+        Option("storage", (str, object), "a database URL, a journal file path (*.log) or an Optuna storage",
+               path=True),
         Option("study_name", (str,), "the study's name in the storage"),
         Option("load_if_exists", (bool,), "continue a study of that name found in the storage"),
         Option("timeout", (int, float), "seconds after which no new trial starts"),
