@@ -2,8 +2,8 @@
 
 `CostMeter` wraps one trial in `run_trial`, on every backend, from its first line to its return, whatever the trial's
 end (COMPLETE, PRUNED, FAIL); every evaluation puts the cost so far into the trial's record (`CostMeter.snapshot`),
-so a trial whose process an engine stops (a Ray scheduler) keeps the cost up to its last report. Device-seconds are the trial's wall seconds times the
-processes that trained it, each holding one device (a GPU on CUDA, the CPU otherwise): GPU-seconds where a GPU is
+so a trial whose process an engine's scheduler stops keeps the cost up to its last report. Device-seconds are the
+trial's wall seconds times the processes that trained it, each holding one device (a GPU on CUDA, the CPU otherwise): GPU-seconds where a GPU is
 used. Peak memory is the trial's peak GPU allocation on CUDA, else the process's resident set size at the trial's
 start and end and every `SAMPLE_INTERVAL_S` during it, read by a background thread (`_Sampler`). Energy (kWh) and
 emissions (kg CO2eq) come from CodeCarbon's offline tracker (the country is ``CODECARBON_COUNTRY_ISO_CODE``, default
@@ -161,7 +161,7 @@ class CostMeter:
 
     def snapshot(self, world_size: int = 1) -> dict[str, float]:
         """The cost so far of a trial still running (energy is measured at `stop` only): the record a trial sends
-        at each evaluation carries it, so a trial whose process an engine stops (a Ray scheduler) keeps its cost."""
+        at each evaluation carries it, so a trial whose process an engine's scheduler stops keeps its cost."""
         self.observe(_rss_mb())
         return self._cost(time.perf_counter() - self._wall, world_size, math.nan, math.nan)
 
