@@ -7,7 +7,7 @@ whatever the backend: it logs ``[3/10] run-2 COMPLETE objective 0.9721 | best 0.
 ``logging.getLogger("hpsearch.progress").setLevel(logging.WARNING)``; while the CLI's bar is shown, the bar says it.
 
 It is a CLI feature, hooked in without touching any backend: `SweepProgress` registers itself in
-``hpsearch.session.TRIAL_END_HOOKS``, which `SearchSession.record` calls after every recorded trial (in the
+``hpsearch._hooks.TRIAL_END_HOOKS``, which `SearchSession.record` calls after every recorded trial (in the
 driver process, whatever the backend), and recomputes its counts from the records so a trial recorded twice
 (a restart) is not counted twice. `TrialProgressCallback` replaces the trainer's per-trial bar during a
 sweep with a transient one (no log lines), so thirty trials do not leave thirty bars and hundreds of metric
@@ -107,7 +107,7 @@ class SweepProgress:
 
     def __enter__(self) -> SweepProgress:
         global _bars
-        from . import session
+        from ._hooks import TRIAL_END_HOOKS
 
         if self.enabled:
             _bars += 1
@@ -117,15 +117,15 @@ class SweepProgress:
                 total=self.total, desc="sweep", unit="trial", file=self.file, dynamic_ncols=True, position=0,
                 leave=True,
             )
-        session.TRIAL_END_HOOKS.append(self.on_trial_end)
+        TRIAL_END_HOOKS.append(self.on_trial_end)
         return self
 
     def __exit__(self, *exc: Any) -> None:
         global _bars
-        from . import session
+        from ._hooks import TRIAL_END_HOOKS
 
         try:
-            session.TRIAL_END_HOOKS.remove(self.on_trial_end)
+            TRIAL_END_HOOKS.remove(self.on_trial_end)
         except ValueError:
             pass
         if self.bar is not None:

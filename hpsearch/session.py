@@ -15,12 +15,13 @@ import difflib
 import json
 import logging
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from . import _dist, _events
 from ._files import json_default
+from ._hooks import TRIAL_END_HOOKS
 from .errors import SearchConfigError, TooManyFailedTrials
 from .trial import TrialRecord, TrialState
 
@@ -32,10 +33,6 @@ __all__ = ["TRIAL_END_HOOKS", "SearchSession", "identity_differences", "search_i
 
 logger = logging.getLogger(__name__)
 
-#: Called as ``hook(session, record)`` after each finished trial is recorded and saved, in the process that
-#: records it (the CLI's sweep progress bar registers here, see ``hpsearch._progress``). A hook that raises is
-#: logged and ignored: a display must never stop a search.
-TRIAL_END_HOOKS: list[Callable[[SearchSession, TrialRecord], None]] = []
 
 
 def _progress_line(session: SearchSession, record: TrialRecord) -> None:
