@@ -248,11 +248,6 @@ def _resolve_sampling(args: TrainingArguments, derived: dict[str, Any], previous
 
 
 def _refusals(args: TrainingArguments) -> None:
-    if args.average_tokens_across_devices:
-        raise ValueError(
-            "average_tokens_across_devices=True is not supported: this trainer's loss is the mean of each process's "
-            "batch loss (it does not count label tokens into num_items_in_batch); pass False."
-        )
     if not args.save_safetensors:
         raise ValueError(
             "save_safetensors=False is not supported: weights are only written as safetensors (no pickles); "

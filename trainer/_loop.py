@@ -28,6 +28,7 @@ from ._data import (
     send_to_device,
     set_loader_epoch,
 )
+from ._loss import accepts_loss_kwargs, count_label_tokens, loss_shifts_labels
 from ._training_args import SaveStrategy
 from ._utils import TrainOutput, speed_metrics
 
@@ -126,6 +127,19 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
     # transformers (4.46+) calls training_step(model, inputs, num_items_in_batch); an override written for it may
     # require the third argument, one written for older versions may not take it.
     step_takes_items = _positional_parameters(trainer.training_step) >= 3
+    trainer.model_accepts_loss_kwargs = accepts_loss_kwargs(trainer.model)
+    # Token-count normalisation (transformers 4.46+): each accumulation window is read ahead and its label tokens
+    # counted (see _loss). Where it cannot change the loss (one micro-batch per step in one process, the model's
+    # mean being that count's quotient already) the loop does not count, except for compute_loss_func, which
+    # transformers always hands the count.
+    counting = step_takes_items and (
+        trainer.compute_loss_func is not None
+        or (trainer.model_accepts_loss_kwargs and (accum > 1 or accelerator.num_processes > 1))
+    )
+    shift_count = counting and loss_shifts_labels(trainer.model)
+    # Batches come flagged (batch, is_last) and the loop decides synchronization itself: the fast loop, and a
+    # counting one (reading a window ahead would end accelerate's accumulate() windows early).
+    flagged = fast_loop or counting
     no_accumulate_context = nullcontext()
     trainer.model_wrapped = model
     handler = trainer.callback_handler
@@ -203,19 +217,24 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
         step = -1
         # The fast loop reads one batch ahead, as accelerate's loader does (the same order of data loading and
         # training, so the global RNG is drawn in the same sequence), to know the epoch's last batch.
-        batches = flag_last(epoch_iterator) if fast_loop else epoch_iterator
+        batches: Any = flag_last(epoch_iterator) if flagged else epoch_iterator
+        if counting:
+            batches = counted_windows(batches, accum, shift_count, trainer, skipped)
+        num_items: Any = None
         for step, inputs in enumerate(batches):
+            if counting:
+                inputs, num_items = inputs
             if restore_rng_at_first_batch:
                 assert resume_from_checkpoint is not None  # the flag is only set when resuming
                 ckpt.load_rng_state(resume_from_checkpoint, accelerator.process_index)
                 restore_rng_at_first_batch = False
             total_batched_samples += 1
             if count_tokens:
-                tokens = input_tokens(trainer, inputs[0] if fast_loop else inputs, args.include_num_input_tokens_seen)
+                tokens = input_tokens(trainer, inputs[0] if flagged else inputs, args.include_num_input_tokens_seen)
                 tokens_this_run += tokens
                 if args.include_num_input_tokens_seen != "no":
                     trainer.state.num_input_tokens_seen += tokens
-            trainer.state.total_flos += trainer.floating_point_ops(inputs[0] if fast_loop else inputs) * num_processes
+            trainer.state.total_flos += trainer.floating_point_ops(inputs[0] if flagged else inputs) * num_processes
             if not step_started:
                 # Step events that no callback overrides are not dispatched (see step_listeners); which those are
                 # is asked again after any callback ran and after the training step, which may add callbacks.
@@ -229,20 +248,24 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
                 trainer.current_gradient_accumulation_steps = (
                     accum if position < last_window_start else steps_in_epoch - last_window_start
                 )
-            if fast_loop:
+            if flagged:
                 inputs, is_last = inputs
                 # accelerate's rule: every accum-th micro-batch, and the last one of the epoch. A resume skips
                 # whole optimizer steps (a multiple of accum batches), so counting from the epoch's first
                 # yielded batch agrees with counting from the epoch's start.
                 sync = is_last or (step + 1) % accum == 0
-                accelerator.sync_gradients = sync  # kept truthful for code that reads it
+                if fast_loop:
+                    accelerator.sync_gradients = sync  # kept truthful for code that reads it
+                    context: Any = no_accumulate_context
+                else:  # what accumulate() does, with the window decided here (transformers' way since it reads ahead)
+                    accelerator.gradient_state._set_sync_gradients(sync)
+                    context = no_accumulate_context if sync else accelerator.no_sync(model)
                 if move_batches:
                     inputs = send_to_device(inputs, accelerator.device)
-                context: Any = no_accumulate_context
             else:
                 context = accelerator.accumulate(model)
             with context:
-                loss_step = (trainer.training_step(model, inputs, None) if step_takes_items
+                loss_step = (trainer.training_step(model, inputs, num_items) if step_takes_items
                              else trainer.training_step(model, inputs))
                 if args.logging_nan_inf_filter:
                     # The value is read for the check anyway (math.isfinite: torch.isfinite's test on this scalar,
@@ -258,7 +281,7 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
                 else:
                     tr_loss = tr_loss + loss_step
                 listening = handler.step_listeners()
-                if sync if fast_loop else accelerator.sync_gradients:
+                if sync if flagged else accelerator.sync_gradients:
                     if args.max_grad_norm is not None and args.max_grad_norm > 0:
                         trainer._grad_norm = clip(model.parameters(), args.max_grad_norm)
                     if "on_pre_optimizer_step" in listening:
@@ -573,18 +596,35 @@ def output_at(outputs: Any, index: int) -> Any:
     return outputs[index]
 
 
-def smoothed_cross_entropy(outputs: Any, labels: torch.Tensor, epsilon: float) -> torch.Tensor:
-    """Cross-entropy with label smoothing ``epsilon`` of the model's logits (``outputs["logits"]`` or its first
-    output) against ``labels``; positions labelled ``-100`` are ignored. The logits' last dimension is the classes."""
-    if isinstance(outputs, Mapping):
-        logits = outputs["logits"] if "logits" in outputs else next(iter(outputs.values()))
-    elif isinstance(outputs, list | tuple):
-        logits = outputs[0]
-    else:
-        logits = getattr(outputs, "logits", outputs)
-    return nn.functional.cross_entropy(
-        logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1).long(), ignore_index=-100, label_smoothing=epsilon
-    )
+def counted_windows(batches: Any, accum: int, shift: bool, trainer: Trainer, skipped: int) -> Any:
+    """Yield ``((batch, is_last), num_items_in_batch)``, reading each accumulation window ahead to count its label
+    tokens (transformers' ``get_batch_samples``); summed over the processes with ``average_tokens_across_devices``.
+    Windows start every ``accum`` batches from the epoch's start; ``skipped`` (a resume) is a multiple of it."""
+    assert skipped % accum == 0
+    window: list[Any] = []
+    for item in batches:
+        window.append(item)
+        if len(window) == accum or item[1]:
+            yield from _with_count(window, _window_count(trainer, [e[0] for e in window], shift))
+            window = []
+    if window:
+        yield from _with_count(window, _window_count(trainer, [e[0] for e in window], shift))
+
+
+def _with_count(window: list[Any], count: Any) -> Any:
+    for entry in window:
+        yield entry, count
+
+
+def _window_count(trainer: Trainer, batches: list[Any], shift: bool) -> Any:
+    count = count_label_tokens(batches, shift)
+    accelerator = trainer.accelerator
+    if count is None or accelerator is None:
+        return count
+    count = count.to(accelerator.device)
+    if trainer.args.average_tokens_across_devices and accelerator.num_processes > 1:
+        count = accelerator.gather(count.reshape(1)).sum()
+    return count
 
 
 def _neftune_hook(model: Any, alpha: float) -> Any:

@@ -22,7 +22,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset, IterableDataset
 
 from . import _checkpoint as ckpt
-from . import _data, _evaluation, _fsdp, _loop, _precision, _saving
+from . import _data, _evaluation, _fsdp, _loop, _loss, _precision, _saving
 from ._callbacks import (
     CallbackHandler,
     DefaultFlowCallback,
@@ -121,6 +121,11 @@ class Trainer(TrainerHelpers):
     # Micro-batches in the current accumulation window (transformers' name); None: gradient_accumulation_steps.
     current_gradient_accumulation_steps: int | None = None
     _ignore_keys_for_eval: list[str] | None = None
+    # transformers' switch: whether compute_loss's loss is already normalised over the accumulation window (True),
+    # or a per-batch mean training_step divides by the window's size (False); None decides as transformers does.
+    loss_is_scaled_for_ga: bool | None = None
+    # Whether the model's forward takes num_items_in_batch (transformers' attribute; set per model).
+    model_accepts_loss_kwargs: bool = False
 
     def __init__(
         self,
@@ -205,6 +210,7 @@ class Trainer(TrainerHelpers):
             if model is None:
                 model = self.call_model_init()
             self.model: nn.Module = model
+            self.model_accepts_loss_kwargs = _loss.accepts_loss_kwargs(model)
             _set_use_cache(model, args)
             if args.label_smoothing_factor and _is_multi_label(model):
                 warnings.warn("Label smoothing is not compatible with multi-label classification. Disabling label "
@@ -348,7 +354,8 @@ class Trainer(TrainerHelpers):
         factor = self.args.label_smoothing_factor
         if not factor or _is_multi_label(self.model):
             return None
-        return functools.partial(_loop.smoothed_cross_entropy, epsilon=factor)
+        # A causal LM's logits at i predict label i + 1: shifted as transformers' LabelSmoother(shift_labels=True).
+        return functools.partial(_loss.smoothed_cross_entropy, epsilon=factor, shift=_loss.is_causal_lm(self.model))
 
     # ------------------------------------------------------------------ training
     def train(
@@ -476,12 +483,15 @@ class Trainer(TrainerHelpers):
 
         With ``compute_loss_func`` (a Trainer argument) or ``label_smoothing_factor`` > 0 the labels are kept from the
         model and the loss is ``compute_loss_func(outputs, labels, num_items_in_batch=...)``, else the label-smoothed
-        cross-entropy of its logits (``-100`` labels ignored). ``num_items_in_batch`` is accepted for subclasses
-        written for transformers; this trainer passes none (see README, differences).
+        cross-entropy of its logits (``-100`` labels ignored; shifted by one for a causal LM). ``num_items_in_batch``
+        (the label tokens of the accumulation window, as transformers counts them) goes to the model when its
+        forward takes it, to ``compute_loss_func`` and to the label smoother, which divide their summed loss by it.
         """
         smoother = self.label_smoother
         loss_func = self.compute_loss_func
         loss: torch.Tensor | None
+        if num_items_in_batch is not None and self.model_accepts_loss_kwargs and isinstance(inputs, Mapping):
+            inputs = {**inputs, "num_items_in_batch": num_items_in_batch}  # the model divides its summed loss by it
         if (smoother is not None or loss_func is not None) and isinstance(inputs, Mapping) and "labels" in inputs:
             inputs = dict(inputs)
             labels = inputs.pop("labels")
@@ -489,7 +499,7 @@ class Trainer(TrainerHelpers):
             if loss_func is not None:
                 loss = loss_func(outputs, labels, num_items_in_batch=num_items_in_batch)
             else:
-                loss = cast(Any, smoother)(outputs, labels)
+                loss = cast(Any, smoother)(outputs, labels, num_items_in_batch=num_items_in_batch)
             if isinstance(outputs, list | tuple):
                 outputs = (loss, *outputs)  # loss first, as a model given labels returns it
         elif type(inputs) is dict or isinstance(inputs, Mapping):
@@ -501,6 +511,13 @@ class Trainer(TrainerHelpers):
         else:
             outputs = model(inputs)
             loss = _loop.extract_loss(outputs)
+        if (
+            loss is not None and num_items_in_batch is not None and self.args.average_tokens_across_devices
+            and (self.model_accepts_loss_kwargs or loss_func is not None)
+        ):
+            # num_items_in_batch counts every process's tokens and the processes' gradients are averaged: scaled back.
+            assert self.accelerator is not None
+            loss = loss * self.accelerator.num_processes
         if self.args.past_index >= 0:
             self._past = _loop.output_at(outputs, self.args.past_index)
         if loss is None:
@@ -514,8 +531,8 @@ class Trainer(TrainerHelpers):
     def training_step(self, model: nn.Module, inputs: Any, num_items_in_batch: Any = None) -> torch.Tensor:
         """One micro-batch: forward, loss, backward. Returns the loss scaled for gradient accumulation, detached.
 
-        ``num_items_in_batch`` is transformers' third argument (for subclasses calling ``super()``); the loop passes
-        None (see README, differences), and a given value reaches `compute_loss`."""
+        ``num_items_in_batch``: the label tokens of the accumulation window (the loop counts them where transformers
+        does); a loss normalised by it is not divided by the window's size again (see `loss_is_scaled_for_ga`)."""
         assert self.accelerator is not None
         cached = self._train_modules
         if cached is None or cached[0] is not model:
@@ -532,9 +549,14 @@ class Trainer(TrainerHelpers):
             loss = self.compute_loss(model, inputs, num_items_in_batch=num_items_in_batch)
         if loss.dim() > 0 and self.accelerator.num_processes > 1:
             loss = loss.mean()
+        scaled = self.loss_is_scaled_for_ga
+        if scaled is None:
+            scaled = (self.model_accepts_loss_kwargs and num_items_in_batch is not None) or (
+                self.compute_loss_func is not None
+            )
         # The micro-batches of this accumulation window: gradient_accumulation_steps but in an epoch's last, shorter
-        # window (the training loop sets it, as transformers' does).
-        window = self.current_gradient_accumulation_steps or self.args.gradient_accumulation_steps
+        # window (the training loop sets it, as transformers' does). A loss normalised over the window is not divided.
+        window = 1 if scaled else self.current_gradient_accumulation_steps or self.args.gradient_accumulation_steps
         if getattr(self, "_plain_backward", False):
             # What accelerator.backward does here (no scaler, one process), minus its call overhead; dividing by
             # 1 changes no gradient bit, so it is skipped.

@@ -185,7 +185,7 @@ class TrainingArguments(ArgumentSetters):
         include_num_input_tokens_seen: Count the input tokens trained on in ``state.num_input_tokens_seen`` (and
             the logs): "all" (or True) the elements of ``input_ids``, "non_padding" those its attention mask keeps,
             "no" (or False; the default) none. Stored as "all", "non_padding" or "no", as transformers does.
-        average_tokens_across_devices: Refused when True (no token-count loss normalisation; see the README).
+        average_tokens_across_devices: Sum the label tokens of all processes into num_items_in_batch (as transformers).
         max_checkpoint_shard_size: Largest safetensors shard: int bytes or a string like "5GB"/"500MB".
         save_on_each_node: Save checkpoints on every node, not just the main one (no shared filesystem).
 
@@ -302,7 +302,7 @@ class TrainingArguments(ArgumentSetters):
     run_name: str | None = None
     skip_memory_metrics: bool = True
     include_num_input_tokens_seen: bool | str = "no"
-    average_tokens_across_devices: bool = False
+    average_tokens_across_devices: bool = True
     max_checkpoint_shard_size: str | int = "5GB"
     save_on_each_node: bool = False
     log_level_replica: Literal["debug", "info", "warning", "error", "critical", "passive"] = "warning"

@@ -911,6 +911,23 @@ def c_train_sampling_strategy(env: Env) -> None:
     refused("train_sampling_strategy", "sequential", "disagree", group_by_length=True)(env)
 
 
+class _TwoProcesses:
+    """What the window count asks of an accelerator with two processes, the other one holding 5 label tokens."""
+
+    num_processes = 2
+    device = torch.device("cpu")
+
+    def gather(self, tensor: torch.Tensor) -> torch.Tensor:
+        return torch.cat([tensor, torch.tensor([5])])
+
+
+def c_average_tokens(env: Env) -> None:
+    batch = {"labels": torch.tensor([[1, 2, -100], [3, -100, -100]])}
+    for value, expected in ((True, 3 + 5), (False, 3)):
+        trainer = types.SimpleNamespace(accelerator=_TwoProcesses(), args=env.args(average_tokens_across_devices=value))
+        assert int(loop_module._window_count(trainer, [batch], shift=False)) == expected  # type: ignore[arg-type]
+
+
 def c_multiprocessing_context(env: Env) -> None:
     loader = env.trainer(dataloader_num_workers=1, dataloader_multiprocessing_context="spawn").get_train_dataloader()
     assert loader.multiprocessing_context.get_start_method() == "spawn"
@@ -1083,7 +1100,7 @@ CHECKS: dict[str, Callable[..., None]] = {
     "run_name": c_run_name,
     "skip_memory_metrics": c_skip_memory,
     "include_num_input_tokens_seen": c_tokens_seen,
-    "average_tokens_across_devices": refused("average_tokens_across_devices", True, "not supported"),
+    "average_tokens_across_devices": c_average_tokens,
     "max_checkpoint_shard_size": c_shard_size,
     "save_on_each_node": c_save_on_each_node,
     "log_level_replica": c_log_level_replica,
