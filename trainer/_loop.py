@@ -108,10 +108,10 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
         # An optimizer we just built, with no state for accelerate to place on the device, and a wrapper that would
         # only forward its calls (see wrapper_only_forwards): accelerate's preparation of it (a package search and a
         # state_dict round trip, ~0.1 ms per trial) is skipped and the loop steps it directly.
-        model, optimizer = accelerator.prepare(trainer.model), built
+        model, optimizer = accelerator.prepare(trainer._wrap_model(trainer.model)), built
         step_optimizer, clip = built, torch.nn.utils.clip_grad_norm_
     else:
-        model, optimizer = accelerator.prepare(trainer.model, trainer.optimizer)
+        model, optimizer = accelerator.prepare(trainer._wrap_model(trainer.model), trainer.optimizer)
         step_optimizer = direct_optimizer(accelerator, optimizer)
         # Where accelerate's wrappers only forward (see direct_optimizer), clip with torch directly too.
         clip = torch.nn.utils.clip_grad_norm_ if step_optimizer is not optimizer else accelerator.clip_grad_norm_
@@ -178,7 +178,7 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
 
     trainer.control = trainer.callback_handler.on_train_begin(args, trainer.state, trainer.control)
     if args.eval_on_start and trainer.state.global_step == 0:
-        evaluate_during_training(trainer)  # a baseline before the first step, as transformers' eval_on_start
+        trainer._evaluate(trial, trainer._ignore_keys_for_eval, skip_scheduler=True)  # as transformers' eval_on_start
     tr_loss = torch.zeros((), device=accelerator.device)
     loss_sum = 0.0  # the finite step losses not yet added to tr_loss (see the step)
     trainer._total_loss_scalar = 0.0
@@ -303,7 +303,8 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
                     control = trainer.control = handler.on_step_end(args, trainer.state, trainer.control)
                     if control.should_log or control.should_evaluate or control.should_save:
                         tr_loss, loss_sum = tr_loss + loss_sum, 0.0
-                        tr_loss = maybe_log_save_evaluate(trainer, tr_loss, model, trial, epoch)
+                        trainer._maybe_log_save_evaluate(tr_loss, trainer._grad_norm, model, trial, epoch,
+                                                         trainer._ignore_keys_for_eval, start_time)
                     step_started = False
                 elif "on_substep_end" in listening:
                     trainer.control = handler.on_substep_end(args, trainer.state, trainer.control)
@@ -315,14 +316,16 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
             trainer.control.should_training_stop = True
         trainer.control = trainer.callback_handler.on_epoch_end(args, trainer.state, trainer.control)
         tr_loss, loss_sum = tr_loss + loss_sum, 0.0
-        tr_loss = maybe_log_save_evaluate(trainer, tr_loss, model, trial, epoch)
+        trainer._maybe_log_save_evaluate(tr_loss, trainer._grad_norm, model, trial, epoch, trainer._ignore_keys_for_eval,
+                                         start_time)
         if trainer.control.should_training_stop:
             break
 
     trainer._total_loss_scalar += float(gather_mean(trainer, tr_loss))
     train_loss = trainer._total_loss_scalar / max(trainer.state.global_step - trainer._resumed_step, 1)
+    trainer.store_flos()
     if args.load_best_model_at_end and trainer.state.best_model_checkpoint is not None:
-        ckpt.load_best_model(trainer)
+        trainer._load_best_model()
     num_samples = total_batched_samples * args.per_device_train_batch_size * accelerator.num_processes
     metrics = speed_metrics("train", start_time, num_samples=num_samples, num_steps=trainer.state.global_step)
     if args.include_tokens_per_second:
@@ -401,37 +404,47 @@ def warn_if_arguments_differ(trainer: Trainer, saved: TrainerState) -> None:
         )
 
 
-def maybe_log_save_evaluate(trainer: Trainer, tr_loss: torch.Tensor, model: nn.Module, trial: Any, epoch: int) -> torch.Tensor:
+def log_save_evaluate(
+    trainer: Trainer, tr_loss: torch.Tensor, grad_norm: Any, model: nn.Module, trial: Any,
+    ignore_keys: list[str] | None, start_time: float | None, learning_rate: float | None,
+) -> None:
+    """transformers' ``_maybe_log_save_evaluate``: log the mean loss since the last log (``tr_loss`` is reset in
+    place), evaluate, save, as `control` asks."""
     control = trainer.control
     if control.should_log and trainer.state.global_step > trainer._globalstep_last_logged:
         logs: dict[str, float] = {}
         tr_loss_scalar = float(gather_mean(trainer, tr_loss))
         steps = trainer.state.global_step - trainer._globalstep_last_logged
         logs["loss"] = tr_loss_scalar / steps  # unrounded, as transformers 5 logs it
-        if trainer._grad_norm is not None:
-            logs["grad_norm"] = float(trainer._grad_norm)
-        logs["learning_rate"] = get_learning_rate(trainer)
+        if grad_norm is not None:
+            logs["grad_norm"] = float(grad_norm)
+        logs["learning_rate"] = learning_rate if learning_rate is not None else get_learning_rate(trainer)
         trainer._total_loss_scalar += tr_loss_scalar
-        tr_loss = torch.zeros_like(tr_loss)
+        tr_loss.zero_()
         trainer._globalstep_last_logged = trainer.state.global_step
-        trainer.log(logs)
-    metrics = None
+        trainer.store_flos()
+        # transformers adds the speed metrics to a step's log only when it counts input tokens.
+        trainer.log(logs, start_time if trainer.args.include_num_input_tokens_seen != "no" else None)
+    trainer._step_metrics = None
     if control.should_evaluate:
-        metrics = evaluate_during_training(trainer)
-        if isinstance(trainer.lr_scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
-            name = trainer.args.metric_for_best_model or "loss"
-            key = name if name.startswith("eval_") else f"eval_{name}"
-            if key in metrics:
-                trainer.lr_scheduler.step(metrics[key])
+        trainer._step_metrics = trainer._evaluate(trial, ignore_keys)
     if trainer.control.should_save:
-        ckpt.save_checkpoint(trainer, model, metrics)
-        trainer._last_saved_step = trainer.state.global_step
+        trainer._save_checkpoint(model, trial)
         trainer.control = trainer.callback_handler.on_save(trainer.args, trainer.state, trainer.control)
-    return tr_loss
+    trainer._step_metrics = None
 
 
-def evaluate_during_training(trainer: Trainer) -> dict[str, float]:
-    ignore = trainer._ignore_keys_for_eval
+def evaluate_and_step_plateau(trainer: Trainer, ignore_keys: list[str] | None, skip_scheduler: bool) -> dict[str, float]:
+    metrics = evaluate_during_training(trainer, ignore_keys)
+    if not skip_scheduler and isinstance(trainer.lr_scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
+        name = trainer.args.metric_for_best_model or "loss"
+        key = name if name.startswith("eval_") else f"eval_{name}"
+        if key in metrics:
+            trainer.lr_scheduler.step(metrics[key])
+    return metrics
+
+
+def evaluate_during_training(trainer: Trainer, ignore: list[str] | None) -> dict[str, float]:
     if isinstance(trainer.eval_dataset, Mapping):
         metrics: dict[str, float] = {}
         for name, dataset in trainer.eval_dataset.items():

@@ -34,6 +34,7 @@ from ._callbacks import (
 )
 from ._evaluation import EvalLoopOutput
 from ._helpers import TrainerHelpers
+from ._hooks import PrivateHooks, check_overrides
 from ._integrations import get_reporting_integration_callbacks
 from ._optimization import create_optimizer, get_scheduler, settle_foreach
 from ._training_args import TrainingArguments
@@ -82,7 +83,7 @@ def _model_init_arity(model_init: Callable[..., Any] | None) -> int:
     return 1 if takes_any else 0
 
 
-class Trainer(TrainerHelpers):
+class Trainer(TrainerHelpers, PrivateHooks):
     """Trains, evaluates and predicts with a PyTorch model, Hugging Face `Trainer`-style.
 
     The model is ``model`` or, preferably for searches, built by ``model_init`` (zero arguments, or one: the
@@ -90,6 +91,9 @@ class Trainer(TrainerHelpers):
     A model's ``forward`` takes the batch's keys and returns the loss first in a tuple or under ``"loss"`` in a
     mapping. Subclass and override the ``get_*_dataloader``, ``create_*``, ``compute_loss``, ``training_step``,
     ``prediction_step``, ``evaluation_loop`` or ``log`` methods to change one part of the loop.
+
+    transformers' private hooks (``_maybe_log_save_evaluate``, ``_get_train_sampler``, ``_save_checkpoint``...) are
+    called where transformers calls them (see `_hooks.HONOURED`); overriding one this trainer never calls is refused.
 
     ``processing_class`` (keyword-only; ``tokenizer`` is its older name) is saved beside the model and handed to
     callbacks; when it can ``pad`` (a tokenizer) and no ``data_collator`` is given, batches are padded with it.
@@ -121,6 +125,7 @@ class Trainer(TrainerHelpers):
     # Micro-batches in the current accumulation window (transformers' name); None: gradient_accumulation_steps.
     current_gradient_accumulation_steps: int | None = None
     _ignore_keys_for_eval: list[str] | None = None
+    _step_metrics: dict[str, float] | None = None  # the evaluation of the step being saved, if it evaluated
     # transformers' switch: whether compute_loss's loss is already normalised over the accumulation window (True),
     # or a per-batch mean training_step divides by the window's size (False); None decides as transformers does.
     loss_is_scaled_for_ga: bool | None = None
@@ -149,6 +154,7 @@ class Trainer(TrainerHelpers):
             args = TrainingArguments(output_dir="tmp_trainer")  # transformers' folder for a Trainer given no args
         if not isinstance(args, TrainingArguments):
             raise TypeError(f"args must be a trainer.TrainingArguments, got {type(args).__name__}.")
+        check_overrides(self)
         self.args = args
         # The init_ stage of the memory metrics, on the device the accelerator will use.
         init_tracker = MemoryTracker(skip=args.skip_memory_metrics, device=_precision.training_device(args))
@@ -416,7 +422,7 @@ class Trainer(TrainerHelpers):
             _fsdp.check_model(self)
         checkpoint = self._resolve_checkpoint(resume_from_checkpoint)
         if checkpoint is not None and not _fsdp.active(self.accelerator):  # FSDP: into the sharded model, in the loop
-            ckpt.load_model_weights(self.model, checkpoint)
+            self._load_from_checkpoint(checkpoint)
         return self._inner_training_loop(resume_from_checkpoint=checkpoint, trial=trial)
 
     def _resolve_checkpoint(self, resume_from_checkpoint: str | bool | None) -> str | None:
