@@ -140,6 +140,8 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
     # Batches come flagged (batch, is_last) and the loop decides synchronization itself: the fast loop, and a
     # counting one (reading a window ahead would end accelerate's accumulate() windows early).
     flagged = fast_loop or counting
+    # Schedule-free optimizers train and evaluate different weights: train() before each step, as transformers.
+    modal_optimizer = callable(getattr(trainer.optimizer, "train", None))
     no_accumulate_context = nullcontext()
     trainer.model_wrapped = model
     handler = trainer.callback_handler
@@ -264,6 +266,8 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
                     inputs = send_to_device(inputs, accelerator.device)
             else:
                 context = accelerator.accumulate(model)
+            if modal_optimizer:
+                trainer.optimizer.train()  # schedule-free: the training weights (an evaluation switched to eval)
             with context:
                 loss_step = (trainer.training_step(model, inputs, num_items) if step_takes_items
                              else trainer.training_step(model, inputs))

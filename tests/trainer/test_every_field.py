@@ -1012,8 +1012,10 @@ def c_neftune_noise_alpha(env: Env) -> None:
 
 
 def c_optim_target_modules(env: Env) -> None:
-    with pytest.raises(ValueError, match=r"optim_target_modules.*GaLore.*remove it"):
+    with pytest.raises(ValueError, match=r"optim_target_modules.*only read by the GaLore.*remove it"):
         env.args(optim_target_modules=["attn"])
+    optimizer = optimizer_of(env, optim="galore_adamw", optim_target_modules=["linear"], optim_args="rank=1")
+    assert [group.get("rank") for group in optimizer.param_groups] == [None, 1]  # the linear weight is projected
 
 
 def c_deepspeed(env: Env) -> None:
