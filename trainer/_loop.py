@@ -141,7 +141,8 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
     # counting one (reading a window ahead would end accelerate's accumulate() windows early).
     flagged = fast_loop or counting
     # Schedule-free optimizers train and evaluate different weights: train() before each step, as transformers.
-    modal_optimizer = callable(getattr(trainer.optimizer, "train", None))
+    to_train: Any = getattr(trainer.optimizer, "train", None)
+    modal_optimizer = callable(to_train)
     no_accumulate_context = nullcontext()
     trainer.model_wrapped = model
     handler = trainer.callback_handler
@@ -267,7 +268,7 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
             else:
                 context = accelerator.accumulate(model)
             if modal_optimizer:
-                trainer.optimizer.train()  # schedule-free: the training weights (an evaluation switched to eval)
+                to_train()  # schedule-free: the training weights (an evaluation switched to eval)
             with context:
                 loss_step = (trainer.training_step(model, inputs, num_items) if step_takes_items
                              else trainer.training_step(model, inputs))

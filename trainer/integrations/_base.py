@@ -157,6 +157,17 @@ def _register_open(tracker: TrackerCallback) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- base class
+def announce_destination(tracker: str, where: str, change: str, credentials: tuple[str, ...]) -> None:
+    """Say where a tracker logs when it logs only on this machine (our default, where transformers' callbacks
+    upload): a warning when one of ``credentials`` is set (a ported script that expects an upload), else info."""
+    given = [name for name in credentials if os.environ.get(name)]
+    text = f"{tracker} logs only on this machine, to {where} (this trainer's default); {change}."
+    if given:
+        logger.warning("%s (%s is set, but nothing is uploaded.)", text, ", ".join(given))
+    else:
+        logger.info(text)
+
+
 class TrackerCallback(TrainerCallback):
     """Base of the experiment-tracker callbacks: one run per training, guarded calls, a final state.
 
