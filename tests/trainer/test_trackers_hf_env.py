@@ -19,7 +19,8 @@ pytestmark = pytest.mark.slow
 
 _ENV = ("MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_NAME", "MLFLOW_TAGS", "MLFLOW_FLATTEN_PARAMS", "MLFLOW_NESTED_RUN",
         "MLFLOW_RUN_ID", "HF_MLFLOW_LOG_ARTIFACTS", "DISABLE_MLFLOW_INTEGRATION", "WANDB_LOG_MODEL", "WANDB_API_KEY",
-        "MLFLOW_TRACKING_TOKEN", "MLFLOW_TRACKING_USERNAME", "DATABRICKS_TOKEN", "DATABRICKS_HOST")
+        "MLFLOW_TRACKING_TOKEN", "MLFLOW_TRACKING_USERNAME", "DATABRICKS_TOKEN", "DATABRICKS_HOST", "COMET_API_KEY",
+        "NEPTUNE_API_TOKEN", "CLEARML_API_ACCESS_KEY", "CLEARML_API_SECRET_KEY")
 
 
 @pytest.fixture(scope="module")
@@ -146,6 +147,9 @@ def test_a_malformed_wandb_log_model_fails_when_the_trainer_is_built(digits, tmp
 @pytest.mark.parametrize(("report_to", "key", "needle"), [
     ("wandb", "WANDB_API_KEY", "W&B logs only on this machine"),
     ("mlflow", "MLFLOW_TRACKING_TOKEN", "MLflow logs only on this machine"),
+    ("comet_ml", "COMET_API_KEY", "Comet logs only on this machine"),
+    ("neptune", "NEPTUNE_API_TOKEN", "Neptune logs only on this machine"),
+    ("clearml", "CLEARML_API_ACCESS_KEY", "ClearML logs only on this machine"),
 ])
 def test_a_script_with_an_api_key_is_told_where_the_tracker_logs(digits, tmp_path, monkeypatch, caplog, report_to, key,
                                                                  needle):
