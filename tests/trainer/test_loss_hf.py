@@ -111,6 +111,23 @@ def test_gradient_accumulation_counts_shifted_tokens_of_a_model_naming_no_loss_t
 
 
 @pytest.mark.slow
+@pytest.mark.multiprocess
+@pytest.mark.parametrize("average", [True, False])
+def test_two_processes_count_tokens_across_devices(tmp_path: Path, average: bool) -> None:
+    """1 example per process x 2 accumulation steps x 2 processes == a 4-example batch in one process, when the
+    window's label tokens are summed over the processes (average_tokens_across_devices, transformers' default)."""
+    from tests._launch import accelerate_launch
+
+    out = tmp_path / "ddp"
+    out.mkdir()
+    accelerate_launch("tests.trainer._ddp_loss_script", str(out), "average" if average else "own")
+    two = torch.load(out / "weights.pt", weights_only=True)
+    one, _ = train_ours(tmp_path, per_device_train_batch_size=4, gradient_accumulation_steps=1)
+    # The processes hold 4 and 14 label tokens of each window: normalised by their own counts, they weigh wrongly.
+    assert (max_difference(two, one) < 1e-6) is average
+
+
+@pytest.mark.slow
 def test_gradient_accumulation_with_label_smoothing_matches_transformers(tmp_path: Path) -> None:
     kw = {"label_smoothing_factor": 0.1, "per_device_train_batch_size": 2, "gradient_accumulation_steps": 2}
     ours, ours_log = train_ours(tmp_path, **kw)
