@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
+
+if TYPE_CHECKING:
+    from ._trainer import Trainer
 
 IGNORE_INDEX = -100
 
@@ -101,3 +104,24 @@ def smoothed_cross_entropy(
     if isinstance(num_items_in_batch, torch.Tensor):
         num_items_in_batch = num_items_in_batch.to(total.device)
     return total / num_items_in_batch
+
+
+def across_devices(trainer: Trainer, loss: torch.Tensor) -> torch.Tensor:
+    """A loss divided by every process's tokens (``average_tokens_across_devices``), times the processes: their
+    gradients are averaged, so the sum over processes of each one's summed loss over all tokens comes out."""
+    if trainer.args.average_tokens_across_devices and (
+        trainer.model_accepts_loss_kwargs or trainer.compute_loss_func is not None
+    ):
+        assert trainer.accelerator is not None
+        return loss * trainer.accelerator.num_processes
+    return loss
+
+
+def scaled_for_accumulation(trainer: Trainer, num_items_in_batch: Any) -> bool:
+    """Whether ``compute_loss`` already normalised the loss over the accumulation window (transformers' rule, or
+    the trainer's ``loss_is_scaled_for_ga`` when set): then it is not divided by the window's size again."""
+    if trainer.loss_is_scaled_for_ga is not None:
+        return trainer.loss_is_scaled_for_ga
+    return bool(trainer.model_accepts_loss_kwargs and num_items_in_batch is not None) or (
+        trainer.compute_loss_func is not None
+    )

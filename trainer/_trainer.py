@@ -517,13 +517,8 @@ class Trainer(TrainerHelpers, PrivateHooks):
         else:
             outputs = model(inputs)
             loss = _loop.extract_loss(outputs)
-        if (
-            loss is not None and num_items_in_batch is not None and self.args.average_tokens_across_devices
-            and (self.model_accepts_loss_kwargs or loss_func is not None)
-        ):
-            # num_items_in_batch counts every process's tokens and the processes' gradients are averaged: scaled back.
-            assert self.accelerator is not None
-            loss = loss * self.accelerator.num_processes
+        if loss is not None and num_items_in_batch is not None:
+            loss = _loss.across_devices(self, loss)
         if self.args.past_index >= 0:
             self._past = _loop.output_at(outputs, self.args.past_index)
         if loss is None:
@@ -555,11 +550,7 @@ class Trainer(TrainerHelpers, PrivateHooks):
             loss = self.compute_loss(model, inputs, num_items_in_batch=num_items_in_batch)
         if loss.dim() > 0 and self.accelerator.num_processes > 1:
             loss = loss.mean()
-        scaled = self.loss_is_scaled_for_ga
-        if scaled is None:
-            scaled = (self.model_accepts_loss_kwargs and num_items_in_batch is not None) or (
-                self.compute_loss_func is not None
-            )
+        scaled = _loss.scaled_for_accumulation(self, num_items_in_batch)
         # The micro-batches of this accumulation window: gradient_accumulation_steps but in an epoch's last, shorter
         # window (the training loop sets it, as transformers' does). A loss normalised over the window is not divided.
         window = 1 if scaled else self.current_gradient_accumulation_steps or self.args.gradient_accumulation_steps
