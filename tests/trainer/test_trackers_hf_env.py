@@ -20,7 +20,8 @@ pytestmark = pytest.mark.slow
 _ENV = ("MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_NAME", "MLFLOW_TAGS", "MLFLOW_FLATTEN_PARAMS", "MLFLOW_NESTED_RUN",
         "MLFLOW_RUN_ID", "HF_MLFLOW_LOG_ARTIFACTS", "DISABLE_MLFLOW_INTEGRATION", "WANDB_LOG_MODEL", "WANDB_API_KEY",
         "MLFLOW_TRACKING_TOKEN", "MLFLOW_TRACKING_USERNAME", "DATABRICKS_TOKEN", "DATABRICKS_HOST", "COMET_API_KEY",
-        "NEPTUNE_API_TOKEN", "CLEARML_API_ACCESS_KEY", "CLEARML_API_SECRET_KEY")
+        "NEPTUNE_API_TOKEN", "CLEARML_API_ACCESS_KEY", "CLEARML_API_SECRET_KEY", "HF_DVCLIVE_LOG_MODEL",
+        "COMET_LOG_ASSETS", "CLEARML_LOG_MODEL")
 
 
 @pytest.fixture(scope="module")
@@ -167,3 +168,11 @@ def test_a_script_with_an_api_key_is_told_where_the_tracker_logs(digits, tmp_pat
     assert [r.levelno for r in warned] == [logging.WARNING]
     assert f"{key} is set, but nothing is uploaded" in warned[0].getMessage()
     assert "x" * 40 not in warned[0].getMessage()
+
+
+def test_a_model_upload_variable_this_trainer_does_not_read_is_warned_about(digits, tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("HF_DVCLIVE_LOG_MODEL", "true")
+    trainer = make_trainer(digits, tmp_path / "out", "dvclive", max_steps=2)
+    with caplog.at_level(logging.WARNING, logger="trainer.integrations"):
+        trainer.train()
+    assert any("HF_DVCLIVE_LOG_MODEL=true asks dvclive to upload the model" in r.getMessage() for r in caplog.records)

@@ -185,6 +185,8 @@ class TrackerCallback(TrainerCallback):
     name: ClassVar[str] = ""
     module: ClassVar[str] = ""
     extra: ClassVar[str] = ""
+    # transformers' variables asking this tracker to upload models or assets, which this callback does not do.
+    unread_uploads: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self) -> None:
         if not self.is_available():
@@ -234,6 +236,11 @@ class TrackerCallback(TrainerCallback):
 
     # ---- lifecycle
     def _start(self, args: TrainingArguments, state: TrainerState) -> None:
+        for variable in self.unread_uploads:
+            if os.environ.get(variable, "").strip().upper() in ("1", "TRUE", "YES", "ON", "ALL"):
+                logger.warning("%s=%s asks %s to upload the model, which this trainer's %s callback does not do (see "
+                               "README, experiment trackers); nothing is uploaded.", variable, os.environ[variable],
+                               self.name, self.name)
         self._search = bool(state.is_hyper_param_search)
         self._trained = False
         if self._guard("opening the run", self._open, args, state):

@@ -33,6 +33,7 @@ class ClearMLCallback(TrackerCallback):
     name = "clearml"
     module = "clearml"
     extra = "clearml"
+    unread_uploads = ("CLEARML_LOG_MODEL",)
 
     _task: Any = None
 

@@ -46,6 +46,7 @@ class CometCallback(TrackerCallback):
     name = "comet_ml"
     module = "comet_ml"
     extra = "comet"
+    unread_uploads = ("COMET_LOG_ASSETS",)
 
     _experiment: Any = None
 
