@@ -105,10 +105,9 @@ def after(args: TrainingArguments, derived: dict[str, Any], previous: dict[str, 
         args.neftune_noise_alpha = _as_float("neftune_noise_alpha", args.neftune_noise_alpha, minimum=0.0)
         if args.neftune_noise_alpha == 0:
             _fail("neftune_noise_alpha", 0, "a positive number or None", "pass e.g. 5.0, or None for no noise")
-    if args.optim_target_modules is not None:
-        _fail("optim_target_modules", args.optim_target_modules,
-              "None: it names the modules of optimizers such as GaLore, and none of the supported optim values "
-              "trains only some modules", "remove it (or train the other modules frozen: requires_grad=False)")
+    from ._optim_families import check_optim
+
+    check_optim(args)  # optim values run from other libraries, or refused naming what is missing; optim_target_modules
     from . import _fsdp
 
     _fsdp.validate(args, derived, previous)  # first: it refuses fsdp together with deepspeed
@@ -250,11 +249,6 @@ def _resolve_sampling(args: TrainingArguments, derived: dict[str, Any], previous
 
 
 def _refusals(args: TrainingArguments) -> None:
-    if args.average_tokens_across_devices:
-        raise ValueError(
-            "average_tokens_across_devices=True is not supported: this trainer's loss is the mean of each process's "
-            "batch loss (it does not count label tokens into num_items_in_batch); pass False."
-        )
     if not args.save_safetensors:
         raise ValueError(
             "save_safetensors=False is not supported: weights are only written as safetensors (no pickles); "

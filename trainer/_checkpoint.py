@@ -344,7 +344,10 @@ def _write_checkpoint_files(trainer: Trainer, model: nn.Module, folder: str, mod
     args = trainer.args
     accelerator = trainer.accelerator
     assert accelerator is not None
-    save_pretrained_files(trainer, accelerator.unwrap_model(model), folder, weights=model_and_optimizer)
+    if model_and_optimizer:
+        trainer._save(folder)  # transformers' hook: the model's files (and the training arguments)
+    else:
+        save_pretrained_files(trainer, accelerator.unwrap_model(model), folder, weights=False)
     if not args.save_only_model:
         # Checkpoints are saved from inside train(), after create_optimizer_and_scheduler has run.
         assert trainer.optimizer is not None
@@ -357,7 +360,8 @@ def _write_checkpoint_files(trainer: Trainer, model: nn.Module, folder: str, mod
             torch.save(scaler.state_dict(), os.path.join(folder, SCALER_NAME))
     trainer.state.stateful_callbacks = _collect_callback_states(trainer)
     # trainer_state.json is what marks a folder as a complete checkpoint, so it goes last.
-    save_training_args(args, folder)
+    if not model_and_optimizer:
+        save_training_args(args, folder)
     trainer.state.save_to_json(os.path.join(folder, TRAINER_STATE_NAME))
 
 
@@ -483,10 +487,4 @@ def save_model(trainer: Trainer, output_dir: str) -> None:
     if not writes_checkpoints(trainer):
         return
     os.makedirs(output_dir, exist_ok=True)
-    model = trainer.model
-    if trainer.accelerator is not None:
-        model = trainer.accelerator.unwrap_model(model)
-    save_pretrained_files(trainer, model, output_dir, weights=weights is None)
-    if weights is not None:
-        save_state_dict_weights(tensors_for_saving(weights), output_dir, trainer.args.max_checkpoint_shard_size)
-    save_training_args(trainer.args, output_dir)
+    trainer._save(output_dir, state_dict=weights)  # transformers' hook: the model's files

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, IterableDataset, RandomSampler, SequentialSampler
+from torch.utils.data import DataLoader, IterableDataset, RandomSampler, Sampler, SequentialSampler
 
 if TYPE_CHECKING:
     from ._trainer import Trainer
@@ -184,34 +184,40 @@ def train_dataloader(trainer: Trainer) -> DataLoader:
     if trainer.train_dataset is None:
         raise ValueError("Trainer.train needs a train_dataset; pass train_dataset=... to Trainer.")
     dataset = trainer.train_dataset
+    if trainer.args.remove_unused_columns:
+        dataset = trainer._remove_unused_columns(dataset, description="training")
     kwargs = dataloader_kwargs(trainer)
     kwargs["batch_size"] = trainer.args.per_device_train_batch_size
     assert trainer.accelerator is not None
     if not isinstance(dataset, IterableDataset):
         kwargs["drop_last"] = trainer.args.dataloader_drop_last
-        if trainer.args.group_by_length:
-            args = trainer.args
-            kwargs["sampler"] = LengthGroupedSampler(
-                example_lengths(trainer, dataset), args.per_device_train_batch_size * args.gradient_accumulation_steps,
-                seed=data_seed(trainer),
-            )
-            if accelerate_only_forwards(trainer.accelerator):
-                return _one_process_loader(dataset, kwargs)
-            return trainer.accelerator.prepare(DataLoader(dataset, **kwargs))
+        kwargs["sampler"] = trainer._get_train_sampler(dataset)
         if accelerate_only_forwards(trainer.accelerator):
-            # One process and nothing for accelerate to shard, place or scale: a plain loader with the sampler
-            # accelerate's prepare would install (seeded with data_seed + epoch, see set_loader_epoch), so the
-            # data order is the same batch for batch and a resume still finds its place. Accelerate's wrapper
-            # costs a look-ahead, a device copy and its gradient-state bookkeeping per batch; the loop does
-            # the little of that it needs itself (see _inner_training_loop).
-            kwargs["sampler"] = SeededRandomSampler(cast(Sized, dataset), data_seed(trainer))
-            if trainer.args.train_sampling_strategy == "sequential":
-                kwargs["sampler"] = SequentialSampler(cast(Sized, dataset))
+            # One process and nothing for accelerate to shard, place or scale: a plain loader (see train_sampler).
+            # Accelerate's wrapper costs a look-ahead, a device copy and its gradient-state bookkeeping per batch;
+            # the loop does the little of that it needs itself (see _inner_training_loop).
             return _one_process_loader(dataset, kwargs)
-        kwargs["sampler"] = RandomSampler(cast(Sized, dataset))  # map-style datasets have a length
-        if trainer.args.train_sampling_strategy == "sequential":
-            kwargs["sampler"] = SequentialSampler(cast(Sized, dataset))
     return trainer.accelerator.prepare(DataLoader(dataset, **kwargs))
+
+
+def train_sampler(trainer: Trainer, dataset: Any) -> Sampler[int] | None:
+    """The default of transformers' ``_get_train_sampler``: None for a dataset without a length, else by
+    ``train_sampling_strategy``. In one process with nothing for accelerate to do, "random" is the order of the
+    sampler accelerate's prepare would install (seeded with data_seed + epoch, see set_loader_epoch), so the data
+    order is the same batch for batch and a resume still finds its place."""
+    if dataset is None or isinstance(dataset, IterableDataset):
+        return None
+    args = trainer.args
+    if args.group_by_length:
+        return LengthGroupedSampler(
+            example_lengths(trainer, dataset), args.per_device_train_batch_size * args.gradient_accumulation_steps,
+            seed=data_seed(trainer),
+        )
+    if args.train_sampling_strategy == "sequential":
+        return SequentialSampler(cast(Sized, dataset))
+    if trainer.accelerator is not None and accelerate_only_forwards(trainer.accelerator):
+        return SeededRandomSampler(cast(Sized, dataset), data_seed(trainer))
+    return RandomSampler(cast(Sized, dataset))  # accelerate's prepare replaces it with its seeded one
 
 
 def _one_process_loader(dataset: Any, kwargs: dict[str, Any]) -> DataLoader:

@@ -223,6 +223,9 @@ def evaluation_loop(
         if first:
             trainer.model_preparation_time = round(time.perf_counter() - started, 4)
     model.eval()
+    to_eval = getattr(trainer.optimizer, "eval", None)
+    if callable(to_eval):
+        to_eval()  # schedule-free: evaluate its averaged weights, as transformers
     trainer._past = None
     trainer.callback_handler.eval_dataloader = dataloader
     distributed = accelerator.num_processes > 1

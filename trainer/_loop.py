@@ -29,6 +29,7 @@ from ._data import (
     send_to_device,
     set_loader_epoch,
 )
+from ._loss import accepts_loss_kwargs, count_label_tokens, loss_shifts_labels
 from ._training_args import SaveStrategy
 from ._utils import TrainOutput, speed_metrics
 
@@ -108,10 +109,10 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
         # An optimizer we just built, with no state for accelerate to place on the device, and a wrapper that would
         # only forward its calls (see wrapper_only_forwards): accelerate's preparation of it (a package search and a
         # state_dict round trip, ~0.1 ms per trial) is skipped and the loop steps it directly.
-        model, optimizer = accelerator.prepare(trainer.model), built
+        model, optimizer = accelerator.prepare(trainer._wrap_model(trainer.model)), built
         step_optimizer, clip = built, torch.nn.utils.clip_grad_norm_
     else:
-        model, optimizer = accelerator.prepare(trainer.model, trainer.optimizer)
+        model, optimizer = accelerator.prepare(trainer._wrap_model(trainer.model), trainer.optimizer)
         step_optimizer = direct_optimizer(accelerator, optimizer)
         # Where accelerate's wrappers only forward (see direct_optimizer), clip with torch directly too.
         clip = torch.nn.utils.clip_grad_norm_ if step_optimizer is not optimizer else accelerator.clip_grad_norm_
@@ -127,6 +128,22 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
     # transformers (4.46+) calls training_step(model, inputs, num_items_in_batch); an override written for it may
     # require the third argument, one written for older versions may not take it.
     step_takes_items = _positional_parameters(trainer.training_step) >= 3
+    trainer.model_accepts_loss_kwargs = accepts_loss_kwargs(trainer.model)
+    # Token-count normalisation (transformers 4.46+): each accumulation window is read ahead and its label tokens
+    # counted (see _loss). Where it cannot change the loss (one micro-batch per step in one process, the model's
+    # mean being that count's quotient already) the loop does not count, except for compute_loss_func, which
+    # transformers always hands the count.
+    counting = step_takes_items and (
+        trainer.compute_loss_func is not None
+        or (trainer.model_accepts_loss_kwargs and (accum > 1 or accelerator.num_processes > 1))
+    )
+    shift_count = counting and loss_shifts_labels(trainer.model)
+    # Batches come flagged (batch, is_last) and the loop decides synchronization itself: the fast loop, and a
+    # counting one (reading a window ahead would end accelerate's accumulate() windows early).
+    flagged = fast_loop or counting
+    # Schedule-free optimizers train and evaluate different weights: train() before each step, as transformers.
+    to_train: Any = getattr(trainer.optimizer, "train", None)
+    modal_optimizer = callable(to_train)
     no_accumulate_context = nullcontext()
     trainer.model_wrapped = model
     handler = trainer.callback_handler
@@ -165,7 +182,7 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
 
     trainer.control = trainer.callback_handler.on_train_begin(args, trainer.state, trainer.control)
     if args.eval_on_start and trainer.state.global_step == 0:
-        evaluate_during_training(trainer)  # a baseline before the first step, as transformers' eval_on_start
+        trainer._evaluate(trial, trainer._ignore_keys_for_eval, skip_scheduler=True)  # as transformers' eval_on_start
     tr_loss = torch.zeros((), device=accelerator.device)
     loss_sum = 0.0  # the finite step losses not yet added to tr_loss (see the step)
     trainer._total_loss_scalar = 0.0
@@ -204,19 +221,24 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
         step = -1
         # The fast loop reads one batch ahead, as accelerate's loader does (the same order of data loading and
         # training, so the global RNG is drawn in the same sequence), to know the epoch's last batch.
-        batches = flag_last(epoch_iterator) if fast_loop else epoch_iterator
+        batches: Any = flag_last(epoch_iterator) if flagged else epoch_iterator
+        if counting:
+            batches = counted_windows(batches, accum, shift_count, trainer, skipped)
+        num_items: Any = None
         for step, inputs in enumerate(batches):
+            if counting:
+                inputs, num_items = inputs
             if restore_rng_at_first_batch:
                 assert resume_from_checkpoint is not None  # the flag is only set when resuming
                 ckpt.load_rng_state(resume_from_checkpoint, accelerator.process_index)
                 restore_rng_at_first_batch = False
             total_batched_samples += 1
             if count_tokens:
-                tokens = input_tokens(trainer, inputs[0] if fast_loop else inputs, args.include_num_input_tokens_seen)
+                tokens = input_tokens(trainer, inputs[0] if flagged else inputs, args.include_num_input_tokens_seen)
                 tokens_this_run += tokens
                 if args.include_num_input_tokens_seen != "no":
                     trainer.state.num_input_tokens_seen += tokens
-            trainer.state.total_flos += trainer.floating_point_ops(inputs[0] if fast_loop else inputs) * num_processes
+            trainer.state.total_flos += trainer.floating_point_ops(inputs[0] if flagged else inputs) * num_processes
             if not step_started:
                 # Step events that no callback overrides are not dispatched (see step_listeners); which those are
                 # is asked again after any callback ran and after the training step, which may add callbacks.
@@ -230,20 +252,26 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
                 trainer.current_gradient_accumulation_steps = (
                     accum if position < last_window_start else steps_in_epoch - last_window_start
                 )
-            if fast_loop:
+            if flagged:
                 inputs, is_last = inputs
                 # accelerate's rule: every accum-th micro-batch, and the last one of the epoch. A resume skips
                 # whole optimizer steps (a multiple of accum batches), so counting from the epoch's first
                 # yielded batch agrees with counting from the epoch's start.
                 sync = is_last or (step + 1) % accum == 0
-                accelerator.sync_gradients = sync  # kept truthful for code that reads it
+                if fast_loop:
+                    accelerator.sync_gradients = sync  # kept truthful for code that reads it
+                    context: Any = no_accumulate_context
+                else:  # what accumulate() does, with the window decided here (transformers' way since it reads ahead)
+                    accelerator.gradient_state._set_sync_gradients(sync)
+                    context = no_accumulate_context if sync else accelerator.no_sync(model)
                 if move_batches:
                     inputs = send_to_device(inputs, accelerator.device)
-                context: Any = no_accumulate_context
             else:
                 context = accelerator.accumulate(model)
+            if modal_optimizer:
+                to_train()  # schedule-free: the training weights (an evaluation switched to eval)
             with context:
-                loss_step = (trainer.training_step(model, inputs, None) if step_takes_items
+                loss_step = (trainer.training_step(model, inputs, num_items) if step_takes_items
                              else trainer.training_step(model, inputs))
                 if args.logging_nan_inf_filter:
                     # The value is read for the check anyway (math.isfinite: torch.isfinite's test on this scalar,
@@ -259,7 +287,7 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
                 else:
                     tr_loss = tr_loss + loss_step
                 listening = handler.step_listeners()
-                if sync if fast_loop else accelerator.sync_gradients:
+                if sync if flagged else accelerator.sync_gradients:
                     if args.max_grad_norm is not None and args.max_grad_norm > 0:
                         trainer._grad_norm = clip(model.parameters(), args.max_grad_norm)
                     if "on_pre_optimizer_step" in listening:
@@ -281,7 +309,8 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
                     control = trainer.control = handler.on_step_end(args, trainer.state, trainer.control)
                     if control.should_log or control.should_evaluate or control.should_save:
                         tr_loss, loss_sum = tr_loss + loss_sum, 0.0
-                        tr_loss = maybe_log_save_evaluate(trainer, tr_loss, model, trial, epoch)
+                        trainer._maybe_log_save_evaluate(tr_loss, trainer._grad_norm, model, trial, epoch,
+                                                         trainer._ignore_keys_for_eval, start_time)
                     step_started = False
                 elif "on_substep_end" in listening:
                     trainer.control = handler.on_substep_end(args, trainer.state, trainer.control)
@@ -293,14 +322,16 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
             trainer.control.should_training_stop = True
         trainer.control = trainer.callback_handler.on_epoch_end(args, trainer.state, trainer.control)
         tr_loss, loss_sum = tr_loss + loss_sum, 0.0
-        tr_loss = maybe_log_save_evaluate(trainer, tr_loss, model, trial, epoch)
+        trainer._maybe_log_save_evaluate(tr_loss, trainer._grad_norm, model, trial, epoch, trainer._ignore_keys_for_eval,
+                                         start_time)
         if trainer.control.should_training_stop:
             break
 
     trainer._total_loss_scalar += float(gather_mean(trainer, tr_loss))
     train_loss = trainer._total_loss_scalar / max(trainer.state.global_step - trainer._resumed_step, 1)
+    trainer.store_flos()
     if args.load_best_model_at_end and trainer.state.best_model_checkpoint is not None:
-        ckpt.load_best_model(trainer)
+        trainer._load_best_model()
     num_samples = total_batched_samples * args.per_device_train_batch_size * accelerator.num_processes
     metrics = speed_metrics("train", start_time, num_samples=num_samples, num_steps=trainer.state.global_step)
     if args.include_tokens_per_second:
@@ -379,37 +410,47 @@ def warn_if_arguments_differ(trainer: Trainer, saved: TrainerState) -> None:
         )
 
 
-def maybe_log_save_evaluate(trainer: Trainer, tr_loss: torch.Tensor, model: nn.Module, trial: Any, epoch: int) -> torch.Tensor:
+def log_save_evaluate(
+    trainer: Trainer, tr_loss: torch.Tensor, grad_norm: Any, model: nn.Module, trial: Any,
+    ignore_keys: list[str] | None, start_time: float | None, learning_rate: float | None,
+) -> None:
+    """transformers' ``_maybe_log_save_evaluate``: log the mean loss since the last log (``tr_loss`` is reset in
+    place), evaluate, save, as `control` asks."""
     control = trainer.control
     if control.should_log and trainer.state.global_step > trainer._globalstep_last_logged:
         logs: dict[str, float] = {}
         tr_loss_scalar = float(gather_mean(trainer, tr_loss))
         steps = trainer.state.global_step - trainer._globalstep_last_logged
         logs["loss"] = tr_loss_scalar / steps  # unrounded, as transformers 5 logs it
-        if trainer._grad_norm is not None:
-            logs["grad_norm"] = float(trainer._grad_norm)
-        logs["learning_rate"] = get_learning_rate(trainer)
+        if grad_norm is not None:
+            logs["grad_norm"] = float(grad_norm)
+        logs["learning_rate"] = learning_rate if learning_rate is not None else get_learning_rate(trainer)
         trainer._total_loss_scalar += tr_loss_scalar
-        tr_loss = torch.zeros_like(tr_loss)
+        tr_loss.zero_()
         trainer._globalstep_last_logged = trainer.state.global_step
-        trainer.log(logs)
-    metrics = None
+        trainer.store_flos()
+        # transformers adds the speed metrics to a step's log only when it counts input tokens.
+        trainer.log(logs, start_time if trainer.args.include_num_input_tokens_seen != "no" else None)
+    trainer._step_metrics = None
     if control.should_evaluate:
-        metrics = evaluate_during_training(trainer)
-        if isinstance(trainer.lr_scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
-            name = trainer.args.metric_for_best_model or "loss"
-            key = name if name.startswith("eval_") else f"eval_{name}"
-            if key in metrics:
-                trainer.lr_scheduler.step(metrics[key])
+        trainer._step_metrics = trainer._evaluate(trial, ignore_keys)
     if trainer.control.should_save:
-        ckpt.save_checkpoint(trainer, model, metrics)
-        trainer._last_saved_step = trainer.state.global_step
+        trainer._save_checkpoint(model, trial)
         trainer.control = trainer.callback_handler.on_save(trainer.args, trainer.state, trainer.control)
-    return tr_loss
+    trainer._step_metrics = None
 
 
-def evaluate_during_training(trainer: Trainer) -> dict[str, float]:
-    ignore = trainer._ignore_keys_for_eval
+def evaluate_and_step_plateau(trainer: Trainer, ignore_keys: list[str] | None, skip_scheduler: bool) -> dict[str, float]:
+    metrics = evaluate_during_training(trainer, ignore_keys)
+    if not skip_scheduler and isinstance(trainer.lr_scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
+        name = trainer.args.metric_for_best_model or "loss"
+        key = name if name.startswith("eval_") else f"eval_{name}"
+        if key in metrics:
+            trainer.lr_scheduler.step(metrics[key])
+    return metrics
+
+
+def evaluate_during_training(trainer: Trainer, ignore: list[str] | None) -> dict[str, float]:
     if isinstance(trainer.eval_dataset, Mapping):
         metrics: dict[str, float] = {}
         for name, dataset in trainer.eval_dataset.items():
@@ -574,18 +615,35 @@ def output_at(outputs: Any, index: int) -> Any:
     return outputs[index]
 
 
-def smoothed_cross_entropy(outputs: Any, labels: torch.Tensor, epsilon: float) -> torch.Tensor:
-    """Cross-entropy with label smoothing ``epsilon`` of the model's logits (``outputs["logits"]`` or its first
-    output) against ``labels``; positions labelled ``-100`` are ignored. The logits' last dimension is the classes."""
-    if isinstance(outputs, Mapping):
-        logits = outputs["logits"] if "logits" in outputs else next(iter(outputs.values()))
-    elif isinstance(outputs, list | tuple):
-        logits = outputs[0]
-    else:
-        logits = getattr(outputs, "logits", outputs)
-    return nn.functional.cross_entropy(
-        logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1).long(), ignore_index=-100, label_smoothing=epsilon
-    )
+def counted_windows(batches: Any, accum: int, shift: bool, trainer: Trainer, skipped: int) -> Any:
+    """Yield ``((batch, is_last), num_items_in_batch)``, reading each accumulation window ahead to count its label
+    tokens (transformers' ``get_batch_samples``); summed over the processes with ``average_tokens_across_devices``.
+    Windows start every ``accum`` batches from the epoch's start; ``skipped`` (a resume) is a multiple of it."""
+    assert skipped % accum == 0
+    window: list[Any] = []
+    for item in batches:
+        window.append(item)
+        if len(window) == accum or item[1]:
+            yield from _with_count(window, _window_count(trainer, [e[0] for e in window], shift))
+            window = []
+    if window:
+        yield from _with_count(window, _window_count(trainer, [e[0] for e in window], shift))
+
+
+def _with_count(window: list[Any], count: Any) -> Any:
+    for entry in window:
+        yield entry, count
+
+
+def _window_count(trainer: Trainer, batches: list[Any], shift: bool) -> Any:
+    count = count_label_tokens(batches, shift)
+    accelerator = trainer.accelerator
+    if count is None or accelerator is None:
+        return count
+    count = count.to(accelerator.device)
+    if trainer.args.average_tokens_across_devices and accelerator.num_processes > 1:
+        count = accelerator.gather(count.reshape(1)).sum()
+    return count
 
 
 def _neftune_hook(model: Any, alpha: float) -> Any:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, cast
 import torch
 from torch.optim.lr_scheduler import LambdaLR, LRScheduler, ReduceLROnPlateau
 
+from . import _optim_families as _families
 from ._training_args import OptimizerNames, SchedulerType
 
 if TYPE_CHECKING:
@@ -398,6 +399,7 @@ def get_parameter_names_without_decay(model: torch.nn.Module) -> list[str]:
 _OPTIMIZERS: dict[OptimizerNames, tuple[type[torch.optim.Optimizer], bool]] = {
     # name -> (class, takes adam_beta1/adam_beta2/adam_epsilon)
     OptimizerNames.ADAMW_TORCH: (torch.optim.AdamW, True),
+    OptimizerNames.ADAMW_HF: (torch.optim.AdamW, True),  # transformers 4's name; see _optim_families.check_optim
     OptimizerNames.ADAMW_TORCH_FUSED: (torch.optim.AdamW, True),
     OptimizerNames.ADAM: (torch.optim.Adam, True),
     OptimizerNames.SGD: (torch.optim.SGD, False),
@@ -433,11 +435,18 @@ def optimizer_cls_and_kwargs(args: TrainingArguments) -> tuple[type[torch.optim.
     learning rate, the Adam settings, ``optim_args``; not the parameters), as transformers'
     ``Trainer.get_optimizer_cls_and_kwargs`` returns them."""
     optim = OptimizerNames(args.optim)
+    options: dict[str, Any] = {"lr": args.learning_rate}
+    own_options: tuple[str, ...] = ()
     if optim == OptimizerNames.ADAFACTOR:
         cls, adam_like = _adafactor(), False
+    elif optim.value in _families.FAMILIES:
+        adam = {"betas": (args.adam_beta1, args.adam_beta2), "eps": args.adam_epsilon}
+        cls, family_options = _families.family_cls_and_kwargs(optim.value, args, adam)
+        options.update(family_options)
+        adam_like = False
+        own_options = _families.own_options(optim.value)
     else:
         cls, adam_like = _OPTIMIZERS[optim]
-    options: dict[str, Any] = {"lr": args.learning_rate}
     if optim == OptimizerNames.ADAFACTOR:
         # transformers' Trainer settings: the schedule comes from lr_scheduler_type, not from Adafactor itself.
         options.update(scale_parameter=False, relative_step=False)
@@ -450,7 +459,7 @@ def optimizer_cls_and_kwargs(args: TrainingArguments) -> tuple[type[torch.optim.
         if key in extra:
             fix = f"set TrainingArguments.{field_name} instead" if field_name else "remove it"
             raise ValueError(f"optim_args must not contain {key!r} (got {extra[key]!r}); {fix}.")
-    accepted = _constructor_options(cast(Any, cls))
+    accepted = _constructor_options(cast(Any, cls)) + own_options
     unknown = sorted(set(extra) - set(accepted))
     if unknown:
         raise ValueError(
@@ -491,6 +500,8 @@ def create_optimizer(
         {"params": [p for n, p in trainable if n not in no_decay], "weight_decay": args.weight_decay},
         {"params": [p for n, p in trainable if n in no_decay], "weight_decay": 0.0},
     ]
+    if cls_and_kwargs is None and getattr(args.optim, "value", args.optim) in _families.GALORE:
+        groups = _families.galore_groups(model, args, options)  # the targeted layers' group carries GaLore's options
     return cls(groups, **options)
 
 

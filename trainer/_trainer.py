@@ -22,7 +22,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset, IterableDataset
 
 from . import _checkpoint as ckpt
-from . import _data, _evaluation, _fsdp, _loop, _precision, _saving
+from . import _data, _evaluation, _fsdp, _loop, _loss, _precision, _saving
 from ._callbacks import (
     CallbackHandler,
     DefaultFlowCallback,
@@ -34,6 +34,7 @@ from ._callbacks import (
 )
 from ._evaluation import EvalLoopOutput
 from ._helpers import TrainerHelpers
+from ._hooks import PrivateHooks, check_overrides
 from ._integrations import get_reporting_integration_callbacks
 from ._optimization import create_optimizer, get_scheduler, settle_foreach
 from ._training_args import TrainingArguments
@@ -82,7 +83,7 @@ def _model_init_arity(model_init: Callable[..., Any] | None) -> int:
     return 1 if takes_any else 0
 
 
-class Trainer(TrainerHelpers):
+class Trainer(TrainerHelpers, PrivateHooks):
     """Trains, evaluates and predicts with a PyTorch model, Hugging Face `Trainer`-style.
 
     The model is ``model`` or, preferably for searches, built by ``model_init`` (zero arguments, or one: the
@@ -90,6 +91,9 @@ class Trainer(TrainerHelpers):
     A model's ``forward`` takes the batch's keys and returns the loss first in a tuple or under ``"loss"`` in a
     mapping. Subclass and override the ``get_*_dataloader``, ``create_*``, ``compute_loss``, ``training_step``,
     ``prediction_step``, ``evaluation_loop`` or ``log`` methods to change one part of the loop.
+
+    transformers' private hooks (``_maybe_log_save_evaluate``, ``_get_train_sampler``, ``_save_checkpoint``...) are
+    called where transformers calls them (see `_hooks.HONOURED`); overriding one this trainer never calls is refused.
 
     ``processing_class`` (keyword-only; ``tokenizer`` is its older name; a processor given 6th, where transformers 4
     took it, is taken as one: see `_data.processor_given_as_model_init`) is saved beside the model and handed to
@@ -122,6 +126,12 @@ class Trainer(TrainerHelpers):
     # Micro-batches in the current accumulation window (transformers' name); None: gradient_accumulation_steps.
     current_gradient_accumulation_steps: int | None = None
     _ignore_keys_for_eval: list[str] | None = None
+    _step_metrics: dict[str, float] | None = None  # the evaluation of the step being saved, if it evaluated
+    # transformers' switch: whether compute_loss's loss is already normalised over the accumulation window (True),
+    # or a per-batch mean training_step divides by the window's size (False); None decides as transformers does.
+    loss_is_scaled_for_ga: bool | None = None
+    # Whether the model's forward takes num_items_in_batch (transformers' attribute; set per model).
+    model_accepts_loss_kwargs: bool = False
 
     def __init__(
         self,
@@ -145,6 +155,7 @@ class Trainer(TrainerHelpers):
             args = TrainingArguments(output_dir="tmp_trainer")  # transformers' folder for a Trainer given no args
         if not isinstance(args, TrainingArguments):
             raise TypeError(f"args must be a trainer.TrainingArguments, got {type(args).__name__}.")
+        check_overrides(self)
         self.args = args
         # The init_ stage of the memory metrics, on the device the accelerator will use.
         init_tracker = MemoryTracker(skip=args.skip_memory_metrics, device=_precision.training_device(args))
@@ -211,6 +222,7 @@ class Trainer(TrainerHelpers):
                 model = self.call_model_init()
             self.model: nn.Module = model
             self._check_placement()
+            self.model_accepts_loss_kwargs = _loss.accepts_loss_kwargs(model)
             _set_use_cache(model, args)
             if args.label_smoothing_factor and _is_multi_label(model):
                 warnings.warn("Label smoothing is not compatible with multi-label classification. Disabling label "
@@ -354,7 +366,8 @@ class Trainer(TrainerHelpers):
         factor = self.args.label_smoothing_factor
         if not factor or _is_multi_label(self.model):
             return None
-        return functools.partial(_loop.smoothed_cross_entropy, epsilon=factor)
+        # A causal LM's logits at i predict label i + 1: shifted as transformers' LabelSmoother(shift_labels=True).
+        return functools.partial(_loss.smoothed_cross_entropy, epsilon=factor, shift=_loss.is_causal_lm(self.model))
 
     # ------------------------------------------------------------------ training
     def train(
@@ -415,7 +428,7 @@ class Trainer(TrainerHelpers):
             _fsdp.check_model(self)
         checkpoint = self._resolve_checkpoint(resume_from_checkpoint)
         if checkpoint is not None and not _fsdp.active(self.accelerator):  # FSDP: into the sharded model, in the loop
-            ckpt.load_model_weights(self.model, checkpoint)
+            self._load_from_checkpoint(checkpoint)
         return self._inner_training_loop(resume_from_checkpoint=checkpoint, trial=trial)
 
     def _resolve_checkpoint(self, resume_from_checkpoint: str | bool | None) -> str | None:
@@ -482,12 +495,15 @@ class Trainer(TrainerHelpers):
 
         With ``compute_loss_func`` (a Trainer argument) or ``label_smoothing_factor`` > 0 the labels are kept from the
         model and the loss is ``compute_loss_func(outputs, labels, num_items_in_batch=...)``, else the label-smoothed
-        cross-entropy of its logits (``-100`` labels ignored). ``num_items_in_batch`` is accepted for subclasses
-        written for transformers; this trainer passes none (see README, differences).
+        cross-entropy of its logits (``-100`` labels ignored; shifted by one for a causal LM). ``num_items_in_batch``
+        (the label tokens of the accumulation window, as transformers counts them) goes to the model when its
+        forward takes it, to ``compute_loss_func`` and to the label smoother, which divide their summed loss by it.
         """
         smoother = self.label_smoother
         loss_func = self.compute_loss_func
         loss: torch.Tensor | None
+        if num_items_in_batch is not None and self.model_accepts_loss_kwargs and isinstance(inputs, Mapping):
+            inputs = {**inputs, "num_items_in_batch": num_items_in_batch}  # the model divides its summed loss by it
         if (smoother is not None or loss_func is not None) and isinstance(inputs, Mapping) and "labels" in inputs:
             inputs = dict(inputs)
             labels = inputs.pop("labels")
@@ -495,7 +511,7 @@ class Trainer(TrainerHelpers):
             if loss_func is not None:
                 loss = loss_func(outputs, labels, num_items_in_batch=num_items_in_batch)
             else:
-                loss = cast(Any, smoother)(outputs, labels)
+                loss = cast(Any, smoother)(outputs, labels, num_items_in_batch=num_items_in_batch)
             if isinstance(outputs, list | tuple):
                 outputs = (loss, *outputs)  # loss first, as a model given labels returns it
         elif type(inputs) is dict or isinstance(inputs, Mapping):
@@ -507,6 +523,8 @@ class Trainer(TrainerHelpers):
         else:
             outputs = model(inputs)
             loss = _loop.extract_loss(outputs)
+        if loss is not None and num_items_in_batch is not None:
+            loss = _loss.across_devices(self, loss)
         if self.args.past_index >= 0:
             self._past = _loop.output_at(outputs, self.args.past_index)
         if loss is None:
@@ -520,8 +538,8 @@ class Trainer(TrainerHelpers):
     def training_step(self, model: nn.Module, inputs: Any, num_items_in_batch: Any = None) -> torch.Tensor:
         """One micro-batch: forward, loss, backward. Returns the loss scaled for gradient accumulation, detached.
 
-        ``num_items_in_batch`` is transformers' third argument (for subclasses calling ``super()``); the loop passes
-        None (see README, differences), and a given value reaches `compute_loss`."""
+        ``num_items_in_batch``: the label tokens of the accumulation window (the loop counts them where transformers
+        does); a loss normalised by it is not divided by the window's size again (see `loss_is_scaled_for_ga`)."""
         assert self.accelerator is not None
         cached = self._train_modules
         if cached is None or cached[0] is not model:
@@ -538,9 +556,10 @@ class Trainer(TrainerHelpers):
             loss = self.compute_loss(model, inputs, num_items_in_batch=num_items_in_batch)
         if loss.dim() > 0 and self.accelerator.num_processes > 1:
             loss = loss.mean()
+        scaled = _loss.scaled_for_accumulation(self, num_items_in_batch)
         # The micro-batches of this accumulation window: gradient_accumulation_steps but in an epoch's last, shorter
-        # window (the training loop sets it, as transformers' does).
-        window = self.current_gradient_accumulation_steps or self.args.gradient_accumulation_steps
+        # window (the training loop sets it, as transformers' does). A loss normalised over the window is not divided.
+        window = 1 if scaled else self.current_gradient_accumulation_steps or self.args.gradient_accumulation_steps
         if getattr(self, "_plain_backward", False):
             # What accelerator.backward does here (no scaler, one process), minus its call overhead; dividing by
             # 1 changes no gradient bit, so it is skipped.

@@ -95,6 +95,43 @@ class OptimizerNames(_StrEnum):
     ADAGRAD = "adagrad"
     RMSPROP = "rmsprop"
     ADAFACTOR = "adafactor"
+    # transformers' other names: run from their libraries or refused with the reason (see trainer/_optim_families.py).
+    ADAMW_HF = "adamw_hf"
+    ADAMW_ANYPRECISION = "adamw_anyprecision"
+    ADAMW_BNB = "adamw_bnb_8bit"
+    ADAMW_8BIT = "adamw_8bit"
+    PAGED_ADAMW = "paged_adamw_32bit"
+    PAGED_ADAMW_8BIT = "paged_adamw_8bit"
+    LION = "lion_32bit"
+    LION_8BIT = "lion_8bit"
+    PAGED_LION = "paged_lion_32bit"
+    PAGED_LION_8BIT = "paged_lion_8bit"
+    RMSPROP_BNB = "rmsprop_bnb"
+    RMSPROP_8BIT = "rmsprop_bnb_8bit"
+    RMSPROP_32BIT = "rmsprop_bnb_32bit"
+    ADEMAMIX = "ademamix"
+    ADEMAMIX_8BIT = "ademamix_8bit"
+    PAGED_ADEMAMIX = "paged_ademamix_32bit"
+    PAGED_ADEMAMIX_8BIT = "paged_ademamix_8bit"
+    SCHEDULE_FREE_ADAMW = "schedule_free_adamw"
+    SCHEDULE_FREE_SGD = "schedule_free_sgd"
+    SCHEDULE_FREE_RADAM = "schedule_free_radam"
+    GALORE_ADAMW = "galore_adamw"
+    GALORE_ADAMW_8BIT = "galore_adamw_8bit"
+    GALORE_ADAFACTOR = "galore_adafactor"
+    GALORE_ADAMW_LAYERWISE = "galore_adamw_layerwise"
+    GALORE_ADAMW_8BIT_LAYERWISE = "galore_adamw_8bit_layerwise"
+    GALORE_ADAFACTOR_LAYERWISE = "galore_adafactor_layerwise"
+    APOLLO_ADAMW = "apollo_adamw"
+    APOLLO_ADAMW_LAYERWISE = "apollo_adamw_layerwise"
+    LOMO = "lomo"
+    ADALOMO = "adalomo"
+    GROKADAMW = "grokadamw"
+    STABLE_ADAMW = "stable_adamw"
+    ADAMW_TORCH_4BIT = "adamw_torch_4bit"
+    ADAMW_TORCH_8BIT = "adamw_torch_8bit"
+    ADAMW_TORCH_XLA = "adamw_torch_xla"
+    ADAMW_TORCH_NPU_FUSED = "adamw_torch_npu_fused"
 
 
 _LOG_LEVELS = ("debug", "info", "warning", "error", "critical", "passive")
@@ -186,7 +223,7 @@ class TrainingArguments(ArgumentSetters, LegacyFields):
         include_num_input_tokens_seen: Count the input tokens trained on in ``state.num_input_tokens_seen`` (and
             the logs): "all" (or True) the elements of ``input_ids``, "non_padding" those its attention mask keeps,
             "no" (or False; the default) none. Stored as "all", "non_padding" or "no", as transformers does.
-        average_tokens_across_devices: Refused when True (no token-count loss normalisation; see the README).
+        average_tokens_across_devices: Sum the label tokens of all processes into num_items_in_batch (as transformers).
         max_checkpoint_shard_size: Largest safetensors shard: int bytes or a string like "5GB"/"500MB".
         save_on_each_node: Save checkpoints on every node, not just the main one (no shared filesystem).
 
@@ -230,8 +267,8 @@ class TrainingArguments(ArgumentSetters, LegacyFields):
         length_column_name: Dataset column holding each example's length for ``group_by_length``.
         neftune_noise_alpha: NEFTune: uniform noise of scale ``alpha / sqrt(sequence length x hidden size)`` added to
             the input embeddings during training (the model needs ``get_input_embeddings``).
-        optim_target_modules: the modules an optimizer such as GaLore trains; none of the supported ``optim`` values
-            takes it, so it is refused when set.
+        optim_target_modules: the linear layers a GaLore ``optim`` projects (parts of module names, a regular
+            expression, or "all-linear"); refused with any other optimizer.
         deepspeed: a DeepSpeed config (dict or JSON path), handed to accelerate; needs the ``deepspeed`` package
             (refused with the install command otherwise).
         fsdp: Shard the model with FSDP through accelerate (several processes): True, or options among "full_shard",
@@ -304,7 +341,7 @@ class TrainingArguments(ArgumentSetters, LegacyFields):
     run_name: str | None = None
     skip_memory_metrics: bool = True
     include_num_input_tokens_seen: bool | str = "no"
-    average_tokens_across_devices: bool = False
+    average_tokens_across_devices: bool = True
     max_checkpoint_shard_size: str | int = "5GB"
     save_on_each_node: bool = False
     log_level_replica: Literal["debug", "info", "warning", "error", "critical", "passive"] = "warning"

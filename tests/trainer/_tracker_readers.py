@@ -106,6 +106,12 @@ def _read_wandb_file(path: str) -> Run:
                     run.state = json.loads(item.value_json)
                 elif key == "objective":
                     run.objective = json.loads(item.value_json)
+        elif kind == "artifact":
+            artifact = record.artifact
+            run.raw.setdefault("artifacts", []).append({
+                "name": artifact.name, "type": artifact.type, "aliases": list(artifact.aliases),
+                "files": sorted(entry.path for entry in artifact.manifest.contents),
+            })
         elif kind == "exit":
             run.closed = True
             run.raw["exit_code"] = record.exit.exit_code

@@ -916,6 +916,23 @@ def c_train_sampling_strategy(env: Env) -> None:
     refused("train_sampling_strategy", "sequential", "disagree", group_by_length=True)(env)
 
 
+class _TwoProcesses:
+    """What the window count asks of an accelerator with two processes, the other one holding 5 label tokens."""
+
+    num_processes = 2
+    device = torch.device("cpu")
+
+    def gather(self, tensor: torch.Tensor) -> torch.Tensor:
+        return torch.cat([tensor, torch.tensor([5])])
+
+
+def c_average_tokens(env: Env) -> None:
+    batch = {"labels": torch.tensor([[1, 2, -100], [3, -100, -100]])}
+    for value, expected in ((True, 3 + 5), (False, 3)):
+        trainer = types.SimpleNamespace(accelerator=_TwoProcesses(), args=env.args(average_tokens_across_devices=value))
+        assert int(loop_module._window_count(trainer, [batch], shift=False)) == expected  # type: ignore[arg-type]
+
+
 def c_multiprocessing_context(env: Env) -> None:
     loader = env.trainer(dataloader_num_workers=1, dataloader_multiprocessing_context="spawn").get_train_dataloader()
     assert loader.multiprocessing_context.get_start_method() == "spawn"
@@ -1000,8 +1017,10 @@ def c_neftune_noise_alpha(env: Env) -> None:
 
 
 def c_optim_target_modules(env: Env) -> None:
-    with pytest.raises(ValueError, match=r"optim_target_modules.*GaLore.*remove it"):
+    with pytest.raises(ValueError, match=r"optim_target_modules.*only read by the GaLore.*remove it"):
         env.args(optim_target_modules=["attn"])
+    optimizer = optimizer_of(env, optim="galore_adamw", optim_target_modules=["linear"], optim_args="rank=1")
+    assert [group.get("rank") for group in optimizer.param_groups] == [None, 1]  # the linear weight is projected
 
 
 def c_deepspeed(env: Env) -> None:
@@ -1201,7 +1220,7 @@ CHECKS: dict[str, Callable[..., None]] = {
     "run_name": c_run_name,
     "skip_memory_metrics": c_skip_memory,
     "include_num_input_tokens_seen": c_tokens_seen,
-    "average_tokens_across_devices": refused("average_tokens_across_devices", True, "not supported"),
+    "average_tokens_across_devices": c_average_tokens,
     "max_checkpoint_shard_size": c_shard_size,
     "save_on_each_node": c_save_on_each_node,
     "log_level_replica": c_log_level_replica,

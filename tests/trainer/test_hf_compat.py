@@ -335,7 +335,6 @@ def test_save_on_each_node_lets_each_nodes_first_process_write(make_args, tmp_pa
 @pytest.mark.parametrize(
     ("kwargs", "needle"),
     [
-        ({"average_tokens_across_devices": True}, "average_tokens_across_devices=True is not supported"),
         ({"save_safetensors": False}, "only written as safetensors"),
         ({"jit_mode_eval": True}, "torch.jit"),
         ({"half_precision_backend": "apex"}, "apex is not supported"),

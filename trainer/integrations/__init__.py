@@ -115,8 +115,12 @@ def get_reporting_integration_callbacks(report_to: str | list[str] | None) -> li
             f"{sorted(INTEGRATIONS)}."
         )
     for name in names:
+        cls = INTEGRATIONS[name]
+        disabled = getattr(cls, "disabled_reason", None)
+        reason = disabled() if disabled is not None else None
+        if reason:  # switched off by its environment (DISABLE_MLFLOW_INTEGRATION)
+            raise ValueError(reason)
         if not _is_available(name):
-            cls = INTEGRATIONS[name]
             raise ImportError(install_hint(name, getattr(cls, "extra", None) or name))
     return [INTEGRATIONS[name] for name in dict.fromkeys(names)]
 

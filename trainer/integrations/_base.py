@@ -157,6 +157,17 @@ def _register_open(tracker: TrackerCallback) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- base class
+def announce_destination(tracker: str, where: str, change: str, credentials: tuple[str, ...]) -> None:
+    """Say where a tracker logs when it logs only on this machine (our default, where transformers' callbacks
+    upload): a warning when one of ``credentials`` is set (a ported script that expects an upload), else info."""
+    given = [name for name in credentials if os.environ.get(name)]
+    text = f"{tracker} logs only on this machine, to {where} (this trainer's default); {change}."
+    if given:
+        logger.warning("%s (%s is set, but nothing is uploaded.)", text, ", ".join(given))
+    else:
+        logger.info(text)
+
+
 class TrackerCallback(TrainerCallback):
     """Base of the experiment-tracker callbacks: one run per training, guarded calls, a final state.
 
@@ -174,6 +185,8 @@ class TrackerCallback(TrainerCallback):
     name: ClassVar[str] = ""
     module: ClassVar[str] = ""
     extra: ClassVar[str] = ""
+    # transformers' variables asking this tracker to upload models or assets, which this callback does not do.
+    unread_uploads: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self) -> None:
         if not self.is_available():
@@ -223,6 +236,11 @@ class TrackerCallback(TrainerCallback):
 
     # ---- lifecycle
     def _start(self, args: TrainingArguments, state: TrainerState) -> None:
+        for variable in self.unread_uploads:
+            if os.environ.get(variable, "").strip().upper() in ("1", "TRUE", "YES", "ON", "ALL"):
+                logger.warning("%s=%s asks %s to upload the model, which this trainer's %s callback does not do (see "
+                               "README, experiment trackers); nothing is uploaded.", variable, os.environ[variable],
+                               self.name, self.name)
         self._search = bool(state.is_hyper_param_search)
         self._trained = False
         if self._guard("opening the run", self._open, args, state):

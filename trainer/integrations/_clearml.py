@@ -6,7 +6,7 @@ import logging
 import os
 from typing import TYPE_CHECKING, Any
 
-from ._base import TrackerCallback, run_name, run_params, search_group
+from ._base import TrackerCallback, announce_destination, run_name, run_params, search_group
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +33,7 @@ class ClearMLCallback(TrackerCallback):
     name = "clearml"
     module = "clearml"
     extra = "clearml"
+    unread_uploads = ("CLEARML_LOG_MODEL",)
 
     _task: Any = None
 
@@ -69,6 +70,9 @@ class ClearMLCallback(TrackerCallback):
         self._task = task
         if Task.is_offline():
             self.offline_folder = str(task.get_offline_mode_folder())
+            announce_destination("ClearML", f"an offline session in {self.offline_folder}",
+                                 "set CLEARML_OFFLINE_MODE=0 to upload, or import the session later "
+                                 "(Task.import_offline_session)", ("CLEARML_API_ACCESS_KEY", "CLEARML_API_SECRET_KEY"))
         task.connect(run_params(args, state), name="Args")
 
     def _log(self, metrics: dict[str, float], step: int) -> None:

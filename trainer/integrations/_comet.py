@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from ._base import TrackerCallback, run_name, run_params, search_group
+from ._base import TrackerCallback, announce_destination, run_name, run_params, search_group
 
 if TYPE_CHECKING:
     from .._callbacks import TrainerState
@@ -46,6 +46,7 @@ class CometCallback(TrackerCallback):
     name = "comet_ml"
     module = "comet_ml"
     extra = "comet"
+    unread_uploads = ("COMET_LOG_ASSETS",)
 
     _experiment: Any = None
 
@@ -66,6 +67,10 @@ class CometCallback(TrackerCallback):
             folder = env.get("COMET_OFFLINE_DIRECTORY") or os.path.join(args.output_dir, "comet")
             os.makedirs(folder, exist_ok=True)
             experiment = comet_ml.OfflineExperiment(offline_directory=folder, **common)
+            if mode == "OFFLINE":
+                announce_destination("Comet", f"an offline archive in {folder}",
+                                     "set COMET_MODE=ONLINE to upload, or `comet upload` the archive later",
+                                     ("COMET_API_KEY",))
         self._experiment = experiment
         experiment.set_name(run_name(args, state))
         if state.is_hyper_param_search:

@@ -26,6 +26,7 @@ class DVCLiveCallback(TrackerCallback):
     name = "dvclive"
     module = "dvclive"
     extra = "dvclive"
+    unread_uploads = ("HF_DVCLIVE_LOG_MODEL",)
 
     _live: Any = None
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from ._base import TrackerCallback, run_name, run_params, search_group
+from ._base import TrackerCallback, announce_destination, run_name, run_params, search_group
 
 if TYPE_CHECKING:
     from .._callbacks import TrainerState
@@ -45,6 +45,9 @@ class NeptuneCallback(TrackerCallback):
         if state.is_hyper_param_search:
             run["sys/group_tags"].add([search_group(args)])
         run["parameters"] = run_params(args, state)
+        if (os.environ.get("NEPTUNE_MODE") or "offline") == "offline":
+            announce_destination("Neptune", "offline files under NEPTUNE_DATA_DIRECTORY (default output_dir/.neptune)",
+                                 "set NEPTUNE_MODE=async to upload, or `neptune sync` later", ("NEPTUNE_API_TOKEN",))
 
     @staticmethod
     def _init_run(neptune: Any, args: TrainingArguments, state: TrainerState, tags: list[str]) -> Any:
