@@ -25,12 +25,14 @@ from .backends import backend_names, resolve_backend
 from .backends.base import installed_version
 from .errors import HPSearchError, SearchConfigError
 from .objective import resolve_compute_objective
+from .reevaluate import check_reevaluation
 from .settings import TrialSettings, check_common_options
 
 if TYPE_CHECKING:
     from trainer import Trainer
 
     from .backends.base import SearchBackend
+    from .reevaluate import ConfigSummary
     from .results import SearchResult
     from .trial import Trial, TrialRecord
 
@@ -59,28 +61,51 @@ class BestRun(_BestRunFields):
     """The best trial of a search (one per Pareto-optimal trial for several objectives).
 
     A tuple of transformers' four fields (``run_id, objective, hyperparameters, run_summary = best`` unpacks as
-    there); ``run_summary`` is the whole search as a `SearchResult`. Two attributes outside the tuple:
+    there); ``run_summary`` is the whole search as a `SearchResult`. Attributes outside the tuple:
     ``checkpoint``, the checkpoint whose evaluation gave ``objective`` (None if the trial saved none), and
-    ``name``, the trial's name (its folder in output_dir).
+    ``name``, the trial's name (its folder in output_dir). With re-evaluation (``reevaluate_top_k``, see
+    `hpsearch.reevaluate`) the run is the search trial of the configuration chosen by its mean over seeds, and
+    ``objective_mean``, ``objective_std`` and ``objective_ci95`` (over its ``n_seeds`` runs) say how sure that is;
+    ``observed_best`` is the trial with the best single observed objective (the pick without re-evaluation).
+    Without re-evaluation: ``n_seeds`` 1, the three statistics and ``observed_best`` None.
     """
 
     checkpoint: str | None
     name: str | None
+    objective_mean: float | list[float] | None
+    objective_std: float | list[float] | None
+    objective_ci95: tuple[float, float] | list[tuple[float, float]] | None
+    n_seeds: int
+    observed_best: BestRun | None
 
     def __new__(cls, run_id: str, objective: float | list[float], hyperparameters: dict[str, Any],
                 run_summary: SearchResult | None = None, checkpoint: str | None = None,
-                name: str | None = None) -> BestRun:
+                name: str | None = None, objective_mean: float | list[float] | None = None,
+                objective_std: float | list[float] | None = None,
+                objective_ci95: tuple[float, float] | list[tuple[float, float]] | None = None, n_seeds: int = 1,
+                observed_best: BestRun | None = None) -> BestRun:
         self = super().__new__(cls, run_id, objective, hyperparameters, run_summary)
         self.checkpoint = checkpoint
         self.name = name
+        self.objective_mean, self.objective_std, self.objective_ci95 = objective_mean, objective_std, objective_ci95
+        self.n_seeds = n_seeds
+        self.observed_best = observed_best
         return self
 
     def _replace(self, **changes: Any) -> BestRun:
-        fields = {**self._asdict(), "checkpoint": self.checkpoint, "name": self.name, **changes}
+        fields = {**self._asdict(), **{name: getattr(self, name) for name in _EXTRA_FIELDS}, **changes}
         return type(self)(**fields)
 
     def __repr__(self) -> str:
-        return f"{super().__repr__()[:-1]}, checkpoint={self.checkpoint!r}, name={self.name!r})"
+        text = f"{super().__repr__()[:-1]}, checkpoint={self.checkpoint!r}, name={self.name!r}"
+        if self.n_seeds > 1:
+            text += (f", objective_mean={self.objective_mean!r}, objective_std={self.objective_std!r}, "
+                     f"n_seeds={self.n_seeds}")
+        return text + ")"
+
+
+_EXTRA_FIELDS = ("checkpoint", "name", "objective_mean", "objective_std", "objective_ci95", "n_seeds",
+                 "observed_best")
 
 
 def _directions(direction: Any) -> list[str]:
@@ -250,6 +275,7 @@ def hyperparameter_search(
     _check_dashboard(dashboard, dashboard_port)
     warm_options = sorted(k for k in _WARM_START_OPTIONS if kwargs.get(k) is not None)
     common = check_common_options(kwargs)
+    reevaluation = check_reevaluation(common["reevaluate_top_k"], common["reevaluate_seeds"], n_trials)
     backend_cls = resolve_backend(backend)
     if "warm_start_mode" not in warm_options and common["warm_start_mode"] not in backend_cls.warm_start_modes[:1]:
         # The default mode is 'inform' where the engine can be told earlier trials; else its first (random: evaluate).
@@ -299,6 +325,8 @@ def hyperparameter_search(
                 "fixed values in TrainingArguments or model_init."
             )
         check_space_against_trainer(space, trainer)
+        if reevaluation is not None:
+            reevaluation.check_space(space)
         adapter.settings = settings = _with_space(settings, space)
     adapter.validate()
     settings = adapter.settings  # an adapter may map its own options onto the shared settings (e.g. a scope)
@@ -329,6 +357,8 @@ def hyperparameter_search(
     )
     session = SearchSession(settings, result, n_trials, max_failed_trials=common["max_failed_trials"],
                             max_device_hours=common["max_device_hours"], max_energy_kwh=common["max_energy_kwh"])
+    if reevaluation is not None:
+        result.settings["reevaluate"] = reevaluation.describe(settings)
     created = _probe_writable(output_dir)
     try:
         if dashboard:
@@ -336,7 +366,11 @@ def hyperparameter_search(
 
             url, _ = start_in_background(output_dir, port=dashboard_port)
             print(f"hpsearch dashboard: {url}", flush=True)
+        # Read before the backend runs: an engine that rebuilds the results from its own store drops them.
+        earlier = reevaluation.earlier_runs(session) if reevaluation and adapter.continues_earlier_run() else []
         adapter.run(session, native_space)
+        if reevaluation is not None:
+            reevaluation.run(session, earlier)
     except KeyboardInterrupt:
         session.save()
         if not any(r.state.value == "COMPLETE" for r in result.records):
@@ -461,7 +495,7 @@ def _with_space(settings: TrialSettings, space: Any) -> TrialSettings:
     return dataclasses.replace(settings, space=space)
 
 
-def _best_run(record: TrialRecord, result: SearchResult) -> BestRun:
+def _best_run(record: TrialRecord, result: SearchResult, **fields: Any) -> BestRun:
     assert record.objective is not None
     return BestRun(
         run_id=record.trial_id,
@@ -470,13 +504,31 @@ def _best_run(record: TrialRecord, result: SearchResult) -> BestRun:
         run_summary=result,
         checkpoint=record.checkpoint,
         name=record.name,
+        **fields,
     )
 
 
+def _chosen_run(summary: ConfigSummary, result: SearchResult, observed: BestRun | None) -> BestRun:
+    """The configuration chosen by its mean over seeds, as the search trial that proposed it."""
+    one = not result.is_multi_objective
+    return _best_run(summary.trial, result, objective_mean=summary.mean[0] if one else summary.mean,
+                     objective_std=summary.std[0] if one else summary.std,
+                     objective_ci95=summary.ci95[0] if one else summary.ci95, n_seeds=summary.n_seeds,
+                     observed_best=observed)
+
+
 def best_runs(result: SearchResult) -> BestRun | list[BestRun]:
-    """The best run (one objective) or the Pareto front (several); HPSearchError when no trial completed."""
+    """The best run (one objective) or the Pareto front (several); HPSearchError when no trial completed. With
+    re-evaluation: the configuration(s) chosen by the mean over seeds (`hpsearch.reevaluate.choose`)."""
+    from .reevaluate import choose
+
     front = result.best_trials if result.is_multi_objective else []
     best = None if result.is_multi_objective else result.best_trial
+    chosen = choose(result) if (front or best is not None) else None
+    if chosen is not None:
+        observed = None if best is None else _best_run(best, result)
+        runs = [_chosen_run(summary, result, observed) for summary in chosen]
+        return runs if result.is_multi_objective else runs[0]
     if front:
         return [_best_run(r, result) for r in front]
     if best is None:

@@ -215,6 +215,8 @@ EXPECTED_TRIALS = {
     "number": "int64",
     "state": "object",
     "source": "object",
+    "config_id": "object",
+    "seed": "Int64",
     "objective": "float64",
     "params_dropout": "float64",
     "params_hidden": "Int64",

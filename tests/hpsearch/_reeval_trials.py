@@ -1,0 +1,65 @@
+"""What the re-evaluation tests' trials run (importable by Ray's workers and by the kill test's subprocess).
+
+`SeedLog` records, for every model_init call, the trial's parameters and the seed torch was seeded with (the trainer
+seeds with ``TrainingArguments.seed`` before ``model_init``), so a test sees which seed each run really trained with.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+import torch
+
+from tests.hpsearch._trials import model_init
+
+
+class SeedLog:
+    """A model_init that appends ``{"params", "torch_seed"}`` to ``path`` per call; with ``kill_seed``, the first
+    call seeded with it ends the process at once (``os._exit``: no cleanup, as SIGKILL), leaving ``path + ".killed"``;
+    with ``fail_seeds``, calls seeded with one of them raise (the trial fails)."""
+
+    def __init__(self, path: str, kill_seed: int | None = None, fail_seeds: tuple[int, ...] = ()) -> None:
+        self.path, self.kill_seed, self.fail_seeds = path, kill_seed, fail_seeds
+
+    def __call__(self, trial: Any = None) -> Any:
+        seed = torch.initial_seed()
+        if trial is not None:
+            with open(self.path, "a", encoding="utf-8") as f:
+                f.write(json.dumps({"params": dict(trial), "torch_seed": seed}) + "\n")
+        if self.kill_seed is not None and seed == self.kill_seed and not os.path.exists(self.path + ".killed"):
+            open(self.path + ".killed", "w").close()
+            os._exit(9)
+        if seed in self.fail_seeds:
+            raise RuntimeError(f"scripted failure at seed {seed}")
+        return model_init(trial)
+
+
+def read(path: str) -> list[dict[str, Any]]:
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def optuna_search(output_dir: str, log: str, kill_seed: int | None) -> None:
+    """An Optuna search on a SQLite study in output_dir (continued when it exists), re-evaluating its top 2."""
+    import optuna
+
+    from hpsearch import hyperparameter_search
+    from spaces import Categorical, Float, SearchSpace
+    from tests.hpsearch._trials import digits_search_trainer
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    space = SearchSpace({"learning_rate": Float(1e-3, 1e-1, log=True), "hidden": Categorical([8, 16])})
+    trainer = digits_search_trainer(output_dir, SeedLog(log, kill_seed))
+    hyperparameter_search(trainer, hp_space=space, compute_objective="eval_accuracy", direction="maximize",
+                          n_trials=3, backend="optuna", storage=f"sqlite:///{output_dir}.db",
+                          study_name="reeval", load_if_exists=True, sampler=optuna.samplers.RandomSampler(seed=0),
+                          reevaluate_top_k=2, reevaluate_seeds=2)
+
+
+if __name__ == "__main__":
+    optuna_search(sys.argv[1], sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else None)
