@@ -108,11 +108,20 @@ def test_a_searched_seed_is_refused_with_reevaluation(make_trainer, output_dir):
     assert not output_dir.exists()
 
 
-def test_the_sweep_file_takes_the_options(tmp_path):
-    from hpsearch.backends import get_backend
+def test_a_sweep_file_reevaluates_through_the_cli(tmp_path, monkeypatch):
+    """The options come from the one declaration (COMMON_OPTIONS): a sweep file's backend_options take them, and
+    ``--set`` overrides one."""
+    from hpsearch import SearchResult
+    from hpsearch.cli import main
+    from tests.hpsearch.test_sweep import write_sweep
 
-    options = get_backend("random").all_options()
-    assert options["reevaluate_top_k"].types == (int,) and "reevaluate_seeds" in options
+    monkeypatch.chdir(ROOT)
+    path = write_sweep(tmp_path, "random", {"seed": 0, "reevaluate_top_k": 1, "reevaluate_seeds": 1}, n_trials=2)
+    out = tmp_path / "out"
+    assert main(["run", str(path), "--no-progress", "--output-dir", str(out),
+                 "--set", "backend_options.reevaluate_seeds=2"]) == 0
+    again = [r for r in SearchResult.load(out).records if r.extra.get("source") == "reevaluation"]
+    assert sorted(r.extra["seed"] for r in again) == [BASE_SEED + 1, BASE_SEED + 2]
 
 
 def test_more_leaders_than_completed_trials_warns_and_uses_those(make_trainer, tiny_space, tmp_path, caplog):
