@@ -74,7 +74,7 @@ def _pick(engine: str, out: str, data: tuple[Any, Any, Any], seed: int, n: int, 
         options["sampler"] = optuna.samplers.TPESampler(seed=seed)
     if k:
         options.update(reevaluate_top_k=k, reevaluate_seeds=s)
-    best = hpsearch.hyperparameter_search(_trainer(out, data[0], data[1], seed), hp_space=_space(),
+    best: Any = hpsearch.hyperparameter_search(_trainer(out, data[0], data[1], seed), hp_space=_space(),
                                           compute_objective="eval_accuracy", direction="maximize", n_trials=n,
                                           backend=engine, **options)
     score = best.objective_mean if best.objective_mean is not None else best.objective
@@ -112,7 +112,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     s = opts.reeval_seeds or (1 if opts.quick else 2)
     test_seeds = 1 if opts.quick else opts.test_seeds
     data = _splits(opts.val)
-    per_seed, observed, reevaluated, optimism = [], [], [], ([], [])
+    per_seed: list[list[Any]] = []
+    observed: list[float] = []
+    reevaluated: list[float] = []
+    optimism: tuple[list[float], list[float]] = ([], [])
     for seed in range(seeds):
         with tempfile.TemporaryDirectory() as tmp:
             picks = [_pick(opts.engine, str(Path(tmp) / "max"), data, seed, n + k * s, 0, 0),

@@ -193,3 +193,61 @@ def test_a_search_killed_during_reevaluation_continues_without_training_any_twic
     killed = [t for t in reevaluated if t[1] == BASE_SEED + 2]
     assert len(set(reevaluated)) == 4 and len(killed) == 3  # only the killed one started twice
     assert len([r for r in result.records if r.extra.get("source", "search") == "search"]) == 3
+
+
+def test_a_spent_compute_budget_starts_no_reevaluation(make_trainer, tiny_space, caplog):
+    """Re-evaluations count against the compute budgets: spent by the search itself (a budget far below one
+    trial), none starts, and the best run is the observed best."""
+    best = hyperparameter_search(make_trainer(), hp_space=tiny_space, compute_objective="eval_accuracy",
+                                 direction="maximize", n_trials=3, backend="random", seed=0, reevaluate_top_k=1,
+                                 reevaluate_seeds=2, max_device_hours=1e-9)
+    assert [r.extra.get("source", "search") for r in best.run_summary.records] == ["search"]
+    assert "No re-evaluation: the search stopped starting trials (compute budget spent" in caplog.text
+    assert best.n_seeds == 1
+
+
+def _reevaluated_result():
+    """A saved search of 3 configurations, two re-evaluated with 2 more seeds (no training: records by hand)."""
+    from hpsearch import SearchResult, TrialRecord
+
+    def record(trial_id, number, objective, hidden, config_id=None, seed=BASE_SEED):
+        extra = {"seed": seed}
+        if config_id is not None:
+            extra.update(source="reevaluation", config_id=config_id)
+        return TrialRecord(trial_id=trial_id, number=number, name=f"run-{trial_id}", state=TrialState.COMPLETE,
+                           params={"hidden": hidden}, objective=objective, extra=extra)
+
+    records = [record("0", 0, 0.95, 8), record("1", 1, 0.90, 16), record("2", 2, 0.50, 32),
+               record("0-seed43", 3, 0.70, 8, "0", 43), record("0-seed44", 4, 0.72, 8, "0", 44),
+               record("1-seed43", 5, 0.89, 16, "1", 43), record("1-seed44", 6, 0.91, 16, "1", 44)]
+    return SearchResult(backend="random", directions=["maximize"], records=records, objective="eval_accuracy")
+
+
+def test_reports_show_the_leaders_with_their_intervals():
+    from hpsearch.api import best_runs
+    from hpsearch.report import render_markdown
+    from hpsearch.report._figures import leaders_figure
+    from hpsearch.report._html import render_html
+
+    result = _reevaluated_result()
+    best = best_runs(result)
+    assert best.run_id == "1" and best.observed_best.run_id == "0"  # the lucky 0.95 loses on its mean (0.79)
+    fig = leaders_figure(result)
+    means = fig.data[1]
+    assert list(means.x) == ["run-1 (n=3)", "run-0 (n=3)"]  # best mean first; run-2 was not re-evaluated
+    assert list(means.y) == pytest.approx([0.9, statistics.fmean([0.95, 0.70, 0.72])])
+    half = 4.303 * statistics.stdev([0.95, 0.70, 0.72]) / math.sqrt(3)
+    assert means.error_y.array[1] == pytest.approx(half)
+    assert list(means.marker.color) == ["#dc2626", "#2563eb"]  # the chosen one in red
+    assert len(fig.data[0].y) == 6  # every run of the leaders
+    assert "Leaders over seeds" in render_html(result)
+    text = render_markdown(result)
+    assert "run-1 ★: 0.9 [" in text and "n=3" in text and "run-0: " in text
+
+
+def test_a_search_without_reevaluation_has_no_leaders_section(make_trainer, tiny_space):
+    from hpsearch.report._figures import leaders_figure
+
+    result = _reevaluated_result()
+    result.records[:] = result.records[:3]
+    assert leaders_figure(result) is None
