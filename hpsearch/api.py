@@ -370,7 +370,7 @@ def hyperparameter_search(
         earlier = reevaluation.earlier_runs(session) if reevaluation and adapter.continues_earlier_run() else []
         adapter.run(session, native_space)
         if reevaluation is not None:
-            reevaluation.run(session, earlier)
+            reevaluation.run(session, earlier, adapter.replay_trial)
     except KeyboardInterrupt:
         session.save()
         if not any(r.state.value == "COMPLETE" for r in result.records):

@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import math
 import statistics
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -99,8 +99,10 @@ class Reevaluation:
         rebuilds the results from its own store does not know them)."""
         return [r for r in session.saved_records() if r.extra.get("source") == SOURCE]
 
-    def run(self, session: SearchSession, earlier: Sequence[TrialRecord] = ()) -> None:
-        """Train the missing re-evaluations of the leaders, recording each in ``session``."""
+    def run(self, session: SearchSession, earlier: Sequence[TrialRecord] = (),
+            native: Callable[[dict[str, Any]], Any] | None = None) -> None:
+        """Train the missing re-evaluations of the leaders, recording each in ``session``; ``native(params)`` gives
+        the engine's trial that ``model_init`` may ask (`SearchBackend.replay_trial`)."""
         from . import _lockstep
 
         settings = session.settings
@@ -108,12 +110,13 @@ class Reevaluation:
             _lockstep.follow(settings, session)
             return
         try:
-            self._run(session, earlier)
+            self._run(session, earlier, native)
         finally:
             _lockstep.announce_end()
             session.save()
 
-    def _run(self, session: SearchSession, earlier: Sequence[TrialRecord]) -> None:
+    def _run(self, session: SearchSession, earlier: Sequence[TrialRecord],
+             native: Callable[[dict[str, Any]], Any] | None) -> None:
         leaders = leading_trials(session.result, self.top_k)
         ids = {r.trial_id for r in leaders}
         session.adopt(r for r in earlier if r.extra.get("config_id") in ids)
@@ -123,7 +126,7 @@ class Reevaluation:
         if len(leaders) < self.top_k:
             logger.warning("reevaluate_top_k=%d but only %d trial(s) completed; re-evaluating those.", self.top_k,
                            len(leaders))
-        for trial in self._pending(session, leaders):
+        for trial in self._pending(session, leaders, native):
             if session.stop_reason is not None:
                 logger.warning("Re-evaluation stops: %s.", session.stop_reason)
                 return
@@ -133,7 +136,8 @@ class Reevaluation:
                 logger.warning("Re-evaluation stops (the search's results stay): %s", error)
                 return
 
-    def _pending(self, session: SearchSession, leaders: Sequence[TrialRecord]) -> Iterator[Any]:
+    def _pending(self, session: SearchSession, leaders: Sequence[TrialRecord],
+                 native: Callable[[dict[str, Any]], Any] | None) -> Iterator[Any]:
         from .trial import Trial
 
         settings = session.settings
@@ -151,7 +155,7 @@ class Reevaluation:
                                    [n for n in SEED_ARGS if n in leader.params], seed)
                 params = {**leader.params, "seed": seed, "data_seed": seed}
                 trial = Trial(f"{leader.trial_id}-seed{seed}", first + rank * self.seeds + j - 1, params,
-                              settings.backend)
+                              settings.backend, native=native(dict(leader.params)) if native else None)
                 trial.config_id, trial.seed = leader.trial_id, seed  # type: ignore[attr-defined]
                 yield trial
 

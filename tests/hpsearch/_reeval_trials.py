@@ -37,6 +37,13 @@ class SeedLog:
         return model_init(trial)
 
 
+def suggesting_model_init(trial: Any = None) -> Any:
+    """A model_init that asks the engine's trial for ``hidden`` (Optuna's define-by-run form)."""
+    from tests._digits import DigitsMLP
+
+    return DigitsMLP(hidden=16 if trial is None else int(trial.suggest_categorical("hidden", [8, 16])))
+
+
 def read(path: str) -> list[dict[str, Any]]:
     if not os.path.exists(path):
         return []

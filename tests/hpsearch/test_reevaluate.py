@@ -251,3 +251,20 @@ def test_a_search_without_reevaluation_has_no_leaders_section(make_trainer, tiny
     result = _reevaluated_result()
     result.records[:] = result.records[:3]
     assert leaders_figure(result) is None
+
+
+def test_a_configuration_suggested_inside_model_init_is_replayed(make_trainer):
+    """Optuna's define-by-run: model_init asks ``trial.suggest_categorical``; a re-evaluation's trial answers with
+    the configuration's value (an ``optuna.trial.FixedTrial``), so it trains the same model."""
+    import optuna
+
+    space = SearchSpace({"learning_rate": Float(1e-3, 1e-1, log=True)})
+    best = hyperparameter_search(make_trainer(_reeval_trials.suggesting_model_init), hp_space=space,
+                                 compute_objective="eval_accuracy", direction="maximize", n_trials=3, backend="optuna",
+                                 sampler=optuna.samplers.RandomSampler(seed=0), reevaluate_top_k=2, reevaluate_seeds=1)
+    records = {r.trial_id: r for r in best.run_summary.records}
+    again = [r for r in records.values() if r.extra.get("source") == "reevaluation"]
+    assert len(again) == 2
+    for r in again:
+        assert r.state is TrialState.COMPLETE, r.error
+        assert r.params == records[r.extra["config_id"]].params and "hidden" in r.params

@@ -128,6 +128,11 @@ class OptunaBackend(SearchBackend):
 
         optuna.delete_study(study_name=options["study_name"], storage=options["storage"])
 
+    def replay_trial(self, params: Mapping[str, Any]) -> Any:
+        import optuna
+
+        return optuna.trial.FixedTrial(dict(params))  # trial.suggest_*(name, ...) inside model_init: params[name]
+
     def continues_earlier_run(self) -> bool:
         return continues_study(self.kwargs, self.settings.output_dir)
 
