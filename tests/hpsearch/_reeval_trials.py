@@ -51,22 +51,25 @@ def read(path: str) -> list[dict[str, Any]]:
         return [json.loads(line) for line in f if line.strip()]
 
 
-def optuna_search(output_dir: str, log: str, kill_seed: int | None) -> None:
-    """An Optuna search on a SQLite study in output_dir (continued when it exists), re-evaluating its top 2."""
-    import optuna
-
+def resumable_search(backend: str, output_dir: str, log: str, kill_seed: int | None) -> None:
+    """A search that a rerun continues (Optuna: a SQLite study beside output_dir; SigOpt lite: resume=True),
+    re-evaluating its top 2 with 2 more seeds."""
     from hpsearch import hyperparameter_search
     from spaces import Categorical, Float, SearchSpace
     from tests.hpsearch._trials import digits_search_trainer
 
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    options: dict[str, Any] = {"driver": "lite", "resume": True}
+    if backend == "optuna":
+        import optuna
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        options = {"storage": f"sqlite:///{output_dir}.db", "study_name": "reeval", "load_if_exists": True,
+                   "sampler": optuna.samplers.RandomSampler(seed=0)}
     space = SearchSpace({"learning_rate": Float(1e-3, 1e-1, log=True), "hidden": Categorical([8, 16])})
     trainer = digits_search_trainer(output_dir, SeedLog(log, kill_seed))
     hyperparameter_search(trainer, hp_space=space, compute_objective="eval_accuracy", direction="maximize",
-                          n_trials=3, backend="optuna", storage=f"sqlite:///{output_dir}.db",
-                          study_name="reeval", load_if_exists=True, sampler=optuna.samplers.RandomSampler(seed=0),
-                          reevaluate_top_k=2, reevaluate_seeds=2)
+                          n_trials=3, backend=backend, reevaluate_top_k=2, reevaluate_seeds=2, **options)
 
 
 if __name__ == "__main__":
-    optuna_search(sys.argv[1], sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else None)
+    resumable_search(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]) if len(sys.argv) > 4 else None)

@@ -169,12 +169,14 @@ def test_several_objectives_return_the_pareto_front_over_means(make_trainer, tin
 
 @pytest.mark.slow
 @pytest.mark.multiprocess
-def test_a_search_killed_during_reevaluation_continues_without_training_any_twice(tmp_path):
+@pytest.mark.parametrize("engine", ["optuna", "sigopt"])
+def test_a_search_killed_during_reevaluation_continues_without_training_any_twice(tmp_path, engine):
     """The driver dies (os._exit, as SIGKILL) when the first leader's second re-evaluation starts; the rerun of the
-    same Optuna study trains only the re-evaluations its results do not hold: every (config, seed) once."""
+    same search (Optuna: the same study; SigOpt: resume=True) trains only the re-evaluations its results do not
+    hold: every (config, seed) once, and the search trials are not trained again."""
     out, log = str(tmp_path / "out"), str(tmp_path / "seeds.jsonl")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    run = [sys.executable, "-m", "tests.hpsearch._reeval_trials", out, log]
+    run = [sys.executable, "-m", "tests.hpsearch._reeval_trials", engine, out, log]
     first = subprocess.run([*run, str(BASE_SEED + 2)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert first.returncode == 9, first.stderr[-3000:]
     assert os.path.exists(log + ".killed")
@@ -188,6 +190,7 @@ def test_a_search_killed_during_reevaluation_continues_without_training_any_twic
     assert len(pairs) == 4 and len(set(pairs)) == 4 and all(r.state is TrialState.COMPLETE for r in again)
     # Trained: 3 search trials, 1 re-evaluation before the kill, the killed one again, and the other 2: once each.
     trained = [(tuple(sorted(e["params"].items())), e["torch_seed"]) for e in _reeval_trials.read(log)]
+    assert len([t for t in trained if t[1] == BASE_SEED]) == 3
     reevaluated = [t for t in trained if t[1] != BASE_SEED]
     assert len(reevaluated) == 5  # 4 + the killed start (which never finished)
     killed = [t for t in reevaluated if t[1] == BASE_SEED + 2]
