@@ -244,6 +244,10 @@ def test_reports_show_the_leaders_with_their_intervals():
     assert list(means.marker.color) == ["#dc2626", "#2563eb"]  # the chosen one in red
     assert len(fig.data[0].y) == 6  # every run of the leaders
     assert "Leaders over seeds" in render_html(result)
+    from hpsearch.dashboard._views import search_view  # the live dashboard draws the report's sections
+
+    view = search_view(result, "not computed", None, True)
+    assert "leaders" in view.order
     text = render_markdown(result)
     assert "run-1 ★: 0.9 [" in text and "n=3" in text and "run-0: " in text
 
