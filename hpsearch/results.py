@@ -52,8 +52,7 @@ _STATE_ORDER = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL, TrialSt
 _TEXT = "object"
 _DATETIME = "datetime64[us, UTC]"  # Python datetimes carry microseconds: no precision is invented or lost.
 _INT64 = 2**63
-#: The ``source`` of a re-evaluation's record (`hpsearch.reevaluate`): never the observed best trial itself.
-_REEVALUATION = "reevaluation"
+_REEVALUATION = "reevaluation"  # a re-evaluation's source (`hpsearch.reevaluate`): never the observed best
 
 
 @dataclass(repr=False)
@@ -156,7 +155,8 @@ class SearchResult:
             "state": pd.Series([TrialState(r.state).value for r in records], dtype=_TEXT),
             "source": pd.Series([str(r.extra.get("source", "search")) for r in records], dtype=_TEXT),
             "config_id": pd.Series([str(r.extra.get("config_id", r.trial_id)) for r in records], dtype=_TEXT),
-            "seed": pd.Series([_seed(r.extra.get("seed")) for r in records], dtype="Int64"),
+            "seed": pd.Series([r.extra["seed"] if type(r.extra.get("seed")) is int else None for r in records],
+                              dtype="Int64"),
         }
         for i, col in enumerate(self.objective_columns):
             columns[col] = pd.Series([o[i] for o in objectives], dtype="float64")
@@ -179,8 +179,7 @@ class SearchResult:
         return pd.DataFrame(columns)
 
     def config_summary(self) -> pd.DataFrame:
-        """One row per configuration (its search trial and re-evaluations grouped by ``config_id``): the mean,
-        standard deviation, count (``n_seeds``) and 95% interval of each objective; see `hpsearch.reevaluate`."""
+        """Per configuration (runs grouped by ``config_id``): mean, std, count, 95% interval (`hpsearch.reevaluate`)."""
         from hpsearch.reevaluate import summary_dataframe
 
         return summary_dataframe(self)
@@ -498,7 +497,3 @@ def _number(value: Any) -> float:
         return math.nan if value is None else float(value)
     except (TypeError, ValueError):
         return math.nan
-
-
-def _seed(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -427,12 +427,12 @@ def leaders_figure(result: SearchResult) -> Any | None:
         mode="markers", name="runs", marker={"color": "#9ca3af", "size": 7},
         text=[esc(r.name) for s in leaders for r in s.runs], hovertemplate="%{text}: %{y:.6g}<extra></extra>",
     ))
-    half = [[s.ci95[0][1] - s.mean[0] if _finite(s.ci95[0][1]) else 0.0 for s in leaders]]
+    half = [s.ci95[0][1] - s.mean[0] if _finite(s.ci95[0][1]) else 0.0 for s in leaders]  # NaN: one finished run
     fig.add_trace(go.Scatter(
         x=labels, y=[s.mean[0] for s in leaders], mode="markers", name="mean, 95% interval",
         marker={"color": ["#dc2626" if s.config_id in chosen else "#2563eb" for s in leaders], "size": 11,
                 "symbol": "diamond"},
-        error_y={"type": "data", "array": half[0], "visible": True},
+        error_y={"type": "data", "array": half, "visible": True},
         hovertemplate="mean %{y:.6g} ± %{error_y.array:.3g}<extra></extra>",
     ))
     fig.update_layout(**_LAYOUT, yaxis_title=_objective_titles(result)[0], xaxis_title="configuration (runs)")

@@ -21,7 +21,7 @@ from ...trial import Evaluation, Trial, TrialRecord, TrialReporter, TrialState
 from ..base import SearchBackend
 from . import _storage
 from ._space import OptunaSpace, native_params, probe_native_space
-from ._study import continues_study, open_study, warm_start
+from ._study import continues_study, open_study, replay_trial, warm_start
 
 if TYPE_CHECKING:
     from spaces import SearchSpace
@@ -67,6 +67,7 @@ class OptunaBackend(SearchBackend):
     can_resume = True
     resume_hint = "storage=<the study's storage> with load_if_exists=True"
     warm_start_modes = ("inform", "evaluate")
+    replay_trial = replay_trial  # re-evaluation: a FixedTrial answering model_init's trial.suggest_*
     options = (
         Option("sampler", (object,), "an optuna.samplers sampler", build_from=("optuna.samplers",)),
         Option("pruner", (object,), "an optuna.pruners pruner", build_from=("optuna.pruners",)),
@@ -127,11 +128,6 @@ class OptunaBackend(SearchBackend):
         import optuna
 
         optuna.delete_study(study_name=options["study_name"], storage=options["storage"])
-
-    def replay_trial(self, params: Mapping[str, Any]) -> Any:
-        import optuna
-
-        return optuna.trial.FixedTrial(dict(params))  # trial.suggest_*(name, ...) inside model_init: params[name]
 
     def continues_earlier_run(self) -> bool:
         return continues_study(self.kwargs, self.settings.output_dir)
@@ -391,8 +387,7 @@ class OptunaBackend(SearchBackend):
             trial_id=str(frozen.number),
             number=frozen.number,
             name=fields.get("name", f"run-{frozen.number}"),
-            state=state,
-            params=params,
+            state=state, params=params,
             objective=objective,
             started=frozen.datetime_start,
             finished=frozen.datetime_complete,
