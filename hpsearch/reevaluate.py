@@ -117,9 +117,11 @@ class Reevaluation:
 
     def _run(self, session: SearchSession, earlier: Sequence[TrialRecord],
              native: Callable[[dict[str, Any]], Any] | None) -> None:
-        leaders = leading_trials(session.result, self.top_k)
-        ids = {r.trial_id for r in leaders}
+        # Every earlier re-evaluation of a configuration this search holds is kept (nothing written is lost), also
+        # of one that a longer rerun (more n_trials) pushed out of the top K.
+        ids = {r.trial_id for r in session.records}
         session.adopt(r for r in earlier if r.extra.get("config_id") in ids)
+        leaders = leading_trials(session.result, self.top_k)
         if session.stop_reason is not None:
             logger.warning("No re-evaluation: the search stopped starting trials (%s).", session.stop_reason)
             return

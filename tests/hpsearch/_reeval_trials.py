@@ -19,10 +19,12 @@ from tests.hpsearch._trials import model_init
 class SeedLog:
     """A model_init that appends ``{"params", "torch_seed"}`` to ``path`` per call; with ``kill_seed``, the first
     call seeded with it ends the process at once (``os._exit``: no cleanup, as SIGKILL), leaving ``path + ".killed"``;
-    with ``fail_seeds``, calls seeded with one of them raise (the trial fails)."""
+    with ``fail_seeds``, calls seeded with one of them raise (the trial fails); trials numbered below ``mute_below``
+    get a model whose logits are always zero (chance accuracy: worse than any trained one)."""
 
-    def __init__(self, path: str, kill_seed: int | None = None, fail_seeds: tuple[int, ...] = ()) -> None:
-        self.path, self.kill_seed, self.fail_seeds = path, kill_seed, fail_seeds
+    def __init__(self, path: str, kill_seed: int | None = None, fail_seeds: tuple[int, ...] = (),
+                 mute_below: int = 0) -> None:
+        self.path, self.kill_seed, self.fail_seeds, self.mute_below = path, kill_seed, fail_seeds, mute_below
 
     def __call__(self, trial: Any = None) -> Any:
         seed = torch.initial_seed()
@@ -34,7 +36,24 @@ class SeedLog:
             os._exit(9)
         if seed in self.fail_seeds:
             raise RuntimeError(f"scripted failure at seed {seed}")
+        if trial is not None and trial.number < self.mute_below:
+            return Muted(model_init(trial))
         return model_init(trial)
+
+
+class Muted(torch.nn.Module):
+    """A model whose logits are zero (its loss is log 10 whatever it learns)."""
+
+    def __init__(self, inner: torch.nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x: torch.Tensor, labels: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        logits = self.inner(x)["logits"] * 0.0
+        out = {"logits": logits}
+        if labels is not None:
+            out["loss"] = torch.nn.functional.cross_entropy(logits, labels)
+        return out
 
 
 def suggesting_model_init(trial: Any = None) -> Any:

@@ -275,3 +275,28 @@ def test_a_configuration_suggested_inside_model_init_is_replayed(make_trainer):
     for r in again:
         assert r.state is TrialState.COMPLETE, r.error
         assert r.params == records[r.extra["config_id"]].params and "hidden" in r.params
+
+
+def test_a_longer_rerun_keeps_the_earlier_reevaluations(make_trainer, tiny_space, tmp_path):
+    """The same Optuna study continued with more trials: the re-evaluations of the first run stay in the results,
+    also those of a configuration that is no longer a leader (the first run's 2 trials are muted, so a later one
+    leads), and none of them is trained again."""
+    import optuna
+
+    log = str(tmp_path / "seeds.jsonl")
+
+    def search(n_trials):
+        return hyperparameter_search(
+            make_trainer(_reeval_trials.SeedLog(log, mute_below=2)), hp_space=tiny_space, compute_objective="eval_accuracy",
+            direction="maximize", n_trials=n_trials, backend="optuna", storage=f"sqlite:///{tmp_path}/study.db",
+            study_name="longer", load_if_exists=True, sampler=optuna.samplers.RandomSampler(seed=0),
+            reevaluate_top_k=1, reevaluate_seeds=1)
+
+    first = [r for r in search(2).run_summary.records if r.extra.get("source") == "reevaluation"]
+    assert len(first) == 1
+    records = search(5).run_summary.records
+    again = {(r.extra["config_id"], r.extra["seed"]) for r in records if r.extra.get("source") == "reevaluation"}
+    assert (first[0].extra["config_id"], BASE_SEED + 1) in again
+    assert len(again) == 2  # the new leader's too
+    trained = [e["torch_seed"] for e in _reeval_trials.read(log)]
+    assert trained.count(BASE_SEED) == 5 and trained.count(BASE_SEED + 1) == len(again)
