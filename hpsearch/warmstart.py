@@ -120,17 +120,17 @@ def load_priors(warm_start: Any, mode: str, top_k: int, defaults: Mapping[str, A
                 f"warm_start={origin!r} has no parameter in common with this hp_space (it has "
                 f"{result.param_names}, this search {list(space)}); nothing of it can be used."
             )
-        for record in result.records:
-            if record.state is not TrialState.COMPLETE or record.objective is None:
+        for record, objective in _objectives(result, mode):
+            if record.state is not TrialState.COMPLETE or objective is None:
                 continue
-            values = record.objective if isinstance(record.objective, list) else [record.objective]
+            values = objective if isinstance(objective, list) else [objective]
             if not all(isinstance(v, int | float) and math.isfinite(v) for v in values):
                 continue
             params, reason = _map(record.params, space, defaults)
             if params is None:
                 left_out[reason] += 1
                 continue
-            priors.append(Prior(params, record.objective, f"{origin}:{record.name}"))
+            priors.append(Prior(params, objective, f"{origin}:{record.name}"))
     for reason, count in sorted(left_out.items()):
         logger.info("warm_start: %d earlier trial(s) left out: %s.", count, reason)
     if not priors:
@@ -144,6 +144,18 @@ def load_priors(warm_start: Any, mode: str, top_k: int, defaults: Mapping[str, A
         priors = priors[:top_k]
     logger.info("warm_start (%s): %d earlier trial(s) used.", mode, len(priors))
     return priors
+
+
+def _objectives(result: SearchResult, mode: str) -> list[tuple[TrialRecord, Any]]:
+    """(record, objective) of the earlier trials: every run for "inform" (each run of a re-evaluated configuration
+    is an observation of it); for "evaluate" one per configuration, a re-evaluated one (`hpsearch.reevaluate`) by
+    its mean over seeds, so the best configurations, not their luckiest runs, train again."""
+    if mode != "evaluate":
+        return [(r, r.objective) for r in result.records]
+    from .reevaluate import SOURCE, summarize
+
+    means = {s.config_id: s.mean[0] if len(s.mean) == 1 else s.mean for s in summarize(result) if s.n_seeds >= 2}
+    return [(r, means.get(r.trial_id, r.objective)) for r in result.records if r.extra.get("source") != SOURCE]
 
 
 def _map(params: Mapping[str, Any], space: Any, defaults: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str]:

@@ -300,3 +300,17 @@ def test_a_longer_rerun_keeps_the_earlier_reevaluations(make_trainer, tiny_space
     assert len(again) == 2  # the new leader's too
     trained = [e["torch_seed"] for e in _reeval_trials.read(log)]
     assert trained.count(BASE_SEED) == 5 and trained.count(BASE_SEED + 1) == len(again)
+
+
+def test_warm_start_evaluate_ranks_reevaluated_configurations_by_their_mean(make_settings, tmp_path):
+    """'evaluate' trains the best earlier configurations again: a re-evaluated one counts by its mean (run-0's
+    lucky 0.95 is 0.79 on average), and its re-evaluation rows are no configurations of their own."""
+    from hpsearch.warmstart import load_priors
+    from spaces import Categorical
+
+    earlier = _reevaluated_result()
+    earlier.save(tmp_path / "earlier")
+    settings = make_settings(space=SearchSpace({"hidden": Categorical([8, 16, 32])}))
+    priors = load_priors(str(tmp_path / "earlier"), "evaluate", 2, {}, settings)
+    assert [(p.params, p.objective) for p in priors] == [({"hidden": 16}, pytest.approx(0.9)),
+                                                         ({"hidden": 8}, pytest.approx((0.95 + 0.70 + 0.72) / 3))]
