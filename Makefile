@@ -1,12 +1,13 @@
-# Quick start:  make demo   (sets up .venv and runs the demo)
-#               make test   (sets up .venv and runs ruff, mypy and the test suite)
+# Quick start:  make demo        (sets up .venv and runs the demo)
+#               make test        (sets up .venv and runs ruff, mypy and the whole test suite, fast tier first)
+#               make test-fast   (the fast tier alone: no services, no extra processes; the edit-test loop)
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check -q
 STAMP  := $(VENV)/.setup-stamp
 
-.PHONY: setup system-deps demo test lint typecheck bench clean
+.PHONY: setup system-deps demo test test-fast test-rest lint typecheck bench clean
 
 setup: $(STAMP)
 
@@ -25,14 +26,25 @@ demo: setup
 
 lint: setup
 	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 
 typecheck: setup
 	$(PY) -m mypy
 
-test: setup system-deps
-	$(PY) -m ruff check .
-	$(PY) -m mypy
-	bash scripts/isolated.sh $(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+# Two tiers, each test in exactly one (tests/conftest.py): the fast one runs its in-process tests on every core
+# (pytest-xdist), the rest (services, launched processes, slow searches) in a loopback-only network.
+PYTEST := $(PY) -m pytest -q -p no:cacheprovider
+TEST_WORKERS ?= 2
+
+test-fast: setup
+	$(PYTEST) --tier fast -n $(TEST_WORKERS) --dist load $(PYTEST_ARGS)
+
+# Services and launched processes run one at a time on one worker (xdist_group "serial"), in-process slow tests
+# on the others.
+test-rest: setup system-deps
+	bash scripts/isolated.sh $(PYTEST) --tier rest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+
+test: setup system-deps lint typecheck test-fast test-rest
 
 bench: setup
 	$(PY) -m benchmarks

@@ -1,7 +1,9 @@
 """What a trial cost: wall, CPU and device seconds, peak memory, and energy and emissions when CodeCarbon is there.
 
-`CostMeter` wraps one trial in `run_trial`, on every backend. Device-seconds are the trial's wall seconds times the
-processes that trained it, each holding one device (a GPU on CUDA, the CPU otherwise): GPU-seconds where a GPU is
+`CostMeter` wraps one trial in `run_trial`, on every backend, from its first line to its return, whatever the trial's
+end (COMPLETE, PRUNED, FAIL); every evaluation puts the cost so far into the trial's record (`CostMeter.snapshot`),
+so a trial whose process an engine's scheduler stops keeps the cost up to its last report. Device-seconds are the
+trial's wall seconds times the processes that trained it, each holding one device (a GPU on CUDA, the CPU otherwise): GPU-seconds where a GPU is
 used. Peak memory is the trial's peak GPU allocation on CUDA, else the process's resident set size at the trial's
 start and end and every `SAMPLE_INTERVAL_S` during it, read by a background thread (`_Sampler`). Energy (kWh) and
 emissions (kg CO2eq) come from CodeCarbon's offline tracker (the country is ``CODECARBON_COUNTRY_ISO_CODE``, default
@@ -21,7 +23,7 @@ import threading
 import time
 from typing import Any
 
-__all__ = ["COST_COLUMNS", "CostMeter"]
+__all__ = ["COST_COLUMNS", "CostMeter", "add_costs"]
 
 logger = logging.getLogger(__name__)
 
@@ -157,19 +159,28 @@ class CostMeter:
         if not math.isnan(rss) and (math.isnan(self._peak_rss) or rss > self._peak_rss):
             self._peak_rss = rss
 
+    def snapshot(self, world_size: int = 1) -> dict[str, float]:
+        """The cost so far of a trial still running (energy is measured at `stop` only): the record a trial sends
+        at each evaluation carries it, so a trial whose process an engine's scheduler stops keeps its cost."""
+        self.observe(_rss_mb())
+        return self._cost(time.perf_counter() - self._wall, world_size, math.nan, math.nan)
+
     def stop(self, world_size: int = 1) -> dict[str, float]:
         wall = time.perf_counter() - self._wall
         _SAMPLER.remove(self)
         self.observe(_rss_mb())
+        energy, emissions = math.nan, math.nan
+        if self._tracker is not None:
+            energy, emissions = _stop_task(self._tracker)
+        return self._cost(wall, world_size, energy, emissions)
+
+    def _cost(self, wall: float, world_size: int, energy: float, emissions: float) -> dict[str, float]:
         peak = self._peak_rss
         if self._cuda:
             with contextlib.suppress(Exception):
                 import torch
 
                 peak = torch.cuda.max_memory_allocated() / 2**20
-        energy, emissions = math.nan, math.nan
-        if self._tracker is not None:
-            energy, emissions = _stop_task(self._tracker)
         cost = {
             "cpu_s": round(self._cpu_now() - self._cpu, 6),
             "device_s": round(wall * max(world_size, 1), 6),
@@ -179,6 +190,20 @@ class CostMeter:
         }
         # What was not measured is left out (NaN in the results' columns), so a record equals its reloaded copy.
         return {k: v for k, v in cost.items() if v == v}
+
+
+def add_costs(first: dict[str, float], second: dict[str, float]) -> dict[str, float]:
+    """The cost of two attempts of one trial (a restart from a checkpoint): seconds, energy and emissions add up,
+    the peak memory is the larger; a column either measured is kept."""
+    total = dict(first)
+    for key, value in second.items():
+        if key not in total:
+            total[key] = value
+        elif key == "peak_memory_mb":
+            total[key] = max(total[key], value)
+        else:
+            total[key] = round(total[key] + value, 6)
+    return total
 
 
 _TRACKER: Any = None

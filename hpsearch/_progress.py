@@ -1,7 +1,13 @@
-"""The sweep-level progress bar of `hpsearch run`: trials done/pruned/failed, best so far, elapsed.
+"""Progress of a search: one line per finished trial (every search, every backend, from Python too), and the
+sweep-level progress bar of `hpsearch run` (trials done/pruned/failed, best so far, elapsed).
+
+`trial_line` is called by `SearchSession.record` after each recorded trial, in the process that records it,
+whatever the backend: it logs ``[3/10] run-2 COMPLETE objective 0.9721 | best 0.9810 (run-1)`` on the
+``hpsearch.progress`` logger (INFO, shown on stderr when the program configured no logging). Silence it with
+``logging.getLogger("hpsearch.progress").setLevel(logging.WARNING)``; while the CLI's bar is shown, the bar says it.
 
 It is a CLI feature, hooked in without touching any backend: `SweepProgress` registers itself in
-``hpsearch.session.TRIAL_END_HOOKS``, which `SearchSession.record` calls after every recorded trial (in the
+``hpsearch._hooks.TRIAL_END_HOOKS``, which `SearchSession.record` calls after every recorded trial (in the
 driver process, whatever the backend), and recomputes its counts from the records so a trial recorded twice
 (a restart) is not counted twice. `TrialProgressCallback` replaces the trainer's per-trial bar during a
 sweep with a transient one (no log lines), so thirty trials do not leave thirty bars and hundreds of metric
@@ -10,6 +16,7 @@ dicts on the screen. Both are quiet when the output is not a terminal.
 
 from __future__ import annotations
 
+import logging
 import math
 import sys
 import threading
@@ -21,7 +28,47 @@ if TYPE_CHECKING:
     from .session import SearchSession
     from .trial import TrialRecord
 
-__all__ = ["SweepProgress", "TrialProgressCallback", "is_interactive"]
+__all__ = ["PROGRESS_LOGGER", "SweepProgress", "TrialProgressCallback", "is_interactive", "trial_line"]
+
+#: The logger of the per-trial progress lines.
+PROGRESS_LOGGER = "hpsearch.progress"
+_logger = logging.getLogger(PROGRESS_LOGGER)
+if _logger.level == logging.NOTSET:  # a level the program set before importing hpsearch is kept
+    _logger.setLevel(logging.INFO)
+#: Bars drawing the progress now (`SweepProgress`): the lines would repeat them.
+_bars = 0
+
+
+class _CurrentStderr(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to sys.stderr as it is when a line is written (a test or a notebook may replace it)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = sys.stderr
+        super().emit(record)
+
+
+_handler = _CurrentStderr()
+_handler.setFormatter(logging.Formatter("%(message)s"))
+
+
+def trial_line(session: SearchSession, record: TrialRecord) -> None:
+    """Log one line for a finished trial: how many of the search's trials finished, its state and objective, and
+    the best so far (skipped while a `SweepProgress` bar shows the same)."""
+    if _bars or not _logger.isEnabledFor(logging.INFO):
+        return
+    result = session.result
+    counts = result.counts()
+    finished = counts["COMPLETE"] + counts["PRUNED"] + counts["FAIL"]
+    objective = record.objective
+    shown = ("-" if objective is None else
+             ", ".join(_format_value(v) for v in objective) if isinstance(objective, list) else _format_value(objective))
+    text = f"[{finished}/{session.n_trials}] {record.name} {record.state.value} objective {shown} | "
+    text += SweepProgress.best_text(result)
+    if record.error and record.state.value == "FAIL":
+        text += f" | {record.error.splitlines()[-1][:200]}"
+    if not logging.getLogger().handlers and _handler not in _logger.handlers:
+        _logger.addHandler(_handler)  # the program configured no logging: show it on stderr all the same
+    _logger.info(text)
 
 
 def is_interactive(stream: IO[str] | None = None) -> bool:
@@ -59,26 +106,30 @@ class SweepProgress:
         self._lock = threading.Lock()
 
     def __enter__(self) -> SweepProgress:
-        from . import session
+        global _bars
+        from ._hooks import TRIAL_END_HOOKS
 
         if self.enabled:
+            _bars += 1
             from tqdm.auto import tqdm
 
             self.bar = tqdm(
                 total=self.total, desc="sweep", unit="trial", file=self.file, dynamic_ncols=True, position=0,
                 leave=True,
             )
-        session.TRIAL_END_HOOKS.append(self.on_trial_end)
+        TRIAL_END_HOOKS.append(self.on_trial_end)
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        from . import session
+        global _bars
+        from ._hooks import TRIAL_END_HOOKS
 
         try:
-            session.TRIAL_END_HOOKS.remove(self.on_trial_end)
+            TRIAL_END_HOOKS.remove(self.on_trial_end)
         except ValueError:
             pass
         if self.bar is not None:
+            _bars -= 1
             self.bar.close()
             self.bar = None
 
@@ -102,13 +153,17 @@ class SweepProgress:
     def describe(result: Any, counts: dict[str, int]) -> str:
         """``"done 5, pruned 3, failed 0, best 0.9721 (run-4)"`` (Pareto size for several objectives)."""
         text = f"done {counts['COMPLETE']}, pruned {counts['PRUNED']}, failed {counts['FAIL']}"
+        return f"{text}, {SweepProgress.best_text(result)}"
+
+    @staticmethod
+    def best_text(result: Any) -> str:
+        """``"best 0.9721 (run-4)"``, ``"best -"`` before a trial completed, ``"pareto 3"`` for several objectives."""
         if result.is_multi_objective:
-            return f"{text}, pareto {len(result.best_trials)}"
+            return f"pareto {len(result.best_trials)}"
         best = result.best_trial
-        if best is not None:
-            values = result.objective_values(best)
-            text += f", best {_format_value(values[0])} ({best.name})"
-        return text
+        if best is None:
+            return "best -"
+        return f"best {_format_value(result.objective_values(best)[0])} ({best.name})"
 
 
 class TrialProgressCallback(TrainerCallback):

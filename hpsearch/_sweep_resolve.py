@@ -22,7 +22,7 @@ from .errors import SearchConfigError
 logger = logging.getLogger("hpsearch.sweep")  # its messages are the sweep file's
 
 __all__ = ["OUTPUT_DIR_TOKEN", "MetricVector", "Problem", "build_object", "build_space", "check_training_args",
-           "import_path", "objective", "substitute"]
+           "import_object", "import_path", "objective", "resolve_path", "substitute"]
 
 #: Replaced by the output folder in every string of backend_options (e.g. a storage URL).
 OUTPUT_DIR_TOKEN = "{output_dir}"
@@ -39,6 +39,14 @@ class Problem(Exception):
 
 def import_path(value: str, *keys: Any) -> Callable[..., Any]:
     """The callable a ``module:function`` string names (``module:Class.method`` works too)."""
+    target = import_object(value, *keys)
+    if not callable(target):
+        raise Problem(f"{value!r} is a {type(target).__name__}, not a function; name a callable.", *keys)
+    return target
+
+
+def import_object(value: str, *keys: Any) -> Any:
+    """The object a ``module:attr`` string names (``module:Class.attr`` works too)."""
     module_name, _, attr_path = value.partition(":")
     try:
         module = importlib.import_module(module_name)
@@ -66,9 +74,23 @@ def import_path(value: str, *keys: Any) -> Callable[..., Any]:
                 *keys,
             )
         target = getattr(target, part)
-    if not callable(target):
-        raise Problem(f"{value!r} is a {type(target).__name__}, not a function; name a callable.", *keys)
     return target
+
+
+def resolve_path(value: Any, base: str) -> Any:
+    """A path of the sweep file relative to ``base`` (``~`` expanded): a plain path, each path of a list, and the
+    file of a ``sqlite:///relative.db`` URL; other URLs (a server's) and absolute paths are kept as they are."""
+    if isinstance(value, list):
+        return [resolve_path(v, base) for v in value]
+    if not isinstance(value, str) or not value:
+        return value
+    if "://" in value:
+        head = "sqlite:///"
+        rest = value[len(head):]
+        if value.startswith(head) and rest and not rest.startswith(("/", ":memory:", "file:")):
+            return head + os.path.join(base, os.path.expanduser(rest))
+        return value
+    return os.path.normpath(os.path.join(base, os.path.expanduser(value)))
 
 
 def build_object(spec: Mapping[str, Any], modules: Sequence[str], *keys: Any) -> Any:

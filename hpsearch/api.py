@@ -316,7 +316,10 @@ def hyperparameter_search(
         session.save()
         if not any(r.state.value == "COMPLETE" for r in result.records):
             raise
-        logger.warning("Search interrupted: returning the best of the %d trials finished so far.", len(result.records))
+        hint = (f"; the same call with {backend_cls.resume_hint} continues it (the running trial trains again)"
+                if backend_cls.can_resume and backend_cls.resume_hint else "")
+        logger.warning("Search interrupted: returning the best of the %d trials finished so far%s.",
+                       len(result.records), hint)
     except BaseException:
         # A check only the run can make (e.g. a cluster address), the dashboard's port, or an engine's own error
         # before any trial: leave no empty folder behind.

@@ -14,6 +14,7 @@ from . import _dist, _events
 from .trial import Evaluation
 
 if TYPE_CHECKING:
+    from ._cost import CostMeter
     from .settings import TrialSettings
     from .trial import TrialRecord, TrialReporter
 
@@ -39,10 +40,12 @@ class ReportingCallback(TrainerCallback):
     the backend; its decision is broadcast so every rank stops together.
     """
 
-    def __init__(self, settings: TrialSettings, reporter: TrialReporter, record: TrialRecord) -> None:
+    def __init__(self, settings: TrialSettings, reporter: TrialReporter, record: TrialRecord,
+                 meter: CostMeter | None = None) -> None:
         self.settings = settings
         self.reporter = reporter
         self.record = record
+        self.meter = meter  # the trial's cost so far goes into the record at every evaluation
         self.pruned = False
         self.training = False
         self.checkpoints: dict[int, str] = {}
@@ -61,6 +64,8 @@ class ReportingCallback(TrainerCallback):
         self.record.intermediates.append(evaluation)
         _events.evaluated(self.settings.output_dir, self.record.trial_id, evaluation)
         self.record.last_step = state.global_step
+        if self.meter is not None:
+            self.record.cost = self.meter.snapshot(_dist.world_size())
         if not self.training:
             return
         if control.should_save:

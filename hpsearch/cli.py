@@ -1,4 +1,5 @@
-"""The ``hpsearch`` command: ``hpsearch run SWEEP.yaml`` and ``hpsearch report OUTPUT_DIR [OUTPUT_DIR ...]``.
+"""The ``hpsearch`` command: ``hpsearch run SWEEP.yaml``, ``hpsearch report OUTPUT_DIR [OUTPUT_DIR ...]`` and
+``hpsearch schema`` (the sweep file's reference).
 
 The sweep file is described, parsed and checked in `hpsearch.sweep`. This module names no backend: the choices of
 ``--backend`` come from the registry, and what differs between backends (a stable run name, continuing with
@@ -6,7 +7,8 @@ The sweep file is described, parsed and checked in `hpsearch.sweep`. This module
 (`SearchBackend.sweep_options`, `existing_run`, `discard_existing_run`).
 
 Exit codes: 0 done, 1 the search (or a report) failed, 2 the command or the sweep file is wrong (the message
-names the key and its line in the file, and the fix; no traceback), 130 interrupted before any trial completed.
+names the key and its line in the file, and the fix; no traceback), 130 interrupted (Ctrl-C: one line says what
+finished and the command that continues).
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from ._files import RESULT_FILES, SEARCH_FILE
+from ._interrupt import Interrupt
+from ._sweep_trainer import build_trainer
 from .backends import backend_names, get_backend
 from .errors import BackendNotAvailable, HPSearchError, SearchConfigError
 from .sweep import KEYS, ConfigError, SweepConfig, load_sweep
@@ -179,11 +183,13 @@ def _quiet_trainer_bars(trainer: Any, show_trial_bars: bool) -> None:
 
 def _print_summary(result: Any, started: float, report: str | None, out: Any) -> None:
     from .report._format import fmt_duration
+    from .warmstart import own_counts
 
-    counts = result.counts()
-    detail = ", ".join(f"{n} {state.lower()}" for state, n in counts.items() if n)
+    counts, warm = own_counts(result)
+    detail = ", ".join(f"{n} {state.lower()}" for state, n in counts.items() if n) or "none finished"
     elapsed = fmt_duration(time.monotonic() - started)
-    print(f"Trials: {len(result.records)} ({detail}) in {elapsed} with {result.backend}.", file=out)
+    told = f", plus {warm} earlier trial(s) told by warm start (not trained)" if warm else ""
+    print(f"Trials: {sum(counts.values())} ({detail}){told} in {elapsed} with {result.backend}.", file=out)
     best = result.best_trials
     if not best:
         print("No trial completed.", file=out)
@@ -213,7 +219,7 @@ def run(args: argparse.Namespace) -> int:
     config = load_sweep(args.config, backend=args.backend, n_trials=args.n_trials, output_dir=args.output_dir,
                         resume=args.resume, overrides=overrides)
     started = time.monotonic()
-    from trainer import Trainer, TrainingArguments
+    from trainer import TrainingArguments
 
     from . import hyperparameter_search
     from ._progress import SweepProgress, is_interactive
@@ -243,21 +249,8 @@ def run(args: argparse.Namespace) -> int:
             raise config.error(f"the data factory returned None as the {role} dataset; every trial needs one, so "
                                "return (train_dataset, eval_dataset) with both.", "data")
     training_args = TrainingArguments(output_dir=config.output_dir, **config.training_args)
-    try:
-        trainer = Trainer(
-            model_init=config.model,
-            args=training_args,
-            train_dataset=train_dataset,
-            eval_dataset=eval_dataset,
-            compute_metrics=config.metrics,
-        )
-    except Exception:  # the user's model code: its traceback is the useful part
-        traceback.print_exc()
-        line = config.lines.line("model")
-        print(f"hpsearch: {config.lines.path}{f':{line}' if line else ''}: model: building the Trainer failed "
-              "(traceback above). The Trainer builds one model with model_init(trial=None) before the search, as "
-              "transformers' does: make model_init work without a trial too (e.g. `trial['hidden'] if trial else 64`).",
-              file=sys.stderr)
+    trainer = build_trainer(config, training_args, train_dataset, eval_dataset)
+    if trainer is None:
         return EXIT_FAILED
     interactive = is_interactive() if args.progress is None else args.progress
     _quiet_trainer_bars(trainer, interactive and not training_args.disable_tqdm)
@@ -269,8 +262,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"Sweep {config.path}: {config.n_trials} trials with {config.backend}, results in {config.output_dir}",
           file=sys.stderr)
     failure: BaseException | None = None
+    interrupt = Interrupt()
     try:
-        with SweepProgress(config.n_trials, enabled=interactive):
+        with interrupt, SweepProgress(config.n_trials, enabled=interactive):
             best = hyperparameter_search(
                 trainer,
                 hp_space=config.space,
@@ -289,14 +283,15 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError(str(error), path=str(config.path)) from None
         raise config.error(str(error), *keys) from None
     except KeyboardInterrupt:
-        print(f"\nInterrupted before any trial completed; finished trials are in {config.output_dir} "
-              "(continue with --resume where the backend supports it).", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        interrupt.interrupted = True
     except HPSearchError as error:
         failure, result = error, None
     except Exception as error:  # the user's model/data code or a backend bug: keep the traceback
         failure, result = error, None
         traceback.print_exc()
+    if interrupt.interrupted:
+        print(f"\n{interrupt.summary(config, getattr(args, 'argv', ['run', str(config.path)]))}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     if result is None:
         result = _load_if_any(config.output_dir)
     report = _write_report(result, config.output_dir) if result is not None else None
@@ -432,7 +427,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action=_VersionAction,
                         help="print the versions of hpsearch and of each backend's library, and exit")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{run,report,dashboard}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{run,report,schema,dashboard}")
     run_parser = commands.add_parser(
         "run", help="run the sweep a YAML file describes", description="Run a sweep and write its results and report.html."
     )
@@ -469,6 +464,13 @@ def _parser() -> argparse.ArgumentParser:
                                help="objective value for 'time to reach target' when comparing")
     report_parser.set_defaults(handler=report)
 
+    schema_parser = commands.add_parser(
+        "schema", help="print the sweep file's reference (Markdown)",
+        description="Print every key of a sweep file and every backend's options, from their one declaration.")
+    from ._sweep_schema import print_schema
+
+    schema_parser.set_defaults(handler=print_schema)
+
     from .dashboard._cli import add_parser as add_dashboard_parser
 
     add_dashboard_parser(commands)
@@ -482,14 +484,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exit_:  # usage errors (2) and --help (0), as an exit code rather than an exception
         return int(exit_.code or 0) if not isinstance(exit_.code, str) else EXIT_CONFIG
+    args.argv = list(argv) if argv is not None else sys.argv[1:]  # the command as given, to say how to continue
     try:
         code = int(args.handler(args))
         sys.stdout.flush()  # a closed pipe shows here, where it is handled below, not at the interpreter's exit
         return code
-    except SearchConfigError as error:  # includes ConfigError and BackendNotAvailable's config cousins
-        print(f"hpsearch: error: {_shorten(str(error))}", file=sys.stderr)
-        return EXIT_CONFIG
-    except BackendNotAvailable as error:
+    except (SearchConfigError, BackendNotAvailable) as error:  # SearchConfigError includes ConfigError
         print(f"hpsearch: error: {_shorten(str(error))}", file=sys.stderr)
         return EXIT_CONFIG
     except BrokenPipeError:

@@ -210,6 +210,9 @@ def run_trial(
     # Imported here: the callback subclasses the trainer's callback class, and `import hpsearch` stays free of torch.
     from .callback import ReportingCallback, TrialTimeout, Watchdog
 
+    # The whole trial is measured, whatever its end: a trial that fails before training has a cost too.
+    meter = CostMeter(settings.measure_energy)
+    meter.start()
     try:
         record = new_record(settings, trial)
     except Exception as exc:
@@ -218,24 +221,24 @@ def run_trial(
         failed = failed_record(settings, trial, f"hp_name(trial) failed: {_error_text(exc)}")
         if isinstance(exc, SearchConfigError):
             failed.extra["config_error"] = True
+        failed.cost = meter.stop(_dist.world_size())
         return failed
     try:
         _claim_folder(settings.output_dir, record, trial, fresh=resume_from_checkpoint is None,
                       saves=str(settings.trainer.args.save_strategy) != "no")
     except OSError as exc:  # its checkpoints could not be saved: it fails before training, the search goes on
         logger.warning("Trial %s failed: %s", record.name, exc.strerror)
+        record.cost = meter.stop(_dist.world_size())
         return finish_record(settings, record, TrialState.FAIL, exc.strerror)
     _events.trial_started(settings.output_dir, record)
     reporter.start(record)
     run_dir = os.path.join(settings.output_dir, record.name)
     trainer = None
-    meter = CostMeter(settings.measure_energy)
-    callback = ReportingCallback(settings, reporter, record)
+    callback = ReportingCallback(settings, reporter, record, meter)
     watchdog = Watchdog(settings.trial_timeout)
     state, error = TrialState.FAIL, None
     try:
         try:
-            meter.start()
             watchdog.start()
             args = build_trial_args(settings.trainer.args, trial, run_dir, record.name)
             record.extra["seed"] = args.seed  # the results' seed column (runs of one configuration differ by it)

@@ -15,12 +15,13 @@ import difflib
 import json
 import logging
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from . import _dist, _events
 from ._files import json_default
+from ._hooks import TRIAL_END_HOOKS
 from .errors import SearchConfigError, TooManyFailedTrials
 from .trial import TrialRecord, TrialState
 
@@ -32,10 +33,13 @@ __all__ = ["TRIAL_END_HOOKS", "SearchSession", "identity_differences", "search_i
 
 logger = logging.getLogger(__name__)
 
-#: Called as ``hook(session, record)`` after each finished trial is recorded and saved, in the process that
-#: records it (the CLI's sweep progress bar registers here, see ``hpsearch._progress``). A hook that raises is
-#: logged and ignored: a display must never stop a search.
-TRIAL_END_HOOKS: list[Callable[[SearchSession, TrialRecord], None]] = []
+
+
+def _progress_line(session: SearchSession, record: TrialRecord) -> None:
+    """One progress line per finished trial, on every backend (see `hpsearch._progress.trial_line`)."""
+    from ._progress import trial_line
+
+    trial_line(session, record)
 
 
 def _now() -> datetime:
@@ -107,7 +111,7 @@ class SearchSession:
                 self.result._save_after_trial(self.output_dir)
                 # The live dashboard's feed, with the record's JSON as search.json has just stored it.
                 _events.trial_finished(self.output_dir, record, self.result._record_line(record).strip())
-                for hook in list(TRIAL_END_HOOKS):
+                for hook in [_progress_line, *TRIAL_END_HOOKS]:
                     try:
                         hook(self, record)
                     except Exception:

@@ -40,13 +40,15 @@ class Option:
 
     ``types`` are the Python types a value may have (after a sweep file is read; None is always accepted and
     means the default); ``build_from`` names the modules whose classes a sweep file may build with
-    ``{name: Class, **kwargs}`` (e.g. a sampler); ``help`` says what it does.
+    ``{name: Class, **kwargs}`` (e.g. a sampler); ``help`` says what it does; ``path`` says that a string value
+    is a file or folder path (or a ``sqlite:///`` URL), which a sweep file gives relative to its own folder.
     """
 
     name: str
     types: tuple[type, ...]
     help: str
     build_from: tuple[str, ...] = ()
+    path: bool = False
 
     def expected(self) -> str:
         """What a value must be, in words ("true or false", "an integer or a number", ...)."""
@@ -193,7 +195,8 @@ COMMON_OPTIONS: dict[str, tuple[Option, Any, Callable[[Any], Any]]] = {
         None, _check_budget("max_energy_kwh"),
     ),
     "warm_start": (
-        Option("warm_start", (str, list, object), "earlier searches (output_dir, SearchResult or a list) to start from"),
+        Option("warm_start", (str, list, object), "earlier searches (output_dir, SearchResult or a list) to start from",
+               path=True),
         None, _check_warm_start,
     ),
     "warm_start_mode": (

@@ -57,8 +57,10 @@ from ._sweep_resolve import (
     build_space,
     check_training_args,
     drop_other_backend_options,
+    import_object,
     import_path,
     objective,
+    resolve_path,
     substitute,
 )
 from .backends import backend_names, get_backend, resolve_backend
@@ -97,8 +99,8 @@ _Direction = Annotated[StrictStr, Field(pattern=r"(?i)^(minimize|maximize|min|ma
 _AtLeastOne = Annotated[StrictInt, Field(ge=1)]
 
 
-class SweepFile(BaseModel):
-    """The top-level keys of a sweep file, in the order of the docs and of error listings."""
+class _SweepKeys(BaseModel):
+    """The top-level keys of a sweep file of its own (`SweepFile` adds the options every backend takes)."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -108,6 +110,18 @@ class SweepFile(BaseModel):
                              "an import path 'module:function'", "data: examples.digits.model:datasets")
     metrics: _ImportPath | None = _key("compute_metrics, as module:function", "an import path 'module:function'",
                                        "metrics: examples.digits.model:compute_metrics", default=None)
+    processing_class: _ImportPath | None = _key(
+        "the tokenizer or processor (Trainer's processing_class): an object, or a function or class called with no "
+        "arguments that returns it", "an import path 'module:attr'", "processing_class: my_task.text:tokenizer",
+        default=None)
+    data_collator: _ImportPath | None = _key(
+        "the data collator: a collate function or object used as it is, or a class built with the processing_class "
+        "(e.g. transformers:DataCollatorWithPadding)", "an import path 'module:attr'",
+        "data_collator: transformers:DataCollatorWithPadding", default=None)
+    trainer: _ImportPath | None = _key(
+        "the trainer factory: a trainer.Trainer subclass, or a function taking Trainer's keyword arguments (model_init, "
+        "args, train_dataset, eval_dataset, compute_metrics, data_collator, processing_class) that returns a Trainer",
+        "an import path 'module:attr'", "trainer: my_task.train:make_trainer", default=None)
     objective: _Metric | Annotated[list[_Metric], Field(min_length=1)] | None = _key(
         "a metric name, a list of names, or module:function",
         "a metric name (e.g. eval_accuracy), a list of metric names (several objectives) or 'module:function'",
@@ -134,9 +148,6 @@ class SweepFile(BaseModel):
         "torch intra-op threads (1 is fastest for tiny models on a busy machine)", "an integer from 1 to 4096",
         default=None)
 
-
-#: The top-level keys, in order.
-KEYS: tuple[str, ...] = tuple(SweepFile.model_fields)
 
 _STRICT: dict[type, Any] = {bool: StrictBool, int: StrictInt, float: StrictFloat, str: StrictStr}
 
@@ -172,6 +183,21 @@ def _option_expected(option: Option) -> str:
     if plain.types:
         words.append(plain.expected())
     return f"{' or '.join(words)}, or null for the default ({option.help})"
+
+
+def _common_key(option: Option) -> Any:
+    """The top-level key of an option every backend takes (it may be given under backend_options instead)."""
+    return (_option_type(option), _key(option.help, _option_expected(option), default=None))
+
+
+#: The top-level keys: the sweep's own, then the options every backend takes (also accepted under backend_options).
+SweepFile: type[_SweepKeys] = create_model(
+    "SweepFile", __base__=_SweepKeys,
+    **{name: _common_key(option) for name, (option, _, _) in COMMON_OPTIONS.items()},  # type: ignore[call-overload]
+)
+
+#: The top-level keys, in order.
+KEYS: tuple[str, ...] = tuple(SweepFile.model_fields)
 
 
 def options_model(backend: str) -> type[BaseModel]:
@@ -239,6 +265,9 @@ class SweepConfig:
     backend: str
     backend_options: dict[str, Any] = dataclasses.field(default_factory=dict)
     torch_threads: int | None = None
+    processing_class: Any = None  # what the file names (see `SweepFile.processing_class`), made by `build_trainer`
+    data_collator: Any = None
+    trainer: Callable[..., Any] | None = None
     #: Whether backend_options name their store with {output_dir}: a fresh run may then replace an earlier one.
     owns_store: bool = False
     #: option -> (its ``{name: Class, ...}`` spec, the modules it is built from), to build it again.
@@ -260,7 +289,7 @@ class SweepConfig:
         return done
 
 
-def _check_objective_count(sweep: SweepFile, lines: Lines) -> None:
+def _check_objective_count(sweep: _SweepKeys, lines: Lines) -> None:
     """One direction per objective (a module:function objective's count is known only when it runs)."""
     if isinstance(sweep.objective, str) and ":" in sweep.objective:
         return
@@ -339,7 +368,7 @@ def _backend(name: str | None, lines: Lines) -> type[SearchBackend]:
     return backend_cls
 
 
-def _output_dir(sweep: SweepFile, lines: Lines, config_dir: Path, override: str | None) -> str:
+def _output_dir(sweep: _SweepKeys, lines: Lines, config_dir: Path, override: str | None) -> str:
     top = sweep.output_dir
     nested = (sweep.training_args or {}).get("output_dir")
     if top is not None and nested is not None and top != nested:
@@ -373,6 +402,20 @@ def _training_args(raw: Mapping[str, Any], lines: Lines, output_dir: str) -> dic
     with located(lines):
         check_training_args(kwargs, output_dir)
     return kwargs
+
+
+#: TrainingArguments fields that hold a path (a string value of a config field is its file).
+TRAINING_ARG_PATHS = ("logging_dir", "fsdp_config", "accelerator_config", "deepspeed")
+
+
+def _training_paths(raw: Mapping[str, Any], lines: Lines, config_path: Path) -> dict[str, Any]:
+    """training_args with its paths relative to the sweep file's folder (--set values: to the current directory)."""
+    out = dict(raw)
+    for name in TRAINING_ARG_PATHS:
+        if isinstance(out.get(name), str):
+            base = os.getcwd() if ("training_args", name) in lines.overridden else str(config_path.parent.resolve())
+            out[name] = resolve_path(out[name], base)
+    return out
 
 
 #: TrainingArguments fields only a script reads, with the value that asks it for nothing unusual.
@@ -417,13 +460,50 @@ def _with_option_errors(error: ConfigError, data: Mapping[str, Any], lines: Line
     return error
 
 
+def _merge_common(sweep: _SweepKeys, data: Mapping[str, Any], lines: Lines) -> tuple[dict[str, Any], dict[str, Any]]:
+    """backend_options with the options every backend takes that the file gives at the top level, and where each
+    option was written (its keys). Given in both places with different values, it is refused, unless one of them
+    comes from the command line (--set, --warm-start), which wins."""
+    options = dict(sweep.backend_options or {})
+    where: dict[str, tuple[str, ...]] = {name: ("backend_options", name) for name in options}
+    for name in COMMON_OPTIONS:
+        if name not in data:
+            continue
+        top = getattr(sweep, name)
+        if name in options and options[name] != top:
+            if ("backend_options", name) in lines.overridden:
+                continue
+            if (name,) not in lines.overridden:
+                raise lines.error(
+                    f"{name} is given twice with different values ({top!r} here and backend_options.{name}="
+                    f"{options[name]!r}); keep one of them.", name)
+        options[name] = top
+        where[name] = (name,)
+    return options, where
+
+
+def _resolve_paths(values: dict[str, Any], options: Mapping[str, Option], where: Mapping[str, tuple[str, ...]],
+                   lines: Lines, config_dir: Path) -> dict[str, Any]:
+    """Every option declared a path (`Option.path`) relative to the sweep file's folder, as output_dir is; a value
+    given on the command line (--set) relative to the current directory, as --output-dir is."""
+    out = dict(values)
+    for name, value in values.items():
+        option = options.get(name)
+        if option is None or not option.path or value is None:
+            continue
+        base = os.getcwd() if where.get(name, ("backend_options", name)) in lines.overridden else str(config_dir)
+        out[name] = resolve_path(value, base)
+    return out
+
+
 def _backend_options(config: SweepConfig, backend_cls: type[SearchBackend], raw: dict[str, Any],
-                     resume: bool) -> None:
+                     resume: bool, where: Mapping[str, tuple[str, ...]] | None = None) -> None:
     lines = config.lines
     options = backend_cls.all_options()
     _check_options(backend_cls, raw, lines)
     values = substitute(dict(raw), config.output_dir)
     config.owns_store = values != raw  # some value named {output_dir}
+    values = _resolve_paths(values, options, where or {}, lines, config.path.parent.resolve())
     try:
         values = backend_cls.sweep_options(values, resume=resume, sweep_name=config.path.stem)
     except SearchConfigError as error:
@@ -470,7 +550,7 @@ def load_sweep(
         sweep = validate(SweepFile, data, lines, (), _top_expected, _top_unknown)
     except ConfigError as error:
         raise _with_option_errors(error, data, lines) from None
-    assert isinstance(sweep, SweepFile)
+    assert isinstance(sweep, _SweepKeys)
     _check_objective_count(sweep, lines)
 
     # Imports made by name resolve against the current directory, as with `python -m` (a console script
@@ -487,14 +567,20 @@ def load_sweep(
             data=import_path(sweep.data, "data"),
             metrics=import_path(sweep.metrics, "metrics") if sweep.metrics is not None else None,
             objective=objective(sweep.objective),
+            processing_class=import_object(sweep.processing_class, "processing_class") if sweep.processing_class
+            else None,
+            data_collator=import_object(sweep.data_collator, "data_collator") if sweep.data_collator else None,
+            trainer=import_path(sweep.trainer, "trainer") if sweep.trainer is not None else None,
             direction=sweep.direction,
             n_trials=sweep.n_trials,
             output_dir=out_dir,
-            training_args=_training_args(sweep.training_args or {}, lines, out_dir),
+            training_args=_training_args(_training_paths(sweep.training_args or {}, lines, config_path), lines,
+                                         out_dir),
             space=build_space(sweep.space),
             backend=backend_cls.name,
             torch_threads=sweep.torch_threads,
         )
     _warn_shadowed(config.space, config.training_args, lines)
-    _backend_options(config, backend_cls, sweep.backend_options or {}, resume)
+    merged, where = _merge_common(sweep, data, lines)
+    _backend_options(config, backend_cls, merged, resume, where)
     return config

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from .results import SearchResult
     from .settings import TrialSettings
 
-__all__ = ["MODES", "Prior", "load_priors", "prior_records"]
+__all__ = ["MODES", "Prior", "is_warm", "load_priors", "own_counts", "prior_records"]
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +49,24 @@ class Prior:
     params: dict[str, Any]
     objective: float | list[float]
     origin: str  # "<search folder or backend>:<trial name>"
+
+
+def is_warm(record: TrialRecord) -> bool:
+    """Whether ``record`` is an earlier search's trial told to this one (a warm-start row, never trained here)."""
+    return record.extra.get("source") == SOURCE
+
+
+def own_counts(result: SearchResult) -> tuple[dict[str, int], int]:
+    """(trials per state that this search ran, every state present; warm-start rows), so that no summary adds the
+    earlier searches' trials to this one's ("14 / 8 trials")."""
+    counts = {state: 0 for state in result.counts()}
+    warm = 0
+    for record in result.records:
+        if is_warm(record):
+            warm += 1
+        else:
+            counts[TrialState(record.state).value] += 1
+    return counts, warm
 
 
 def _results(warm_start: Any) -> list[tuple[str, SearchResult]]:
@@ -120,19 +138,12 @@ def load_priors(warm_start: Any, mode: str, top_k: int, defaults: Mapping[str, A
                 f"warm_start={origin!r} has no parameter in common with this hp_space (it has "
                 f"{result.param_names}, this search {list(space)}); nothing of it can be used."
             )
-        for record, objective in _objectives(result, mode):
-            if record.state is not TrialState.COMPLETE or objective is None:
-                continue
-            values = objective if isinstance(objective, list) else [objective]
-            if not all(isinstance(v, int | float) and math.isfinite(v) for v in values):
-                continue
-            params, reason = _map(record.params, space, defaults)
-            if params is None:
-                left_out[reason] += 1
-                continue
-            priors.append(Prior(params, objective, f"{origin}:{record.name}"))
-    for reason, count in sorted(left_out.items()):
-        logger.info("warm_start: %d earlier trial(s) left out: %s.", count, reason)
+        taken, skipped = _take(origin, result, space, defaults, mode)
+        priors += taken
+        left_out.update({reason: n for reason, n in skipped.items() if reason not in _STATES_LEFT_OUT})
+        verb = "told" if mode == "inform" else "can train again"
+        logger.info("warm_start: %s %d of %d earlier trial(s) from %s%s.", verb, len(taken), len(result.records),
+                    origin, _left_out_text(skipped))
     if not priors:
         raise SearchConfigError(
             f"warm_start: none of the earlier trials fits this hp_space ({dict(left_out) or 'no finished trial'}); "
@@ -142,7 +153,7 @@ def load_priors(warm_start: Any, mode: str, top_k: int, defaults: Mapping[str, A
         sign = 1.0 if settings.directions[0] == "minimize" else -1.0
         priors.sort(key=lambda p: sign * (p.objective[0] if isinstance(p.objective, list) else p.objective))
         priors = priors[:top_k]
-    logger.info("warm_start (%s): %d earlier trial(s) used.", mode, len(priors))
+        logger.info("warm_start: the best %d of them train again first (warm_start_top_k).", len(priors))
     return priors
 
 
@@ -156,6 +167,40 @@ def _objectives(result: SearchResult, mode: str) -> list[tuple[TrialRecord, Any]
 
     means = {s.config_id: s.mean[0] if len(s.mean) == 1 else s.mean for s in summarize(result) if s.n_seeds >= 2}
     return [(r, means.get(r.trial_id, r.objective)) for r in result.records if r.extra.get("source") != SOURCE]
+
+
+# Trials of an earlier search that did not finish with an objective: said in the log, never a reason to refuse.
+_STATES_LEFT_OUT = ("pruned", "failed", "running", "without a finite objective")
+
+
+def _take(origin: str, result: SearchResult, space: Any, defaults: Mapping[str, Any],
+          mode: str) -> tuple[list[Prior], collections.Counter[str]]:
+    """The priors of one earlier search, and how many of its trials were left out, by reason."""
+    taken: list[Prior] = []
+    skipped: collections.Counter[str] = collections.Counter()
+    for record, objective in _objectives(result, mode):
+        if record.state is not TrialState.COMPLETE:
+            skipped["failed" if record.state is TrialState.FAIL else TrialState(record.state).value.lower()] += 1
+            continue
+        values = objective if isinstance(objective, list) else [objective]
+        if objective is None or not all(isinstance(v, int | float) and math.isfinite(v) for v in values):
+            skipped["without a finite objective"] += 1
+            continue
+        params, reason = _map(record.params, space, defaults)
+        if params is None:
+            skipped[reason] += 1
+            continue
+        taken.append(Prior(params, objective, f"{origin}:{record.name}"))
+    return taken, skipped
+
+
+def _left_out_text(skipped: collections.Counter[str]) -> str:
+    """"; 2 pruned, 1 failed, 3 (lr outside the new space) left out" (nothing when none was)."""
+    if not skipped:
+        return ""
+    parts = [f"{n} {reason}" if reason in _STATES_LEFT_OUT[:3] else f"{n} ({reason})"
+             for reason, n in sorted(skipped.items())]
+    return "; " + ", ".join(parts) + " left out"
 
 
 def _map(params: Mapping[str, Any], space: Any, defaults: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str]:

@@ -46,3 +46,81 @@ def _restore_torch_determinism():
     torch = sys.modules.get("torch")
     if torch is not None and torch.are_deterministic_algorithms_enabled() != before:
         torch.use_deterministic_algorithms(before)
+
+
+# ---------------------------------------------------------------------------------------------------- test tiers
+# `make test-fast` runs `pytest --tier fast`: the tests that need no service (PostgreSQL, Ray, Chromium), start no
+# process and take no more than a few seconds. `--tier rest` runs every other test, so the two tiers together are the
+# whole suite, each test once. A test says what it needs by its marks; the fixtures that start a service mark their
+# users here, and the fast tier fails a test that starts a process anyway (see `_no_processes_in_fast_tier`), so a
+# test cannot slip into the wrong tier unnoticed.
+_SLOW_MARKS = ("slow", "multiprocess", "service")
+#: Fixtures that start a service: a test using one (directly or through another fixture) is a `service` test.
+_SERVICE_FIXTURES = frozenset({"ray_cluster", "postgres", "browser"})
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--tier", choices=("all", "fast", "rest"), default="all",
+        help="fast: no services, no extra processes, no slow tests (make test-fast); rest: every other test; "
+             "all (default): the whole suite",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "service: a test that starts a service (PostgreSQL, Ray, Chromium)")
+
+
+def _in_fast_tier(item: pytest.Item) -> bool:
+    return not any(item.get_closest_marker(mark) for mark in _SLOW_MARKS)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if _SERVICE_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.service)
+        if item.get_closest_marker("service") or item.get_closest_marker("multiprocess"):
+            # Under pytest-xdist (--dist loadgroup) these run one after another on one worker: a Ray cluster or a
+            # process launch never competes with another for the machine, and module fixtures stay per module.
+            item.add_marker(pytest.mark.xdist_group("serial"))
+    tier = config.getoption("--tier")
+    if tier == "all":
+        return
+    keep = [item for item in items if _in_fast_tier(item) == (tier == "fast")]
+    dropped = [item for item in items if item not in set(keep)]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
+
+
+@pytest.fixture(autouse=True)
+def _no_processes_in_fast_tier(request: pytest.FixtureRequest):
+    """In the fast tier, a test that starts a process fails, naming the command and the mark it needs."""
+    if request.config.getoption("--tier") != "fast":
+        yield
+        return
+    import multiprocessing.process
+    import subprocess
+
+    started: list[str] = []
+    popen_init = subprocess.Popen.__init__
+    process_start = multiprocessing.process.BaseProcess.start
+
+    def tracked_popen(self: Any, args: Any, *a: Any, **kw: Any) -> None:
+        started.append(repr(args)[:200])
+        popen_init(self, args, *a, **kw)
+
+    def tracked_start(self: Any) -> None:
+        started.append(f"multiprocessing {type(self).__name__}")
+        process_start(self)
+
+    subprocess.Popen.__init__ = tracked_popen  # type: ignore[method-assign]
+    multiprocessing.process.BaseProcess.start = tracked_start  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        subprocess.Popen.__init__ = popen_init  # type: ignore[method-assign]
+        multiprocessing.process.BaseProcess.start = process_start  # type: ignore[method-assign]
+    if started:
+        pytest.fail(f"{request.node.nodeid} is in the fast tier but started a process ({started[0]}); mark it "
+                    "@pytest.mark.multiprocess (or slow) so that it runs in the other tier.")

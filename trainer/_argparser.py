@@ -62,8 +62,17 @@ def _is_union(tp: Any) -> bool:
 
 
 def _public_init_fields(dtype: type) -> list[dataclasses.Field]:
-    # Leading-underscore fields are private bookkeeping (e.g. TrainingArguments._derived), never options.
-    return [f for f in dataclasses.fields(dtype) if f.init and not f.name.startswith("_")]
+    # Leading-underscore fields are private bookkeeping (e.g. TrainingArguments._derived), never options. In
+    # __init__'s order: keyword-only fields (a base's come first in fields()) last.
+    fields = sorted(dataclasses.fields(dtype), key=lambda f: f.kw_only is True)
+    return [f for f in fields if f.init and not f.name.startswith("_")]
+
+
+def _existing(path: Path, given_by: str) -> Path:
+    if not path.is_file():
+        raise ValueError(f"{given_by} names the argument file {os.fspath(path)!r}, which does not exist; pass the path "
+                         "of a file of command-line arguments.")
+    return path
 
 
 class DataclassArgumentParser(argparse.ArgumentParser):
@@ -79,6 +88,9 @@ class DataclassArgumentParser(argparse.ArgumentParser):
     - ``int``, ``float``, ``str`` and other one-argument callables: converted with that type.
     - A union of several types uses the list, then the Enum among them, else passes the string through
       (the dataclass then validates and converts it).
+
+    A dataclass with an ``_argument_group_name`` class attribute gets its options under a help group of that
+    title (with several dataclasses, each is grouped under its class name otherwise).
 
     A field without a default is a required option. Help comes from ``field(metadata={"help": ...})``.
     Both ``--field_name`` and ``--field-name`` are accepted. Options not given on the command line are
@@ -126,7 +138,10 @@ class DataclassArgumentParser(argparse.ArgumentParser):
                 "annotations` every name used in a hint must be importable at module level (not only under "
                 "TYPE_CHECKING, and the class must not be defined inside a function)."
             ) from error
-        group = self.add_argument_group(dtype.__name__) if len(self.dataclass_types) > 1 else self
+        title = getattr(dtype, "_argument_group_name", None)  # transformers' way to name a dataclass's help group
+        if title is None and len(self.dataclass_types) > 1:
+            title = dtype.__name__
+        group = self.add_argument_group(title) if title is not None else self
         for f in _public_init_fields(dtype):
             self._add_field(group, f, hints[f.name])
 
@@ -207,7 +222,9 @@ class DataclassArgumentParser(argparse.ArgumentParser):
         self,
         args: Sequence[str] | None = None,
         return_remaining_strings: bool = False,
+        look_for_args_file: bool = True,
         args_filename: str | os.PathLike[str] | None = None,
+        args_file_flag: str | None = None,
     ) -> tuple[Any, ...]:
         """Parse command-line strings into one instance per dataclass type, in order.
 
@@ -215,16 +232,33 @@ class DataclassArgumentParser(argparse.ArgumentParser):
             args: The strings to parse; None means ``sys.argv[1:]``.
             return_remaining_strings: Return the strings no option consumed as a last element instead of
                 raising ValueError for them.
-            args_filename: A file of extra arguments (shell-quoted, any layout) read *before* ``args``, so the
-                command line overrides it.
+            look_for_args_file: Read ``<script>.args`` beside the running script (``sys.argv[0]``) when it exists,
+                as transformers does; ignored when ``args_filename`` is given.
+            args_filename: A file of extra arguments (shell-quoted, any layout), read instead of ``<script>.args``.
+            args_file_flag: An option (e.g. ``"--args_file"``) naming more such files on the command line; it may be
+                repeated, and later files override earlier ones.
+
+        Argument files are read before the command line, so the command line overrides them (the last value of an
+        option wins). A file named by ``args_filename`` or ``args_file_flag`` must exist.
 
         Returns:
             The dataclass instances; then an ``argparse.Namespace`` if arguments added with ``add_argument``
             remain; then the list of remaining strings if ``return_remaining_strings``.
         """
         strings = list(sys.argv[1:] if args is None else args)
+        files: list[Path] = []
         if args_filename is not None:
-            strings = shlex.split(Path(args_filename).read_text(), comments=True) + strings
+            files.append(_existing(Path(args_filename), "args_filename"))
+        elif look_for_args_file and sys.argv and sys.argv[0]:
+            beside = Path(sys.argv[0]).with_suffix(".args")
+            if beside.is_file():
+                files.append(beside)
+        if args_file_flag is not None:
+            flag_parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+            flag_parser.add_argument(args_file_flag, dest="files", action="append", default=[])
+            found, strings = flag_parser.parse_known_args(strings)
+            files += [_existing(Path(path), args_file_flag) for path in found.files]
+        strings = [s for path in files for s in shlex.split(path.read_text(), comments=True)] + strings
         namespace, remaining = self.parse_known_args(strings)
         outputs: list[Any] = []
         for dtype in self.dataclass_types:

@@ -16,6 +16,7 @@ import warnings
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from . import _args_legacy
 from ._validation import _as_bool, _as_float, _as_int, _fail, _is_bool
 
 if TYPE_CHECKING:
@@ -36,6 +37,7 @@ def before(args: TrainingArguments, derived: dict[str, Any], previous: dict[str,
     and has since been replaced by another value was chosen by the caller, and must agree with the flag.
     """
     chosen_precision = args.mixed_precision is not None and "mixed_precision" in previous
+    _args_legacy.resolve(args)
     if args.evaluation_strategy is not None:
         warnings.warn(
             "evaluation_strategy is deprecated (transformers renamed it eval_strategy); pass eval_strategy instead.",
@@ -260,8 +262,9 @@ def _refusals(args: TrainingArguments) -> None:
         )
     if args.push_to_hub:
         raise ValueError(
-            "push_to_hub=True is not supported: this trainer does not push to the Hugging Face Hub; pass False and "
-            "upload output_dir (save_model writes what from_pretrained reads) with huggingface_hub yourself."
+            "push_to_hub=True is not supported: this trainer does not push to the Hugging Face Hub (the hub_* "
+            "arguments are accepted but inert); pass False and upload output_dir (save_model writes what "
+            "from_pretrained reads) with huggingface_hub yourself."
         )
     if args.jit_mode_eval:
         raise ValueError(
@@ -277,10 +280,14 @@ def _refusals(args: TrainingArguments) -> None:
 
     cuda = torch.cuda.is_available() and not args.use_cpu
     if args.fp16_full_eval and not cuda:
-        where = "use_cpu=True" if args.use_cpu else "no CUDA GPU is available"
-        raise ValueError(
-            f"fp16_full_eval=True needs a CUDA GPU, but {where}; pass bf16_full_eval=True (supported on CPU) or False."
-        )
+        from ._precision import cpu_runs_fp16
+
+        if not cpu_runs_fp16():  # recent torch builds run float16 on the CPU, as transformers' own tests do
+            where = "use_cpu=True" if args.use_cpu else "no CUDA GPU is available"
+            raise ValueError(
+                f"fp16_full_eval=True needs a CUDA GPU or a torch that runs float16 on the CPU, but {where} and torch "
+                f"{torch.__version__} does not; pass bf16_full_eval=True (supported on CPU) or False."
+            )
     if args.tf32 and not cuda:
         where = "use_cpu=True" if args.use_cpu else "no CUDA GPU is available"
         raise ValueError(f"tf32=True needs an Ampere or newer CUDA GPU, but {where}; pass tf32=None or False.")

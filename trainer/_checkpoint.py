@@ -460,11 +460,14 @@ def save_pretrained_files(trainer: Trainer, model: nn.Module, folder: str, weigh
 
 def save_training_args(args: TrainingArguments, folder: str) -> None:
     """``training_args.json`` (readable anywhere) and ``training_args.bin`` (the object, as transformers saves it).
-    Arguments holding something pickle cannot store keep the JSON only, with a warning."""
+    Arguments holding something pickle cannot store keep the JSON only, with a warning. Hub tokens are written as
+    placeholders in both."""
+    from ._args_legacy import without_secrets
+
     _write_json(os.path.join(folder, TRAINING_ARGS_NAME), args.to_dict())
     path = os.path.join(folder, TRAINING_ARGS_BIN)
     try:
-        torch.save(args, path)
+        torch.save(without_secrets(args), path)
     except Exception as error:  # e.g. a callable in optim_args
         if os.path.exists(path):
             os.remove(path)

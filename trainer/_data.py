@@ -10,10 +10,12 @@ from __future__ import annotations
 import inspect
 import logging
 import os
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sized
 from typing import TYPE_CHECKING, Any, cast
 
 import torch
+from torch import nn
 from torch.utils.data import DataLoader, IterableDataset, RandomSampler, SequentialSampler
 
 if TYPE_CHECKING:
@@ -62,6 +64,39 @@ class PaddingCollator:
             if alias in batch:
                 batch["labels"] = batch.pop(alias)
         return batch
+
+
+def is_processor(obj: Any) -> bool:
+    """Whether ``obj`` is a tokenizer, processor, feature extractor or image processor (what transformers saves with
+    ``save_pretrained`` and loads with ``from_pretrained``), not a function or class that builds a model."""
+    if obj is None or isinstance(obj, type | nn.Module):
+        return False
+    return callable(getattr(obj, "save_pretrained", None)) and callable(getattr(obj, "from_pretrained", None))
+
+
+def processor_given_as_model_init(model_init: Any, processing_class: Any, later_given: list[str]) -> tuple[Any, Any]:
+    """The seed's signature had ``tokenizer`` 6th (``Trainer(model, args, collator, train, eval, tokenizer)``), where
+    this trainer takes ``model_init``: a processor found there is taken as ``processing_class``, as transformers did,
+    when nothing after it was given (else the later positions are shifted too, and which were positional is unknown).
+    Returns ``(model_init, processing_class)``."""
+    if not is_processor(model_init):
+        return model_init, processing_class
+    kind = type(model_init).__name__
+    if processing_class is not None or later_given:
+        also = "processing_class (or tokenizer) was given too" if processing_class is not None else (
+            f"{', '.join(later_given)} {'was' if len(later_given) == 1 else 'were'} given as well, which would then "
+            "be shifted by one position")
+        raise ValueError(
+            f"model_init={kind} is a tokenizer/processor, not a function building the model: transformers 4's "
+            f"signature had tokenizer as the 6th positional argument, where this Trainer takes model_init; and "
+            f"{also}. Pass it as processing_class={kind}(...) and the arguments after it by keyword."
+        )
+    warnings.warn(
+        f"The 6th positional argument of Trainer is model_init here, and got a {kind} (transformers 4's tokenizer "
+        "position): it is used as processing_class; pass processing_class=... by keyword.",
+        FutureWarning, stacklevel=3,
+    )
+    return None, model_init
 
 
 def label_names(trainer: Trainer) -> list[str]:
@@ -316,18 +351,38 @@ def accelerate_only_forwards(accelerator: Any) -> bool:
     )
 
 
-def set_loader_epoch(dataloader: Any, epoch: int) -> None:
+def set_loader_epoch(dataloader: Any, epoch: int, seed: int | None = None) -> None:
     """Seed the epoch's data order: accelerate's loaders have set_epoch; a plain one has its sampler set the same way
-    (``SeedableRandomSampler`` draws its permutation from data_seed + epoch), and its dataset when it has set_epoch."""
+    (``SeedableRandomSampler`` draws its permutation from data_seed + epoch), and its dataset when it has set_epoch.
+    With ``seed`` (the data seed), a stream's own generator is reseeded too (see `_reseed_stream`)."""
     if hasattr(dataloader, "set_epoch"):
         dataloader.set_epoch(epoch)
-        return
-    sampler: Any = getattr(getattr(dataloader, "batch_sampler", None), "sampler", None)
-    if hasattr(sampler, "set_epoch"):
-        sampler.set_epoch(epoch)
+    else:
+        sampler: Any = getattr(getattr(dataloader, "batch_sampler", None), "sampler", None)
+        if hasattr(sampler, "set_epoch"):
+            sampler.set_epoch(epoch)
+        dataset: Any = getattr(dataloader, "dataset", None)
+        if hasattr(dataset, "set_epoch"):
+            dataset.set_epoch(epoch)
+    if seed is not None:
+        _reseed_stream(dataloader, seed + epoch)
+
+
+def _reseed_stream(dataloader: Any, seed: int) -> None:
+    """An ``IterableDataset`` with no ``set_epoch`` but a ``torch.Generator`` in ``generator`` draws each epoch from
+    ``manual_seed(data_seed + epoch)``, as transformers' ``IterableDatasetShard`` seeds it: an epoch's stream is then
+    the same whatever came before it (a resumed run sees the data an uninterrupted one did)."""
     dataset: Any = getattr(dataloader, "dataset", None)
-    if hasattr(dataset, "set_epoch"):
-        dataset.set_epoch(epoch)
+    for _ in range(3):  # the user's dataset, under accelerate's shard wrapper if there is one
+        inner = getattr(dataset, "dataset", None)
+        if not isinstance(inner, IterableDataset):
+            break
+        dataset = inner
+    generator = getattr(dataset, "generator", None)
+    if isinstance(dataset, IterableDataset) and not hasattr(dataset, "set_epoch") and isinstance(
+        generator, torch.Generator
+    ):
+        generator.manual_seed(seed)
 
 
 def send_to_device(batch: Any, device: torch.device) -> Any:

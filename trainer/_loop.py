@@ -23,6 +23,7 @@ from ._callbacks import ExportableState, TrainerControl, TrainerState
 from ._data import (
     accelerate_only_forwards,
     batch_size_of,
+    data_seed,
     flag_last,
     release_dataloader,
     send_to_device,
@@ -174,7 +175,7 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
     model.zero_grad(set_to_none=True)
 
     for epoch in range(epochs_trained, num_train_epochs):
-        set_loader_epoch(train_dataloader, epoch)
+        set_loader_epoch(train_dataloader, epoch, data_seed(trainer))
         trainer._past = None  # past_index: memories do not cross epochs
         epoch_iterator: Any = train_dataloader
         skipped = 0

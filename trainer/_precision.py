@@ -43,6 +43,25 @@ def mps_available() -> bool:
     return bool(backend is not None and backend.is_available())
 
 
+@functools.cache
+def cpu_runs_fp16() -> bool:
+    """Whether this torch build runs the layers of a usual model in float16 on the CPU (recent builds do; older ones
+    raise "not implemented for 'Half'"), so that ``fp16_full_eval`` can evaluate there, as transformers lets it."""
+    import torch.nn.functional as F
+
+    half = torch.float16
+    try:
+        x = torch.randn(2, 3, 4).to(half)
+        w = torch.randn(5, 4).to(half)
+        y = F.gelu(F.linear(x, w, torch.zeros(5, dtype=half)))
+        y = F.layer_norm(y, (5,)) + torch.tanh(y) + F.relu(y)
+        F.cross_entropy(F.softmax(y @ y.transpose(1, 2), dim=-1).flatten(0, 1), torch.zeros(6, dtype=torch.long))
+        F.embedding(torch.tensor([0, 1]), w).sum()
+    except (RuntimeError, NotImplementedError):
+        return False
+    return True
+
+
 def training_device(args: TrainingArguments) -> str:
     """The type of device `build_accelerator` trains on: the CPU, or torch's accelerator (CUDA or MPS).
     ``accelerate launch --cpu`` (``ACCELERATE_USE_CPU``) means the CPU, as accelerate takes it."""

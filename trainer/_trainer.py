@@ -91,7 +91,8 @@ class Trainer(TrainerHelpers):
     mapping. Subclass and override the ``get_*_dataloader``, ``create_*``, ``compute_loss``, ``training_step``,
     ``prediction_step``, ``evaluation_loop`` or ``log`` methods to change one part of the loop.
 
-    ``processing_class`` (keyword-only; ``tokenizer`` is its older name) is saved beside the model and handed to
+    ``processing_class`` (keyword-only; ``tokenizer`` is its older name; a processor given 6th, where transformers 4
+    took it, is taken as one: see `_data.processor_given_as_model_init`) is saved beside the model and handed to
     callbacks; when it can ``pad`` (a tokenizer) and no ``data_collator`` is given, batches are padded with it.
     """
 
@@ -153,6 +154,10 @@ class Trainer(TrainerHelpers):
                 if processing_class is not None and processing_class is not tokenizer:
                     raise ValueError("tokenizer= and processing_class= were both given; pass only processing_class.")
                 processing_class = tokenizer  # transformers' older name for the same argument
+            later = {"compute_metrics": compute_metrics, "callbacks": callbacks, "preprocess_logits_for_metrics":
+                     preprocess_logits_for_metrics, "optimizers": None if optimizers == (None, None) else optimizers}
+            model_init, processing_class = _data.processor_given_as_model_init(
+                model_init, processing_class, [name for name, value in later.items() if value is not None])
             self.processing_class = processing_class
             if model is None and model_init is None:
                 raise _SetupError("Trainer needs a model or a model_init; pass one of them.")
@@ -205,6 +210,7 @@ class Trainer(TrainerHelpers):
             if model is None:
                 model = self.call_model_init()
             self.model: nn.Module = model
+            self._check_placement()
             _set_use_cache(model, args)
             if args.label_smoothing_factor and _is_multi_label(model):
                 warnings.warn("Label smoothing is not compatible with multi-label classification. Disabling label "

@@ -17,7 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
-from . import _args_compat
+from . import _args_compat, _args_legacy
+from ._args_legacy import LegacyFields
 from ._args_setters import ArgumentSetters
 from ._validation import (
     _as_bool,
@@ -118,7 +119,7 @@ _DERIVABLE = (
 
 
 @dataclass
-class TrainingArguments(ArgumentSetters):
+class TrainingArguments(ArgumentSetters, LegacyFields):
     """Arguments of one training run (names, meanings and defaults as in transformers' TrainingArguments).
 
     Attributes:
@@ -218,6 +219,7 @@ class TrainingArguments(ArgumentSetters):
         include_tokens_per_second: Add ``train_tokens_per_second`` to the training metrics.
         save_safetensors: Must be True: weights are only written as safetensors.
         push_to_hub: Must be False: this trainer does not push to the Hugging Face Hub.
+        hub_*, no_cuda, per_gpu_*_batch_size and the other transformers 4.x names: see `LegacyFields`.
         activation_checkpointing: Call the model's ``activation_checkpointing_enable`` (transformers 5) or
             ``gradient_checkpointing_enable`` (with ``activation_checkpointing_kwargs``) before training; a model
             with neither is refused. ``gradient_checkpointing(_kwargs)`` are transformers 5's older names of both:
@@ -747,12 +749,12 @@ class TrainingArguments(ArgumentSetters):
         return max(1, math.ceil(steps * num_training_steps))
 
     def to_dict(self) -> dict[str, Any]:
-        """The public fields as a JSON-safe dict (enums as their string values)."""
-        return {
+        """The public fields as a JSON-safe dict (enums as their string values; Hub tokens as placeholders)."""
+        return _args_legacy.redact({
             f.name: _jsonable(getattr(self, f.name))
-            for f in dataclasses.fields(self)
+            for f in sorted(dataclasses.fields(self), key=lambda f: f.kw_only is True)  # in __init__'s order
             if f.init and not f.name.startswith("_")
-        }
+        })
 
     def to_json_string(self, indent: int | None = 2) -> str:
         """``to_dict()`` as JSON text."""

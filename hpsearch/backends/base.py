@@ -68,6 +68,9 @@ class SearchBackend(abc.ABC):
     resume_hint: ClassVar[str | None] = None
     #: The ``warm_start_mode`` values the adapter implements (see `hpsearch.warmstart`).
     warm_start_modes: ClassVar[tuple[str, ...]] = ()
+    #: Prefixes of the attributes a native ``hp_space(trial)`` written for this backend calls on its trial (Optuna:
+    #: ``suggest_``): such a function given to another backend is recognised and named (`call_native_space`).
+    trial_api: ClassVar[tuple[str, ...]] = ()
 
     # ------------------------------------------------------------------ class-level facts
     @classmethod
@@ -212,6 +215,49 @@ class SearchBackend(abc.ABC):
     def describe(self) -> dict[str, Any]:
         """The backend settings worth keeping in the results (secrets in URLs masked)."""
         return {k: redact(_describe(v)) for k, v in self.kwargs.items()}
+
+
+def written_for(error: BaseException) -> tuple[str, str] | None:
+    """(backend, attribute) when ``error`` is a native hp_space reaching for another backend's trial API (e.g. an
+    AttributeError for ``suggest_float`` on the None that Ray's and SigOpt's native forms are called with)."""
+    from . import backend_names, get_backend
+
+    if not isinstance(error, AttributeError):
+        return None
+    attribute = getattr(error, "name", None) or ""
+    for name in backend_names():
+        if any(attribute.startswith(prefix) for prefix in get_backend(name).trial_api):
+            return name, attribute
+    return None
+
+
+PORTABLE_HINT = ("or write the space in the portable form every backend takes: hp_space={'learning_rate': "
+                 "spaces.Float(1e-6, 1e-4, log=True), 'per_device_train_batch_size': spaces.Categorical([16, 32])} "
+                 "(spaces.Float, Int, Categorical; see the README's API overview)")
+
+
+def foreign_space_message(error: BaseException, backend: str) -> str | None:
+    """What to say when a native hp_space written for another backend fails on ``backend``, or None."""
+    found = written_for(error)
+    if found is None or found[0] == backend:
+        return None
+    other, attribute = found
+    return (f"hp_space is a function written for backend={other!r} (it calls trial.{attribute}, {other}'s trial API), "
+            f"but this search runs on backend={backend!r}, which has no such trial. Run it with backend={other!r}, "
+            f"{PORTABLE_HINT}.")
+
+
+def call_native_space(hp_space: Any, backend: str) -> Any:
+    """``hp_space(None)``: a native space in the form of Ray or SigOpt; one written for another backend's trial
+    (``trial.suggest_float`` of Optuna's) is refused naming that backend and the portable form, not with the
+    AttributeError the user's function raised."""
+    try:
+        return hp_space(None)
+    except Exception as error:
+        message = foreign_space_message(error, backend)
+        if message is not None:
+            raise SearchConfigError(message) from error
+        raise
 
 
 def _check_savable(space: SearchSpace) -> None:

@@ -15,8 +15,8 @@ from .. import _lockstep
 from ..errors import SearchConfigError
 from ..runner import run_trial
 from ..settings import Option
-from ..trial import NullReporter, Trial
-from .base import SearchBackend
+from ..trial import NullReporter, Trial, TrialState
+from .base import SearchBackend, call_native_space
 
 if TYPE_CHECKING:
     from spaces import SearchSpace
@@ -33,7 +33,13 @@ class RandomBackend(SearchBackend):
     install_command = "pip install hpsearch"
     auto_select = False  # never chosen silently in place of a real optimizer
     warm_start_modes = ("evaluate",)  # random search does not learn from earlier trials: no "inform"
-    options = (Option("seed", (int,), "seed of the parameter draws (default: the trainer's args.seed)"),)
+    can_resume = True
+    resume_hint = "resume=True"
+    options = (
+        Option("seed", (int,), "seed of the parameter draws (default: the trainer's args.seed)"),
+        Option("resume", (bool,), "continue the interrupted search in output_dir (its search.json): its finished "
+               "trials are kept, the others run with the parameters they would have had"),
+    )
 
     @staticmethod
     def default_space(trial: Any = None) -> SearchSpace:
@@ -43,6 +49,12 @@ class RandomBackend(SearchBackend):
 
     def is_native_space(self, hp_space: Any) -> bool:
         if callable(hp_space) and not hasattr(hp_space, "items"):
+            try:
+                call_native_space(hp_space, self.name)  # names the backend a trial.suggest_* function was written for
+            except SearchConfigError:
+                raise
+            except Exception:
+                pass
             raise SearchConfigError(
                 "backend='random' takes a portable hp_space (a spaces.SearchSpace or a dict of spaces domains), "
                 f"not a callable ({hp_space!r}); it has no native space form."
@@ -66,15 +78,27 @@ class RandomBackend(SearchBackend):
         assert space is not None  # a portable space: is_native_space refuses everything else
         seed = self.kwargs.get("seed")
         rng = random.Random(settings.trainer.args.seed if seed is None else seed)
+        done = self._resumed(session)
         try:
             first = [dict(p.params) for p in self.priors][: session.n_trials]  # warm_start "evaluate": these first
             for number in range(session.n_trials):
                 if session.stop_reason is not None:
                     break
                 params = first[number] if number < len(first) else space.sample(rng)
+                if number in done:  # drawn all the same: the trials after it get the parameters they would have had
+                    continue
                 trial = _lockstep.lead(Trial(str(number), number, params, self.name))
                 _lockstep.announce(trial)
                 session.record(run_trial(settings, trial, NullReporter()))
         finally:
             _lockstep.announce_end()
         session.save()
+
+    def _resumed(self, session: SearchSession) -> set[int]:
+        """With ``resume=True``, the trials the earlier run finished (kept in the results): their numbers."""
+        if not self.kwargs.get("resume"):
+            return set()
+        kept = [r for r in session.saved_records() if r.state in (TrialState.COMPLETE, TrialState.PRUNED,
+                                                                   TrialState.FAIL)]
+        session.adopt(kept)
+        return {r.number for r in kept}

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
@@ -39,9 +40,12 @@ _HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
     "X-Frame-Options": "DENY",
-    # Scripts only from this server (no inline script anywhere); plotly sets inline styles.
+    # Scripts only from this server (no inline script anywhere); plotly sets inline styles. 'unsafe-eval': plotly
+    # draws parallel coordinates with regl, which compiles its WebGL drawing code with `new Function`; without it
+    # that figure showed "WebGL is not supported". No string of a search is ever evaluated: the page's only code
+    # is this server's two files, and what it receives is parsed with JSON.parse.
     "Content-Security-Policy": (
-        "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
+        "default-src 'none'; script-src 'self' 'unsafe-eval'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
         "connect-src 'self'; font-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
     ),
 }
@@ -83,8 +87,6 @@ class _Watch:
                 if rendered:
                     self.publish()
             except Exception:  # a bad moment in a folder must not stop the dashboard: try again next tick
-                import logging
-
                 logging.getLogger(__name__).warning("Dashboard refresh failed; retrying.", exc_info=True)
             await asyncio.sleep(self.poll_interval)
 
@@ -109,7 +111,15 @@ def create_app(dashboard: Dashboard, poll_interval: float = 0.25, allowed_hosts:
         return name if name in dashboard.views else None
 
     async def _page(view: str) -> Response:
-        return HTMLResponse(page_html(dashboard, view), headers=_HEADERS)
+        from anyio import to_thread
+
+        try:  # the page carries the view's current state, so it never opens empty ("connecting")
+            await to_thread.run_sync(dashboard.refresh)
+            initial: str | None = (await to_thread.run_sync(dashboard.render, view)).message()
+        except Exception:  # a bad moment in a folder: the page fills in from the event stream instead
+            logging.getLogger(__name__).warning("Dashboard render for a page failed.", exc_info=True)
+            initial = None
+        return HTMLResponse(page_html(dashboard, view, initial), headers=_HEADERS)
 
     async def index(request: Request) -> Response:
         return await _page(dashboard.default_view)

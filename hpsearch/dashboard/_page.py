@@ -1,6 +1,8 @@
 """The dashboard's page: an HTML shell, its style sheet (the report's, plus a status line) and its script.
 
-The script opens an `EventSource` on ``/events/<view>`` and applies each message: header text, the warning
+The server renders the view's current state into the page (a JSON script element the client applies before the
+page's load event), so a fresh load or a screenshot shows the search as it is, never an empty "connecting" page.
+The script then opens an `EventSource` on ``/events/<view>`` and applies each message: header text, the warning
 line, and every changed section (HTML replaced, figures redrawn in place with ``Plotly.react``, so zoom and
 scroll survive and nothing reloads). Every string it puts in the page is either text (``textContent``) or
 HTML the server escaped (the report's builders escape every user string).
@@ -11,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from hpsearch.report._page import CSS, SORT_JS, esc
+from hpsearch.report._plotly import FIT_JS, json_for_script
 
 if TYPE_CHECKING:
     from hpsearch.dashboard._dashboard import Dashboard
@@ -20,7 +23,7 @@ __all__ = ["STATIC", "page_html"]
 _EXTRA_CSS = """
 #hp-status { padding:6px 32px; font-size:13px; color:var(--muted); background:#fff; border-bottom:1px solid var(--line); }
 #hp-status .dot { display:inline-block; width:8px; height:8px; border-radius:50%; background:#9ca3af; margin-right:6px; }
-#hp-status.live .dot { background:#16a34a; } #hp-status.lost .dot { background:#dc2626; }
+#hp-status.live .dot { background:#16a34a; } #hp-status.loaded .dot { background:#60a5fa; } #hp-status.lost .dot { background:#dc2626; }
 #hp-warning { margin:12px 32px 0; padding:8px 14px; border:1px solid #f59e0b; background:#fffbeb; color:#92400e; border-radius:6px; }
 #hp-views a { color:#93c5fd; margin-right:12px; font-size:13px; text-decoration:none; }
 #hp-views a.current { color:#fff; font-weight:600; }
@@ -46,6 +49,7 @@ _CLIENT_JS = """
     var div = document.getElementById(part.plot);
     div.parentNode.querySelector(".caption").innerHTML = part.caption;
     Plotly.react(div, part.figure.data || [], part.figure.layout || {}, CONFIG);
+    hpFit(div);
   }
 
   function sortState(box) {
@@ -93,7 +97,7 @@ _CLIENT_JS = """
     });
   }
 
-  function apply(state) {
+  function apply(state, how) {
     document.getElementById("hp-title").textContent = state.title;
     document.getElementById("hp-subtitle").textContent = state.subtitle;
     document.title = state.title;
@@ -124,15 +128,20 @@ _CLIENT_JS = """
     status.setAttribute("data-trials", String(state.trials));
     status.setAttribute("data-version", String(state.version));
     Object.keys(counts).forEach(function (k) { status.setAttribute("data-" + k.toLowerCase(), String(counts[k])); });
-    status.className = "live";
-    statusText.textContent = "live · " + state.trials + " trial(s), " + running + " running · updated " +
+    status.className = how === "loaded" ? "loaded" : "live";
+    status.setAttribute("data-warm", String(state.warm || 0));
+    statusText.textContent = how + " · " + state.trials + " trial(s)" +
+      (state.warm ? " + " + state.warm + " warm-start" : "") + ", " + running + " running · updated " +
       new Date().toLocaleTimeString();
   }
+
+  var initial = document.getElementById("hp-initial");
+  if (initial) apply(JSON.parse(initial.textContent), "loaded");
 
   var source = new EventSource("/events/" + encodeURIComponent(view));
   source.addEventListener("update", function (event) {
     var t0 = performance.now(), state = JSON.parse(event.data);
-    apply(state);
+    apply(state, "live");
     window.hpTimings.parse = performance.now() - t0 - Object.keys(window.hpTimings).reduce(function (n, k) { return n + window.hpTimings[k]; }, 0);
   });
   source.addEventListener("error", function () {
@@ -144,13 +153,14 @@ _CLIENT_JS = """
 
 #: name -> (body, media type) of the page's own static files.
 STATIC: dict[str, tuple[bytes, str]] = {
-    "dashboard.js": ((SORT_JS + _CLIENT_JS).encode("utf-8"), "text/javascript"),
+    "dashboard.js": ((SORT_JS + FIT_JS + _CLIENT_JS).encode("utf-8"), "text/javascript"),
     "dashboard.css": ((CSS + _EXTRA_CSS).encode("utf-8"), "text/css"),
 }
 
 
-def page_html(dashboard: Dashboard, view: str) -> str:
-    """The page of ``view``: an empty shell that the script fills from the event stream."""
+def page_html(dashboard: Dashboard, view: str, initial: str | None = None) -> str:
+    """The page of ``view``: a shell holding ``initial`` (the view's current message, `View.message`), which the
+    script draws at once and then keeps up to date from the event stream."""
     links = []
     for name in dashboard.views:
         label = "comparison" if name == "compare" else dashboard.labels[int(name[7:])]
@@ -158,6 +168,10 @@ def page_html(dashboard: Dashboard, view: str) -> str:
         current = ' class="current"' if name == view else ""
         links.append(f'<a href="{href}"{current}>{esc(label)}</a>')
     views = f'<div id="hp-views">{"".join(links)}</div>' if len(links) > 1 else ""
+    state = (
+        f'<script type="application/json" id="hp-initial">{json_for_script(initial)}</script>\n' if initial else ""
+    )
+    waiting = "loading…" if initial else "connecting…"
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
@@ -166,9 +180,9 @@ def page_html(dashboard: Dashboard, view: str) -> str:
         '<script src="/static/plotly.min.js"></script>\n'
         '<script src="/static/dashboard.js" defer></script>\n'
         f'</head>\n<body data-view="{esc(view)}">\n'
-        '<header><h1 id="hp-title">hpsearch dashboard</h1><div class="sub" id="hp-subtitle">connecting…</div>'
+        f'<header><h1 id="hp-title">hpsearch dashboard</h1><div class="sub" id="hp-subtitle">{waiting}</div>'
         f"{views}</header>\n"
-        '<div id="hp-status"><span class="dot"></span><span id="hp-status-text">connecting…</span></div>\n'
+        f'<div id="hp-status"><span class="dot"></span><span id="hp-status-text">{waiting}</span></div>\n'
         '<div id="hp-warning" role="alert" hidden></div>\n'
-        '<nav id="hp-nav"></nav>\n<main id="hp-main"></main>\n</body>\n</html>\n'
+        f'<nav id="hp-nav"></nav>\n<main id="hp-main"></main>\n{state}</body>\n</html>\n'
     )

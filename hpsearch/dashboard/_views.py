@@ -91,14 +91,16 @@ def search_view(
             "not written; the running trials below come from events.jsonl. Best-so-far lines assume maximize "
             "until then."
         ))]))
-    counts = result.counts()
-    requested = "unbounded" if result.n_trials is None else str(result.n_trials)
+    from hpsearch.report._html import trials_text
+    from hpsearch.warmstart import own_counts
+
+    counts, warm = own_counts(result)  # earlier searches' trials (warm start) are counted apart
     meta = {
         "title": f"hpsearch dashboard: {result.backend}",
-        "subtitle": (f"{result.output_dir} · {result.objective} · {' / '.join(result.directions)} · "
-                     f"{len(result.records)} / {requested} trials"),
+        "subtitle": f"{result.output_dir} · {result.objective} · {' / '.join(result.directions)} · {trials_text(result)}",
         "warning": warning,
-        "trials": len(result.records),
+        "trials": sum(counts.values()),
+        "warm": warm,
         "counts": counts,
     }
     return _view(meta, sections)
@@ -112,12 +114,17 @@ def compare_view(results: Sequence[SearchResult], labels: Sequence[str], warning
         sections = compare_sections(results, labels)
     except ValueError as error:
         sections = [("curves", "Best so far", [note(esc(str(error)))])]
+    from hpsearch.report._html import trials_text
+    from hpsearch.warmstart import own_counts
+
     problems = [f"{label}: {w}" for label, w in zip(labels, warnings) if w]
+    own = [own_counts(r) for r in results]
     meta = {
         "title": f"hpsearch dashboard: {len(results)} searches",
-        "subtitle": " · ".join(f"{label} ({len(r.records)} trials)" for label, r in zip(labels, results)),
+        "subtitle": " · ".join(f"{label} ({trials_text(r)})" for label, r in zip(labels, results)),
         "warning": " ".join(problems) or None,
-        "trials": sum(len(r.records) for r in results),
-        "counts": {s: sum(r.counts()[s] for r in results) for s in results[0].counts()},
+        "trials": sum(sum(c.values()) for c, _ in own),
+        "warm": sum(w for _, w in own),
+        "counts": {s: sum(c[s] for c, _ in own) for s in own[0][0]},
     }
     return _view(meta, sections)

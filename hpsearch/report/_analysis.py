@@ -161,6 +161,12 @@ def _space_spec(result: SearchResult, name: str) -> dict[str, Any]:
             spec = space["params"].get(name)
         if isinstance(spec, dict):
             return spec
+    # A native space (e.g. Optuna's hp_space(trial)) is not recorded for the search; each of its trials keeps the
+    # distributions it was drawn from in extra["space"].
+    for record in result.records:
+        drawn = record.extra.get("space")
+        if isinstance(drawn, dict) and isinstance(drawn.get(name), dict):
+            return drawn[name]
     return {}
 
 

@@ -16,10 +16,12 @@ from hpsearch.report._analysis import (
     time_to_target,
     total_training_time,
 )
+from hpsearch.report._figures import objective_names
 from hpsearch.report._format import fmt_duration, fmt_number, fmt_params
 from hpsearch.report._page import esc, note, page, section, sortable_table, write_page
-from hpsearch.report._plotly import Part, Plot, bundle_script, render_parts, require_plotly
+from hpsearch.report._plotly import Part, Plot, bundle_script, plot_text, render_parts, require_plotly
 from hpsearch.trial import TrialState
+from hpsearch.warmstart import own_counts
 
 if TYPE_CHECKING:
     from hpsearch.results import SearchResult
@@ -105,12 +107,12 @@ def compare_sections(
                     y=best_so_far([v for _, v in complete], direction),
                     mode="lines+markers",
                     line={"shape": "hv"},
-                    name=esc(label),
-                    hovertemplate="trial %{x}<br>best %{y:.6g}<extra>" + esc(label) + "</extra>",
+                    name=plot_text(label),
+                    hovertemplate="trial %{x}<br>best %{y:.6g}<extra>" + plot_text(label) + "</extra>",
                 )
             )
     by_number.update_layout(
-        **_LAYOUT, xaxis_title="trial number", yaxis_title=f"best {esc(results[0].objective)}"
+        **_LAYOUT, xaxis_title="trial number", yaxis_title=f"best {plot_text(objective_names(results[0])[0])}"
     )
 
     # Best so far against time since each search started.
@@ -124,14 +126,14 @@ def compare_sections(
                     y=ys,
                     mode="lines+markers",
                     line={"shape": "hv"},
-                    name=esc(label),
-                    hovertemplate="%{x:.1f}s<br>best %{y:.6g}<extra>" + esc(label) + "</extra>",
+                    name=plot_text(label),
+                    hovertemplate="%{x:.1f}s<br>best %{y:.6g}<extra>" + plot_text(label) + "</extra>",
                 )
             )
     by_time.update_layout(
         **_LAYOUT,
         xaxis_title="seconds since the search started",
-        yaxis_title=f"best {esc(results[0].objective)}",
+        yaxis_title=f"best {plot_text(objective_names(results[0])[0])}",
     )
 
     curves = []
@@ -152,7 +154,7 @@ def compare_sections(
     for label, result, best, value in zip(names, results, bests, best_values):
         start, end = search_span(result)
         wall = (end - start).total_seconds() if start is not None and end is not None else None
-        counts = result.counts()
+        counts, warm = own_counts(result)
         rows.append(
             [
                 label,
@@ -160,10 +162,11 @@ def compare_sections(
                 value,
                 None if best is None else best.name,
                 None if best is None else fmt_params(best.params),
-                len(result.records),
+                sum(counts.values()),
                 counts[TrialState.COMPLETE.value],
                 counts[TrialState.PRUNED.value],
                 counts[TrialState.FAIL.value],
+                warm,
                 fmt_duration(wall),
                 fmt_duration(total_training_time(result)),
             ]
@@ -179,11 +182,13 @@ def compare_sections(
             "complete",
             "pruned",
             "failed",
+            "warm start",
             "wall time",
             "training time",
         ],
         rows,
         state_column=None,
+        highlight=_best_rows(best_values, direction),
     )
 
     # Time to reach the target.
@@ -218,6 +223,18 @@ def compare_sections(
         ("best", "Best results", [table]),
         ("target", "Time to reach target", [reach_html]),
     ]
+
+
+def _best_rows(values: Sequence[float | None], direction: str) -> list[int]:
+    """The searches whose best objective is the best of all (ties: each of them)."""
+    finite = [v for v in values if v is not None and not math.isnan(v)]
+    if not finite:
+        return []
+    top = finite[0]
+    for v in finite[1:]:
+        if is_better(v, top, direction):
+            top = v
+    return [i for i, v in enumerate(values) if v == top]
 
 
 def write_compare_html(

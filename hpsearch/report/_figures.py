@@ -1,7 +1,7 @@
 """The plotly figures of a single search's report. Each builder returns None when it has nothing to draw.
 
-Every string handed to plotly (trace names, hover text, tick labels, titles) is HTML-escaped first:
-plotly renders a subset of HTML in text, and escaped entities are shown as the characters they stand for.
+Every string handed to plotly (trace names, hover text, tick labels, titles, dimension labels) goes through
+`plot_text` first: plotly renders a subset of HTML in text, and escaped entities are shown as the characters.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from hpsearch.report._analysis import (
     param_axis,
     param_kind,
 )
-from hpsearch.report._page import esc
-from hpsearch.report._plotly import require_plotly
+from hpsearch.report._plotly import plot_text, require_plotly
 from hpsearch.trial import TrialState
+from hpsearch.warmstart import is_warm
 
 if TYPE_CHECKING:
     from hpsearch.results import SearchResult
@@ -36,13 +36,44 @@ __all__ = [
 
 _LAYOUT = {"template": "plotly_white", "height": 420, "margin": {"l": 60, "r": 20, "t": 40, "b": 50}}
 _DASH = {"COMPLETE": "solid", "PRUNED": "dash", "FAIL": "dot", "RUNNING": "dot"}
+#: Earlier searches' trials told to this one (warm start): a colour of their own, never on the best-so-far line.
+WARM_COLOR = "#9333ea"
+WARM_NAME = "warm start (earlier search)"
+
+
+def objective_names(result: SearchResult) -> list[str]:
+    """What each objective is, for axes: the metric it equals at every recorded evaluation (the metric a
+    ``compute_objective`` function or the default objective returns, e.g. ``eval_loss``), else the objective's own
+    name (a metric name given as compute_objective, or ``objective (the function's name)``)."""
+    k = len(result.directions)
+    candidates: list[set[str] | None] = [None] * k
+    for record in result.records:
+        for ev in record.intermediates:
+            values = result.objective_values(ev)
+            if values is None:
+                continue
+            for i, value in enumerate(values):
+                equal = {m for m, v in ev.metrics.items() if isinstance(v, int | float) and not isinstance(v, bool)
+                         and math.isfinite(value) and math.isclose(v, value, rel_tol=1e-9, abs_tol=1e-12)}
+                seen = candidates[i]
+                candidates[i] = equal if seen is None else seen & equal
+    names = []
+    for i, found in enumerate(candidates):
+        if k == 1 and found is not None and result.objective in found:
+            names.append(result.objective)
+        elif found is not None and len(found) == 1:
+            names.append(next(iter(found)))
+        elif k == 1:
+            is_metric = result.objective.startswith("eval_") or any(
+                result.objective in ev.metrics for r in result.records for ev in r.intermediates)
+            names.append(result.objective if is_metric else f"objective ({result.objective})")
+        else:
+            names.append(f"objective {i}")
+    return names
 
 
 def _objective_titles(result: SearchResult) -> list[str]:
-    name = esc(result.objective)
-    if not result.is_multi_objective:
-        return [f"{name} ({result.directions[0]})"]
-    return [f"objective {i} ({d})" for i, d in enumerate(result.directions)]
+    return [f"{plot_text(name)} ({d})" for name, d in zip(objective_names(result), result.directions)]
 
 
 def _figure(result: SearchResult, rows: int = 1, shared_x: bool = True) -> Any:
@@ -75,26 +106,28 @@ def history_figure(result: SearchResult) -> Any | None:
         return None
     fig = _figure(result, k)
     titles = _objective_titles(result)
+    groups = [(state, color, state) for state, color in STATE_COLORS.items()] + [("WARM", WARM_COLOR, WARM_NAME)]
     for i in range(k):
-        for state, color in STATE_COLORS.items():
-            pts = [(r, vec[i]) for r, vec in zip(records, vectors) if r.state == state and _finite(vec[i])]
+        for state, color, name in groups:
+            pts = [(r, vec[i]) for r, vec in zip(records, vectors)
+                   if _finite(vec[i]) and ((state == "WARM") == is_warm(r)) and (state == "WARM" or r.state == state)]
             if not pts:
                 continue
             trace = go.Scatter(
                 x=[r.number for r, _ in pts],
                 y=[v for _, v in pts],
                 mode="markers",
-                name=state,
+                name=name,
                 legendgroup=state,
                 showlegend=i == 0,
-                marker={"color": color, "size": 8, "symbol": "x" if state == "FAIL" else "circle"},
-                text=[esc(r.name) for r, _ in pts],
-                hovertemplate="%{text}<br>trial %{x}<br>%{y:.6g}<extra>" + state + "</extra>",
+                marker={"color": color, "size": 8, "symbol": {"FAIL": "x", "WARM": "diamond"}.get(state, "circle")},
+                text=[plot_text(r.name) for r, _ in pts],
+                hovertemplate="%{text}<br>trial %{x}<br>%{y:.6g}<extra>" + name + "</extra>",
             )
             _add(fig, trace, i, k)
         if k == 1:
-            complete = [
-                (r.number, vec[0]) for r, vec in zip(records, vectors) if r.state == TrialState.COMPLETE
+            complete = [  # this search's own trials: an earlier search's trial is never its best run
+                (r.number, vec[0]) for r, vec in zip(records, vectors) if r.state == TrialState.COMPLETE and not is_warm(r)
             ]
             if complete:
                 _add(
@@ -127,6 +160,8 @@ def learning_curves_figure(result: SearchResult) -> Any | None:
     k = len(result.directions)
     curves = []
     for record in sorted(result.records, key=lambda r: r.number):
+        if is_warm(record):  # not trained here: its curve belongs to the earlier search's report
+            continue
         pts = []
         for ev in sorted(record.intermediates, key=lambda e: e.step):
             vec = result.objective_values(ev)
@@ -154,7 +189,7 @@ def learning_curves_figure(result: SearchResult) -> Any | None:
                     names.append("")
                 xs += [s for s, _ in pts]
                 ys += [vec[i] for _, vec in pts]
-                names += [esc(record.name)] * len(pts)
+                names += [plot_text(record.name)] * len(pts)
             single = all(len(pts) == 1 for _, pts in group)
             _add(
                 fig,
@@ -181,7 +216,7 @@ def learning_curves_figure(result: SearchResult) -> Any | None:
                     go.Scatter(
                         x=[pts[-1][0] for _, pts in group],
                         y=[pts[-1][1][i] for _, pts in group],
-                        text=[esc(r.name) for r, _ in group],
+                        text=[plot_text(r.name) for r, _ in group],
                         mode="markers",
                         marker={"symbol": "x", "size": 11, "color": color},
                         legendgroup=state,
@@ -191,12 +226,28 @@ def learning_curves_figure(result: SearchResult) -> Any | None:
                     i,
                     k,
                 )
+    _add_best_curve(fig, result, {id(r): pts for r, pts in curves}, k)
     for i in range(k):
         axis = "yaxis" if i == 0 else f"yaxis{i + 1}"
         fig.update_layout({axis: {"title": {"text": titles[i]}}})
     fig.update_layout(**{**_LAYOUT, "height": 320 * k + 100 if k > 1 else 420})
     fig.update_xaxes(title_text="step", row=k if k > 1 else None)
     return fig
+
+
+def _add_best_curve(fig: Any, result: SearchResult, curves: dict[int, list[Any]], k: int) -> None:
+    """The best trial's curve (one objective) drawn over the others, thick and dark, named in the legend."""
+    go = require_plotly()
+    best = result.best_trial if k == 1 else None
+    pts = curves.get(id(best)) if best is not None else None
+    if best is None or not pts:
+        return
+    _add(fig, go.Scatter(
+        x=[s for s, _ in pts], y=[vec[0] for _, vec in pts], mode="lines+markers",
+        line={"color": "#111827", "width": 3.5}, marker={"size": 6, "color": "#111827"},
+        name=plot_text(f"best: {best.name}"), text=[plot_text(best.name)] * len(pts),
+        hovertemplate="%{text} (best)<br>step %{x}<br>%{y:.6g}<extra></extra>",
+    ), 0, k)
 
 
 def parallel_figure(result: SearchResult) -> Any | None:
@@ -212,15 +263,13 @@ def parallel_figure(result: SearchResult) -> Any | None:
         axis = param_axis(result, name, records)
         low, high = min(axis.tickvals + axis.positions), max(axis.tickvals + axis.positions)
         pad = 0.5 if axis.kind == "categorical" else 0.0
-        # Parcoords draws labels as SVG text (no HTML parsing), so they are passed unescaped: escaping would show
-        # the entities literally. The page escapes the figure JSON itself, so no string can leave its <script>.
-        label = f"{name} (log)" if axis.log else name
+        label = plot_text(f"{name} (log)" if axis.log else name)
         dimensions.append(
             {
                 "label": label,
                 "values": axis.positions,
                 "tickvals": axis.tickvals,
-                "ticktext": list(axis.ticktext),
+                "ticktext": [plot_text(t) for t in axis.ticktext],
                 "range": [low - pad, high + pad] if high > low or pad else [low - 1, high + 1],
             }
         )
@@ -263,7 +312,7 @@ def importance_figure(result: SearchResult, importances: Importances) -> Any | N
         fig.add_trace(
             go.Bar(
                 x=[per.get(n, 0.0) for n in names],
-                y=[esc(n) for n in names],
+                y=[plot_text(n) for n in names],
                 orientation="h",
                 name=label,
                 hovertemplate="%{y}: %{x:.3f}<extra></extra>",
@@ -295,7 +344,7 @@ def slice_figure(result: SearchResult, name: str) -> tuple[Any | None, int]:
     values = [r.params[name] for r, _ in active]
     kind, log = param_kind(result, name, values)
     # Numbers go to plotly as floats: its JSON encoder refuses an int beyond 64 bits (a Categorical may hold one).
-    xs: list[Any] = [esc(category_label(v)) for v in values] if kind == "categorical" else [float(v) for v in values]
+    xs: list[Any] = [plot_text(category_label(v)) for v in values] if kind == "categorical" else [float(v) for v in values]
     fig = _figure(result, k, shared_x=True)
     titles = _objective_titles(result)
     for i in range(k):
@@ -313,7 +362,7 @@ def slice_figure(result: SearchResult, name: str) -> tuple[Any | None, int]:
                     "size": 9,
                     "line": {"width": 0.5, "color": "#1f2937"},
                 },
-                text=[esc(r.name) for r, _ in active],
+                text=[plot_text(r.name) for r, _ in active],
                 hovertemplate="%{text}<br>%{x}<br>%{y:.6g}<extra></extra>",
                 showlegend=False,
             ),
@@ -322,7 +371,7 @@ def slice_figure(result: SearchResult, name: str) -> tuple[Any | None, int]:
         )
         axis = "yaxis" if i == 0 else f"yaxis{i + 1}"
         fig.update_layout({axis: {"title": {"text": titles[i]}}})
-    xaxis: dict[str, Any] = {"title_text": esc(name)}
+    xaxis: dict[str, Any] = {"title_text": plot_text(name)}
     if kind == "categorical":
         order = sorted(set(xs))
         xaxis.update(type="category", categoryorder="array", categoryarray=order)
@@ -355,7 +404,7 @@ def pareto_figure(result: SearchResult) -> Any | None:
                 mode="markers",
                 name="dominated",
                 marker={"color": "#9ca3af", "size": 8},
-                text=[esc(r.name) for r, _ in others],
+                text=[plot_text(r.name) for r, _ in others],
                 hovertemplate="%{text}<br>%{x:.6g}, %{y:.6g}<extra></extra>",
             )
         )
@@ -371,7 +420,7 @@ def pareto_figure(result: SearchResult) -> Any | None:
             name="Pareto front",
             line={"shape": shape, "color": "#dc2626"},
             marker={"color": "#dc2626", "size": 10},
-            text=[esc(r.name) for _, r in points],
+            text=[plot_text(r.name) for _, r in points],
             hovertemplate="%{text}<br>%{x:.6g}, %{y:.6g}<extra>front</extra>",
         )
     )
@@ -386,7 +435,7 @@ def cost_figure(result: SearchResult) -> Any | None:
     points = []
     for r in result.records:
         values = result.objective_values(r)
-        cost = r.cost.get("device_s")
+        cost = None if is_warm(r) else r.cost.get("device_s")
         if values and _finite(values[0]) and cost is not None and _finite(cost):
             points.append((r, float(cost), values[0]))
     if not points:
@@ -398,7 +447,7 @@ def cost_figure(result: SearchResult) -> Any | None:
             fig.add_trace(go.Scatter(
                 x=[c for _, c, _ in pts], y=[v for _, _, v in pts], mode="markers", name=state,
                 marker={"color": color, "size": 8, "symbol": "x" if state == "FAIL" else "circle"},
-                text=[esc(r.name) for r, _, _ in pts],
+                text=[plot_text(r.name) for r, _, _ in pts],
                 hovertemplate="%{text}<br>%{x:.4g} device-s<br>%{y:.6g}<extra>" + state + "</extra>",
             ))
     fig.update_layout(**{**_LAYOUT, "height": 420})
@@ -419,13 +468,13 @@ def leaders_figure(result: SearchResult) -> Any | None:
     sign = -1.0 if result.directions[0] == "maximize" else 1.0
     leaders.sort(key=lambda s: (sign * s.mean[0], s.trial.number))
     chosen = {s.config_id for s in choose(result) or []}
-    labels = [esc(f"{s.trial.name} (n={s.n_seeds})") for s in leaders]
+    labels = [plot_text(f"{s.trial.name} (n={s.n_seeds})") for s in leaders]
     fig = go.Figure()
     fig.add_trace(go.Scatter(
         x=[label for label, s in zip(labels, leaders) for _ in s.runs],
         y=[(result.objective_values(r) or [math.nan])[0] for s in leaders for r in s.runs],
         mode="markers", name="runs", marker={"color": "#9ca3af", "size": 7},
-        text=[esc(r.name) for s in leaders for r in s.runs], hovertemplate="%{text}: %{y:.6g}<extra></extra>",
+        text=[plot_text(r.name) for s in leaders for r in s.runs], hovertemplate="%{text}: %{y:.6g}<extra></extra>",
     ))
     half = [s.ci95[0][1] - s.mean[0] if _finite(s.ci95[0][1]) else 0.0 for s in leaders]  # NaN: one finished run
     fig.add_trace(go.Scatter(

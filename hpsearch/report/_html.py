@@ -19,6 +19,7 @@ from hpsearch.report._analysis import (
 from hpsearch.report._format import fmt_datetime, fmt_duration, fmt_number, fmt_params
 from hpsearch.report._page import esc, json_text, kv_table, note, page, section, sortable_table, write_page
 from hpsearch.report._plotly import Part, Plot, bundle_script, render_parts, require_plotly
+from hpsearch.warmstart import own_counts
 
 if TYPE_CHECKING:
     from hpsearch.results import SearchResult
@@ -61,7 +62,7 @@ def render_html(result: SearchResult) -> str:
     sections = report_sections(result)
     body = "".join(section(anchor, title, render_parts(parts)) for anchor, title, parts in sections)
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    subtitle = f"{result.objective} · {' / '.join(result.directions)} · {len(result.records)} trials · generated {generated}"
+    subtitle = f"{result.objective} · {' / '.join(result.directions)} · {trials_text(result)} · generated {generated}"
     return page(
         title=f"hpsearch report: {result.backend}",
         subtitle=subtitle,
@@ -84,20 +85,30 @@ def write_html(result: SearchResult, path: str | os.PathLike[str] | None = None)
 # ---------------------------------------------------------------------- sections
 
 
+def trials_text(result: SearchResult) -> str:
+    """"8 / 10 trials", plus "+ 6 warm-start" when earlier searches' trials were told to this one (not trained
+    here, so never counted as this search's trials)."""
+    counts, warm = own_counts(result)
+    requested = "" if result.n_trials is None else f" / {result.n_trials}"
+    return f"{sum(counts.values())}{requested} trials" + (f" + {warm} warm-start" if warm else "")
+
+
 def _card(label: str, value: str) -> str:
     return f'<div class="card"><div class="v">{esc(value)}</div><div class="k">{esc(label)}</div></div>'
 
 
 def _summary(result: SearchResult) -> str:
-    counts = result.counts()
+    counts, warm = own_counts(result)
     start, end = search_span(result)
     total = total_training_time(result)
     saved = saved_time(result)
     best_html, best_card = _best_html(result)
 
     requested = "unbounded" if result.n_trials is None else str(result.n_trials)
-    cards = [_card("trials", f"{len(result.records)} / {requested}")]
+    cards = [_card("trials", f"{sum(counts.values())} / {requested}")]
     cards += [_card(state, str(n)) for state, n in counts.items()]
+    if warm:
+        cards.append(_card("warm start", f"{warm} earlier"))
     cards += [_card("best", best_card), _card("training time", fmt_duration(total))]
     cards.append(
         _card("saved by pruning*", fmt_duration(saved.seconds) if saved.seconds is not None else "—")
@@ -110,6 +121,8 @@ def _summary(result: SearchResult) -> str:
         ("objective", esc(result.objective)),
         ("trials requested", esc(requested)),
         ("trials by state", esc(", ".join(f"{n} {s}" for s, n in counts.items()))),
+        *([("warm start", esc(f"{warm} earlier searches' trials told to this one before it began: not trained here, "
+                              "not counted above, never its best run"))] if warm else []),
         ("best" if not result.is_multi_objective else "Pareto front", best_html),
         ("total training time", esc(f"{fmt_duration(total)} (sum of trial durations)")),
         ("saved by pruning*", esc(_saved_text(saved))),
@@ -199,6 +212,10 @@ def _history(result: SearchResult) -> list[Part]:
     missing = sum(1 for r in result.records if result.objective_values(r) is None)
     caption = "Objective of every trial by number, colored by state"
     caption += "; the black line is the best complete trial so far." if not result.is_multi_objective else "."
+    _, warm = own_counts(result)
+    if warm:
+        caption += (f" The {warm} purple diamonds at negative numbers are earlier searches' trials told to this one "
+                    "(warm start): not trained here, never on the best-so-far line.")
     if missing:
         caption += f" {missing} trial(s) without an objective are not shown."
     return [Plot("hp-plot-history", fig, esc(caption))]
@@ -211,6 +228,7 @@ def _curves(result: SearchResult) -> list[Part]:
     caption = (
         "Objective at each evaluation of every trial: complete solid, pruned dashed, running dotted, "
         "failed dotted with a cross at its last evaluation."
+        + (" The best trial is the thick dark line." if not result.is_multi_objective and result.best_trial else "")
     )
     return [Plot("hp-plot-curves", fig, esc(caption))]
 
@@ -289,4 +307,9 @@ def _trials_table(result: SearchResult) -> str:
     if df.empty:
         return note("No trials were recorded.")
     rows = df.astype(object).where(df.notna(), None).itertuples(index=False, name=None)
-    return sortable_table(list(df.columns), rows) + '<p class="caption">Click a column header to sort.</p>'
+    best = {str(r.trial_id) for r in result.best_trials}
+    marked = [i for i, trial_id in enumerate(df["trial_id"]) if trial_id in best]
+    caption = "Click a column header to sort."
+    if marked:
+        caption += " The best trial" + (" (the Pareto front)" if result.is_multi_objective else "") + " is starred."
+    return sortable_table(list(df.columns), rows, highlight=marked) + f'<p class="caption">{esc(caption)}</p>'

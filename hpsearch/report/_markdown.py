@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from hpsearch.report._analysis import order_best_first, saved_time, search_span, total_training_time
 from hpsearch.report._format import fmt_datetime, fmt_duration, fmt_number, fmt_params, fmt_value
+from hpsearch.warmstart import own_counts
 
 if TYPE_CHECKING:
     from hpsearch.results import SearchResult
@@ -24,16 +25,17 @@ def render_markdown(result: SearchResult, max_rows: int | None = 50) -> str:
     """Summary lines and a table of the trials, best first (at most ``max_rows`` rows; None for all)."""
     if max_rows is not None and max_rows < 0:
         raise ValueError(f"max_rows must be None or >= 0 but got {max_rows}; pass e.g. max_rows=50.")
-    counts = result.counts()
+    counts, warm = own_counts(result)  # warm-start rows (earlier searches' trials) are counted apart
     start, end = search_span(result)
     requested = "" if result.n_trials is None else f" of {result.n_trials}"
     lines = [
         f"## Hyperparameter search: {_md(result.backend)}",
         "",
         f"- **Objective**: {_md(result.objective)} ({', '.join(result.directions)})",
-        f"- **Trials**: {len(result.records)}{requested} ("
+        f"- **Trials**: {sum(counts.values())}{requested} ("
         + ", ".join(f"{n} {s}" for s, n in counts.items() if n or s == "COMPLETE")
-        + ")",
+        + ")"
+        + (f", plus {warm} earlier trial(s) told by warm start (not trained here)" if warm else ""),
     ]
     if not result.is_multi_objective:
         best = result.best_trial

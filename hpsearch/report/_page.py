@@ -9,7 +9,7 @@ import html
 import json
 import math
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -33,12 +33,14 @@ section h2 { margin:0 0 10px; font-size:17px; }
 .note { color:var(--muted); font-style:italic; }
 .caption, .footnote { color:var(--muted); font-size:12px; margin:4px 0 0; }
 .grid { display:grid; grid-template-columns:repeat(auto-fit,minmax(520px,1fr)); gap:12px; }
-figure.plot-wrap { margin:0; }
+figure.plot-wrap { margin:0; min-width:0; }
+.grid > * { min-width:0; }
 .hp-plot { width:100%; min-height:380px; }
 table { border-collapse:collapse; font-size:13px; }
 th, td { border-bottom:1px solid var(--line); padding:4px 10px; text-align:left; vertical-align:top; }
 td.num { text-align:right; font-variant-numeric:tabular-nums; }
 tr:nth-child(even) td { background:#fafafa; }
+tr.best td { background:#dcfce7; font-weight:600; } tr.best td:first-child::before { content:"\\2605 "; color:#15803d; }
 table.kv th { color:var(--muted); font-weight:500; white-space:nowrap; }
 .table-scroll { overflow:auto; max-height:640px; border:1px solid var(--line); border-radius:6px; }
 table.sortable td { white-space:nowrap; }
@@ -121,15 +123,21 @@ def _cell(value: Any) -> tuple[str, str, bool]:
 
 
 def sortable_table(
-    columns: Sequence[str], rows: Iterable[Sequence[Any]], state_column: str | None = "state"
+    columns: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    state_column: str | None = "state",
+    highlight: Collection[int] = (),
 ) -> str:
-    """An HTML table whose headers sort it; values are formatted and escaped here."""
+    """An HTML table whose headers sort it; values are formatted and escaped here.
+
+    ``highlight``: indices of rows to mark as the best (class ``best``: bold on green, a star in the first cell).
+    """
     head = "".join(f"<th>{esc(c)}</th>" for c in columns)
     state_index = (
         list(columns).index(state_column) if state_column is not None and state_column in columns else None
     )
     body = []
-    for row in rows:
+    for n, row in enumerate(rows):
         cells = []
         for i, value in enumerate(row):
             shown, key, numeric = _cell(value)
@@ -137,7 +145,7 @@ def sortable_table(
             if i == state_index and not is_missing(value):
                 cls = f' class="state-{esc(value)}"'
             cells.append(f'<td{cls} data-v="{key}">{shown}</td>')
-        body.append("<tr>" + "".join(cells) + "</tr>")
+        body.append(("<tr class=\"best\" title=\"best\">" if n in highlight else "<tr>") + "".join(cells) + "</tr>")
     return (
         f'<div class="table-scroll"><table class="sortable"><thead><tr>{head}</tr></thead>'
         f"<tbody>{''.join(body)}</tbody></table></div>"

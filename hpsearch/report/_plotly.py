@@ -12,13 +12,60 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Union
 
-__all__ = ["Part", "Plot", "bundle_script", "figure_json", "plot_div", "plotly_js_path", "render_parts", "require_plotly"]
+__all__ = [
+    "FIT_JS",
+    "Part",
+    "Plot",
+    "bundle_script",
+    "figure_json",
+    "json_for_script",
+    "plot_div",
+    "plot_text",
+    "plotly_js_path",
+    "render_parts",
+    "require_plotly",
+]
 
 _INSTALL = "pip install 'hpsearch[report]'"
 _CONFIG = '{"responsive": true, "displaylogo": false}'
+# Every figure fits its cell at any width. A figure drawn while the page is still being parsed takes the width
+# its cell has then: the first plot of a grid spans the whole row until its neighbours exist, so it was drawn
+# twice too wide and clipped (the comparison's first chart, a report's first slice plot). So figures are drawn
+# once the document is parsed (every cell has its final width), and each is redrawn at its cell's width whenever
+# that width changes later (a resized window, a grid that reflows, a dashboard section that grows): plotly's own
+# `responsive` follows only the window. hpFit is shared with the live dashboard's script.
+FIT_JS = """
+function hpFit(div) {
+  if (div.__hpFit || typeof ResizeObserver === "undefined") return;
+  var width = div.clientWidth;
+  div.__hpFit = new ResizeObserver(function () {
+    if (div.clientWidth !== width && div._fullLayout) { width = div.clientWidth; Plotly.Plots.resize(div); }
+  });
+  div.__hpFit.observe(div);
+}
+function hpPlot(id, fig) {
+  function draw() {
+    var div = document.getElementById(id);
+    Plotly.newPlot(div, fig.data, fig.layout, __CONFIG__);
+    hpFit(div);
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", draw); else draw();
+}
+""".replace("__CONFIG__", _CONFIG)
 # "<", ">" and "&" only ever occur inside JSON strings, where their \u escapes mean the same characters;
 # escaped, no trial name or parameter value can close the <script> element the figure lives in.
 _JSON_GUARD = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"})
+
+
+def plot_text(value: Any) -> str:
+    """Any value as text for plotly: the one escaping of every string a figure shows (names, hover text, tick
+    labels, axis and legend titles, parallel-coordinates labels; the report, the comparison and the dashboard).
+
+    plotly parses a subset of HTML in the text it draws (``<a href>`` becomes a live link, ``<b>`` bold), so "&",
+    "<" and ">" become entities, which plotly shows as the characters themselves. Quotes are kept: plotly decodes
+    only a few named entities, and ``&quot;`` would be shown literally; without "<" no tag can start.
+    """
+    return html.escape(str(value), quote=False)
 
 
 def require_plotly() -> ModuleType:
@@ -74,13 +121,18 @@ def bundle_script() -> str:
     require_plotly()
     from plotly.offline import get_plotlyjs
 
-    return f'<script type="text/javascript">{get_plotlyjs()}</script>'
+    return f'<script type="text/javascript">{get_plotlyjs()}</script>\n<script>{FIT_JS}</script>'
 
 
 def figure_json(fig: Any) -> str:
     import plotly.io as pio
 
     return pio.to_json(fig, validate=False, pretty=False).translate(_JSON_GUARD)
+
+
+def json_for_script(text: str) -> str:
+    """A JSON text made safe to place inside a <script> element (same value, "<", ">" and "&" as \\u escapes)."""
+    return text.translate(_JSON_GUARD)
 
 
 def plot_div(fig: Any, plot_id: str, caption: str = "") -> str:
@@ -92,6 +144,5 @@ def plot_div(fig: Any, plot_id: str, caption: str = "") -> str:
     cap = f'<p class="caption">{caption}</p>' if caption else ""
     return (
         f'<figure class="plot-wrap"><div class="hp-plot" id="{pid}"></div>{cap}</figure>\n'
-        f"<script>(function(){{var fig={figure_json(fig)};"
-        f'Plotly.newPlot("{pid}",fig.data,fig.layout,{_CONFIG});}})();</script>\n'
+        f'<script>hpPlot("{pid}",{figure_json(fig)});</script>\n'
     )

@@ -249,3 +249,37 @@ class RecordingReporter(TrialReporter):
             "checkpoint_exists": checkpoint is not None and os.path.isdir(checkpoint),
         })
         return self.prune_at is not None and step >= self.prune_at
+
+
+def hp_name_failing_trial_3(trial: Any) -> str:
+    """An ``hp_name`` that raises for trial 3 (that trial fails before it trains) and names the others ``t<n>``."""
+    if trial.number == 3:
+        raise RuntimeError("scripted hp_name failure of trial 3")
+    return f"t{trial.number}"
+
+
+#: The trial a test's pruner or scheduler stops at its first evaluation (see `prune_trial_2`).
+PRUNED_TRIAL = 2
+
+
+def prune_trial_2(backend: str) -> dict[str, Any]:
+    """The option with which ``backend`` stops trial `PRUNED_TRIAL` at its first evaluation (its own pruner, or a
+    Ray scheduler that stops the trial's process), or {} for a backend that prunes nothing."""
+    if backend == "optuna":
+        import optuna
+
+        class PruneOne(optuna.pruners.BasePruner):
+            def prune(self, study: Any, trial: Any) -> bool:
+                return trial.number == PRUNED_TRIAL
+
+        return {"pruner": PruneOne()}
+    if backend == "ray":
+        from ray.tune.schedulers import FIFOScheduler, TrialScheduler
+
+        class StopOne(FIFOScheduler):
+            def on_trial_result(self, tune_controller: Any, trial: Any, result: Any) -> str:
+                number = int(trial.trial_id.rsplit("_", 1)[1])
+                return TrialScheduler.STOP if number == PRUNED_TRIAL else TrialScheduler.CONTINUE
+
+        return {"scheduler": StopOne()}
+    return {}

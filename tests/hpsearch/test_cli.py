@@ -272,11 +272,18 @@ def test_missing_sweep_file(tmp_path, capsys):
     assert "no such sweep file" in err
 
 
-def test_resume_on_a_backend_that_cannot(tmp_path, capsys):
+def test_resume_continues_a_random_sweep_with_the_parameters_a_whole_run_draws(tmp_path, capsys):
     path = write(tmp_path, TINY.replace("backend: optuna\nbackend_options:\n  sampler: {name: TPESampler, seed: 0}\n",
-                                        "backend: random\n"))
-    err = run_error(capsys, path, "--resume")
-    assert "backend: --resume: the random backend cannot resume" in err
+                                        "backend: random\nbackend_options: {seed: 3}\n"))
+    out, whole = tmp_path / "out", tmp_path / "whole"
+    assert main(["run", str(path), "--n-trials", "1", "--output-dir", str(out)]) == 0
+    first = SearchResult.load(out).records[0]
+    assert main(["run", str(path), "--n-trials", "3", "--output-dir", str(out), "--resume"]) == 0
+    assert main(["run", str(path), "--n-trials", "3", "--output-dir", str(whole)]) == 0
+    resumed, expected = SearchResult.load(out).records, SearchResult.load(whole).records
+    assert [r.number for r in resumed] == [0, 1, 2]
+    assert resumed[0].to_dict() == first.to_dict()  # kept as it was, not trained again
+    assert [r.params for r in resumed] == [r.params for r in expected]
 
 
 def test_resume_continues_a_sigopt_sweep(tmp_path, capsys):
@@ -300,7 +307,7 @@ def test_resume_continues_a_sigopt_sweep(tmp_path, capsys):
 def test_rerun_of_a_sweep_recorded_only_in_its_folder_is_refused_until_resume_or_fresh(tmp_path, capsys):
     """Backends without a store of their own (random, SigOpt's lite driver): the folder's search.json is the earlier
     run, and a plain rerun must not replace it."""
-    for backend, can_resume in (("random", False), ("sigopt", True)):
+    for backend, can_resume in (("random", True), ("sigopt", True)):
         path = write(tmp_path, TINY.replace(
             "backend: optuna\nbackend_options:\n  sampler: {name: TPESampler, seed: 0}\n", f"backend: {backend}\n"))
         out = tmp_path / f"out-{backend}"

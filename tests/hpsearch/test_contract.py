@@ -201,6 +201,47 @@ def test_failed_trials_are_recorded_with_their_reason_and_the_search_goes_on(bac
     assert best.run_id == records[4].trial_id
 
 
+def test_every_trial_has_its_whole_cost_whatever_its_end(backend, make_trainer, tiny_space):
+    """Each trial's cost is measured in its process over the whole trial: COMPLETE, PRUNED (a pruner, or a Ray
+    scheduler that stops the trial's process), FAIL in training and FAIL before training (hp_name raised)."""
+    trainer = make_trainer(model_init=_trials.ScriptedModelInit({1: "raise"}))
+    best = backend.search(trainer, hp_space=tiny_space, compute_objective="eval_loss", direction="minimize",
+                          n_trials=5, max_failed_trials=5, hp_name=_trials.hp_name_failing_trial_3,
+                          **_trials.prune_trial_2(backend.name))
+    records = by_number(best.run_summary)
+    assert sorted(records) == [0, 1, 2, 3, 4]
+    assert records[1].state is TrialState.FAIL and records[3].state is TrialState.FAIL
+    pruning = bool(_trials.prune_trial_2(backend.name))
+    assert records[2].state is (TrialState.PRUNED if pruning else TrialState.COMPLETE), records[2]
+    for number, record in records.items():
+        for column in ("cpu_s", "device_s", "peak_memory_mb"):
+            assert column in record.cost, (number, record.state, record.cost)
+        # The device was held for the whole trial: its device-seconds cover its duration.
+        assert record.cost["device_s"] >= 0.9 * record.duration_s - 0.05, (number, record.state, record.cost,
+                                                                           record.duration_s)
+    frame = best.run_summary.trials_dataframe()
+    assert not frame["device_s"].isna().any()
+
+
+def test_one_progress_line_per_finished_trial_from_the_session(backend, make_trainer, tiny_space, caplog):
+    """From Python, every backend: ``[n/N] name STATE objective X | best Y (name)`` after each trial."""
+    caplog.set_level("INFO", logger="hpsearch.progress")
+    trainer = make_trainer(model_init=_trials.ScriptedModelInit({1: "raise"}))
+    best = backend.search(trainer, hp_space=tiny_space, compute_objective="eval_loss", direction="minimize",
+                          n_trials=3, max_failed_trials=3)
+    lines = [r.getMessage() for r in caplog.records if r.name == "hpsearch.progress"]
+    assert [line.split()[0] for line in lines] == ["[1/3]", "[2/3]", "[3/3]"], lines
+    records = {r.name: r for r in best.run_summary.records}
+    for line in lines:
+        name, state = line.split()[1:3]
+        assert records[name].state.value == state, line
+        assert " | best " in line, line
+    failed = next(line for line in lines if " FAIL " in line)
+    assert "objective - | " in failed and "scripted failure of trial 1" in failed
+    best_record = best.run_summary.best_trial
+    assert lines[-1].split(" | best ")[1].startswith(f"{best_record.objective:.4g} ({best_record.name})"), lines[-1]
+
+
 # ---------------------------------------------------------------------------------------------- results schema
 SCHEMA_SPACE = {
     "learning_rate": Float(1e-3, 1e-1, log=True),

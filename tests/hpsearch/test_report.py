@@ -129,8 +129,8 @@ def test_report_embeds_plotly_once_and_draws_every_plot(rich_html):
         *slices,
     ]
     assert rich_html.count('class="hp-plot"') == 8
-    # One script per plot, plus the bundle and the table sorter.
-    assert rich_html.count("<script") == 8 + 2
+    # One script per plot, plus the bundle, the helper that fits figures to their cells and the table sorter.
+    assert rich_html.count("<script") == 8 + 3
     for anchor in ("summary", "history", "curves", "parallel", "importance", "slices", "trials"):
         assert f'<section id="{anchor}">' in rich_html
 
@@ -156,7 +156,8 @@ def test_report_trials_table_is_sortable(rich_html):
     assert '<table class="sortable">' in table
     for column in ("trial_id", "params_momentum", "duration_s", "n_evaluations", "error"):
         assert f"<th>{column}</th>" in table
-    assert table.count("<tr>") == 1 + 7
+    assert table.count("<tr>") + table.count('<tr class="best"') == 1 + 7
+    assert table.count('<tr class="best"') == 1  # the best trial, starred
     assert 'addEventListener("click"' in rich_html
 
 

@@ -28,6 +28,7 @@ FLAGS = [
     "--headless",
     "--no-sandbox",
     "--disable-gpu",
+    "--enable-unsafe-swiftshader",  # WebGL in software (plotly draws parallel coordinates with it)
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",

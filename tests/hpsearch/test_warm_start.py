@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import optuna
@@ -162,8 +163,11 @@ def test_bad_warm_starts_are_refused_before_any_trial(tmp_path):
         assert built == [] and not (tmp_path / "refused").exists()
 
 
-def test_cli_warm_start_flag(tmp_path, capsys):
+def test_cli_warm_start_flag(tmp_path, capsys, caplog):
     earlier = _earlier(tmp_path)
+    planted = SearchResult.load(earlier)  # one earlier trial marked pruned: it must be left out, and said so
+    planted.records[0].state = TrialState.PRUNED
+    planted.save(earlier)
     sweep = {
         "model": "examples.digits.model:model_init", "data": "examples.digits.model:datasets",
         "metrics": "examples.digits.model:compute_metrics", "objective": "eval_loss", "n_trials": 2,
@@ -176,10 +180,19 @@ def test_cli_warm_start_flag(tmp_path, capsys):
     path = tmp_path / "sweep.yaml"
     path.write_text(yaml.safe_dump(sweep))
     out = tmp_path / "cli-out"
+    caplog.set_level("INFO", logger="hpsearch.warmstart")
     assert cli_main(["run", str(path), "--no-progress", "--output-dir", str(out), "--warm-start", str(earlier)]) == 0
     frame = SearchResult.load(out).trials_dataframe()
     finished = [r for r in SearchResult.load(earlier).records if r.state is TrialState.COMPLETE]
     assert (frame["source"] == "warm_start").sum() == len(finished) and (frame["source"] == "search").sum() == 2
+    # Visible: the log says what was told and what was left out; the summary counts the warm rows apart.
+    pruned = sum(r.state is TrialState.PRUNED for r in SearchResult.load(earlier).records)
+    assert pruned >= 1 and len(finished) + pruned == 6
+    told = f"warm_start: told {len(finished)} of 6 earlier trial(s) from {earlier}; {pruned} pruned left out."
+    assert told in [m.getMessage() for m in caplog.records]
+    printed = capsys.readouterr().out
+    summary = rf"Trials: 2 \(\d complete[a-z, \d]*\), plus {len(finished)} earlier trial\(s\) told by warm start \(not trained\)"
+    assert re.search(summary, printed), printed[-600:]
     assert json.loads((out / "search.json").read_text())["n_trials"] == 2
     assert frame.loc[frame["source"] == "search", "objective"].notna().all()
 

@@ -552,13 +552,18 @@ def c_fp16(env: Env) -> None:
         refused("fp16", True, "needs a CUDA GPU")(env)
 
 
-def c_fp16_full_eval(env: Env) -> None:
-    if torch.cuda.is_available():
-        trainer = env.trainer(fp16_full_eval=True)
-        trainer.evaluate(Data(8))
-        assert trainer.model.linear.weight.dtype == torch.float16
-    else:
-        refused("fp16_full_eval", True, "needs a CUDA GPU")(env)
+def c_fp16_full_eval(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    from trainer import _precision
+
+    torch.manual_seed(0)
+    full = env.trainer().evaluate(Data(8))["eval_loss"]
+    torch.manual_seed(0)
+    trainer = env.trainer(fp16_full_eval=True)  # on the CPU too: torch runs float16 there (issue 35, item 10)
+    half = trainer.evaluate(Data(8))["eval_loss"]
+    assert trainer.model.linear.weight.dtype == torch.float16 and half != full and abs(half - full) < 1e-2 * abs(full)
+    if not torch.cuda.is_available():
+        monkeypatch.setattr(_precision, "cpu_runs_fp16", lambda: False)  # an older torch build
+        refused("fp16_full_eval", True, "needs a CUDA GPU or a torch that runs float16 on the CPU")(env)
 
 
 def c_bf16_full_eval(env: Env) -> None:
@@ -1026,6 +1031,119 @@ def c_fsdp_config(env: Env) -> None:
         env.args(fsdp=True, fsdp_config={"forward_prefetch": True})
 
 
+# --- transformers 4.x names: mapped onto their replacements with a FutureWarning (issue 35, item 7) ---
+def parsed(env: Env, *cli: str) -> TrainingArguments:
+    (args,) = HfArgumentParser(TrainingArguments).parse_args_into_dataclasses(["--output_dir", str(env.tmp), *cli])
+    return args
+
+
+def c_no_cuda(env: Env) -> None:
+    with pytest.warns(FutureWarning, match="pass use_cpu=True"):
+        trainer = env.trainer(no_cuda=True)
+    assert trainer.args.use_cpu is True and trainer.accelerator.device.type == "cpu"
+    assert trainer.args.no_cuda is False and trainer.args.replace(use_cpu=False).use_cpu is False  # consumed
+    with pytest.warns(FutureWarning):
+        assert parsed(env, "--no_cuda").use_cpu is True
+
+
+def c_use_mps_device(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    with pytest.raises(ValueError, match=r"use_mps_device=True asks for Apple's MPS device.*remove use_mps_device"):
+        env.args(use_mps_device=True)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)  # a Mac: the default device already
+    with pytest.warns(FutureWarning, match="use_mps_device=True is deprecated"):
+        assert env.args(use_mps_device=True).use_mps_device is False
+
+
+def c_per_gpu_train_batch_size(env: Env) -> None:
+    with pytest.warns(FutureWarning, match="per_device_train_batch_size=4"):
+        trainer = env.train(per_gpu_train_batch_size=4, max_steps=2)
+    assert [c["batch"] for c in trainer.model.calls] == [4, 4]
+    with pytest.warns(FutureWarning):
+        assert parsed(env, "--per_gpu_train_batch_size", "2").per_device_train_batch_size == 2
+    with pytest.raises(ValueError, match="per_gpu_train_batch_size"):
+        env.args(per_gpu_train_batch_size=0)
+    with pytest.warns(FutureWarning, match=r"it replaces per_device_train_batch_size=16"):  # 4.x: the old name wins
+        assert env.args(per_gpu_train_batch_size=2, per_device_train_batch_size=16).per_device_train_batch_size == 2
+
+
+def c_per_gpu_eval_batch_size(env: Env) -> None:
+    with pytest.warns(FutureWarning, match="per_device_eval_batch_size=5"):
+        trainer = env.trainer(per_gpu_eval_batch_size=5)
+    trainer.evaluate(Data(10))
+    assert [c["batch"] for c in trainer.model.calls] == [5, 5]
+
+
+def c_adafactor(env: Env) -> None:
+    with pytest.warns(FutureWarning, match="pass optim='adafactor'"):
+        args = env.args(adafactor=True)
+    assert args.optim == "adafactor" and args.adafactor is False
+    assert type(optimizer_of(env, optim=args.optim)).__name__ == "Adafactor"
+
+
+def c_fsdp_min_num_params(env: Env) -> None:
+    with pytest.warns(FutureWarning, match=r"fsdp_config=\{'min_num_params': 100\}"):
+        args = env.args(fsdp="full_shard auto_wrap", fsdp_min_num_params=100)
+    assert args.fsdp_config["min_num_params"] == 100 and args.fsdp_min_num_params == 0
+    with pytest.raises(ValueError, match="only applies with fsdp option 'auto_wrap'"), pytest.warns(FutureWarning):
+        env.args(fsdp="full_shard", fsdp_min_num_params=100)
+    with pytest.raises(ValueError, match="disagree"), pytest.warns(FutureWarning):
+        env.args(fsdp="full_shard auto_wrap", fsdp_min_num_params=100, fsdp_config={"min_num_params": 5})
+
+
+def c_fsdp_transformer_layer_cls_to_wrap(env: Env) -> None:
+    with pytest.warns(FutureWarning, match="transformer_layer_cls_to_wrap"):
+        args = parsed(env, "--fsdp", "full_shard auto_wrap", "--fsdp_transformer_layer_cls_to_wrap", "BertLayer,Block")
+    assert args.fsdp_config["transformer_layer_cls_to_wrap"] == ["BertLayer", "Block"]
+    assert args.fsdp_transformer_layer_cls_to_wrap is None
+
+
+def c_torchdynamo(env: Env) -> None:
+    with pytest.warns(FutureWarning, match="pass torch_compile_backend='eager'"):
+        trainer = env.trainer(torchdynamo="eager")
+    assert trainer.args.torch_compile is True and trainer.args.torchdynamo is None
+    assert trainer.accelerator.state.dynamo_plugin.backend.value == "EAGER"
+
+
+# --- the Hub options (issue 35, item 2): inert without push_to_hub (refused), as transformers leaves them ---
+def hub_option(field: str, value: Any, bad: Any) -> Callable[[Env], None]:
+    def check(env: Env) -> None:
+        args = env.args(**{field: value})
+        shown = "<HUB_TOKEN>" if field == "hub_token" else value
+        assert args.to_dict()[field] == shown and getattr(args, field) == value
+        # Inert: the same run with and without it trains the same weights and writes the same files.
+        torch.manual_seed(0)
+        plain = env.train()
+        torch.manual_seed(0)
+        hub = Env(env.tmp / "hub").train(**{field: value})
+        assert torch.equal(plain.model.linear.weight, hub.model.linear.weight)
+        with pytest.raises(ValueError, match=field):
+            env.args(**{field: bad})
+        with pytest.raises(ValueError, match=r"push_to_hub=True is not supported.*hub_\* arguments are accepted"):
+            env.args(**{field: value}, push_to_hub=True)
+
+    return check
+
+
+def c_push_to_hub_token(env: Env) -> None:
+    with pytest.warns(FutureWarning, match="pass hub_token"):
+        args = env.args(push_to_hub_token="hf_secret")
+    assert args.hub_token == "hf_secret" and args.push_to_hub_token is None
+    assert "hf_secret" not in args.to_json_string() and "hf_secret" not in repr(args)
+
+
+def c_push_to_hub_organization(env: Env) -> None:
+    with pytest.warns(FutureWarning, match="pass hub_model_id"):
+        assert env.args(push_to_hub_organization="org").hub_model_id == "org/out"
+
+
+def c_push_to_hub_model_id(env: Env) -> None:
+    with pytest.warns(FutureWarning):
+        assert env.args(push_to_hub_model_id="m", push_to_hub_organization="org").hub_model_id == "org/m"
+    with pytest.raises(ValueError, match=r"asks the Hub for your user name.*pass hub_model_id='<user>/m'"):
+        env.args(push_to_hub_model_id="m")
+
+
 CHECKS: dict[str, Callable[..., None]] = {
     "output_dir": c_output_dir,
     "overwrite_output_dir": script_flag("overwrite_output_dir", ["--overwrite_output_dir"], True),
@@ -1142,6 +1260,23 @@ CHECKS: dict[str, Callable[..., None]] = {
     "deepspeed": c_deepspeed,
     "fsdp": c_fsdp,
     "fsdp_config": c_fsdp_config,
+    "no_cuda": c_no_cuda,
+    "use_mps_device": c_use_mps_device,
+    "per_gpu_train_batch_size": c_per_gpu_train_batch_size,
+    "per_gpu_eval_batch_size": c_per_gpu_eval_batch_size,
+    "adafactor": c_adafactor,
+    "fsdp_min_num_params": c_fsdp_min_num_params,
+    "fsdp_transformer_layer_cls_to_wrap": c_fsdp_transformer_layer_cls_to_wrap,
+    "torchdynamo": c_torchdynamo,
+    "push_to_hub_model_id": c_push_to_hub_model_id,
+    "push_to_hub_organization": c_push_to_hub_organization,
+    "push_to_hub_token": c_push_to_hub_token,
+    "hub_model_id": hub_option("hub_model_id", "me/model", ""),
+    "hub_strategy": hub_option("hub_strategy", "end", "sometimes"),
+    "hub_token": hub_option("hub_token", "hf_secret", 3),
+    "hub_private_repo": hub_option("hub_private_repo", True, "maybe"),
+    "hub_always_push": hub_option("hub_always_push", True, "maybe"),
+    "hub_revision": hub_option("hub_revision", "main", ""),
 }
 
 FIELDS = [f.name for f in dataclasses.fields(TrainingArguments) if f.init and not f.name.startswith("_")]

@@ -20,7 +20,7 @@ from ...settings import Option
 from ...trial import Evaluation, Trial, TrialRecord, TrialReporter, TrialState
 from ..base import SearchBackend
 from . import _storage
-from ._space import OptunaSpace, native_params, probe_native_space
+from ._space import SPACE_EXTRA, OptunaSpace, native_params, native_space_spec, probe_native_space
 from ._study import continues_study, open_study, replay_trial, warm_start
 
 if TYPE_CHECKING:
@@ -67,11 +67,13 @@ class OptunaBackend(SearchBackend):
     can_resume = True
     resume_hint = "storage=<the study's storage> with load_if_exists=True"
     warm_start_modes = ("inform", "evaluate")
+    trial_api = ("suggest_",)
     replay_trial = replay_trial  # re-evaluation: a FixedTrial answering model_init's trial.suggest_*
     options = (
         Option("sampler", (object,), "an optuna.samplers sampler", build_from=("optuna.samplers",)),
         Option("pruner", (object,), "an optuna.pruners pruner", build_from=("optuna.pruners",)),
-        Option("storage", (str, object), "a database URL, a journal file path (*.log) or an Optuna storage"),
+        Option("storage", (str, object), "a database URL, a journal file path (*.log) or an Optuna storage",
+               path=True),
         Option("study_name", (str,), "the study's name in the storage"),
         Option("load_if_exists", (bool,), "continue a study of that name found in the storage"),
         Option("timeout", (int, float), "seconds after which no new trial starts"),
@@ -278,6 +280,8 @@ class OptunaBackend(SearchBackend):
             trial = _lockstep.lead(Trial(optuna_trial.number, optuna_trial.number, params, self.name, native=optuna_trial))
             _lockstep.announce(trial)
             record = run_trial(settings, trial, _OptunaReporter(optuna_trial, multi))
+            if self._space is None:  # a native hp_space: what each parameter was drawn from, for the report
+                record.extra[SPACE_EXTRA] = native_space_spec(optuna_trial.distributions)
             # The whole record goes into the study before it is told: the study alone can rebuild search.json.
             optuna_trial.set_user_attr(_storage.RECORD_ATTR, _storage.record_attr(record))
             pending[optuna_trial.number] = record

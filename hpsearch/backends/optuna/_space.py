@@ -104,6 +104,28 @@ def native_params(trial: Trial, native_space: Any, trainer: Trainer) -> dict[str
     return {**trial.params, **params}
 
 
+#: Where a trial of a native ``hp_space(trial)`` keeps the distributions it was drawn from (portable dict form).
+SPACE_EXTRA = "space"
+
+
+def native_space_spec(distributions: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """A native trial's Optuna distributions in the portable dict form (``{"type": "categorical", "choices": [...]}``,
+    ``{"type": "float", "low": ..., "high": ..., "log": ...}``), so that the report draws a categorical as categories
+    and a log-scaled number on a log axis, as it does for a portable space."""
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
+    spec: dict[str, dict[str, Any]] = {}
+    for name, dist in distributions.items():
+        if isinstance(dist, CategoricalDistribution):
+            spec[name] = {"type": "categorical", "choices": list(dist.choices)}
+        elif isinstance(dist, FloatDistribution | IntDistribution):
+            kind = "float" if isinstance(dist, FloatDistribution) else "int"
+            spec[name] = {"type": kind, "low": dist.low, "high": dist.high, "log": dist.log}
+            if dist.step is not None and (kind == "float" or dist.step != 1):
+                spec[name]["step"] = dist.step
+    return spec
+
+
 def probe_native_space(native_space: Any, directions: list[Any], trainer: Trainer) -> None:
     """Call a native ``hp_space(trial)`` once on a throw-away trial, so a broken one fails before any storage or
     folder is created (it only suggests values; nothing is trained)."""

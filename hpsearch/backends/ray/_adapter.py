@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from ..._params import check_param_names
 from ...errors import SearchConfigError
 from ...settings import Option
-from ..base import SearchBackend
+from ..base import SearchBackend, call_native_space
 from . import _checks, _driver
 from ._connect import Connection, connect
 from ._space import check_native_values, convert_space
@@ -74,7 +74,7 @@ class RayBackend(SearchBackend):
         Option("max_concurrent_trials", (int,), "trials run at once"),
         Option("scheduler", (object,), "a ray.tune.schedulers scheduler", build_from=("ray.tune.schedulers",)),
         Option("search_alg", (object,), "a ray.tune.search searcher", build_from=("ray.tune.search",)),
-        Option("storage_path", (str,), "Tune's storage (default output_dir/ray_results)"),
+        Option("storage_path", (str,), "Tune's storage (default output_dir/ray_results)", path=True),
         Option("name", (str,), "the experiment's folder name in storage_path"),
         Option("max_failures", (int,), "retries of a failed trial (-1: forever)"),
         Option("keep_checkpoints_num", (int,), "checkpoints Tune keeps per trial"),
@@ -83,7 +83,7 @@ class RayBackend(SearchBackend):
         Option("stop", (dict, object), "Tune's stop criteria: a dict, a Stopper or a callable"),
         Option("scope", (str,), f"Ray's name for objective_scope: {', '.join(_checks.SCOPES)}"),
         Option("resume", (bool, str), "restore the interrupted experiment (True: this search's own, started when "
-               "there is none yet; or its folder)"),
+               "there is none yet; or its folder)", path=True),
         Option("workers_per_trial", (int,), "processes per trial (a Ray Train run, data-parallel)"),
     )
 
@@ -157,7 +157,8 @@ class RayBackend(SearchBackend):
 
     def resolve_space(self, hp_space: Any) -> tuple[SearchSpace | None, Any]:
         if hp_space is not None and self.is_native_space(hp_space):
-            native = hp_space(None) if callable(hp_space) and not isinstance(hp_space, Mapping) else hp_space
+            native = (call_native_space(hp_space, self.name) if callable(hp_space) and not isinstance(hp_space, Mapping)
+                      else hp_space)
             if not isinstance(native, Mapping):
                 raise SearchConfigError(
                     f"hp_space(None) must return a dict of Ray Tune domains (tune.uniform(...), ...), got "

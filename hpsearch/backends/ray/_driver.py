@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from ..._cost import add_costs
 from ...errors import HPSearchError, SearchConfigError
 from ...runner import finish_record, new_record
 from ...trial import TrialRecord, TrialState
@@ -87,7 +88,9 @@ class Recorder:
         self.restarts: dict[str, dict[str, list[str]]] = {}
         self.max_steps: dict[str, int] = {}
         self.tune_checkpoints: dict[str, dict[int, str]] = {}
-        self.started: dict[str, datetime] = {}
+        self.started: dict[str, datetime] = {}  # when Tune started each trial (in this driver)
+        self.first_started: dict[str, datetime | None] = {}  # a restarted trial's first attempt's start
+        self.earlier_cost: dict[str, dict[str, float]] = {}  # the cost of a restarted trial's earlier attempts
         self.failure: HPSearchError | None = None
         self.provisional: set[str] = set()  # trials adopted from search.json, kept at the end only if Tune has them
         self._saved: dict[str, TrialRecord] | None = None  # search.json's records, when Tune lost a trial's files
@@ -113,8 +116,11 @@ class Recorder:
     def _keep(self, trial_id: str, record: TrialRecord) -> None:
         previous = self.latest.get(trial_id)
         if previous is not None and previous.started != record.started:
-            # A new attempt (a retry, a restore, PBT): keep the evaluations it does not repeat.
+            # A new attempt (a retry, a restore, PBT): keep the evaluations it does not repeat, the cost of the
+            # attempt before it and the start of the first attempt.
             self.earlier.setdefault(trial_id, []).extend(previous.intermediates)
+            self.earlier_cost[trial_id] = add_costs(self.earlier_cost.get(trial_id, {}), previous.cost)
+            self.first_started.setdefault(trial_id, previous.started)
         for key in ("restored_from", "resumed_from"):
             value = record.extra.get(key)
             seen = self.restarts.setdefault(trial_id, {}).setdefault(key, [])
@@ -184,9 +190,15 @@ class Recorder:
         for key, values in self.restarts.get(trial_id, {}).items():
             if values:
                 record.extra[key] = list(values)
-        started = self.started.get(trial_id)
-        if started is not None and (record.started is None or started < record.started):
-            record.started = started
+        if trial_id in self.earlier_cost:  # taken once: a record finished again must not count them twice
+            record.cost = add_costs(self.earlier_cost.pop(trial_id), record.cost)
+        # The trial started when its (first) process started it, as its cost counts it; Tune's start in this
+        # driver (before the trial's process was placed and imported its libraries) only where none reported.
+        began = self.first_started.get(trial_id)
+        if began is not None and (record.started is None or began < record.started):
+            record.started = began
+        if record.started is None:
+            record.started = self.started.get(trial_id)
 
     def _visible_checkpoint(self, trial_id: str, record: TrialRecord) -> None:
         """Where the trial's own checkpoint folder is not visible here (another node), Tune's copy of it."""

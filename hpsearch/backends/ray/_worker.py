@@ -16,6 +16,7 @@ import os
 import shutil
 import uuid
 from collections.abc import Callable, Mapping
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, cast
 
 from trainer import TrainerCallback
@@ -81,7 +82,12 @@ class RayReporter(TrialReporter):
 
     def payload(self) -> str:
         assert self.record is not None
-        return json.dumps(self.record.to_dict(), default=str)
+        data = self.record.to_dict()
+        if self.record.state is TrialState.RUNNING:
+            # The time of this report: a scheduler that stops the trial's process now ends it here, and its cost
+            # (measured until now, see `CostMeter.snapshot`) covers the same span as its duration.
+            data["finished"] = datetime.now(timezone.utc).isoformat()
+        return json.dumps(data, default=str)
 
     def report(self, objective: Any, step: int, metrics: Mapping[str, float], checkpoint: str | None) -> bool:
         result: dict[str, Any] = {k: v for k, v in metrics.items() if k not in _OWN_KEYS}

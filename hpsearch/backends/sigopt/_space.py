@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..._params import argument_types, check_param_names, check_space_against_trainer
 from ...errors import HPSearchError, SearchConfigError
+from ..base import call_native_space
 
 if TYPE_CHECKING:
     from spaces import SearchSpace
@@ -236,7 +237,9 @@ def check_native(hp_space: Any, trainer: Trainer) -> tuple[list[dict[str, Any]],
     """A native hp_space's SigOpt parameters, checked, and the int/float fields among its categoricals."""
     native_fields: dict[str, type] = {}
     try:
-        parameters = hp_space(None) if callable(hp_space) else hp_space
+        parameters = call_native_space(hp_space, "sigopt") if callable(hp_space) else hp_space
+    except SearchConfigError:
+        raise
     except Exception as error:
         raise SearchConfigError(
             f"hp_space(None) raised {type(error).__name__}: {error}. A native SigOpt hp_space is a list of SigOpt "
