@@ -71,6 +71,7 @@ BENCHMARKS: dict[str, Callable[[str], list[dict[str, Any]]] | None] = {
     "memory": None,
     "scale": None,
     "warm_start": None,
+    "reevaluation": None,
     "memory_features": None,
     "dashboard": None,
 }

@@ -54,7 +54,8 @@ def trial_csv_line(record: TrialRecord, k: int, params: tuple[str, ...]) -> str:
     objectives = objective_vector(record.objective, k) or [math.nan] * k
     return csv_row([
         str(record.trial_id), str(record.name), int(record.number), TrialState(record.state).value,
-        str(record.extra.get("source", "search")), *objectives,
+        str(record.extra.get("source", "search")), str(record.extra.get("config_id", record.trial_id)),
+        record.extra.get("seed"), *objectives,
         *(record.params.get(name) for name in params),
         record.started, record.finished, record.duration_s, *(record.cost.get(c) for c in COST_COLUMNS),
         len(record.intermediates), record.last_step, record.checkpoint, record.node, record.error,
@@ -218,7 +219,7 @@ class CsvExports:
         metrics = tuple(sorted({m for r in records for ev in r.intermediates for m in ev.metrics}))
         fixed = ("trial_id", "step", "epoch", *objective_columns)
         trials_header = [
-            "trial_id", "name", "number", "state", "source", *objective_columns, *(f"params_{n}" for n in params),
+            "trial_id", "name", "number", "state", "source", "config_id", "seed", *objective_columns, *(f"params_{n}" for n in params),
             "started", "finished", "duration_s", *COST_COLUMNS, "n_evaluations", "last_step", "checkpoint", "node",
             "error",
         ]

@@ -15,24 +15,25 @@ import shutil
 import uuid
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from spaces import Fixed
 
+from ._best import BestRun, best_runs
 from ._cost import wants_energy
 from ._params import check_space_against_trainer
 from .backends import backend_names, resolve_backend
 from .backends.base import installed_version
-from .errors import HPSearchError, SearchConfigError
+from .errors import SearchConfigError
 from .objective import resolve_compute_objective
+from .reevaluate import check_reevaluation
 from .settings import TrialSettings, check_common_options
 
 if TYPE_CHECKING:
     from trainer import Trainer
 
     from .backends.base import SearchBackend
-    from .results import SearchResult
-    from .trial import Trial, TrialRecord
+    from .trial import Trial
 
 __all__ = ["BestRun", "HPSearchBackend", "hyperparameter_search"]
 
@@ -46,41 +47,6 @@ class _BackendName(str, enum.Enum):
 
 #: The registered backends as an enum (one member per registered name, upper-cased), as transformers names them.
 HPSearchBackend = _BackendName("HPSearchBackend", {name.upper(): name for name in backend_names()})  # type: ignore[call-overload]
-
-
-class _BestRunFields(NamedTuple):
-    run_id: str
-    objective: float | list[float]
-    hyperparameters: dict[str, Any]
-    run_summary: SearchResult | None = None
-
-
-class BestRun(_BestRunFields):
-    """The best trial of a search (one per Pareto-optimal trial for several objectives).
-
-    A tuple of transformers' four fields (``run_id, objective, hyperparameters, run_summary = best`` unpacks as
-    there); ``run_summary`` is the whole search as a `SearchResult`. Two attributes outside the tuple:
-    ``checkpoint``, the checkpoint whose evaluation gave ``objective`` (None if the trial saved none), and
-    ``name``, the trial's name (its folder in output_dir).
-    """
-
-    checkpoint: str | None
-    name: str | None
-
-    def __new__(cls, run_id: str, objective: float | list[float], hyperparameters: dict[str, Any],
-                run_summary: SearchResult | None = None, checkpoint: str | None = None,
-                name: str | None = None) -> BestRun:
-        self = super().__new__(cls, run_id, objective, hyperparameters, run_summary)
-        self.checkpoint = checkpoint
-        self.name = name
-        return self
-
-    def _replace(self, **changes: Any) -> BestRun:
-        fields = {**self._asdict(), "checkpoint": self.checkpoint, "name": self.name, **changes}
-        return type(self)(**fields)
-
-    def __repr__(self) -> str:
-        return f"{super().__repr__()[:-1]}, checkpoint={self.checkpoint!r}, name={self.name!r})"
 
 
 def _directions(direction: Any) -> list[str]:
@@ -250,6 +216,7 @@ def hyperparameter_search(
     _check_dashboard(dashboard, dashboard_port)
     warm_options = sorted(k for k in _WARM_START_OPTIONS if kwargs.get(k) is not None)
     common = check_common_options(kwargs)
+    reevaluation = check_reevaluation(common["reevaluate_top_k"], common["reevaluate_seeds"], n_trials)
     backend_cls = resolve_backend(backend)
     if "warm_start_mode" not in warm_options and common["warm_start_mode"] not in backend_cls.warm_start_modes[:1]:
         # The default mode is 'inform' where the engine can be told earlier trials; else its first (random: evaluate).
@@ -299,6 +266,8 @@ def hyperparameter_search(
                 "fixed values in TrainingArguments or model_init."
             )
         check_space_against_trainer(space, trainer)
+        if reevaluation is not None:
+            reevaluation.check_space(space)
         adapter.settings = settings = _with_space(settings, space)
     adapter.validate()
     settings = adapter.settings  # an adapter may map its own options onto the shared settings (e.g. a scope)
@@ -329,6 +298,8 @@ def hyperparameter_search(
     )
     session = SearchSession(settings, result, n_trials, max_failed_trials=common["max_failed_trials"],
                             max_device_hours=common["max_device_hours"], max_energy_kwh=common["max_energy_kwh"])
+    if reevaluation is not None:
+        result.settings["reevaluate"] = reevaluation.describe(settings)
     created = _probe_writable(output_dir)
     try:
         if dashboard:
@@ -336,7 +307,11 @@ def hyperparameter_search(
 
             url, _ = start_in_background(output_dir, port=dashboard_port)
             print(f"hpsearch dashboard: {url}", flush=True)
+        # Read before the backend runs: an engine that rebuilds the results from its own store drops them.
+        earlier = reevaluation.earlier_runs(session) if reevaluation and adapter.continues_earlier_run() else []
         adapter.run(session, native_space)
+        if reevaluation is not None:
+            reevaluation.run(session, earlier, adapter.replay_trial)
     except KeyboardInterrupt:
         session.save()
         if not any(r.state.value == "COMPLETE" for r in result.records):
@@ -462,30 +437,3 @@ def _with_space(settings: TrialSettings, space: Any) -> TrialSettings:
     import dataclasses
 
     return dataclasses.replace(settings, space=space)
-
-
-def _best_run(record: TrialRecord, result: SearchResult) -> BestRun:
-    assert record.objective is not None
-    return BestRun(
-        run_id=record.trial_id,
-        objective=record.objective,
-        hyperparameters=dict(record.params),
-        run_summary=result,
-        checkpoint=record.checkpoint,
-        name=record.name,
-    )
-
-
-def best_runs(result: SearchResult) -> BestRun | list[BestRun]:
-    """The best run (one objective) or the Pareto front (several); HPSearchError when no trial completed."""
-    front = result.best_trials if result.is_multi_objective else []
-    best = None if result.is_multi_objective else result.best_trial
-    if front:
-        return [_best_run(r, result) for r in front]
-    if best is None:
-        counts = result.counts()
-        errors = "; ".join(f"{r.name}: {r.error}" for r in result.records if r.error)[:2000]
-        raise HPSearchError(
-            f"No trial completed ({counts}); nothing to return. {('Errors: ' + errors) if errors else ''}".strip()
-        )
-    return _best_run(best, result)

@@ -52,6 +52,7 @@ _STATE_ORDER = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL, TrialSt
 _TEXT = "object"
 _DATETIME = "datetime64[us, UTC]"  # Python datetimes carry microseconds: no precision is invented or lost.
 _INT64 = 2**63
+_REEVALUATION = "reevaluation"  # a re-evaluation's source (`hpsearch.reevaluate`): never the observed best
 
 
 @dataclass(repr=False)
@@ -132,8 +133,10 @@ class SearchResult:
     def trials_dataframe(self) -> pd.DataFrame:
         """One row per trial (sorted by number), with the same columns and dtypes for every backend.
 
-        Columns: ``trial_id, name, number, state, source`` (``search``, or ``warm_start`` for an earlier search's
-        trial told to this one), the objective column(s), one ``params_<name>`` column
+        Columns: ``trial_id, name, number, state, source`` (``search``, ``warm_start`` for an earlier search's
+        trial told to this one, ``reevaluation`` for a leader trained again), ``config_id`` (the trial id of the
+        search trial whose configuration the row ran: its own, or the one a re-evaluation repeats), ``seed`` (the
+        ``TrainingArguments.seed`` it trained with; NA where unknown), the objective column(s), one ``params_<name>`` column
         per parameter (sorted), ``started, finished, duration_s``, the cost columns ``cpu_s, device_s,
         peak_memory_mb, energy_kwh, emissions_kg`` (NaN where not measured), ``n_evaluations, last_step,
         checkpoint, node, error``. A parameter column is ``Int64`` when every value is an int, ``boolean`` when every
@@ -151,6 +154,9 @@ class SearchResult:
             "number": pd.Series([int(r.number) for r in records], dtype="int64"),
             "state": pd.Series([TrialState(r.state).value for r in records], dtype=_TEXT),
             "source": pd.Series([str(r.extra.get("source", "search")) for r in records], dtype=_TEXT),
+            "config_id": pd.Series([str(r.extra.get("config_id", r.trial_id)) for r in records], dtype=_TEXT),
+            "seed": pd.Series([r.extra["seed"] if type(r.extra.get("seed")) is int else None for r in records],
+                              dtype="Int64"),
         }
         for i, col in enumerate(self.objective_columns):
             columns[col] = pd.Series([o[i] for o in objectives], dtype="float64")
@@ -171,6 +177,12 @@ class SearchResult:
                 [None if getattr(r, col) is None else str(getattr(r, col)) for r in records], dtype=_TEXT
             )
         return pd.DataFrame(columns)
+
+    def config_summary(self) -> pd.DataFrame:
+        """Per configuration (runs grouped by ``config_id``): mean, std, count, 95% interval (`hpsearch.reevaluate`)."""
+        from hpsearch.reevaluate import summary_dataframe
+
+        return summary_dataframe(self)
 
     def intermediates_dataframe(self) -> pd.DataFrame:
         """One row per evaluation: ``trial_id, step, epoch``, the objective column(s), then every metric.
@@ -224,7 +236,7 @@ class SearchResult:
                 f"best_trial is defined for a single objective but this search has {len(self.directions)} "
                 f"directions {self.directions}; use best_trials (the Pareto front) instead."
             )
-        scored = self.scored_trials()
+        scored = [rv for rv in self.scored_trials() if rv[0].extra.get("source") != _REEVALUATION]
         if not scored:
             return None
         sign = 1.0 if self.directions[0] == "minimize" else -1.0
@@ -241,7 +253,8 @@ class SearchResult:
             best = self.best_trial
             return [] if best is None else [best]
         signs = [1.0 if d == "minimize" else -1.0 for d in self.directions]
-        scored = [(r, [s * v for s, v in zip(signs, values)]) for r, values in self.scored_trials()]
+        scored = [(r, [s * v for s, v in zip(signs, values)]) for r, values in self.scored_trials()
+                  if r.extra.get("source") != _REEVALUATION]
         front = [
             r
             for r, a in scored

@@ -241,6 +241,7 @@ def run_trial(
         try:
             watchdog.start()
             args = build_trial_args(settings.trainer.args, trial, run_dir, record.name)
+            record.extra["seed"] = args.seed  # the results' seed column (runs of one configuration differ by it)
             # The watchdog only joins the trainer's callbacks when there is a deadline to check at every step.
             timed = [watchdog] if settings.trial_timeout is not None else []
             trainer = settings.trainer.for_trial(args, callbacks=[*callbacks, callback, *timed])

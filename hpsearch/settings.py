@@ -158,6 +158,20 @@ def _check_defaults(value: Any) -> dict[str, Any]:
     return dict(value)
 
 
+def _check_reevaluate(name: str, example: int) -> Callable[[Any], int | None]:
+    def check(value: Any) -> int | None:
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise SearchConfigError(
+                f"{name} must be an integer >= 1, got {value!r}; pass e.g. {name}={example} (or remove both "
+                "reevaluate_top_k and reevaluate_seeds for no re-evaluation)."
+            )
+        return value
+
+    return check
+
+
 #: Options every backend accepts, with their defaults and checks (the sweep file takes the same names).
 COMMON_OPTIONS: dict[str, tuple[Option, Any, Callable[[Any], Any]]] = {
     "max_failed_trials": (
@@ -197,6 +211,16 @@ COMMON_OPTIONS: dict[str, tuple[Option, Any, Callable[[Any], Any]]] = {
     "warm_start_defaults": (
         Option("warm_start_defaults", (dict,), "values of parameters the earlier searches did not have"), {},
         _check_defaults,
+    ),
+    "reevaluate_top_k": (
+        Option("reevaluate_top_k", (int,), "after the search, how many of the best configurations train again with "
+               "reevaluate_seeds more seeds (the best run is then the best mean; see hpsearch.reevaluate)"),
+        None, _check_reevaluate("reevaluate_top_k", 3),
+    ),
+    "reevaluate_seeds": (
+        Option("reevaluate_seeds", (int,), "how many more seeds each re-evaluated configuration trains with "
+               "(TrainingArguments.seed and data_seed: seed+1 .. seed+S)"),
+        None, _check_reevaluate("reevaluate_seeds", 2),
     ),
 }
 

@@ -138,7 +138,7 @@ def load_priors(warm_start: Any, mode: str, top_k: int, defaults: Mapping[str, A
                 f"warm_start={origin!r} has no parameter in common with this hp_space (it has "
                 f"{result.param_names}, this search {list(space)}); nothing of it can be used."
             )
-        taken, skipped = _take(origin, result, space, defaults)
+        taken, skipped = _take(origin, result, space, defaults, mode)
         priors += taken
         left_out.update({reason: n for reason, n in skipped.items() if reason not in _STATES_LEFT_OUT})
         verb = "told" if mode == "inform" else "can train again"
@@ -157,28 +157,40 @@ def load_priors(warm_start: Any, mode: str, top_k: int, defaults: Mapping[str, A
     return priors
 
 
+def _objectives(result: SearchResult, mode: str) -> list[tuple[TrialRecord, Any]]:
+    """(record, objective) of the earlier trials: every run for "inform" (each run of a re-evaluated configuration
+    is an observation of it); for "evaluate" one per configuration, a re-evaluated one (`hpsearch.reevaluate`) by
+    its mean over seeds, so the best configurations, not their luckiest runs, train again."""
+    if mode != "evaluate":
+        return [(r, r.objective) for r in result.records]
+    from .reevaluate import SOURCE, summarize
+
+    means = {s.config_id: s.mean[0] if len(s.mean) == 1 else s.mean for s in summarize(result) if s.n_seeds >= 2}
+    return [(r, means.get(r.trial_id, r.objective)) for r in result.records if r.extra.get("source") != SOURCE]
+
+
 # Trials of an earlier search that did not finish with an objective: said in the log, never a reason to refuse.
 _STATES_LEFT_OUT = ("pruned", "failed", "running", "without a finite objective")
 
 
-def _take(origin: str, result: SearchResult, space: Any,
-          defaults: Mapping[str, Any]) -> tuple[list[Prior], collections.Counter[str]]:
+def _take(origin: str, result: SearchResult, space: Any, defaults: Mapping[str, Any],
+          mode: str) -> tuple[list[Prior], collections.Counter[str]]:
     """The priors of one earlier search, and how many of its trials were left out, by reason."""
     taken: list[Prior] = []
     skipped: collections.Counter[str] = collections.Counter()
-    for record in result.records:
+    for record, objective in _objectives(result, mode):
         if record.state is not TrialState.COMPLETE:
             skipped["failed" if record.state is TrialState.FAIL else TrialState(record.state).value.lower()] += 1
             continue
-        values = record.objective if isinstance(record.objective, list) else [record.objective]
-        if record.objective is None or not all(isinstance(v, int | float) and math.isfinite(v) for v in values):
+        values = objective if isinstance(objective, list) else [objective]
+        if objective is None or not all(isinstance(v, int | float) and math.isfinite(v) for v in values):
             skipped["without a finite objective"] += 1
             continue
         params, reason = _map(record.params, space, defaults)
         if params is None:
             skipped[reason] += 1
             continue
-        taken.append(Prior(params, record.objective, f"{origin}:{record.name}"))
+        taken.append(Prior(params, objective, f"{origin}:{record.name}"))
     return taken, skipped
 
 

@@ -163,6 +163,12 @@ class SearchBackend(abc.ABC):
         self.priors: list[Any] = []
         self.warm_start_mode = "inform"
 
+    def replay_trial(self, params: Mapping[str, Any]) -> Any:
+        """The native trial handed to ``model_init`` when a finished configuration trains again (re-evaluation,
+        `hpsearch.reevaluate`): one whose ``suggest_*`` answer ``params``, for engines whose trials suggest values
+        inside ``model_init``; None (the default) where the engine's trials do not."""
+        return None
+
     def check_warm_start(self, mode: str) -> None:
         """Refuse a ``warm_start_mode`` this adapter cannot honour (before any trial)."""
         if mode not in self.warm_start_modes:

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = [
     "history_figure",
     "importance_figure",
+    "leaders_figure",
     "learning_curves_figure",
     "parallel_figure",
     "pareto_figure",
@@ -452,4 +453,36 @@ def cost_figure(result: SearchResult) -> Any | None:
     fig.update_layout(**{**_LAYOUT, "height": 420})
     fig.update_xaxes(title_text="device-seconds (wall seconds x processes)")
     fig.update_yaxes(title_text=_objective_titles(result)[0])
+    return fig
+
+
+def leaders_figure(result: SearchResult) -> Any | None:
+    """Re-evaluated configurations (one objective): each run as a dot, the mean with its 95% interval as an error
+    bar, the chosen configuration in red; None without re-evaluated configurations."""
+    from hpsearch.reevaluate import choose, summarize
+
+    go = require_plotly()
+    leaders = [s for s in summarize(result) if s.n_seeds >= 2]
+    if not leaders or result.is_multi_objective:
+        return None
+    sign = -1.0 if result.directions[0] == "maximize" else 1.0
+    leaders.sort(key=lambda s: (sign * s.mean[0], s.trial.number))
+    chosen = {s.config_id for s in choose(result) or []}
+    labels = [plot_text(f"{s.trial.name} (n={s.n_seeds})") for s in leaders]
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(
+        x=[label for label, s in zip(labels, leaders) for _ in s.runs],
+        y=[(result.objective_values(r) or [math.nan])[0] for s in leaders for r in s.runs],
+        mode="markers", name="runs", marker={"color": "#9ca3af", "size": 7},
+        text=[plot_text(r.name) for s in leaders for r in s.runs], hovertemplate="%{text}: %{y:.6g}<extra></extra>",
+    ))
+    half = [s.ci95[0][1] - s.mean[0] if _finite(s.ci95[0][1]) else 0.0 for s in leaders]  # NaN: one finished run
+    fig.add_trace(go.Scatter(
+        x=labels, y=[s.mean[0] for s in leaders], mode="markers", name="mean, 95% interval",
+        marker={"color": ["#dc2626" if s.config_id in chosen else "#2563eb" for s in leaders], "size": 11,
+                "symbol": "diamond"},
+        error_y={"type": "data", "array": half, "visible": True},
+        hovertemplate="mean %{y:.6g} ± %{error_y.array:.3g}<extra></extra>",
+    ))
+    fig.update_layout(**_LAYOUT, yaxis_title=_objective_titles(result)[0], xaxis_title="configuration (runs)")
     return fig

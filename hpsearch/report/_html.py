@@ -47,6 +47,12 @@ def report_sections(result: SearchResult, importances: Importances | str | None 
     ]
     if len(result.directions) >= 2:
         sections.append(("pareto", "Pareto front", _pareto(result)))
+    leaders = figures.leaders_figure(result)
+    if leaders is not None:
+        caption = ("Configurations trained again on more seeds (reevaluate_top_k): every run (grey), the mean with "
+                   "its 95% interval (Student's t); the best mean, the search's best run, in red. Overlapping "
+                   "intervals: the winner is not clearly better.")
+        sections.insert(2, ("leaders", "Leaders over seeds", [Plot("hp-plot-leaders", leaders, esc(caption))]))
     sections.append(("trials", "All trials", [_trials_table(result)]))
     return sections
 

@@ -48,6 +48,7 @@ def render_markdown(result: SearchResult, max_rows: int | None = 50) -> str:
             )
     else:
         lines.append(f"- **Pareto front**: {len(result.best_trials)} trial(s), marked ★ below")
+    lines.extend(_leader_lines(result))
     saved = saved_time(result)
     time_line = f"- **Training time**: {fmt_duration(total_training_time(result))} (sum of trial durations)"
     if saved.seconds is not None:
@@ -85,3 +86,19 @@ def render_markdown(result: SearchResult, max_rows: int | None = 50) -> str:
         lines.append("")
         lines.append(f"_… and {len(records) - len(shown)} more trial(s); see trials.csv._")
     return "\n".join(lines) + "\n"
+
+
+def _leader_lines(result: SearchResult) -> list[str]:
+    """With re-evaluation: each re-evaluated configuration's mean and 95% interval (the best mean first)."""
+    from hpsearch.reevaluate import choose, summarize
+
+    leaders = [s for s in summarize(result) if s.n_seeds >= 2]
+    if not leaders:
+        return []
+    chosen = {s.config_id for s in choose(result) or []}
+    lines = ["- **Leaders over seeds** (mean [95% interval], runs; ★ chosen):"]
+    sign = -1.0 if result.directions[0] == "maximize" else 1.0
+    for s in sorted(leaders, key=lambda s: (sign * s.mean[0], s.trial.number)):
+        stats = "; ".join(f"{fmt_number(m)} [{fmt_number(lo)}, {fmt_number(hi)}]" for m, (lo, hi) in zip(s.mean, s.ci95))
+        lines.append(f"  - {_md(s.trial.name)}{' ★' if s.config_id in chosen else ''}: {stats}, n={s.n_seeds}")
+    return lines

@@ -256,6 +256,8 @@ EXPECTED_TRIALS = {
     "number": "int64",
     "state": "object",
     "source": "object",
+    "config_id": "object",
+    "seed": "Int64",
     "objective": "float64",
     "params_dropout": "float64",
     "params_hidden": "Int64",
@@ -336,7 +338,7 @@ def test_several_objectives_give_the_pareto_front_or_are_refused_up_front(backen
         record = next(r for r in records if r.trial_id == run.run_id)
         assert run.objective == record.objective == [record.intermediates[-1].metrics["eval_loss"],
                                                      record.intermediates[-1].metrics["eval_accuracy"]]
-    assert list(load_search(output_dir).trials_dataframe().columns[5:7]) == ["objective_0", "objective_1"]
+    assert list(load_search(output_dir).trials_dataframe().columns[7:9]) == ["objective_0", "objective_1"]
 
 
 # ---------------------------------------------------------------------------------------------- best checkpoint

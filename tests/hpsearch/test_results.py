@@ -17,7 +17,7 @@ from hpsearch.trial import Evaluation, TrialRecord, TrialState
 
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc)
 
-FIXED_LEADING = ["trial_id", "name", "number", "state", "source"]
+FIXED_LEADING = ["trial_id", "name", "number", "state", "source", "config_id", "seed"]
 FIXED_TRAILING = [
     "started",
     "finished",
@@ -39,6 +39,8 @@ FIXED_DTYPES = {
     "number": "int64",
     "state": "object",
     "source": "object",
+    "config_id": "object",
+    "seed": "Int64",
     "started": "datetime64[us, UTC]",
     "finished": "datetime64[us, UTC]",
     "duration_s": "float64",
@@ -271,7 +273,8 @@ def test_empty_result_has_the_same_columns_and_dtypes():
 def test_multi_objective_columns():
     result = multi_result()
     df = result.trials_dataframe()
-    assert list(df.columns[:7]) == ["trial_id", "name", "number", "state", "source", "objective_0", "objective_1"]
+    assert list(df.columns[:9]) == ["trial_id", "name", "number", "state", "source", "config_id", "seed",
+                                    "objective_0", "objective_1"]
     assert df["objective_0"].dtype == "float64" and df["objective_1"].dtype == "float64"
     assert df.loc[1, ["objective_0", "objective_1"]].tolist() == [0.2, 0.7]
     inter = result.intermediates_dataframe()

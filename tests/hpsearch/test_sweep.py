@@ -157,6 +157,9 @@ COMMON_VALUES: dict[str, tuple[list[Any], list[Any]]] = {
     "warm_start_mode": ([None], ["evaluate", "inform", "replay", 3]),
     "warm_start_top_k": ([None], [1, 10, 0, -1, True, "5"]),
     "warm_start_defaults": ([None], [{"dropout": 0.1}, [1], "dropout=0.1"]),
+    # Each needs the other, so a value given alone is refused too (test_reevaluate runs them together).
+    "reevaluate_top_k": ([None], [1, 0, -1, True, 2.5, "3"]),
+    "reevaluate_seeds": ([None], [2, 0, -1, False, 1.5, "2"]),
 }
 COMMON_CASES = [(name, value, ok) for name, (good, bad) in COMMON_VALUES.items()
                 for ok, values in ((True, good), (False, bad)) for value in values]

@@ -154,12 +154,12 @@ def test_common_options_are_popped_with_their_defaults():
     assert check_common_options(kwargs) == {
         "max_failed_trials": 3, "objective_scope": "best", "trial_timeout": None, "max_device_hours": None,
         "max_energy_kwh": None, "warm_start": None, "warm_start_mode": "inform", "warm_start_top_k": 5,
-        "warm_start_defaults": {},
+        "warm_start_defaults": {}, "reevaluate_top_k": None, "reevaluate_seeds": None,
     }
     assert list(kwargs) == ["sampler"]
     assert set(COMMON_OPTIONS) == {"max_failed_trials", "objective_scope", "trial_timeout", "max_device_hours",
                                    "max_energy_kwh", "warm_start", "warm_start_mode", "warm_start_top_k",
-                                   "warm_start_defaults"}
+                                   "warm_start_defaults", "reevaluate_top_k", "reevaluate_seeds"}
 
 
 @pytest.mark.parametrize(("name", "value"), [

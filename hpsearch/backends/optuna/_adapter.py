@@ -21,7 +21,7 @@ from ...trial import Evaluation, Trial, TrialRecord, TrialReporter, TrialState
 from ..base import SearchBackend
 from . import _storage
 from ._space import SPACE_EXTRA, OptunaSpace, native_params, native_space_spec, probe_native_space
-from ._study import continues_study, open_study, warm_start
+from ._study import continues_study, open_study, replay_trial, warm_start
 
 if TYPE_CHECKING:
     from spaces import SearchSpace
@@ -68,6 +68,7 @@ class OptunaBackend(SearchBackend):
     resume_hint = "storage=<the study's storage> with load_if_exists=True"
     warm_start_modes = ("inform", "evaluate")
     trial_api = ("suggest_",)
+    replay_trial = replay_trial  # re-evaluation: a FixedTrial answering model_init's trial.suggest_*
     options = (
         Option("sampler", (object,), "an optuna.samplers sampler", build_from=("optuna.samplers",)),
         Option("pruner", (object,), "an optuna.pruners pruner", build_from=("optuna.pruners",)),
@@ -390,8 +391,7 @@ class OptunaBackend(SearchBackend):
             trial_id=str(frozen.number),
             number=frozen.number,
             name=fields.get("name", f"run-{frozen.number}"),
-            state=state,
-            params=params,
+            state=state, params=params,
             objective=objective,
             started=frozen.datetime_start,
             finished=frozen.datetime_complete,

@@ -140,6 +140,14 @@ def _describe(storage: Any) -> str:
     return _storage.redact_url(storage) if isinstance(storage, str) else type(storage).__name__
 
 
+def replay_trial(adapter: Any, params: Mapping[str, Any]) -> Any:
+    """`SearchBackend.replay_trial`: a FixedTrial, so ``trial.suggest_*(name, ...)`` inside model_init gives the
+    configuration's ``params[name]`` when it trains again."""
+    import optuna
+
+    return optuna.trial.FixedTrial(dict(params))
+
+
 def warm_start(study: Any, priors: list[Any], mode: str, space: OptunaSpace | None) -> None:
     """Tell the study the earlier trials (inform), or queue their parameters first (evaluate); once per study."""
     import optuna

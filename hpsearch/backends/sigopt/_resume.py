@@ -127,8 +127,9 @@ def tell_previous(adapter: SigOptBackend, session: SearchSession, conn: Any, exp
             ) from None
         adapter._assignments[record.trial_id] = assignments
     session.adopt(records)
-    # Warm-start rows (told, never trained) use no budget; every other earlier trial does, whatever its state.
-    budget = [r for r in records if r.extra.get("source") != WARM_START]
+    # Warm-start rows (told, never trained) and re-evaluations (after the search: `hpsearch.reevaluate`) use no
+    # budget; every other earlier trial does, whatever its state.
+    budget = [r for r in records if r.extra.get("source") not in (WARM_START, "reevaluation")]
     ids = [int(r.trial_id) for r in records if r.trial_id.isdigit()]
     if adapter.driver == "lite" and ids:
         adapter._id_offset = max(ids)

@@ -1,0 +1,316 @@
+"""Re-evaluation of the leaders (``reevaluate_top_k``, ``reevaluate_seeds``; `hpsearch.reevaluate`), on every backend.
+
+The contract: after the ``n_trials`` search trials, the top K configurations train again with seeds seed+1..seed+S
+(the trainer really seeds with them), as extra records grouped by ``config_id``; the best run is the configuration
+with the best mean over its runs, the observed-max trial reported beside it. Then bad input, failures, several
+objectives, and a search killed during its re-evaluations and continued (nothing trained twice).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hpsearch import SearchConfigError, TrialState, hyperparameter_search
+from spaces import Float, Int, SearchSpace
+from tests.hpsearch import _reeval_trials, _trials
+
+ROOT = Path(__file__).resolve().parents[2]
+BASE_SEED = 42  # TrainingArguments' default seed, which the search trials train with
+
+
+def _by_config(records):
+    groups: dict[str, list] = {}
+    for r in records:
+        if r.state is TrialState.COMPLETE:
+            groups.setdefault(r.extra.get("config_id", r.trial_id), []).append(r.objective)
+    return groups
+
+
+def test_leaders_train_again_with_new_seeds_and_the_best_mean_wins(backend, make_trainer, tiny_space, tmp_path,
+                                                                    saved):
+    log = str(tmp_path / "seeds.jsonl")
+    best = backend.search(make_trainer(_reeval_trials.SeedLog(log)), hp_space=tiny_space,
+                          compute_objective="eval_accuracy", direction="maximize", n_trials=4, reevaluate_top_k=2,
+                          reevaluate_seeds=2)
+    result = best.run_summary
+    search = [r for r in result.records if r.extra.get("source", "search") == "search"]
+    again = [r for r in result.records if r.extra.get("source") == "reevaluation"]
+    assert len(search) == 4 and len(again) == 4  # re-evaluations do not count against n_trials
+    leaders = sorted((r for r in search if r.state is TrialState.COMPLETE), key=lambda r: (-r.objective, r.number))[:2]
+    assert sorted((r.extra["config_id"], r.extra["seed"]) for r in again) == sorted(
+        (lead.trial_id, BASE_SEED + j) for lead in leaders for j in (1, 2))
+    for r in again:
+        assert r.state is TrialState.COMPLETE, r.error
+        assert r.params == next(lead.params for lead in leaders if lead.trial_id == r.extra["config_id"])
+    # The trainer was seeded with each re-evaluation's seed (search trials: the base seed).
+    seen = sorted(entry["torch_seed"] for entry in _reeval_trials.read(log))
+    assert seen == sorted([BASE_SEED] * 4 + [BASE_SEED + 1, BASE_SEED + 2] * 2)
+    # The best run: the leader with the best mean over its 3 runs; its statistics are those of its runs.
+    groups = _by_config(result.records)
+    means = {cid: statistics.fmean(groups[cid]) for cid in (lead.trial_id for lead in leaders)}
+    number = {r.trial_id: r.number for r in search}
+    chosen = min(means, key=lambda cid: (-means[cid], number[cid]))
+    assert best.run_id == chosen
+    assert best.n_seeds == 3
+    assert best.objective_mean == pytest.approx(means[chosen])
+    assert best.objective_std == pytest.approx(statistics.stdev(groups[chosen]))
+    half = 4.303 * statistics.stdev(groups[chosen]) / math.sqrt(3)  # Student's t, 2 degrees of freedom
+    assert best.objective_ci95 == pytest.approx((means[chosen] - half, means[chosen] + half))
+    assert best.objective == next(r.objective for r in search if r.trial_id == chosen)  # the run's own value
+    assert best.observed_best is not None and best.observed_best.run_id == leaders[0].trial_id
+    assert result.best_trial.trial_id == leaders[0].trial_id  # the observed max is never a re-evaluation
+    # The results group the runs and say their seeds, as saved.
+    frame = saved().trials_dataframe()
+    assert sorted(frame[frame.source == "reevaluation"].seed.tolist()) == [43, 43, 44, 44]
+    assert set(frame[frame.source == "search"].seed) == {BASE_SEED}
+    assert sorted(frame.groupby("config_id").size().tolist()) == sorted([1] * 2 + [3] * 2)
+    summary = saved().config_summary().set_index("config_id")
+    assert summary.loc[chosen, "n_seeds"] == 3
+    assert summary.loc[chosen, "objective_mean"] == pytest.approx(means[chosen])
+    assert summary.loc[chosen, "objective_ci95_low"] == pytest.approx(means[chosen] - half)
+
+
+def test_without_reevaluation_the_best_run_is_the_observed_best(make_trainer, tiny_space):
+    best = hyperparameter_search(make_trainer(), hp_space=tiny_space, compute_objective="eval_accuracy",
+                                 direction="maximize", n_trials=2, backend="random", seed=0)
+    assert (best.n_seeds, best.objective_mean, best.objective_std, best.observed_best) == (1, None, None, None)
+    assert set(best.run_summary.trials_dataframe().seed) == {BASE_SEED}
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [({"reevaluate_top_k": 2}, r"reevaluate_top_k=2 needs reevaluate_seeds.*pass e\.g\. reevaluate_seeds=2"),
+     ({"reevaluate_seeds": 2}, r"reevaluate_seeds=2 needs reevaluate_top_k"),
+     ({"reevaluate_top_k": 2, "reevaluate_seeds": 0}, r"reevaluate_seeds must be an integer >= 1, got 0"),
+     ({"reevaluate_top_k": 0, "reevaluate_seeds": 2}, r"reevaluate_top_k must be an integer >= 1, got 0"),
+     ({"reevaluate_top_k": 2.5, "reevaluate_seeds": 2}, r"reevaluate_top_k.*must be an integer"),
+     ({"reevaluate_top_k": 5, "reevaluate_seeds": 2}, r"reevaluate_top_k=5 is more than n_trials=3.*<= 3")],
+    ids=["k-without-s", "s-without-k", "zero-seeds", "zero-k", "float-k", "k-over-n-trials"],
+)
+def test_bad_reevaluation_options_are_refused_before_any_work(make_trainer, tiny_space, output_dir, options, message):
+    with pytest.raises(SearchConfigError, match=message):
+        hyperparameter_search(make_trainer(), hp_space=tiny_space, n_trials=3, backend="random", **options)
+    assert not output_dir.exists()
+
+
+def test_a_searched_seed_is_refused_with_reevaluation(make_trainer, output_dir):
+    space = SearchSpace({"learning_rate": Float(1e-3, 1e-1, log=True), "seed": Int(0, 9)})
+    with pytest.raises(SearchConfigError, match=r"hp_space searches 'seed'.*remove 'seed' from hp_space"):
+        hyperparameter_search(make_trainer(), hp_space=space, n_trials=3, backend="random", reevaluate_top_k=1,
+                              reevaluate_seeds=2)
+    assert not output_dir.exists()
+
+
+def test_a_sweep_file_reevaluates_through_the_cli(tmp_path, monkeypatch):
+    """The options come from the one declaration (COMMON_OPTIONS): a sweep file's backend_options take them, and
+    ``--set`` overrides one."""
+    from hpsearch import SearchResult
+    from hpsearch.cli import main
+    from tests.hpsearch.test_sweep import write_sweep
+
+    monkeypatch.chdir(ROOT)
+    path = write_sweep(tmp_path, "random", {"seed": 0, "reevaluate_top_k": 1, "reevaluate_seeds": 1}, n_trials=2)
+    out = tmp_path / "out"
+    assert main(["run", str(path), "--no-progress", "--output-dir", str(out),
+                 "--set", "backend_options.reevaluate_seeds=2"]) == 0
+    again = [r for r in SearchResult.load(out).records if r.extra.get("source") == "reevaluation"]
+    assert sorted(r.extra["seed"] for r in again) == [BASE_SEED + 1, BASE_SEED + 2]
+
+
+def test_more_leaders_than_completed_trials_warns_and_uses_those(make_trainer, tiny_space, tmp_path, caplog):
+    """Trials 1 and 2 fail (no objective): only trial 0 completes, so reevaluate_top_k=3 re-evaluates it alone."""
+    model_init = _trials.ScriptedModelInit({1: "raise", 2: "raise"})
+    best = hyperparameter_search(make_trainer(model_init), hp_space=tiny_space, compute_objective="eval_accuracy",
+                                 direction="maximize", n_trials=3, backend="random", seed=0, reevaluate_top_k=3,
+                                 reevaluate_seeds=1)
+    assert "reevaluate_top_k=3 but only 1 trial(s) completed" in caplog.text
+    again = [r for r in best.run_summary.records if r.extra.get("source") == "reevaluation"]
+    assert [(r.extra["config_id"], r.extra["seed"]) for r in again] == [("0", BASE_SEED + 1)]
+    assert best.run_id == "0" and best.n_seeds == 2
+
+
+def test_failed_reevaluations_are_recorded_and_the_results_stay(make_trainer, tiny_space, tmp_path, caplog, saved):
+    """Every re-evaluation fails: each is recorded FAIL, max_failed_trials (2 in a row) stops the re-evaluation and
+    not the search, and the best run falls back to the observed best trial."""
+    model_init = _reeval_trials.SeedLog(str(tmp_path / "log"), fail_seeds=(BASE_SEED + 1, BASE_SEED + 2))
+    best = hyperparameter_search(make_trainer(model_init), hp_space=tiny_space, compute_objective="eval_accuracy",
+                                 direction="maximize", n_trials=3, backend="random", seed=0, reevaluate_top_k=2,
+                                 reevaluate_seeds=2, max_failed_trials=2)
+    again = [r for r in saved().records if r.extra.get("source") == "reevaluation"]
+    assert [r.state for r in again] == [TrialState.FAIL] * 2
+    assert "Re-evaluation stops" in caplog.text
+    assert best.n_seeds == 1 and best.run_id == saved().best_trial.trial_id
+    assert len(saved().records) == 5
+
+
+def test_several_objectives_return_the_pareto_front_over_means(make_trainer, tiny_space):
+    best = hyperparameter_search(make_trainer(), hp_space=tiny_space, compute_objective=_trials.loss_and_accuracy,
+                                 direction=["minimize", "maximize"], n_trials=4, backend="random", seed=0,
+                                 reevaluate_top_k=3, reevaluate_seeds=1)
+    result = best[0].run_summary
+    groups = {cid: runs for cid, runs in _by_config(result.records).items() if len(runs) == 2}
+    assert len(groups) == 3
+    means = {cid: [statistics.fmean(v[i] for v in runs) for i in range(2)] for cid, runs in groups.items()}
+
+    def dominated(a):
+        return any(b[0] <= a[0] and b[1] >= a[1] and b != a for b in means.values())
+
+    assert sorted(b.run_id for b in best) == sorted(cid for cid, m in means.items() if not dominated(m))
+    for b in best:
+        assert b.n_seeds == 2 and b.objective_mean == pytest.approx(means[b.run_id])
+
+
+@pytest.mark.slow
+@pytest.mark.multiprocess
+@pytest.mark.parametrize("engine", ["optuna", "sigopt"])
+def test_a_search_killed_during_reevaluation_continues_without_training_any_twice(tmp_path, engine):
+    """The driver dies (os._exit, as SIGKILL) when the first leader's second re-evaluation starts; the rerun of the
+    same search (Optuna: the same study; SigOpt: resume=True) trains only the re-evaluations its results do not
+    hold: every (config, seed) once, and the search trials are not trained again."""
+    out, log = str(tmp_path / "out"), str(tmp_path / "seeds.jsonl")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    run = [sys.executable, "-m", "tests.hpsearch._reeval_trials", engine, out, log]
+    first = subprocess.run([*run, str(BASE_SEED + 2)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert first.returncode == 9, first.stderr[-3000:]
+    assert os.path.exists(log + ".killed")
+    second = subprocess.run(run, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert second.returncode == 0, second.stderr[-3000:]
+    from hpsearch import SearchResult
+
+    result = SearchResult.load(out)
+    again = [r for r in result.records if r.extra.get("source") == "reevaluation"]
+    pairs = sorted((r.extra["config_id"], r.extra["seed"]) for r in again)
+    assert len(pairs) == 4 and len(set(pairs)) == 4 and all(r.state is TrialState.COMPLETE for r in again)
+    # Trained: 3 search trials, 1 re-evaluation before the kill, the killed one again, and the other 2: once each.
+    trained = [(tuple(sorted(e["params"].items())), e["torch_seed"]) for e in _reeval_trials.read(log)]
+    assert len([t for t in trained if t[1] == BASE_SEED]) == 3
+    reevaluated = [t for t in trained if t[1] != BASE_SEED]
+    assert len(reevaluated) == 5  # 4 + the killed start (which never finished)
+    killed = [t for t in reevaluated if t[1] == BASE_SEED + 2]
+    assert len(set(reevaluated)) == 4 and len(killed) == 3  # only the killed one started twice
+    assert len([r for r in result.records if r.extra.get("source", "search") == "search"]) == 3
+
+
+def test_a_spent_compute_budget_starts_no_reevaluation(make_trainer, tiny_space, caplog):
+    """Re-evaluations count against the compute budgets: spent by the search itself (a budget far below one
+    trial), none starts, and the best run is the observed best."""
+    best = hyperparameter_search(make_trainer(), hp_space=tiny_space, compute_objective="eval_accuracy",
+                                 direction="maximize", n_trials=3, backend="random", seed=0, reevaluate_top_k=1,
+                                 reevaluate_seeds=2, max_device_hours=1e-9)
+    assert [r.extra.get("source", "search") for r in best.run_summary.records] == ["search"]
+    assert "No re-evaluation: the search stopped starting trials (compute budget spent" in caplog.text
+    assert best.n_seeds == 1
+
+
+def _reevaluated_result():
+    """A saved search of 3 configurations, two re-evaluated with 2 more seeds (no training: records by hand)."""
+    from hpsearch import SearchResult, TrialRecord
+
+    def record(trial_id, number, objective, hidden, config_id=None, seed=BASE_SEED):
+        extra = {"seed": seed}
+        if config_id is not None:
+            extra.update(source="reevaluation", config_id=config_id)
+        return TrialRecord(trial_id=trial_id, number=number, name=f"run-{trial_id}", state=TrialState.COMPLETE,
+                           params={"hidden": hidden}, objective=objective, extra=extra)
+
+    records = [record("0", 0, 0.95, 8), record("1", 1, 0.90, 16), record("2", 2, 0.50, 32),
+               record("0-seed43", 3, 0.70, 8, "0", 43), record("0-seed44", 4, 0.72, 8, "0", 44),
+               record("1-seed43", 5, 0.89, 16, "1", 43), record("1-seed44", 6, 0.91, 16, "1", 44)]
+    return SearchResult(backend="random", directions=["maximize"], records=records, objective="eval_accuracy")
+
+
+def test_reports_show_the_leaders_with_their_intervals():
+    from hpsearch.api import best_runs
+    from hpsearch.report import render_markdown
+    from hpsearch.report._figures import leaders_figure
+    from hpsearch.report._html import render_html
+
+    result = _reevaluated_result()
+    best = best_runs(result)
+    assert best.run_id == "1" and best.observed_best.run_id == "0"  # the lucky 0.95 loses on its mean (0.79)
+    fig = leaders_figure(result)
+    means = fig.data[1]
+    assert list(means.x) == ["run-1 (n=3)", "run-0 (n=3)"]  # best mean first; run-2 was not re-evaluated
+    assert list(means.y) == pytest.approx([0.9, statistics.fmean([0.95, 0.70, 0.72])])
+    half = 4.303 * statistics.stdev([0.95, 0.70, 0.72]) / math.sqrt(3)
+    assert means.error_y.array[1] == pytest.approx(half)
+    assert list(means.marker.color) == ["#dc2626", "#2563eb"]  # the chosen one in red
+    assert len(fig.data[0].y) == 6  # every run of the leaders
+    assert "Leaders over seeds" in render_html(result)
+    from hpsearch.dashboard._views import search_view  # the live dashboard draws the report's sections
+
+    view = search_view(result, "not computed", None, True)
+    assert "leaders" in view.order
+    text = render_markdown(result)
+    assert "run-1 ★: 0.9 [" in text and "n=3" in text and "run-0: " in text
+
+
+def test_a_search_without_reevaluation_has_no_leaders_section(make_trainer, tiny_space):
+    from hpsearch.report._figures import leaders_figure
+
+    result = _reevaluated_result()
+    result.records[:] = result.records[:3]
+    assert leaders_figure(result) is None
+
+
+def test_a_configuration_suggested_inside_model_init_is_replayed(make_trainer):
+    """Optuna's define-by-run: model_init asks ``trial.suggest_categorical``; a re-evaluation's trial answers with
+    the configuration's value (an ``optuna.trial.FixedTrial``), so it trains the same model."""
+    import optuna
+
+    space = SearchSpace({"learning_rate": Float(1e-3, 1e-1, log=True)})
+    best = hyperparameter_search(make_trainer(_reeval_trials.suggesting_model_init), hp_space=space,
+                                 compute_objective="eval_accuracy", direction="maximize", n_trials=3, backend="optuna",
+                                 sampler=optuna.samplers.RandomSampler(seed=0), reevaluate_top_k=2, reevaluate_seeds=1)
+    records = {r.trial_id: r for r in best.run_summary.records}
+    again = [r for r in records.values() if r.extra.get("source") == "reevaluation"]
+    assert len(again) == 2
+    for r in again:
+        assert r.state is TrialState.COMPLETE, r.error
+        assert r.params == records[r.extra["config_id"]].params and "hidden" in r.params
+
+
+def test_a_longer_rerun_keeps_the_earlier_reevaluations(make_trainer, tiny_space, tmp_path):
+    """The same Optuna study continued with more trials: the re-evaluations of the first run stay in the results,
+    also those of a configuration that is no longer a leader (the first run's 2 trials are muted, so a later one
+    leads), and none of them is trained again."""
+    import optuna
+
+    log = str(tmp_path / "seeds.jsonl")
+
+    def search(n_trials):
+        return hyperparameter_search(
+            make_trainer(_reeval_trials.SeedLog(log, mute_below=2)), hp_space=tiny_space, compute_objective="eval_accuracy",
+            direction="maximize", n_trials=n_trials, backend="optuna", storage=f"sqlite:///{tmp_path}/study.db",
+            study_name="longer", load_if_exists=True, sampler=optuna.samplers.RandomSampler(seed=0),
+            reevaluate_top_k=1, reevaluate_seeds=1)
+
+    first = [r for r in search(2).run_summary.records if r.extra.get("source") == "reevaluation"]
+    assert len(first) == 1
+    records = search(5).run_summary.records
+    again = {(r.extra["config_id"], r.extra["seed"]) for r in records if r.extra.get("source") == "reevaluation"}
+    assert (first[0].extra["config_id"], BASE_SEED + 1) in again
+    assert len(again) == 2  # the new leader's too
+    trained = [e["torch_seed"] for e in _reeval_trials.read(log)]
+    assert trained.count(BASE_SEED) == 5 and trained.count(BASE_SEED + 1) == len(again)
+
+
+def test_warm_start_evaluate_ranks_reevaluated_configurations_by_their_mean(make_settings, tmp_path):
+    """'evaluate' trains the best earlier configurations again: a re-evaluated one counts by its mean (run-0's
+    lucky 0.95 is 0.79 on average), and its re-evaluation rows are no configurations of their own."""
+    from hpsearch.warmstart import load_priors
+    from spaces import Categorical
+
+    earlier = _reevaluated_result()
+    earlier.save(tmp_path / "earlier")
+    settings = make_settings(space=SearchSpace({"hidden": Categorical([8, 16, 32])}))
+    priors = load_priors(str(tmp_path / "earlier"), "evaluate", 2, {}, settings)
+    assert [(p.params, p.objective) for p in priors] == [({"hidden": 16}, pytest.approx(0.9)),
+                                                         ({"hidden": 8}, pytest.approx((0.95 + 0.70 + 0.72) / 3))]
