@@ -54,13 +54,12 @@ NOT_CALLED: tuple[str, ...] = SEED_ONLY + (
 )
 
 
-def check_overrides(trainer: Trainer) -> None:
-    """Refuse a subclass that overrides a transformers private hook this trainer does not call."""
-    from ._trainer import Trainer
-
+def check_overrides(trainer: Trainer, base: type) -> None:
+    """Refuse a subclass (of ``base``, our `Trainer`) that overrides a transformers private hook this trainer does
+    not call."""
     ignored = []
     for cls in type(trainer).__mro__:
-        if cls is Trainer:
+        if cls is base:
             break
         ignored += [name for name in NOT_CALLED if name in vars(cls)]
     if ignored:

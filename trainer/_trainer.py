@@ -155,7 +155,7 @@ class Trainer(TrainerHelpers, PrivateHooks):
             args = TrainingArguments(output_dir="tmp_trainer")  # transformers' folder for a Trainer given no args
         if not isinstance(args, TrainingArguments):
             raise TypeError(f"args must be a trainer.TrainingArguments, got {type(args).__name__}.")
-        check_overrides(self)
+        check_overrides(self, Trainer)
         self.args = args
         # The init_ stage of the memory metrics, on the device the accelerator will use.
         init_tracker = MemoryTracker(skip=args.skip_memory_metrics, device=_precision.training_device(args))
