@@ -24,6 +24,7 @@ from ._params import check_space_against_trainer
 from .backends import backend_names, resolve_backend
 from .backends.base import installed_version
 from .errors import HPSearchError, SearchConfigError
+from .executor import check_trial_workers, make_executor
 from .objective import resolve_compute_objective
 from .settings import TrialSettings, check_common_options
 
@@ -283,6 +284,8 @@ def hyperparameter_search(
         measure_energy=wants_energy(common["max_energy_kwh"] is not None),
     )
     adapter = backend_cls(settings, kwargs)
+    adapter.trial_workers = common["trial_workers"]
+    _check_worker_options(common)
     space, native_space = adapter.resolve_space(hp_space)
     if space is not None:
         epochs_ignored = "num_train_epochs" in space and "max_steps" not in space and trainer.args.max_steps > 0
@@ -314,6 +317,8 @@ def hyperparameter_search(
         adapter.priors = load_priors(common["warm_start"], common["warm_start_mode"], common["warm_start_top_k"],
                                      common["warm_start_defaults"], settings)
         adapter.warm_start_mode = common["warm_start_mode"]
+    # Before any trial: the backend can hand trials to workers, and the settings can be pickled for them.
+    check_trial_workers(settings, common["trial_workers"], backend_cls.trial_workers_refusal)
     _check_earlier_search(output_dir, adapter)
     result = SearchResult(
         backend=backend_cls.name,
@@ -336,7 +341,9 @@ def hyperparameter_search(
 
             url, _ = start_in_background(output_dir, port=dashboard_port)
             print(f"hpsearch dashboard: {url}", flush=True)
-        adapter.run(session, native_space)
+        with make_executor(settings, common["trial_workers"], common["trial_worker_max_trials"]) as executor:
+            adapter.executor = executor
+            adapter.run(session, native_space)
     except KeyboardInterrupt:
         session.save()
         if not any(r.state.value == "COMPLETE" for r in result.records):
@@ -348,6 +355,15 @@ def hyperparameter_search(
         _remove_if_empty(created)
         raise
     return best_runs(result)
+
+
+def _check_worker_options(common: dict[str, Any]) -> None:
+    if common["trial_worker_max_trials"] is not None and common["trial_workers"] is None:
+        raise SearchConfigError(
+            f"trial_worker_max_trials={common['trial_worker_max_trials']} replaces worker processes after that many "
+            "trials, but trial_workers is not set (trials run in this process); set trial_workers=N too, or drop "
+            "trial_worker_max_trials."
+        )
 
 
 _WARM_START_OPTIONS = ("warm_start_mode", "warm_start_top_k", "warm_start_defaults")

@@ -28,6 +28,7 @@ from typing import Any
 from ._files import RESULT_FILES, SEARCH_FILE
 from .backends import backend_names, get_backend
 from .errors import BackendNotAvailable, HPSearchError, SearchConfigError
+from .settings import COMMON_OPTIONS
 from .sweep import KEYS, ConfigError, SweepConfig, load_sweep
 
 __all__ = ["ConfigError", "SweepConfig", "load_sweep", "main"]
@@ -207,6 +208,10 @@ def run(args: argparse.Namespace) -> int:
     for flag, value in (("--output-dir", args.output_dir), *(("--warm-start", d) for d in args.warm_start)):
         if value is not None and not value.strip():  # abspath('') is the current directory, whatever it holds
             raise ConfigError(f"{flag} {value!r} is empty; pass a folder path, e.g. {flag} out.")
+    for name, (option, _, _) in COMMON_OPTIONS.items():
+        value = getattr(args, name, None) if option.cli_flag else None
+        if value is not None:  # e.g. --trial-workers 2: the sweep file's backend_options.trial_workers
+            overrides.append(f"backend_options.{name}={json.dumps(value)}")
     if args.warm_start:
         # --warm-start DIR: the earlier searches' folders, relative to the current directory.
         overrides.append("backend_options.warm_start=" + json.dumps([os.path.abspath(d) for d in args.warm_start]))
@@ -447,6 +452,10 @@ def _parser() -> argparse.ArgumentParser:
     run_parser.add_argument("--warm-start", action="append", default=[], metavar="DIR",
                             help="start from the trials of an earlier search (its output folder; repeatable)")
     run_parser.add_argument("--output-dir", help="override the file's output_dir (relative to the current directory)")
+    for name, (option, _, _) in COMMON_OPTIONS.items():
+        if option.cli_flag:  # the option's one declaration gives the flag its type and help
+            run_parser.add_argument("--" + name.replace("_", "-"), dest=name, type=option.types[0],
+                                    metavar="N" if option.types[0] is int else "VALUE", help=f"{option.help} (backend_options.{name})")
     run_parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                             help="override any key of the file, e.g. --set training_args.num_train_epochs=2 "
                                  "(the value is YAML; repeatable)")

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from .._redact import redact
 from ..errors import BackendNotAvailable, SearchConfigError
+from ..executor import Executor, InProcess
 from ..settings import COMMON_OPTIONS, Option
 from ..trial import NullReporter, TrialReporter
 
@@ -68,6 +69,9 @@ class SearchBackend(abc.ABC):
     resume_hint: ClassVar[str | None] = None
     #: The ``warm_start_mode`` values the adapter implements (see `hpsearch.warmstart`).
     warm_start_modes: ClassVar[tuple[str, ...]] = ()
+    #: Why ``trial_workers`` cannot be used with this backend (None: its trials run in the driver, so they can run
+    #: in worker processes instead).
+    trial_workers_refusal: ClassVar[str | None] = None
 
     # ------------------------------------------------------------------ class-level facts
     @classmethod
@@ -159,6 +163,10 @@ class SearchBackend(abc.ABC):
         #: Earlier trials to start from (`hpsearch.warmstart.Prior`), and how (set before `run`).
         self.priors: list[Any] = []
         self.warm_start_mode = "inform"
+        #: ``trial_workers`` as given (set before `validate`), and the executor that runs each trial (set before
+        #: `run`): `run_trial` in this process unless ``trial_workers`` is set.
+        self.trial_workers: int | None = None
+        self.executor: Executor = InProcess()
 
     def check_warm_start(self, mode: str) -> None:
         """Refuse a ``warm_start_mode`` this adapter cannot honour (before any trial)."""

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 from ... import _lockstep
 from ...errors import SearchConfigError, TrialFailed
-from ...runner import failed_record, run_trial
+from ...runner import failed_record
 from ...settings import Option
 from ...trial import Evaluation, Trial, TrialRecord, TrialReporter, TrialState
 from ..base import SearchBackend
@@ -171,6 +171,11 @@ class OptunaBackend(SearchBackend):
         n_jobs = kw.get("n_jobs", 1)
         if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0 or n_jobs < -1:
             raise SearchConfigError(f"n_jobs must be a positive integer or -1, got {n_jobs!r}.")
+        if "n_jobs" in kw and self.trial_workers is not None:
+            raise SearchConfigError(
+                f"n_jobs={n_jobs} and trial_workers={self.trial_workers} both set how many trials run at once; "
+                f"trial_workers runs {self.trial_workers} at once in worker processes: drop n_jobs."
+            )
         if n_jobs != 1 and args.gradient_accumulation_steps > 1:
             raise SearchConfigError(
                 f"n_jobs={n_jobs} runs trials in threads, and accelerate keeps gradient-accumulation state per "
@@ -276,7 +281,7 @@ class OptunaBackend(SearchBackend):
                     raise _Failed(record.error or "hp_space failed") from error
             trial = _lockstep.lead(Trial(optuna_trial.number, optuna_trial.number, params, self.name, native=optuna_trial))
             _lockstep.announce(trial)
-            record = run_trial(settings, trial, _OptunaReporter(optuna_trial, multi))
+            record = self.executor.run(settings, trial, _OptunaReporter(optuna_trial, multi))
             # The whole record goes into the study before it is told: the study alone can rebuild search.json.
             optuna_trial.set_user_attr(_storage.RECORD_ATTR, _storage.record_attr(record))
             pending[optuna_trial.number] = record
@@ -322,7 +327,7 @@ class OptunaBackend(SearchBackend):
                     objective,
                     n_trials=remaining,
                     timeout=self.kwargs.get("timeout"),
-                    n_jobs=self.kwargs.get("n_jobs", 1),
+                    n_jobs=self.executor.slots if self.trial_workers else self.kwargs.get("n_jobs", 1),
                     gc_after_trial=self.kwargs.get("gc_after_trial", False),
                     callbacks=[after_tell, *(self.kwargs.get("callbacks") or ())],
                     catch=(_Failed, *catch),

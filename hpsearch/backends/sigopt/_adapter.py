@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 from ... import _dist, _lockstep
 from ...errors import HPSearchError, SearchConfigError
-from ...runner import run_trial
 from ...settings import Option
 from ...trial import NullReporter, Trial, TrialState
 from ..base import SearchBackend
@@ -125,6 +124,17 @@ class SigOptBackend(SearchBackend):
                 f"parallel_bandwidth={bandwidth}: the lite driver suggests one trial at a time; use "
                 "parallel_bandwidth=1, or driver='http' with a SigOpt server to run trials concurrently."
             )
+        if self.trial_workers is not None and "parallel_bandwidth" in kw:
+            raise SearchConfigError(
+                f"parallel_bandwidth={bandwidth} and trial_workers={self.trial_workers} both set how many trials run "
+                f"at once; trial_workers runs {self.trial_workers} at once in worker processes: drop parallel_bandwidth."
+            )
+        if (self.trial_workers or 1) > 1 and self.driver == "lite":
+            raise SearchConfigError(
+                f"trial_workers={self.trial_workers}: the lite driver suggests one trial at a time, so only one worker "
+                "would ever train; use trial_workers=1 (each trial isolated in a worker process), or driver='http' "
+                "with a SigOpt server to run trials concurrently."
+            )
         if bandwidth > 1 and _dist.world_size() > 1:
             raise SearchConfigError(
                 f"parallel_bandwidth={bandwidth} runs trials in threads, which a search under accelerate launch "
@@ -223,7 +233,7 @@ class SigOptBackend(SearchBackend):
         session.result.settings["experiment_id"] = str(experiment.id)
         logger.info("SigOpt experiment %s (driver=%s): %d trials.", experiment.id, self.driver, n_trials)
 
-        bandwidth = self.kwargs.get("parallel_bandwidth", 1)
+        bandwidth = self.executor.slots if self.trial_workers else self.kwargs.get("parallel_bandwidth", 1)
         try:
             if previous is not None:
                 if self.priors:
@@ -282,7 +292,7 @@ class SigOptBackend(SearchBackend):
             params = self._params(assignments, self.settings.space)
             trial = _lockstep.lead(Trial(trial_id, number, params, self.name, native=suggestion))
             _lockstep.announce(trial)
-            record = run_trial(self.settings, trial, NullReporter())
+            record = self.executor.run(self.settings, trial, NullReporter())
         except BaseException:
             self._abandon(experiment, suggestion_id)
             raise
