@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from hpsearch import hyperparameter_search
-from hpsearch.errors import SearchConfigError
+from hpsearch.errors import HPSearchError, SearchConfigError
 from hpsearch.executor._checks import usable_cores
 from tests.hpsearch import _worker_trials as wt
 
@@ -75,9 +75,10 @@ def test_trial_timeout_kills_a_trial_its_timer_cannot_stop(make_trainer, tiny_sp
 def test_optuna_prunes_and_suggests_across_the_pipe(make_trainer, tiny_space, output_dir):
     import optuna
 
-    hyperparameter_search(make_trainer(wt.suggesting_model_init), hp_space=tiny_space, n_trials=4, backend="optuna",
-                          compute_objective=wt.eval_loss, direction="minimize", trial_workers=2,
-                          pruner=optuna.pruners.ThresholdPruner(upper=0.0))  # any loss is above 0: pruned at once
+    with pytest.raises(HPSearchError, match="'PRUNED': 4"):  # any loss is above 0: every trial pruned at once
+        hyperparameter_search(make_trainer(wt.suggesting_model_init), hp_space=tiny_space, n_trials=4,
+                              backend="optuna", compute_objective=wt.eval_loss, direction="minimize", trial_workers=2,
+                              pruner=optuna.pruners.ThresholdPruner(upper=0.0))
     records = _records(output_dir)
     assert len(records) == 4
     for record in records.values():
