@@ -264,3 +264,11 @@ def test_the_cli_flag_runs_the_sweep_in_workers(tmp_path, capsys, monkeypatch):
 def test_settings_of_a_search_pickle_for_the_workers(make_trainer):
     trainer = make_trainer()
     assert pickle.loads(pickle.dumps(trainer.recipe())).model_init is not None
+
+
+def test_a_metric_name_objective_pickles_for_the_workers():
+    from hpsearch.objective import resolve_compute_objective
+
+    objective, name = resolve_compute_objective("accuracy")
+    copy = pickle.loads(pickle.dumps(objective))
+    assert name == "accuracy" and copy({"eval_accuracy": 0.5}) == 0.5
