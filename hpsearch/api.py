@@ -285,7 +285,6 @@ def hyperparameter_search(
     )
     adapter = backend_cls(settings, kwargs)
     adapter.trial_workers = common["trial_workers"]
-    _check_worker_options(common)
     space, native_space = adapter.resolve_space(hp_space)
     if space is not None:
         epochs_ignored = "num_train_epochs" in space and "max_steps" not in space and trainer.args.max_steps > 0
@@ -318,7 +317,7 @@ def hyperparameter_search(
                                      common["warm_start_defaults"], settings)
         adapter.warm_start_mode = common["warm_start_mode"]
     # Before any trial: the backend can hand trials to workers, and the settings can be pickled for them.
-    check_trial_workers(settings, common["trial_workers"], backend_cls.trial_workers_refusal)
+    check_trial_workers(settings, common["trial_workers"], common["trial_worker_max_trials"], adapter)
     _check_earlier_search(output_dir, adapter)
     result = SearchResult(
         backend=backend_cls.name,
@@ -355,15 +354,6 @@ def hyperparameter_search(
         _remove_if_empty(created)
         raise
     return best_runs(result)
-
-
-def _check_worker_options(common: dict[str, Any]) -> None:
-    if common["trial_worker_max_trials"] is not None and common["trial_workers"] is None:
-        raise SearchConfigError(
-            f"trial_worker_max_trials={common['trial_worker_max_trials']} replaces worker processes after that many "
-            "trials, but trial_workers is not set (trials run in this process); set trial_workers=N too, or drop "
-            "trial_worker_max_trials."
-        )
 
 
 _WARM_START_OPTIONS = ("warm_start_mode", "warm_start_top_k", "warm_start_defaults")

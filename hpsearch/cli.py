@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from ._files import RESULT_FILES, SEARCH_FILE
+from ._option_flags import add_option_flags, option_flag_overrides
 from .backends import backend_names, get_backend
 from .errors import BackendNotAvailable, HPSearchError, SearchConfigError
-from .settings import COMMON_OPTIONS
 from .sweep import KEYS, ConfigError, SweepConfig, load_sweep
 
 __all__ = ["ConfigError", "SweepConfig", "load_sweep", "main"]
@@ -204,14 +204,10 @@ def _print_summary(result: Any, started: float, report: str | None, out: Any) ->
 
 def run(args: argparse.Namespace) -> int:
     """``hpsearch run``: the whole sweep, then report.html; returns the exit code."""
-    overrides = list(args.set)
+    overrides = [*args.set, *option_flag_overrides(args)]  # --set KEY=VALUE, --trial-workers N
     for flag, value in (("--output-dir", args.output_dir), *(("--warm-start", d) for d in args.warm_start)):
         if value is not None and not value.strip():  # abspath('') is the current directory, whatever it holds
             raise ConfigError(f"{flag} {value!r} is empty; pass a folder path, e.g. {flag} out.")
-    for name, (option, _, _) in COMMON_OPTIONS.items():
-        value = getattr(args, name, None) if option.cli_flag else None
-        if value is not None:  # e.g. --trial-workers 2: the sweep file's backend_options.trial_workers
-            overrides.append(f"backend_options.{name}={json.dumps(value)}")
     if args.warm_start:
         # --warm-start DIR: the earlier searches' folders, relative to the current directory.
         overrides.append("backend_options.warm_start=" + json.dumps([os.path.abspath(d) for d in args.warm_start]))
@@ -452,13 +448,7 @@ def _parser() -> argparse.ArgumentParser:
     run_parser.add_argument("--warm-start", action="append", default=[], metavar="DIR",
                             help="start from the trials of an earlier search (its output folder; repeatable)")
     run_parser.add_argument("--output-dir", help="override the file's output_dir (relative to the current directory)")
-    for name, (option, _, _) in COMMON_OPTIONS.items():
-        if option.cli_flag:  # the option's one declaration gives the flag its type and help
-            run_parser.add_argument("--" + name.replace("_", "-"), dest=name, type=option.types[0],
-                                    metavar="N" if option.types[0] is int else "VALUE", help=f"{option.help} (backend_options.{name})")
-    run_parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                            help="override any key of the file, e.g. --set training_args.num_train_epochs=2 "
-                                 "(the value is YAML; repeatable)")
+    add_option_flags(run_parser)  # --trial-workers N ..., --set KEY=VALUE
     bars = run_parser.add_mutually_exclusive_group()
     bars.add_argument("--progress", dest="progress", action="store_true", default=None,
                       help="show progress bars even when the output is not a terminal")

@@ -49,6 +49,8 @@ class Option:
     build_from: tuple[str, ...] = ()
     #: Whether `hpsearch run` takes it as a flag of its own (``--trial-workers N``), besides ``--set``.
     cli_flag: bool = False
+    #: Whether it sets how many trials run at once in threads: refused beside ``trial_workers``, which does that.
+    concurrency: bool = False
 
     def expected(self) -> str:
         """What a value must be, in words ("true or false", "an integer or a number", ...)."""

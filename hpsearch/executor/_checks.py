@@ -10,6 +10,7 @@ from .. import _dist
 from ..errors import SearchConfigError
 
 if TYPE_CHECKING:
+    from ..backends.base import SearchBackend
     from ..settings import TrialSettings
 
 __all__ = ["check_trial_workers", "usable_cores"]
@@ -23,13 +24,26 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-def check_trial_workers(settings: TrialSettings, trial_workers: int | None, refusal: str | None) -> None:
-    """Refuse ``trial_workers`` where it cannot work; ``refusal`` is the backend's reason to run no workers."""
+def check_trial_workers(settings: TrialSettings, trial_workers: int | None, max_trials: int | None,
+                        adapter: SearchBackend) -> None:
+    """Refuse ``trial_workers`` where it cannot work (the backend's ``trial_workers_refusal``, its own option that
+    sets how many trials run at once, too many workers, accelerate launch, settings that cannot be pickled)."""
     if trial_workers is None:
+        if max_trials is not None:
+            raise SearchConfigError(
+                f"trial_worker_max_trials={max_trials} replaces worker processes after that many trials, but "
+                "trial_workers is not set (trials run in this process); set trial_workers=N too, or drop "
+                "trial_worker_max_trials."
+            )
         return
-    if refusal is not None:
+    if adapter.trial_workers_refusal is not None:
         raise SearchConfigError(f"trial_workers={trial_workers} cannot be used with backend={settings.backend!r}: "
-                                f"{refusal}")
+                                f"{adapter.trial_workers_refusal}")
+    for concurrency in (o.name for o in adapter.options if o.concurrency and o.name in adapter.kwargs):
+        raise SearchConfigError(
+            f"{concurrency}={adapter.kwargs[concurrency]!r} and trial_workers={trial_workers} both set how many "
+            f"trials run at once; trial_workers runs {trial_workers} at once in worker processes: drop {concurrency}."
+        )
     cores = usable_cores()
     if trial_workers > cores:
         raise SearchConfigError(

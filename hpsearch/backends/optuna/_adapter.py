@@ -74,7 +74,7 @@ class OptunaBackend(SearchBackend):
         Option("study_name", (str,), "the study's name in the storage"),
         Option("load_if_exists", (bool,), "continue a study of that name found in the storage"),
         Option("timeout", (int, float), "seconds after which no new trial starts"),
-        Option("n_jobs", (int,), "trials run at once in threads (-1: one per CPU)"),
+        Option("n_jobs", (int,), "trials run at once in threads (-1: one per CPU)", concurrency=True),
         Option("gc_after_trial", (bool,), "run the garbage collector after every trial"),
         Option("callbacks", (list, tuple), "callables (study, frozen_trial) called after every trial"),
         Option("catch", (type, tuple, list), "exception classes raised around a trial (e.g. by a storage) that fail "
@@ -171,11 +171,6 @@ class OptunaBackend(SearchBackend):
         n_jobs = kw.get("n_jobs", 1)
         if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0 or n_jobs < -1:
             raise SearchConfigError(f"n_jobs must be a positive integer or -1, got {n_jobs!r}.")
-        if "n_jobs" in kw and self.trial_workers is not None:
-            raise SearchConfigError(
-                f"n_jobs={n_jobs} and trial_workers={self.trial_workers} both set how many trials run at once; "
-                f"trial_workers runs {self.trial_workers} at once in worker processes: drop n_jobs."
-            )
         if n_jobs != 1 and args.gradient_accumulation_steps > 1:
             raise SearchConfigError(
                 f"n_jobs={n_jobs} runs trials in threads, and accelerate keeps gradient-accumulation state per "

@@ -48,7 +48,7 @@ class SigOptBackend(SearchBackend):
         Option("proxies", (dict,), "scheme -> proxy URL for driver='http'"),
         Option("name", (str,), "the experiment's name"),
         Option("observation_budget", (int,), "SigOpt's observation budget (default: n_trials)"),
-        Option("parallel_bandwidth", (int,), "trials run at once in threads (driver='http' only)"),
+        Option("parallel_bandwidth", (int,), "trials run at once in threads (driver='http' only)", concurrency=True),
         Option("resume", (bool,), "continue the killed search in output_dir (its search.json) in a new experiment"),
     )
 
@@ -123,11 +123,6 @@ class SigOptBackend(SearchBackend):
             raise SearchConfigError(
                 f"parallel_bandwidth={bandwidth}: the lite driver suggests one trial at a time; use "
                 "parallel_bandwidth=1, or driver='http' with a SigOpt server to run trials concurrently."
-            )
-        if self.trial_workers is not None and "parallel_bandwidth" in kw:
-            raise SearchConfigError(
-                f"parallel_bandwidth={bandwidth} and trial_workers={self.trial_workers} both set how many trials run "
-                f"at once; trial_workers runs {self.trial_workers} at once in worker processes: drop parallel_bandwidth."
             )
         if (self.trial_workers or 1) > 1 and self.driver == "lite":
             raise SearchConfigError(
