@@ -37,6 +37,7 @@ class _Trial:
     def __init__(self, settings: TrialSettings, trial: Trial, reporter: TrialReporter) -> None:
         self.settings, self.trial, self.reporter = settings, trial, reporter
         self.record: TrialRecord | None = None
+        self.sent = time.monotonic()
 
     def answer(self, message: tuple) -> tuple[str, Any] | None:
         """The reply to a worker's message (None for one that needs none)."""
@@ -69,6 +70,8 @@ class _Trial:
             except Exception:  # hp_name failed: the unnamed record
                 return failed_record(self.settings, self.trial, error)
         logger.warning("Trial %s failed: %s", record.name, error)
+        # Its worker could not measure it: the wall time the driver saw it hold its device counts (budgets too).
+        record.cost.setdefault("device_s", round(time.monotonic() - self.sent, 6))
         return finish_record(self.settings, record, TrialState.FAIL, error)
 
 

@@ -91,7 +91,7 @@ class WorkerPool:
     def __init__(self, settings: TrialSettings, size: int, max_trials: int | None = None) -> None:
         self.settings, self.size, self.max_trials = settings, size, max_trials
         self._blob = pickle.dumps(settings)
-        self._threads = max(1, usable_cores() // size)
+        self._threads = _threads(size)
         self._devices = _devices(size)
         self._context = multiprocessing.get_context("spawn")
         self._idle: queue.Queue[Worker] = queue.Queue()
@@ -163,6 +163,14 @@ class WorkerPool:
         self._spawner.join(STARTUP_TIMEOUT_S)
         for worker in workers:
             worker.stop()
+
+
+def _threads(size: int) -> int:
+    """Each worker's torch threads: its share of the cores, and no more than this process is set to use (a user's
+    ``torch.set_num_threads(1)`` or ``torch_threads: 1`` holds in the workers too)."""
+    import torch
+
+    return max(1, min(usable_cores() // size, torch.get_num_threads()))
 
 
 def _send_quietly(conn: Any, blob: bytes) -> None:

@@ -46,6 +46,7 @@ def test_a_crashing_worker_fails_only_its_trial_and_is_replaced(make_trainer, ti
     # Every failed trial's worker was replaced by a fresh process.
     pids = [records[n]["extra"]["worker_pid"] for n in range(5)]
     assert len(set(pids)) == 5, pids
+    assert all(records[n]["cost"]["device_s"] > 0 for n in range(3))  # the dead workers' trials are charged
     assert best.run_id == "4"
 
 
