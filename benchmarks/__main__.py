@@ -73,6 +73,7 @@ BENCHMARKS: dict[str, Callable[[str], list[dict[str, Any]]] | None] = {
     "warm_start": None,
     "memory_features": None,
     "dashboard": None,
+    "trial_workers": None,
 }
 
 

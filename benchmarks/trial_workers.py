@@ -2,13 +2,15 @@
 
 1. The digits sweep (Optuna, TPE seeded 0, MedianPruner: pruning on) run four ways one after another in this
    process: ``trial_workers=2``, ``trial_workers=1``, ``n_jobs=2`` (threads in this process) and in-process
-   ``n_jobs=1``. The rate is finished trials over the whole call (worker start-up included: it is what a user
-   waits for). In-process trials use one torch thread each; each worker gets ``cores // trial_workers``.
+   ``n_jobs=1``. Two rates: finished trials over the whole call (worker start-up included: what a user waits
+   for), and from the first trial's end to the last one's (once the workers run). Every way runs torch with
+   one thread per trial (the workers take the driver's setting).
 2. Per-trial overhead of the worker path: trivial trials (one step, one evaluation) with ``trial_workers=1`` vs in
    this process; the time of each trial as the driver sees it (around the executor's ``run``), medians, the
    first trial of a worker left out (its first-call costs are start-up).
 3. A trial stuck in a 60 s sleep with ``trial_timeout=3``: seconds until it is recorded FAIL, once with the sleep
-   interruptible (the worker's own timer stops it) and once with SIGALRM blocked (only the kill stops it).
+   interruptible (the worker's own timer stops it) and once with SIGALRM blocked (only the kill stops it), from
+   the trial's start in its worker to its FAIL record (the worker's start-up before it is not the trial's).
 
     python -m benchmarks.trial_workers           # 30 trials of 2 epochs
     python -m benchmarks.trial_workers --quick   # 8 trials of 1 epoch
@@ -50,12 +52,8 @@ def stuck_model_init(trial: Any = None) -> Any:
     return model_init(trial)
 
 
-_SPANS: list[tuple[float, float]] = []
-
-
 def _timed_runs() -> list[float]:
-    """Wrap both executors' ``run`` (once): the seconds of each trial as the driver sees them, in order; `_SPANS`
-    gets each trial's (start, end)."""
+    """Wrap both executors' ``run`` (once): the seconds of each trial as the driver sees them, in order."""
     from hpsearch import executor
 
     times: list[float] = []
@@ -70,7 +68,6 @@ def _timed_runs() -> list[float]:
                 return _original(self, *args)
             finally:
                 times.append(time.perf_counter() - start)
-                _SPANS.append((start, time.perf_counter()))
 
         run.timed = times  # type: ignore[attr-defined]
         cls.run = run  # type: ignore[method-assign]
@@ -103,13 +100,14 @@ def sweep_rates(tmp: str, n_trials: int, epochs: int) -> list[tuple[str, float, 
             "n_jobs=2 (threads)": {"n_jobs": 2}, "in-process, n_jobs=1": {}}
     for name, kwargs in ways.items():
         trainer = make_trainer(os.path.join(tmp, name.replace(" ", "_")), num_train_epochs=epochs)
-        del _SPANS[:]
         seconds, best = _search(trainer, n_trials, **kwargs)
-        span = max(end for _, end in _SPANS) - min(start for start, _ in _SPANS)
+        # Once the workers run: from the first trial's end to the last one's (start-up and first trials left out).
+        ends = sorted(r.finished for r in best.run_summary.records)
+        span = (ends[-1] - ends[0]).total_seconds()
         pruned = best.run_summary.counts().get("PRUNED", 0)
-        rows.append((name, n_trials / seconds * 3600, n_trials / span * 3600, pruned))
-        print(f"  {name}: {seconds:.1f} s in all, {span:.1f} s from the first trial's start, {pruned} pruned",
-              flush=True)
+        rows.append((name, n_trials / seconds * 3600, (n_trials - 1) / span * 3600, pruned))
+        print(f"  {name}: {seconds:.1f} s in all, {span:.1f} s from the first trial's end to the last's, "
+              f"{pruned} pruned", flush=True)
     return rows
 
 
@@ -128,17 +126,18 @@ def overhead_ms(tmp: str, n_trials: int) -> tuple[float, float]:
 
 def stuck_seconds(tmp: str) -> dict[str, float]:
     import spaces
+    from hpsearch import SearchResult
 
-    times = _timed_runs()
     out = {}
     for blocked in (False, True):
-        trainer = make_trainer(os.path.join(tmp, f"stuck-{blocked}"), num_train_epochs=1)
+        folder = os.path.join(tmp, f"stuck-{blocked}")
+        trainer = make_trainer(folder, num_train_epochs=1)
         trainer.model_init = stuck_model_init
-        del times[:]
         with contextlib.suppress(Exception):  # the search has no completed trial: it raises, as it should
             _search(trainer, 1, trial_workers=1, trial_timeout=3,
                     hp_space={"blocked": spaces.Categorical([blocked]), "hidden": spaces.Categorical([32, 64])})
-        out["SIGALRM blocked (killed)" if blocked else "interruptible sleep"] = times[0]
+        record = SearchResult.load(folder).records[0]  # from the trial's start in its worker to its FAIL
+        out["SIGALRM blocked (killed)" if blocked else "interruptible sleep"] = record.duration_s
     return out
 
 
@@ -160,7 +159,7 @@ def main() -> None:
         stuck = stuck_seconds(tmp)
     by = {name: rate for name, rate, _, _ in rates}
     print_table(f"Digits sweep, {n_trials} trials x {epochs} epochs, pruning on (trials per hour)",
-                ["way", "trials/hour (whole call)", "vs trial_workers=1", "trials/hour (after start-up)", "pruned"],
+                ["way", "trials/hour (whole call)", "vs trial_workers=1", "trials/hour (first end to last)", "pruned"],
                 [(n, r, r / by["trial_workers=1"], r2, p) for n, r, r2, p in rates])
     print_table("Per-trial time of a trivial trial (ms, median)", ["in-process", "worker", "overhead"],
                 [(inproc, worker, worker - inproc)])

@@ -78,8 +78,11 @@ class _Trial:
 def drive(worker: Worker, settings: TrialSettings, trial: Trial, reporter: TrialReporter) -> tuple[TrialRecord, bool]:
     """Run ``trial`` on ``worker``: (its record, whether the worker may run another trial)."""
     state = _Trial(settings, trial, reporter)
-    worker.conn.send(("trial", {"id": trial.id, "number": trial.number, "params": trial.params,
-                                "backend": trial.backend, "name": trial.name, "suggests": trial.native is not None}))
+    try:
+        worker.conn.send(("trial", {"id": trial.id, "number": trial.number, "params": trial.params,
+                                    "backend": trial.backend, "name": trial.name, "suggests": trial.native is not None}))
+    except OSError:  # it died while idle (the OOM killer picks the largest process, busy or not)
+        return state.failed(f"its worker process died before the trial started: {worker.death()}"), False
     timeout = settings.trial_timeout
     deadline = None if timeout is None else time.monotonic() + timeout + GRACE_S
     while True:

@@ -273,3 +273,34 @@ def test_a_metric_name_objective_pickles_for_the_workers():
     objective, name = resolve_compute_objective("accuracy")
     copy = pickle.loads(pickle.dumps(objective))
     assert name == "accuracy" and copy({"eval_accuracy": 0.5}) == 0.5
+
+
+@pytest.mark.slow
+@pytest.mark.multiprocess
+def test_a_worker_that_died_while_idle_fails_the_next_trial_and_is_replaced(make_trainer, tmp_path):
+    from hpsearch.executor import WorkerPool
+    from hpsearch.settings import TrialSettings
+    from hpsearch.trial import NullReporter, Trial
+
+    settings = TrialSettings(trainer=make_trainer().recipe(), compute_objective=wt.eval_loss,
+                             objective_name="eval_loss", directions=("minimize",), output_dir=str(tmp_path),
+                             backend="random")
+    pool = WorkerPool(settings, 1)
+    try:
+        def trial(n: int) -> Trial:
+            return Trial(str(n), n, {"hidden": 8}, "random")
+
+        first = pool.run(trial(0), NullReporter())
+        assert first.state.value == "COMPLETE"
+        pid = first.extra["worker_pid"]
+        os.kill(pid, signal.SIGKILL)  # while idle: the OOM killer does not wait for a trial
+        deadline = time.monotonic() + 10
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        second = pool.run(trial(1), NullReporter())
+        assert second.state.value == "FAIL"
+        assert "died before the trial started: killed by SIGKILL" in second.error
+        third = pool.run(trial(2), NullReporter())
+        assert third.state.value == "COMPLETE" and third.extra["worker_pid"] != pid
+    finally:
+        pool.close()
