@@ -90,7 +90,7 @@ def _search(trainer: Any, n_trials: int, **kwargs: Any) -> tuple[float, Any]:
     return time.perf_counter() - start, best
 
 
-def sweep_rates(tmp: str, n_trials: int, epochs: int) -> list[tuple[str, float, float, int]]:
+def sweep_rates(tmp: str, n_trials: int, epochs: int) -> list[tuple[str, float, float, int, float]]:
     """(way, trials/hour over the whole call, trials/hour from the first trial's start, pruned) for each way."""
     _timed_runs()
     # Warm-up in this process: the in-process ways would otherwise pay torch's and accelerate's first-call costs.
@@ -105,7 +105,9 @@ def sweep_rates(tmp: str, n_trials: int, epochs: int) -> list[tuple[str, float, 
         ends = sorted(r.finished for r in best.run_summary.records)
         span = (ends[-1] - ends[0]).total_seconds()
         pruned = best.run_summary.counts().get("PRUNED", 0)
-        rows.append((name, n_trials / seconds * 3600, (n_trials - 1) / span * 3600, pruned))
+        # Pruning (and TPE, told results in another order) differ between the ways: steps/s compares the work.
+        steps = sum(r.last_step or 0 for r in best.run_summary.records)
+        rows.append((name, n_trials / seconds * 3600, (n_trials - 1) / span * 3600, pruned, steps / seconds))
         print(f"  {name}: {seconds:.1f} s in all, {span:.1f} s from the first trial's end to the last's, "
               f"{pruned} pruned", flush=True)
     return rows
@@ -157,10 +159,11 @@ def main() -> None:
         rates = sweep_rates(tmp, n_trials, epochs)
         inproc, worker = overhead_ms(tmp, 10 if args.quick else 20)
         stuck = stuck_seconds(tmp)
-    by = {name: rate for name, rate, _, _ in rates}
+    by = {name: rate for name, rate, _, _, _ in rates}
     print_table(f"Digits sweep, {n_trials} trials x {epochs} epochs, pruning on (trials per hour)",
-                ["way", "trials/hour (whole call)", "vs trial_workers=1", "trials/hour (first end to last)", "pruned"],
-                [(n, r, r / by["trial_workers=1"], r2, p) for n, r, r2, p in rates])
+                ["way", "trials/hour (whole call)", "vs trial_workers=1", "trials/hour (first end to last)", "pruned",
+                 "training steps/s (whole call)"],
+                [(n, r, r / by["trial_workers=1"], r2, p, s) for n, r, r2, p, s in rates])
     print_table("Per-trial time of a trivial trial (ms, median)", ["in-process", "worker", "overhead"],
                 [(inproc, worker, worker - inproc)])
     print_table("A trial stuck in a 60 s sleep, trial_timeout=3: seconds to FAIL", ["case", "seconds"],

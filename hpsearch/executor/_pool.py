@@ -176,8 +176,8 @@ def _threads(size: int) -> int:
 def _send_quietly(conn: Any, blob: bytes) -> None:
     try:
         conn.send_bytes(blob)
-    except OSError:
-        pass  # the worker died first: the thread that waits for it says why
+    except (OSError, TypeError, ValueError):
+        pass  # the worker died or was stopped first (its pipe closed): the thread that waits for it says why
 
 
 def _devices(size: int) -> list[str]:
