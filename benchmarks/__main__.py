@@ -74,6 +74,7 @@ BENCHMARKS: dict[str, Callable[[str], list[dict[str, Any]]] | None] = {
     "reevaluation": None,
     "memory_features": None,
     "dashboard": None,
+    "trial_workers": None,
 }
 
 

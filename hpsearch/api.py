@@ -25,6 +25,7 @@ from ._params import check_space_against_trainer
 from .backends import backend_names, resolve_backend
 from .backends.base import installed_version
 from .errors import SearchConfigError
+from .executor import check_trial_workers, make_executor
 from .objective import resolve_compute_objective
 from .reevaluate import check_reevaluation
 from .settings import TrialSettings, check_common_options
@@ -250,6 +251,7 @@ def hyperparameter_search(
         measure_energy=wants_energy(common["max_energy_kwh"] is not None),
     )
     adapter = backend_cls(settings, kwargs)
+    adapter.trial_workers = common["trial_workers"]
     space, native_space = adapter.resolve_space(hp_space)
     if space is not None:
         epochs_ignored = "num_train_epochs" in space and "max_steps" not in space and trainer.args.max_steps > 0
@@ -283,6 +285,8 @@ def hyperparameter_search(
         adapter.priors = load_priors(common["warm_start"], common["warm_start_mode"], common["warm_start_top_k"],
                                      common["warm_start_defaults"], settings)
         adapter.warm_start_mode = common["warm_start_mode"]
+    # Before any trial: the backend can hand trials to workers, and the settings can be pickled for them.
+    check_trial_workers(settings, common["trial_workers"], common["trial_worker_max_trials"], adapter)
     _check_earlier_search(output_dir, adapter)
     result = SearchResult(
         backend=backend_cls.name,
@@ -309,7 +313,9 @@ def hyperparameter_search(
             print(f"hpsearch dashboard: {url}", flush=True)
         # Read before the backend runs: an engine that rebuilds the results from its own store drops them.
         earlier = reevaluation.earlier_runs(session) if reevaluation and adapter.continues_earlier_run() else []
-        adapter.run(session, native_space)
+        with make_executor(settings, common["trial_workers"], common["trial_worker_max_trials"]) as executor:
+            adapter.executor = executor
+            adapter.run(session, native_space)
         if reevaluation is not None:
             reevaluation.run(session, earlier, adapter.replay_trial)
     except KeyboardInterrupt:

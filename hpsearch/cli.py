@@ -29,6 +29,7 @@ from typing import Any
 
 from ._files import RESULT_FILES, SEARCH_FILE
 from ._interrupt import Interrupt
+from ._option_flags import add_option_flags, option_flag_overrides
 from ._sweep_trainer import build_trainer
 from .backends import backend_names, get_backend
 from .errors import BackendNotAvailable, HPSearchError, SearchConfigError
@@ -209,7 +210,7 @@ def _print_summary(result: Any, started: float, report: str | None, out: Any) ->
 
 def run(args: argparse.Namespace) -> int:
     """``hpsearch run``: the whole sweep, then report.html; returns the exit code."""
-    overrides = list(args.set)
+    overrides = [*args.set, *option_flag_overrides(args)]  # --set KEY=VALUE, --trial-workers N
     for flag, value in (("--output-dir", args.output_dir), *(("--warm-start", d) for d in args.warm_start)):
         if value is not None and not value.strip():  # abspath('') is the current directory, whatever it holds
             raise ConfigError(f"{flag} {value!r} is empty; pass a folder path, e.g. {flag} out.")
@@ -442,9 +443,7 @@ def _parser() -> argparse.ArgumentParser:
     run_parser.add_argument("--warm-start", action="append", default=[], metavar="DIR",
                             help="start from the trials of an earlier search (its output folder; repeatable)")
     run_parser.add_argument("--output-dir", help="override the file's output_dir (relative to the current directory)")
-    run_parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                            help="override any key of the file, e.g. --set training_args.num_train_epochs=2 "
-                                 "(the value is YAML; repeatable)")
+    add_option_flags(run_parser)  # --trial-workers N ..., --set KEY=VALUE
     bars = run_parser.add_mutually_exclusive_group()
     bars.add_argument("--progress", dest="progress", action="store_true", default=None,
                       help="show progress bars even when the output is not a terminal")

@@ -55,18 +55,29 @@ def default_compute_objective(metrics: Mapping[str, float]) -> float:
     return sum(others.values())
 
 
-def _metric_getter(name: str) -> Callable[[Mapping[str, float]], float]:
-    def get(metrics: Mapping[str, float]) -> float:
-        for key in (name, f"eval_{name}"):
+class _Metric:
+    """``compute_objective="<metric>"``: that metric (or ``eval_<metric>``). A class, not a closure: the settings
+    are pickled for worker processes (``trial_workers``), and a nested function cannot be."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.__qualname__ = name
+
+    def __call__(self, metrics: Mapping[str, float]) -> float:
+        for key in (self.name, f"eval_{self.name}"):
             if key in metrics:
                 return float(metrics[key])
         raise SearchConfigError(
-            f"compute_objective={name!r} is not among the evaluation metrics {sorted(metrics)}; "
+            f"compute_objective={self.name!r} is not among the evaluation metrics {sorted(metrics)}; "
             "pass one of those names (or a callable)."
         )
 
-    get.__qualname__ = name
-    return get
+    def __repr__(self) -> str:
+        return f"compute_objective={self.name!r}"
+
+
+def _metric_getter(name: str) -> Callable[[Mapping[str, float]], float]:
+    return _Metric(name)
 
 
 def resolve_compute_objective(compute_objective: Any) -> tuple[Callable[[Mapping[str, float]], Any], str]:

@@ -49,6 +49,10 @@ class Option:
     help: str
     build_from: tuple[str, ...] = ()
     path: bool = False
+    #: Whether `hpsearch run` takes it as a flag of its own (``--trial-workers N``), besides ``--set``.
+    cli_flag: bool = False
+    #: Whether it sets how many trials run at once in threads: refused beside ``trial_workers``, which does that.
+    concurrency: bool = False
 
     def expected(self) -> str:
         """What a value must be, in words ("true or false", "an integer or a number", ...)."""
@@ -111,6 +115,17 @@ def _check_timeout(value: Any) -> float | None:
 
 
 _LONGEST_TIMEOUT_S = 1e9
+
+
+def _check_positive_int(name: str, example: int) -> Callable[[Any], int | None]:
+    def check(value: Any) -> int | None:
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise SearchConfigError(f"{name} must be an integer >= 1 or None, got {value!r}; pass e.g. {name}={example}.")
+        return int(value)
+
+    return check
 
 
 def _check_budget(name: str) -> Callable[[Any], float | None]:
@@ -193,6 +208,16 @@ COMMON_OPTIONS: dict[str, tuple[Option, Any, Callable[[Any], Any]]] = {
         Option("max_energy_kwh", (int, float), "stop starting trials once the trials used this much energy (kWh, "
                "measured by CodeCarbon)"),
         None, _check_budget("max_energy_kwh"),
+    ),
+    "trial_workers": (
+        Option("trial_workers", (int,), "trials run at once, each in a worker process of its own on this machine "
+               "(isolated, killed at trial_timeout); unset: trials run in this process", cli_flag=True),
+        None, _check_positive_int("trial_workers", 2),
+    ),
+    "trial_worker_max_trials": (
+        Option("trial_worker_max_trials", (int,), "trials a worker process runs before it is replaced by a fresh one "
+               "(with trial_workers; unset: replaced only after a failed trial)"),
+        None, _check_positive_int("trial_worker_max_trials", 10),
     ),
     "warm_start": (
         Option("warm_start", (str, list, object), "earlier searches (output_dir, SearchResult or a list) to start from",

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from .._redact import redact
 from ..errors import BackendNotAvailable, SearchConfigError
+from ..executor import Executor, InProcess
 from ..settings import COMMON_OPTIONS, Option
 from ..trial import NullReporter, TrialReporter
 
@@ -71,6 +72,9 @@ class SearchBackend(abc.ABC):
     #: Prefixes of the attributes a native ``hp_space(trial)`` written for this backend calls on its trial (Optuna:
     #: ``suggest_``): such a function given to another backend is recognised and named (`call_native_space`).
     trial_api: ClassVar[tuple[str, ...]] = ()
+    #: Why ``trial_workers`` cannot be used with this backend (None: its trials run in the driver, so they can run
+    #: in worker processes instead).
+    trial_workers_refusal: ClassVar[str | None] = None
 
     # ------------------------------------------------------------------ class-level facts
     @classmethod
@@ -162,6 +166,10 @@ class SearchBackend(abc.ABC):
         #: Earlier trials to start from (`hpsearch.warmstart.Prior`), and how (set before `run`).
         self.priors: list[Any] = []
         self.warm_start_mode = "inform"
+        #: ``trial_workers`` as given (set before `validate`), and the executor that runs each trial (set before
+        #: `run`): `run_trial` in this process unless ``trial_workers`` is set.
+        self.trial_workers: int | None = None
+        self.executor: Executor = InProcess()
 
     def replay_trial(self, params: Mapping[str, Any]) -> Any:
         """The native trial handed to ``model_init`` when a finished configuration trains again (re-evaluation,

@@ -8,12 +8,13 @@ prunes: every trial trains to its end.
 
 from __future__ import annotations
 
+import concurrent.futures
 import random
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from .. import _lockstep
 from ..errors import SearchConfigError
-from ..runner import run_trial
 from ..settings import Option
 from ..trial import NullReporter, Trial, TrialState
 from .base import SearchBackend, call_native_space
@@ -79,17 +80,20 @@ class RandomBackend(SearchBackend):
         seed = self.kwargs.get("seed")
         rng = random.Random(settings.trainer.args.seed if seed is None else seed)
         done = self._resumed(session)
+        first = [dict(p.params) for p in self.priors][: session.n_trials]  # warm_start "evaluate": these first
+        # Drawn here, in order, whatever order the trials end in: the same seed gives the same trials. A resumed
+        # run draws its finished trials all the same, so the trials after them get the parameters they would have had.
+        drawn = ((n, first[n] if n < len(first) else space.sample(rng)) for n in range(session.n_trials))
+        trials = (Trial(str(n), n, params, self.name) for n, params in drawn if n not in done)
         try:
-            first = [dict(p.params) for p in self.priors][: session.n_trials]  # warm_start "evaluate": these first
-            for number in range(session.n_trials):
-                if session.stop_reason is not None:
-                    break
-                params = first[number] if number < len(first) else space.sample(rng)
-                if number in done:  # drawn all the same: the trials after it get the parameters they would have had
-                    continue
-                trial = _lockstep.lead(Trial(str(number), number, params, self.name))
-                _lockstep.announce(trial)
-                session.record(run_trial(settings, trial, NullReporter()))
+            if self.executor.slots == 1:
+                for trial in trials:
+                    if session.stop_reason is not None:
+                        break
+                    _lockstep.announce(_lockstep.lead(trial))
+                    session.record(self.executor.run(settings, trial, NullReporter()))
+            else:
+                self._run_concurrently(session, trials)
         finally:
             _lockstep.announce_end()
         session.save()
@@ -102,3 +106,19 @@ class RandomBackend(SearchBackend):
                                                                    TrialState.FAIL)]
         session.adopt(kept)
         return {r.number for r in kept}
+
+    def _run_concurrently(self, session: SearchSession, trials: Iterator[Trial]) -> None:
+        """``executor.slots`` trials at once (worker processes: a search under accelerate launch has one slot)."""
+        slots = self.executor.slots
+        with concurrent.futures.ThreadPoolExecutor(max_workers=slots, thread_name_prefix="random") as pool:
+            running: set[concurrent.futures.Future] = set()
+            for trial in trials:
+                if session.stop_reason is not None:
+                    break
+                running.add(pool.submit(self.executor.run, self.settings, trial, NullReporter()))
+                if len(running) >= slots:
+                    done, running = concurrent.futures.wait(running, return_when=concurrent.futures.FIRST_COMPLETED)
+                    for future in done:
+                        session.record(future.result())
+            for future in concurrent.futures.as_completed(running):
+                session.record(future.result())

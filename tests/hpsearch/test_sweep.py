@@ -152,6 +152,9 @@ COMMON_VALUES: dict[str, tuple[list[Any], list[Any]]] = {
     "trial_timeout": ([600, 0.5, None], [0, -1, True, "soon", math.inf]),
     "max_device_hours": ([2, 0.5, None], [0, -1, True, "lots", math.inf]),
     "max_energy_kwh": ([1, 0.01, None], [0, -3, False, "lots", math.nan]),
+    # A worker needs a picklable model_init (this test's is a lambda): test_trial_workers runs searches with them.
+    "trial_workers": ([None], [0, -1, True, "2", 2.5]),
+    "trial_worker_max_trials": ([None], [0, True, "3"]),
     "warm_start": ([None], [42, True]),
     # Without warm_start these do nothing, so a value given alone is refused too (test_warm_start has them with it).
     "warm_start_mode": ([None], ["evaluate", "inform", "replay", 3]),

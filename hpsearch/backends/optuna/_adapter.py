@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 from ... import _lockstep
 from ...errors import SearchConfigError, TrialFailed
-from ...runner import failed_record, run_trial
+from ...runner import failed_record
 from ...settings import Option
 from ...trial import Evaluation, Trial, TrialRecord, TrialReporter, TrialState
 from ..base import SearchBackend
@@ -77,7 +77,7 @@ class OptunaBackend(SearchBackend):
         Option("study_name", (str,), "the study's name in the storage"),
         Option("load_if_exists", (bool,), "continue a study of that name found in the storage"),
         Option("timeout", (int, float), "seconds after which no new trial starts"),
-        Option("n_jobs", (int,), "trials run at once in threads (-1: one per CPU)"),
+        Option("n_jobs", (int,), "trials run at once in threads (-1: one per CPU)", concurrency=True),
         Option("gc_after_trial", (bool,), "run the garbage collector after every trial"),
         Option("callbacks", (list, tuple), "callables (study, frozen_trial) called after every trial"),
         Option("catch", (type, tuple, list), "exception classes raised around a trial (e.g. by a storage) that fail "
@@ -279,7 +279,7 @@ class OptunaBackend(SearchBackend):
                     raise _Failed(record.error or "hp_space failed") from error
             trial = _lockstep.lead(Trial(optuna_trial.number, optuna_trial.number, params, self.name, native=optuna_trial))
             _lockstep.announce(trial)
-            record = run_trial(settings, trial, _OptunaReporter(optuna_trial, multi))
+            record = self.executor.run(settings, trial, _OptunaReporter(optuna_trial, multi))
             if self._space is None:  # a native hp_space: what each parameter was drawn from, for the report
                 record.extra[SPACE_EXTRA] = native_space_spec(optuna_trial.distributions)
             # The whole record goes into the study before it is told: the study alone can rebuild search.json.
@@ -327,7 +327,7 @@ class OptunaBackend(SearchBackend):
                     objective,
                     n_trials=remaining,
                     timeout=self.kwargs.get("timeout"),
-                    n_jobs=self.kwargs.get("n_jobs", 1),
+                    n_jobs=self.executor.slots if self.trial_workers else self.kwargs.get("n_jobs", 1),
                     gc_after_trial=self.kwargs.get("gc_after_trial", False),
                     callbacks=[after_tell, *(self.kwargs.get("callbacks") or ())],
                     catch=(_Failed, *catch),

@@ -67,6 +67,11 @@ class RayBackend(SearchBackend):
     can_resume = True
     resume_hint = "resume=True"
     warm_start_modes = ("inform", "evaluate")
+    trial_workers_refusal = (
+        "Ray Tune already runs every trial in a process of its own (an actor), on this machine or a cluster; set "
+        "how many run at once with resources_per_trial (e.g. {'cpu': 1} runs one trial per CPU), and drop "
+        "trial_workers."
+    )
     options = (
         Option("address", (str,), "'auto', 'host:port' or 'ray://host:port' (default: a local Ray on 127.0.0.1); "
                "a token-authenticated cluster needs its token here (RAY_AUTH_TOKEN_PATH, RAY_AUTH_TOKEN)"),

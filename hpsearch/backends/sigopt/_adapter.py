@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 from ... import _dist, _lockstep
 from ...errors import HPSearchError, SearchConfigError
-from ...runner import run_trial
 from ...settings import Option
 from ...trial import NullReporter, Trial, TrialState
 from ..base import SearchBackend
@@ -49,7 +48,7 @@ class SigOptBackend(SearchBackend):
         Option("proxies", (dict,), "scheme -> proxy URL for driver='http'"),
         Option("name", (str,), "the experiment's name"),
         Option("observation_budget", (int,), "SigOpt's observation budget (default: n_trials)"),
-        Option("parallel_bandwidth", (int,), "trials run at once in threads (driver='http' only)"),
+        Option("parallel_bandwidth", (int,), "trials run at once in threads (driver='http' only)", concurrency=True),
         Option("resume", (bool,), "continue the killed search in output_dir (its search.json) in a new experiment"),
     )
 
@@ -124,6 +123,12 @@ class SigOptBackend(SearchBackend):
             raise SearchConfigError(
                 f"parallel_bandwidth={bandwidth}: the lite driver suggests one trial at a time; use "
                 "parallel_bandwidth=1, or driver='http' with a SigOpt server to run trials concurrently."
+            )
+        if (self.trial_workers or 1) > 1 and self.driver == "lite":
+            raise SearchConfigError(
+                f"trial_workers={self.trial_workers}: the lite driver suggests one trial at a time, so only one worker "
+                "would ever train; use trial_workers=1 (each trial isolated in a worker process), or driver='http' "
+                "with a SigOpt server to run trials concurrently."
             )
         if bandwidth > 1 and _dist.world_size() > 1:
             raise SearchConfigError(
@@ -223,7 +228,7 @@ class SigOptBackend(SearchBackend):
         session.result.settings["experiment_id"] = str(experiment.id)
         logger.info("SigOpt experiment %s (driver=%s): %d trials.", experiment.id, self.driver, n_trials)
 
-        bandwidth = self.kwargs.get("parallel_bandwidth", 1)
+        bandwidth = self.executor.slots if self.trial_workers else self.kwargs.get("parallel_bandwidth", 1)
         try:
             if previous is not None:
                 if self.priors:
@@ -282,7 +287,7 @@ class SigOptBackend(SearchBackend):
             params = self._params(assignments, self.settings.space)
             trial = _lockstep.lead(Trial(trial_id, number, params, self.name, native=suggestion))
             _lockstep.announce(trial)
-            record = run_trial(self.settings, trial, NullReporter())
+            record = self.executor.run(self.settings, trial, NullReporter())
         except BaseException:
             self._abandon(experiment, suggestion_id)
             raise

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ... import _lockstep
-from ...runner import run_trial
 from ...trial import NullReporter, Trial, TrialState
 from ...warmstart import prior_records
 
@@ -29,7 +28,7 @@ def warm_start(adapter: SigOptBackend, session: SearchSession, conn: Any, experi
     for number, prior in enumerate(adapter.priors[: session.n_trials]):
         trial = _lockstep.lead(Trial(f"warm-eval-{number}", number, prior.params, adapter.name))
         _lockstep.announce(trial)
-        record = run_trial(adapter.settings, trial, NullReporter())
+        record = adapter.executor.run(adapter.settings, trial, NullReporter())
         record.extra["source"] = "warm_start_evaluate"
         adapter._observe(experiment, record.objective, record.state is not TrialState.COMPLETE,
                          assignments=assignments(record.params))

@@ -1,0 +1,186 @@
+"""`trial_workers`: trials per hour of the digits sweep, the worker path's per-trial overhead, and a stuck trial.
+
+1. The digits sweep (Optuna, TPE seeded 0, MedianPruner: pruning on) run four ways one after another in this
+   process: ``trial_workers=2``, ``trial_workers=1``, ``n_jobs=2`` (threads in this process) and in-process
+   ``n_jobs=1``. Two rates: finished trials over the whole call (worker start-up included: what a user waits
+   for), and from the first trial's end to the last one's (once the workers run). Every way runs torch with
+   one thread per trial (the workers take the driver's setting).
+2. Per-trial overhead of the worker path: trivial trials (one step, one evaluation) with ``trial_workers=1`` vs in
+   this process; the time of each trial as the driver sees it (around the executor's ``run``), medians, the
+   first trial of a worker left out (its first-call costs are start-up).
+3. A trial stuck in a 60 s sleep with ``trial_timeout=3``: seconds until it is recorded FAIL, once with the sleep
+   interruptible (the worker's own timer stops it) and once with SIGALRM blocked (only the kill stops it), from
+   the trial's start in its worker to its FAIL record (the worker's start-up before it is not the trial's).
+
+    python -m benchmarks.trial_workers           # 30 trials of 2 epochs
+    python -m benchmarks.trial_workers --quick   # 8 trials of 1 epoch
+
+Targets (issue 31): >= 1.8x trials/hour with 2 workers vs 1 on 2 cores; overhead <= 20 ms; stuck trial FAIL
+<= 6 s. Timings are printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import logging
+import os
+import signal
+import tempfile
+import time
+from typing import Any
+
+from benchmarks._common import emit_json, median, print_table, result_row
+from benchmarks._digits import limit_threads, make_trainer
+
+
+def _space() -> dict[str, Any]:
+    import spaces
+
+    return {"learning_rate": spaces.Float(1e-3, 3e-2, log=True), "hidden": spaces.Categorical([32, 64, 128])}
+
+
+def stuck_model_init(trial: Any = None) -> Any:
+    """Sleeps 60 s (with SIGALRM blocked when the trial's ``blocked`` parameter says so), then builds the model."""
+    from benchmarks._digits import model_init
+
+    if trial is not None:
+        if trial["blocked"]:
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+        time.sleep(60)
+    return model_init(trial)
+
+
+def _timed_runs() -> list[float]:
+    """Wrap both executors' ``run`` (once): the seconds of each trial as the driver sees them, in order."""
+    from hpsearch import executor
+
+    times: list[float] = []
+    if getattr(executor.InProcess.run, "timed", None) is not None:
+        return executor.InProcess.run.timed  # type: ignore[attr-defined,no-any-return]
+    for cls in (executor.InProcess, executor._Workers):
+        original = cls.__dict__["run"]
+
+        def run(self: Any, *args: Any, _original: Any = original) -> Any:
+            start = time.perf_counter()
+            try:
+                return _original(self, *args)
+            finally:
+                times.append(time.perf_counter() - start)
+
+        run.timed = times  # type: ignore[attr-defined]
+        cls.run = run  # type: ignore[method-assign]
+    return times
+
+
+def _search(trainer: Any, n_trials: int, **kwargs: Any) -> tuple[float, Any]:
+    import optuna
+
+    from hpsearch import hyperparameter_search
+
+    kwargs.setdefault("pruner", optuna.pruners.MedianPruner(n_startup_trials=5))
+    start = time.perf_counter()
+    with contextlib.redirect_stdout(io.StringIO()):
+        best = hyperparameter_search(
+            trainer, hp_space=kwargs.pop("hp_space", None) or _space(), compute_objective="eval_accuracy",
+            direction="maximize", n_trials=n_trials, backend="optuna", max_failed_trials=n_trials + 1,
+            sampler=optuna.samplers.TPESampler(seed=0), **kwargs,
+        )
+    return time.perf_counter() - start, best
+
+
+def sweep_rates(tmp: str, n_trials: int, epochs: int) -> list[tuple[str, float, float, int, float]]:
+    """(way, trials/hour over the whole call, trials/hour from the first trial's start, pruned) for each way."""
+    _timed_runs()
+    # Warm-up in this process: the in-process ways would otherwise pay torch's and accelerate's first-call costs.
+    _search(make_trainer(os.path.join(tmp, "warm"), num_train_epochs=1), 1)
+    rows = []
+    ways = {"trial_workers=2": {"trial_workers": 2}, "trial_workers=1": {"trial_workers": 1},
+            "n_jobs=2 (threads)": {"n_jobs": 2}, "in-process, n_jobs=1": {}}
+    for name, kwargs in ways.items():
+        trainer = make_trainer(os.path.join(tmp, name.replace(" ", "_")), num_train_epochs=epochs)
+        seconds, best = _search(trainer, n_trials, **kwargs)
+        # Once the workers run: from the first trial's end to the last one's (start-up and first trials left out).
+        ends = sorted(r.finished for r in best.run_summary.records)
+        span = (ends[-1] - ends[0]).total_seconds()
+        pruned = best.run_summary.counts().get("PRUNED", 0)
+        # Pruning (and TPE, told results in another order) differ between the ways: steps/s compares the work.
+        steps = sum(r.last_step or 0 for r in best.run_summary.records)
+        rows.append((name, n_trials / seconds * 3600, (n_trials - 1) / span * 3600, pruned, steps / seconds))
+        print(f"  {name}: {seconds:.1f} s in all, {span:.1f} s from the first trial's end to the last's, "
+              f"{pruned} pruned", flush=True)
+    return rows
+
+
+def overhead_ms(tmp: str, n_trials: int) -> tuple[float, float]:
+    times = _timed_runs()
+    per = {}
+    for name, kwargs in (("in-process", {}), ("worker", {"trial_workers": 1})):
+        import optuna
+
+        trainer = make_trainer(os.path.join(tmp, f"trivial-{name}"), max_steps=1, eval_strategy="no")
+        del times[:]
+        _search(trainer, n_trials + 1, pruner=optuna.pruners.NopPruner(), **kwargs)
+        per[name] = median(times[1:]) * 1000  # the first trial pays first-call costs on both paths
+    return per["in-process"], per["worker"]
+
+
+def stuck_seconds(tmp: str) -> dict[str, float]:
+    import spaces
+    from hpsearch import SearchResult
+
+    out = {}
+    for blocked in (False, True):
+        folder = os.path.join(tmp, f"stuck-{blocked}")
+        trainer = make_trainer(folder, num_train_epochs=1)
+        trainer.model_init = stuck_model_init
+        with contextlib.suppress(Exception):  # the search has no completed trial: it raises, as it should
+            _search(trainer, 1, trial_workers=1, trial_timeout=3,
+                    hp_space={"blocked": spaces.Categorical([blocked]), "hidden": spaces.Categorical([32, 64])})
+        record = SearchResult.load(folder).records[0]  # from the trial's start in its worker to its FAIL
+        out["SIGALRM blocked (killed)" if blocked else "interruptible sleep"] = record.duration_s
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--trials", type=int)
+    args = parser.parse_args()
+    limit_threads(1)
+    logging.getLogger("hpsearch").setLevel(logging.ERROR)
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    n_trials, epochs = (args.trials or 8, 1) if args.quick else (args.trials or 30, 2)
+    print(f"load average before: {os.getloadavg()}", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        rates = sweep_rates(tmp, n_trials, epochs)
+        inproc, worker = overhead_ms(tmp, 10 if args.quick else 20)
+        stuck = stuck_seconds(tmp)
+    by = {name: rate for name, rate, _, _, _ in rates}
+    print_table(f"Digits sweep, {n_trials} trials x {epochs} epochs, pruning on (trials per hour)",
+                ["way", "trials/hour (whole call)", "vs trial_workers=1", "trials/hour (first end to last)", "pruned",
+                 "training steps/s (whole call)"],
+                [(n, r, r / by["trial_workers=1"], r2, p, s) for n, r, r2, p, s in rates])
+    print_table("Per-trial time of a trivial trial (ms, median)", ["in-process", "worker", "overhead"],
+                [(inproc, worker, worker - inproc)])
+    print_table("A trial stuck in a 60 s sleep, trial_timeout=3: seconds to FAIL", ["case", "seconds"],
+                list(stuck.items()))
+    scaling = by["trial_workers=2"] / by["trial_workers=1"]
+    rows = [
+        result_row("2 workers vs 1 (trials/hour)", by["trial_workers=2"], by["trial_workers=1"], scaling, ">= 1.8x",
+                   scaling >= 1.8),
+        result_row("2 workers vs n_jobs=2 threads", by["trial_workers=2"], by["n_jobs=2 (threads)"],
+                   by["trial_workers=2"] / by["n_jobs=2 (threads)"], "> 1x", by["trial_workers=2"] > by["n_jobs=2 (threads)"]),
+        result_row("worker overhead per trial", worker - inproc, None, None, "<= 20 ms", worker - inproc <= 20, "ms"),
+        result_row("stuck trial to FAIL (killed)", stuck["SIGALRM blocked (killed)"], None, None, "<= 6 s",
+                   stuck["SIGALRM blocked (killed)"] <= 6, "s"),
+    ]
+    print(f"load average after: {os.getloadavg()}", flush=True)
+    emit_json("trial_workers", rows)
+
+
+if __name__ == "__main__":
+    main()

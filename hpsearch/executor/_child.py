@@ -1,0 +1,92 @@
+"""The worker process: started by `WorkerPool` with ``spawn``, it runs trials the driver sends until told to stop.
+
+It dies with its driver: the kernel sends it SIGKILL when the driver exits (``PR_SET_PDEATHSIG``, Linux), and a
+watchdog thread exits it when its parent changes (other systems, or a parent that died in the instant between
+the spawn and the ``prctl``). Ctrl-C goes to the driver alone: the driver stops its workers.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import sys
+import threading
+import time
+import traceback
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
+
+    from ..settings import TrialSettings
+
+__all__ = ["main"]
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with(parent: int) -> None:
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    if os.getppid() != parent:
+        os._exit(1)
+    threading.Thread(target=watch, name="hpsearch-parent-watch", daemon=True).start()
+
+
+def main(conn: Connection, parent: int, slot: int, threads: int, device: str | None) -> None:
+    """Set up (threads, device, settings), say ready, then run every trial the driver sends."""
+    _die_with(parent)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if device is not None:  # before CUDA starts: this worker sees one GPU, as cuda:0
+        os.environ["CUDA_VISIBLE_DEVICES"] = device
+    try:
+        import torch
+
+        torch.set_num_threads(threads)
+        # Imported once per worker, not in its first trial (whose time and cost would include them).
+        from .. import callback, runner  # noqa: F401
+        settings: TrialSettings = pickle.loads(conn.recv_bytes())
+    except BaseException as error:  # anything here stops the search, with its text
+        conn.send(("startup_error", "".join(traceback.format_exception_only(type(error), error)).strip()))
+        return
+    where = {"worker": slot, "worker_pid": os.getpid(), "threads": torch.get_num_threads(),
+             "device": f"cuda (CUDA_VISIBLE_DEVICES={device})" if device is not None else _device(torch)}
+    conn.send(("ready", where))
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return  # the driver is gone
+        if message[0] == "stop":
+            return
+        _run_one(conn, settings, message[1])
+
+
+def _device(torch: Any) -> str:
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _run_one(conn: Connection, settings: TrialSettings, task: dict[str, Any]) -> None:
+    from ..runner import run_trial
+    from ..trial import Trial
+    from ._proxy import ProxyReporter, suggest_hook
+
+    trial = Trial(task["id"], task["number"], task["params"], task["backend"], name=task["name"])
+    if task["suggests"]:
+        trial._suggest_hook = suggest_hook(conn)
+    try:
+        record = run_trial(settings, trial, ProxyReporter(conn))
+    except BaseException as error:  # KeyboardInterrupt or TooManyFailedTrials from the trial's code
+        conn.send(("raised", type(error).__name__, str(error)))
+        return
+    conn.send(("done", record))

@@ -1,0 +1,62 @@
+"""Trials for the `trial_workers` tests: importable, so that the worker processes unpickle them by reference.
+
+`faulty_model_init` crashes its worker in a way chosen by the trial's number (see `FAULTS`); the others train the
+digits MLP. Everything here runs in a worker process and is keyed on the trial alone.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import time
+from typing import Any
+
+from tests.hpsearch._trials import model_init as digits_model_init
+
+#: What trial ``number`` does in `faulty_model_init` (any other number trains normally).
+FAULTS = {0: "segfault", 1: "os._exit(3)", 2: "SIGKILL", 3: "MemoryError"}
+
+
+def faulty_model_init(trial: Any) -> Any:
+    fault = FAULTS.get(trial.number) if trial is not None else None  # None: the Trainer's own call
+    if fault == "segfault":
+        ctypes.string_at(0)  # reads address 0: SIGSEGV
+    elif fault == "os._exit(3)":
+        os._exit(3)
+    elif fault == "SIGKILL":  # what the kernel's OOM killer sends
+        os.kill(os.getpid(), signal.SIGKILL)
+        time.sleep(10)
+    elif fault == "MemoryError":
+        bytearray(1 << 60)  # a real allocation that fails
+    return digits_model_init(trial)
+
+
+def stuck_model_init(trial: Any) -> Any:
+    """Trial 0 sleeps 60 s with SIGALRM blocked (its own timer cannot stop it: only a kill can); trial 1 sleeps 60 s
+    in one call (the timer's signal interrupts it); the others train."""
+    if trial is None:
+        pass
+    elif trial.number == 0:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+        time.sleep(60)
+    elif trial.number == 1:
+        time.sleep(60)
+    return digits_model_init(trial)
+
+
+def suggesting_model_init(trial: Any) -> Any:
+    """Asks the engine for one more parameter from inside the worker (answered by the driver's Optuna trial)."""
+    if trial is not None:
+        trial.suggest_int("extra_width", 1, 4)
+    return digits_model_init(trial)
+
+
+def sleepy_model_init(trial: Any) -> Any:
+    """Slow trials: a driver killed while they run leaves them unfinished."""
+    time.sleep(float(os.environ.get("HPSEARCH_TEST_TRIAL_SLEEP", "0")))
+    return digits_model_init(trial)
+
+
+def eval_loss(metrics: Any) -> float:
+    return float(metrics["eval_loss"])

@@ -1,0 +1,307 @@
+"""`trial_workers`: trials in spawned worker processes, with real processes and real Optuna and SigOpt studies.
+
+A crash of any kind fails its trial only (with the cause) and the worker is replaced; `trial_timeout` kills a trial
+its own timer cannot stop; the driver's prune decisions and ``trial.suggest_*`` cross the pipe; bad input is refused
+before any trial.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from hpsearch import hyperparameter_search
+from hpsearch.errors import HPSearchError, SearchConfigError
+from hpsearch.executor._checks import usable_cores
+from tests.hpsearch import _worker_trials as wt
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _records(output_dir) -> dict[int, dict]:
+    data = json.loads((Path(output_dir) / "search.json").read_text())
+    return {r["number"]: r for r in data["records"]}
+
+
+@pytest.mark.slow
+@pytest.mark.multiprocess
+def test_a_crashing_worker_fails_only_its_trial_and_is_replaced(make_trainer, tiny_space, output_dir):
+    best = hyperparameter_search(make_trainer(wt.faulty_model_init), hp_space=tiny_space, n_trials=5,
+                                 backend="random", compute_objective=wt.eval_loss, direction="minimize",
+                                 trial_workers=2, max_failed_trials=10)
+    records = _records(output_dir)
+    assert [records[n]["state"] for n in range(5)] == ["FAIL"] * 4 + ["COMPLETE"]
+    assert "killed by SIGSEGV" in records[0]["error"]
+    assert "exited with code 3" in records[1]["error"]
+    assert "killed by SIGKILL" in records[2]["error"]
+    assert "MemoryError" in records[3]["error"]
+    # Every failed trial's worker was replaced by a fresh process.
+    pids = [records[n]["extra"]["worker_pid"] for n in range(5)]
+    assert len(set(pids)) == 5, pids
+    assert all(records[n]["cost"]["device_s"] > 0 for n in range(3))  # the dead workers' trials are charged
+    assert best.run_id == "4"
+
+
+@pytest.mark.slow
+@pytest.mark.multiprocess
+def test_trial_timeout_kills_a_trial_its_timer_cannot_stop(make_trainer, tiny_space, output_dir):
+    hyperparameter_search(make_trainer(wt.stuck_model_init), hp_space=tiny_space, n_trials=3, backend="random",
+                          compute_objective=wt.eval_loss, direction="minimize", trial_workers=2, trial_timeout=10,
+                          max_failed_trials=10)
+    records = _records(output_dir)
+    assert records[0]["state"] == "FAIL" and "did not stop when asked" in records[0]["error"]
+    assert "killed" in records[0]["error"]
+    assert records[1]["state"] == "FAIL" and "TrialTimeout: trial_timeout" in records[1]["error"]
+    # 10 s, not 3: a normal trial on a fresh worker of a loaded 2-core machine needs a few seconds.
+    for n in (0, 1):  # far from the 60 s they would have slept (benchmarks/trial_workers.py measures 3 s)
+        started, finished = (records[n][k] for k in ("started", "finished"))
+        from datetime import datetime
+
+        assert (datetime.fromisoformat(finished) - datetime.fromisoformat(started)).total_seconds() < 30
+    assert records[2]["state"] == "COMPLETE"
+    assert records[2]["extra"]["worker_pid"] not in {records[0]["extra"]["worker_pid"],
+                                                     records[1]["extra"]["worker_pid"]}
+
+
+@pytest.mark.slow
+@pytest.mark.multiprocess
+def test_optuna_prunes_and_suggests_across_the_pipe(make_trainer, tiny_space, output_dir):
+    import optuna
+
+    with pytest.raises(HPSearchError, match="'PRUNED': 4"):  # any loss is above 0: every trial pruned at once
+        hyperparameter_search(make_trainer(wt.suggesting_model_init), hp_space=tiny_space, n_trials=4,
+                              backend="optuna", compute_objective=wt.eval_loss, direction="minimize", trial_workers=2,
+                              pruner=optuna.pruners.ThresholdPruner(upper=0.0))
+    records = _records(output_dir)
+    assert len(records) == 4
+    for record in records.values():
+        assert record["state"] == "PRUNED"
+        assert record["last_step"] == 2  # the first evaluation (every 2 steps): the driver's answer stopped it
+        assert 1 <= record["params"]["extra_width"] <= 4  # suggested by the driver's Optuna trial
+        assert record["extra"]["threads"] * 2 <= usable_cores()
+    assert {r["extra"]["worker"] for r in records.values()} <= {0, 1}
+
+
+@pytest.mark.slow
+@pytest.mark.multiprocess
+def test_sigopt_trial_in_a_worker_that_exits_fails_and_the_search_goes_on(make_trainer, tiny_space, output_dir):
+    hyperparameter_search(make_trainer(wt.faulty_model_init), hp_space=tiny_space, n_trials=6, backend="sigopt",
+                          compute_objective=wt.eval_loss, direction="minimize", trial_workers=1, max_failed_trials=10)
+    records = _records(output_dir)
+    assert "exited with code 3" in records[1]["error"]
+    assert [records[n]["state"] for n in (4, 5)] == ["COMPLETE", "COMPLETE"]
+    assert records[4]["extra"]["worker_pid"] == records[5]["extra"]["worker_pid"]  # a healthy worker is kept
+
+
+@pytest.mark.slow
+@pytest.mark.multiprocess
+def test_a_worker_is_replaced_after_max_trials(make_trainer, tiny_space, output_dir):
+    hyperparameter_search(make_trainer(), hp_space=tiny_space, n_trials=4, backend="random", trial_workers=1,
+                          trial_worker_max_trials=2, compute_objective=wt.eval_loss, direction="minimize")
+    pids = [r["extra"]["worker_pid"] for _, r in sorted(_records(output_dir).items())]
+    assert pids[0] == pids[1] != pids[2] == pids[3]
+
+
+# ---------------------------------------------------------------------------------------------- no orphans
+_DRIVER = """
+import os, sys
+sys.path.insert(0, {root!r})
+from hpsearch import hyperparameter_search
+from tests.hpsearch._trials import digits_search_trainer
+from tests.hpsearch import _worker_trials as wt
+from spaces import SearchSpace, Float, Categorical
+
+if __name__ == "__main__":
+    space = SearchSpace({{"learning_rate": Float(1e-3, 1e-1, log=True), "hidden": Categorical([8, 16])}})
+    trainer = digits_search_trainer({out!r}, wt.sleepy_model_init)
+    hyperparameter_search(trainer, hp_space=space, n_trials=4, backend="optuna", compute_objective=wt.eval_loss,
+                          direction="minimize", trial_workers=2, storage={storage!r}, study_name="w",
+                          load_if_exists=True)
+"""
+
+
+def _children(pid: int) -> set[int]:
+    out = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.add(int(entry))
+    return out
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_text()
+    except OSError:
+        return ""
+
+
+def _started_trials(out: Path) -> int:
+    try:
+        return (out / "events.jsonl").read_text().count('"trial_start"')
+    except OSError:
+        return 0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.slow
+@pytest.mark.multiprocess
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_killed_driver_leaves_no_worker_and_a_rerun_finishes_the_study(tmp_path):
+    import optuna
+
+    out, storage = tmp_path / "out", f"sqlite:///{tmp_path / 'study.db'}"
+    script = tmp_path / "driver.py"
+    script.write_text(_DRIVER.format(root=str(ROOT), out=str(out), storage=storage))
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HPSEARCH_TEST_TRIAL_SLEEP": "120"}
+    driver = subprocess.Popen([sys.executable, str(script)], env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 300
+        workers: set[int] = set()
+        while time.monotonic() < deadline and driver.poll() is None:
+            # Worker processes (not multiprocessing's resource tracker), once both run a trial (written by the
+            # trial itself, in its worker, to the event log).
+            workers = {p for p in _children(driver.pid) if "spawn_main" in _cmdline(p)}
+            if len(workers) >= 2 and _started_trials(out) >= 2:
+                break
+            time.sleep(0.5)
+        assert len(workers) >= 2 and driver.poll() is None, "the driver did not start 2 trials in workers"
+        driver.send_signal(signal.SIGKILL)
+        driver.wait()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(map(_alive, workers)):
+            time.sleep(0.2)
+        assert not any(map(_alive, workers)), f"orphan workers: {[p for p in workers if _alive(p)]}"
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    rerun = subprocess.run([sys.executable, str(script)], env={**env, "HPSEARCH_TEST_TRIAL_SLEEP": "0"},
+                           capture_output=True, text=True, timeout=600)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    study = optuna.load_study(study_name="w", storage=storage)
+    finished = [t for t in study.trials if t.state in (optuna.trial.TrialState.COMPLETE,
+                                                       optuna.trial.TrialState.PRUNED)]
+    assert len(finished) == 4  # exactly n_trials finished
+    saved = {r["trial_id"]: r["state"] for r in json.loads((out / "search.json").read_text())["records"]}
+    for t in finished:  # search.json agrees with the study
+        assert saved[str(t.number)] == t.state.name
+
+
+# ---------------------------------------------------------------------------------------------- bad input
+def test_more_workers_than_cores_is_refused(make_trainer, tiny_space):
+    cores = usable_cores()
+    with pytest.raises(SearchConfigError, match=rf"trial_workers={cores + 1} is more than the {cores} CPU core"):
+        hyperparameter_search(make_trainer(), hp_space=tiny_space, n_trials=1, backend="random",
+                              trial_workers=cores + 1)
+
+
+def test_a_model_init_that_cannot_be_pickled_is_named_before_any_trial(make_trainer, tiny_space, output_dir):
+    trainer = make_trainer(lambda trial: wt.digits_model_init(trial))
+    with pytest.raises(SearchConfigError, match=r"trainer\.\w*model_init .*cannot be pickled.*module level"):
+        hyperparameter_search(trainer, hp_space=tiny_space, n_trials=1, backend="random", trial_workers=1)
+    assert not (output_dir / "search.json").exists()
+
+
+def test_ray_with_trial_workers_is_refused_naming_resources_per_trial(make_trainer, tiny_space):
+    with pytest.raises(SearchConfigError, match=r"trial_workers=2 cannot be used with backend='ray'.*resources_per_trial"):
+        hyperparameter_search(make_trainer(), hp_space=tiny_space, n_trials=1, backend="ray", trial_workers=2)
+
+
+def test_accelerate_launch_with_trial_workers_is_refused(make_trainer, tiny_space, monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(SearchConfigError, match=r"trial_workers=1 cannot be combined with a search under accelerate"):
+        hyperparameter_search(make_trainer(), hp_space=tiny_space, n_trials=1, backend="random", trial_workers=1)
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"trial_workers": 0}, r"trial_workers must be an integer >= 1 or None, got 0"),
+    ({"trial_workers": True}, r"trial_workers must be an integer >= 1 or None, got True"),
+    ({"trial_worker_max_trials": 2}, r"trial_worker_max_trials=2 .* trial_workers is not set"),
+    ({"trial_workers": 1, "backend": "optuna", "n_jobs": 2}, r"n_jobs=2 and trial_workers=1 both set"),
+    ({"trial_workers": 2, "backend": "sigopt"}, r"trial_workers=2: the lite driver suggests one trial at a time"),
+])
+def test_bad_worker_options_are_refused(make_trainer, tiny_space, kwargs, message):
+    kwargs = {"backend": "random", **kwargs}
+    with pytest.raises(SearchConfigError, match=message):
+        hyperparameter_search(make_trainer(), hp_space=tiny_space, n_trials=1, **kwargs)
+
+
+@pytest.mark.slow
+@pytest.mark.multiprocess
+def test_the_cli_flag_runs_the_sweep_in_workers(tmp_path, capsys, monkeypatch):
+    from hpsearch.cli import main
+    from tests.hpsearch.test_cli import TINY
+
+    monkeypatch.chdir(ROOT)
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(TINY)
+    assert main(["run", str(sweep), "--output-dir", str(tmp_path / "out"), "--trial-workers", "0"]) == 2
+    assert "trial_workers must be an integer >= 1" in capsys.readouterr().err
+    assert main(["run", str(sweep), "--output-dir", str(tmp_path / "out"), "--trial-workers", "1"]) == 0
+    records = _records(tmp_path / "out")
+    assert len(records) == 2 and all("worker_pid" in r["extra"] for r in records.values())
+
+
+def test_settings_of_a_search_pickle_for_the_workers(make_trainer):
+    trainer = make_trainer()
+    assert pickle.loads(pickle.dumps(trainer.recipe())).model_init is not None
+
+
+def test_a_metric_name_objective_pickles_for_the_workers():
+    from hpsearch.objective import resolve_compute_objective
+
+    objective, name = resolve_compute_objective("accuracy")
+    copy = pickle.loads(pickle.dumps(objective))
+    assert name == "accuracy" and copy({"eval_accuracy": 0.5}) == 0.5
+
+
+@pytest.mark.slow
+@pytest.mark.multiprocess
+def test_a_worker_that_died_while_idle_fails_the_next_trial_and_is_replaced(make_trainer, tmp_path):
+    from hpsearch.executor import WorkerPool
+    from hpsearch.settings import TrialSettings
+    from hpsearch.trial import NullReporter, Trial
+
+    settings = TrialSettings(trainer=make_trainer().recipe(), compute_objective=wt.eval_loss,
+                             objective_name="eval_loss", directions=("minimize",), output_dir=str(tmp_path),
+                             backend="random")
+    pool = WorkerPool(settings, 1)
+    try:
+        def trial(n: int) -> Trial:
+            return Trial(str(n), n, {"hidden": 8}, "random")
+
+        first = pool.run(trial(0), NullReporter())
+        assert first.state.value == "COMPLETE"
+        pid = first.extra["worker_pid"]
+        os.kill(pid, signal.SIGKILL)  # while idle: the OOM killer does not wait for a trial
+        deadline = time.monotonic() + 10
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        second = pool.run(trial(1), NullReporter())
+        assert second.state.value == "FAIL"
+        # Refused by its closed pipe ("died before the trial started"), or sent into the pipe just before it closed.
+        assert "killed by SIGKILL" in second.error and "worker process died" in second.error
+        third = pool.run(trial(2), NullReporter())
+        assert third.state.value == "COMPLETE" and third.extra["worker_pid"] != pid
+    finally:
+        pool.close()
