@@ -1,32 +1,39 @@
-"""Cost of the search machinery itself: 1,000 trivial trials through the Optuna backend on SQLite storage.
+"""Cost of the search machinery itself per trivial trial, and whether it stays flat up to 10,000 trials.
 
 Each trial builds an ``nn.Linear`` model, trains it for one step and evaluates it once; the baseline is a plain
-Optuna objective doing the same (one AdamW step, one evaluation) on its own study in the same kind of SQLite
-database. What remains in the difference is what we add per trial: trial arguments, a fresh Trainer and
-Accelerator, the callbacks, the record (one JSON user attribute on the Optuna trial, besides its driver's
-``host:pid`` set when it starts), Optuna's heartbeat on storages built from a URL, and `SearchResult.save`
-after every trial (search.json, trials.csv and intermediates.csv replaced whole; each record's JSON line and
-CSV rows are rendered once and reused while it is unchanged, so what grows with the number of trials is
-joining and writing the text; a save is timed on its own after each chunk). The two sides are run in
-alternated chunks that continue the same two studies (``load_if_exists``).
+Optuna objective doing the same (one AdamW step, one evaluation) on its own study on the same kind of storage
+(in memory by default, ``--storage sqlite`` for SQLite files). What remains in the difference is what we add per
+trial: trial arguments, a fresh Trainer and Accelerator, the callbacks, the record, the results journal
+(one line per trial, a snapshot at geometrically growing intervals), the event feed, the progress hooks.
 
-Both sides work in tmpfs (``/dev/shm``) by default: on a shared machine whose disk other jobs keep busy, each
-fsync (SQLite commits a few per trial on both sides; `SearchResult.save` one per trial) takes 10-200 ms at
-random and would bury the machinery's cost in disk noise. ``--dir PATH`` measures on a real disk instead.
+The two sides run in alternated chunks of ``--chunk`` trials that continue the same two studies (our side with
+``load_if_exists``, so each chunk is a resumed search, as on main). Inside a chunk, the cost of a trial is the time
+between two consecutive trial ends (the search's start-up, which reads the earlier results once, is not a per-trial
+cost and is reported apart); the per-trial cost "at N trials" is the mean over the chunk that ends at N. Driver
+memory is the resident set size growth over our chunks after the first (the plain side's study grows in the same
+process, between them). At the end ``hpsearch report DIR`` is timed on our result, in a fresh process.
 
-    python -m benchmarks.scale           # 1,000 trials a side, 4 chunks each
-    python -m benchmarks.scale --quick   # 20 trials a side
+Both sides work in tmpfs (``/dev/shm``) by default: on a shared machine whose disk other jobs keep busy, an fsync
+takes 10-200 ms at random. ``--dir PATH`` measures on a real disk instead.
 
-Target (issue 8): per-trial cost <= 20 ms above plain Optuna's.
+    python -m benchmarks.scale                  # 1,000 trials a side, chunks of 250
+    python -m benchmarks.scale --trials 10000   # chunks of 1,000: cost at 1k and 10k side by side
+    python -m benchmarks.scale --quick          # 40 trials a side
+
+Targets (issue 32): <= 2 ms per trial above plain Optuna, cost at 10k / cost at 1k <= 1.2, memory growth over
+10,000 trials <= 100 MB, ``hpsearch report`` <= 3 s.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import io
 import logging
 import os
+import subprocess
+import sys
 import tempfile
 import time
 from typing import Any
@@ -34,10 +41,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from benchmarks._common import emit_json, median, print_table, result_row
+from benchmarks._common import emit_json, print_table, result_row
 from benchmarks._digits import limit_threads
 
-TARGET_MS = 20.0
+TARGET_MS, TARGET_RATIO, TARGET_MB, TARGET_REPORT_S = 2.0, 1.2, 100.0, 3.0
 DIM, N_TRAIN, N_EVAL, BATCH = 8, 64, 32, 8
 
 
@@ -66,11 +73,20 @@ class Linear(nn.Module):
         return out
 
 
-def run_ours(n_total: int, output_dir: str, storage: str) -> None:
+def make_storage(kind: str, path: str) -> Any:
+    import optuna
+
+    if kind == "memory":
+        return optuna.storages.InMemoryStorage()
+    return f"sqlite:///{path}.db"
+
+
+def run_ours(n_total: int, output_dir: str, storage: Any, marks: list[float]) -> None:
     import optuna
 
     import spaces
     from hpsearch import hyperparameter_search
+    from hpsearch.session import TRIAL_END_HOOKS
     from trainer import Trainer, TrainingArguments
 
     args = TrainingArguments(
@@ -79,14 +95,22 @@ def run_ours(n_total: int, output_dir: str, storage: str) -> None:
         use_cpu=True,
     )  # fmt: skip
     trainer = Trainer(model_init=Linear, args=args, train_dataset=TinyData(N_TRAIN, 0), eval_dataset=TinyData(N_EVAL, 1))
-    hyperparameter_search(
-        trainer, hp_space={"learning_rate": spaces.Float(1e-4, 1e-1, log=True)}, compute_objective="eval_loss",
-        n_trials=n_total, backend="optuna", storage=storage, study_name="scale", load_if_exists=True,
-        sampler=optuna.samplers.RandomSampler(seed=0),
-    )  # fmt: skip
+
+    def mark(session: Any, record: Any) -> None:
+        marks.append(time.perf_counter())
+
+    TRIAL_END_HOOKS.append(mark)
+    try:
+        hyperparameter_search(
+            trainer, hp_space={"learning_rate": spaces.Float(1e-4, 1e-1, log=True)}, compute_objective="eval_loss",
+            n_trials=n_total, backend="optuna", storage=storage, study_name="scale", load_if_exists=True,
+            sampler=optuna.samplers.RandomSampler(seed=0),
+        )  # fmt: skip
+    finally:
+        TRIAL_END_HOOKS.remove(mark)
 
 
-def run_plain(n_trials: int, storage: str) -> None:
+def plain_objective() -> Any:
     import optuna
 
     train, evaluation = TinyData(N_TRAIN, 0), TinyData(N_EVAL, 1)
@@ -108,87 +132,122 @@ def run_plain(n_trials: int, storage: str) -> None:
             batch = next(iter(torch.utils.data.DataLoader(evaluation, batch_size=N_EVAL)))
             return float(model(**batch)["loss"])
 
-    study = optuna.create_study(storage=storage, study_name="scale", load_if_exists=True,
-                                sampler=optuna.samplers.RandomSampler(seed=0))  # fmt: skip
-    study.optimize(objective, n_trials=n_trials)
+    return objective
 
 
-def time_save(output_dir: str) -> tuple[int, float]:
-    """(records, ms) of one `SearchResult.save` of the search ``output_dir`` holds (median of 5)."""
-    from hpsearch.results import SearchResult
+def run_plain(study: Any, n_trials: int, marks: list[float]) -> None:
+    study.optimize(plain_objective(), n_trials=n_trials, callbacks=[lambda s, t: marks.append(time.perf_counter())])
 
-    result = SearchResult.load(output_dir)
-    times = []
-    for _ in range(5):
-        start = time.perf_counter()
-        result.save(output_dir)
-        times.append((time.perf_counter() - start) * 1e3)
-    return len(result.records), median(times)
+
+def per_trial_ms(marks: list[float]) -> float:
+    """Mean time between consecutive trial ends, in ms (the chunk's start-up before its first trial excluded)."""
+    return (marks[-1] - marks[0]) / (len(marks) - 1) * 1e3
+
+
+def rss_mb() -> float:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def time_report(output_dir: str) -> float:
+    """Seconds of ``hpsearch report DIR`` in a fresh process (imports included, as a user runs it)."""
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "hpsearch", "report", output_dir], capture_output=True, text=True,
+                          timeout=900)  # fmt: skip
+    seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        print(f"hpsearch report failed ({done.returncode}): {done.stderr[-2000:]}", file=sys.stderr)
+    return seconds
+
+
+def run_chunks(opts: argparse.Namespace, tmp: str) -> dict[str, Any]:
+    import optuna
+
+    plain_study = optuna.create_study(storage=make_storage(opts.storage, f"{tmp}/plain"), study_name="scale",
+                                      sampler=optuna.samplers.RandomSampler(seed=0))  # fmt: skip
+    ours_storage = make_storage(opts.storage, f"{tmp}/ours")
+    rows, startups, memory = [], [], 0.0
+    n_chunks = max(1, opts.trials // opts.chunk)
+    for i in range(n_chunks):
+        order = ["ours", "plain"] if i % 2 == 0 else ["plain", "ours"]
+        costs: dict[str, float] = {}
+        for side in order:
+            marks: list[float] = []
+            gc.collect()
+            if side == "ours":
+                before, start = rss_mb(), time.perf_counter()
+                run_ours(opts.chunk * (i + 1), f"{tmp}/ours", ours_storage, marks)
+                startups.append((marks[0] - start) * 1e3 if marks else float("nan"))
+                if i:  # the first chunk's growth is imports and caches filling, not the search
+                    memory += rss_mb() - before
+            else:
+                run_plain(plain_study, opts.chunk, marks)
+            costs[side] = per_trial_ms(marks)
+        rows.append([opts.chunk * (i + 1), costs["ours"], costs["plain"], costs["ours"] - costs["plain"]])
+        print(f"chunk {i + 1}/{n_chunks}: ours {costs['ours']:.2f} ms, plain {costs['plain']:.2f} ms",
+              file=sys.stderr, flush=True)  # fmt: skip
+    return {"rows": rows, "startups": startups, "memory_mb": memory}
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="20 trials a side")
-    parser.add_argument("--trials", type=int, default=None)
-    parser.add_argument("--chunks", type=int, default=None)
+    parser.add_argument("--quick", action="store_true", help="40 trials a side")
+    parser.add_argument("--trials", type=int, default=None, help="trials a side (default 1000)")
+    parser.add_argument("--chunk", type=int, default=None, help="trials per alternated chunk")
+    parser.add_argument("--storage", choices=("memory", "sqlite"), default="memory")
+    parser.add_argument("--no-report", action="store_true", help="do not time `hpsearch report` at the end")
     parser.add_argument(
         "--dir", default="/dev/shm" if os.path.isdir("/dev/shm") else None,
         help="where the databases and output go (default: tmpfs, see the module docstring)",
     )  # fmt: skip
     opts = parser.parse_args(argv)
+    opts.trials = opts.trials or (40 if opts.quick else 1000)
+    opts.chunk = opts.chunk or (20 if opts.quick else (1000 if opts.trials >= 5000 else max(1, opts.trials // 4)))
     limit_threads(1)
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     for name in ("trainer", "hpsearch"):
         logging.getLogger(name).setLevel(logging.ERROR)
-    n_trials = opts.trials or (20 if opts.quick else 1000)
-    chunks = opts.chunks or (2 if opts.quick else 4)
-    per_chunk = n_trials // chunks
-    walls: dict[str, float] = {"ours": 0.0, "plain": 0.0}
-    cpus: dict[str, float] = {"ours": 0.0, "plain": 0.0}
-    with tempfile.TemporaryDirectory(dir=opts.dir) as tmp, contextlib.redirect_stdout(io.StringIO()):
-        ours_db, plain_db = f"sqlite:///{tmp}/ours.db", f"sqlite:///{tmp}/plain.db"
-        # Warm-up on throw-away studies (imports, SQLAlchemy, accelerate).
-        run_ours(2, f"{tmp}/warm", f"sqlite:///{tmp}/warm-ours.db")
-        run_plain(2, f"sqlite:///{tmp}/warm-plain.db")
-        saves: list[tuple[int, float]] = []
-        for i in range(chunks):
-            order = ["ours", "plain"] if i % 2 == 0 else ["plain", "ours"]
-            for side in order:
-                wall, cpu = time.perf_counter(), time.process_time()
-                if side == "ours":
-                    run_ours(per_chunk * (i + 1), f"{tmp}/ours", ours_db)
-                else:
-                    run_plain(per_chunk, plain_db)
-                walls[side] += time.perf_counter() - wall
-                cpus[side] += time.process_time() - cpu
-            saves.append(time_save(f"{tmp}/ours"))
-        done = {"ours": len(optuna.load_study(study_name="scale", storage=ours_db).trials),
-                "plain": len(optuna.load_study(study_name="scale", storage=plain_db).trials)}  # fmt: skip
-        dirs = len([d for d in os.listdir(f"{tmp}/ours") if d.startswith("run-")])
-
-    per = {side: walls[side] / done[side] * 1e3 for side in walls}
-    per_cpu = {side: cpus[side] / done[side] * 1e3 for side in cpus}
-    extra, extra_cpu = per["ours"] - per["plain"], per_cpu["ours"] - per_cpu["plain"]
-    print(f"scale: {done['ours']} / {done['plain']} trials (ours / plain) on SQLite, 1 step + 1 evaluation of an "
-          f"nn.Linear each, {chunks} alternated chunks, torch threads 1; trial folders left: {dirs}")  # fmt: skip
-    print_table("Per trial (ms)", ["side", "wall", "CPU"],
-                [["hyperparameter_search (optuna, sqlite)", per["ours"], per_cpu["ours"]],
-                 ["plain Optuna objective (sqlite)", per["plain"], per_cpu["plain"]],
-                 ["difference", extra, extra_cpu]])  # fmt: skip
-    print_table("SearchResult.save (search.json + 2 CSVs), median of 5", ["records", "ms"], saves)
-    print(f"\nper-trial cost above plain Optuna: wall {extra:.1f} ms, CPU {extra_cpu:.1f} ms (target <= {TARGET_MS:.0f} ms)")
-    result = {"ours_ms": per["ours"], "plain_ms": per["plain"], "extra_ms": extra, "extra_cpu_ms": extra_cpu,
-              "save_ms": saves, "trials": done}  # fmt: skip
-    emit_json(
-        "scale",
-        [result_row(f"per-trial cost above plain Optuna ({done['ours']} trials, SQLite)", per["ours"], per["plain"],
-                    per["ours"] / per["plain"], f"<= +{TARGET_MS:.0f} ms", extra <= TARGET_MS, unit="ms/trial",
-                    note=f"+{extra:.1f} ms wall, +{extra_cpu:.1f} ms CPU; save at {saves[-1][0]} records "
-                         f"{saves[-1][1]:.0f} ms")],
-        **result,
-    )  # fmt: skip
+    with tempfile.TemporaryDirectory(dir=opts.dir) as tmp:
+        with contextlib.redirect_stdout(io.StringIO()):
+            # Warm-up on throw-away studies (imports, accelerate).
+            run_ours(2, f"{tmp}/warm", make_storage(opts.storage, f"{tmp}/warm-ours"), [])
+            run_plain(optuna.create_study(storage=make_storage(opts.storage, f"{tmp}/warm-plain")), 2, [])
+            out = run_chunks(opts, tmp)
+        report_s = float("nan") if opts.no_report else time_report(f"{tmp}/ours")
+    rows = out["rows"]
+    first, last = rows[0], rows[-1]
+    ratio = last[3] / first[3] if first[3] > 0 else float("nan")
+    print(f"scale: {rows[-1][0]} trials a side, storage {opts.storage}, 1 step + 1 evaluation of an nn.Linear each, "
+          f"alternated chunks of {opts.chunk}, torch threads 1")  # fmt: skip
+    print_table("Per trial (ms), mean over the chunk ending at N trials",
+                ["N", "hyperparameter_search", "plain Optuna", "difference"], rows)  # fmt: skip
+    print_table("Summary", ["measure", "value", "target"], [
+        [f"cost above plain Optuna at {first[0]} trials (ms)", first[3], f"<= {TARGET_MS}"],
+        [f"cost above plain Optuna at {last[0]} trials (ms)", last[3], f"<= {TARGET_MS}"],
+        [f"cost at {last[0]} / cost at {first[0]}", ratio, f"<= {TARGET_RATIO}"],
+        [f"driver memory growth over trials {first[0]}-{last[0]} (MB)", out["memory_mb"], f"<= {TARGET_MB:.0f}"],
+        [f"hpsearch report of {last[0]} trials (s)", report_s, f"<= {TARGET_REPORT_S}"],
+        ["search start-up of the last chunk (reads the earlier results, ms)", out["startups"][-1], "-"],
+    ])  # fmt: skip
+    result = {"chunks": rows, "ratio": ratio, "memory_mb": out["memory_mb"], "report_s": report_s,
+              "startup_ms": out["startups"], "storage": opts.storage}  # fmt: skip
+    emit_json("scale", [
+        result_row(f"per-trial cost above plain Optuna at {last[0]} trials ({opts.storage})", last[1], last[2],
+                   last[1] / last[2], f"<= +{TARGET_MS:.0f} ms, flat (<= {TARGET_RATIO}x of {first[0]})",
+                   last[3] <= TARGET_MS and ratio <= TARGET_RATIO, unit="ms/trial",
+                   note=f"+{first[3]:.2f} ms at {first[0]}, +{last[3]:.2f} ms at {last[0]}; memory "
+                        f"+{out['memory_mb']:.0f} MB; report {report_s:.1f} s"),
+    ], **result)  # fmt: skip
     return result
 
 

@@ -137,7 +137,9 @@ def test_the_trial_end_event_carries_the_record_as_search_json_stores_it(new_ses
         session.record(r)
     with open(output_dir / EVENTS_FILE, encoding="utf-8") as handle:
         ends = [json.loads(line) for line in handle if '"trial_end"' in line]
-    stored = json.loads((output_dir / "search.json").read_text(encoding="utf-8"))["records"]
+    from hpsearch.results import SearchResult
+
+    stored = [r.to_dict() for r in SearchResult.load(output_dir).records]  # search.json, then its journal
     assert [e["record"]["trial_id"] for e in ends] == ["0", "1", "2"]
     assert json.dumps([e["record"] for e in ends]) == json.dumps(stored)  # NaN compared as text
     assert all(set(e) == {"event", "time", "record"} for e in ends)
