@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from datetime import datetime, timezone
 from pathlib import Path
@@ -12,6 +13,8 @@ from hpsearch.report._analysis import (
     Importances,
     SavedTime,
     compute_importances,
+    curve_sample,
+    order_best_first,
     saved_time,
     search_span,
     total_training_time,
@@ -198,13 +201,24 @@ def _history(result: SearchResult) -> list[Part]:
     return [Plot("hp-plot-history", fig, esc(caption))]
 
 
+#: Trials whose learning curves are drawn: beyond this, a sample (10,000 overlaid curves are one dark band that takes
+#: seconds to build and to draw).
+CURVES_MAX = 1000
+
+
 def _curves(result: SearchResult) -> list[Part]:
-    fig = figures.learning_curves_figure(result)
+    shown, sampled = result, ""
+    with_curves = [r for r in result.records if r.intermediates]
+    if len(with_curves) > CURVES_MAX:
+        shown = dataclasses.replace(result, records=curve_sample(result, with_curves, CURVES_MAX))
+        sampled = (f" {CURVES_MAX:,} of the {len(with_curves):,} trials with evaluations are drawn: the best complete "
+                   "ones and an even sample of the rest by trial number.")
+    fig = figures.learning_curves_figure(shown)
     if fig is None:
         return [note("No intermediate evaluations were recorded.")]
     caption = (
         "Objective at each evaluation of every trial: complete solid, pruned dashed, running dotted, "
-        "failed dotted with a cross at its last evaluation."
+        "failed dotted with a cross at its last evaluation." + sampled
     )
     return [Plot("hp-plot-curves", fig, esc(caption))]
 
@@ -234,6 +248,8 @@ def _importance(result: SearchResult, importances: Importances | str | None = No
             "Computed by optuna's fANOVA (FanovaImportanceEvaluator, seed 0) on an in-memory study rebuilt "
             "from the complete trials. " + importances.note
         )
+    elif importances.method == "ped-anova":
+        caption = importances.note
     else:
         caption = importances.note
     if fig is None:
@@ -278,9 +294,20 @@ def _pareto(result: SearchResult) -> list[Part]:
     return [note("No complete trial with objectives to draw.")]
 
 
+#: Rows of the trials table: beyond this, the best ones (a person does not read 10,000 rows, and a page that holds
+#: them all takes seconds to open); every trial is in trials.csv.
+TABLE_ROWS = 500
+
+
 def _trials_table(result: SearchResult) -> str:
     df = result.trials_dataframe()
     if df.empty:
         return note("No trials were recorded.")
+    caption = "Click a column header to sort."
+    if len(df) > TABLE_ROWS:
+        best = [str(r.trial_id) for r in order_best_first(result)[:TABLE_ROWS]]
+        df = df.set_index("trial_id", drop=False).loc[best].reset_index(drop=True)
+        caption = (f"The {TABLE_ROWS:,} best of {len(result.records):,} trials (complete ones best first, then pruned, "
+                   f"running, failed); every trial is in trials.csv beside search.json. {caption}")
     rows = df.astype(object).where(df.notna(), None).itertuples(index=False, name=None)
-    return sortable_table(list(df.columns), rows) + '<p class="caption">Click a column header to sort.</p>'
+    return sortable_table(list(df.columns), rows) + f'<p class="caption">{esc(caption)}</p>'
