@@ -2,8 +2,9 @@
 
 It is a CLI feature, hooked in without touching any backend: `SweepProgress` registers itself in
 ``hpsearch.session.TRIAL_END_HOOKS``, which `SearchSession.record` calls after every recorded trial (in the
-driver process, whatever the backend), and recomputes its counts from the records so a trial recorded twice
-(a restart) is not counted twice. `TrialProgressCallback` replaces the trainer's per-trial bar during a
+driver process, whatever the backend), and reads the counts and best so far from the session's `RunningTally`
+(kept in O(1) per trial; it recounts from the records when a trial is recorded twice, a restart, so it is not
+counted twice). `TrialProgressCallback` replaces the trainer's per-trial bar during a
 sweep with a transient one (no log lines), so thirty trials do not leave thirty bars and hundreds of metric
 dicts on the screen. Both are quiet when the output is not a terminal.
 """
@@ -18,6 +19,7 @@ from typing import IO, TYPE_CHECKING, Any
 from trainer import TrainerCallback
 
 if TYPE_CHECKING:
+    from ._tally import RunningTally
     from .session import SearchSession
     from .trial import TrialRecord
 
@@ -87,9 +89,10 @@ class SweepProgress:
         if result is None:
             return
         with self._lock:
-            counts = result.counts()
+            tally = session.tally  # kept up to date by the session: no pass over every record per trial
+            counts = {state: tally.counts.get(state, 0) for state in ("COMPLETE", "PRUNED", "FAIL", "RUNNING")}
             finished = counts["COMPLETE"] + counts["PRUNED"] + counts["FAIL"]
-            self.postfix = self.describe(result, counts)
+            self.postfix = self.describe(result, counts, tally)
             if self.bar is None:
                 return
             self.bar.n = finished
@@ -99,12 +102,13 @@ class SweepProgress:
             self.bar.refresh()
 
     @staticmethod
-    def describe(result: Any, counts: dict[str, int]) -> str:
-        """``"done 5, pruned 3, failed 0, best 0.9721 (run-4)"`` (Pareto size for several objectives)."""
+    def describe(result: Any, counts: dict[str, int], tally: RunningTally | None = None) -> str:
+        """``"done 5, pruned 3, failed 0, best 0.9721 (run-4)"`` (Pareto size for several objectives); ``tally``:
+        the best trial / front kept up to date per trial (else computed from the records)."""
         text = f"done {counts['COMPLETE']}, pruned {counts['PRUNED']}, failed {counts['FAIL']}"
         if result.is_multi_objective:
-            return f"{text}, pareto {len(result.best_trials)}"
-        best = result.best_trial
+            return f"{text}, pareto {tally.front_size if tally is not None else len(result.best_trials)}"
+        best = tally.best_trial if tally is not None else result.best_trial
         if best is not None:
             values = result.objective_values(best)
             text += f", best {_format_value(values[0])} ({best.name})"

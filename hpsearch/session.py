@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import _dist, _events
 from ._files import json_default
+from ._tally import RunningTally
 from .errors import SearchConfigError, TooManyFailedTrials
 from .trial import TrialRecord, TrialState
 
@@ -89,6 +90,8 @@ class SearchSession:
         self._lock = threading.Lock()
         self._warned_unread = False
         self._index: dict[str, int] = {}  # trial_id -> its position in result.records (see `_position`)
+        #: Counts, best so far and compute spent, updated per recorded trial in O(1) (budgets and hooks read it).
+        self.tally = RunningTally()
 
     @property
     def output_dir(self) -> str:
@@ -103,6 +106,7 @@ class SearchSession:
         the search (`TooManyFailedTrials`) after ``max_failed_trials`` failures in a row."""
         with self._lock:
             self._keep(record)
+            self.tally.update(self.result, record)
             self.result.finished = _now()
             if _dist.is_main_process():
                 # One journal line per trial, a snapshot now and then (fsynced by the search's last save).
@@ -142,7 +146,8 @@ class SearchSession:
     def _check_budgets(self) -> None:
         if self.stop_reason is not None or (self.max_device_hours is None and self.max_energy_kwh is None):
             return
-        totals = self.result.total_cost()
+        # The tally's running sums: SearchResult.total_cost() would be a pass over every record after each trial.
+        totals = {"device_hours": self.tally.spent("device_s") / 3600, "energy_kwh": self.tally.spent("energy_kwh")}
         spent = []
         for option, key, limit in (("max_device_hours", "device_hours", self.max_device_hours),
                                    ("max_energy_kwh", "energy_kwh", self.max_energy_kwh)):
