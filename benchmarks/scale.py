@@ -11,7 +11,8 @@ The two sides run in alternated chunks of ``--chunk`` trials that continue the s
 between two consecutive trial ends (the search's start-up, which reads the earlier results once, is not a per-trial
 cost and is reported apart); the per-trial cost "at N trials" is the mean over the chunk that ends at N. Driver
 memory is the resident set size growth over our chunks after the first (the plain side's study grows in the same
-process, between them). At the end ``hpsearch report DIR`` is timed on our result, in a fresh process. Wall and
+process, between them). `SearchSession.record` is also timed alone (no training, no engine) over trials n+1..2n
+for n = one chunk and n = all trials. At the end ``hpsearch report DIR`` is timed on our result, in a fresh process. Wall and
 CPU time are both given: on a machine shared with other jobs, wall time measures the load as much as the code.
 
 Both sides work in tmpfs (``/dev/shm``) by default: on a shared machine whose disk other jobs keep busy, an fsync
@@ -177,6 +178,35 @@ def time_report(output_dir: str) -> tuple[float, float]:
     return seconds, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
 
 
+def session_cost_ms(n: int, tmp: str) -> tuple[float, float]:
+    """(wall, CPU) ms per `SearchSession.record` of a trivial trial, over trials n+1..2n of a search holding n: what
+    the session does per trial (journal line, snapshots, event feed, tally, hooks) without training or engine, each
+    snapshot in that range counted (a range proportional to n holds the same share of them at any n)."""
+    from hpsearch.results import SearchResult
+    from hpsearch.session import SearchSession
+    from hpsearch.settings import TrialSettings
+    from hpsearch.trial import Evaluation, TrialRecord, TrialState
+
+    def record(i: int) -> TrialRecord:
+        return TrialRecord(trial_id=str(i), number=i, name=f"run-{i}", state=TrialState.COMPLETE,
+                           params={"learning_rate": 1e-3 * (1 + i % 97)}, objective=1.0 / (1 + i),
+                           intermediates=[Evaluation(step=1, epoch=1.0, objective=1.0 / (1 + i), metrics={})],
+                           cost={"cpu_s": 0.01})  # fmt: skip
+
+    folder = f"{tmp}/session-{n}"
+    settings = TrialSettings(trainer=None, compute_objective=lambda m: m["eval_loss"],  # type: ignore[arg-type]
+                             objective_name="eval_loss", directions=("minimize",), output_dir=folder, backend="random")
+    result = SearchResult("random", ["minimize"], [], n_trials=2 * n, output_dir=folder)
+    session = SearchSession(settings, result, n_trials=2 * n)
+    session.adopt(record(i) for i in range(n))
+    session.record(record(n))  # the first record of a run takes its first snapshot (a start-up cost)
+    gc.collect()
+    wall, cpu = time.perf_counter(), time.process_time()
+    for i in range(n + 1, 2 * n):
+        session.record(record(i))
+    return (time.perf_counter() - wall) / (n - 1) * 1e3, (time.process_time() - cpu) / (n - 1) * 1e3
+
+
 def run_chunks(opts: argparse.Namespace, tmp: str) -> dict[str, Any]:
     import optuna
 
@@ -233,6 +263,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             run_ours(2, f"{tmp}/warm", make_storage(opts.storage, f"{tmp}/warm-ours"), [])
             run_plain(optuna.create_study(storage=make_storage(opts.storage, f"{tmp}/warm-plain")), 2, [])
             out = run_chunks(opts, tmp)
+            sizes = sorted({max(1, opts.chunk), max(1, opts.trials)})
+            out["session"] = [[n, *session_cost_ms(n, tmp)] for n in sizes]
         report_s, report_cpu = (float("nan"),) * 2 if opts.no_report else time_report(f"{tmp}/ours")
     rows = out["rows"]
     first, last = rows[0], rows[-1]
@@ -243,6 +275,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print_table("Per trial (ms), mean over the chunk ending at N trials",
                 ["N", "ours wall", "plain wall", "difference", "ours CPU", "plain CPU", "difference CPU"],
                 rows)  # fmt: skip
+    print_table("SearchSession.record alone, per trial over trials n+1..2n (ms)", ["n", "wall", "CPU"],
+                out["session"])  # fmt: skip
     print_table("Summary (cost = ours - plain per trial)", ["measure", "wall", "CPU", "target"], [
         [f"cost at {first[0]} trials (ms)", first[3], first[6], f"<= {TARGET_MS}"],
         [f"cost at {last[0]} trials (ms)", last[3], last[6], f"<= {TARGET_MS}"],
@@ -252,7 +286,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         ["search start-up of the last chunk (reads the earlier results, ms)", out["startups"][-1], "", "-"],
     ])  # fmt: skip
     result = {"chunks": rows, "ratio": ratio, "ratio_cpu": ratio_cpu, "memory_mb": out["memory_mb"],
-              "report_s": report_s, "report_cpu_s": report_cpu, "startup_ms": out["startups"],
+              "report_s": report_s, "report_cpu_s": report_cpu, "startup_ms": out["startups"], "session": out["session"],
               "storage": opts.storage}  # fmt: skip
     emit_json("scale", [
         result_row(f"per-trial cost above plain Optuna at {last[0]} trials ({opts.storage})", last[1], last[2],
