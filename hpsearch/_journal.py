@@ -34,7 +34,8 @@ from typing import Any
 from ._files import JOURNAL_FILE, atomic_write_text
 
 __all__ = [
-    "JOURNAL_FORMAT", "JOURNAL_VERSION", "JournalWriter", "SnapshotSchedule", "read_journal",
+    "JOURNAL_FORMAT", "JOURNAL_META", "JOURNAL_VERSION", "JournalWriter", "SnapshotSchedule", "apply_journal",
+    "read_journal",
 ]
 
 logger = logging.getLogger(__name__)
@@ -42,6 +43,8 @@ logger = logging.getLogger(__name__)
 JOURNAL_FORMAT = "hpsearch.journal"
 #: Version of the journal's layout; bumped when a change would mislead an older reader.
 JOURNAL_VERSION = 1
+#: The search.json header fields a journal line may update (`SearchResult._journal_meta` writes them).
+JOURNAL_META = ("started", "finished", "n_trials", "settings")
 
 
 @dataclass
@@ -214,3 +217,23 @@ def _entry(path: Path, number: int, line: bytes) -> dict[str, Any]:
     assert isinstance(entry, dict)
     entry.setdefault("meta", {})
     return entry
+
+
+def apply_journal(data: dict[str, Any], entries: list[dict[str, Any]]) -> None:
+    """Journal lines newer than the snapshot win: each replaces the record of its trial_id (or adds it) and sets the
+    header fields of its ``meta``, in the order they were written."""
+    records = data.get("records")
+    if not isinstance(records, list):
+        return  # the snapshot is incomplete: _from_data says so
+    where = {r.get("trial_id"): i for i, r in enumerate(records) if isinstance(r, dict)}
+    for entry in entries:
+        record = entry["record"]
+        i = where.get(record.get("trial_id"))
+        if i is None:
+            where[record.get("trial_id")] = len(records)
+            records.append(record)
+        else:
+            records[i] = record
+        for key in JOURNAL_META:
+            if key in entry["meta"]:
+                data[key] = entry["meta"][key]

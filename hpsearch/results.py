@@ -39,7 +39,7 @@ from hpsearch._files import (
     objective_vector,
     plain,
 )
-from hpsearch._journal import JournalWriter, SnapshotSchedule, read_journal
+from hpsearch._journal import JournalWriter, SnapshotSchedule, apply_journal, read_journal
 from hpsearch.trial import Evaluation, TrialRecord, TrialState, _from_iso, _iso
 
 if TYPE_CHECKING:
@@ -50,8 +50,6 @@ __all__ = ["FORMAT_VERSION", "SearchResult"]
 #: Version of the ``search.json`` layout; bumped when a change would mislead an older reader. 2: the snapshot names
 #: its journal, whose newer lines complete it (a version-1 reader would miss them). Version 1 files still load.
 FORMAT_VERSION = 2
-#: The header fields a journal line may update (`SearchResult._journal_meta`).
-_JOURNAL_META = ("started", "finished", "n_trials", "settings")
 
 _DIRECTIONS = ("minimize", "maximize")
 _STATE_ORDER = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL, TrialState.RUNNING)
@@ -92,7 +90,6 @@ class SearchResult:
     settings: dict[str, Any] = field(default_factory=dict)
     versions: dict[str, str] = field(default_factory=dict)
     native: Any = field(default=None, compare=False)
-    # The journal this result appends to while a search runs, and when it takes its next snapshot.
     _journal: JournalWriter | None = field(default=None, init=False, repr=False, compare=False)
     _schedule: SnapshotSchedule = field(default_factory=SnapshotSchedule, init=False, repr=False, compare=False)
 
@@ -311,14 +308,11 @@ class SearchResult:
         return self._write(Path(target), durable=True)
 
     def _record_trial(self, output_dir: str | os.PathLike[str], record: TrialRecord) -> str:
-        """Persist ``record`` (already in `records`) as a running search does after each trial, in O(1).
-
-        One line appended to the journal, not fsynced: a kill cannot lose it once written, only a power cut could,
-        and what the search promises to keep across that lives in the engine's durable store (its study or
-        experiment), from which a resume rebuilds the results; the search's last save is durable. A snapshot is
-        taken when `SnapshotSchedule` says so, when this folder has no journal of ours yet, or when another writer
-        replaced or extended it. Returns the record's JSON text (the event feed reuses it).
-        """
+        """Persist ``record`` (already in `records`) as a running search does after each trial, in O(1): one journal
+        line, not fsynced (only a power cut could lose it; the engine's durable store, from which a resume rebuilds
+        the results, covers that; the search's last save is durable). A snapshot when `SnapshotSchedule` says so, or
+        when this folder has no journal of ours (none yet, or another writer replaced or extended it). Returns the
+        record's JSON text (the event feed reuses it)."""
         folder = Path(output_dir)
         line = self._record_json(record)
         writer = self._journal
@@ -343,14 +337,11 @@ class SearchResult:
         self._journal = writer
         return str(folder)
 
-    def _record_json(self, record: TrialRecord) -> str:
-        """The record as one line of compact JSON, as search.json and the journal store it."""
+    def _record_json(self, record: TrialRecord) -> str:  # one compact line, as search.json and the journal store it
         return json.dumps(record.to_dict(), separators=(",", ":"), default=json_default)
 
-    def _journal_meta(self) -> dict[str, Any]:
-        """The header fields a journal line updates when they changed (see `_journal.JournalWriter.append`)."""
-        return {"started": _iso(self.started), "finished": _iso(self.finished), "n_trials": self.n_trials,
-                "settings": self.settings}
+    def _journal_meta(self) -> dict[str, Any]:  # the header fields a journal line updates (`_journal.JOURNAL_META`)
+        return {"started": _iso(self.started), "finished": _iso(self.finished), "n_trials": self.n_trials, "settings": self.settings}
 
     def _to_json_text(self, journal: dict[str, Any] | None = None) -> str:
         meta = {
@@ -369,8 +360,7 @@ class SearchResult:
             "versions": self.versions,
             "journal": journal,
         }
-        # The header is indented for people; records go one per line so that a 1000-trial search stays a
-        # few thousand lines and diffs of two saves show which trials changed.
+        # The header is indented for people; records go one per line (diffs of two saves show which trials changed).
         head = json.dumps(meta, indent=2, default=json_default)
         records = ",\n".join("    " + self._record_json(r) for r in self.records)
         body = f'"records": [\n{records}\n  ]' if records else '"records": []'
@@ -400,7 +390,7 @@ class SearchResult:
         entries = read_journal(Path(output_dir), data.get("journal"))
         source = os.fspath(path)
         if entries:
-            _apply_journal(data, entries)
+            apply_journal(data, entries)
             source = f"{source} (with {JOURNAL_FILE})"
         return cls._from_data(data, output_dir, source)
 
@@ -467,26 +457,6 @@ def _parse(text: str, path: str) -> dict[str, Any]:
             f"{FORMAT_VERSION}; upgrade hpsearch to read it."
         )
     return data
-
-
-def _apply_journal(data: dict[str, Any], entries: list[dict[str, Any]]) -> None:
-    """Journal lines newer than the snapshot win: each replaces the record of its trial_id (or adds it) and sets the
-    header fields of its ``meta``, in the order they were written."""
-    records = data.get("records")
-    if not isinstance(records, list):
-        return  # the snapshot is incomplete: _from_data says so
-    where = {r.get("trial_id"): i for i, r in enumerate(records) if isinstance(r, dict)}
-    for entry in entries:
-        record = entry["record"]
-        i = where.get(record.get("trial_id"))
-        if i is None:
-            where[record.get("trial_id")] = len(records)
-            records.append(record)
-        else:
-            records[i] = record
-        for key in _JOURNAL_META:
-            if key in entry["meta"]:
-                data[key] = entry["meta"][key]
 
 
 def _param_dtype(values: list[Any]) -> str:

@@ -87,20 +87,6 @@ def order_best_first(result: SearchResult) -> list[TrialRecord]:
     return sorted(result.records, key=key)
 
 
-def curve_sample(result: SearchResult, records: list[TrialRecord], size: int) -> list[TrialRecord]:
-    """At most ``size`` of ``records``, in their order: the best tenth of ``size`` (best first as `order_best_first`
-    ranks them), then an even sample by trial number of the others."""
-    if len(records) <= size:
-        return list(records)
-    ids = {id(r) for r in records}
-    best = [r for r in order_best_first(result) if id(r) in ids][: size // 10]
-    chosen = {id(r) for r in best}
-    rest = sorted((r for r in records if id(r) not in chosen), key=lambda r: r.number)
-    step = len(rest) / (size - len(best))
-    chosen.update(id(rest[int(i * step)]) for i in range(size - len(best)))
-    return [r for r in records if id(r) in chosen]
-
-
 def total_training_time(result: SearchResult) -> float:
     """Sum of the trials' durations (compute time, which exceeds wall time when trials run in parallel)."""
     return float(sum(r.duration_s for r in result.records if r.duration_s is not None))
@@ -318,7 +304,12 @@ def _ped_anova(result: SearchResult, scored: list[tuple[TrialRecord, list[float]
 
     names = sorted({n for r, _ in scored for n in r.params})
     common = [n for n in names if all(n in r.params for r, _ in scored)]
-    per_objective, constant = ped_anova(result, scored, common)
+    columns = {}
+    for name in common:
+        values = [r.params[name] for r, _ in scored]
+        kind, log = param_kind(result, name, values)
+        columns[name] = (kind == "numeric", log, values if kind == "numeric" else [category_label(v) for v in values])
+    per_objective, constant = ped_anova(result.directions, [v for _, v in scored], columns)
     note = (f"{len(scored):,} complete trials, more than {FANOVA_MAX_TRIALS:,} (where fANOVA takes minutes): "
             f"PED-ANOVA, how differently each parameter is distributed in the best {TOP_QUANTILE:.0%} of them.")
     left_out = sorted(set(names) - set(common)) + constant

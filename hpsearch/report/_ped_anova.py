@@ -15,13 +15,7 @@ an in-memory study rebuilt trial by trial: two seconds before the first number a
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
-
-from hpsearch.report._analysis import category_label, param_kind
-
-if TYPE_CHECKING:
-    from hpsearch.results import SearchResult
-    from hpsearch.trial import TrialRecord
+from typing import Any
 
 __all__ = ["TOP_QUANTILE", "ped_anova"]
 
@@ -29,21 +23,24 @@ TOP_QUANTILE = 0.1
 GRID = 100
 
 
-def ped_anova(result: SearchResult, scored: list[tuple[TrialRecord, list[float]]],
-              names: list[str]) -> tuple[list[dict[str, float]], list[str]]:
-    """One mapping name -> importance (sums to 1, highest first) per objective, and the names left out (constant)."""
+def ped_anova(directions: list[str], objectives: list[list[float]],
+              columns: dict[str, tuple[bool, bool, list[Any]]]) -> tuple[list[dict[str, float]], list[str]]:
+    """One mapping name -> importance (sums to 1, highest first) per objective, and the names left out (constant).
+
+    ``objectives``: one vector per trial; ``columns``: name -> (numeric, log axis, one value per trial: numbers, or
+    labels for a categorical parameter).
+    """
     import numpy as np
 
     per_objective, left_out = [], set()
-    for i, direction in enumerate(result.directions):
-        objective = np.array([v[i] for _, v in scored], dtype=float)
+    for i, direction in enumerate(directions):
+        objective = np.array([v[i] for v in objectives], dtype=float)
         order = np.argsort(objective if direction == "minimize" else -objective, kind="stable")
-        top = np.zeros(len(scored), dtype=bool)
-        top[order[: max(2, math.ceil(TOP_QUANTILE * len(scored)))]] = True
+        top = np.zeros(len(objectives), dtype=bool)
+        top[order[: max(2, math.ceil(TOP_QUANTILE * len(objectives)))]] = True
         scores = {}
-        for name in names:
-            values = [r.params[name] for r, _ in scored]
-            divergence = _divergence(result, name, values, top)
+        for name, (numeric, log, values) in columns.items():
+            divergence = _divergence(numeric, log, values, top)
             if divergence is None:
                 left_out.add(name)
             else:
@@ -54,17 +51,15 @@ def ped_anova(result: SearchResult, scored: list[tuple[TrialRecord, list[float]]
     return per_objective, sorted(left_out)
 
 
-def _divergence(result: SearchResult, name: str, values: list[Any], top: Any) -> float | None:
+def _divergence(numeric: bool, log: bool, values: list[Any], top: Any) -> float | None:
     import numpy as np
 
-    kind, log = param_kind(result, name, values)
-    if kind == "categorical":
-        labels = [category_label(v) for v in values]
-        choices = sorted(set(labels))
+    if not numeric:
+        choices = sorted(set(values))
         if len(choices) < 2:
             return None
         code = {c: j for j, c in enumerate(choices)}
-        codes = np.array([code[c] for c in labels])
+        codes = np.array([code[c] for c in values])
         q_all = np.bincount(codes, minlength=len(choices)) + 1.0
         q_top = np.bincount(codes[top], minlength=len(choices)) + 1.0
     else:

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from hpsearch.report import _analysis, render_html
+from hpsearch.report import _analysis, _scale, render_html
 from hpsearch.report import _html as html
 from hpsearch.results import SearchResult
 from hpsearch.trial import Evaluation, TrialRecord, TrialState
@@ -64,8 +64,8 @@ def test_ped_anova_ranks_what_the_objective_depends_on():
 def test_curve_sample_keeps_the_best_and_spreads_the_rest():
     result = synthetic(1000)
     with_curves = [r for r in result.records if r.intermediates]
-    sample = _analysis.curve_sample(result, with_curves, 100)
+    sample = _scale.curve_sample(result, with_curves, 100)
     assert len(sample) == 100 and result.best_trial in sample
     numbers = sorted(r.number for r in sample)
     assert numbers[-1] - numbers[0] > 900  # spread over the whole search, not its start
-    assert _analysis.curve_sample(result, with_curves[:50], 100) == with_curves[:50]
+    assert _scale.curve_sample(result, with_curves[:50], 100) == with_curves[:50]
