@@ -1,32 +1,41 @@
-"""Cost of the search machinery itself: 1,000 trivial trials through the Optuna backend on SQLite storage.
+"""Cost of the search machinery itself per trivial trial, and whether it stays flat up to 10,000 trials.
 
 Each trial builds an ``nn.Linear`` model, trains it for one step and evaluates it once; the baseline is a plain
-Optuna objective doing the same (one AdamW step, one evaluation) on its own study in the same kind of SQLite
-database. What remains in the difference is what we add per trial: trial arguments, a fresh Trainer and
-Accelerator, the callbacks, the record (one JSON user attribute on the Optuna trial, besides its driver's
-``host:pid`` set when it starts), Optuna's heartbeat on storages built from a URL, and `SearchResult.save`
-after every trial (search.json, trials.csv and intermediates.csv replaced whole; each record's JSON line and
-CSV rows are rendered once and reused while it is unchanged, so what grows with the number of trials is
-joining and writing the text; a save is timed on its own after each chunk). The two sides are run in
-alternated chunks that continue the same two studies (``load_if_exists``).
+Optuna objective doing the same (one AdamW step, one evaluation) on its own study on the same kind of storage
+(in memory by default, ``--storage sqlite`` for SQLite files). What remains in the difference is what we add per
+trial: trial arguments, a fresh Trainer and Accelerator, the callbacks, the record, the results journal
+(one line per trial, a snapshot at geometrically growing intervals), the event feed, the progress hooks.
 
-Both sides work in tmpfs (``/dev/shm``) by default: on a shared machine whose disk other jobs keep busy, each
-fsync (SQLite commits a few per trial on both sides; `SearchResult.save` one per trial) takes 10-200 ms at
-random and would bury the machinery's cost in disk noise. ``--dir PATH`` measures on a real disk instead.
+The two sides run in alternated chunks of ``--chunk`` trials that continue the same two studies (our side with
+``load_if_exists``, so each chunk is a resumed search, as on main). Inside a chunk, the cost of a trial is the time
+between two consecutive trial ends (the search's start-up, which reads the earlier results once, is not a per-trial
+cost and is reported apart); the per-trial cost "at N trials" is the mean over the chunk that ends at N. Driver
+memory is the resident set size growth over our chunks after the first (the plain side's study grows in the same
+process, between them). `SearchSession.record` is also timed alone (no training, no engine) over trials n+1..2n
+for n = one chunk and n = all trials. At the end ``hpsearch report DIR`` is timed on our result, in a fresh process. Wall and
+CPU time are both given: on a machine shared with other jobs, wall time measures the load as much as the code.
 
-    python -m benchmarks.scale           # 1,000 trials a side, 4 chunks each
-    python -m benchmarks.scale --quick   # 20 trials a side
+Both sides work in tmpfs (``/dev/shm``) by default: on a shared machine whose disk other jobs keep busy, an fsync
+takes 10-200 ms at random. ``--dir PATH`` measures on a real disk instead.
 
-Target (issue 8): per-trial cost <= 20 ms above plain Optuna's.
+    python -m benchmarks.scale                  # 1,000 trials a side, chunks of 250
+    python -m benchmarks.scale --trials 10000   # chunks of 1,000: cost at 1k and 10k side by side
+    python -m benchmarks.scale --quick          # 40 trials a side
+
+Targets (issue 32): <= 2 ms per trial above plain Optuna, cost at 10k / cost at 1k <= 1.2, memory growth over
+10,000 trials <= 100 MB, ``hpsearch report`` <= 3 s.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import io
 import logging
 import os
+import subprocess
+import sys
 import tempfile
 import time
 from typing import Any
@@ -34,10 +43,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from benchmarks._common import emit_json, median, print_table, result_row
+from benchmarks._common import emit_json, print_table, result_row
 from benchmarks._digits import limit_threads
 
-TARGET_MS = 20.0
+TARGET_MS, TARGET_RATIO, TARGET_MB, TARGET_REPORT_S = 2.0, 1.2, 100.0, 3.0
 DIM, N_TRAIN, N_EVAL, BATCH = 8, 64, 32, 8
 
 
@@ -66,11 +75,20 @@ class Linear(nn.Module):
         return out
 
 
-def run_ours(n_total: int, output_dir: str, storage: str) -> None:
+def make_storage(kind: str, path: str) -> Any:
+    import optuna
+
+    if kind == "memory":
+        return optuna.storages.InMemoryStorage()
+    return f"sqlite:///{path}.db"
+
+
+def run_ours(n_total: int, output_dir: str, storage: Any, marks: list[tuple[float, float]]) -> None:
     import optuna
 
     import spaces
     from hpsearch import hyperparameter_search
+    from hpsearch.session import TRIAL_END_HOOKS
     from trainer import Trainer, TrainingArguments
 
     args = TrainingArguments(
@@ -79,14 +97,22 @@ def run_ours(n_total: int, output_dir: str, storage: str) -> None:
         use_cpu=True,
     )  # fmt: skip
     trainer = Trainer(model_init=Linear, args=args, train_dataset=TinyData(N_TRAIN, 0), eval_dataset=TinyData(N_EVAL, 1))
-    hyperparameter_search(
-        trainer, hp_space={"learning_rate": spaces.Float(1e-4, 1e-1, log=True)}, compute_objective="eval_loss",
-        n_trials=n_total, backend="optuna", storage=storage, study_name="scale", load_if_exists=True,
-        sampler=optuna.samplers.RandomSampler(seed=0),
-    )  # fmt: skip
+
+    def mark(session: Any, record: Any) -> None:
+        marks.append((time.perf_counter(), time.process_time()))
+
+    TRIAL_END_HOOKS.append(mark)
+    try:
+        hyperparameter_search(
+            trainer, hp_space={"learning_rate": spaces.Float(1e-4, 1e-1, log=True)}, compute_objective="eval_loss",
+            n_trials=n_total, backend="optuna", storage=storage, study_name="scale", load_if_exists=True,
+            sampler=optuna.samplers.RandomSampler(seed=0),
+        )  # fmt: skip
+    finally:
+        TRIAL_END_HOOKS.remove(mark)
 
 
-def run_plain(n_trials: int, storage: str) -> None:
+def plain_objective() -> Any:
     import optuna
 
     train, evaluation = TinyData(N_TRAIN, 0), TinyData(N_EVAL, 1)
@@ -108,87 +134,168 @@ def run_plain(n_trials: int, storage: str) -> None:
             batch = next(iter(torch.utils.data.DataLoader(evaluation, batch_size=N_EVAL)))
             return float(model(**batch)["loss"])
 
-    study = optuna.create_study(storage=storage, study_name="scale", load_if_exists=True,
-                                sampler=optuna.samplers.RandomSampler(seed=0))  # fmt: skip
-    study.optimize(objective, n_trials=n_trials)
+    return objective
 
 
-def time_save(output_dir: str) -> tuple[int, float]:
-    """(records, ms) of one `SearchResult.save` of the search ``output_dir`` holds (median of 5)."""
+def run_plain(study: Any, n_trials: int, marks: list[tuple[float, float]]) -> None:
+    def mark(study: Any, trial: Any) -> None:
+        marks.append((time.perf_counter(), time.process_time()))
+
+    study.optimize(plain_objective(), n_trials=n_trials, callbacks=[mark])
+
+
+def per_trial_ms(marks: list[tuple[float, float]]) -> tuple[float, float]:
+    """Mean (wall, CPU) time between consecutive trial ends, in ms (the chunk's start-up before its first trial
+    excluded)."""
+    return tuple((marks[-1][j] - marks[0][j]) / (len(marks) - 1) * 1e3 for j in (0, 1))  # type: ignore[return-value]
+
+
+def rss_mb() -> float:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def time_report(output_dir: str) -> tuple[float, float]:
+    """(wall, CPU) seconds of ``hpsearch report DIR`` in a fresh process (imports included, as a user runs it)."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "hpsearch", "report", output_dir], capture_output=True, text=True,
+                          timeout=900)  # fmt: skip
+    seconds = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        print(f"hpsearch report failed ({done.returncode}): {done.stderr[-2000:]}", file=sys.stderr)
+    return seconds, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+
+
+def session_cost_ms(n: int, tmp: str) -> tuple[float, float]:
+    """(wall, CPU) ms per `SearchSession.record` of a trivial trial, over trials n+1..2n of a search holding n: what
+    the session does per trial (journal line, snapshots, event feed, tally, hooks) without training or engine, each
+    snapshot in that range counted (a range proportional to n holds the same share of them at any n)."""
     from hpsearch.results import SearchResult
+    from hpsearch.session import SearchSession
+    from hpsearch.settings import TrialSettings
+    from hpsearch.trial import Evaluation, TrialRecord, TrialState
 
-    result = SearchResult.load(output_dir)
-    times = []
-    for _ in range(5):
-        start = time.perf_counter()
-        result.save(output_dir)
-        times.append((time.perf_counter() - start) * 1e3)
-    return len(result.records), median(times)
+    def record(i: int) -> TrialRecord:
+        return TrialRecord(trial_id=str(i), number=i, name=f"run-{i}", state=TrialState.COMPLETE,
+                           params={"learning_rate": 1e-3 * (1 + i % 97)}, objective=1.0 / (1 + i),
+                           intermediates=[Evaluation(step=1, epoch=1.0, objective=1.0 / (1 + i), metrics={})],
+                           cost={"cpu_s": 0.01})  # fmt: skip
+
+    folder = f"{tmp}/session-{n}"
+    settings = TrialSettings(trainer=None, compute_objective=lambda m: m["eval_loss"],  # type: ignore[arg-type]
+                             objective_name="eval_loss", directions=("minimize",), output_dir=folder, backend="random")
+    result = SearchResult("random", ["minimize"], [], n_trials=2 * n, output_dir=folder)
+    session = SearchSession(settings, result, n_trials=2 * n)
+    session.adopt(record(i) for i in range(n))
+    session.record(record(n))  # the first record of a run takes its first snapshot (a start-up cost)
+    gc.collect()
+    wall, cpu = time.perf_counter(), time.process_time()
+    for i in range(n + 1, 2 * n):
+        session.record(record(i))
+    return (time.perf_counter() - wall) / (n - 1) * 1e3, (time.process_time() - cpu) / (n - 1) * 1e3
+
+
+def run_chunks(opts: argparse.Namespace, tmp: str) -> dict[str, Any]:
+    import optuna
+
+    plain_study = optuna.create_study(storage=make_storage(opts.storage, f"{tmp}/plain"), study_name="scale",
+                                      sampler=optuna.samplers.RandomSampler(seed=0))  # fmt: skip
+    ours_storage = make_storage(opts.storage, f"{tmp}/ours")
+    rows, startups, memory = [], [], 0.0
+    n_chunks = max(1, opts.trials // opts.chunk)
+    for i in range(n_chunks):
+        order = ["ours", "plain"] if i % 2 == 0 else ["plain", "ours"]
+        costs: dict[str, tuple[float, float]] = {}
+        for side in order:
+            marks: list[tuple[float, float]] = []
+            gc.collect()
+            if side == "ours":
+                before, start = rss_mb(), time.perf_counter()
+                run_ours(opts.chunk * (i + 1), f"{tmp}/ours", ours_storage, marks)
+                startups.append((marks[0][0] - start) * 1e3 if marks else float("nan"))
+                if i:  # the first chunk's growth is imports and caches filling, not the search
+                    memory += rss_mb() - before
+            else:
+                run_plain(plain_study, opts.chunk, marks)
+            costs[side] = per_trial_ms(marks)
+        (ours, ours_cpu), (plain, plain_cpu) = costs["ours"], costs["plain"]
+        rows.append([opts.chunk * (i + 1), ours, plain, ours - plain, ours_cpu, plain_cpu, ours_cpu - plain_cpu])
+        print(f"chunk {i + 1}/{n_chunks}: ours {ours:.2f} ms ({ours_cpu:.2f} CPU), plain {plain:.2f} ms "
+              f"({plain_cpu:.2f} CPU)", file=sys.stderr, flush=True)  # fmt: skip
+    return {"rows": rows, "startups": startups, "memory_mb": memory}
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="20 trials a side")
-    parser.add_argument("--trials", type=int, default=None)
-    parser.add_argument("--chunks", type=int, default=None)
+    parser.add_argument("--quick", action="store_true", help="40 trials a side")
+    parser.add_argument("--trials", type=int, default=None, help="trials a side (default 1000)")
+    parser.add_argument("--chunk", type=int, default=None, help="trials per alternated chunk")
+    parser.add_argument("--storage", choices=("memory", "sqlite"), default="memory")
+    parser.add_argument("--no-report", action="store_true", help="do not time `hpsearch report` at the end")
     parser.add_argument(
         "--dir", default="/dev/shm" if os.path.isdir("/dev/shm") else None,
         help="where the databases and output go (default: tmpfs, see the module docstring)",
     )  # fmt: skip
     opts = parser.parse_args(argv)
+    opts.trials = opts.trials or (40 if opts.quick else 1000)
+    opts.chunk = opts.chunk or (20 if opts.quick else (1000 if opts.trials >= 5000 else max(1, opts.trials // 4)))
     limit_threads(1)
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     for name in ("trainer", "hpsearch"):
         logging.getLogger(name).setLevel(logging.ERROR)
-    n_trials = opts.trials or (20 if opts.quick else 1000)
-    chunks = opts.chunks or (2 if opts.quick else 4)
-    per_chunk = n_trials // chunks
-    walls: dict[str, float] = {"ours": 0.0, "plain": 0.0}
-    cpus: dict[str, float] = {"ours": 0.0, "plain": 0.0}
-    with tempfile.TemporaryDirectory(dir=opts.dir) as tmp, contextlib.redirect_stdout(io.StringIO()):
-        ours_db, plain_db = f"sqlite:///{tmp}/ours.db", f"sqlite:///{tmp}/plain.db"
-        # Warm-up on throw-away studies (imports, SQLAlchemy, accelerate).
-        run_ours(2, f"{tmp}/warm", f"sqlite:///{tmp}/warm-ours.db")
-        run_plain(2, f"sqlite:///{tmp}/warm-plain.db")
-        saves: list[tuple[int, float]] = []
-        for i in range(chunks):
-            order = ["ours", "plain"] if i % 2 == 0 else ["plain", "ours"]
-            for side in order:
-                wall, cpu = time.perf_counter(), time.process_time()
-                if side == "ours":
-                    run_ours(per_chunk * (i + 1), f"{tmp}/ours", ours_db)
-                else:
-                    run_plain(per_chunk, plain_db)
-                walls[side] += time.perf_counter() - wall
-                cpus[side] += time.process_time() - cpu
-            saves.append(time_save(f"{tmp}/ours"))
-        done = {"ours": len(optuna.load_study(study_name="scale", storage=ours_db).trials),
-                "plain": len(optuna.load_study(study_name="scale", storage=plain_db).trials)}  # fmt: skip
-        dirs = len([d for d in os.listdir(f"{tmp}/ours") if d.startswith("run-")])
-
-    per = {side: walls[side] / done[side] * 1e3 for side in walls}
-    per_cpu = {side: cpus[side] / done[side] * 1e3 for side in cpus}
-    extra, extra_cpu = per["ours"] - per["plain"], per_cpu["ours"] - per_cpu["plain"]
-    print(f"scale: {done['ours']} / {done['plain']} trials (ours / plain) on SQLite, 1 step + 1 evaluation of an "
-          f"nn.Linear each, {chunks} alternated chunks, torch threads 1; trial folders left: {dirs}")  # fmt: skip
-    print_table("Per trial (ms)", ["side", "wall", "CPU"],
-                [["hyperparameter_search (optuna, sqlite)", per["ours"], per_cpu["ours"]],
-                 ["plain Optuna objective (sqlite)", per["plain"], per_cpu["plain"]],
-                 ["difference", extra, extra_cpu]])  # fmt: skip
-    print_table("SearchResult.save (search.json + 2 CSVs), median of 5", ["records", "ms"], saves)
-    print(f"\nper-trial cost above plain Optuna: wall {extra:.1f} ms, CPU {extra_cpu:.1f} ms (target <= {TARGET_MS:.0f} ms)")
-    result = {"ours_ms": per["ours"], "plain_ms": per["plain"], "extra_ms": extra, "extra_cpu_ms": extra_cpu,
-              "save_ms": saves, "trials": done}  # fmt: skip
-    emit_json(
-        "scale",
-        [result_row(f"per-trial cost above plain Optuna ({done['ours']} trials, SQLite)", per["ours"], per["plain"],
-                    per["ours"] / per["plain"], f"<= +{TARGET_MS:.0f} ms", extra <= TARGET_MS, unit="ms/trial",
-                    note=f"+{extra:.1f} ms wall, +{extra_cpu:.1f} ms CPU; save at {saves[-1][0]} records "
-                         f"{saves[-1][1]:.0f} ms")],
-        **result,
-    )  # fmt: skip
+    with tempfile.TemporaryDirectory(dir=opts.dir) as tmp:
+        with contextlib.redirect_stdout(io.StringIO()):
+            # Warm-up on throw-away studies (imports, accelerate).
+            run_ours(2, f"{tmp}/warm", make_storage(opts.storage, f"{tmp}/warm-ours"), [])
+            run_plain(optuna.create_study(storage=make_storage(opts.storage, f"{tmp}/warm-plain")), 2, [])
+            out = run_chunks(opts, tmp)
+            sizes = sorted({max(1, opts.chunk), max(1, opts.trials)})
+            out["session"] = [[n, *session_cost_ms(n, tmp)] for n in sizes]
+        report_s, report_cpu = (float("nan"),) * 2 if opts.no_report else time_report(f"{tmp}/ours")
+    rows = out["rows"]
+    first, last = rows[0], rows[-1]
+    ratio = last[3] / first[3] if first[3] > 0 else float("nan")
+    ratio_cpu = last[6] / first[6] if first[6] > 0 else float("nan")
+    print(f"scale: {rows[-1][0]} trials a side, storage {opts.storage}, 1 step + 1 evaluation of an nn.Linear each, "
+          f"alternated chunks of {opts.chunk}, torch threads 1")  # fmt: skip
+    print_table("Per trial (ms), mean over the chunk ending at N trials",
+                ["N", "ours wall", "plain wall", "difference", "ours CPU", "plain CPU", "difference CPU"],
+                rows)  # fmt: skip
+    print_table("SearchSession.record alone, per trial over trials n+1..2n (ms)", ["n", "wall", "CPU"],
+                out["session"])  # fmt: skip
+    print_table("Summary (cost = ours - plain per trial)", ["measure", "wall", "CPU", "target"], [
+        [f"cost at {first[0]} trials (ms)", first[3], first[6], f"<= {TARGET_MS}"],
+        [f"cost at {last[0]} trials (ms)", last[3], last[6], f"<= {TARGET_MS}"],
+        [f"cost at {last[0]} / cost at {first[0]}", ratio, ratio_cpu, f"<= {TARGET_RATIO}"],
+        [f"driver memory growth over trials {first[0]}-{last[0]} (MB)", out["memory_mb"], "", f"<= {TARGET_MB:.0f}"],
+        [f"hpsearch report of {last[0]} trials (s)", report_s, report_cpu, f"<= {TARGET_REPORT_S}"],
+        ["search start-up of the last chunk (reads the earlier results, ms)", out["startups"][-1], "", "-"],
+    ])  # fmt: skip
+    result = {"chunks": rows, "ratio": ratio, "ratio_cpu": ratio_cpu, "memory_mb": out["memory_mb"],
+              "report_s": report_s, "report_cpu_s": report_cpu, "startup_ms": out["startups"], "session": out["session"],
+              "storage": opts.storage}  # fmt: skip
+    emit_json("scale", [
+        result_row(f"per-trial cost above plain Optuna at {last[0]} trials ({opts.storage})", last[1], last[2],
+                   last[1] / last[2], f"<= +{TARGET_MS:.0f} ms, flat (<= {TARGET_RATIO}x of {first[0]})",
+                   last[3] <= TARGET_MS and ratio <= TARGET_RATIO, unit="ms/trial",
+                   note=f"+{first[3]:.2f} ms at {first[0]}, +{last[3]:.2f} ms at {last[0]} (CPU +{first[6]:.2f} / "
+                        f"+{last[6]:.2f} ms); memory +{out['memory_mb']:.0f} MB; report {report_s:.1f} s "
+                        f"({report_cpu:.1f} s CPU)"),
+    ], **result)  # fmt: skip
     return result
 
 

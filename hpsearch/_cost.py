@@ -75,8 +75,8 @@ _PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 class _Sampler:
     """Samples the resident set size every `SAMPLE_INTERVAL_S` for the meters measuring a trial on the CPU.
 
-    One daemon thread per process, started by the first meter; it waits while no meter runs and ends after
-    `_IDLE_EXIT_S` without one (a search's trials keep it, a process that searched once does not). A training step
+    One daemon thread per process, started by the first meter; it ticks every `SAMPLE_INTERVAL_S` and ends after
+    `_IDLE_EXIT_S` without a meter (a search's trials keep it, a process that searched once does not). A training step
     pays nothing for it (a per-step check cost a few microseconds in every step), and the memory of an evaluation
     or of one long step is sampled as well as the steps'.
     """
@@ -92,12 +92,14 @@ class _Sampler:
         self._started = False
 
     def add(self, meter: CostMeter) -> None:
+        # No notify: waking the thread at every trial's start made it take the lock and the GIL just as the trial
+        # began (about a millisecond per trial on a busy machine); it finds the meter at its next tick instead (the
+        # meter reads the resident set size itself at its start and stop).
         with self._cond:
             self._meters.append(meter)
             if not self._started:
                 self._started = True
                 threading.Thread(target=self._run, name="hpsearch-memory-sampler", daemon=True).start()
-            self._cond.notify()
 
     def remove(self, meter: CostMeter) -> None:
         with self._cond:
@@ -106,18 +108,20 @@ class _Sampler:
 
     def _run(self) -> None:
         cond = self._cond
+        idle_since = time.monotonic()
         while True:
             with cond:
-                while not self._meters:
-                    if not cond.wait(_IDLE_EXIT_S) and not self._meters:
+                cond.wait(SAMPLE_INTERVAL_S)
+                if not self._meters:
+                    if time.monotonic() - idle_since >= _IDLE_EXIT_S:
                         self._started = False  # the next meter starts a new thread
                         return
-                cond.wait(SAMPLE_INTERVAL_S)
+                    continue
+                idle_since = time.monotonic()
                 # Read under the lock: once `remove` returns, the meter's peak no longer changes.
-                if self._meters:
-                    rss = _rss_mb()
-                    for meter in self._meters:
-                        meter.observe(rss)
+                rss = _rss_mb()
+                for meter in self._meters:
+                    meter.observe(rss)
 
 
 _SAMPLER = _Sampler()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 import os
 import tempfile
@@ -19,18 +18,18 @@ if TYPE_CHECKING:
     from .trial import TrialRecord
 
 __all__ = [
-    "EVENTS_FILE", "INTERMEDIATES_FILE", "RESULT_FILES", "SEARCH_FILE", "TRIALS_FILE", "CsvExports",
-    "append_or_replace_text", "atomic_write_text", "csv_row", "indented_json", "inter_csv_lines", "json_default",
-    "objective_vector", "plain", "trial_csv_line",
+    "EVENTS_FILE", "INTERMEDIATES_FILE", "JOURNAL_FILE", "RESULT_FILES", "SEARCH_FILE", "TRIALS_FILE", "CsvExports",
+    "atomic_write_text", "csv_row", "inter_csv_lines", "json_default", "objective_vector", "plain", "trial_csv_line",
 ]
 
-#: A search's files in its output folder: the results (what `SearchResult.load` reads), their CSV exports, and the
-#: event log the live dashboard follows (`hpsearch._events`).
+#: A search's files in its output folder: the results (what `SearchResult.load` reads: the snapshot and its journal,
+#: see `hpsearch._journal`), their CSV exports, and the event log the live dashboard follows (`hpsearch._events`).
 SEARCH_FILE = "search.json"
+JOURNAL_FILE = "search.journal.jsonl"
 TRIALS_FILE = "trials.csv"
 INTERMEDIATES_FILE = "intermediates.csv"
 EVENTS_FILE = "events.jsonl"
-RESULT_FILES = (SEARCH_FILE, TRIALS_FILE, INTERMEDIATES_FILE, EVENTS_FILE)
+RESULT_FILES = (SEARCH_FILE, JOURNAL_FILE, TRIALS_FILE, INTERMEDIATES_FILE, EVENTS_FILE)
 
 
 def csv_cell(value: Any) -> Any:
@@ -105,30 +104,6 @@ def json_default(value: Any) -> Any:
     return str(value)
 
 
-def indented_json(items: dict[str, Any], cache: dict[str, tuple[str, str]]) -> str:
-    """``json.dumps(items, indent=2, default=json_default)``, byte for byte, reusing each value's indented text while
-    its compact encoding is unchanged (``cache``: key -> (compact, indented)).
-
-    json's indenting encoder is pure Python, its compact one is C; search.json's header (the space, the settings) is
-    the same at every save after a trial, and was ~500 Python calls to indent each time.
-    """
-    if not items:
-        return "{}"
-    lines = []
-    for key, value in items.items():
-        if isinstance(value, dict | list | tuple) and value:
-            compact = json.dumps(value, default=json_default, separators=(",", ":"))
-            cached = cache.get(key)
-            if cached is None or cached[0] != compact:
-                cached = cache[key] = (compact, json.dumps(value, indent=2, default=json_default))
-            text = cached[1]
-        else:
-            text = json.dumps(value, indent=2, default=json_default)
-        # One level deeper inside the object: JSON text has no raw newline but the indentation's.
-        lines.append(f"  {json.dumps(key)}: {text.replace(chr(10), chr(10) + '  ')}")
-    return "{\n" + ",\n".join(lines) + "\n}"
-
-
 def atomic_write_text(path: Path, text: str, durable: bool = True) -> None:
     """Replace ``path`` with ``text`` so that readers see the old file or the new one, never a partial one.
 
@@ -163,59 +138,24 @@ def atomic_write_text(path: Path, text: str, durable: bool = True) -> None:
         os.close(dir_fd)
 
 
-def append_or_replace_text(path: Path, text: str, written: tuple[str, int] | None) -> tuple[str, int]:
-    """Make ``path`` hold ``text`` and return what to pass as ``written`` next time.
-
-    ``written`` is (text, size in bytes) of this function's previous write of ``path``. When ``text`` only adds
-    lines to it and the file still has that size, the new lines are appended in one ``write`` (a kill cannot
-    split one), which on ext4 costs a fraction of a replace: ext4 flushes the data of a file renamed over
-    another, so a rename costs about an fsync. Otherwise the file is replaced atomically (not fsynced).
-    """
-    if written is not None and text.startswith(written[0]):
-        tail = text[len(written[0]):].encode("utf-8")
-        try:
-            if os.stat(path).st_size == written[1]:
-                fd = os.open(path, os.O_WRONLY | os.O_APPEND)
-                try:
-                    done = os.write(fd, tail) if tail else 0
-                finally:
-                    os.close(fd)
-                if done == len(tail):
-                    return text, written[1] + done
-        except OSError:
-            pass  # gone, or not writable in place: replace it
-    atomic_write_text(path, text, durable=False)
-    return text, len(text.encode("utf-8"))
-
-
 class CsvExports:
-    """A search's ``trials.csv`` and ``intermediates.csv``, rebuilt from its records at every save.
+    """A search's ``trials.csv`` and ``intermediates.csv``, written whole from its records at each snapshot.
 
-    They are exports: never seen half-written, and not fsynced (only a power cut could lose their latest
-    version; `SearchResult.load` reads search.json). A save that only adds rows at their end (the usual one: the
-    next trial finished) appends them in one write; any other change replaces the file atomically (see
-    `append_or_replace_text`: on ext4 a replace costs about an fsync). Rows are rendered once per record and
-    reused while the record and the columns stay the same (`forget` a record that changed), so a save after
-    trial 1,000 joins cached lines instead of rebuilding two dataframes.
+    They are exports: never seen half-written (replaced atomically), not fsynced (`SearchResult.load` reads
+    search.json and its journal), and written only when the search takes a snapshot, whose intervals grow with the
+    search, so writing them costs O(1) per trial overall.
     """
 
-    def __init__(self) -> None:
-        # id(record) -> (record, columns key, trials.csv line, intermediates.csv lines)
-        self._rows: dict[int, tuple[Any, Any, str, str]] = {}
-        self._written: dict[str, tuple[str, int]] = {}  # path -> (text, size) of the last write
-
-    def forget(self, record: TrialRecord) -> None:
-        self._rows.pop(id(record), None)
-
-    def write(self, folder: Path, records: list[TrialRecord], k: int, params: tuple[str, ...],
+    @staticmethod
+    def write(folder: Path, records: list[TrialRecord], k: int, params: tuple[str, ...],
               objective_columns: list[str]) -> None:
-        for name, text in zip((TRIALS_FILE, INTERMEDIATES_FILE), self._texts(records, k, params, objective_columns)):
-            path = folder / name
-            key = os.fspath(path)
-            self._written[key] = append_or_replace_text(path, text, self._written.get(key))
+        texts = CsvExports.texts(records, k, params, objective_columns)
+        for name, text in zip((TRIALS_FILE, INTERMEDIATES_FILE), texts):
+            atomic_write_text(folder / name, text, durable=False)
 
-    def _texts(self, records: list[TrialRecord], k: int, params: tuple[str, ...],
-               objective_columns: list[str]) -> tuple[str, str]:
+    @staticmethod
+    def texts(records: list[TrialRecord], k: int, params: tuple[str, ...],
+              objective_columns: list[str]) -> tuple[str, str]:
         metrics = tuple(sorted({m for r in records for ev in r.intermediates for m in ev.metrics}))
         fixed = ("trial_id", "step", "epoch", *objective_columns)
         trials_header = [
@@ -224,19 +164,10 @@ class CsvExports:
             "error",
         ]
         inter_header = [*fixed, *(f"metric_{m}" if m in fixed else m for m in metrics)]
-        key = (k, params, metrics)
-        trial_lines, inter_lines = [], []
-        for record in sorted(records, key=lambda r: (r.number, r.trial_id)):
-            cached = self._rows.get(id(record))
-            if cached is None or cached[0] is not record or cached[1] != key:
-                cached = (record, key, trial_csv_line(record, k, params), inter_csv_lines(record, k, metrics))
-                self._rows[id(record)] = cached
-            trial_lines.append(cached[2])
-            inter_lines.append(cached[3])
-        if len(self._rows) > len(records):
-            kept = {id(r) for r in records}
-            self._rows = {i: v for i, v in self._rows.items() if i in kept}
-        return csv_row(trials_header) + "".join(trial_lines), csv_row(inter_header) + "".join(inter_lines)
+        ordered = sorted(records, key=lambda r: (r.number, r.trial_id))
+        trial_lines = "".join(trial_csv_line(r, k, params) for r in ordered)
+        inter_lines = "".join(inter_csv_lines(r, k, metrics) for r in ordered)
+        return csv_row(trials_header) + trial_lines, csv_row(inter_header) + inter_lines
 
 
 def objective_vector(objective: Any, k: int) -> list[float] | None:

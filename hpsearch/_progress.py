@@ -8,8 +8,9 @@ whatever the backend: it logs ``[3/10] run-2 COMPLETE objective 0.9721 | best 0.
 
 It is a CLI feature, hooked in without touching any backend: `SweepProgress` registers itself in
 ``hpsearch._hooks.TRIAL_END_HOOKS``, which `SearchSession.record` calls after every recorded trial (in the
-driver process, whatever the backend), and recomputes its counts from the records so a trial recorded twice
-(a restart) is not counted twice. `TrialProgressCallback` replaces the trainer's per-trial bar during a
+driver process, whatever the backend), and reads the counts and best so far from the session's `RunningTally`
+(kept in O(1) per trial; it recounts from the records when a trial is recorded twice, a restart, so it is not
+counted twice). `TrialProgressCallback` replaces the trainer's per-trial bar during a
 sweep with a transient one (no log lines), so thirty trials do not leave thirty bars and hundreds of metric
 dicts on the screen. Both are quiet when the output is not a terminal.
 """
@@ -25,6 +26,7 @@ from typing import IO, TYPE_CHECKING, Any
 from trainer import TrainerCallback
 
 if TYPE_CHECKING:
+    from ._tally import RunningTally
     from .session import SearchSession
     from .trial import TrialRecord
 
@@ -57,13 +59,13 @@ def trial_line(session: SearchSession, record: TrialRecord) -> None:
     if _bars or not _logger.isEnabledFor(logging.INFO):
         return
     result = session.result
-    counts = result.counts()
-    finished = counts["COMPLETE"] + counts["PRUNED"] + counts["FAIL"]
+    tally = session.tally  # kept up to date by the session: no pass over every record per trial
+    finished = sum(tally.counts.get(state, 0) for state in ("COMPLETE", "PRUNED", "FAIL"))
     objective = record.objective
     shown = ("-" if objective is None else
              ", ".join(_format_value(v) for v in objective) if isinstance(objective, list) else _format_value(objective))
     text = f"[{finished}/{session.n_trials}] {record.name} {record.state.value} objective {shown} | "
-    text += SweepProgress.best_text(result)
+    text += SweepProgress.best_text(result, tally)
     if record.error and record.state.value == "FAIL":
         text += f" | {record.error.splitlines()[-1][:200]}"
     if not logging.getLogger().handlers and _handler not in _logger.handlers:
@@ -138,9 +140,10 @@ class SweepProgress:
         if result is None:
             return
         with self._lock:
-            counts = result.counts()
+            tally = session.tally  # kept up to date by the session: no pass over every record per trial
+            counts = {state: tally.counts.get(state, 0) for state in ("COMPLETE", "PRUNED", "FAIL", "RUNNING")}
             finished = counts["COMPLETE"] + counts["PRUNED"] + counts["FAIL"]
-            self.postfix = self.describe(result, counts)
+            self.postfix = self.describe(result, counts, tally)
             if self.bar is None:
                 return
             self.bar.n = finished
@@ -150,17 +153,18 @@ class SweepProgress:
             self.bar.refresh()
 
     @staticmethod
-    def describe(result: Any, counts: dict[str, int]) -> str:
-        """``"done 5, pruned 3, failed 0, best 0.9721 (run-4)"`` (Pareto size for several objectives)."""
+    def describe(result: Any, counts: dict[str, int], tally: RunningTally | None = None) -> str:
+        """``"done 5, pruned 3, failed 0, best 0.9721 (run-4)"`` (Pareto size for several objectives); ``tally``:
+        the best trial / front kept up to date per trial (else computed from the records)."""
         text = f"done {counts['COMPLETE']}, pruned {counts['PRUNED']}, failed {counts['FAIL']}"
-        return f"{text}, {SweepProgress.best_text(result)}"
+        return f"{text}, {SweepProgress.best_text(result, tally)}"
 
     @staticmethod
-    def best_text(result: Any) -> str:
+    def best_text(result: Any, tally: RunningTally | None = None) -> str:
         """``"best 0.9721 (run-4)"``, ``"best -"`` before a trial completed, ``"pareto 3"`` for several objectives."""
         if result.is_multi_objective:
-            return f"pareto {len(result.best_trials)}"
-        best = result.best_trial
+            return f"pareto {tally.front_size if tally is not None else len(result.best_trials)}"
+        best = tally.best_trial if tally is not None else result.best_trial
         if best is None:
             return "best -"
         return f"best {_format_value(result.objective_values(best)[0])} ({best.name})"

@@ -4,22 +4,26 @@ A backend adapter translates its native records into `TrialRecord`s; from there 
 backend: the pandas views, the best trial / Pareto front, the files on disk and the reports are computed
 from the records alone, so a search saved by any engine can be reported on a machine with only pandas installed.
 
-On disk (all three written atomically, see `SearchResult.save`)::
+On disk::
 
-    search.json        the search and every record (params with their JSON types, intermediates): the truth
-    trials.csv         `trials_dataframe()`, for people and spreadsheets
-    intermediates.csv  `intermediates_dataframe()`, idem
+    search.json           the snapshot: the search and every record (params with their JSON types, intermediates)
+    search.journal.jsonl  one line per trial recorded since that snapshot, appended while the search runs
+    trials.csv            `trials_dataframe()` as of the snapshot, for people and spreadsheets
+    intermediates.csv     `intermediates_dataframe()`, idem
 
-`SearchResult.load` reads ``search.json`` only: the CSVs are exports, so a search killed between two
-writes still loads as the consistent state of its last complete ``search.json``.
+A running search appends each finished trial to the journal (O(1) per trial) and takes a snapshot (search.json,
+a new journal, the CSVs) at intervals that grow with the search, and at its end (`SearchResult.save`); see
+``hpsearch._journal`` for the layout and the rule when the two disagree (journal lines newer than the snapshot win).
+`SearchResult.load` reads the snapshot and the journal: the CSVs are exports, so a search killed between two writes
+still loads as the consistent state of its files.
 """
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 import os
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -27,14 +31,15 @@ from typing import TYPE_CHECKING, Any
 
 from hpsearch._cost import COST_COLUMNS
 from hpsearch._files import (
+    JOURNAL_FILE,
     SEARCH_FILE,
     CsvExports,
     atomic_write_text,
-    indented_json,
     json_default,
     objective_vector,
     plain,
 )
+from hpsearch._journal import JournalWriter, SnapshotSchedule, apply_journal, read_journal
 from hpsearch.trial import Evaluation, TrialRecord, TrialState, _from_iso, _iso
 
 if TYPE_CHECKING:
@@ -42,8 +47,9 @@ if TYPE_CHECKING:
 
 __all__ = ["FORMAT_VERSION", "SearchResult"]
 
-#: Version of the ``search.json`` layout; bumped when a change would mislead an older reader.
-FORMAT_VERSION = 1
+#: Version of the ``search.json`` layout; bumped when a change would mislead an older reader. 2: the snapshot names
+#: its journal, whose newer lines complete it (a version-1 reader would miss them). Version 1 files still load.
+FORMAT_VERSION = 2
 
 _DIRECTIONS = ("minimize", "maximize")
 _STATE_ORDER = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL, TrialState.RUNNING)
@@ -85,13 +91,8 @@ class SearchResult:
     settings: dict[str, Any] = field(default_factory=dict)
     versions: dict[str, str] = field(default_factory=dict)
     native: Any = field(default=None, compare=False)
-    # Serialized search.json line of each record already written: (record, a copy to detect changes, line).
-    _json_lines: dict[int, tuple[TrialRecord, TrialRecord, str]] = field(
-        default_factory=dict, init=False, repr=False, compare=False
-    )
-    # The CSV exports' rendered rows and what was last written (see CsvExports).
-    _exports: CsvExports = field(default_factory=CsvExports, init=False, repr=False, compare=False)
-    _head_texts: dict[str, tuple[str, str]] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _journal: JournalWriter | None = field(default=None, init=False, repr=False, compare=False)
+    _schedule: SnapshotSchedule = field(default_factory=SnapshotSchedule, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if isinstance(self.directions, str):
@@ -299,14 +300,14 @@ class SearchResult:
     # ------------------------------------------------------------------ persistence
 
     def save(self, output_dir: str | os.PathLike[str] | None = None) -> str:
-        """Write ``search.json``, ``trials.csv`` and ``intermediates.csv`` into ``output_dir``.
+        """Write a snapshot into ``output_dir``: ``search.json``, then a new (empty) journal, then the CSV exports.
 
         ``search.json`` is written to a temporary file in the same folder, flushed, fsynced and renamed over the
         old one, so a search killed at any moment leaves a complete file (the previous or the new version); it
-        goes first because it is what `load` reads. The CSVs are exports: new rows at their end are appended
-        in one write, other changes replace them the same way, not fsynced.
-        Each record's JSON line is kept between saves and rebuilt only when the record changed, so a save
-        after every trial stays cheap; the search itself saves through `_save_after_trial`.
+        goes first because it is what `load` reads, and it names the journal started after it (see
+        ``hpsearch._journal``: a journal that search.json does not name is older and ignored). The CSVs are exports,
+        replaced the same way, not fsynced. A running search appends each trial to the journal instead
+        (`_record_trial`) and calls this only now and then.
 
         Returns:
             The folder written to.
@@ -319,42 +320,43 @@ class SearchResult:
             )
         return self._write(Path(target), durable=True)
 
-    def _save_after_trial(self, output_dir: str | os.PathLike[str]) -> None:
-        """`save` as the search calls it after every trial, without the fsync.
-
-        A kill cannot tear the file either way (it is replaced by a rename); only a power cut could lose its
-        latest versions, and what the search promises to keep across that lives in the engine's durable store
-        (its study or experiment), from which a resume rebuilds search.json. The search's last save
-        (`SearchSession.replace_all` / `save`) is durable. An fsync per trial cost 0.3 ms on an idle disk and
-        5-10 ms on a busy one.
-        """
-        self._write(Path(output_dir), durable=False)
-
-    def _write(self, folder: Path, durable: bool) -> str:
-        folder.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(folder / SEARCH_FILE, self._to_json_text(), durable=durable)
-        self._write_exports(folder)
-        return str(folder)
-
-    def _write_exports(self, folder: Path) -> None:
-        """trials.csv and intermediates.csv; call after `_to_json_text`, which forgets the rows of changed records."""
-        self._exports.write(folder, self.records, len(self.directions), tuple(self.param_names), self.objective_columns)
-
-    def _record_line(self, record: TrialRecord) -> str:
-        """The record's search.json line, serialized again only when the record changed since the last save."""
-        cached = self._json_lines.get(id(record))
-        if cached is not None and cached[0] is record and cached[1] == record:
-            return cached[2]
-        self._exports.forget(record)  # its CSV rows are stale too
-        line = "    " + json.dumps(record.to_dict(), separators=(",", ":"), default=json_default)
-        try:
-            snapshot = copy.deepcopy(record)
-        except Exception:  # an extra value that cannot be copied: just do not cache this record
+    def _record_trial(self, output_dir: str | os.PathLike[str], record: TrialRecord) -> str:
+        """Persist ``record`` (already in `records`) as a running search does after each trial, in O(1): one journal
+        line, not fsynced (only a power cut could lose it; the engine's durable store, from which a resume rebuilds
+        the results, covers that; the search's last save is durable). A snapshot when `SnapshotSchedule` says so, or
+        when this folder has no journal of ours (none yet, or another writer replaced or extended it). Returns the
+        record's JSON text (the event feed reuses it)."""
+        folder = Path(output_dir)
+        line = self._record_json(record)
+        writer = self._journal
+        if writer is None or writer.folder != folder or not writer.intact():
+            self._write(folder, durable=False)
             return line
-        self._json_lines[id(record)] = (record, snapshot, line)
+        writer.append(line, self._journal_meta())
+        since = time.monotonic() - writer.snapshot_at
+        if self._schedule.due(writer.seq, len(self.records), since, writer.snapshot_cost_s):
+            self._write(folder, durable=False)
         return line
 
-    def _to_json_text(self) -> str:
+    def _write(self, folder: Path, durable: bool) -> str:
+        start = time.monotonic()
+        folder.mkdir(parents=True, exist_ok=True)
+        writer = JournalWriter(folder)
+        atomic_write_text(folder / SEARCH_FILE, self._to_json_text(writer.reference()), durable=durable)
+        writer.start(self._journal_meta(), durable=durable)
+        CsvExports.write(folder, self.records, len(self.directions), tuple(self.param_names), self.objective_columns)
+        writer.snapshot_at = time.monotonic()
+        writer.snapshot_cost_s = writer.snapshot_at - start
+        self._journal = writer
+        return str(folder)
+
+    def _record_json(self, record: TrialRecord) -> str:  # one compact line, as search.json and the journal store it
+        return json.dumps(record.to_dict(), separators=(",", ":"), default=json_default)
+
+    def _journal_meta(self) -> dict[str, Any]:  # the header fields a journal line updates (`_journal.JOURNAL_META`)
+        return {"started": _iso(self.started), "finished": _iso(self.finished), "n_trials": self.n_trials, "settings": self.settings}
+
+    def _to_json_text(self, journal: dict[str, Any] | None = None) -> str:
         meta = {
             "format": "hpsearch.search",
             "format_version": FORMAT_VERSION,
@@ -369,24 +371,23 @@ class SearchResult:
             "counts": self.counts(),
             "settings": self.settings,
             "versions": self.versions,
+            "journal": journal,
         }
-        # The header is indented for people; records go one per line so that a 1000-trial search stays a
-        # few thousand lines and diffs of two saves show which trials changed.
-        head = indented_json(meta, self._head_texts)
-        records = ",\n".join(self._record_line(r) for r in self.records)
-        if len(self._json_lines) > len(self.records):  # forget records that were replaced or removed
-            kept = {id(r) for r in self.records}
-            self._json_lines = {k: v for k, v in self._json_lines.items() if k in kept}
+        # The header is indented for people; records go one per line (diffs of two saves show which trials changed).
+        head = json.dumps(meta, indent=2, default=json_default)
+        records = ",\n".join("    " + self._record_json(r) for r in self.records)
         body = f'"records": [\n{records}\n  ]' if records else '"records": []'
         return f"{head[:-2]},\n  {body}\n}}\n"
 
     @classmethod
     def load(cls, output_dir: str | os.PathLike[str]) -> SearchResult:
-        """Rebuild a saved search from ``output_dir/search.json``, with no backend installed.
+        """Rebuild a saved search from ``output_dir``: its snapshot ``search.json`` and the journal lines newer than
+        it (``search.journal.jsonl``, see ``hpsearch._journal`` for the rule), with no backend installed.
 
         Raises:
             FileNotFoundError: when ``search.json`` is missing.
-            ValueError: when it is not a readable search file (names the file and what is wrong).
+            ValueError: when it is not a readable search file, or its journal is not a readable journal of a version
+                this hpsearch reads (names the file and what is wrong). A journal's torn last line is only a warning.
         """
         path = Path(output_dir) / SEARCH_FILE
         if not path.is_file():
@@ -398,29 +399,22 @@ class SearchResult:
             text = path.read_text(encoding="utf-8")
         except UnicodeDecodeError as exc:
             raise ValueError(f"{os.fspath(path)!r} is not valid JSON ({exc}); the file is corrupt.") from exc
-        return cls.from_json(text, output_dir, source=os.fspath(path))
+        data = _parse(text, os.fspath(path))
+        entries = read_journal(Path(output_dir), data.get("journal"))
+        source = os.fspath(path)
+        if entries:
+            apply_journal(data, entries)
+            source = f"{source} (with {JOURNAL_FILE})"
+        return cls._from_data(data, output_dir, source)
 
     @classmethod
     def from_json(cls, text: str, output_dir: str | os.PathLike[str] | None = None,
                   source: str = "search.json") -> SearchResult:
-        """A search from the text of a ``search.json`` (`ValueError` naming ``source`` when it is not one)."""
-        path = source
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path!r} is not valid JSON ({exc}); the file is corrupt.") from exc
-        except RecursionError:  # values nested thousands deep: no search wrote them
-            raise ValueError(f"{path!r} nests its values too deeply to be read; the file is corrupt.") from None
-        if not isinstance(data, dict) or data.get("format") != "hpsearch.search":
-            raise ValueError(
-                f"{path!r} is not an hpsearch search file (no 'format': 'hpsearch.search')."
-            )
-        version = data.get("format_version")
-        if not isinstance(version, int) or version > FORMAT_VERSION:
-            raise ValueError(
-                f"{path!r} has format_version {version!r} but this hpsearch reads versions up to "
-                f"{FORMAT_VERSION}; upgrade hpsearch to read it."
-            )
+        """A search from the text of a ``search.json`` alone (`ValueError` naming ``source`` when it is not one)."""
+        return cls._from_data(_parse(text, source), output_dir, source)
+
+    @classmethod
+    def _from_data(cls, data: dict[str, Any], output_dir: str | os.PathLike[str] | None, path: str) -> SearchResult:
         try:
             records = [TrialRecord.from_dict(r) for r in data["records"]]
             return cls(
@@ -457,6 +451,25 @@ class SearchResult:
 
 
 # ---------------------------------------------------------------------- helpers
+
+
+def _parse(text: str, path: str) -> dict[str, Any]:
+    """The JSON object of a search.json, checked to be one this hpsearch reads (ValueError naming ``path``)."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path!r} is not valid JSON ({exc}); the file is corrupt.") from exc
+    except RecursionError:  # values nested thousands deep: no search wrote them
+        raise ValueError(f"{path!r} nests its values too deeply to be read; the file is corrupt.") from None
+    if not isinstance(data, dict) or data.get("format") != "hpsearch.search":
+        raise ValueError(f"{path!r} is not an hpsearch search file (no 'format': 'hpsearch.search').")
+    version = data.get("format_version")
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise ValueError(
+            f"{path!r} has format_version {version!r} but this hpsearch reads versions up to "
+            f"{FORMAT_VERSION}; upgrade hpsearch to read it."
+        )
+    return data
 
 
 def _param_dtype(values: list[Any]) -> str:

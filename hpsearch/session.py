@@ -1,6 +1,7 @@
 """`SearchSession`: the driver's ledger of one search.
 
-The session alone records trials and writes the results (``search.json`` and its exports after every trial),
+The session alone records trials and writes the results (a line in the results journal after every trial, and
+now and then a snapshot: ``search.json`` and its exports, see `SearchResult._record_trial`),
 counts consecutive failures (`TooManyFailedTrials` after ``max_failed_trials``) and the budget, and calls the
 trial-end hooks. Backends hand it the `TrialRecord` that `run_trial` produced, unchanged; they never write
 results themselves. In a multi-process trial only the main process writes.
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from . import _dist, _events
 from ._files import json_default
 from ._hooks import TRIAL_END_HOOKS
+from ._tally import RunningTally
 from .errors import SearchConfigError, TooManyFailedTrials
 from .trial import TrialRecord, TrialState
 
@@ -91,6 +93,9 @@ class SearchSession:
         self._consecutive_failures: list[TrialRecord] = []
         self._lock = threading.Lock()
         self._warned_unread = False
+        self._index: dict[str, int] = {}  # trial_id -> its position in result.records (see `_position`)
+        #: Counts, best so far and compute spent, updated per recorded trial in O(1) (budgets and hooks read it).
+        self.tally = RunningTally()
 
     @property
     def output_dir(self) -> str:
@@ -105,12 +110,13 @@ class SearchSession:
         the search (`TooManyFailedTrials`) after ``max_failed_trials`` failures in a row."""
         with self._lock:
             self._keep(record)
+            self.tally.update(self.result, record)
             self.result.finished = _now()
             if _dist.is_main_process():
-                # search.json and the CSV exports after every trial (fsynced by the search's last save).
-                self.result._save_after_trial(self.output_dir)
-                # The live dashboard's feed, with the record's JSON as search.json has just stored it.
-                _events.trial_finished(self.output_dir, record, self.result._record_line(record).strip())
+                # One journal line per trial, a snapshot now and then (fsynced by the search's last save).
+                line = self.result._record_trial(self.output_dir, record)
+                # The live dashboard's feed, with the record's JSON as the journal has just stored it.
+                _events.trial_finished(self.output_dir, record, line)
                 for hook in [_progress_line, *TRIAL_END_HOOKS]:
                     try:
                         hook(self, record)
@@ -144,7 +150,8 @@ class SearchSession:
     def _check_budgets(self) -> None:
         if self.stop_reason is not None or (self.max_device_hours is None and self.max_energy_kwh is None):
             return
-        totals = self.result.total_cost()
+        # The tally's running sums: SearchResult.total_cost() would be a pass over every record after each trial.
+        totals = {"device_hours": self.tally.spent("device_s") / 3600, "energy_kwh": self.tally.spent("energy_kwh")}
         spent = []
         for option, key, limit in (("max_device_hours", "device_hours", self.max_device_hours),
                                    ("max_energy_kwh", "energy_kwh", self.max_energy_kwh)):
@@ -165,11 +172,24 @@ class SearchSession:
 
     def _keep(self, record: TrialRecord) -> None:
         records = self.result.records
-        for i, existing in enumerate(records):
-            if existing.trial_id == record.trial_id:
-                records[i] = record
-                return
-        records.append(record)
+        i = self._position(record.trial_id)
+        if i is None:
+            self._index[record.trial_id] = len(records)
+            records.append(record)
+        else:
+            records[i] = record
+
+    def _position(self, trial_id: str) -> int | None:
+        """Where ``trial_id``'s record is in the results, in O(1): the index is checked against the list and rebuilt
+        when the list changed under it (``result.records`` is a public list)."""
+        records = self.result.records
+        i = self._index.get(trial_id)
+        if i is not None and i < len(records) and records[i].trial_id == trial_id:
+            return i
+        if i is not None or len(self._index) != len(records):
+            self._index = {r.trial_id: n for n, r in enumerate(records)}
+            return self._index.get(trial_id)
+        return None
 
     def _count_failure(self, record: TrialRecord) -> None:
         if record.state is TrialState.FAIL:
@@ -185,7 +205,8 @@ class SearchSession:
 
     def known(self, trial_id: str) -> TrialRecord | None:
         """The record kept for ``trial_id``, if any."""
-        return next((r for r in self.result.records if r.trial_id == trial_id), None)
+        i = self._position(trial_id)
+        return None if i is None else self.result.records[i]
 
     def saved_records(self) -> list[TrialRecord]:
         """The records in the search.json an earlier run of this search left in output_dir (a resume reads them

@@ -1,8 +1,11 @@
 """`FolderReader`: the state of one search folder, read incrementally and never written to.
 
-Two files make the state: ``search.json`` (every finished trial; replaced atomically by the search after each
-trial) and ``events.jsonl`` (appended to as trials start, evaluate and end; see ``hpsearch._events``).
-``search.json`` is parsed again only when its identity (inode, size, mtime) changed; ``events.jsonl`` is read
+Two sources make the state: the results (``search.json``, the snapshot the search replaces atomically at intervals
+that grow with the search, and the journal lines newer than it, read together by `SearchResult.load`) and
+``events.jsonl`` (appended to as trials start, evaluate and end; see ``hpsearch._events``). The results are parsed
+again only when the snapshot's identity (inode, size, mtime) changed, not at every journal line: each trial's end is
+also in ``events.jsonl``, with the record the journal stores, so following the journal too would re-read the whole
+search after every trial for nothing new. ``events.jsonl`` is read
 from the offset where the last read stopped, and only up to its last complete line, so a line being written is
 read whole on the next refresh. A ``search.json`` that cannot be parsed (corrupt, or not a search) leaves the
 last good state in place and sets `FolderReader.warning`. Trials the events show running are RUNNING records

@@ -242,13 +242,22 @@ def param_axis(result: SearchResult, name: str, records: list[TrialRecord]) -> P
 class Importances:
     """Parameter importances, one mapping per objective (highest first), and how they were computed."""
 
-    method: str  # "fanova" or "spearman"
+    method: str  # a key of IMPORTANCE_METHODS
     per_objective: list[dict[str, float]]
     note: str = ""
 
 
+#: Above this many scored trials fANOVA (a random forest: minutes and hundreds of MB at 10,000 trials) gives way to
+#: PED-ANOVA (`hpsearch.report._ped_anova`: milliseconds at that size).
+FANOVA_MAX_TRIALS = 1000
+
+#: What each method is called in the report and the dashboard.
+IMPORTANCE_METHODS = {"fanova": "fANOVA", "ped-anova": "PED-ANOVA", "spearman": "|Spearman rho|"}
+
+
 def compute_importances(result: SearchResult) -> Importances | str:
-    """Importances by optuna's fANOVA (seed 0) when optuna is importable, else |Spearman rho|.
+    """Importances by optuna's fANOVA (seed 0) when optuna is importable, else |Spearman rho|; above
+    `FANOVA_MAX_TRIALS` scored trials by PED-ANOVA (``hpsearch.report._ped_anova``: numpy only, milliseconds).
 
     Returns:
         The importances, or a sentence saying why there are none (fewer than 2 complete trials, no
@@ -258,6 +267,8 @@ def compute_importances(result: SearchResult) -> Importances | str:
     problem = _importance_problem(result, scored)
     if problem is not None:
         return problem
+    if len(scored) > FANOVA_MAX_TRIALS:
+        return _ped_anova(result, scored)  # numpy only: no optuna import (a second) either
     names = sorted({n for r, _ in scored for n in r.params})
     note = ""
     try:
@@ -292,6 +303,25 @@ def _importance_problem(result: SearchResult, scored: list[tuple[TrialRecord, li
         # Nothing to explain (fANOVA would answer with equal shares, which reads as a finding).
         return "Parameter importance needs an objective that varies; every complete trial scored the same."
     return None
+
+
+def _ped_anova(result: SearchResult, scored: list[tuple[TrialRecord, list[float]]]) -> Importances:
+    from hpsearch.report._ped_anova import TOP_QUANTILE, ped_anova
+
+    names = sorted({n for r, _ in scored for n in r.params})
+    common = [n for n in names if all(n in r.params for r, _ in scored)]
+    columns = {}
+    for name in common:
+        values = [r.params[name] for r, _ in scored]
+        kind, log = param_kind(result, name, values)
+        columns[name] = (kind == "numeric", log, values if kind == "numeric" else [category_label(v) for v in values])
+    per_objective, constant = ped_anova(result.directions, [v for _, v in scored], columns)
+    note = (f"{len(scored):,} complete trials, more than {FANOVA_MAX_TRIALS:,} (where fANOVA takes minutes): "
+            f"PED-ANOVA, how differently each parameter is distributed in the best {TOP_QUANTILE:.0%} of them.")
+    left_out = sorted(set(names) - set(common)) + constant
+    if left_out:
+        note += " Left out (absent from some complete trials, or a single value): " + ", ".join(left_out) + "."
+    return Importances("ped-anova", per_objective, note)
 
 
 def _fanova(result: SearchResult, scored: list[tuple[TrialRecord, list[float]]]) -> Importances:

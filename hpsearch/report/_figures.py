@@ -10,6 +10,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from hpsearch.report._analysis import (
+    IMPORTANCE_METHODS,
     STATE_COLORS,
     Importances,
     best_so_far,
@@ -318,7 +319,8 @@ def importance_figure(result: SearchResult, importances: Importances) -> Any | N
                 hovertemplate="%{y}: %{x:.3f}<extra></extra>",
             )
         )
-    title = "fANOVA importance (sums to 1)" if importances.method == "fanova" else "|Spearman rho|"
+    title = ("|Spearman rho|" if importances.method == "spearman"
+             else f"{IMPORTANCE_METHODS.get(importances.method, importances.method)} importance (sums to 1)")
     fig.update_layout(
         **{
             **_LAYOUT,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from datetime import datetime, timezone
 from pathlib import Path
@@ -12,6 +13,7 @@ from hpsearch.report._analysis import (
     Importances,
     SavedTime,
     compute_importances,
+    order_best_first,
     saved_time,
     search_span,
     total_training_time,
@@ -20,6 +22,7 @@ from hpsearch.report._format import fmt_datetime, fmt_duration, fmt_number, fmt_
 from hpsearch.report._page import esc, json_text, kv_table, note, page, section, sortable_table, write_page
 from hpsearch.report._plotly import Part, Plot, bundle_script, render_parts, require_plotly
 from hpsearch.warmstart import own_counts
+from hpsearch.report._scale import curve_sample
 
 if TYPE_CHECKING:
     from hpsearch.results import SearchResult
@@ -221,13 +224,24 @@ def _history(result: SearchResult) -> list[Part]:
     return [Plot("hp-plot-history", fig, esc(caption))]
 
 
+#: Trials whose learning curves are drawn: beyond this, a sample (10,000 overlaid curves are one dark band that takes
+#: seconds to build and to draw).
+CURVES_MAX = 1000
+
+
 def _curves(result: SearchResult) -> list[Part]:
-    fig = figures.learning_curves_figure(result)
+    shown, sampled = result, ""
+    with_curves = [r for r in result.records if r.intermediates]
+    if len(with_curves) > CURVES_MAX:
+        shown = dataclasses.replace(result, records=curve_sample(result, with_curves, CURVES_MAX))
+        sampled = (f" {CURVES_MAX:,} of the {len(with_curves):,} trials with evaluations are drawn: the best complete "
+                   "ones and an even sample of the rest by trial number.")
+    fig = figures.learning_curves_figure(shown)
     if fig is None:
         return [note("No intermediate evaluations were recorded.")]
     caption = (
         "Objective at each evaluation of every trial: complete solid, pruned dashed, running dotted, "
-        "failed dotted with a cross at its last evaluation."
+        "failed dotted with a cross at its last evaluation." + sampled
         + (" The best trial is the thick dark line." if not result.is_multi_objective and result.best_trial else "")
     )
     return [Plot("hp-plot-curves", fig, esc(caption))]
@@ -258,6 +272,8 @@ def _importance(result: SearchResult, importances: Importances | str | None = No
             "Computed by optuna's fANOVA (FanovaImportanceEvaluator, seed 0) on an in-memory study rebuilt "
             "from the complete trials. " + importances.note
         )
+    elif importances.method == "ped-anova":
+        caption = importances.note
     else:
         caption = importances.note
     if fig is None:
@@ -302,14 +318,24 @@ def _pareto(result: SearchResult) -> list[Part]:
     return [note("No complete trial with objectives to draw.")]
 
 
+#: Rows of the trials table: beyond this, the best ones (a person does not read 10,000 rows, and a page that holds
+#: them all takes seconds to open); every trial is in trials.csv.
+TABLE_ROWS = 500
+
+
 def _trials_table(result: SearchResult) -> str:
     df = result.trials_dataframe()
     if df.empty:
         return note("No trials were recorded.")
-    rows = df.astype(object).where(df.notna(), None).itertuples(index=False, name=None)
-    best = {str(r.trial_id) for r in result.best_trials}
-    marked = [i for i, trial_id in enumerate(df["trial_id"]) if trial_id in best]
     caption = "Click a column header to sort."
+    if len(df) > TABLE_ROWS:
+        best = [str(r.trial_id) for r in order_best_first(result)[:TABLE_ROWS]]
+        df = df.set_index("trial_id", drop=False).loc[best].reset_index(drop=True)
+        caption = (f"The {TABLE_ROWS:,} best of {len(result.records):,} trials (complete ones best first, then pruned, "
+                   f"running, failed); every trial is in trials.csv beside search.json. {caption}")
+    rows = df.astype(object).where(df.notna(), None).itertuples(index=False, name=None)
+    best_ids = {str(r.trial_id) for r in result.best_trials}
+    marked = [i for i, trial_id in enumerate(df["trial_id"]) if trial_id in best_ids]
     if marked:
         caption += " The best trial" + (" (the Pareto front)" if result.is_multi_objective else "") + " is starred."
     return sortable_table(list(df.columns), rows, highlight=marked) + f'<p class="caption">{esc(caption)}</p>'

@@ -141,6 +141,10 @@ def test_driver_killed_mid_trial_then_rerun_keeps_finished_trials(case, tmp_path
     saved = SearchResult.load(output_dir)
     assert {int(r.trial_id): (r.params, r.objective) for r in saved.records} == before
     assert all(r.state is TrialState.COMPLETE for r in saved.records)
+    # The snapshot (search.json) was taken at the first trial; the second is in the journal, which load read.
+    snapshot = SearchResult.from_json((output_dir / "search.json").read_text(encoding="utf-8"))
+    assert [r.trial_id for r in snapshot.records] == ["0"]
+    assert '"trial_id":"1"' in (output_dir / "search.journal.jsonl").read_text(encoding="utf-8")
 
     if heartbeat_only:
         time.sleep(3)  # let the dead driver's last heartbeat age past the grace period (2 s)

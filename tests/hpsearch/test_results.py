@@ -372,7 +372,7 @@ def test_save_load_round_trip(tmp_path):
     result.records[0].finished = datetime(2024, 5, 1, 12, 1, 30)
     result.records[0].extra = {"workers": 2, "restored_from": None}
     result.save(tmp_path)
-    assert sorted(os.listdir(tmp_path)) == ["intermediates.csv", "search.json", "trials.csv"]
+    assert sorted(os.listdir(tmp_path)) == ["intermediates.csv", "search.journal.jsonl", "search.json", "trials.csv"]
 
     loaded = SearchResult.load(tmp_path)
     pd.testing.assert_frame_equal(result.trials_dataframe(), loaded.trials_dataframe())
@@ -423,7 +423,7 @@ def test_saved_files_are_readable_without_hpsearch(tmp_path):
     assert len(intermediates) == len(result.intermediates_dataframe())
     meta = json.loads((tmp_path / "search.json").read_text())
     assert meta["counts"] == {"COMPLETE": 3, "PRUNED": 1, "FAIL": 1, "RUNNING": 1}
-    assert meta["format_version"] == 1
+    assert meta["format_version"] == 2
     assert len(meta["records"]) == 6
 
 
@@ -436,7 +436,8 @@ def test_partial_save_loads_what_was_saved(tmp_path):
         assert len(pd.read_csv(tmp_path / "trials.csv")) == k
 
 
-def test_interrupted_save_leaves_complete_files(tmp_path, monkeypatch):
+@pytest.mark.parametrize("dies_at", [2, 3])  # after search.json, before the new journal / before trials.csv
+def test_interrupted_save_leaves_complete_files(tmp_path, monkeypatch, caplog, dies_at):
     records = single_records()
     single_result(records=records[:3]).save(tmp_path)
 
@@ -445,7 +446,7 @@ def test_interrupted_save_leaves_complete_files(tmp_path, monkeypatch):
 
     def dying_replace(src, dst):
         calls.append(dst)
-        if len(calls) == 2:  # search.json went through; the process "dies" before trials.csv is replaced
+        if len(calls) == dies_at:  # search.json went through; the process "dies" before the next file is replaced
             raise KeyboardInterrupt
         real_replace(src, dst)
 
@@ -454,36 +455,57 @@ def test_interrupted_save_leaves_complete_files(tmp_path, monkeypatch):
         single_result(records=records[:4]).save(tmp_path)
     monkeypatch.undo()
 
-    assert sorted(os.listdir(tmp_path)) == ["intermediates.csv", "search.json", "trials.csv"]  # no temp left
+    assert sorted(os.listdir(tmp_path)) == [
+        "intermediates.csv", "search.journal.jsonl", "search.json", "trials.csv"]  # no temp left
     assert len(SearchResult.load(tmp_path).records) == 4
+    if dies_at == 2:  # the earlier snapshot's journal is left: older than search.json, so ignored, and said so
+        assert "search.journal.jsonl is not the journal the snapshot search.json names" in caplog.text
     assert len(pd.read_csv(tmp_path / "trials.csv")) == 3  # the previous, complete version
 
 
-def test_saves_after_trials_append_new_rows_and_replace_other_changes(tmp_path):
+def test_a_running_search_appends_to_the_journal_and_snapshots_at_growing_intervals(tmp_path):
     records = single_records()
-    result = single_result(records=records[:2])
-    result._save_after_trial(tmp_path)
-    trials, inter = tmp_path / "trials.csv", tmp_path / "intermediates.csv"
-    inodes = (os.stat(trials).st_ino, os.stat(inter).st_ino)
-    result.records.append(records[2])  # the next trial finished: its rows are appended in place
-    result._save_after_trial(tmp_path)
-    assert (os.stat(trials).st_ino, os.stat(inter).st_ino) == inodes
-    fresh = tmp_path / "fresh"
-    single_result(records=records[:3]).save(fresh)  # what a save from scratch writes
-    assert trials.read_text() == (fresh / "trials.csv").read_text()
-    assert inter.read_text() == (fresh / "intermediates.csv").read_text()
+    result = single_result(records=records[:1])
+    result._record_trial(tmp_path, records[0])  # the first trial: a snapshot naming a new, empty journal
+    search, trials, journal = tmp_path / "search.json", tmp_path / "trials.csv", tmp_path / "search.journal.jsonl"
+    kept = {path: (os.stat(path).st_ino, os.stat(path).st_mtime_ns) for path in (search, trials)}
+    assert len(journal.read_text().splitlines()) == 1  # the header
+    for record in records[1:]:  # the next trials: one journal line each; search.json and the CSVs untouched
+        result.records.append(record)
+        result._record_trial(tmp_path, record)
+    assert {path: (os.stat(path).st_ino, os.stat(path).st_mtime_ns) for path in (search, trials)} == kept
+    lines = journal.read_text().splitlines()
+    assert [json.loads(line)["seq"] for line in lines[1:]] == [1, 2, 3, 4, 5]
+    loaded = SearchResult.load(tmp_path)
+    assert loaded.records == result.records and len(pd.read_csv(trials)) == 1  # CSVs: as of the snapshot
+    assert loaded.finished == result.finished
 
-    result.records[0] = make_record(0, TrialState.FAIL, None, dict(result.records[0].params))  # an earlier row changed
-    result._save_after_trial(tmp_path)
-    assert os.stat(trials).st_ino != inodes[0]  # replaced, not appended
+    result._schedule.min_lines = 2  # now due: the next trial takes a snapshot, CSVs included, and a new journal
+    result.records[0] = make_record(0, TrialState.FAIL, None, dict(result.records[0].params))  # a changed trial
+    result._record_trial(tmp_path, result.records[0])
+    assert os.stat(search).st_ino != kept[search][0] and len(pd.read_csv(trials)) == 6
     assert pd.read_csv(trials)["state"].tolist()[0] == "FAIL"
+    assert len(journal.read_text().splitlines()) == 1
+    assert SearchResult.load(tmp_path).records == result.records
 
-    with open(trials, "a", encoding="utf-8") as f:
-        f.write("someone else's line\n")  # the file is not what the last save wrote: replaced, not extended
-    result.records.append(records[3])
-    result._save_after_trial(tmp_path)
-    assert "someone else" not in trials.read_text()
-    assert len(pd.read_csv(trials)) == 4
+
+def test_snapshot_schedule_costs_o1_per_trial():
+    from hpsearch._journal import SnapshotSchedule
+
+    schedule = SnapshotSchedule(min_seconds=1e9)
+    snapshots, lines, written = [], 0, 0
+    for n in range(1, 10_001):
+        lines += 1
+        if schedule.due(lines, n, 0.0, 0.0):
+            snapshots.append(n)
+            written += n  # a snapshot writes every record
+            lines = 0
+    assert written <= 4 * 10_000  # the records written by all snapshots stay within a constant times n
+    assert snapshots[0] == 100 and len(snapshots) < 20
+    # The time rule: with slow trials, a snapshot at most a minute (or 20 snapshot durations) behind.
+    assert schedule.due(1, 10_000, 2e9, 0.0) and not SnapshotSchedule().due(1, 10_000, 59.0, 0.0)
+    assert not SnapshotSchedule().due(1, 10_000, 61.0, 10.0) and SnapshotSchedule().due(1, 10_000, 201.0, 10.0)
+    assert not schedule.due(0, 10_000, 2e9, 0.0)  # nothing new: nothing to write
 
 
 def test_only_the_searchs_last_save_is_fsynced(tmp_path, monkeypatch):
@@ -493,10 +515,11 @@ def test_only_the_searchs_last_save_is_fsynced(tmp_path, monkeypatch):
     real_fsync = os.fsync
     monkeypatch.setattr(files.os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
     result = single_result()
-    result._save_after_trial(tmp_path)  # after each trial: replaced atomically (kill-safe), not fsynced
+    for record in result.records:  # after each trial: a journal line (or a snapshot), not fsynced
+        result._record_trial(tmp_path, record)
     assert synced == [] and len(SearchResult.load(tmp_path).records) == 6
-    result.save(tmp_path)  # the search's last save and any explicit save: search.json and its folder fsynced
-    assert len(synced) == 2
+    result.save(tmp_path)  # the search's last save and any explicit save: search.json, the journal and the folder
+    assert len(synced) == 4
 
 
 def test_load_missing_file_names_it(tmp_path):
@@ -625,44 +648,6 @@ def test_to_markdown_multi_objective_and_empty():
     assert "| objective_0 | objective_1 |" in text
     empty = render_markdown(single_result(records=[]))
     assert "No trials recorded" in empty
-
-
-def test_search_json_header_is_jsons_own_indentation_byte_for_byte():
-    # The header reuses each value's indented text while its compact encoding is unchanged; whatever the values
-    # (nested, NaN, non-ASCII, newlines in keys, numpy, enums, paths, values changing between saves) the text must be
-    # exactly json.dumps(..., indent=2).
-    import datetime
-    import enum
-    import json
-    import math
-    import pathlib
-    import random
-
-    import numpy as np
-
-    from hpsearch._files import indented_json, json_default
-
-    class Color(enum.Enum):
-        RED = "red"
-
-    rng = random.Random(0)
-    leaves = [1, -2.5, math.nan, math.inf, 'x\ny"z', "ünï", None, True, np.float32(1.5), np.int64(3), Color.RED,
-              pathlib.Path("/a/b"), datetime.datetime(2020, 1, 1)]
-
-    def value(depth: int = 0):
-        roll = rng.random()
-        if depth > 3 or roll < 0.3:
-            return rng.choice(leaves)
-        if roll < 0.6:
-            return [value(depth + 1) for _ in range(rng.randint(0, 3))]
-        if roll < 0.75:
-            return tuple(value(depth + 1) for _ in range(rng.randint(0, 2)))
-        return {f"k{i}\n": value(depth + 1) for i in range(rng.randint(0, 3))}
-
-    cache: dict = {}
-    for _ in range(1500):
-        meta = {f"key{i}": value() for i in range(rng.randint(0, 6))}
-        assert indented_json(meta, cache) == json.dumps(meta, indent=2, default=json_default)
 
 
 def test_best_run_is_transformers_four_field_tuple_with_its_checkpoint_and_name_beside():

@@ -137,9 +137,33 @@ def test_the_trial_end_event_carries_the_record_as_search_json_stores_it(new_ses
         session.record(r)
     with open(output_dir / EVENTS_FILE, encoding="utf-8") as handle:
         ends = [json.loads(line) for line in handle if '"trial_end"' in line]
-    stored = json.loads((output_dir / "search.json").read_text(encoding="utf-8"))["records"]
+    from hpsearch.results import SearchResult
+
+    stored = [r.to_dict() for r in SearchResult.load(output_dir).records]  # search.json, then its journal
     assert [e["record"]["trial_id"] for e in ends] == ["0", "1", "2"]
     assert json.dumps([e["record"] for e in ends]) == json.dumps(stored)  # NaN compared as text
     assert all(set(e) == {"event", "time", "record"} for e in ends)
     assert all(json.dumps(TrialRecord.from_dict(e["record"]).to_dict()) == json.dumps(r.to_dict())
                for e, r in zip(ends, session.records))
+
+
+def test_a_killed_search_resumed_reads_the_trials_only_its_journal_holds(new_session, output_dir):
+    import os
+
+    session = new_session()
+    for number in range(4):  # a snapshot at the first trial, then one journal line per trial
+        session.record(record(number, objective=0.1 * number))
+    path = output_dir / "search.journal.jsonl"
+    whole = path.read_bytes()
+    path.write_bytes(whole[:-25])  # the process was killed while writing trial 3's line
+    del session  # no final save: what a SIGKILL leaves
+
+    resumed = new_session()
+    saved = resumed.saved_records()  # what a resume adopts (Optuna, Ray) or tells its new experiment (SigOpt)
+    assert [r.trial_id for r in saved] == ["0", "1", "2"]  # trials 1 and 2 exist only in the journal
+    assert SearchResult.from_json((output_dir / "search.json").read_text()).records[0].trial_id == "0"
+    resumed.adopt(saved)
+    resumed.record(record(3, objective=0.7))  # trial 3 runs again: its torn line is not in the results
+    assert [r.trial_id for r in resumed.records] == ["0", "1", "2", "3"]
+    assert [r.objective for r in SearchResult.load(output_dir).records] == [0.0, 0.1, 0.2, 0.7]
+    assert os.path.getsize(path) < len(whole)  # the resumed run started a new journal after its snapshot
