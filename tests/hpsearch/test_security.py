@@ -302,3 +302,40 @@ def test_a_password_holding_slash_hash_and_question_mark_is_written_nowhere(form
     for piece in (SPECIAL, quote(SPECIAL, safe=""), "Slash#9", "Slash%239"):
         _assert_absent(piece, texts)
     assert f"{user}:***@127.0.0.1" in SearchResult.load(out).settings["storage"]
+
+
+@pytest.mark.slow
+def test_tracker_errors_and_tracker_params_hold_no_secret(tmp_path, monkeypatch, caplog, capsys):
+    """MLflow at a URI with a password (unreachable: its error quotes the URI) and TensorBoard's hparams with
+    secret-named trial parameters: no secret in any file, log line or printed text."""
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    uri_password = "mlflow-Pw/x#1?y"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://alice:{uri_password}@127.0.0.1:{port}")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "3")
+    param_secrets = {"api_key": "param-apikey-0123456789", "hf_token": "param-hftoken-0123456789"}
+    caplog.set_level(logging.DEBUG)
+    out = tmp_path / "search"
+    best = hpsearch.hyperparameter_search(
+        _trainer(out, save_strategy="no", report_to=["mlflow", "tensorboard"], logging_strategy="epoch"),
+        hp_space={"learning_rate": spaces.Float(1e-3, 1e-2),
+                  **{k: spaces.Categorical([v]) for k, v in param_secrets.items()}},
+        compute_objective="eval_loss", n_trials=2, backend="optuna",
+    )
+    records = best.run_summary.records
+    assert [r.state for r in records] == [TrialState.COMPLETE] * 2
+    assert all("mlflow" in " ".join(r.extra.get("tracker_errors", [])) for r in records)  # MLflow really failed
+    assert "alice:***@127.0.0.1" in " ".join(records[0].extra["tracker_errors"])
+    assert list(out.rglob("events.out.tfevents*")), "TensorBoard wrote its event files"
+    printed = capsys.readouterr()
+    texts = _everything_written(out)
+    texts["<log records>"] = "\n".join(r.getMessage() + str(r.args) for r in caplog.records).encode()
+    texts["<stdout>"] = printed.out.encode()
+    texts["<stderr>"] = printed.err.encode()
+    for secret in (uri_password, *param_secrets.values()):
+        tracker_files = {k: v for k, v in texts.items() if "tfevents" in k or k.startswith("<")}
+        _assert_absent(secret, tracker_files if secret in param_secrets.values() else texts)
