@@ -119,14 +119,15 @@ class OptunaBackend(SearchBackend):
         storage = options.get("storage")
         if not isinstance(storage, str) or "://" not in storage or not options.get("study_name"):
             return None
-        summary = _storage.study_summary(storage, options["study_name"])
-        return None if summary is None else int(summary.n_trials)
+        # Read through the same bounded engine as the search (a server that never answers fails in
+        # CONNECT_TIMEOUT_S), without creating tables.
+        return _storage.stored_trials(storage, options["study_name"])
 
     @classmethod
     def discard_existing_run(cls, options: Mapping[str, Any]) -> None:
         import optuna
 
-        optuna.delete_study(study_name=options["study_name"], storage=options["storage"])
+        optuna.delete_study(study_name=options["study_name"], storage=_storage.build_storage(options["storage"]))
 
     def continues_earlier_run(self) -> bool:
         return continues_study(self.kwargs, self.settings.output_dir)

@@ -337,19 +337,6 @@ def recover_dead_drivers(study: Any) -> None:
             requeue(study, frozen.number, frozen.params)
 
 
-def study_summary(storage: str, study_name: str) -> Any:
-    """Optuna's summary of ``study_name`` in the storage URL, or None when there is no such study."""
-    import optuna
-
-    try:
-        summaries = optuna.study.get_all_study_summaries(storage=storage, include_best_trial=False)
-    except Exception as error:
-        raise SearchConfigError(
-            f"storage={redact_url(storage)!r}: cannot open the storage ({redact(str(error))}); check the URL."
-        ) from None
-    return next((s for s in summaries if s.study_name == study_name), None)
-
-
 def stored_trials(storage: Any, study_name: str) -> int | None:
     """How many trials ``study_name`` holds in ``storage`` (None: there is no such study), read without creating
     anything: a SQLite or journal file that does not exist, or a database without Optuna's tables, holds no study."""
