@@ -330,12 +330,14 @@ def hyperparameter_search(
     session = SearchSession(settings, result, n_trials, max_failed_trials=common["max_failed_trials"],
                             max_device_hours=common["max_device_hours"], max_energy_kwh=common["max_energy_kwh"])
     created = _probe_writable(output_dir)
+    stop_dashboard = None
     try:
         if dashboard:
             from .dashboard import start_in_background
 
-            url, _ = start_in_background(output_dir, port=dashboard_port)
-            print(f"hpsearch dashboard: {url}", flush=True)
+            url, stop_dashboard = start_in_background(output_dir, port=dashboard_port)
+            print(f"hpsearch dashboard: {url} (it stops when the search returns; `hpsearch dashboard {output_dir}` "
+                  "serves it after)", flush=True)
         adapter.run(session, native_space)
     except KeyboardInterrupt:
         session.save()
@@ -347,6 +349,9 @@ def hyperparameter_search(
         # before any trial: leave no empty folder behind.
         _remove_if_empty(created)
         raise
+    finally:
+        if stop_dashboard is not None:
+            stop_dashboard()  # the port is free for the next search's dashboard
     return best_runs(result)
 
 
