@@ -1,6 +1,6 @@
 """State an engine unpickles on resume is trusted only when this user's searches wrote it: a keyed digest.
 
-Some engines restore a search from pickles in ``output_dir`` (Ray Tune's ``tuner.pkl`` and experiment state):
+Some engines restore a search from pickles in ``output_dir`` (a tuner's pickle and its experiment state):
 loading a planted file would run whatever it holds. So while a search runs, the driver records beside that state
 an HMAC-SHA256 of each of its files (``hpsearch-state.digest``), keyed by a secret that lives outside
 ``output_dir``: ``$HPSEARCH_STATE_KEY_FILE``, else ``$XDG_CACHE_HOME/hpsearch/state.key`` (``~/.cache/...``),

@@ -8,8 +8,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import socket
+import time
 from pathlib import Path
+
+import pytest
 
 import hpsearch
 import spaces
@@ -57,3 +63,48 @@ def test_the_dashboard_of_a_search_stops_when_the_search_returns(tmp_path, capsy
     hpsearch.hyperparameter_search(_trainer(tmp_path / "b"), hp_space=SPACE, n_trials=1, backend="random",
                                    compute_objective="eval_loss", dashboard=True, dashboard_port=port)
     assert not _serving(port)
+
+
+def _cluster_pids(cluster) -> list[int]:
+    import psutil
+
+    with open(os.path.join(cluster.data_dir, "postmaster.pid")) as f:
+        postmaster = int(f.readline())
+    return [postmaster, *(p.pid for p in psutil.Process(postmaster).children(recursive=True))]
+
+
+@pytest.mark.slow
+@pytest.mark.multiprocess
+def test_a_postgres_server_frozen_mid_search_fails_the_search_with_the_cause(tmp_path, monkeypatch):
+    from hpsearch.backends.optuna import _storage
+    from tests.hpsearch._postgres import postgres_cluster
+
+    monkeypatch.setattr(_storage, "STATEMENT_TIMEOUT_S", 3)
+    monkeypatch.setattr(_storage, "CONNECT_TIMEOUT_S", 3)
+    frozen: list[int] = []
+
+    with postgres_cluster() as cluster:  # its own server: freezing the shared one would stall other tests
+        def model_init(trial):
+            if trial is not None and trial.number == 1 and not frozen:
+                frozen.extend(_cluster_pids(cluster))
+                for pid in frozen:
+                    os.kill(pid, signal.SIGSTOP)
+            return DigitsMLP(hidden=16)
+
+        trainer = digits_trainer(str(tmp_path / "out"), model_init, num_train_epochs=2, eval_strategy="epoch",
+                                 save_strategy="no", per_device_train_batch_size=64, logging_strategy="no",
+                                 disable_tqdm=True, report_to="none")
+        started = time.monotonic()
+        try:
+            with pytest.raises(Exception, match=r"storage=.*failed during the search.*did not answer within") as caught:
+                hpsearch.hyperparameter_search(trainer, hp_space=SPACE, n_trials=3, backend="optuna",
+                                               compute_objective="eval_loss", storage=cluster.url,
+                                               study_name="frozen")
+        finally:
+            for pid in frozen:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
+        took = time.monotonic() - started
+    assert frozen, "the server was never frozen"
+    assert took < 90, f"the search waited {took:.0f} s for a frozen server"
+    assert cluster.password not in str(caught.value)

@@ -119,8 +119,7 @@ class OptunaBackend(SearchBackend):
         storage = options.get("storage")
         if not isinstance(storage, str) or "://" not in storage or not options.get("study_name"):
             return None
-        # Read through the same bounded engine as the search (a server that never answers fails in
-        # CONNECT_TIMEOUT_S), without creating tables.
+        # Through the search's bounded engine (a server that never answers fails in CONNECT_TIMEOUT_S), creating nothing.
         return _storage.stored_trials(storage, options["study_name"])
 
     @classmethod
@@ -315,23 +314,23 @@ class OptunaBackend(SearchBackend):
                 study_.stop()  # a compute budget is spent: running trials finish, no new one starts
             stop_at_budget(study_, frozen)
 
-        catch = self.kwargs.get("catch", ())
-        catch = tuple(catch) if isinstance(catch, list | tuple) else (catch,)
-        try:
-            if remaining:
-                study.optimize(
-                    objective,
-                    n_trials=remaining,
-                    timeout=self.kwargs.get("timeout"),
-                    n_jobs=self.kwargs.get("n_jobs", 1),
-                    gc_after_trial=self.kwargs.get("gc_after_trial", False),
-                    callbacks=[after_tell, *(self.kwargs.get("callbacks") or ())],
-                    catch=(_Failed, *catch),
-                    show_progress_bar=self.kwargs.get("show_progress_bar", False),
-                )
-        finally:
-            _lockstep.announce_end()
-            session.replace_all(self._translate(study, session))
+        catch = tuple(catch) if isinstance(catch := self.kwargs.get("catch", ()), list | tuple) else (catch,)
+        with _storage.storage_errors(self.kwargs.get("storage")):  # a database lost mid-search: its cause, named
+            try:
+                if remaining:
+                    study.optimize(
+                        objective,
+                        n_trials=remaining,
+                        timeout=self.kwargs.get("timeout"),
+                        n_jobs=self.kwargs.get("n_jobs", 1),
+                        gc_after_trial=self.kwargs.get("gc_after_trial", False),
+                        callbacks=[after_tell, *(self.kwargs.get("callbacks") or ())],
+                        catch=(_Failed, *catch),
+                        show_progress_bar=self.kwargs.get("show_progress_bar", False),
+                    )
+            finally:
+                _lockstep.announce_end()
+                session.replace_all(self._translate(study, session))
 
     def _adopt_previous(self, study: Any, session: SearchSession) -> None:
         """Keep the detailed records a previous run of this study saved in output_dir."""
