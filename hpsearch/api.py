@@ -25,7 +25,7 @@ from .backends import backend_names, resolve_backend
 from .backends.base import installed_version
 from .errors import HPSearchError, SearchConfigError
 from .objective import resolve_compute_objective
-from .settings import TrialSettings, check_common_options
+from .settings import COMMON_OPTIONS, TrialSettings, check_common_options
 
 if TYPE_CHECKING:
     from trainer import Trainer
@@ -249,13 +249,14 @@ def hyperparameter_search(
     _check_takes_one("compute_objective", compute_objective, "the metrics dict")
     _check_dashboard(dashboard, dashboard_port)
     warm_options = sorted(k for k in _WARM_START_OPTIONS if kwargs.get(k) is not None)
+    explicit = {k: kwargs[k] for k in COMMON_OPTIONS if kwargs.get(k) is not None}  # what the user set, defaults aside
     common = check_common_options(kwargs)
     backend_cls = resolve_backend(backend)
     if "warm_start_mode" not in warm_options and common["warm_start_mode"] not in backend_cls.warm_start_modes[:1]:
         # The default mode is 'inform' where the engine can be told earlier trials; else its first (random: evaluate).
         common["warm_start_mode"] = (backend_cls.warm_start_modes or (common["warm_start_mode"],))[0]
     _check_warm_start_options(common, warm_options)
-    backend_cls.check_options(kwargs)
+    backend_cls.check_options({**kwargs, **explicit})  # a backend option may contradict a common one given
     objective_fn, objective_name = resolve_compute_objective(compute_objective)
     if len(directions) > 1 and not callable(compute_objective):
         raise SearchConfigError(

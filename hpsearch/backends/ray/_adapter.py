@@ -101,6 +101,11 @@ class RayBackend(SearchBackend):
         }
 
     # ------------------------------------------------------------------ checks
+    @classmethod
+    def check_options(cls, kwargs: Mapping[str, Any]) -> None:
+        super().check_options(kwargs)
+        _checks.check_scope_given(kwargs)
+
     def validate(self) -> None:
         conditional = {n for n in self.settings.space if self.settings.space[n].is_conditional} \
             if self.settings.space is not None else set()
