@@ -198,10 +198,12 @@ class SearchSession:
             return []
 
     def adopt(self, records: Iterable[TrialRecord]) -> None:
-        """Keep records of an earlier run of the same search (a resume) without counting or saving them."""
+        """Keep records of an earlier run of the same search (a resume) without counting or saving them; a compute
+        budget they spent stays spent (`stop_reason` is set before this run starts a trial)."""
         with self._lock:
             for record in records:
                 self._keep(record)
+            self._check_budgets()
 
     def replace_all(self, records: Iterable[TrialRecord]) -> None:
         """The engine's final list of trials (in its order), then save: the search's last word on disk."""

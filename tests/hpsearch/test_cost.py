@@ -170,3 +170,19 @@ def test_the_meter_samples_the_resident_set_size_in_the_background_while_a_trial
     assert len(sampler_threads()) == 1
     again.stop()
 
+
+
+@pytest.mark.parametrize("backend", ["optuna", "sigopt"])
+def test_a_spent_device_budget_stays_spent_across_reruns(backend, tmp_path):
+    """Rerunning (resuming) the same call after its budget was spent trains nothing more: it trained one more trial
+    per rerun before."""
+    out = tmp_path / "out"
+    options = ({"storage": f"sqlite:///{tmp_path / 'study.db'}", "study_name": "budget", "load_if_exists": True}
+               if backend == "optuna" else {"driver": "lite", "resume": True})
+    for _ in range(3):
+        best = hpsearch.hyperparameter_search(_trainer(out), hp_space=SPACE, n_trials=5, backend=backend,
+                                              compute_objective="eval_loss", max_device_hours=1e-7, **options)
+        result = best.run_summary
+        assert len(result.records) == 1, [r.name for r in result.records]
+        assert "max_device_hours" in result.settings["stop_reason"]
+    assert len(hpsearch.SearchResult.load(out).records) == 1

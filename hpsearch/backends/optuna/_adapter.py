@@ -317,7 +317,7 @@ class OptunaBackend(SearchBackend):
         catch = tuple(catch) if isinstance(catch := self.kwargs.get("catch", ()), list | tuple) else (catch,)
         with _storage.storage_errors(self.kwargs.get("storage")):  # a database lost mid-search: its cause, named
             try:
-                if remaining:
+                if remaining and session.stop_reason is None:  # a budget the earlier runs spent stays spent
                     study.optimize(
                         objective,
                         n_trials=remaining,
