@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -94,8 +97,8 @@ def test_an_address_that_accepts_tcp_and_never_answers_fails_within_seconds(tmp_
 def test_without_an_address_a_running_ray_on_the_machine_is_not_joined(tmp_path):
     """A `ray start --head` ran here (its address file in Ray's temp folder, as another user's or job's would be);
     a search with no address and no RAY_ADDRESS starts its own Ray instead of joining it."""
-    tmp = tmp_path / "raytmp"  # Ray's default temp folder for both sides, so the search would find that cluster
-    tmp.mkdir()
+    # Ray's default temp folder for both sides, so the search would find that cluster (short: Ray's socket paths)
+    tmp = Path(tempfile.mkdtemp(prefix="rt", dir="/tmp"))
     env = {**rc.cluster_env(), "RAY_TMPDIR": str(tmp)}
     env.pop("RAY_ADDRESS", None)
     port = rc._free_port()
@@ -121,6 +124,7 @@ def test_without_an_address_a_running_ray_on_the_machine_is_not_joined(tmp_path)
                               text=True, timeout=400)
     finally:
         rc.stop_nodes([head])
+        shutil.rmtree(tmp, ignore_errors=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert f"found 127.0.0.1:{port}" in proc.stdout  # the running Ray was there to be joined
     assert "started a private local Ray" in proc.stderr
