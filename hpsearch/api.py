@@ -325,7 +325,7 @@ def hyperparameter_search(
         objective=objective_name,
         started=datetime.now(timezone.utc),
         output_dir=output_dir,
-        settings=adapter.describe(),
+        settings={**adapter.describe(), "objective_scope": adapter.settings.objective_scope},
         versions=_versions(backend_cls),
     )
     session = SearchSession(settings, result, n_trials, max_failed_trials=common["max_failed_trials"],
@@ -438,7 +438,8 @@ def _check_earlier_search(output_dir: str, adapter: SearchBackend) -> None:
         count = len(earlier.records)
         what = (f"an earlier search ({count} trial{'s' if count != 1 else ''}, backend={earlier.backend!r}, "
                 f"objective {earlier.objective!r})")
-        stored = {"directions": earlier.directions, "objective": earlier.objective, "space": earlier.space}
+        stored = {"directions": earlier.directions, "objective": earlier.objective, "space": earlier.space,
+                  "objective_scope": earlier.settings.get("objective_scope")}
         problems = identity_differences(stored, search_identity(adapter.settings))
         if earlier.backend != adapter.name:
             problems.insert(0, f"backend {earlier.backend!r} (this search: {adapter.name!r})")

@@ -115,6 +115,13 @@ def load_priors(warm_start: Any, mode: str, top_k: int, defaults: Mapping[str, A
                 f"optimizes {settings.objective_name!r} ({'/'.join(settings.directions)}); only trials of the same "
                 "objective and direction can be used. Pass a search of the same objective, or none."
             )
+        scope = result.settings.get("objective_scope")
+        if scope is not None and scope != settings.objective_scope:
+            raise SearchConfigError(
+                f"warm_start={origin!r} scored its trials with objective_scope={scope!r} but this search uses "
+                f"objective_scope={settings.objective_scope!r}: two definitions of a trial's objective cannot be "
+                f"ranked together. Pass objective_scope={scope!r}, or warm-start from a search of the same scope."
+            )
         if not set(result.param_names) & set(space):
             raise SearchConfigError(
                 f"warm_start={origin!r} has no parameter in common with this hp_space (it has "

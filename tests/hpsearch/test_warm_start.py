@@ -203,3 +203,28 @@ def test_ray_continues_an_optuna_search(mode, tmp_path):
         for earlier_best in ranked:
             assert any(p["hidden"] == earlier_best.params["hidden"]
                        and p["learning_rate"] == pytest.approx(earlier_best.params["learning_rate"]) for p in trained)
+
+
+# ---------------------------------------------------------------------------------------------- objective_scope
+def test_warm_start_across_objective_scopes_is_refused_naming_both(tmp_path):
+    """Trials scored by their average evaluation are not ranked with trials scored by their last one."""
+    earlier = tmp_path / "earlier-avg"
+    hpsearch.hyperparameter_search(_trainer(earlier), hp_space=SPACE, n_trials=2, backend="random",
+                                   compute_objective="eval_loss", objective_scope="avg")
+    assert SearchResult.load(earlier).settings["objective_scope"] == "avg"  # recorded in search.json
+    out = tmp_path / "new"
+    with pytest.raises(SearchConfigError, match=r"objective_scope='avg'.*objective_scope='last'"):
+        hpsearch.hyperparameter_search(_trainer(out), hp_space=SPACE, n_trials=2, backend="optuna",
+                                       compute_objective="eval_loss", warm_start=str(earlier))
+    assert not out.exists()
+
+
+def test_a_resumed_study_whose_objective_scope_changed_is_refused(tmp_path):
+    out = tmp_path / "out"
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    common = dict(hp_space=SPACE, backend="optuna", compute_objective="eval_loss", storage=storage,
+                  study_name="scoped", load_if_exists=True)
+    hpsearch.hyperparameter_search(_trainer(out), n_trials=1, objective_scope="last", **common)
+    with pytest.raises(SearchConfigError, match=r"objective_scope 'last' \(this search: 'best'\)"):
+        hpsearch.hyperparameter_search(_trainer(out), n_trials=2, objective_scope="best", **common)
+    assert len(optuna.load_study(study_name="scoped", storage=storage).trials) == 1
