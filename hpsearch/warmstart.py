@@ -20,6 +20,7 @@ directions are used: anything else is refused, naming the difference. Works from
 from __future__ import annotations
 
 import collections
+import json
 import logging
 import math
 import os
@@ -108,6 +109,7 @@ def load_priors(warm_start: Any, mode: str, top_k: int, defaults: Mapping[str, A
         )
     priors: list[Prior] = []
     left_out: collections.Counter[str] = collections.Counter()
+    told: set[tuple[str, str]] = set()  # (the trial's first origin, its configuration): each earlier trial once
     for origin, result in _results(warm_start):
         if result.objective != settings.objective_name or list(result.directions) != list(settings.directions):
             raise SearchConfigError(
@@ -137,7 +139,13 @@ def load_priors(warm_start: Any, mode: str, top_k: int, defaults: Mapping[str, A
             if params is None:
                 left_out[reason] += 1
                 continue
-            priors.append(Prior(params, record.objective, f"{origin}:{record.name}"))
+            first = _first_origin(record, origin)
+            key = (first, json.dumps(params, sort_keys=True, default=str))
+            if key in told:  # a search warm-started from another one holds that one's trials as warm rows
+                left_out["already told through another of the warm_start searches"] += 1
+                continue
+            told.add(key)
+            priors.append(Prior(params, record.objective, first))
     for reason, count in sorted(left_out.items()):
         logger.info("warm_start: %d earlier trial(s) left out: %s.", count, reason)
     if not priors:
@@ -151,6 +159,14 @@ def load_priors(warm_start: Any, mode: str, top_k: int, defaults: Mapping[str, A
         priors = priors[:top_k]
     logger.info("warm_start (%s): %d earlier trial(s) used.", mode, len(priors))
     return priors
+
+
+def _first_origin(record: TrialRecord, origin: str) -> str:
+    """Where an earlier trial was first trained: ``"<search folder>:<trial name>"`` (a warm row of ``origin`` names
+    the search it came from), the folder resolved so that two spellings of one folder are one origin."""
+    text = str(record.extra.get("origin") or "") if record.extra.get("source") == SOURCE else ""
+    folder, sep, name = (text or f"{origin}:{record.name}").rpartition(":")
+    return f"{os.path.realpath(folder) if os.path.isdir(folder) else folder}{sep}{name}"
 
 
 def _map(params: Mapping[str, Any], space: Any, defaults: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str]:

@@ -228,3 +228,23 @@ def test_a_resumed_study_whose_objective_scope_changed_is_refused(tmp_path):
     with pytest.raises(SearchConfigError, match=r"objective_scope 'last' \(this search: 'best'\)"):
         hpsearch.hyperparameter_search(_trainer(out), n_trials=2, objective_scope="best", **common)
     assert len(optuna.load_study(study_name="scoped", storage=storage).trials) == 1
+
+
+def test_a_trial_told_through_two_warm_start_searches_is_told_once(tmp_path):
+    """B was warm-started from A (so B's search.json holds A's trials as warm rows); a search warm-started from A and
+    B tells A's trials once, and B's own once (it told 8 for 5 distinct before)."""
+    a = _earlier(tmp_path, "optuna", n=3)
+    b = tmp_path / "b"
+    hpsearch.hyperparameter_search(_trainer(b), hp_space=SPACE, n_trials=5, backend="optuna",
+                                   compute_objective="eval_loss", warm_start=str(a))
+    b_result = SearchResult.load(b)
+    own_b = [r for r in b_result.records if r.extra.get("source") != "warm_start" and r.state is TrialState.COMPLETE]
+    assert sum(r.extra.get("source") == "warm_start" for r in b_result.records) == 3  # A's three trials, in B
+    out = tmp_path / "c"
+    best = hpsearch.hyperparameter_search(_trainer(out), hp_space=SPACE, n_trials=6, backend="optuna",
+                                          compute_objective="eval_loss", warm_start=[str(a), str(b)])
+    warm = [r for r in best.run_summary.records if r.extra.get("source") == "warm_start"]
+    assert len(warm) == 3 + len(own_b), [r.extra.get("origin") for r in warm]
+    origins = [r.extra["origin"] for r in warm]
+    assert len(set(origins)) == len(origins)
+    assert sum(o.startswith(str(a.resolve())) for o in origins) == 3  # A's trials keep A as their origin
