@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from spaces import Fixed
 
-from ._cost import wants_energy
+from ._cost import start_energy, wants_energy
 from ._params import check_space_against_trainer
 from .backends import backend_names, resolve_backend
 from .backends.base import installed_version
@@ -331,6 +331,8 @@ def hyperparameter_search(
     session = SearchSession(settings, result, n_trials, max_failed_trials=common["max_failed_trials"],
                             max_device_hours=common["max_device_hours"], max_energy_kwh=common["max_energy_kwh"])
     created = _probe_writable(output_dir)
+    if settings.measure_energy and (startup := start_energy()) is not None:
+        result.settings["energy_startup_s"] = round(startup, 3)  # the search's cost, not its first trial's
     stop_dashboard = None
     try:
         if dashboard:
