@@ -299,7 +299,7 @@ def hyperparameter_search(
                 "train the same configuration; give at least one a range (spaces.Float, Int or Categorical), or set "
                 "fixed values in TrainingArguments or model_init."
             )
-        check_space_against_trainer(space, trainer)
+        check_space_against_trainer(space, trainer, adapter.processes_per_trial())
         adapter.settings = settings = _with_space(settings, space)
     adapter.validate()
     settings = adapter.settings  # an adapter may map its own options onto the shared settings (e.g. a scope)

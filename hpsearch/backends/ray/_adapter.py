@@ -101,6 +101,9 @@ class RayBackend(SearchBackend):
         }
 
     # ------------------------------------------------------------------ checks
+    def processes_per_trial(self) -> int:
+        return max(int(self.kwargs.get("workers_per_trial") or 1), super().processes_per_trial())
+
     @classmethod
     def check_options(cls, kwargs: Mapping[str, Any]) -> None:
         super().check_options(kwargs)
