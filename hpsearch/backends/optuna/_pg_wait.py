@@ -3,7 +3,7 @@
 ``statement_timeout`` is enforced by the server, and TCP keepalives are answered by its kernel, so neither ends a
 wait on a server that is frozen (SIGSTOP, a hung host) while the connection stays open: a search then waited for
 minutes. psycopg2 lets one wait callback replace libpq's blocking waits (`psycopg2.extensions.set_wait_callback`);
-this one waits with ``select`` up to `limit_s` and then raises psycopg2's ``OperationalError`` with a message
+this one waits with ``select`` up to its limit and then raises psycopg2's ``OperationalError`` with a message
 SQLAlchemy reads as a lost connection (so the pooled connection is discarded). The callback is process-wide: it is
 installed only when a search opens a PostgreSQL storage through psycopg2, and never replaces a callback someone
 else installed (gevent's, for instance).
@@ -20,12 +20,13 @@ __all__ = ["install"]
 
 logger = logging.getLogger(__name__)
 
-_limit_s = 0.0
+_limits = (0.0, 0.0)  # (connecting, any other wait) in seconds
 
 
-def install(limit_s: float) -> None:
-    """Bound every psycopg2 wait of this process to ``limit_s`` seconds (the longest asked for so far wins)."""
-    global _limit_s
+def install(connect_s: float, statement_s: float) -> None:
+    """Bound psycopg2's waits in this process: ``connect_s`` while connecting (libpq's own connect_timeout does not
+    apply once a wait callback is set), ``statement_s`` for every other wait (a statement, the heartbeat)."""
+    global _limits
     try:
         import psycopg2.extensions
     except ImportError:
@@ -34,15 +35,15 @@ def install(limit_s: float) -> None:
     if current is not None and current is not _wait:
         logger.debug("psycopg2 already has a wait callback (%r); PostgreSQL waits are not bounded here.", current)
         return
-    _limit_s = limit_s
+    _limits = (connect_s, statement_s)
     psycopg2.extensions.set_wait_callback(_wait)
 
 
 def _wait(conn: Any) -> None:
     import psycopg2
-    from psycopg2.extensions import POLL_OK, POLL_READ, POLL_WRITE
+    from psycopg2.extensions import POLL_OK, POLL_READ, POLL_WRITE, STATUS_SETUP
 
-    limit = _limit_s
+    limit = _limits[0] if conn.status == STATUS_SETUP else _limits[1]
     deadline = time.monotonic() + limit
     while True:
         state = conn.poll()

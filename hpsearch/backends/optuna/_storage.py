@@ -291,7 +291,8 @@ def _engine_kwargs(url: str) -> dict[str, Any]:
     if scheme in ("postgresql", "postgres"):
         driver = url.split("://", 1)[0].partition("+")[2] or "psycopg2"
         if driver == "psycopg2":
-            _pg_wait.install(STATEMENT_TIMEOUT_S + CONNECT_TIMEOUT_S)  # statement_timeout cannot end a frozen server
+            # statement_timeout is the server's: it cannot end a wait on a frozen server (see _pg_wait).
+            _pg_wait.install(CONNECT_TIMEOUT_S, STATEMENT_TIMEOUT_S + CONNECT_TIMEOUT_S)
         return {"connect_args": {"connect_timeout": CONNECT_TIMEOUT_S,
                                  "options": f"-c statement_timeout={STATEMENT_TIMEOUT_S * 1000}"},
                 "pool_timeout": CONNECT_TIMEOUT_S}
