@@ -158,7 +158,7 @@ def check_space_against_trainer(space: SearchSpace, trainer: Trainer, processes:
             if name in _NEEDS_PROCESSES and value and processes < 2:
                 raise SearchConfigError(
                     f"hp_space parameter {name!r} can take {value!r}, but {name}={value!r} needs a trial trained by "
-                    "several processes (`accelerate launch`/torchrun, or workers_per_trial on Ray) and this search "
+                    "several processes (`accelerate launch`/torchrun, or an engine's workers_per_trial) and this search "
                     f"trains each trial in one process, so every such trial would fail; remove {value!r} from the "
                     "domain, or launch the search that way."
                 )
