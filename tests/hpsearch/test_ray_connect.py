@@ -116,8 +116,16 @@ def test_without_an_address_a_running_ray_on_the_machine_is_not_joined(tmp_path)
             from spaces import Float
             from tests.hpsearch import _ray_cluster as rc
             from ray._private.services import find_bootstrap_address
+            from trainer import TrainerCallback
             print("found", find_bootstrap_address(None))
-            hyperparameter_search(rc.make_trainer({out!r}, epochs=1), hp_space={{"learning_rate": Float(1e-3, 1e-1)}},
+
+            class WhichRay(TrainerCallback):  # runs in the trial's Ray worker: which cluster it belongs to
+                def on_train_begin(self, args, state, control, **kwargs):
+                    with open({str(tmp_path / "gcs")!r}, "w") as f:
+                        f.write(ray.get_runtime_context().gcs_address)
+
+            trainer = rc.make_trainer({out!r}, epochs=1, callbacks=[WhichRay()])
+            hyperparameter_search(trainer, hp_space={{"learning_rate": Float(1e-3, 1e-1)}},
                                   compute_objective="eval_accuracy", n_trials=1, direction="maximize", backend="ray")
         """)
         proc = subprocess.run([sys.executable, "-c", script], env=env, cwd=str(rc.ROOT), capture_output=True,
@@ -127,5 +135,6 @@ def test_without_an_address_a_running_ray_on_the_machine_is_not_joined(tmp_path)
         shutil.rmtree(tmp, ignore_errors=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert f"found 127.0.0.1:{port}" in proc.stdout  # the running Ray was there to be joined
+    assert (tmp_path / "gcs").read_text() != f"127.0.0.1:{port}"  # the trial ran on another Ray: the search's own
     assert "started a private local Ray" in proc.stderr
     assert "joined the cluster" not in proc.stderr
