@@ -21,6 +21,7 @@ import math
 import os
 import threading
 import time
+from datetime import datetime, timezone
 from typing import Any
 
 __all__ = ["COST_COLUMNS", "CostMeter", "add_costs"]
@@ -145,6 +146,8 @@ class CostMeter:
         return time.thread_time() if self._threaded else time.process_time()
 
     def start(self) -> None:
+        # CodeCarbon first: its start-up (seconds, once per process) is not the trial's cost (see `start_energy`).
+        self._tracker = _start_task() if self._energy else None
         self._wall = time.perf_counter()
         self._cpu = self._cpu_now()
         self._peak_rss = _rss_mb()  # read here first: the sampler thread then finds /proc/self/statm open
@@ -156,7 +159,6 @@ class CostMeter:
                 torch.cuda.reset_peak_memory_stats()
         if not self._cuda:  # on CUDA the peak is the device's own count
             _SAMPLER.add(self)
-        self._tracker = _start_task() if self._energy else None
 
     def observe(self, rss: float) -> None:
         """Take a reading of the resident set size (MiB) into the peak."""
@@ -211,6 +213,8 @@ def add_costs(first: dict[str, float], second: dict[str, float]) -> dict[str, fl
 
 
 _TRACKER: Any = None
+#: When this process's CodeCarbon tracker started (None: not yet).
+TRACKER_STARTED: datetime | None = None
 _TRACKER_LOCK = threading.Lock()
 _TASK_BUSY = threading.Lock()
 
@@ -222,7 +226,7 @@ def wants_energy(asked: bool) -> bool:
 
 
 def _tracker() -> Any:
-    global _TRACKER
+    global _TRACKER, TRACKER_STARTED
     with _TRACKER_LOCK:
         if _TRACKER is None:
             from codecarbon import OfflineEmissionsTracker
@@ -232,7 +236,20 @@ def _tracker() -> Any:
                 save_to_file=False, measure_power_secs=1,
             )
             _TRACKER.start()
+            TRACKER_STARTED = datetime.now(timezone.utc)
         return _TRACKER
+
+
+def start_energy() -> float | None:
+    """Start this process's CodeCarbon tracker now, before any trial, so that its start-up is charged to the search
+    (returned in seconds; None when it could not start): it cost the first trial seconds of ``device_s`` before."""
+    began = time.perf_counter()
+    try:
+        _tracker()
+    except Exception as error:
+        logger.debug("CodeCarbon could not start: %s", error)
+        return None
+    return time.perf_counter() - began
 
 
 def _start_task() -> Any:

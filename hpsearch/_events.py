@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from ._files import EVENTS_FILE
+from ._redact import redact
 
 if TYPE_CHECKING:
     from .trial import Evaluation, TrialRecord
@@ -77,7 +78,7 @@ def _append(output_dir: str | os.PathLike[str], build: Any) -> None:
         # allow_nan keeps a NaN objective readable by Python's json (the dashboard); default= covers numpy values.
         event = build()
         text = event if isinstance(event, str) else json.dumps(event, separators=(",", ":"), default=_json_default)
-        line = (text + "\n").encode("utf-8")
+        line = (redact(text) + "\n").encode("utf-8")  # a tracker's error may quote a URL with its password
         path = os.path.join(os.fspath(output_dir), EVENTS_FILE)
         try:
             fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

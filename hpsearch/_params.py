@@ -115,11 +115,18 @@ def _domain_probes(domain: Any) -> list[Any]:
 
 #: Arguments whose value must be positive for a trial to train at all (0 epochs trains nothing).
 _POSITIVE = frozenset({"num_train_epochs"})
+#: Arguments whose (truthy) values need a trial trained by several processes: known before training.
+_NEEDS_PROCESSES = frozenset({"fsdp"})
 
 
-def check_space_against_trainer(space: SearchSpace, trainer: Trainer) -> None:
-    """Every parameter must be an argument (with valid values at its bounds) or reachable by ``model_init(trial)``."""
+def check_space_against_trainer(space: SearchSpace, trainer: Trainer, processes: int | None = None) -> None:
+    """Every parameter must be an argument (with valid values at its bounds, usable by a trial of ``processes``
+    processes: default this process's world size) or reachable by ``model_init(trial)``."""
     from spaces import Float
+
+    from ._dist import world_size
+
+    processes = world_size() if processes is None else processes
 
     check_param_names(space, trainer)
     types = argument_types(type(trainer.args))
@@ -148,3 +155,10 @@ def check_space_against_trainer(space: SearchSpace, trainer: Trainer) -> None:
                 raise SearchConfigError(
                     f"hp_space parameter {name!r} can take {value!r}, which TrainingArguments rejects: {error}"
                 ) from error
+            if name in _NEEDS_PROCESSES and value and processes < 2:
+                raise SearchConfigError(
+                    f"hp_space parameter {name!r} can take {value!r}, but {name}={value!r} needs a trial trained by "
+                    "several processes (`accelerate launch`/torchrun, or an engine's workers_per_trial) and this search "
+                    f"trains each trial in one process, so every such trial would fail; remove {value!r} from the "
+                    "domain, or launch the search that way."
+                )

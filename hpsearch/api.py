@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from spaces import Fixed
 
 from ._best import BestRun, best_runs
-from ._cost import wants_energy
+from ._cost import start_energy, wants_energy
 from ._params import check_space_against_trainer
 from .backends import backend_names, resolve_backend
 from .backends.base import installed_version
@@ -28,7 +28,7 @@ from .errors import SearchConfigError
 from .executor import check_trial_workers, make_executor
 from .objective import resolve_compute_objective
 from .reevaluate import check_reevaluation
-from .settings import TrialSettings, check_common_options
+from .settings import COMMON_OPTIONS, TrialSettings, check_common_options
 
 if TYPE_CHECKING:
     from trainer import Trainer
@@ -216,6 +216,7 @@ def hyperparameter_search(
     _check_takes_one("compute_objective", compute_objective, "the metrics dict")
     _check_dashboard(dashboard, dashboard_port)
     warm_options = sorted(k for k in _WARM_START_OPTIONS if kwargs.get(k) is not None)
+    explicit = {k: kwargs[k] for k in COMMON_OPTIONS if kwargs.get(k) is not None}  # what the user set, defaults aside
     common = check_common_options(kwargs)
     reevaluation = check_reevaluation(common["reevaluate_top_k"], common["reevaluate_seeds"], n_trials)
     backend_cls = resolve_backend(backend)
@@ -223,7 +224,7 @@ def hyperparameter_search(
         # The default mode is 'inform' where the engine can be told earlier trials; else its first (random: evaluate).
         common["warm_start_mode"] = (backend_cls.warm_start_modes or (common["warm_start_mode"],))[0]
     _check_warm_start_options(common, warm_options)
-    backend_cls.check_options(kwargs)
+    backend_cls.check_options({**kwargs, **explicit})  # a backend option may contradict a common one given
     objective_fn, objective_name = resolve_compute_objective(compute_objective)
     if len(directions) > 1 and not callable(compute_objective):
         raise SearchConfigError(
@@ -267,7 +268,7 @@ def hyperparameter_search(
                 "train the same configuration; give at least one a range (spaces.Float, Int or Categorical), or set "
                 "fixed values in TrainingArguments or model_init."
             )
-        check_space_against_trainer(space, trainer)
+        check_space_against_trainer(space, trainer, adapter.processes_per_trial())
         if reevaluation is not None:
             reevaluation.check_space(space)
         adapter.settings = settings = _with_space(settings, space)
@@ -297,7 +298,7 @@ def hyperparameter_search(
         objective=objective_name,
         started=datetime.now(timezone.utc),
         output_dir=output_dir,
-        settings=adapter.describe(),
+        settings={**adapter.describe(), "objective_scope": adapter.settings.objective_scope},
         versions=_versions(backend_cls),
     )
     session = SearchSession(settings, result, n_trials, max_failed_trials=common["max_failed_trials"],
@@ -305,12 +306,16 @@ def hyperparameter_search(
     if reevaluation is not None:
         result.settings["reevaluate"] = reevaluation.describe(settings)
     created = _probe_writable(output_dir)
+    if settings.measure_energy and (startup := start_energy()) is not None:
+        result.settings["energy_startup_s"] = round(startup, 3)  # the search's cost, not its first trial's
+    stop_dashboard = None
     try:
         if dashboard:
             from .dashboard import start_in_background
 
-            url, _ = start_in_background(output_dir, port=dashboard_port)
-            print(f"hpsearch dashboard: {url}", flush=True)
+            url, stop_dashboard = start_in_background(output_dir, port=dashboard_port)
+            print(f"hpsearch dashboard: {url} (it stops when the search returns; `hpsearch dashboard {output_dir}` "
+                  "serves it after)", flush=True)
         # Read before the backend runs: an engine that rebuilds the results from its own store drops them.
         earlier = reevaluation.earlier_runs(session) if reevaluation and adapter.continues_earlier_run() else []
         with make_executor(settings, common["trial_workers"], common["trial_worker_max_trials"]) as executor:
@@ -331,6 +336,9 @@ def hyperparameter_search(
         # before any trial: leave no empty folder behind.
         _remove_if_empty(created)
         raise
+    finally:
+        if stop_dashboard is not None:
+            stop_dashboard()  # the port is free for the next search's dashboard
     return best_runs(result)
 
 
@@ -416,7 +424,8 @@ def _check_earlier_search(output_dir: str, adapter: SearchBackend) -> None:
         count = len(earlier.records)
         what = (f"an earlier search ({count} trial{'s' if count != 1 else ''}, backend={earlier.backend!r}, "
                 f"objective {earlier.objective!r})")
-        stored = {"directions": earlier.directions, "objective": earlier.objective, "space": earlier.space}
+        stored = {"directions": earlier.directions, "objective": earlier.objective, "space": earlier.space,
+                  "objective_scope": earlier.settings.get("objective_scope")}
         problems = identity_differences(stored, search_identity(adapter.settings))
         if earlier.backend != adapter.name:
             problems.insert(0, f"backend {earlier.backend!r} (this search: {adapter.name!r})")

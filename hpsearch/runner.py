@@ -321,4 +321,4 @@ def _close_trackers(trainer: Any, settings: TrialSettings, record: TrialRecord, 
 
     objective, _ = settings.choose(record.intermediates)
     final = TrialState.FAIL if state is TrialState.COMPLETE and objective is None else state
-    record.extra.update(close_trackers(trainer, final.value, objective))
+    record.extra.update(redact(close_trackers(trainer, final.value, objective)))

@@ -49,11 +49,13 @@ def _now() -> datetime:
 
 
 def search_identity(settings: TrialSettings) -> dict[str, Any]:
-    """What makes two runs the same search: its directions, objective and portable space (None for a native one),
-    as a JSON store gives them back (tuples become lists), so that equal searches compare equal."""
+    """What makes two runs the same search: its directions, objective, objective_scope (which evaluation is a
+    trial's objective) and portable space (None for a native one), as a JSON store gives them back (tuples become
+    lists), so that equal searches compare equal."""
     identity = {
         "directions": list(settings.directions),
         "objective": settings.objective_name,
+        "objective_scope": settings.objective_scope,
         "space": settings.space.to_dict() if settings.space is not None else None,
     }
     return json.loads(json.dumps(identity, default=json_default))
@@ -67,6 +69,9 @@ def identity_differences(stored: Mapping[str, Any], ours: Mapping[str, Any]) -> 
         problems.append(f"direction {list(stored['directions'])} (this search: {list(ours['directions'])})")
     if "objective" in stored and stored["objective"] != ours["objective"]:
         problems.append(f"objective {stored['objective']!r} (this search: {ours['objective']!r})")
+    scope = stored.get("objective_scope")
+    if scope is not None and scope != ours["objective_scope"]:  # runs saved before it was recorded say nothing
+        problems.append(f"objective_scope {scope!r} (this search: {ours['objective_scope']!r})")
     if "space" in stored and stored["space"] != ours["space"]:
         before, now = stored["space"], ours["space"]
         if isinstance(before, Mapping) and isinstance(now, Mapping):
@@ -223,10 +228,12 @@ class SearchSession:
             return []
 
     def adopt(self, records: Iterable[TrialRecord]) -> None:
-        """Keep records of an earlier run of the same search (a resume) without counting or saving them."""
+        """Keep records of an earlier run of the same search (a resume) without counting or saving them; a compute
+        budget they spent stays spent (`stop_reason` is set before this run starts a trial)."""
         with self._lock:
             for record in records:
                 self._keep(record)
+            self._check_budgets()
 
     def replace_all(self, records: Iterable[TrialRecord]) -> None:
         """The engine's final list of trials (in its order), then save: the search's last word on disk."""

@@ -20,6 +20,7 @@ directions are used: anything else is refused, naming the difference. Works from
 from __future__ import annotations
 
 import collections
+import json
 import logging
 import math
 import os
@@ -126,6 +127,7 @@ def load_priors(warm_start: Any, mode: str, top_k: int, defaults: Mapping[str, A
         )
     priors: list[Prior] = []
     left_out: collections.Counter[str] = collections.Counter()
+    told: set[tuple[str, str]] = set()  # (the trial's first origin, its configuration): each earlier trial once
     for origin, result in _results(warm_start):
         if result.objective != settings.objective_name or list(result.directions) != list(settings.directions):
             raise SearchConfigError(
@@ -133,12 +135,19 @@ def load_priors(warm_start: Any, mode: str, top_k: int, defaults: Mapping[str, A
                 f"optimizes {settings.objective_name!r} ({'/'.join(settings.directions)}); only trials of the same "
                 "objective and direction can be used. Pass a search of the same objective, or none."
             )
+        scope = result.settings.get("objective_scope")
+        if scope is not None and scope != settings.objective_scope:
+            raise SearchConfigError(
+                f"warm_start={origin!r} scored its trials with objective_scope={scope!r} but this search uses "
+                f"objective_scope={settings.objective_scope!r}: two definitions of a trial's objective cannot be "
+                f"ranked together. Pass objective_scope={scope!r}, or warm-start from a search of the same scope."
+            )
         if not set(result.param_names) & set(space):
             raise SearchConfigError(
                 f"warm_start={origin!r} has no parameter in common with this hp_space (it has "
                 f"{result.param_names}, this search {list(space)}); nothing of it can be used."
             )
-        taken, skipped = _take(origin, result, space, defaults, mode)
+        taken, skipped = _take(origin, result, space, defaults, mode, told)
         priors += taken
         left_out.update({reason: n for reason, n in skipped.items() if reason not in _STATES_LEFT_OUT})
         verb = "told" if mode == "inform" else "can train again"
@@ -173,9 +182,10 @@ def _objectives(result: SearchResult, mode: str) -> list[tuple[TrialRecord, Any]
 _STATES_LEFT_OUT = ("pruned", "failed", "running", "without a finite objective")
 
 
-def _take(origin: str, result: SearchResult, space: Any, defaults: Mapping[str, Any],
-          mode: str) -> tuple[list[Prior], collections.Counter[str]]:
-    """The priors of one earlier search, and how many of its trials were left out, by reason."""
+def _take(origin: str, result: SearchResult, space: Any, defaults: Mapping[str, Any], mode: str,
+          told: set[tuple[str, str]]) -> tuple[list[Prior], collections.Counter[str]]:
+    """The priors of one earlier search, and how many of its trials were left out, by reason; ``told``: the
+    (first origin, configuration) pairs already taken from the other warm_start searches, added to."""
     taken: list[Prior] = []
     skipped: collections.Counter[str] = collections.Counter()
     for record, objective in _objectives(result, mode):
@@ -190,7 +200,13 @@ def _take(origin: str, result: SearchResult, space: Any, defaults: Mapping[str, 
         if params is None:
             skipped[reason] += 1
             continue
-        taken.append(Prior(params, objective, f"{origin}:{record.name}"))
+        first = _first_origin(record, origin)
+        key = (first, json.dumps(params, sort_keys=True, default=str))
+        if key in told:  # a search warm-started from another one holds that one's trials as warm rows
+            skipped["already told through another of the warm_start searches"] += 1
+            continue
+        told.add(key)
+        taken.append(Prior(params, objective, first))
     return taken, skipped
 
 
@@ -201,6 +217,14 @@ def _left_out_text(skipped: collections.Counter[str]) -> str:
     parts = [f"{n} {reason}" if reason in _STATES_LEFT_OUT[:3] else f"{n} ({reason})"
              for reason, n in sorted(skipped.items())]
     return "; " + ", ".join(parts) + " left out"
+
+
+def _first_origin(record: TrialRecord, origin: str) -> str:
+    """Where an earlier trial was first trained: ``"<search folder>:<trial name>"`` (a warm row of ``origin`` names
+    the search it came from), the folder resolved so that two spellings of one folder are one origin."""
+    text = str(record.extra.get("origin") or "") if record.extra.get("source") == SOURCE else ""
+    folder, sep, name = (text or f"{origin}:{record.name}").rpartition(":")
+    return f"{os.path.realpath(folder) if os.path.isdir(folder) else folder}{sep}{name}"
 
 
 def _map(params: Mapping[str, Any], space: Any, defaults: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str]:

@@ -191,6 +191,13 @@ class SearchBackend(abc.ABC):
         By default, the backend's own ``resume`` option where it declares one."""
         return "resume" in self.option_names() and bool(self.kwargs.get("resume"))
 
+    def processes_per_trial(self) -> int:
+        """How many processes train one trial: this process's world size (a launched search) unless the engine
+        starts its own per trial."""
+        from .._dist import world_size
+
+        return world_size()
+
     def validate(self) -> None:  # noqa: B027 - an optional hook, a no-op unless a backend needs checks
         """Backend-specific checks of the options against the settings (e.g. a pruner needs evaluations)."""
 

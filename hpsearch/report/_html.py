@@ -21,8 +21,8 @@ from hpsearch.report._analysis import (
 from hpsearch.report._format import fmt_datetime, fmt_duration, fmt_number, fmt_params
 from hpsearch.report._page import esc, json_text, kv_table, note, page, section, sortable_table, write_page
 from hpsearch.report._plotly import Part, Plot, bundle_script, render_parts, require_plotly
-from hpsearch.warmstart import own_counts
 from hpsearch.report._scale import curve_sample
+from hpsearch.warmstart import own_counts
 
 if TYPE_CHECKING:
     from hpsearch.results import SearchResult

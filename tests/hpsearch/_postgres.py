@@ -46,6 +46,14 @@ class PostgresCluster:
                              "-U", "postgres", "-O", self.user, name])
         return f"postgresql+psycopg2://{self.user}:{self.password}@127.0.0.1:{self.port}/{name}"
 
+    def create_user(self, user: str, password: str) -> None:
+        """A login role ``user`` with ``password`` (any characters but a quote) owning a database named ``user``."""
+        psql = [os.path.join(self.bin_dir, "psql"), "-h", self.socket_dir, "-p", str(self.port), "-U", "postgres",
+                "-v", "ON_ERROR_STOP=1", "-d", "postgres", "-c"]
+        _run_as_server_user([*psql, f"CREATE USER {user} WITH PASSWORD '{password}'"])
+        _run_as_server_user([os.path.join(self.bin_dir, "createdb"), "-h", self.socket_dir, "-p", str(self.port),
+                             "-U", "postgres", "-O", user, user])
+
 
 def _bin_dir() -> str:
     def find() -> str | None:

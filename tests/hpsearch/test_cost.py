@@ -170,3 +170,39 @@ def test_the_meter_samples_the_resident_set_size_in_the_background_while_a_trial
     assert len(sampler_threads()) == 1
     again.stop()
 
+
+
+@pytest.mark.parametrize("backend", ["optuna", "sigopt"])
+def test_a_spent_device_budget_stays_spent_across_reruns(backend, tmp_path):
+    """Rerunning (resuming) the same call after its budget was spent trains nothing more: it trained one more trial
+    per rerun before."""
+    out = tmp_path / "out"
+    options = ({"storage": f"sqlite:///{tmp_path / 'study.db'}", "study_name": "budget", "load_if_exists": True}
+               if backend == "optuna" else {"driver": "lite", "resume": True})
+    for _ in range(3):
+        best = hpsearch.hyperparameter_search(_trainer(out), hp_space=SPACE, n_trials=5, backend=backend,
+                                              compute_objective="eval_loss", max_device_hours=1e-7, **options)
+        result = best.run_summary
+        assert len(result.records) == 1, [r.name for r in result.records]
+        assert "max_device_hours" in result.settings["stop_reason"]
+    assert len(hpsearch.SearchResult.load(out).records) == 1
+
+
+def test_codecarbon_start_up_is_charged_to_the_search_not_to_the_first_trial(tmp_path):
+    """CodeCarbon takes seconds to start, once per process: it starts before the first trial's clock (the first
+    trial's device_s was 2.63 s against 0.08 s for identical ones), and the search records what it cost."""
+    import contextlib
+
+    from hpsearch import _cost
+
+    if _cost._TRACKER is not None:  # a tracker an earlier test started: this test needs a process without one
+        with contextlib.suppress(Exception):
+            _cost._TRACKER.stop()
+        _cost._TRACKER = None
+    best = hpsearch.hyperparameter_search(_trainer(tmp_path / "out"), hp_space=SPACE, n_trials=2, backend="random",
+                                          compute_objective="eval_loss", max_energy_kwh=1.0)
+    result = best.run_summary
+    first = min(result.records, key=lambda r: r.number)
+    assert _cost.TRACKER_STARTED is not None and first.started > _cost.TRACKER_STARTED
+    assert result.settings["energy_startup_s"] >= 0
+    assert all(math.isfinite(r.cost["energy_kwh"]) for r in result.records)  # the trials are still measured

@@ -394,3 +394,27 @@ def test_an_out_of_memory_trial_is_rescued_by_auto_find_batch_size(rescue, tmp_p
             assert record.state is TrialState.FAIL and "out of memory" in record.error
     small = [r for r in records if r.params["per_device_train_batch_size"] == 8]
     assert all(r.state is TrialState.COMPLETE and "per_device_train_batch_size" not in r.extra for r in small)
+
+
+def test_hpsearch_run_with_a_database_that_never_answers_fails_within_the_same_bound(tmp_path, monkeypatch, capsys):
+    """The CLI's look for an earlier run in the storage went around the bounded engine and waited for ever."""
+    from hpsearch.backends.optuna import _storage
+    from hpsearch.cli import main
+    from tests.hpsearch.test_cli import ROOT, TINY
+
+    monkeypatch.setattr(_storage, "CONNECT_TIMEOUT_S", 2)
+    monkeypatch.chdir(ROOT)
+    codes: list[int] = []
+    with _silent_server() as port:
+        sweep = tmp_path / "sweep.yaml"
+        sweep.write_text(TINY + f"  storage: postgresql+psycopg2://me:hunter2@127.0.0.1:{port}/db\n"
+                         f"output_dir: {tmp_path / 'out'}\n", encoding="utf-8")
+        thread = threading.Thread(target=lambda: codes.append(main(["run", str(sweep)])), daemon=True)
+        thread.start()
+        thread.join(timeout=60)
+        assert not thread.is_alive(), "hpsearch run still waits for a server that never answers"
+    err = capsys.readouterr().err
+    assert codes == [2], err
+    assert "did not answer" in err or "cannot open the storage" in err, err
+    assert "hunter2" not in err
+    assert not (tmp_path / "out").exists()

@@ -236,3 +236,106 @@ def test_torch_loads_in_this_codebase_are_weights_only():
                     offenders.append(f"{path.relative_to(root)}:{number}: {line.strip()}")
     assert not offenders, offenders
     assert torch.load  # the check above is only meaningful while torch.load is what loads tensors
+
+
+# ---------------------------------------------------------------------------------------------- every URL form
+SPECIAL = "pw/Slash#9?q"
+
+
+@pytest.mark.parametrize(("url", "masked"), [
+    (f"postgresql+psycopg2://u:{SPECIAL}@127.0.0.1:5432/db", "postgresql+psycopg2://u:***@127.0.0.1:5432/db"),
+    ("postgresql://u:pw%2FSlash%239%3Fq@host/db", "postgresql://u:***@host/db"),
+    ("mysql://u:p@ss@h:3306/d?charset=utf8", "mysql://u:***@h:3306/d?charset=utf8"),
+    ("postgresql://u@h/db?sslmode=require&password=pw/Slash&token=abc%23d", "postgresql://u@h/db?sslmode=require&password=***&token=***"),
+    ("http://user:s3cret-pw@[::1]:5000", "http://user:***@[::1]:5000"),
+    ("sqlite:////tmp/a@b/x.db", "sqlite:////tmp/a@b/x.db"),
+    ("http://127.0.0.1:5000/api", "http://127.0.0.1:5000/api"),
+])
+def test_every_url_form_loses_its_password(url, masked):
+    from hpsearch._redact import redact, redact_url
+
+    assert redact_url(url) == masked
+    assert redact(f"opening {url}: refused") == f"opening {masked}: refused"
+
+
+def test_a_password_seen_in_a_url_is_masked_where_it_appears_alone():
+    from hpsearch._redact import redact, redact_url
+
+    redact_url("postgresql://u:pw%2FAlone%239@host/db")  # the storage URL, as a search sees it first
+    assert redact("FATAL: password pw/Alone#9 rejected; encoded pw%2FAlone%239") == (
+        "FATAL: password *** rejected; encoded ***")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("form", ["raw", "percent-encoded"])
+def test_a_password_holding_slash_hash_and_question_mark_is_written_nowhere(form, postgres, tmp_path, caplog,  # noqa: F811
+                                                                             capsys):
+    from urllib.parse import quote
+
+    user = "special_" + form.replace("-", "_")
+    postgres.create_user(user, SPECIAL)
+    password = SPECIAL if form == "raw" else quote(SPECIAL, safe="")
+    url = f"postgresql+psycopg2://{user}:{password}@127.0.0.1:{postgres.port}/{user}"
+    out = tmp_path / "search"
+    caplog.set_level(logging.DEBUG)
+    best = hpsearch.hyperparameter_search(
+        _trainer(out, save_strategy="no"), hp_space={"learning_rate": spaces.Float(1e-3, 1e-2)},
+        compute_objective="eval_loss", n_trials=2, backend="optuna", storage=url, study_name="special",
+        dashboard=False,
+    )
+    assert len(best.run_summary.records) == 2
+    write_html(best.run_summary, str(out / "report.html"))
+    assert cli_main(["report", str(out), "--markdown"]) == 0
+    from hpsearch.dashboard import FolderReader
+    from hpsearch.dashboard._views import search_view
+
+    reader = FolderReader(out)
+    reader.refresh()
+    dashboard_json = search_view(reader.snapshot(), None, reader.warning, reader.has_search).message()
+    printed = capsys.readouterr()
+    texts = _everything_written(out)
+    texts["<dashboard json>"] = dashboard_json.encode()
+    texts["<log records>"] = "\n".join(r.getMessage() + str(r.args) for r in caplog.records).encode()
+    texts["<stdout>"] = printed.out.encode()
+    texts["<stderr>"] = printed.err.encode()
+    texts["<printed settings>"] = repr(SearchResult.load(out).settings).encode()
+    for piece in (SPECIAL, quote(SPECIAL, safe=""), "Slash#9", "Slash%239"):
+        _assert_absent(piece, texts)
+    assert f"{user}:***@127.0.0.1" in SearchResult.load(out).settings["storage"]
+
+
+@pytest.mark.slow
+def test_tracker_errors_and_tracker_params_hold_no_secret(tmp_path, monkeypatch, caplog, capsys):
+    """MLflow at a URI with a password (unreachable: its error quotes the URI) and TensorBoard's hparams with
+    secret-named trial parameters: no secret in any file, log line or printed text."""
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    uri_password = "mlflow-Pw/x#1?y"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://alice:{uri_password}@127.0.0.1:{port}")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "3")
+    param_secrets = {"api_key": "param-apikey-0123456789", "hf_token": "param-hftoken-0123456789"}
+    caplog.set_level(logging.DEBUG)
+    out = tmp_path / "search"
+    best = hpsearch.hyperparameter_search(
+        _trainer(out, save_strategy="no", report_to=["mlflow", "tensorboard"], logging_strategy="epoch"),
+        hp_space={"learning_rate": spaces.Float(1e-3, 1e-2),
+                  **{k: spaces.Categorical([v]) for k, v in param_secrets.items()}},
+        compute_objective="eval_loss", n_trials=2, backend="optuna",
+    )
+    records = best.run_summary.records
+    assert [r.state for r in records] == [TrialState.COMPLETE] * 2
+    assert all("mlflow" in " ".join(r.extra.get("tracker_errors", [])) for r in records)  # MLflow really failed
+    assert "alice:***@127.0.0.1" in " ".join(records[0].extra["tracker_errors"])
+    assert list(out.rglob("events.out.tfevents*")), "TensorBoard wrote its event files"
+    printed = capsys.readouterr()
+    texts = _everything_written(out)
+    texts["<log records>"] = "\n".join(r.getMessage() + str(r.args) for r in caplog.records).encode()
+    texts["<stdout>"] = printed.out.encode()
+    texts["<stderr>"] = printed.err.encode()
+    for secret in (uri_password, *param_secrets.values()):
+        tracker_files = {k: v for k, v in texts.items() if "tfevents" in k or k.startswith("<")}
+        _assert_absent(secret, tracker_files if secret in param_secrets.values() else texts)

@@ -216,3 +216,48 @@ def test_ray_continues_an_optuna_search(mode, tmp_path):
         for earlier_best in ranked:
             assert any(p["hidden"] == earlier_best.params["hidden"]
                        and p["learning_rate"] == pytest.approx(earlier_best.params["learning_rate"]) for p in trained)
+
+
+# ---------------------------------------------------------------------------------------------- objective_scope
+def test_warm_start_across_objective_scopes_is_refused_naming_both(tmp_path):
+    """Trials scored by their average evaluation are not ranked with trials scored by their last one."""
+    earlier = tmp_path / "earlier-avg"
+    hpsearch.hyperparameter_search(_trainer(earlier), hp_space=SPACE, n_trials=2, backend="random",
+                                   compute_objective="eval_loss", objective_scope="avg")
+    assert SearchResult.load(earlier).settings["objective_scope"] == "avg"  # recorded in search.json
+    out = tmp_path / "new"
+    with pytest.raises(SearchConfigError, match=r"objective_scope='avg'.*objective_scope='last'"):
+        hpsearch.hyperparameter_search(_trainer(out), hp_space=SPACE, n_trials=2, backend="optuna",
+                                       compute_objective="eval_loss", warm_start=str(earlier))
+    assert not out.exists()
+
+
+def test_a_resumed_study_whose_objective_scope_changed_is_refused(tmp_path):
+    out = tmp_path / "out"
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    common = dict(hp_space=SPACE, backend="optuna", compute_objective="eval_loss", storage=storage,
+                  study_name="scoped", load_if_exists=True)
+    hpsearch.hyperparameter_search(_trainer(out), n_trials=1, objective_scope="last", **common)
+    with pytest.raises(SearchConfigError, match=r"objective_scope 'last' \(this search: 'best'\)"):
+        hpsearch.hyperparameter_search(_trainer(out), n_trials=2, objective_scope="best", **common)
+    assert len(optuna.load_study(study_name="scoped", storage=storage).trials) == 1
+
+
+def test_a_trial_told_through_two_warm_start_searches_is_told_once(tmp_path):
+    """B was warm-started from A (so B's search.json holds A's trials as warm rows); a search warm-started from A and
+    B tells A's trials once, and B's own once (it told 8 for 5 distinct before)."""
+    a = _earlier(tmp_path, "optuna", n=3)
+    b = tmp_path / "b"
+    hpsearch.hyperparameter_search(_trainer(b), hp_space=SPACE, n_trials=5, backend="optuna",
+                                   compute_objective="eval_loss", warm_start=str(a))
+    b_result = SearchResult.load(b)
+    own_b = [r for r in b_result.records if r.extra.get("source") != "warm_start" and r.state is TrialState.COMPLETE]
+    assert sum(r.extra.get("source") == "warm_start" for r in b_result.records) == 3  # A's three trials, in B
+    out = tmp_path / "c"
+    best = hpsearch.hyperparameter_search(_trainer(out), hp_space=SPACE, n_trials=6, backend="optuna",
+                                          compute_objective="eval_loss", warm_start=[str(a), str(b)])
+    warm = [r for r in best.run_summary.records if r.extra.get("source") == "warm_start"]
+    assert len(warm) == 3 + len(own_b), [r.extra.get("origin") for r in warm]
+    origins = [r.extra["origin"] for r in warm]
+    assert len(set(origins)) == len(origins)
+    assert sum(o.startswith(str(a.resolve())) for o in origins) == 3  # A's trials keep A as their origin

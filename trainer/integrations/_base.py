@@ -21,12 +21,12 @@ import importlib.util
 import logging
 import math
 import os
-import re
 import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from .._callbacks import TrainerCallback, TrainerState
+from ..redact import redact, safe_params
 
 if TYPE_CHECKING:
     from .._training_args import TrainingArguments
@@ -36,7 +36,6 @@ logger = logging.getLogger("trainer.integrations")
 #: The final states a run is closed with (those of a hyperparameter-search trial).
 STATES = ("COMPLETE", "PRUNED", "FAIL")
 
-_SECRET_KEY = re.compile(r"token|secret|passw|api_?key|credential|private_key|auth", re.IGNORECASE)
 
 
 # ---------------------------------------------------------------------------------------------- availability
@@ -90,24 +89,19 @@ def numeric_logs(logs: Mapping[str, Any], owner: TrainerCallback) -> dict[str, f
     return out
 
 
-def is_secret_name(key: str) -> bool:
-    return bool(_SECRET_KEY.search(str(key)))
-
-
 def redact_secrets(text: str) -> str:
-    """``text`` with the value of every secret-looking environment variable (``*_API_KEY``, tokens...) masked."""
-    for key, value in os.environ.items():
-        if value and len(value) >= 6 and is_secret_name(key) and value in text:
-            text = text.replace(value, "***")
-    return text
+    """``text`` masked by the one rule (`trainer.redact.redact`): URL passwords, secret query values and the
+    values of secret-named environment variables."""
+    return str(redact(text))
 
 
 def run_params(args: TrainingArguments, state: TrainerState) -> dict[str, bool | int | float | str]:
-    """The parameters a run logs once: the arguments, then the trial's parameters; no secret-looking names."""
+    """The parameters a run logs once: the arguments, then the trial's parameters; no secret-looking names, every
+    value masked by the one rule."""
     params: dict[str, Any] = dict(args.to_sanitized_dict())
     for key, value in (state.trial_params or {}).items():
         params[str(key)] = value if isinstance(value, bool | int | float | str) else str(value)
-    return {key: value for key, value in params.items() if not is_secret_name(key)}
+    return safe_params(params)
 
 
 def run_name(args: TrainingArguments, state: TrainerState) -> str:

@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._callbacks import TrainerState
+from ..redact import is_secret_name, redact
 from . import _base
-from ._base import TrackerCallback, is_secret_name, numeric_logs
+from ._base import TrackerCallback, numeric_logs
 
 if TYPE_CHECKING:
     from .._training_args import TrainingArguments
@@ -247,7 +248,7 @@ class MLflowCallback(TrackerCallback):
             key = _MLFLOW_KEY_BAD_CHARS.sub("_", str(key))[:max_key]
             if is_secret_name(key):
                 continue
-            text = value if isinstance(value, str) else json.dumps(value, default=str)
+            text = redact(value if isinstance(value, str) else json.dumps(value, default=str))
             if len(text) > max_value:
                 logger.debug("MLflow: truncating param %s (%d characters) to %d.", key, len(text), max_value)
                 text = text[:max_value]

@@ -6,6 +6,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from .._callbacks import TrainerCallback, TrainerState
+from ..redact import redact, safe_params
 from . import _base
 from ._base import install_hint, numeric_logs, scalar
 
@@ -48,7 +49,7 @@ class TensorBoardCallback(TrainerCallback):
         if self._args_logged:
             return
         self._args_logged = True
-        self.tb_writer.add_text("args", "```json\n" + args.to_json_string() + "```")
+        self.tb_writer.add_text("args", "```json\n" + redact(args.to_json_string()) + "```")
         try:
             from torch.utils.tensorboard.summary import hparams
 
@@ -56,7 +57,7 @@ class TensorBoardCallback(TrainerCallback):
             for key, value in (state.trial_params or {}).items():
                 number = scalar(value)
                 params[f"trial/{key}"] = number if number is not None else str(value)
-            exp, ssi, sei = hparams(params, {})
+            exp, ssi, sei = hparams(safe_params(params), {})  # no secret-named parameter, no secret value
             writer = self.tb_writer._get_file_writer()
             for summary in (exp, ssi, sei):
                 writer.add_summary(summary)

@@ -122,14 +122,14 @@ class OptunaBackend(SearchBackend):
         storage = options.get("storage")
         if not isinstance(storage, str) or "://" not in storage or not options.get("study_name"):
             return None
-        summary = _storage.study_summary(storage, options["study_name"])
-        return None if summary is None else int(summary.n_trials)
+        # Through the search's bounded engine (a server that never answers fails in CONNECT_TIMEOUT_S), creating nothing.
+        return _storage.stored_trials(storage, options["study_name"])
 
     @classmethod
     def discard_existing_run(cls, options: Mapping[str, Any]) -> None:
         import optuna
 
-        optuna.delete_study(study_name=options["study_name"], storage=options["storage"])
+        optuna.delete_study(study_name=options["study_name"], storage=_storage.build_storage(options["storage"]))
 
     def continues_earlier_run(self) -> bool:
         return continues_study(self.kwargs, self.settings.output_dir)
@@ -319,23 +319,23 @@ class OptunaBackend(SearchBackend):
                 study_.stop()  # a compute budget is spent: running trials finish, no new one starts
             stop_at_budget(study_, frozen)
 
-        catch = self.kwargs.get("catch", ())
-        catch = tuple(catch) if isinstance(catch, list | tuple) else (catch,)
-        try:
-            if remaining:
-                study.optimize(
-                    objective,
-                    n_trials=remaining,
-                    timeout=self.kwargs.get("timeout"),
-                    n_jobs=self.executor.slots if self.trial_workers else self.kwargs.get("n_jobs", 1),
-                    gc_after_trial=self.kwargs.get("gc_after_trial", False),
-                    callbacks=[after_tell, *(self.kwargs.get("callbacks") or ())],
-                    catch=(_Failed, *catch),
-                    show_progress_bar=self.kwargs.get("show_progress_bar", False),
-                )
-        finally:
-            _lockstep.announce_end()
-            session.replace_all(self._translate(study, session))
+        catch = tuple(catch) if isinstance(catch := self.kwargs.get("catch", ()), list | tuple) else (catch,)
+        with _storage.storage_errors(self.kwargs.get("storage")):  # a database lost mid-search: its cause, named
+            try:
+                if remaining and session.stop_reason is None:  # a budget the earlier runs spent stays spent
+                    study.optimize(
+                        objective,
+                        n_trials=remaining,
+                        timeout=self.kwargs.get("timeout"),
+                        n_jobs=self.executor.slots if self.trial_workers else self.kwargs.get("n_jobs", 1),
+                        gc_after_trial=self.kwargs.get("gc_after_trial", False),
+                        callbacks=[after_tell, *(self.kwargs.get("callbacks") or ())],
+                        catch=(_Failed, *catch),
+                        show_progress_bar=self.kwargs.get("show_progress_bar", False),
+                    )
+            finally:
+                _lockstep.announce_end()
+                session.replace_all(self._translate(study, session))
 
     def _adopt_previous(self, study: Any, session: SearchSession) -> None:
         """Keep the detailed records a previous run of this study saved in output_dir."""

@@ -16,13 +16,14 @@ import logging
 import os
 import socket
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ..._files import json_default
 from ..._redact import redact, redact_url
-from ...errors import SearchConfigError
+from ...errors import HPSearchError, SearchConfigError
 from ...trial import TrialRecord
+from . import _pg_wait
 
 logger = logging.getLogger(__name__)
 
@@ -288,6 +289,10 @@ STATEMENT_TIMEOUT_S = 120
 def _engine_kwargs(url: str) -> dict[str, Any]:
     scheme = url.split("://", 1)[0].split("+", 1)[0]
     if scheme in ("postgresql", "postgres"):
+        driver = url.split("://", 1)[0].partition("+")[2] or "psycopg2"
+        if driver == "psycopg2":
+            # statement_timeout is the server's: it cannot end a wait on a frozen server (see _pg_wait).
+            _pg_wait.install(CONNECT_TIMEOUT_S, STATEMENT_TIMEOUT_S + CONNECT_TIMEOUT_S)
         return {"connect_args": {"connect_timeout": CONNECT_TIMEOUT_S,
                                  "options": f"-c statement_timeout={STATEMENT_TIMEOUT_S * 1000}"},
                 "pool_timeout": CONNECT_TIMEOUT_S}
@@ -337,19 +342,6 @@ def recover_dead_drivers(study: Any) -> None:
             requeue(study, frozen.number, frozen.params)
 
 
-def study_summary(storage: str, study_name: str) -> Any:
-    """Optuna's summary of ``study_name`` in the storage URL, or None when there is no such study."""
-    import optuna
-
-    try:
-        summaries = optuna.study.get_all_study_summaries(storage=storage, include_best_trial=False)
-    except Exception as error:
-        raise SearchConfigError(
-            f"storage={redact_url(storage)!r}: cannot open the storage ({redact(str(error))}); check the URL."
-        ) from None
-    return next((s for s in summaries if s.study_name == study_name), None)
-
-
 def stored_trials(storage: Any, study_name: str) -> int | None:
     """How many trials ``study_name`` holds in ``storage`` (None: there is no such study), read without creating
     anything: a SQLite or journal file that does not exist, or a database without Optuna's tables, holds no study."""
@@ -387,3 +379,31 @@ def stored_trials(storage: Any, study_name: str) -> int | None:
     finally:
         if isinstance(storage, optuna.storages.RDBStorage) and engine is not None:
             storage.engine.dispose()  # only a storage built here: one the user passed stays open
+
+
+@contextlib.contextmanager
+def storage_errors(storage: Any) -> Iterator[None]:
+    """A database that fails mid-search (lost, frozen past its bound) stops the search with the database's own
+    cause and the storage named, not Optuna's generic "An exception is raised during the commit"."""
+    import optuna
+
+    try:
+        yield
+    except (optuna.exceptions.StorageInternalError, _sqlalchemy_errors()) as error:
+        cause = error.__cause__ if isinstance(error, optuna.exceptions.StorageInternalError) and error.__cause__ \
+            else error
+        where = redact_url(storage) if isinstance(storage, str) else type(storage).__name__
+        first = (redact(str(getattr(cause, "orig", None) or cause)).strip().splitlines() or [""])[0]
+        raise HPSearchError(
+            f"storage={where!r} failed during the search ({type(cause).__name__}: {first}); the trials finished "
+            "before are saved in output_dir and in the study. Check that the database server is up and answers, "
+            "then run the same search again with load_if_exists=True to continue it."
+        ) from error
+
+
+def _sqlalchemy_errors() -> type[BaseException]:
+    try:
+        from sqlalchemy.exc import OperationalError
+    except ImportError:
+        return HPSearchError  # nothing to add when SQLAlchemy is missing
+    return OperationalError

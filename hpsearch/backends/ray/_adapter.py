@@ -28,6 +28,7 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from ... import _trust
 from ..._params import check_param_names
 from ...errors import SearchConfigError
 from ...settings import Option
@@ -105,6 +106,14 @@ class RayBackend(SearchBackend):
         }
 
     # ------------------------------------------------------------------ checks
+    def processes_per_trial(self) -> int:
+        return max(int(self.kwargs.get("workers_per_trial") or 1), super().processes_per_trial())
+
+    @classmethod
+    def check_options(cls, kwargs: Mapping[str, Any]) -> None:
+        super().check_options(kwargs)
+        _checks.check_scope_given(kwargs)
+
     def validate(self) -> None:
         conditional = {n for n in self.settings.space if self.settings.space[n].is_conditional} \
             if self.settings.space is not None else set()
@@ -220,6 +229,12 @@ class RayBackend(SearchBackend):
             resume = kw.get("resume")
             path = os.path.abspath(os.fspath(resume)) if isinstance(resume, str | os.PathLike) \
                 else os.path.join(storage, name)
+            if resume is True and _restorable(path) and not _trust.is_signed(path):
+                # Nothing this user's searches signed (a driver killed before Tune's first step, or a planted
+                # folder): start the search there without unpickling any of it.
+                logger.warning("resume=True: the Ray Tune state in %s was not signed by this user's searches; it "
+                               "is not loaded (not unpickled) and the search starts anew there.", path)
+                resume = False
             if resume and not _restorable(path):
                 if resume is not True:
                     raise SearchConfigError(
@@ -230,7 +245,10 @@ class RayBackend(SearchBackend):
                 # experiment snapshot leaves nothing to restore (no trial of it counts): both start the search.
                 logger.info("resume=True: no Ray Tune experiment to restore in %s yet; starting a new one there.", path)
                 resume = False
+            recorder.state_dir = path
             if resume:
+                if "://" not in path:  # Tune unpickles tuner.pkl and the experiment state: only signed state
+                    _trust.check_folder(path, f"resume={kw.get('resume')!r}")
                 tuner = tune.Tuner.restore(path, trainable=runnable, resume_errored=True)
                 # The trials the experiment finished before, so search.json lists them from this run's first save.
                 session.adopt(recorder.restored(tuner))
@@ -243,7 +261,10 @@ class RayBackend(SearchBackend):
                     tune_config=self._tune_config(session.n_trials, limit, searcher),
                     run_config=self._run_config(storage, name),
                 )
-            grid = tuner.fit()
+            try:
+                grid = tuner.fit()
+            finally:
+                recorder.sign_state()
             session.result.native = grid
             session.replace_all(recorder.translate(grid))
         finally:

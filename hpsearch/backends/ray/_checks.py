@@ -172,6 +172,17 @@ def objective_scope(kw: Mapping[str, Any], settings: TrialSettings) -> str:
     return SCOPES[scope]
 
 
+def check_scope_given(kwargs: Mapping[str, Any]) -> None:
+    """``objective_scope`` and ``scope`` both given must agree, also when objective_scope is its default 'last'
+    (which `objective_scope` cannot tell from unset)."""
+    given, scope = kwargs.get("objective_scope"), kwargs.get("scope")
+    if given is not None and scope in SCOPES and SCOPES[scope] != given:
+        raise SearchConfigError(
+            f"objective_scope={given!r} and scope={scope!r} disagree on which evaluation is a trial's objective "
+            f"(scope={scope!r} is objective_scope={SCOPES[scope]!r}); drop one of them."
+        )
+
+
 def check_picklable(settings: TrialSettings) -> None:
     """Name the piece of the trainer (or of the search) that cannot go to Ray's object store."""
     import dataclasses

@@ -69,60 +69,105 @@ class Connection:
 
 
 def connect(address: str | None) -> Connection:
-    """Connect to (or start) Ray as ``address`` says; see the module docstring."""
+    """Connect to (or start) Ray as ``address`` says; see the module docstring.
+
+    Without ``address`` (and without ``RAY_ADDRESS``) the search starts a private local Ray, never joining one
+    that already runs on the machine (another user's or job's); ``address="auto"``, ``RAY_ADDRESS`` or an address
+    join a cluster, which must answer within `CONNECT_TIMEOUT_S` (a closed port, or one that accepts TCP and never
+    answers, fails in seconds naming the address). The log says which Ray the search uses."""
     import ray
 
-    direct = address is not None and address not in ("auto", "local") and not address.startswith("ray://")
-    if direct:
-        probe(address)  # type: ignore[arg-type]
+    target, named = _target(address)
+    if target is not None:
+        probe(target, named)
     if ray.is_initialized():
+        logger.info("Ray: using the Ray this process is already connected to.")
         return Connection(opened=False)
     connection = Connection(opened=True, mode_before=os.environ.get(_MODE))
     try:
-        if address is None and _auto_address() is None:
-            ray.init(num_cpus=os.cpu_count(), include_dashboard=False, _node_ip_address="127.0.0.1",
-                     log_to_driver=False, configure_logging=False)
+        if address is None and not os.environ.get("RAY_ADDRESS"):
+            ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=False,
+                     _node_ip_address="127.0.0.1", log_to_driver=False, configure_logging=False)
             connection.local = True
+            logger.info("Ray: started a private local Ray for this search (%s CPUs); pass address='auto' or an "
+                        "address to join a running cluster instead.", os.cpu_count())
             return connection
-        # No address but a running Ray (RAY_ADDRESS, as `ray job submit` sets it, or the last `ray start` here):
-        # joined as "auto" joins it (ray.init refuses a local Ray's num_cpus when it finds a cluster to join).
-        given, address = address, address or "auto"
-        target = _auto_address() if address == "auto" else address if direct else None
         if target is not None:
             _prepare_token_auth(target)
         try:
-            ray.init(address=address, log_to_driver=False, configure_logging=False)
+            ray.init(address=address or "auto", log_to_driver=False, configure_logging=False)
         except Exception as error:  # Ray raises ConnectionError, RuntimeError, ValueError, AuthenticationError...
-            where = (f"address={address!r}" if given is not None else
-                     f"address unset, and RAY_ADDRESS or the last `ray start` here name the Ray at {target!r}")
-            fix = ("leave address unset to start a local Ray" if given is not None else
-                   "unset RAY_ADDRESS (or stop that cluster) to start a local Ray, or pass address")
+            fix = ("unset RAY_ADDRESS to start a private local Ray, or pass address" if address is None else
+                   "leave address unset to start a private local Ray")
             raise SearchConfigError(
-                f"{where}: could not connect to a Ray cluster ({type(error).__name__}: {_first_line(error)}). Start "
+                f"{named}: could not connect to a Ray cluster ({type(error).__name__}: {_first_line(error)}). Start "
                 f"one with `ray start --head`, or {fix}. If the cluster uses token authentication (Ray's default): "
                 f"{_token_fix()}"
             ) from error
+        logger.info("Ray: joined the cluster at %s (%s).", target or address, named)
     except BaseException:
         connection.close()
         raise
     return connection
 
 
-def probe(address: str) -> None:
-    """Fail within seconds for an address nothing listens on (``ray.init`` would retry for minutes)."""
+def _target(address: str | None) -> tuple[str | None, str]:
+    """The ``host:port`` the search will join (None: a local Ray, or ``ray://`` that Ray Client checks) and how the
+    user named it (for errors)."""
+    env = os.environ.get("RAY_ADDRESS")
+    if address is None:
+        if env and "://" not in env and env not in ("auto", "local"):
+            return env, f"address unset and RAY_ADDRESS={env!r}"
+        return None, "address unset"
+    if address == "auto":
+        found = _auto_address()
+        return found, f"address='auto' (found {found!r})" if found else "address='auto'"
+    if address == "local" or address.startswith("ray://"):
+        return None, f"address={address!r}"
+    return address, f"address={address!r}"
+
+
+def probe(address: str, named: str | None = None) -> None:
+    """Fail within seconds for an address nothing listens on, or where something accepts TCP but no Ray GCS
+    answers (``ray.init`` would retry for minutes)."""
+    named = named or f"address={address!r}"
     host, _, port = address.rpartition(":")
     if not host or not port.isdigit():
         raise SearchConfigError(
-            f"address={address!r} is not 'auto', 'ray://host:port' or 'host:port' (e.g. '127.0.0.1:6379')."
+            f"{named} is not 'auto', 'ray://host:port' or 'host:port' (e.g. '127.0.0.1:6379')."
         )
+    fix = ("check the address printed by `ray start --head`, or leave address unset (and RAY_ADDRESS unset) to "
+           "start a private local Ray")
     try:
         with socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S):
             pass
     except OSError as error:
+        raise SearchConfigError(f"{named}: no Ray cluster answers there ({error.strerror or error}); {fix}.") from error
+    if _gcs_silent(address):
         raise SearchConfigError(
-            f"address={address!r}: no Ray cluster answers there ({error.strerror or error}); check the address "
-            "printed by `ray start --head`, or leave address unset to start a local Ray."
-        ) from error
+            f"{named}: something accepts connections there but no Ray cluster answered within "
+            f"{CONNECT_TIMEOUT_S:g} s; {fix}."
+        )
+
+
+def _gcs_silent(address: str) -> bool:
+    """Whether a ``GetClusterId`` call to ``address`` got no answer at all within `CONNECT_TIMEOUT_S` (any answer,
+    a refusal included, is a live GCS; a Ray without grpc here is left to ``ray.init``)."""
+    try:
+        import grpc
+        from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
+    except ImportError:
+        return False
+    try:
+        with grpc.insecure_channel(address) as channel:
+            stub = gcs_service_pb2_grpc.NodeInfoGcsServiceStub(channel)
+            stub.GetClusterId(gcs_service_pb2.GetClusterIdRequest(),  # type: ignore[attr-defined]
+                              timeout=CONNECT_TIMEOUT_S)
+    except grpc.RpcError as error:
+        return bool(error.code() == grpc.StatusCode.DEADLINE_EXCEEDED)
+    except Exception:
+        return False
+    return False
 
 
 def gcs_auth(address: str, offer_token: bool) -> str | None:

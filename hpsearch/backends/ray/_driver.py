@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from ... import _trust
 from ..._cost import add_costs
 from ...errors import HPSearchError, SearchConfigError
 from ...runner import finish_record, new_record
@@ -96,6 +97,22 @@ class Recorder:
         self._saved: dict[str, TrialRecord] | None = None  # search.json's records, when Tune lost a trial's files
         self.unseen: set[str] = set()  # trials whose earlier attempts this driver did not see (see `_unseen_attempts`)
         self.paths: dict[str, str] = {}  # each trial's folder in Tune's storage
+        self.state_dir: str | None = None  # Tune's experiment folder, signed as Tune writes it (see `sign_state`)
+        self._signed: object = None
+
+    # ------------------------------------------------------------------ state
+    def sign_state(self) -> None:
+        """Sign Tune's experiment state (``_trust``) when it changed: called after each step of Tune's loop (which
+        saves the state just before) and when ``fit`` returns, so a later ``resume=True`` restores only it."""
+        folder = self.state_dir
+        if folder is None or "://" in folder or not os.path.isdir(folder):
+            return
+        with os.scandir(folder) as entries:
+            seen = sorted((e.name, e.stat().st_mtime_ns, e.stat().st_size) for e in entries if e.is_file()
+                          and e.name != _trust.DIGEST_FILE)
+        if seen != self._signed:
+            _trust.sign_folder(folder)
+            self._signed = seen
 
     # ------------------------------------------------------------------ events
     def result(self, trial_id: str, result: Mapping[str, Any], trial_path: str | None) -> None:
@@ -367,6 +384,10 @@ def _build_callback() -> type:
         def on_trial_complete(self, iteration, trials, trial, **info):
             if _current is not None:
                 _current.finish(trial.trial_id, trial.config, None)
+
+        def on_step_end(self, iteration, trials, **info):
+            if _current is not None:
+                _current.sign_state()  # Tune saved its experiment state just before this call
 
         def on_trial_error(self, iteration, trials, trial, **info):
             if _current is not None:

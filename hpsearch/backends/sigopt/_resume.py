@@ -68,7 +68,7 @@ def load_previous(adapter: SigOptBackend, native_space: Any) -> SearchResult | N
         )
     ours = search_identity(adapter.settings)
     stored: dict[str, Any] = {"directions": previous.directions, "objective": previous.objective,
-                              "space": previous.space}
+                              "space": previous.space, "objective_scope": previous.settings.get("objective_scope")}
     if adapter.settings.space is None and previous.space is None and NATIVE_SPACE in previous.settings:
         stored["space"], ours["space"] = previous.settings[NATIVE_SPACE], _plain(list(native_space))
     problems = identity_differences(stored, ours)

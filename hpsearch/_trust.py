@@ -1,0 +1,105 @@
+"""State an engine unpickles on resume is trusted only when this user's searches wrote it: a keyed digest.
+
+Some engines restore a search from pickles in ``output_dir`` (a tuner's pickle and its experiment state):
+loading a planted file would run whatever it holds. So while a search runs, the driver records beside that state
+an HMAC-SHA256 of each of its files (``hpsearch-state.digest``), keyed by a secret that lives outside
+``output_dir``: ``$HPSEARCH_STATE_KEY_FILE``, else ``$XDG_CACHE_HOME/hpsearch/state.key`` (``~/.cache/...``),
+created on first use with mode 0600 (its folder 0700). Before restoring, every file of the state must match its
+digest: a file added, changed or unsigned (someone else's folder, another user's or machine's key) is refused
+before anything is unpickled. Only the folder's top-level files are covered (what the engine unpickles there);
+trial checkpoints are read without pickle anyway.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import secrets
+from pathlib import Path
+
+from .errors import SearchConfigError
+
+__all__ = ["DIGEST_FILE", "UntrustedStateError", "check_folder", "is_signed", "key_path", "sign_folder"]
+
+DIGEST_FILE = "hpsearch-state.digest"
+_KEY_BYTES = 32
+
+
+class UntrustedStateError(SearchConfigError):
+    """Saved engine state that this user's searches did not write (or that changed since): never loaded."""
+
+
+def key_path() -> Path:
+    """Where the signing key lives (outside any output_dir)."""
+    explicit = os.environ.get("HPSEARCH_STATE_KEY_FILE")
+    if explicit:
+        return Path(explicit)
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(cache) / "hpsearch" / "state.key"
+
+
+def _key() -> bytes:
+    path = key_path()
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:  # another search made it first
+            return path.read_bytes()
+        with os.fdopen(fd, "wb") as f:
+            f.write(secrets.token_bytes(_KEY_BYTES))
+        return path.read_bytes()
+    if path.stat().st_mode & 0o077:
+        os.chmod(path, 0o600)  # a key others can read signs nothing
+    return data
+
+
+def _digests(folder: Path, key: bytes) -> dict[str, str]:
+    out = {}
+    for path in sorted(folder.iterdir()):
+        if path.name == DIGEST_FILE or not path.is_file():
+            continue
+        out[path.name] = hmac.new(key, path.name.encode() + b"\0" + path.read_bytes(), hashlib.sha256).hexdigest()
+    return out
+
+
+def sign_folder(folder: str | os.PathLike[str]) -> None:
+    """Record the digests of ``folder``'s files as they are now (written atomically beside them)."""
+    root = Path(folder)
+    if not root.is_dir():
+        return
+    text = json.dumps(_digests(root, _key()), indent=1, sort_keys=True)
+    tmp = root / f".{DIGEST_FILE}.{os.getpid()}.tmp"
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, root / DIGEST_FILE)
+
+
+def is_signed(folder: str | os.PathLike[str]) -> bool:
+    """Whether ``folder`` holds a digest file (valid or not: `check_folder` says)."""
+    return (Path(folder) / DIGEST_FILE).is_file()
+
+
+def check_folder(folder: str | os.PathLike[str], what: str) -> None:
+    """Raise `UntrustedStateError` unless every file of ``folder`` matches the digest this user's key recorded."""
+    root = Path(folder)
+    fix = (f"if you trust it, move it away and start the search again; a folder written by another user or on "
+           f"another machine is signed with that user's key ({key_path()})")
+    try:
+        recorded = json.loads((root / DIGEST_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        raise UntrustedStateError(
+            f"{what}: {str(root)!r} holds no {DIGEST_FILE} signed by this user's searches, so its pickled state "
+            f"is not loaded (loading a planted file would run its code); {fix}."
+        ) from None
+    current = _digests(root, _key())
+    # A file the engine deleted since is no risk; one added or changed is.
+    bad = [name for name, digest in current.items() if not hmac.compare_digest(str(recorded.get(name, "")), digest)]
+    if bad:
+        raise UntrustedStateError(
+            f"{what}: {', '.join(map(repr, bad))} in {str(root)!r} changed since this user's search wrote it (or "
+            f"was never written by it), so the state is not loaded (it would be unpickled); {fix}."
+        )

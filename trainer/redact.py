@@ -1,0 +1,145 @@
+"""The one masking rule for secrets, shared by the trainer's trackers and everything a search writes.
+
+Masked, wherever a text is stored, logged or printed:
+
+- a URL's userinfo password (``scheme://user:***@host``), raw or percent-encoded, also when it holds ``/``, ``#``,
+  ``?`` or ``@`` (``postgresql://u:pw/Slash#9?q@host/db``): the host is found after the last ``@`` that is
+  followed by a host name, not at the first ``/``;
+- the values of query parameters that name a secret (``?password=***``, ``token``, ``key``, ``api_key``,
+  ``sslpassword``, ...);
+- the value of every secret-named environment variable (``*_API_KEY``, ``*_TOKEN``, ``*_PASSWORD``...) and of every
+  password `redact_url` has seen, wherever it appears (a library's error quoting it without its URL);
+- parameters with a secret-looking name (`is_secret_name`: ``api_key``, ``hf_token``...) are never logged:
+  `safe_params` drops them.
+
+`redact` applies all of these to a string, or walks lists, tuples and dicts.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import unquote
+
+__all__ = ["MASK", "is_secret_name", "redact", "redact_url", "safe_params"]
+
+MASK = "***"
+_SECRET_NAME = re.compile(r"token|secret|passw|api_?key|credential|private_key|auth", re.IGNORECASE)
+_SECRET_QUERY_KEY = re.compile(r"pass(word|wd)?|pwd|secret|token|key|auth|credential|signature|sig", re.IGNORECASE)
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s'\"<>]+")
+# What may follow the "@" that ends a userinfo: a host (name, IPv4, [IPv6]) and an optional port, then the end of
+# the authority.
+_HOST = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.\-_%]+)(:\d*)?(?=[/?#]|$)")
+_MIN_SECRET = 4  # shorter values ("pw") would mask ordinary words
+_SEEN: set[str] = set()  # passwords seen in URLs: masked wherever they appear later
+_SEEN_LOCK = threading.Lock()
+
+
+def is_secret_name(key: Any) -> bool:
+    """Whether a parameter or variable named ``key`` holds a secret (``api_key``, ``hf_token``, ``password``...)."""
+    return bool(_SECRET_NAME.search(str(key)))
+
+
+def _userinfo_end(rest: str) -> int:
+    """The index of the "@" ending the userinfo in ``rest`` (the URL after ``://``), or -1 when there is none.
+
+    RFC 3986 forbids a raw ``/``, ``?`` or ``#`` in a userinfo, but users write passwords raw and SQLAlchemy
+    accepts them; so the userinfo ends at the last "@" before the first host-like authority end."""
+    standard_end = min((i for i in (rest.find("/"), rest.find("?"), rest.find("#")) if i >= 0), default=len(rest))
+    if "@" in rest[:standard_end]:
+        return rest.rfind("@", 0, standard_end)
+    if ":" not in rest[:standard_end] and "@" not in rest:
+        return -1
+    user_end = rest.find(":")
+    if user_end < 0 or any(c in rest[:user_end] for c in "/?#@"):
+        return -1  # no "user:" before the first "/", so nothing here is a password
+    at = rest.find("@", user_end)
+    while at >= 0:
+        if _HOST.match(rest, at + 1):
+            return at
+        at = rest.find("@", at + 1)
+    return -1
+
+
+def _remember(password: str) -> None:
+    for value in {password, unquote(password)}:
+        if len(value) >= _MIN_SECRET:
+            with _SEEN_LOCK:
+                _SEEN.add(value)
+
+
+def _mask_query(tail: str) -> str:
+    path, _, query = tail.partition("?")
+    query, hash_mark, fragment = query.partition("#")
+    parts = []
+    for item in query.split("&"):
+        key, eq, value = item.partition("=")
+        if eq and _SECRET_QUERY_KEY.search(unquote(key)):
+            _remember(value)
+            parts.append(f"{key}={MASK}")
+        else:
+            parts.append(item)
+    return f"{path}?{'&'.join(parts)}{hash_mark}{fragment}"
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its userinfo password and secret query values replaced by ``***`` (remembered for `redact`)."""
+    if "://" not in url:
+        return url
+    scheme, rest = url.split("://", 1)
+    at = _userinfo_end(rest)
+    authority_start = 0
+    head = ""
+    if at >= 0:
+        user, colon, password = rest[:at].partition(":")
+        if colon:
+            _remember(password)
+        head = f"{user}:{MASK}@" if colon else f"{user}@"
+        authority_start = at + 1
+    rest = rest[authority_start:]
+    tail_start = min((i for i in (rest.find("/"), rest.find("?"), rest.find("#")) if i >= 0), default=len(rest))
+    host, tail = rest[:tail_start], rest[tail_start:]
+    if "?" in tail:
+        tail = _mask_query(tail)
+    return f"{scheme}://{head}{host}{tail}"
+
+
+def _redact_match(match: re.Match[str]) -> str:
+    text = match.group(0)
+    stripped = text.rstrip(".,;:)]}")  # sentence punctuation after a URL is not part of it
+    return redact_url(stripped) + text[len(stripped):]
+
+
+def _known_secrets() -> list[str]:
+    values = [v for k, v in os.environ.items() if len(v) >= 6 and is_secret_name(k)]
+    with _SEEN_LOCK:
+        values.extend(_SEEN)
+    return sorted(set(values), key=len, reverse=True)  # longest first: a secret holding another is masked whole
+
+
+def _redact_text(text: str) -> str:
+    if "://" in text:
+        text = _URL.sub(_redact_match, text)
+    for secret in _known_secrets():
+        if secret in text:
+            text = text.replace(secret, MASK)
+    return text
+
+
+def redact(value: Any) -> Any:
+    """Every secret inside a string masked (other values returned as they are; lists, tuples and dicts walked)."""
+    if isinstance(value, str):
+        return _redact_text(value)
+    if isinstance(value, list | tuple):
+        return type(value)(redact(v) for v in value)
+    if isinstance(value, dict):
+        return {k: redact(v) for k, v in value.items()}
+    return value
+
+
+def safe_params(params: Mapping[str, Any]) -> dict[str, Any]:
+    """``params`` without the secret-named ones, strings masked: what a tracker may log."""
+    return {str(k): redact(v) for k, v in params.items() if not is_secret_name(k)}
