@@ -82,20 +82,24 @@ def read_rows(name: str, stdout: str) -> list[dict[str, Any]] | None:
     """The benchmark's rows: from its JSON line, else from its text; None when neither can be read."""
     for line in reversed(stdout.splitlines()):
         if line.startswith(JSON_PREFIX):
-            return list(json.loads(line[len(JSON_PREFIX):])["rows"])
+            return list(json.loads(line[len(JSON_PREFIX) :])["rows"])
     reader = BENCHMARKS.get(name)
     rows = reader(stdout) if reader is not None else []
     return rows or None
 
 
-def run_one(name: str, quick: bool, timeout: float | None, out: Path | None) -> tuple[list[dict[str, Any]], bool, float]:
+def run_one(
+    name: str, quick: bool, timeout: float | None, out: Path | None
+) -> tuple[list[dict[str, Any]], bool, float]:
     """Run ``python -m benchmarks.<name>``; (rows, ok, seconds)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
     command = [sys.executable, "-m", f"benchmarks.{name}", *(["--quick"] if quick else [])]
     start = time.perf_counter()
     try:
-        proc = subprocess.run(command, cwd=str(ROOT), env=env, capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(
+            command, cwd=str(ROOT), env=env, capture_output=True, text=True, timeout=timeout
+        )
         stdout, stderr, code = proc.stdout, proc.stderr, proc.returncode
     except subprocess.TimeoutExpired as expired:
         stdout = expired.stdout.decode() if isinstance(expired.stdout, bytes) else (expired.stdout or "")
@@ -107,7 +111,11 @@ def run_one(name: str, quick: bool, timeout: float | None, out: Path | None) -> 
     if code != 0:
         tail = (stderr or stdout).strip().splitlines()[-1:] or ["no output"]
         why = "timed out" if code is None else f"exit {code}"
-        return [result_row(name, None, None, None, "-", False, note=f"{why}: {tail[0][:120]}")], False, seconds
+        return (
+            [result_row(name, None, None, None, "-", False, note=f"{why}: {tail[0][:120]}")],
+            False,
+            seconds,
+        )
     rows = read_rows(name, stdout)
     if rows is None:
         return [result_row(name, None, None, None, "-", False, note="no readable result")], False, seconds
@@ -125,7 +133,9 @@ def _fmt(value: Any, digits: int = 2) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="every benchmark's --quick mode")
-    parser.add_argument("--only", default=None, help=f"comma-separated benchmark names, of: {', '.join(BENCHMARKS)}")
+    parser.add_argument(
+        "--only", default=None, help=f"comma-separated benchmark names, of: {', '.join(BENCHMARKS)}"
+    )
     parser.add_argument("--timeout", type=float, default=None, help="seconds per benchmark (default: none)")
     parser.add_argument("--out", default=None, help="folder for each benchmark's full output")
     opts = parser.parse_args(argv)
@@ -160,7 +170,9 @@ def main(argv: list[str] | None = None) -> int:
             table.append([name, row["name"], _fmt(row.get("ours")) + unit, _fmt(row.get("baseline")),
                           _fmt(row.get("ratio")), row.get("target", "-"), met, row.get("note", "")])  # fmt: skip
             summary.append({"benchmark": name, **row})
-    print_table("Summary", ["benchmark", "figure", "ours", "baseline", "ratio", "target", "met?", "note"], table)
+    print_table(
+        "Summary", ["benchmark", "figure", "ours", "baseline", "ratio", "target", "met?", "note"], table
+    )
     print(JSON_PREFIX + json.dumps({"benchmark": "all", "quick": opts.quick, "rows": summary}, default=str))
     return 0 if all_ok else 1
 

@@ -43,7 +43,11 @@ def print_table(title: str, header: Sequence[str], rows: Sequence[Sequence[Any]]
     print(f"\n{title}")
     for n, row in enumerate(cells):
         # First column (names) left-aligned, numbers right-aligned.
-        print("| " + " | ".join(c.rjust(w) if n and i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))) + " |")
+        print(
+            "| "
+            + " | ".join(c.rjust(w) if n and i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths)))
+            + " |"
+        )
         if n == 0:
             print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
 
@@ -65,13 +69,24 @@ def result_row(
     note: str = "",
 ) -> dict[str, Any]:
     """One line of the summary table: our figure, the baseline's, their ratio and whether the target is met."""
-    return {"name": name, "ours": ours, "baseline": baseline, "ratio": ratio, "target": target, "met": met,
-            "unit": unit, "note": note}
+    return {
+        "name": name,
+        "ours": ours,
+        "baseline": baseline,
+        "ratio": ratio,
+        "target": target,
+        "met": met,
+        "unit": unit,
+        "note": note,
+    }
 
 
 def emit_json(benchmark: str, rows: Sequence[dict[str, Any]], **extra: Any) -> None:
     """Print the machine-readable result as the very last line (``JSON_PREFIX`` + one JSON object)."""
-    print(JSON_PREFIX + json.dumps({"benchmark": benchmark, "rows": list(rows), **extra}, default=str), flush=True)
+    print(
+        JSON_PREFIX + json.dumps({"benchmark": benchmark, "rows": list(rows), **extra}, default=str),
+        flush=True,
+    )
 
 
 def start_ray(num_cpus: int) -> Any:
@@ -114,6 +129,6 @@ def run_isolated(module: str, args: Sequence[str], timeout: float | None = None)
                           timeout=timeout)  # fmt: skip
     for line in reversed(proc.stdout.splitlines()):
         if line.startswith(JSON_PREFIX) and proc.returncode == 0:
-            return json.loads(line[len(JSON_PREFIX):])
+            return json.loads(line[len(JSON_PREFIX) :])
     tail = " | ".join((proc.stderr or proc.stdout).strip().splitlines()[-3:])
     raise RuntimeError(f"{module} exited with {proc.returncode}: {tail[-400:]}")

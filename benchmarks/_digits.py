@@ -117,10 +117,12 @@ def handwritten_run(
     total = max_steps if max_steps is not None else steps_per_epoch * epochs
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: max(0.0, (total - s) / max(1, total)))
     generator = torch.Generator().manual_seed(seed)
-    loader = DataLoader(train, batch_size=batch_size, sampler=RandomSampler(train, generator=generator),
-                        collate_fn=_collate)
-    eval_loader = DataLoader(evaluation, batch_size=EVAL_BATCH, sampler=SequentialSampler(evaluation),
-                             collate_fn=_collate)
+    loader = DataLoader(
+        train, batch_size=batch_size, sampler=RandomSampler(train, generator=generator), collate_fn=_collate
+    )
+    eval_loader = DataLoader(
+        evaluation, batch_size=EVAL_BATCH, sampler=SequentialSampler(evaluation), collate_fn=_collate
+    )
     metrics: dict[str, float] = {}
     step = 0
     n_epochs = epochs if max_steps is None else math.ceil(max_steps / steps_per_epoch)

@@ -63,23 +63,39 @@ def _trial_spec(rng: random.Random, i: int) -> dict[str, Any]:
     rate = lr * 40 * (hidden / 64) ** 0.3
     values = [1 - math.exp(-(j + 1) * rate) * rng.uniform(0.85, 1.0) for j in range(n)]
     start = T0 + timedelta(seconds=12 * i)
-    return {"number": i, "params": {"learning_rate": lr, "hidden": hidden, "per_device_train_batch_size": batch},
-            "state": state, "values": values, "start": start, "end": start + timedelta(seconds=1 + n)}
+    return {
+        "number": i,
+        "params": {"learning_rate": lr, "hidden": hidden, "per_device_train_batch_size": batch},
+        "state": state,
+        "values": values,
+        "start": start,
+        "end": start + timedelta(seconds=1 + n),
+    }
 
 
 def _optuna_trial(spec: dict[str, Any]) -> Any:
     from optuna.distributions import CategoricalDistribution, FloatDistribution
     from optuna.trial import FrozenTrial, TrialState
 
-    state = {"COMPLETE": TrialState.COMPLETE, "PRUNED": TrialState.PRUNED, "FAIL": TrialState.FAIL}[spec["state"]]
+    state = {"COMPLETE": TrialState.COMPLETE, "PRUNED": TrialState.PRUNED, "FAIL": TrialState.FAIL}[
+        spec["state"]
+    ]
     return FrozenTrial(
-        number=spec["number"], trial_id=spec["number"], state=state,
-        value=spec["values"][-1] if state != TrialState.FAIL else None, values=None,
-        datetime_start=spec["start"], datetime_complete=spec["end"], params=spec["params"],
-        distributions={"learning_rate": FloatDistribution(1e-4, 1e-1, log=True),
-                       "hidden": CategoricalDistribution([16, 64, 128]),
-                       "per_device_train_batch_size": CategoricalDistribution([16, 32])},
-        user_attrs={}, system_attrs={},
+        number=spec["number"],
+        trial_id=spec["number"],
+        state=state,
+        value=spec["values"][-1] if state != TrialState.FAIL else None,
+        values=None,
+        datetime_start=spec["start"],
+        datetime_complete=spec["end"],
+        params=spec["params"],
+        distributions={
+            "learning_rate": FloatDistribution(1e-4, 1e-1, log=True),
+            "hidden": CategoricalDistribution([16, 64, 128]),
+            "per_device_train_batch_size": CategoricalDistribution([16, 32]),
+        },
+        user_attrs={},
+        system_attrs={},
         intermediate_values={23 * (j + 1): v for j, v in enumerate(spec["values"])},
     )
 
@@ -87,20 +103,30 @@ def _optuna_trial(spec: dict[str, Any]) -> Any:
 def _record(spec: dict[str, Any]) -> Any:
     from hpsearch.trial import Evaluation, TrialRecord, TrialState
 
-    evs = [Evaluation(step=23 * (j + 1), epoch=j + 1.0, objective=v, metrics={"eval_accuracy": v})
-           for j, v in enumerate(spec["values"])]
+    evs = [
+        Evaluation(step=23 * (j + 1), epoch=j + 1.0, objective=v, metrics={"eval_accuracy": v})
+        for j, v in enumerate(spec["values"])
+    ]
     return TrialRecord(
-        trial_id=str(spec["number"]), number=spec["number"], name=f"run-{spec['number']}",
-        state=TrialState(spec["state"]), params=dict(spec["params"]),
+        trial_id=str(spec["number"]),
+        number=spec["number"],
+        name=f"run-{spec['number']}",
+        state=TrialState(spec["state"]),
+        params=dict(spec["params"]),
         objective=spec["values"][-1] if spec["state"] != "FAIL" else None,
-        started=spec["start"], finished=spec["end"], intermediates=evs, last_step=evs[-1].step,
+        started=spec["start"],
+        finished=spec["end"],
+        intermediates=evs,
+        last_step=evs[-1].step,
         error="RuntimeError: diverged" if spec["state"] == "FAIL" else None,
     )
 
 
-SPACE = {"learning_rate": {"type": "float", "low": 1e-4, "high": 0.1, "log": True},
-         "hidden": {"type": "categorical", "choices": [16, 64, 128]},
-         "per_device_train_batch_size": {"type": "categorical", "choices": [16, 32]}}
+SPACE = {
+    "learning_rate": {"type": "float", "low": 1e-4, "high": 0.1, "log": True},
+    "hidden": {"type": "categorical", "choices": [16, 64, 128]},
+    "per_device_train_batch_size": {"type": "categorical", "choices": [16, 32]},
+}
 
 
 def build(folder: Path, n: int, seed: int = 0) -> tuple[str, Any]:
@@ -116,9 +142,17 @@ def build(folder: Path, n: int, seed: int = 0) -> tuple[str, Any]:
     url = f"sqlite:///{folder / 'study.db'}"
     study = optuna.create_study(study_name="bench", storage=url, direction="maximize")
     study.add_trials([_optuna_trial(s) for s in specs])
-    result = SearchResult(backend="optuna", directions=["maximize"], records=[_record(s) for s in specs],
-                          space=SPACE, n_trials=None, objective="eval_accuracy", started=T0,
-                          settings={"sampler": "TPESampler"}, output_dir=str(folder / "search"))
+    result = SearchResult(
+        backend="optuna",
+        directions=["maximize"],
+        records=[_record(s) for s in specs],
+        space=SPACE,
+        n_trials=None,
+        objective="eval_accuracy",
+        started=T0,
+        settings={"sampler": "TPESampler"},
+        output_dir=str(folder / "search"),
+    )
     result.save(folder / "search")
     return url, result
 
@@ -129,16 +163,27 @@ def build(folder: Path, n: int, seed: int = 0) -> tuple[str, Any]:
 class Chromium:
     """Headless Chromium with one page, driven over the DevTools protocol (the test suite's client)."""
 
-    FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-             "--disable-component-update", "--disable-sync", "--no-first-run", "--window-size=1280,900",
-             "--remote-debugging-port=0"]
+    FLAGS = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--window-size=1280,900",
+        "--remote-debugging-port=0",
+    ]
 
     def __enter__(self) -> Any:
         from tests.hpsearch.test_report_browser import DevTools
 
         self.profile = Path(tempfile.mkdtemp(prefix="bench-chromium-"))
-        self.proc = subprocess.Popen([CHROMIUM, *self.FLAGS, f"--user-data-dir={self.profile}", "about:blank"],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            [CHROMIUM, *self.FLAGS, f"--user-data-dir={self.profile}", "about:blank"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         active = self.profile / "DevToolsActivePort"
         deadline = time.monotonic() + 60
         while not (active.is_file() and len(active.read_text().split()) >= 2):
@@ -209,8 +254,9 @@ class Server:
     def start(self) -> float:
         """Start the process; return the seconds until its page answers 200."""
         started = time.perf_counter()
-        self.proc = subprocess.Popen(self.cmd, cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            self.cmd, cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         while _status(self.page) != 200:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"{self.kind} dashboard exited with {self.proc.returncode}")
@@ -247,9 +293,9 @@ def _fetch_seconds(url: str) -> tuple[float, int]:
 # computed and the trials table lists every trial. optuna-dashboard's study page: its four figures hold data.
 _HISTORY_JS = {
     "ours": "(() => { const d = document.getElementById('hp-plot-history'); return d && d.data ? "
-            "d.data.filter(t => t.name !== 'best so far').reduce((n, t) => n + (t.x || []).length, 0) : 0; })()",
+    "d.data.filter(t => t.name !== 'best so far').reduce((n, t) => n + (t.x || []).length, 0) : 0; })()",
     "optuna-dashboard": "(() => { const d = document.getElementById('plot-history'); return d && d.data ? "
-                        "Math.max(0, ...d.data.map(t => (t.x || []).length)) : 0; })()",
+    "Math.max(0, ...d.data.map(t => (t.x || []).length)) : 0; })()",
 }
 _ALL_JS = {
     "ours": """(() => { const plots = Array.from(document.querySelectorAll('.hp-plot'));
@@ -368,7 +414,9 @@ def growth(server: Server, writer: Writer, n_new: int, study: Any) -> list[tuple
     """RSS (MB) of the server every n_new/4 trials while n_new trials are written with a client connected."""
     stop = threading.Event()
     if server.kind == "ours":
-        client = threading.Thread(target=_sse_client, args=(server.page + "events/search-0", stop), daemon=True)
+        client = threading.Thread(
+            target=_sse_client, args=(server.page + "events/search-0", stop), daemon=True
+        )
     else:
         client = threading.Thread(target=_poll_client, args=(server.api.split("?")[0], stop), daemon=True)
     client.start()
@@ -423,8 +471,12 @@ def _have_baseline() -> bool:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="60 trials, 1 round, a short growth run (CI smoke)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="60 trials, 1 round, a short growth run (CI smoke)"
+    )
     parser.add_argument("--trials", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--grow", type=int, default=1000, help="trials written during the memory run")
@@ -441,9 +493,11 @@ def main(argv: list[str] | None = None) -> None:
     try:
         url, result = build(work, args.trials)
         n_complete = sum(1 for r in result.records if r.state.value == "COMPLETE")
-        print(f"{args.trials} trials ({n_complete} complete), {os.cpu_count()} CPUs, load average "
-              f"{os.getloadavg()[0]:.1f}; optuna-dashboard: {'yes' if baseline else 'not installed'}; "
-              f"browser: {'chromium' if browser else 'none'}")
+        print(
+            f"{args.trials} trials ({n_complete} complete), {os.cpu_count()} CPUs, load average "
+            f"{os.getloadavg()[0]:.1f}; optuna-dashboard: {'yes' if baseline else 'not installed'}; "
+            f"browser: {'chromium' if browser else 'none'}"
+        )
         targets = {"ours": str(work / "search"), "optuna-dashboard": url}
         times: dict[str, dict[str, list[float]]] = {k: {} for k in kinds}
 
@@ -479,8 +533,11 @@ def main(argv: list[str] | None = None) -> None:
                             add(kind, "all", every)
                             writer = Writer(work, url, result, seed=100 + round_)
                             study = optuna.load_study(study_name="bench", storage=url)
-                            write = (lambda w=writer: w.ours(w.spec())) if kind == "ours" else (
-                                lambda w=writer, s=study: w.optuna(w.spec(), s))
+                            write = (
+                                (lambda w=writer: w.ours(w.spec()))
+                                if kind == "ours"
+                                else (lambda w=writer, s=study: w.optuna(w.spec(), s))
+                            )
                             add(kind, "update", update_latency(tools, server, write))
                     except Exception as error:
                         if kind == "ours":
@@ -515,46 +572,90 @@ def main(argv: list[str] | None = None) -> None:
         values = times.get(kind, {}).get(name)
         return median(values) if values else None
 
-    labels = [("startup", "start-up: process start to page 200 (s)", 2.0),
-              ("api", "first view, server side: cold JSON (s)", None),
-              ("api_mb", "first view JSON size (MB)", None),
-              ("history", f"render in Chromium: history with {n_complete} complete trials drawn (s)", 2.0),
-              ("all", "render in Chromium: every figure drawn (s)", 2.0),
-              ("update", "update: a finished trial written -> drawn in the open page (s)", 2.0)]
+    labels = [
+        ("startup", "start-up: process start to page 200 (s)", 2.0),
+        ("api", "first view, server side: cold JSON (s)", None),
+        ("api_mb", "first view JSON size (MB)", None),
+        ("history", f"render in Chromium: history with {n_complete} complete trials drawn (s)", 2.0),
+        ("all", "render in Chromium: every figure drawn (s)", 2.0),
+        ("update", "update: a finished trial written -> drawn in the open page (s)", 2.0),
+    ]
     table, rows = [], []
     for key, label, target in labels:
         ours, theirs = med("ours", key), med("optuna-dashboard", key)
         if ours is None:
             continue
         ratio = theirs / ours if theirs is not None and ours else None
-        table.append([label, ours, theirs if theirs is not None else "-", ratio if ratio is not None else "-",
-                      f"< {target:g}" if target else "-"])
+        table.append(
+            [
+                label,
+                ours,
+                theirs if theirs is not None else "-",
+                ratio if ratio is not None else "-",
+                f"< {target:g}" if target else "-",
+            ]
+        )
         if key != "api_mb":
-            rows.append(result_row(label, ours * 1e3, None if theirs is None else theirs * 1e3, ratio,
-                                   f"< {target:g} s" if target else "report (>1 = ours faster)",
-                                   (ours < target) if target else None, unit="ms"))
-    print_table(f"Dashboard vs optuna-dashboard, {args.trials}-trial study, median of {args.rounds} round(s) "
-                "(ratio = optuna-dashboard / ours: > 1 means ours is faster)",
-                ["figure", "ours", "optuna-dashboard", "ratio", "target"], table)
+            rows.append(
+                result_row(
+                    label,
+                    ours * 1e3,
+                    None if theirs is None else theirs * 1e3,
+                    ratio,
+                    f"< {target:g} s" if target else "report (>1 = ours faster)",
+                    (ours < target) if target else None,
+                    unit="ms",
+                )
+            )
+    print_table(
+        f"Dashboard vs optuna-dashboard, {args.trials}-trial study, median of {args.rounds} round(s) "
+        "(ratio = optuna-dashboard / ours: > 1 means ours is faster)",
+        ["figure", "ours", "optuna-dashboard", "ratio", "target"],
+        table,
+    )
 
     grow_table = []
     for kind, samples in growth_rows.items():
         start, end = samples[0][1], samples[-1][1]
         per_1000 = (end - start) / max(1, samples[-1][0]) * 1000
         grow_table.append([kind, start, end, per_1000, " ".join(f"{n}:{mb:.0f}" for n, mb in samples)])
-    print_table(f"Memory while {args.grow} more trials are written ({EVALS} evaluations each, a client connected)",
-                ["server", "RSS before (MB)", "RSS after (MB)", "growth per 1000 trials (MB)", "samples (trials:MB)"],
-                grow_table)
+    print_table(
+        f"Memory while {args.grow} more trials are written ({EVALS} evaluations each, a client connected)",
+        ["server", "RSS before (MB)", "RSS after (MB)", "growth per 1000 trials (MB)", "samples (trials:MB)"],
+        grow_table,
+    )
     for kind, _, _, per_1000, _ in grow_table:
-        rows.append(result_row(f"RSS growth per 1000 trials written, {kind}", per_1000, None, None, "flat: report",
-                               None, unit="MB"))
-    print_table(f"One refresh at {args.trials} trials", ["figure", "ms"],
-                [["incremental refresh after one evaluation event (ours)", incremental_ms],
-                 ["full re-parse of search.json (what a re-read per event would cost)", full_ms],
-                 ["ratio", full_ms / incremental_ms if incremental_ms else "-"]])
-    rows.append(result_row("refresh after one event vs full re-parse", incremental_ms, full_ms,
-                           full_ms / incremental_ms if incremental_ms else None, "report (>1 = incremental cheaper)",
-                           None, unit="ms"))
+        rows.append(
+            result_row(
+                f"RSS growth per 1000 trials written, {kind}",
+                per_1000,
+                None,
+                None,
+                "flat: report",
+                None,
+                unit="MB",
+            )
+        )
+    print_table(
+        f"One refresh at {args.trials} trials",
+        ["figure", "ms"],
+        [
+            ["incremental refresh after one evaluation event (ours)", incremental_ms],
+            ["full re-parse of search.json (what a re-read per event would cost)", full_ms],
+            ["ratio", full_ms / incremental_ms if incremental_ms else "-"],
+        ],
+    )
+    rows.append(
+        result_row(
+            "refresh after one event vs full re-parse",
+            incremental_ms,
+            full_ms,
+            full_ms / incremental_ms if incremental_ms else None,
+            "report (>1 = incremental cheaper)",
+            None,
+            unit="ms",
+        )
+    )
     emit_json("dashboard", rows, trials=args.trials, rounds=args.rounds, baseline_failed=broken)
 
 

@@ -69,7 +69,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     marks = sorted({1, early, n_trials // 4, n_trials // 2, 3 * n_trials // 4, n_trials} - {0})
     print(f"memory: {n_trials}-trial Optuna search, digits MLP (hidden 64..512), 20 steps a trial with 2 "
           "evaluations and 1 checkpoint, torch threads 1")  # fmt: skip
-    print_table("RSS after trial (MB)", ["trial", "RSS"], [["before the search", start_rss]] + [[m, rss[m - 1]] for m in marks])
+    print_table(
+        "RSS after trial (MB)",
+        ["trial", "RSS"],
+        [["before the search", start_rss]] + [[m, rss[m - 1]] for m in marks],
+    )
     print(f"\npeak RSS {peak:.1f} MB; growth from trial {early} to trial {n_trials}: {growth:+.1f} MB "
           f"(target < {TARGET_MB:.0f} MB)")  # fmt: skip
     result = {"peak_mb": peak, "growth_mb": growth, "rss_mb": rss, "early_trial": early, "trials": n_trials}

@@ -44,12 +44,28 @@ def _bert_trainer(out: str, seq: int, hidden: int, layers: int, steps: int, **ar
 
     def model_init() -> Any:
         torch.manual_seed(0)
-        return BertForSequenceClassification(BertConfig(
-            vocab_size=1000, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=4,
-            intermediate_size=hidden * 2, max_position_embeddings=seq))
+        return BertForSequenceClassification(
+            BertConfig(
+                vocab_size=1000,
+                hidden_size=hidden,
+                num_hidden_layers=layers,
+                num_attention_heads=4,
+                intermediate_size=hidden * 2,
+                max_position_embeddings=seq,
+            )
+        )
 
-    settings = dict(output_dir=out, max_steps=steps, per_device_train_batch_size=16, save_strategy="no",
-                    eval_strategy="no", logging_strategy="no", report_to="none", disable_tqdm=True, use_cpu=True)
+    settings = dict(
+        output_dir=out,
+        max_steps=steps,
+        per_device_train_batch_size=16,
+        save_strategy="no",
+        eval_strategy="no",
+        logging_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+        use_cpu=True,
+    )
     settings.update(args)
     return Trainer(model_init=model_init, args=TrainingArguments(**settings), train_dataset=Random())
 
@@ -86,9 +102,15 @@ def _child(kind: str, quick: bool) -> None:
 
 def _run_child(kind: str, quick: bool) -> dict[str, float]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.memory_features", "--child", kind]
-                          + (["--quick"] if quick else []), cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=1200)
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.memory_features", "--child", kind]
+        + (["--quick"] if quick else []),
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"{kind} failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -111,9 +133,15 @@ def _capped_sweep(cap: int, rescue: bool) -> tuple[int, int]:
         trainer = make_trainer(tmp, num_train_epochs=1, auto_find_batch_size=rescue)
         trainer.add_callback(MemoryCap())
         best = hpsearch.hyperparameter_search(
-            trainer, hp_space={"per_device_train_batch_size": spaces.Categorical([8, 16, 32, 64, 128, 256])},
-            compute_objective="eval_accuracy", direction="maximize", n_trials=12, backend="random", seed=0,
-            max_failed_trials=100)
+            trainer,
+            hp_space={"per_device_train_batch_size": spaces.Categorical([8, 16, 32, 64, 128, 256])},
+            compute_objective="eval_accuracy",
+            direction="maximize",
+            n_trials=12,
+            backend="random",
+            seed=0,
+            max_failed_trials=100,
+        )
         records = best.run_summary.records
     return sum(r.state.value == "COMPLETE" for r in records), len(records)
 
@@ -129,22 +157,49 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         return {}
     rows = []
     gc, nogc = _run_child("gc", opts.quick), _run_child("nogc", opts.quick)
-    rows.append(result_row("peak resident memory, gradient_checkpointing vs not (same model and batch)",
-                           gc["peak_mb"], nogc["peak_mb"], nogc["peak_mb"] / gc["peak_mb"], "reported (>1 = saves)",
-                           None, unit="MB"))
+    rows.append(
+        result_row(
+            "peak resident memory, gradient_checkpointing vs not (same model and batch)",
+            gc["peak_mb"],
+            nogc["peak_mb"],
+            nogc["peak_mb"] / gc["peak_mb"],
+            "reported (>1 = saves)",
+            None,
+            unit="MB",
+        )
+    )
     if not opts.quick:
         compiled, plain = _run_child("compile", False), _run_child("plain", False)
-        rows.append(result_row("steps/s after warm-up, torch_compile vs eager", 1 / compiled["steady_s"],
-                               1 / plain["steady_s"], plain["steady_s"] / compiled["steady_s"], "reported", None,
-                               unit="steps/s", note=f"compile cost {compiled['first_s'] - plain['first_s']:.1f} s"))
+        rows.append(
+            result_row(
+                "steps/s after warm-up, torch_compile vs eager",
+                1 / compiled["steady_s"],
+                1 / plain["steady_s"],
+                plain["steady_s"] / compiled["steady_s"],
+                "reported",
+                None,
+                unit="steps/s",
+                note=f"compile cost {compiled['first_s'] - plain['first_s']:.1f} s",
+            )
+        )
     done_with, total = _capped_sweep(opts.cap, True)
     done_without, _ = _capped_sweep(opts.cap, False)
-    rows.append(result_row(f"trials completed in a batch-size sweep with room for batches of {opts.cap}: "
-                           "auto_find_batch_size vs not", done_with, done_without,
-                           done_with / done_without if done_without else None, f"more than without ({total} trials)",
-                           done_with > done_without))
-    print_table("Memory and speed features", ["figure", "ours", "baseline", "ratio"],
-                [[r["name"], r["ours"], r["baseline"], r["ratio"]] for r in rows])
+    rows.append(
+        result_row(
+            f"trials completed in a batch-size sweep with room for batches of {opts.cap}: "
+            "auto_find_batch_size vs not",
+            done_with,
+            done_without,
+            done_with / done_without if done_without else None,
+            f"more than without ({total} trials)",
+            done_with > done_without,
+        )
+    )
+    print_table(
+        "Memory and speed features",
+        ["figure", "ours", "baseline", "ratio"],
+        [[r["name"], r["ours"], r["baseline"], r["ratio"]] for r in rows],
+    )
     emit_json("memory_features", rows)
     return {"rows": rows}
 

@@ -56,7 +56,9 @@ def _space() -> dict[str, Any]:
     return {"learning_rate": spaces.Float(1e-3, 3e-2, log=True)}
 
 
-def worker(journal: str, study: str, n_trials: int, output_dir: str, ready: str, go: str, epochs: int = EPOCHS) -> None:
+def worker(
+    journal: str, study: str, n_trials: int, output_dir: str, ready: str, go: str, epochs: int = EPOCHS
+) -> None:
     """One Optuna worker process: get ready, wait for the signal, search the shared study."""
     limit_threads(1)
     import optuna
@@ -87,8 +89,9 @@ def worker(journal: str, study: str, n_trials: int, output_dir: str, ready: str,
     Path(ready).write_text(json.dumps({"cpu": time.process_time() - cpu}))
 
 
-def run_optuna(n_workers: int, n_trials: int, tmp: str, tag: str, epochs: int = EPOCHS,
-               storage_kind: str = "journal") -> dict[str, float]:
+def run_optuna(
+    n_workers: int, n_trials: int, tmp: str, tag: str, epochs: int = EPOCHS, storage_kind: str = "journal"
+) -> dict[str, float]:
     """Trials per minute of ``n_workers`` processes sharing one study (journal file or SQLite)."""
     import optuna
     from optuna.storages.journal import JournalFileBackend
@@ -125,7 +128,9 @@ def run_optuna(n_workers: int, n_trials: int, tmp: str, tag: str, epochs: int = 
     trials = optuna.load_study(study_name=study, storage=storage).trials
     done = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
     if len(done) < n_trials:
-        raise RuntimeError(f"only {len(done)} of {n_trials} trials completed: {[t.state.name for t in trials]}")
+        raise RuntimeError(
+            f"only {len(done)} of {n_trials} trials completed: {[t.state.name for t in trials]}"
+        )
     end = max(t.datetime_complete.timestamp() for t in done)
     return {"trials": len(done), "seconds": end - start, "per_min": len(done) / (end - start) * 60,
             "cpu_per_trial": cpu / len(done)}  # fmt: skip
@@ -189,7 +194,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ray_note = ""
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(rounds):
-            for n in ((1, 2) if i % 2 == 0 else (2, 1)):
+            for n in (1, 2) if i % 2 == 0 else (2, 1):
                 run = run_optuna(n, n_trials, tmp, f"optuna{n}-{i}", storage_kind=opts.storage)
                 rates[f"optuna-{n}"].append(run["per_min"])
                 cpu_per_trial[n].append(run["cpu_per_trial"])
@@ -205,7 +210,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 ray_note = f"ray: not available ({error})"
                 rates["ray-1"], rates["ray-2"] = [], []
         else:
-            ray_note = "ray: skipped (--no-ray)" if opts.no_ray else "ray: skipped in --quick mode (--ray adds it)"
+            ray_note = (
+                "ray: skipped (--no-ray)" if opts.no_ray else "ray: skipped in --quick mode (--ray adds it)"
+            )
     load_after = os.getloadavg()[0]
 
     table, rows = [], []
@@ -223,7 +230,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(f"parallel_scaling: digits MLP, {EPOCHS} epochs a trial, {n_trials} trials a run, {rounds} alternated "
           f"rounds, torch threads 1 per worker, {os.cpu_count()} CPUs, load average {load_before:.1f} before and "
           f"{load_after:.1f} after")  # fmt: skip
-    print_table("Trials per minute (median over rounds)", ["engine", "1 worker", "2 workers", "speed-up"], table)
+    print_table(
+        "Trials per minute (median over rounds)", ["engine", "1 worker", "2 workers", "speed-up"], table
+    )
     cpu1, cpu2 = median(cpu_per_trial[1]), median(cpu_per_trial[2])
     cpu_bound = 2 * cpu1 / cpu2
     print(f"\nOptuna CPU per trial (all workers): {cpu1 * 1e3:.0f} ms with 1 worker, {cpu2 * 1e3:.0f} ms with 2: "

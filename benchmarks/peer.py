@@ -27,7 +27,9 @@ from benchmarks._digits import EVAL_BATCH, accuracy, digits_datasets, limit_thre
 from benchmarks.trial_overhead import run_ours, suggest
 
 
-def run_transformers(n_trials: int, epochs: int, output_dir: str) -> tuple[float, float, list[dict[str, Any]]]:
+def run_transformers(
+    n_trials: int, epochs: int, output_dir: str
+) -> tuple[float, float, list[dict[str, Any]]]:
     """(wall s, CPU s, params of each trial) of ``transformers.Trainer.hyperparameter_search(backend="optuna")``."""
     import optuna
     import transformers
@@ -39,7 +41,11 @@ def run_transformers(n_trials: int, epochs: int, output_dir: str) -> tuple[float
         per_device_eval_batch_size=EVAL_BATCH, disable_tqdm=True, report_to="none", use_cpu=True, seed=0,
     )  # fmt: skip
     trainer = transformers.Trainer(
-        model_init=model_init, args=args, train_dataset=train, eval_dataset=evaluation, compute_metrics=accuracy
+        model_init=model_init,
+        args=args,
+        train_dataset=train,
+        eval_dataset=evaluation,
+        compute_metrics=accuracy,
     )
     wall, cpu = time.perf_counter(), time.process_time()
     trainer.hyperparameter_search(

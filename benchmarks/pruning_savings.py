@@ -66,7 +66,12 @@ def space() -> dict[str, Any]:
 
 
 def run_search(
-    kind: str, seed: int, n_trials: int, epochs: int, output_dir: str, configs: list[dict[str, Any]] | None = None
+    kind: str,
+    seed: int,
+    n_trials: int,
+    epochs: int,
+    output_dir: str,
+    configs: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """One search; its total steps, best completed accuracy, trial counts by state, wall time and configurations.
 
@@ -78,7 +83,9 @@ def run_search(
 
     trainer = make_trainer(output_dir, num_train_epochs=epochs, eval_strategy="epoch",
                            per_device_train_batch_size=BATCH, seed=seed)  # fmt: skip
-    common = dict(hp_space=space(), compute_objective="eval_accuracy", direction="maximize", n_trials=n_trials)
+    common = dict(
+        hp_space=space(), compute_objective="eval_accuracy", direction="maximize", n_trials=n_trials
+    )
     # A fixed study name: Optuna's Hyperband assigns trials to brackets by a hash of the study name and the
     # trial number, so a random name (the default) would make the same seed give different searches.
     study = dict(backend="optuna", study_name=f"pruning-{kind}-{seed}")
@@ -86,7 +93,9 @@ def run_search(
         backend: dict[str, Any] = dict(study, sampler=optuna.samplers.TPESampler(seed=seed),
                                        pruner=optuna.pruners.NopPruner())  # fmt: skip
     elif kind == "random":
-        backend = dict(study, sampler=optuna.samplers.RandomSampler(seed=seed), pruner=optuna.pruners.NopPruner())
+        backend = dict(
+            study, sampler=optuna.samplers.RandomSampler(seed=seed), pruner=optuna.pruners.NopPruner()
+        )
     elif kind == "hyperband":
         per_epoch = steps_per_epoch()
         backend = dict(
@@ -124,7 +133,9 @@ def run_search(
     }
 
 
-def asha_worker(seed: int, n_trials: int, epochs: int, output_dir: str, configs: list[dict[str, Any]]) -> dict[str, Any]:
+def asha_worker(
+    seed: int, n_trials: int, epochs: int, output_dir: str, configs: list[dict[str, Any]]
+) -> dict[str, Any]:
     """One ASHA search on a fresh local Ray (2 CPUs), in its own process; prints its summary as JSON."""
     warnings.filterwarnings("ignore")
     for name in ("trainer", "hpsearch", "ray"):
@@ -149,7 +160,11 @@ def _asha(seed: int, n_trials: int, epochs: int, output_dir: str, configs: list[
             return run_isolated("benchmarks.pruning_savings", ["--asha-worker", spec])
         except Exception as exc:  # reported with the seed, retried first
             error = exc
-            print(f"  seed {seed} asha: attempt {attempt + 1} failed ({str(exc)[:200]})", file=sys.stderr, flush=True)
+            print(
+                f"  seed {seed} asha: attempt {attempt + 1} failed ({str(exc)[:200]})",
+                file=sys.stderr,
+                flush=True,
+            )
     assert error is not None
     raise error
 
@@ -170,7 +185,9 @@ LABELS = {
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help=f"1 seed, 8 trials, {QUICK_EPOCHS} epochs, no Ray")
+    parser.add_argument(
+        "--quick", action="store_true", help=f"1 seed, 8 trials, {QUICK_EPOCHS} epochs, no Ray"
+    )
     parser.add_argument("--seeds", type=int, default=None)
     parser.add_argument("--trials", type=int, default=None)
     parser.add_argument("--epochs", type=int, default=None, help=f"epochs per trial (default {EPOCHS})")
@@ -207,7 +224,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             if "random" in kinds:
                 # In a child process: Ray aborts its driver when its own processes are killed under it.
                 try:
-                    runs["asha"].append(_asha(seed, n_trials, epochs, f"{tmp}/asha-{seed}", runs["random"][-1]["configs"]))
+                    runs["asha"].append(
+                        _asha(seed, n_trials, epochs, f"{tmp}/asha-{seed}", runs["random"][-1]["configs"])
+                    )
                 except Exception as error:
                     # Keep the seeds that finished (compared with the same seeds' random search) and say why.
                     ray_note = f"ray: the ASHA search of seed {seed} failed ({str(error)[:300]})"
@@ -224,7 +243,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         base = BASELINE.get(kind)
         saving = drop = None
         if base is not None:
-            base_steps, base_best = _mean([r["steps"] for r in runs[base]]), _mean([r["best"] for r in runs[base]])
+            base_steps, base_best = (
+                _mean([r["steps"] for r in runs[base]]),
+                _mean([r["best"] for r in runs[base]]),
+            )
             saving, drop = base_steps / steps, (base_best - best) * 100
         table.append([LABELS[kind], steps, "-" if saving is None else saving, best * 100,
                       "-" if drop is None else drop, _mean([r["pruned"] for r in runs[kind]]),
@@ -233,7 +255,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if base is not None:
             assert saving is not None and drop is not None
             met = saving >= TARGET_SAVING and drop <= TARGET_POINTS
-            accs = ", ".join(f"{r['best'] * 100:.2f} vs {b['best'] * 100:.2f}" for r, b in zip(runs[kind], runs[base]))
+            accs = ", ".join(
+                f"{r['best'] * 100:.2f} vs {b['best'] * 100:.2f}" for r, b in zip(runs[kind], runs[base])
+            )
             rows.append(result_row(
                 f"training steps saved by {LABELS[kind]}", steps, base_steps, saving,
                 f">= {TARGET_SAVING}x, acc within {TARGET_POINTS} pt", met, unit="steps/search",
@@ -244,7 +268,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
           f"(batch {BATCH}, eval every epoch), seeds {seeds} (ASHA: {asha_seeds}), torch threads 1")  # fmt: skip
     print_table(
         "Per search (mean over seeds; saving and drop against the unpruned search with the same sampler)",
-        ["search", "steps", "saving (x)", "best acc (%)", "acc drop (pt)", "pruned", "complete", "wall (s)"], table,
+        ["search", "steps", "saving (x)", "best acc (%)", "acc drop (pt)", "pruned", "complete", "wall (s)"],
+        table,
     )
     n_cols = max(len(row) for row in per_seed) - 1
     print_table("Per seed: best accuracy (%) / total steps", ["search", *(f"seed {s}" for s in seeds[:n_cols])],

@@ -91,16 +91,33 @@ def run_ours(n_trials: int, epochs: int, storage: str) -> tuple[float, float]:
 
     train, evaluation = digits_datasets()
     args = TrainingArguments(
-        output_dir=os.path.join(storage, "ours"), disable_tqdm=True, report_to="none", eval_strategy="epoch",
-        save_strategy="epoch", logging_strategy="no", num_train_epochs=epochs, per_device_train_batch_size=BATCH,
-        per_device_eval_batch_size=BATCH, skip_memory_metrics=True, seed=42,
+        output_dir=os.path.join(storage, "ours"),
+        disable_tqdm=True,
+        report_to="none",
+        eval_strategy="epoch",
+        save_strategy="epoch",
+        logging_strategy="no",
+        num_train_epochs=epochs,
+        per_device_train_batch_size=BATCH,
+        per_device_eval_batch_size=BATCH,
+        skip_memory_metrics=True,
+        seed=42,
     )
-    trainer = Trainer(model_init=_model_init, args=args, train_dataset=train, eval_dataset=evaluation,
-                      compute_metrics=accuracy)
+    trainer = Trainer(
+        model_init=_model_init,
+        args=args,
+        train_dataset=train,
+        eval_dataset=evaluation,
+        compute_metrics=accuracy,
+    )
     with Timer() as t:
         best = hyperparameter_search(
-            trainer, hp_space={"learning_rate": tune.grid_search(LEARNING_RATES[:n_trials])},
-            compute_objective="eval_accuracy", n_trials=1, direction="maximize", backend="ray",
+            trainer,
+            hp_space={"learning_rate": tune.grid_search(LEARNING_RATES[:n_trials])},
+            compute_objective="eval_accuracy",
+            n_trials=1,
+            direction="maximize",
+            backend="ray",
             resources_per_trial={"cpu": 1},
         )
     grid = best.run_summary.native
@@ -111,7 +128,9 @@ def run_ours(n_trials: int, epochs: int, storage: str) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="4 trials, 1 epoch, one round")
-    parser.add_argument("--rounds", type=int, default=None, help="alternated pairs of searches (default 3; quick 1)")
+    parser.add_argument(
+        "--rounds", type=int, default=None, help="alternated pairs of searches (default 3; quick 1)"
+    )
     options = parser.parse_args()
     n_trials, epochs = (4, 1) if options.quick else (8, 3)
     rounds = options.rounds or (1 if options.quick else 3)

@@ -42,18 +42,37 @@ def _splits(val: int) -> tuple[Any, Any, Any]:
     order = np.random.default_rng(0).permutation(len(y))
     x, y = x[order], y[order]
     test = 700
-    return (DigitsDataset(x[test + val:], y[test + val:]), DigitsDataset(x[test:test + val], y[test:test + val]),
-            DigitsDataset(x[:test], y[:test]))
+    return (
+        DigitsDataset(x[test + val :], y[test + val :]),
+        DigitsDataset(x[test : test + val], y[test : test + val]),
+        DigitsDataset(x[:test], y[:test]),
+    )
 
 
 def _trainer(out: str, train: Any, evaluation: Any, seed: int, **params: Any) -> Any:
     from trainer import Trainer, TrainingArguments
 
-    args = TrainingArguments(output_dir=out, eval_strategy="epoch", save_strategy="no", logging_strategy="no",
-                             num_train_epochs=EPOCHS, per_device_train_batch_size=BATCH, per_device_eval_batch_size=256,
-                             disable_tqdm=True, report_to="none", use_cpu=True, seed=seed, **params)
-    return Trainer(model_init=model_init, args=args, train_dataset=train, eval_dataset=evaluation,
-                   compute_metrics=accuracy)
+    args = TrainingArguments(
+        output_dir=out,
+        eval_strategy="epoch",
+        save_strategy="no",
+        logging_strategy="no",
+        num_train_epochs=EPOCHS,
+        per_device_train_batch_size=BATCH,
+        per_device_eval_batch_size=256,
+        disable_tqdm=True,
+        report_to="none",
+        use_cpu=True,
+        seed=seed,
+        **params,
+    )
+    return Trainer(
+        model_init=model_init,
+        args=args,
+        train_dataset=train,
+        eval_dataset=evaluation,
+        compute_metrics=accuracy,
+    )
 
 
 def _space() -> dict[str, Any]:
@@ -62,7 +81,9 @@ def _space() -> dict[str, Any]:
     return {"learning_rate": spaces.Float(1e-4, 0.3, log=True), "hidden": spaces.Int(8, 128, log=True)}
 
 
-def _pick(engine: str, out: str, data: tuple[Any, Any, Any], seed: int, n: int, k: int, s: int) -> tuple[dict, float]:
+def _pick(
+    engine: str, out: str, data: tuple[Any, Any, Any], seed: int, n: int, k: int, s: int
+) -> tuple[dict, float]:
     """(params, validation score) of the pick: by the mean with k and s, else by the observed max."""
     import hpsearch
 
@@ -74,9 +95,15 @@ def _pick(engine: str, out: str, data: tuple[Any, Any, Any], seed: int, n: int, 
         options["sampler"] = optuna.samplers.TPESampler(seed=seed)
     if k:
         options.update(reevaluate_top_k=k, reevaluate_seeds=s)
-    best: Any = hpsearch.hyperparameter_search(_trainer(out, data[0], data[1], seed), hp_space=_space(),
-                                          compute_objective="eval_accuracy", direction="maximize", n_trials=n,
-                                          backend=engine, **options)
+    best: Any = hpsearch.hyperparameter_search(
+        _trainer(out, data[0], data[1], seed),
+        hp_space=_space(),
+        compute_objective="eval_accuracy",
+        direction="maximize",
+        n_trials=n,
+        backend=engine,
+        **options,
+    )
     score = best.objective_mean if best.objective_mean is not None else best.objective
     return dict(best.hyperparameters), float(score)
 
@@ -118,28 +145,46 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     optimism: tuple[list[float], list[float]] = ([], [])
     for seed in range(seeds):
         with tempfile.TemporaryDirectory() as tmp:
-            picks = [_pick(opts.engine, str(Path(tmp) / "max"), data, seed, n + k * s, 0, 0),
-                     _pick(opts.engine, str(Path(tmp) / "mean"), data, seed, n, k, s)]
+            picks = [
+                _pick(opts.engine, str(Path(tmp) / "max"), data, seed, n + k * s, 0, 0),
+                _pick(opts.engine, str(Path(tmp) / "mean"), data, seed, n, k, s),
+            ]
             tests = [_test_accuracy(str(Path(tmp) / "test"), data, params, test_seeds) for params, _ in picks]
         observed.append(tests[0])
         reevaluated.append(tests[1])
         for i in range(2):
             optimism[i].append(picks[i][1] - tests[i])
         per_seed.append([seed, picks[0][1], tests[0], picks[1][1], tests[1]])
-    print_table(f"Per search seed ({opts.engine}; budget {n + k * s} runs each; val {opts.val}, test 700)",
-                ["seed", "max: val", "max: test", "mean: val", "mean: test"], per_seed)
+    print_table(
+        f"Per search seed ({opts.engine}; budget {n + k * s} runs each; val {opts.val}, test 700)",
+        ["seed", "max: val", "max: test", "mean: val", "mean: test"],
+        per_seed,
+    )
     mean_max, mean_re = statistics.fmean(observed), statistics.fmean(reevaluated)
     wins = sum(b > a for a, b in zip(observed, reevaluated))
     ties = sum(b == a for a, b in zip(observed, reevaluated))
-    print_table("Test accuracy of the pick (mean over search seeds)",
-                ["policy", "test accuracy", "optimism (val - test)"],
-                [["observed max", mean_max, statistics.fmean(optimism[0])],
-                 ["re-evaluated mean", mean_re, statistics.fmean(optimism[1])]])
+    print_table(
+        "Test accuracy of the pick (mean over search seeds)",
+        ["policy", "test accuracy", "optimism (val - test)"],
+        [
+            ["observed max", mean_max, statistics.fmean(optimism[0])],
+            ["re-evaluated mean", mean_re, statistics.fmean(optimism[1])],
+        ],
+    )
     ratio = mean_re / mean_max
-    print(f"\nratio re-evaluated / observed max: {ratio:.3f}; re-evaluated better on {wins} of {seeds} seeds "
-          f"({ties} ties)")
-    row = result_row("reevaluation test accuracy", mean_re, mean_max, ratio, ">= 1.0", ratio >= 1.0,
-                     note=f"{seeds} seeds, N={n}, K={k}, S={s}, {opts.engine}; wins {wins}, ties {ties}")
+    print(
+        f"\nratio re-evaluated / observed max: {ratio:.3f}; re-evaluated better on {wins} of {seeds} seeds "
+        f"({ties} ties)"
+    )
+    row = result_row(
+        "reevaluation test accuracy",
+        mean_re,
+        mean_max,
+        ratio,
+        ">= 1.0",
+        ratio >= 1.0,
+        note=f"{seeds} seeds, N={n}, K={k}, S={s}, {opts.engine}; wins {wins}, ties {ties}",
+    )
     emit_json("reevaluation", [row])
     return row
 

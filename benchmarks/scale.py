@@ -96,7 +96,9 @@ def run_ours(n_total: int, output_dir: str, storage: Any, marks: list[tuple[floa
         eval_strategy="no", save_strategy="no", logging_strategy="no", disable_tqdm=True, report_to="none",
         use_cpu=True,
     )  # fmt: skip
-    trainer = Trainer(model_init=Linear, args=args, train_dataset=TinyData(N_TRAIN, 0), eval_dataset=TinyData(N_EVAL, 1))
+    trainer = Trainer(
+        model_init=Linear, args=args, train_dataset=TinyData(N_TRAIN, 0), eval_dataset=TinyData(N_EVAL, 1)
+    )
 
     def mark(session: Any, record: Any) -> None:
         marks.append((time.perf_counter(), time.process_time()))
@@ -194,8 +196,14 @@ def session_cost_ms(n: int, tmp: str) -> tuple[float, float]:
                            cost={"cpu_s": 0.01})  # fmt: skip
 
     folder = f"{tmp}/session-{n}"
-    settings = TrialSettings(trainer=None, compute_objective=lambda m: m["eval_loss"],  # type: ignore[arg-type]
-                             objective_name="eval_loss", directions=("minimize",), output_dir=folder, backend="random")
+    settings = TrialSettings(
+        trainer=None,
+        compute_objective=lambda m: m["eval_loss"],  # type: ignore[arg-type]
+        objective_name="eval_loss",
+        directions=("minimize",),
+        output_dir=folder,
+        backend="random",
+    )
     result = SearchResult("random", ["minimize"], [], n_trials=2 * n, output_dir=folder)
     session = SearchSession(settings, result, n_trials=2 * n)
     session.adopt(record(i) for i in range(n))
@@ -231,7 +239,9 @@ def run_chunks(opts: argparse.Namespace, tmp: str) -> dict[str, Any]:
                 run_plain(plain_study, opts.chunk, marks)
             costs[side] = per_trial_ms(marks)
         (ours, ours_cpu), (plain, plain_cpu) = costs["ours"], costs["plain"]
-        rows.append([opts.chunk * (i + 1), ours, plain, ours - plain, ours_cpu, plain_cpu, ours_cpu - plain_cpu])
+        rows.append(
+            [opts.chunk * (i + 1), ours, plain, ours - plain, ours_cpu, plain_cpu, ours_cpu - plain_cpu]
+        )
         print(f"chunk {i + 1}/{n_chunks}: ours {ours:.2f} ms ({ours_cpu:.2f} CPU), plain {plain:.2f} ms "
               f"({plain_cpu:.2f} CPU)", file=sys.stderr, flush=True)  # fmt: skip
     return {"rows": rows, "startups": startups, "memory_mb": memory}
@@ -250,7 +260,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )  # fmt: skip
     opts = parser.parse_args(argv)
     opts.trials = opts.trials or (40 if opts.quick else 1000)
-    opts.chunk = opts.chunk or (20 if opts.quick else (1000 if opts.trials >= 5000 else max(1, opts.trials // 4)))
+    opts.chunk = opts.chunk or (
+        20 if opts.quick else (1000 if opts.trials >= 5000 else max(1, opts.trials // 4))
+    )
     limit_threads(1)
     import optuna
 

@@ -52,7 +52,11 @@ class MLP(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.net = nn.Sequential(
-            nn.Linear(IN_DIM, HIDDEN), nn.ReLU(), nn.Linear(HIDDEN, HIDDEN), nn.ReLU(), nn.Linear(HIDDEN, CLASSES)
+            nn.Linear(IN_DIM, HIDDEN),
+            nn.ReLU(),
+            nn.Linear(HIDDEN, HIDDEN),
+            nn.ReLU(),
+            nn.Linear(HIDDEN, CLASSES),
         )
 
     def forward(self, x: torch.Tensor, labels: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
@@ -127,7 +131,10 @@ def run_handwritten(data: Dataset, args: TrainingArguments) -> tuple[float, floa
         args.lr_scheduler_type, optimizer=optimizer, num_warmup_steps=0, num_training_steps=args.max_steps
     )
     loader = DataLoader(
-        data, batch_size=args.per_device_train_batch_size, sampler=RandomSampler(data), collate_fn=default_data_collator
+        data,
+        batch_size=args.per_device_train_batch_size,
+        sampler=RandomSampler(data),
+        collate_fn=default_data_collator,
     )
     model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
     model.train()

@@ -126,7 +126,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             same_params &= params["ours"] == params["plain"]
 
     rows = []
-    for side, label in (("ours", "hyperparameter_search (optuna)"), ("plain", "plain Optuna + hand-written loop")):
+    for side, label in (
+        ("ours", "hyperparameter_search (optuna)"),
+        ("plain", "plain Optuna + hand-written loop"),
+    ):
         walls = [w for w, _ in times[side]]
         cpus = [c for _, c in times[side]]
         rows.append([label, median(walls) * 1e3, min(walls) * 1e3, median(cpus) * 1e3])
@@ -135,8 +138,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(f"trial_overhead: digits MLP, {n_trials} trials x {epochs} epochs (eval each epoch), TPE seed 0, "
           f"{rounds} alternated rounds, torch threads 1; same sampled params on both sides: {same_params}")  # fmt: skip
     print_table("Per trial (ms)", ["side", "wall median", "wall best", "CPU median"], rows)
-    print(f"\nratio ours / plain (median per-trial): wall {wall_ratio:.3f}, CPU {cpu_ratio:.3f}   (target <= {TARGET})")
-    ours_ms, plain_ms = median([w for w, _ in times["ours"]]) * 1e3, median([w for w, _ in times["plain"]]) * 1e3
+    print(
+        f"\nratio ours / plain (median per-trial): wall {wall_ratio:.3f}, CPU {cpu_ratio:.3f}   (target <= {TARGET})"
+    )
+    ours_ms, plain_ms = (
+        median([w for w, _ in times["ours"]]) * 1e3,
+        median([w for w, _ in times["plain"]]) * 1e3,
+    )
     result = {
         "wall_ratio": wall_ratio, "cpu_ratio": cpu_ratio, "ours_ms": ours_ms, "plain_ms": plain_ms,
         "same_params": same_params, "trials": n_trials, "epochs": epochs, "rounds": rounds,

@@ -83,9 +83,15 @@ def _search(trainer: Any, n_trials: int, **kwargs: Any) -> tuple[float, Any]:
     start = time.perf_counter()
     with contextlib.redirect_stdout(io.StringIO()):
         best = hyperparameter_search(
-            trainer, hp_space=kwargs.pop("hp_space", None) or _space(), compute_objective="eval_accuracy",
-            direction="maximize", n_trials=n_trials, backend="optuna", max_failed_trials=n_trials + 1,
-            sampler=optuna.samplers.TPESampler(seed=0), **kwargs,
+            trainer,
+            hp_space=kwargs.pop("hp_space", None) or _space(),
+            compute_objective="eval_accuracy",
+            direction="maximize",
+            n_trials=n_trials,
+            backend="optuna",
+            max_failed_trials=n_trials + 1,
+            sampler=optuna.samplers.TPESampler(seed=0),
+            **kwargs,
         )
     return time.perf_counter() - start, best
 
@@ -96,8 +102,12 @@ def sweep_rates(tmp: str, n_trials: int, epochs: int) -> list[tuple[str, float, 
     # Warm-up in this process: the in-process ways would otherwise pay torch's and accelerate's first-call costs.
     _search(make_trainer(os.path.join(tmp, "warm"), num_train_epochs=1), 1)
     rows = []
-    ways = {"trial_workers=2": {"trial_workers": 2}, "trial_workers=1": {"trial_workers": 1},
-            "n_jobs=2 (threads)": {"n_jobs": 2}, "in-process, n_jobs=1": {}}
+    ways = {
+        "trial_workers=2": {"trial_workers": 2},
+        "trial_workers=1": {"trial_workers": 1},
+        "n_jobs=2 (threads)": {"n_jobs": 2},
+        "in-process, n_jobs=1": {},
+    }
     for name, kwargs in ways.items():
         trainer = make_trainer(os.path.join(tmp, name.replace(" ", "_")), num_train_epochs=epochs)
         seconds, best = _search(trainer, n_trials, **kwargs)
@@ -108,8 +118,11 @@ def sweep_rates(tmp: str, n_trials: int, epochs: int) -> list[tuple[str, float, 
         # Pruning (and TPE, told results in another order) differ between the ways: steps/s compares the work.
         steps = sum(r.last_step or 0 for r in best.run_summary.records)
         rows.append((name, n_trials / seconds * 3600, (n_trials - 1) / span * 3600, pruned, steps / seconds))
-        print(f"  {name}: {seconds:.1f} s in all, {span:.1f} s from the first trial's end to the last's, "
-              f"{pruned} pruned", flush=True)
+        print(
+            f"  {name}: {seconds:.1f} s in all, {span:.1f} s from the first trial's end to the last's, "
+            f"{pruned} pruned",
+            flush=True,
+        )
     return rows
 
 
@@ -136,8 +149,13 @@ def stuck_seconds(tmp: str) -> dict[str, float]:
         trainer = make_trainer(folder, num_train_epochs=1)
         trainer.model_init = stuck_model_init
         with contextlib.suppress(Exception):  # the search has no completed trial: it raises, as it should
-            _search(trainer, 1, trial_workers=1, trial_timeout=3,
-                    hp_space={"blocked": spaces.Categorical([blocked]), "hidden": spaces.Categorical([32, 64])})
+            _search(
+                trainer,
+                1,
+                trial_workers=1,
+                trial_timeout=3,
+                hp_space={"blocked": spaces.Categorical([blocked]), "hidden": spaces.Categorical([32, 64])},
+            )
         record = SearchResult.load(folder).records[0]  # from the trial's start in its worker to its FAIL
         out["SIGALRM blocked (killed)" if blocked else "interruptible sleep"] = record.duration_s
     return out
@@ -160,23 +178,58 @@ def main() -> None:
         inproc, worker = overhead_ms(tmp, 10 if args.quick else 20)
         stuck = stuck_seconds(tmp)
     by = {name: rate for name, rate, _, _, _ in rates}
-    print_table(f"Digits sweep, {n_trials} trials x {epochs} epochs, pruning on (trials per hour)",
-                ["way", "trials/hour (whole call)", "vs trial_workers=1", "trials/hour (first end to last)", "pruned",
-                 "training steps/s (whole call)"],
-                [(n, r, r / by["trial_workers=1"], r2, p, s) for n, r, r2, p, s in rates])
-    print_table("Per-trial time of a trivial trial (ms, median)", ["in-process", "worker", "overhead"],
-                [(inproc, worker, worker - inproc)])
-    print_table("A trial stuck in a 60 s sleep, trial_timeout=3: seconds to FAIL", ["case", "seconds"],
-                list(stuck.items()))
+    print_table(
+        f"Digits sweep, {n_trials} trials x {epochs} epochs, pruning on (trials per hour)",
+        [
+            "way",
+            "trials/hour (whole call)",
+            "vs trial_workers=1",
+            "trials/hour (first end to last)",
+            "pruned",
+            "training steps/s (whole call)",
+        ],
+        [(n, r, r / by["trial_workers=1"], r2, p, s) for n, r, r2, p, s in rates],
+    )
+    print_table(
+        "Per-trial time of a trivial trial (ms, median)",
+        ["in-process", "worker", "overhead"],
+        [(inproc, worker, worker - inproc)],
+    )
+    print_table(
+        "A trial stuck in a 60 s sleep, trial_timeout=3: seconds to FAIL",
+        ["case", "seconds"],
+        list(stuck.items()),
+    )
     scaling = by["trial_workers=2"] / by["trial_workers=1"]
     rows = [
-        result_row("2 workers vs 1 (trials/hour)", by["trial_workers=2"], by["trial_workers=1"], scaling, ">= 1.8x",
-                   scaling >= 1.8),
-        result_row("2 workers vs n_jobs=2 threads", by["trial_workers=2"], by["n_jobs=2 (threads)"],
-                   by["trial_workers=2"] / by["n_jobs=2 (threads)"], "> 1x", by["trial_workers=2"] > by["n_jobs=2 (threads)"]),
-        result_row("worker overhead per trial", worker - inproc, None, None, "<= 20 ms", worker - inproc <= 20, "ms"),
-        result_row("stuck trial to FAIL (killed)", stuck["SIGALRM blocked (killed)"], None, None, "<= 6 s",
-                   stuck["SIGALRM blocked (killed)"] <= 6, "s"),
+        result_row(
+            "2 workers vs 1 (trials/hour)",
+            by["trial_workers=2"],
+            by["trial_workers=1"],
+            scaling,
+            ">= 1.8x",
+            scaling >= 1.8,
+        ),
+        result_row(
+            "2 workers vs n_jobs=2 threads",
+            by["trial_workers=2"],
+            by["n_jobs=2 (threads)"],
+            by["trial_workers=2"] / by["n_jobs=2 (threads)"],
+            "> 1x",
+            by["trial_workers=2"] > by["n_jobs=2 (threads)"],
+        ),
+        result_row(
+            "worker overhead per trial", worker - inproc, None, None, "<= 20 ms", worker - inproc <= 20, "ms"
+        ),
+        result_row(
+            "stuck trial to FAIL (killed)",
+            stuck["SIGALRM blocked (killed)"],
+            None,
+            None,
+            "<= 6 s",
+            stuck["SIGALRM blocked (killed)"] <= 6,
+            "s",
+        ),
     ]
     print(f"load average after: {os.getloadavg()}", flush=True)
     emit_json("trial_workers", rows)

@@ -41,11 +41,20 @@ def _search(engine: str, out: Path, n: int, seed: int, warm: Path | None = None)
     if warm is not None:
         options["warm_start"] = str(warm)
     trainer = make_trainer(str(out), num_train_epochs=1, seed=seed, per_device_train_batch_size=64)
-    best = hpsearch.hyperparameter_search(trainer, hp_space=_space(), compute_objective="eval_accuracy",
-                                          direction="maximize", n_trials=n, backend=engine, **options)
+    best = hpsearch.hyperparameter_search(
+        trainer,
+        hp_space=_space(),
+        compute_objective="eval_accuracy",
+        direction="maximize",
+        n_trials=n,
+        backend=engine,
+        **options,
+    )
     records = [r for r in best.run_summary.records if r.extra.get("source") != "warm_start"]
-    return [float(r.objective) if r.objective is not None else float("nan")
-            for r in sorted(records, key=lambda r: r.number)]
+    return [
+        float(r.objective) if r.objective is not None else float("nan")
+        for r in sorted(records, key=lambda r: r.number)
+    ]
 
 
 def _reached(values: list[float], target: float) -> int | None:
@@ -83,24 +92,51 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             fresh2_best.append(target)
             hit = _reached(warm, target) if max(first) < target else 0
             reached.append(hit)
-            table.append([engine, seed, f"{max(first):.4f}", f"{max(first + warm):.4f}", f"{target:.4f}",
-                          "-" if hit is None else hit])
+            table.append(
+                [
+                    engine,
+                    seed,
+                    f"{max(first):.4f}",
+                    f"{max(first + warm):.4f}",
+                    f"{target:.4f}",
+                    "-" if hit is None else hit,
+                ]
+            )
         done = [r for r in reached if r is not None]
-        rows.append(result_row(
-            f"{engine}: best accuracy, {n} trials + {n} warm-started vs {2 * n} fresh ({len(seeds)} seeds, median)",
-            statistics.median(warm_best), statistics.median(fresh2_best),
-            statistics.median(warm_best) / statistics.median(fresh2_best), "reported (>= 1: warm start as good)",
-            None, note=f"fresh {n}-trial best {statistics.median(fresh_best):.4f}",
-        ))
-        rows.append(result_row(
-            f"{engine}: new trials the warm-started search needed to reach the fresh {2 * n}-trial best",
-            statistics.median(done) if done else None, float(2 * n),
-            (2 * n) / statistics.median(done) if done and statistics.median(done) else None,
-            f"< {2 * n} new trials", bool(done) and statistics.median(done) < 2 * n,
-            note=f"reached on {len(done)}/{len(reached)} seeds (0 = the first {n} trials already had it)",
-        ))
-    print_table("Per seed", ["engine", "seed", f"fresh {n} best", f"{n} + {n} warm best", f"fresh {2 * n} best",
-                             "new trials to reach it"], table)
+        rows.append(
+            result_row(
+                f"{engine}: best accuracy, {n} trials + {n} warm-started vs {2 * n} fresh ({len(seeds)} seeds, median)",
+                statistics.median(warm_best),
+                statistics.median(fresh2_best),
+                statistics.median(warm_best) / statistics.median(fresh2_best),
+                "reported (>= 1: warm start as good)",
+                None,
+                note=f"fresh {n}-trial best {statistics.median(fresh_best):.4f}",
+            )
+        )
+        rows.append(
+            result_row(
+                f"{engine}: new trials the warm-started search needed to reach the fresh {2 * n}-trial best",
+                statistics.median(done) if done else None,
+                float(2 * n),
+                (2 * n) / statistics.median(done) if done and statistics.median(done) else None,
+                f"< {2 * n} new trials",
+                bool(done) and statistics.median(done) < 2 * n,
+                note=f"reached on {len(done)}/{len(reached)} seeds (0 = the first {n} trials already had it)",
+            )
+        )
+    print_table(
+        "Per seed",
+        [
+            "engine",
+            "seed",
+            f"fresh {n} best",
+            f"{n} + {n} warm best",
+            f"fresh {2 * n} best",
+            "new trials to reach it",
+        ],
+        table,
+    )
     emit_json("warm_start", rows)
     return {"rows": rows}
 

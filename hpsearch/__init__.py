@@ -57,6 +57,6 @@ def __getattr__(name: str) -> Any:
 
         return importlib.import_module(f"{__name__}.{name}")
     # default_hp_space_<backend>: the adapter's own default space, looked up (not imported) on first use.
-    if name.startswith(_DEFAULT_SPACE_PREFIX) and name[len(_DEFAULT_SPACE_PREFIX):] in backend_names():
-        return get_backend(name[len(_DEFAULT_SPACE_PREFIX):]).default_space
+    if name.startswith(_DEFAULT_SPACE_PREFIX) and name[len(_DEFAULT_SPACE_PREFIX) :] in backend_names():
+        return get_backend(name[len(_DEFAULT_SPACE_PREFIX) :]).default_space
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -46,16 +46,28 @@ class BestRun(_BestRunFields):
     n_seeds: int
     observed_best: BestRun | None
 
-    def __new__(cls, run_id: str, objective: float | list[float], hyperparameters: dict[str, Any],
-                run_summary: SearchResult | None = None, checkpoint: str | None = None,
-                name: str | None = None, objective_mean: float | list[float] | None = None,
-                objective_std: float | list[float] | None = None,
-                objective_ci95: tuple[float, float] | list[tuple[float, float]] | None = None, n_seeds: int = 1,
-                observed_best: BestRun | None = None) -> BestRun:
+    def __new__(
+        cls,
+        run_id: str,
+        objective: float | list[float],
+        hyperparameters: dict[str, Any],
+        run_summary: SearchResult | None = None,
+        checkpoint: str | None = None,
+        name: str | None = None,
+        objective_mean: float | list[float] | None = None,
+        objective_std: float | list[float] | None = None,
+        objective_ci95: tuple[float, float] | list[tuple[float, float]] | None = None,
+        n_seeds: int = 1,
+        observed_best: BestRun | None = None,
+    ) -> BestRun:
         self = super().__new__(cls, run_id, objective, hyperparameters, run_summary)
         self.checkpoint = checkpoint
         self.name = name
-        self.objective_mean, self.objective_std, self.objective_ci95 = objective_mean, objective_std, objective_ci95
+        self.objective_mean, self.objective_std, self.objective_ci95 = (
+            objective_mean,
+            objective_std,
+            objective_ci95,
+        )
         self.n_seeds = n_seeds
         self.observed_best = observed_best
         return self
@@ -67,13 +79,22 @@ class BestRun(_BestRunFields):
     def __repr__(self) -> str:
         text = f"{super().__repr__()[:-1]}, checkpoint={self.checkpoint!r}, name={self.name!r}"
         if self.n_seeds > 1:
-            text += (f", objective_mean={self.objective_mean!r}, objective_std={self.objective_std!r}, "
-                     f"n_seeds={self.n_seeds}")
+            text += (
+                f", objective_mean={self.objective_mean!r}, objective_std={self.objective_std!r}, "
+                f"n_seeds={self.n_seeds}"
+            )
         return text + ")"
 
 
-_EXTRA_FIELDS = ("checkpoint", "name", "objective_mean", "objective_std", "objective_ci95", "n_seeds",
-                 "observed_best")
+_EXTRA_FIELDS = (
+    "checkpoint",
+    "name",
+    "objective_mean",
+    "objective_std",
+    "objective_ci95",
+    "n_seeds",
+    "observed_best",
+)
 
 
 def _best_run(record: TrialRecord, result: SearchResult, **fields: Any) -> BestRun:
@@ -92,10 +113,15 @@ def _best_run(record: TrialRecord, result: SearchResult, **fields: Any) -> BestR
 def _chosen_run(summary: ConfigSummary, result: SearchResult, observed: BestRun | None) -> BestRun:
     """The configuration chosen by its mean over seeds, as the search trial that proposed it."""
     one = not result.is_multi_objective
-    return _best_run(summary.trial, result, objective_mean=summary.mean[0] if one else summary.mean,
-                     objective_std=summary.std[0] if one else summary.std,
-                     objective_ci95=summary.ci95[0] if one else summary.ci95, n_seeds=summary.n_seeds,
-                     observed_best=observed)
+    return _best_run(
+        summary.trial,
+        result,
+        objective_mean=summary.mean[0] if one else summary.mean,
+        objective_std=summary.std[0] if one else summary.std,
+        objective_ci95=summary.ci95[0] if one else summary.ci95,
+        n_seeds=summary.n_seeds,
+        observed_best=observed,
+    )
 
 
 def best_runs(result: SearchResult) -> BestRun | list[BestRun]:

@@ -85,7 +85,9 @@ class _Sampler:
     def __init__(self) -> None:
         self._reset()
         if hasattr(os, "register_at_fork"):
-            os.register_at_fork(after_in_child=self._reset)  # a forked child has no thread, and maybe a held lock
+            os.register_at_fork(
+                after_in_child=self._reset
+            )  # a forked child has no thread, and maybe a held lock
 
     def _reset(self) -> None:
         self._cond = threading.Condition()
@@ -232,8 +234,10 @@ def _tracker() -> Any:
             from codecarbon import OfflineEmissionsTracker
 
             _TRACKER = OfflineEmissionsTracker(
-                country_iso_code=os.environ.get("CODECARBON_COUNTRY_ISO_CODE", "USA"), log_level="error",
-                save_to_file=False, measure_power_secs=1,
+                country_iso_code=os.environ.get("CODECARBON_COUNTRY_ISO_CODE", "USA"),
+                log_level="error",
+                save_to_file=False,
+                measure_power_secs=1,
             )
             _TRACKER.start()
             TRACKER_STARTED = datetime.now(timezone.utc)

@@ -39,25 +39,44 @@ def trial_started(output_dir: str | os.PathLike[str], record: TrialRecord) -> No
     """Log that the trial of ``record`` started (its id, number, name and parameters)."""
     from .trial import encode_tuples as _encode_tuples
 
-    _append(output_dir, lambda: {
-        "event": "trial_start", "time": _now(), "trial_id": str(record.trial_id), "number": int(record.number),
-        "name": str(record.name), "params": {k: _encode_tuples(v) for k, v in record.params.items()},
-    })
+    _append(
+        output_dir,
+        lambda: {
+            "event": "trial_start",
+            "time": _now(),
+            "trial_id": str(record.trial_id),
+            "number": int(record.number),
+            "name": str(record.name),
+            "params": {k: _encode_tuples(v) for k, v in record.params.items()},
+        },
+    )
 
 
 def evaluated(output_dir: str | os.PathLike[str], trial_id: str, evaluation: Evaluation) -> None:
     """Log one evaluation of trial ``trial_id``: its step, epoch, objective and metrics."""
-    _append(output_dir, lambda: {
-        "event": "evaluation", "time": _now(), "trial_id": str(trial_id), "step": int(evaluation.step),
-        "epoch": evaluation.epoch, "objective": evaluation.objective, "metrics": evaluation.metrics,
-    })
+    _append(
+        output_dir,
+        lambda: {
+            "event": "evaluation",
+            "time": _now(),
+            "trial_id": str(trial_id),
+            "step": int(evaluation.step),
+            "epoch": evaluation.epoch,
+            "objective": evaluation.objective,
+            "metrics": evaluation.metrics,
+        },
+    )
 
 
-def trial_finished(output_dir: str | os.PathLike[str], record: TrialRecord, record_json: str | None = None) -> None:
+def trial_finished(
+    output_dir: str | os.PathLike[str], record: TrialRecord, record_json: str | None = None
+) -> None:
     """Log that the trial of ``record`` ended; the record is stored as ``search.json`` stores it (``record_json``:
     that JSON text already made, which is then not encoded a second time)."""
     if record_json is not None:
-        _append(output_dir, lambda: f'{{"event":"trial_end","time":{json.dumps(_now())},"record":{record_json}}}')
+        _append(
+            output_dir, lambda: f'{{"event":"trial_end","time":{json.dumps(_now())},"record":{record_json}}}'
+        )
         return
     _append(output_dir, lambda: {"event": "trial_end", "time": _now(), "record": record.to_dict()})
 
@@ -77,7 +96,11 @@ def _append(output_dir: str | os.PathLike[str], build: Any) -> None:
 
         # allow_nan keeps a NaN objective readable by Python's json (the dashboard); default= covers numpy values.
         event = build()
-        text = event if isinstance(event, str) else json.dumps(event, separators=(",", ":"), default=_json_default)
+        text = (
+            event
+            if isinstance(event, str)
+            else json.dumps(event, separators=(",", ":"), default=_json_default)
+        )
         line = (redact(text) + "\n").encode("utf-8")  # a tracker's error may quote a URL with its password
         path = os.path.join(os.fspath(output_dir), EVENTS_FILE)
         try:
@@ -96,5 +119,8 @@ def _append(output_dir: str | os.PathLike[str], build: Any) -> None:
             _warned = True
             logger.warning(
                 "Could not append to %s in %r (%s); the live dashboard will only see finished trials. "
-                "Further failures are not reported.", EVENTS_FILE, os.fspath(output_dir), error,
+                "Further failures are not reported.",
+                EVENTS_FILE,
+                os.fspath(output_dir),
+                error,
             )

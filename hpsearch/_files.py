@@ -18,8 +18,20 @@ if TYPE_CHECKING:
     from .trial import TrialRecord
 
 __all__ = [
-    "EVENTS_FILE", "INTERMEDIATES_FILE", "JOURNAL_FILE", "RESULT_FILES", "SEARCH_FILE", "TRIALS_FILE", "CsvExports",
-    "atomic_write_text", "csv_row", "inter_csv_lines", "json_default", "objective_vector", "plain", "trial_csv_line",
+    "EVENTS_FILE",
+    "INTERMEDIATES_FILE",
+    "JOURNAL_FILE",
+    "RESULT_FILES",
+    "SEARCH_FILE",
+    "TRIALS_FILE",
+    "CsvExports",
+    "atomic_write_text",
+    "csv_row",
+    "inter_csv_lines",
+    "json_default",
+    "objective_vector",
+    "plain",
+    "trial_csv_line",
 ]
 
 #: A search's files in its output folder: the results (what `SearchResult.load` reads: the snapshot and its journal,
@@ -51,22 +63,41 @@ def csv_row(cells: list[Any]) -> str:
 
 def trial_csv_line(record: TrialRecord, k: int, params: tuple[str, ...]) -> str:
     objectives = objective_vector(record.objective, k) or [math.nan] * k
-    return csv_row([
-        str(record.trial_id), str(record.name), int(record.number), TrialState(record.state).value,
-        str(record.extra.get("source", "search")), str(record.extra.get("config_id", record.trial_id)),
-        record.extra.get("seed"), *objectives,
-        *(record.params.get(name) for name in params),
-        record.started, record.finished, record.duration_s, *(record.cost.get(c) for c in COST_COLUMNS),
-        len(record.intermediates), record.last_step, record.checkpoint, record.node, record.error,
-    ])
+    return csv_row(
+        [
+            str(record.trial_id),
+            str(record.name),
+            int(record.number),
+            TrialState(record.state).value,
+            str(record.extra.get("source", "search")),
+            str(record.extra.get("config_id", record.trial_id)),
+            record.extra.get("seed"),
+            *objectives,
+            *(record.params.get(name) for name in params),
+            record.started,
+            record.finished,
+            record.duration_s,
+            *(record.cost.get(c) for c in COST_COLUMNS),
+            len(record.intermediates),
+            record.last_step,
+            record.checkpoint,
+            record.node,
+            record.error,
+        ]
+    )
 
 
 def inter_csv_lines(record: TrialRecord, k: int, metrics: tuple[str, ...]) -> str:
     return "".join(
-        csv_row([
-            str(record.trial_id), int(ev.step), ev.epoch, *(objective_vector(ev.objective, k) or [math.nan] * k),
-            *(ev.metrics.get(m) for m in metrics),
-        ])
+        csv_row(
+            [
+                str(record.trial_id),
+                int(ev.step),
+                ev.epoch,
+                *(objective_vector(ev.objective, k) or [math.nan] * k),
+                *(ev.metrics.get(m) for m in metrics),
+            ]
+        )
         for ev in record.intermediates
     )
 
@@ -147,20 +178,41 @@ class CsvExports:
     """
 
     @staticmethod
-    def write(folder: Path, records: list[TrialRecord], k: int, params: tuple[str, ...],
-              objective_columns: list[str]) -> None:
+    def write(
+        folder: Path,
+        records: list[TrialRecord],
+        k: int,
+        params: tuple[str, ...],
+        objective_columns: list[str],
+    ) -> None:
         texts = CsvExports.texts(records, k, params, objective_columns)
         for name, text in zip((TRIALS_FILE, INTERMEDIATES_FILE), texts):
             atomic_write_text(folder / name, text, durable=False)
 
     @staticmethod
-    def texts(records: list[TrialRecord], k: int, params: tuple[str, ...],
-              objective_columns: list[str]) -> tuple[str, str]:
+    def texts(
+        records: list[TrialRecord], k: int, params: tuple[str, ...], objective_columns: list[str]
+    ) -> tuple[str, str]:
         metrics = tuple(sorted({m for r in records for ev in r.intermediates for m in ev.metrics}))
         fixed = ("trial_id", "step", "epoch", *objective_columns)
         trials_header = [
-            "trial_id", "name", "number", "state", "source", "config_id", "seed", *objective_columns, *(f"params_{n}" for n in params),
-            "started", "finished", "duration_s", *COST_COLUMNS, "n_evaluations", "last_step", "checkpoint", "node",
+            "trial_id",
+            "name",
+            "number",
+            "state",
+            "source",
+            "config_id",
+            "seed",
+            *objective_columns,
+            *(f"params_{n}" for n in params),
+            "started",
+            "finished",
+            "duration_s",
+            *COST_COLUMNS,
+            "n_evaluations",
+            "last_step",
+            "checkpoint",
+            "node",
             "error",
         ]
         inter_header = [*fixed, *(f"metric_{m}" if m in fixed else m for m in metrics)]

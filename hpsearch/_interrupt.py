@@ -54,7 +54,9 @@ class Interrupt:
             result = SearchResult.load(config.output_dir)
         except (OSError, ValueError):
             result = None
-        return summary(result, config.n_trials, config.output_dir, continue_command(argv, can_resume), can_resume)
+        return summary(
+            result, config.n_trials, config.output_dir, continue_command(argv, can_resume), can_resume
+        )
 
 
 def continue_command(argv: Sequence[str], can_resume: bool) -> str:
@@ -69,9 +71,13 @@ def summary(result: Any, n_trials: int, output_dir: str, command: str, can_resum
     counts = result.counts() if result is not None else {"COMPLETE": 0, "PRUNED": 0, "FAIL": 0}
     finished = counts["COMPLETE"] + counts["PRUNED"] + counts["FAIL"]
     left = max(n_trials - finished, 0)
-    head = (f"Interrupted: {finished} of {n_trials} trials finished ({counts['COMPLETE']} complete, "
-            f"{counts['PRUNED']} pruned, {counts['FAIL']} failed), saved in {output_dir}")
+    head = (
+        f"Interrupted: {finished} of {n_trials} trials finished ({counts['COMPLETE']} complete, "
+        f"{counts['PRUNED']} pruned, {counts['FAIL']} failed), saved in {output_dir}"
+    )
     if not can_resume:
         return f"{head}; this backend cannot resume, so the trial that was running is lost; start over with: {command}"
-    return (f"{head}; the trial that was running is not counted and trains again, with the {left} trial(s) still to "
-            f"run, when you continue with: {command}")
+    return (
+        f"{head}; the trial that was running is not counted and trains again, with the {left} trial(s) still to "
+        f"run, when you continue with: {command}"
+    )

@@ -34,7 +34,12 @@ from typing import Any
 from ._files import JOURNAL_FILE, atomic_write_text
 
 __all__ = [
-    "JOURNAL_FORMAT", "JOURNAL_META", "JOURNAL_VERSION", "JournalWriter", "SnapshotSchedule", "apply_journal",
+    "JOURNAL_FORMAT",
+    "JOURNAL_META",
+    "JOURNAL_VERSION",
+    "JournalWriter",
+    "SnapshotSchedule",
+    "apply_journal",
     "read_journal",
 ]
 
@@ -94,8 +99,12 @@ class JournalWriter:
 
     def start(self, meta: dict[str, Any], durable: bool) -> None:
         """Write the journal's header, replacing any earlier journal (whose lines the snapshot just written holds)."""
-        header = {"format": JOURNAL_FORMAT, "format_version": JOURNAL_VERSION, "journal_id": self.journal_id,
-                  "created": datetime.now(timezone.utc).isoformat()}
+        header = {
+            "format": JOURNAL_FORMAT,
+            "format_version": JOURNAL_VERSION,
+            "journal_id": self.journal_id,
+            "created": datetime.now(timezone.utc).isoformat(),
+        }
         text = json.dumps(header, separators=(",", ":")) + "\n"
         atomic_write_text(self.path, text, durable=durable)
         self._written = _identity(self.path)
@@ -164,7 +173,9 @@ def read_journal(folder: Path, reference: Any) -> list[dict[str, Any]]:
     if not isinstance(reference, dict) or header.get("journal_id") != reference.get("id"):
         logger.warning(
             "%s is not the journal the snapshot search.json names (journal %r, the snapshot's %r): it is older than "
-            "the snapshot, which holds its lines; ignoring it.", os.fspath(path), header.get("journal_id"),
+            "the snapshot, which holds its lines; ignoring it.",
+            os.fspath(path),
+            header.get("journal_id"),
             reference.get("id") if isinstance(reference, dict) else None,
         )
         return []
@@ -178,7 +189,9 @@ def read_journal(folder: Path, reference: Any) -> list[dict[str, Any]]:
         logger.warning(
             "%s: its last line (line %d, %d bytes) is incomplete, cut short by a kill while it was written; "
             "skipping it (that trial is not in the results; a resumed search runs it again).",
-            os.fspath(path), len(lines) + 1, len(torn),
+            os.fspath(path),
+            len(lines) + 1,
+            len(torn),
         )
     return out
 
@@ -207,8 +220,12 @@ def _entry(path: Path, number: int, line: bytes) -> dict[str, Any]:
         entry = json.loads(line)
     except (ValueError, RecursionError):
         entry = None
-    ok = (isinstance(entry, dict) and isinstance(entry.get("seq"), int) and isinstance(entry.get("record"), dict)
-          and isinstance(entry.get("meta", {}), dict))
+    ok = (
+        isinstance(entry, dict)
+        and isinstance(entry.get("seq"), int)
+        and isinstance(entry.get("record"), dict)
+        and isinstance(entry.get("meta", {}), dict)
+    )
     if not ok:
         raise ValueError(
             f"{os.fspath(path)!r} line {number} is not a journal entry ({line[:80]!r}...); only the last line can be "

@@ -46,7 +46,9 @@ def argument_types(cls: type | None = None) -> dict[str, Any]:
 def _argument_types(cls: Any) -> dict[str, Any]:
     # Cached: resolving the hints took ~2 ms a trial.
     hints = typing.get_type_hints(cls)
-    return {f.name: hints.get(f.name) for f in dataclasses.fields(cls) if f.init and not f.name.startswith("_")}
+    return {
+        f.name: hints.get(f.name) for f in dataclasses.fields(cls) if f.init and not f.name.startswith("_")
+    }
 
 
 def argument_fields(cls: type | None = None) -> set[str]:
@@ -92,10 +94,14 @@ def check_param_names(names: Iterable[Any], trainer: Trainer) -> None:
             )
 
 
-def build_trial_args(base: TrainingArguments, params: Mapping[str, Any], output_dir: str, run_name: str) -> TrainingArguments:
+def build_trial_args(
+    base: TrainingArguments, params: Mapping[str, Any], output_dir: str, run_name: str
+) -> TrainingArguments:
     """The trial's arguments: ``base`` with every parameter that names an argument replaced (re-validated)."""
     types = argument_types(type(base))
-    overrides = {k: _coerce(k, v, types[k]) for k, v in params.items() if k in types and k not in RESERVED_PARAMS}
+    overrides = {
+        k: _coerce(k, v, types[k]) for k, v in params.items() if k in types and k not in RESERVED_PARAMS
+    }
     overrides["output_dir"] = output_dir
     overrides["run_name"] = run_name
     return dataclasses.replace(base, **overrides)
@@ -141,8 +147,10 @@ def check_space_against_trainer(space: SearchSpace, trainer: Trainer, processes:
                 f"integer; use spaces.Int({int(domain.low)}, {int(domain.high)}) (or Categorical of integers)."
             )
         if name in _POSITIVE and not (name == "num_train_epochs" and trainer.args.max_steps > 0):
-            low = min((v for v in _domain_probes(domain) if isinstance(v, int | float) and not isinstance(v, bool)),
-                      default=None)
+            low = min(
+                (v for v in _domain_probes(domain) if isinstance(v, int | float) and not isinstance(v, bool)),
+                default=None,
+            )
             if low is not None and low <= 0:
                 raise SearchConfigError(
                     f"hp_space parameter {name!r} can take {low!r}, but a trial needs {name} > 0 to train; start "

@@ -62,8 +62,13 @@ def trial_line(session: SearchSession, record: TrialRecord) -> None:
     tally = session.tally  # kept up to date by the session: no pass over every record per trial
     finished = sum(tally.counts.get(state, 0) for state in ("COMPLETE", "PRUNED", "FAIL"))
     objective = record.objective
-    shown = ("-" if objective is None else
-             ", ".join(_format_value(v) for v in objective) if isinstance(objective, list) else _format_value(objective))
+    shown = (
+        "-"
+        if objective is None
+        else ", ".join(_format_value(v) for v in objective)
+        if isinstance(objective, list)
+        else _format_value(objective)
+    )
     text = f"[{finished}/{session.n_trials}] {record.name} {record.state.value} objective {shown} | "
     text += SweepProgress.best_text(result, tally)
     if record.error and record.state.value == "FAIL":
@@ -116,7 +121,12 @@ class SweepProgress:
             from tqdm.auto import tqdm
 
             self.bar = tqdm(
-                total=self.total, desc="sweep", unit="trial", file=self.file, dynamic_ncols=True, position=0,
+                total=self.total,
+                desc="sweep",
+                unit="trial",
+                file=self.file,
+                dynamic_ncols=True,
+                position=0,
                 leave=True,
             )
         TRIAL_END_HOOKS.append(self.on_trial_end)
@@ -141,7 +151,9 @@ class SweepProgress:
             return
         with self._lock:
             tally = session.tally  # kept up to date by the session: no pass over every record per trial
-            counts = {state: tally.counts.get(state, 0) for state in ("COMPLETE", "PRUNED", "FAIL", "RUNNING")}
+            counts = {
+                state: tally.counts.get(state, 0) for state in ("COMPLETE", "PRUNED", "FAIL", "RUNNING")
+            }
             finished = counts["COMPLETE"] + counts["PRUNED"] + counts["FAIL"]
             self.postfix = self.describe(result, counts, tally)
             if self.bar is None:
@@ -191,8 +203,13 @@ class TrialProgressCallback(TrainerCallback):
         from tqdm.auto import tqdm
 
         self.bar = tqdm(
-            total=state.max_steps, desc=state.trial_name or "trial", unit="step", leave=False, dynamic_ncols=True,
-            file=self.file if self.file is not None else sys.stderr, position=1,
+            total=state.max_steps,
+            desc=state.trial_name or "trial",
+            unit="step",
+            leave=False,
+            dynamic_ncols=True,
+            file=self.file if self.file is not None else sys.stderr,
+            position=1,
         )
         self._step = state.global_step
         if self._step:
@@ -206,10 +223,13 @@ class TrialProgressCallback(TrainerCallback):
     def on_evaluate(self, args, state, control, metrics=None, **kwargs):
         if self.bar is not None and metrics:
             shown = {
-                k: v for k, v in metrics.items()
+                k: v
+                for k, v in metrics.items()
                 if isinstance(v, float) and k != "epoch" and not k.endswith(("_runtime", "_second", "_time"))
             }
-            self.bar.set_postfix({k.removeprefix("eval_"): f"{v:.4g}" for k, v in list(shown.items())[:3]}, refresh=False)
+            self.bar.set_postfix(
+                {k.removeprefix("eval_"): f"{v:.4g}" for k, v in list(shown.items())[:3]}, refresh=False
+            )
 
     def on_train_end(self, args, state, control, **kwargs):
         if self.bar is not None:

@@ -27,8 +27,14 @@ class ConfigError(SearchConfigError):
     ``also`` holds further problems found at the same time; they are listed after this one.
     """
 
-    def __init__(self, message: str, key: str | None = None, line: int | None = None, path: str | None = None,
-                 also: Sequence[ConfigError] = ()) -> None:
+    def __init__(
+        self,
+        message: str,
+        key: str | None = None,
+        line: int | None = None,
+        path: str | None = None,
+        also: Sequence[ConfigError] = (),
+    ) -> None:
         self.problem = message
         self.key = key
         self.line = line
@@ -67,7 +73,7 @@ class Lines:
                 return ConfigError(f"{message} (set by {flag})", key=key, path=self.path)
         if keys and tuple(keys) not in self._lines:
             # A key the file does not have, made by a deeper --set (--set a.b=1 for an unknown key a).
-            flags = [flag for path, flag in self.overridden.items() if path[:len(keys)] == tuple(keys)]
+            flags = [flag for path, flag in self.overridden.items() if path[: len(keys)] == tuple(keys)]
             if flags:
                 return ConfigError(f"{message} (set by {flags[0]})", key=key, path=self.path)
         return ConfigError(message, key=key, line=self.line(*keys), path=self.path)
@@ -95,15 +101,23 @@ def _data_path(data: Any, loc: Sequence[Any]) -> tuple[Any, ...]:
     node = data
     for part in loc:
         in_mapping = isinstance(node, Mapping) and part in node
-        if not in_mapping and not (isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)):
+        if not in_mapping and not (
+            isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
+        ):
             continue  # a union member's tag such as 'int' or 'list[str]', or a missing key
         node = node[part]
         path.append(part)
     return tuple(path)
 
 
-def validate(model: type[BaseModel], data: Mapping[str, Any], lines: Lines, prefix: tuple[Any, ...],
-              expected: Callable[[str], tuple[str, str | None]], unknown: Callable[[str], str]) -> BaseModel:
+def validate(
+    model: type[BaseModel],
+    data: Mapping[str, Any],
+    lines: Lines,
+    prefix: tuple[Any, ...],
+    expected: Callable[[str], tuple[str, str | None]],
+    unknown: Callable[[str], str],
+) -> BaseModel:
     """``model.model_validate(data)``; every error as ``file:line: key: message`` (one `ConfigError`, in file order).
 
     ``expected(name)`` says what a value of field ``name`` must be (and an example line, or None); ``unknown(key)``
@@ -119,14 +133,19 @@ def validate(model: type[BaseModel], data: Mapping[str, Any], lines: Lines, pref
             if kind == "missing":
                 field = model.model_fields[str(loc[0])]
                 extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
-                missing.append(f"the required key {loc[0]!r} ({field.description}) is missing; add e.g. "
-                               f"`{extra.get('example', f'{loc[0]}: ...')}`.")
+                missing.append(
+                    f"the required key {loc[0]!r} ({field.description}) is missing; add e.g. "
+                    f"`{extra.get('example', f'{loc[0]}: ...')}`."
+                )
                 continue
             path = _data_path(data, loc)
             if kind == "extra_forbidden":
                 entry = (0, unknown(str(path[-1])))
             elif "[key]" in loc:
-                entry = (0, f"a key must be a string, got {show(item['input'])}; quote it, e.g. \"{item['input']}\".")
+                entry = (
+                    0,
+                    f'a key must be a string, got {show(item["input"])}; quote it, e.g. "{item["input"]}".',
+                )
             elif kind == "value_error":
                 entry = (1, str(item["ctx"]["error"]))
             else:
@@ -144,10 +163,17 @@ def validate(model: type[BaseModel], data: Mapping[str, Any], lines: Lines, pref
 
 def combine(errors: Sequence[ConfigError]) -> ConfigError:
     """One error listing ``errors`` (and what each lists) in the order of the file."""
-    flat = sorted((e for error in errors for e in (error, *error.also)), key=lambda e: (e.line is None, e.line or 0))
+    flat = sorted(
+        (e for error in errors for e in (error, *error.also)), key=lambda e: (e.line is None, e.line or 0)
+    )
     first = flat[0]
-    return ConfigError(first.problem, first.key, first.line, first.path, also=[
-        ConfigError(e.problem, e.key, e.line, e.path) for e in flat[1:]])
+    return ConfigError(
+        first.problem,
+        first.key,
+        first.line,
+        first.path,
+        also=[ConfigError(e.problem, e.key, e.line, e.path) for e in flat[1:]],
+    )
 
 
 def unknown_key(accepted: Sequence[str], what: str, fallback: str) -> Callable[[str], str]:

@@ -21,8 +21,19 @@ from .errors import SearchConfigError
 
 logger = logging.getLogger("hpsearch.sweep")  # its messages are the sweep file's
 
-__all__ = ["OUTPUT_DIR_TOKEN", "MetricVector", "Problem", "build_object", "build_space", "check_training_args",
-           "import_object", "import_path", "objective", "resolve_path", "substitute"]
+__all__ = [
+    "OUTPUT_DIR_TOKEN",
+    "MetricVector",
+    "Problem",
+    "build_object",
+    "build_space",
+    "check_training_args",
+    "import_object",
+    "import_path",
+    "objective",
+    "resolve_path",
+    "substitute",
+]
 
 #: Replaced by the output folder in every string of backend_options (e.g. a storage URL).
 OUTPUT_DIR_TOKEN = "{output_dir}"
@@ -59,9 +70,15 @@ def import_object(value: str, *keys: Any) -> Any:
         if missing != module_name and not module_name.startswith(f"{missing}."):
             hint = f"importing {module_name!r} failed because {missing!r} is missing; install it"
         raise Problem(f"cannot import {value!r}: {hint}.", *keys) from None
-    except (Exception, SystemExit) as error:  # a script's sys.exit() at import too: it would end hpsearch silently
-        raise Problem(f"importing module {module_name!r} raised {type(error).__name__}: {error}; fix that module "
-                      "(a module a sweep names must not run a script when imported).", *keys) from None
+    except (
+        Exception,
+        SystemExit,
+    ) as error:  # a script's sys.exit() at import too: it would end hpsearch silently
+        raise Problem(
+            f"importing module {module_name!r} raised {type(error).__name__}: {error}; fix that module "
+            "(a module a sweep names must not run a script when imported).",
+            *keys,
+        ) from None
     target: Any = module
     for part in attr_path.split("."):
         if not hasattr(target, part):
@@ -86,7 +103,7 @@ def resolve_path(value: Any, base: str) -> Any:
         return value
     if "://" in value:
         head = "sqlite:///"
-        rest = value[len(head):]
+        rest = value[len(head) :]
         if value.startswith(head) and rest and not rest.startswith(("/", ":memory:", "file:")):
             return head + os.path.join(base, os.path.expanduser(rest))
         return value
@@ -111,14 +128,17 @@ def build_object(spec: Mapping[str, Any], modules: Sequence[str], *keys: Any) ->
         if not inspect.isclass(cls):
             raise Problem(
                 f"{name!r} is a {type(cls).__name__}, not a class, and only a class is built here; "
-                f"name a class of {' or '.join(modules)} (or a subclass of one, as module:Class).", *keys, "name",
+                f"name a class of {' or '.join(modules)} (or a subclass of one, as module:Class).",
+                *keys,
+                "name",
             )
         kinds = _classes_of(modules, *keys)
         if not any(issubclass(cls, kind) for kind in kinds):
             raise Problem(
                 f"{name!r} is not a class of {' or '.join(modules)} nor a subclass of one, so it is "
                 f"not built; name one of them or a subclass (e.g. of {kinds[0].__name__ if kinds else 'theirs'}).",
-                *keys, "name",
+                *keys,
+                "name",
             )
     else:
         cls = None
@@ -129,13 +149,18 @@ def build_object(spec: Mapping[str, Any], modules: Sequence[str], *keys: Any) ->
             if inspect.isclass(cls):
                 break
             cls = None
-            available += [n for n in getattr(module, "__all__", dir(module)) if inspect.isclass(getattr(module, n, None))]
+            available += [
+                n
+                for n in getattr(module, "__all__", dir(module))
+                if inspect.isclass(getattr(module, n, None))
+            ]
         if cls is None:
             close = difflib.get_close_matches(name, available, n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""
             raise Problem(
                 f"{name!r} is not a class of {' or '.join(modules)}; {hint}available: {', '.join(sorted(available))}.",
-                *keys, "name",
+                *keys,
+                "name",
             )
     try:
         return cls(**kwargs)
@@ -147,7 +172,9 @@ def build_object(spec: Mapping[str, Any], modules: Sequence[str], *keys: Any) ->
         hint = ""
         if bad:
             with contextlib.suppress(TypeError, ValueError):
-                accepted = [p for p in inspect.signature(cls).parameters if p not in ("self", "args", "kwargs")]
+                accepted = [
+                    p for p in inspect.signature(cls).parameters if p not in ("self", "args", "kwargs")
+                ]
                 close = difflib.get_close_matches(bad.group(1), accepted, n=1)
                 hint = f"; did you mean {close[0]!r}?" if close else f"; it takes {', '.join(accepted)}"
         raise Problem(f"{name}({args}) failed: {message}{hint}", *where) from None
@@ -211,8 +238,11 @@ def build_space(raw: Mapping[str, Any]) -> Any:
         if culprit is None:  # find the domain that fails on its own
             for name, spec in raw.items():
                 try:
-                    SearchSpace.from_dict({name: {k: v for k, v in spec.items() if k != "when"}}
-                                          if isinstance(spec, Mapping) else {name: spec})
+                    SearchSpace.from_dict(
+                        {name: {k: v for k, v in spec.items() if k != "when"}}
+                        if isinstance(spec, Mapping)
+                        else {name: spec}
+                    )
                 except (TypeError, ValueError):
                     culprit = name
                     break
@@ -255,19 +285,29 @@ def drop_other_backend_options(data: dict[str, Any], lines: Any, backend: str | 
     (written for the file's own backend) are left out, named in a warning; the common ones stay, and those given
     with --set are kept and checked against the new backend."""
     options = data.get("backend_options")
-    if backend is None or backend == data.get("backend") or not isinstance(options, dict) \
-            or ("backend_options",) in lines.overridden:
+    if (
+        backend is None
+        or backend == data.get("backend")
+        or not isinstance(options, dict)
+        or ("backend_options",) in lines.overridden
+    ):
         return
     from .backends import backend_names, get_backend
 
     if backend not in backend_names():
         return  # the sweep file's check names the unknown backend, at its flag
     accepted = get_backend(backend).all_options()
-    dropped = [key for key in options if key not in accepted and ("backend_options", key) not in lines.overridden]
+    dropped = [
+        key for key in options if key not in accepted and ("backend_options", key) not in lines.overridden
+    ]
     if dropped:
         for key in dropped:
             del options[key]
         logger.warning(
             "--backend %s: the file's backend_options for backend %r are left out (%s); give options for %s with "
-            "--set backend_options.NAME=VALUE.", backend, data.get("backend"), ", ".join(map(str, dropped)), backend,
+            "--set backend_options.NAME=VALUE.",
+            backend,
+            data.get("backend"),
+            ", ".join(map(str, dropped)),
+            backend,
         )

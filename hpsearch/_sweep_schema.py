@@ -62,11 +62,19 @@ def _backend_options() -> list[str]:
     lines: list[str] = []
     for name in backend_names():
         backend = get_backend(name)
-        lines += ["", f"`backend_options` of `{name}` (besides the options every backend takes):", "",
-                  "| option | what it does | value |", "|---|---|---|"]
+        lines += [
+            "",
+            f"`backend_options` of `{name}` (besides the options every backend takes):",
+            "",
+            "| option | what it does | value |",
+            "|---|---|---|",
+        ]
         for option in backend.options:
-            kinds = option.expected() if not option.build_from else (
-                f"{{name: Class, ...}} naming a class of {' or '.join(option.build_from)}")
+            kinds = (
+                option.expected()
+                if not option.build_from
+                else (f"{{name: Class, ...}} naming a class of {' or '.join(option.build_from)}")
+            )
             what = option.help + ("; *path*" if option.path else "")
             lines.append(f"| `{option.name}` | {_cell(what)} | {_cell(kinds)} |")
     return lines

@@ -32,7 +32,9 @@ class RunningTally:
         self._seen: set[str] = set()
         self._best: tuple[float, int, TrialRecord] | None = None  # (signed objective, number, record)
         self._front: list[tuple[list[float], TrialRecord]] = []  # signed vectors: smaller is better
-        self._spent = {column: [0.0, 0] for column in BUDGET_COLUMNS}  # column -> [sum, trials that measured it]
+        self._spent = {
+            column: [0.0, 0] for column in BUDGET_COLUMNS
+        }  # column -> [sum, trials that measured it]
 
     def spent(self, column: str) -> float:
         """The sum of a `BUDGET_COLUMNS` cost over the records seen that measured it; NaN when none did."""

@@ -63,7 +63,9 @@ def _digests(folder: Path, key: bytes) -> dict[str, str]:
     for path in sorted(folder.iterdir()):
         if path.name == DIGEST_FILE or not path.is_file():
             continue
-        out[path.name] = hmac.new(key, path.name.encode() + b"\0" + path.read_bytes(), hashlib.sha256).hexdigest()
+        out[path.name] = hmac.new(
+            key, path.name.encode() + b"\0" + path.read_bytes(), hashlib.sha256
+        ).hexdigest()
     return out
 
 
@@ -86,8 +88,10 @@ def is_signed(folder: str | os.PathLike[str]) -> bool:
 def check_folder(folder: str | os.PathLike[str], what: str) -> None:
     """Raise `UntrustedStateError` unless every file of ``folder`` matches the digest this user's key recorded."""
     root = Path(folder)
-    fix = (f"if you trust it, move it away and start the search again; a folder written by another user or on "
-           f"another machine is signed with that user's key ({key_path()})")
+    fix = (
+        f"if you trust it, move it away and start the search again; a folder written by another user or on "
+        f"another machine is signed with that user's key ({key_path()})"
+    )
     try:
         recorded = json.loads((root / DIGEST_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -97,7 +101,11 @@ def check_folder(folder: str | os.PathLike[str], what: str) -> None:
         ) from None
     current = _digests(root, _key())
     # A file the engine deleted since is no risk; one added or changed is.
-    bad = [name for name, digest in current.items() if not hmac.compare_digest(str(recorded.get(name, "")), digest)]
+    bad = [
+        name
+        for name, digest in current.items()
+        if not hmac.compare_digest(str(recorded.get(name, "")), digest)
+    ]
     if bad:
         raise UntrustedStateError(
             f"{what}: {', '.join(map(repr, bad))} in {str(root)!r} changed since this user's search wrote it (or "

@@ -46,7 +46,9 @@ class _Loader(yaml.SafeLoader):
         self._expanded = 0  # nodes so far with aliases expanded
         self._chars = 0  # characters of their scalars
         self._depth = 0
-        self._sizes: dict[int, tuple[int, int]] = {}  # id(node) -> its expanded (nodes, characters), once complete
+        self._sizes: dict[
+            int, tuple[int, int]
+        ] = {}  # id(node) -> its expanded (nodes, characters), once complete
 
     def _grow(self, count: int, chars: int, mark: Any) -> None:
         self._expanded += count
@@ -82,8 +84,10 @@ class _Loader(yaml.SafeLoader):
         event = self.peek_event()
         self._depth += 1
         if self._depth > MAX_DEPTH:
-            raise YAMLProblem(f"values are nested more than {MAX_DEPTH} levels deep; flatten the document.",
-                              event.start_mark.line + 1)
+            raise YAMLProblem(
+                f"values are nested more than {MAX_DEPTH} levels deep; flatten the document.",
+                event.start_mark.line + 1,
+            )
         before, before_chars = self._expanded, self._chars
         self._grow(1, 0, event.start_mark)
         node = super().compose_node(parent, index)
@@ -169,8 +173,13 @@ def key_lines(root: yaml.Node | None) -> dict[tuple[Any, ...], int]:
                 if isinstance(key_node, yaml.ScalarNode) and key_node.tag == _MERGE_TAG:
                     stack.extend((m, prefix, True) for m in _merged(value_node))
                 else:
-                    children.append((key_node.value if isinstance(key_node, yaml.ScalarNode) else None,
-                                     key_node, value_node))
+                    children.append(
+                        (
+                            key_node.value if isinstance(key_node, yaml.ScalarNode) else None,
+                            key_node,
+                            value_node,
+                        )
+                    )
         elif isinstance(node, yaml.SequenceNode):
             children = [(i, item, item) for i, item in enumerate(node.value)]
         for key, mark_node, value_node in children:

@@ -102,7 +102,9 @@ def _probe_writable(output_dir: str) -> str | None:
     for name in RESULT_FILES:  # a folder (or a device, a socket) where the search writes a results file
         path = os.path.join(output_dir, name)
         if os.path.lexists(path) and not os.path.isfile(path):
-            kind = "folder" if os.path.isdir(path) else "special file" if os.path.exists(path) else "broken link"
+            kind = (
+                "folder" if os.path.isdir(path) else "special file" if os.path.exists(path) else "broken link"
+            )
             raise SearchConfigError(
                 f"output_dir={output_dir!r} has a {kind} named {name!r}, where the search writes its results "
                 f"({', '.join(RESULT_FILES)}); move it away, or choose another output_dir via "
@@ -207,20 +209,29 @@ def hyperparameter_search(
     n_trials, dashboard_port = _python_scalar(n_trials), _python_scalar(dashboard_port)
     kwargs = {key: _python_scalar(value) for key, value in kwargs.items()}
     if isinstance(hp_space, Mapping) and not hp_space:
-        raise SearchConfigError("hp_space={} has no parameter to search; pass at least one, or None for the default space.")
+        raise SearchConfigError(
+            "hp_space={} has no parameter to search; pass at least one, or None for the default space."
+        )
     n_trials = _check_int("n_trials", n_trials, 1)
     directions = _directions(direction)
     if hp_name is not None and not callable(hp_name):
-        raise SearchConfigError(f"hp_name must be a callable taking the trial and returning a name, got {hp_name!r}.")
+        raise SearchConfigError(
+            f"hp_name must be a callable taking the trial and returning a name, got {hp_name!r}."
+        )
     _check_takes_one("hp_name", hp_name, "the trial")
     _check_takes_one("compute_objective", compute_objective, "the metrics dict")
     _check_dashboard(dashboard, dashboard_port)
     warm_options = sorted(k for k in _WARM_START_OPTIONS if kwargs.get(k) is not None)
-    explicit = {k: kwargs[k] for k in COMMON_OPTIONS if kwargs.get(k) is not None}  # what the user set, defaults aside
+    explicit = {
+        k: kwargs[k] for k in COMMON_OPTIONS if kwargs.get(k) is not None
+    }  # what the user set, defaults aside
     common = check_common_options(kwargs)
     reevaluation = check_reevaluation(common["reevaluate_top_k"], common["reevaluate_seeds"], n_trials)
     backend_cls = resolve_backend(backend)
-    if "warm_start_mode" not in warm_options and common["warm_start_mode"] not in backend_cls.warm_start_modes[:1]:
+    if (
+        "warm_start_mode" not in warm_options
+        and common["warm_start_mode"] not in backend_cls.warm_start_modes[:1]
+    ):
         # The default mode is 'inform' where the engine can be told earlier trials; else its first (random: evaluate).
         common["warm_start_mode"] = (backend_cls.warm_start_modes or (common["warm_start_mode"],))[0]
     _check_warm_start_options(common, warm_options)
@@ -255,8 +266,12 @@ def hyperparameter_search(
     adapter.trial_workers = common["trial_workers"]
     space, native_space = adapter.resolve_space(hp_space)
     if space is not None:
-        epochs_ignored = "num_train_epochs" in space and "max_steps" not in space and trainer.args.max_steps > 0
-        if hp_space is not None and epochs_ignored:  # the default space keeps it, as transformers' default spaces do
+        epochs_ignored = (
+            "num_train_epochs" in space and "max_steps" not in space and trainer.args.max_steps > 0
+        )
+        if (
+            hp_space is not None and epochs_ignored
+        ):  # the default space keeps it, as transformers' default spaces do
             raise SearchConfigError(
                 f"hp_space searches num_train_epochs, but max_steps={trainer.args.max_steps} decides how long every "
                 "trial trains (num_train_epochs is then ignored, as in transformers); set max_steps=-1 to search the "
@@ -283,8 +298,13 @@ def hyperparameter_search(
         from .warmstart import load_priors
 
         adapter.check_warm_start(common["warm_start_mode"])
-        adapter.priors = load_priors(common["warm_start"], common["warm_start_mode"], common["warm_start_top_k"],
-                                     common["warm_start_defaults"], settings)
+        adapter.priors = load_priors(
+            common["warm_start"],
+            common["warm_start_mode"],
+            common["warm_start_top_k"],
+            common["warm_start_defaults"],
+            settings,
+        )
         adapter.warm_start_mode = common["warm_start_mode"]
     # Before any trial: the backend can hand trials to workers, and the settings can be pickled for them.
     check_trial_workers(settings, common["trial_workers"], common["trial_worker_max_trials"], adapter)
@@ -301,8 +321,14 @@ def hyperparameter_search(
         settings={**adapter.describe(), "objective_scope": adapter.settings.objective_scope},
         versions=_versions(backend_cls),
     )
-    session = SearchSession(settings, result, n_trials, max_failed_trials=common["max_failed_trials"],
-                            max_device_hours=common["max_device_hours"], max_energy_kwh=common["max_energy_kwh"])
+    session = SearchSession(
+        settings,
+        result,
+        n_trials,
+        max_failed_trials=common["max_failed_trials"],
+        max_device_hours=common["max_device_hours"],
+        max_energy_kwh=common["max_energy_kwh"],
+    )
     if reevaluation is not None:
         result.settings["reevaluate"] = reevaluation.describe(settings)
     created = _probe_writable(output_dir)
@@ -314,10 +340,15 @@ def hyperparameter_search(
             from .dashboard import start_in_background
 
             url, stop_dashboard = start_in_background(output_dir, port=dashboard_port)
-            print(f"hpsearch dashboard: {url} (it stops when the search returns; `hpsearch dashboard {output_dir}` "
-                  "serves it after)", flush=True)
+            print(
+                f"hpsearch dashboard: {url} (it stops when the search returns; `hpsearch dashboard {output_dir}` "
+                "serves it after)",
+                flush=True,
+            )
         # Read before the backend runs: an engine that rebuilds the results from its own store drops them.
-        earlier = reevaluation.earlier_runs(session) if reevaluation and adapter.continues_earlier_run() else []
+        earlier = (
+            reevaluation.earlier_runs(session) if reevaluation and adapter.continues_earlier_run() else []
+        )
         with make_executor(settings, common["trial_workers"], common["trial_worker_max_trials"]) as executor:
             adapter.executor = executor
             adapter.run(session, native_space)
@@ -327,10 +358,16 @@ def hyperparameter_search(
         session.save()
         if not any(r.state.value == "COMPLETE" for r in result.records):
             raise
-        hint = (f"; the same call with {backend_cls.resume_hint} continues it (the running trial trains again)"
-                if backend_cls.can_resume and backend_cls.resume_hint else "")
-        logger.warning("Search interrupted: returning the best of the %d trials finished so far%s.",
-                       len(result.records), hint)
+        hint = (
+            f"; the same call with {backend_cls.resume_hint} continues it (the running trial trains again)"
+            if backend_cls.can_resume and backend_cls.resume_hint
+            else ""
+        )
+        logger.warning(
+            "Search interrupted: returning the best of the %d trials finished so far%s.",
+            len(result.records),
+            hint,
+        )
     except BaseException:
         # A check only the run can make (e.g. a cluster address), the dashboard's port, or an engine's own error
         # before any trial: leave no empty folder behind.
@@ -382,7 +419,9 @@ def _check_dashboard(dashboard: Any, port: Any) -> None:
     if not isinstance(dashboard, bool):
         raise SearchConfigError(f"dashboard must be True or False, got {dashboard!r}.")
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
-        raise SearchConfigError(f"dashboard_port must be an integer from 0 to 65535 (0: any free port), got {port!r}.")
+        raise SearchConfigError(
+            f"dashboard_port must be an integer from 0 to 65535 (0: any free port), got {port!r}."
+        )
     if port and not dashboard:
         raise SearchConfigError(
             f"dashboard_port={port} is the live dashboard's port, but dashboard=False; pass dashboard=True, or remove "
@@ -418,14 +457,23 @@ def _check_earlier_search(output_dir: str, adapter: SearchBackend) -> None:
         if all(r.extra.get("config_error") for r in earlier.records):
             # It stopped at once on a setting no trial can satisfy (a misspelt metric name) and holds nothing else:
             # the leftovers of a setup mistake, which the corrected search replaces.
-            logger.warning("output_dir=%r holds a search that stopped on a setting error (%s); this search "
-                           "replaces it.", output_dir, earlier.records[-1].error)
+            logger.warning(
+                "output_dir=%r holds a search that stopped on a setting error (%s); this search replaces it.",
+                output_dir,
+                earlier.records[-1].error,
+            )
             return
         count = len(earlier.records)
-        what = (f"an earlier search ({count} trial{'s' if count != 1 else ''}, backend={earlier.backend!r}, "
-                f"objective {earlier.objective!r})")
-        stored = {"directions": earlier.directions, "objective": earlier.objective, "space": earlier.space,
-                  "objective_scope": earlier.settings.get("objective_scope")}
+        what = (
+            f"an earlier search ({count} trial{'s' if count != 1 else ''}, backend={earlier.backend!r}, "
+            f"objective {earlier.objective!r})"
+        )
+        stored = {
+            "directions": earlier.directions,
+            "objective": earlier.objective,
+            "space": earlier.space,
+            "objective_scope": earlier.settings.get("objective_scope"),
+        }
         problems = identity_differences(stored, search_identity(adapter.settings))
         if earlier.backend != adapter.name:
             problems.insert(0, f"backend {earlier.backend!r} (this search: {adapter.name!r})")

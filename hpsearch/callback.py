@@ -40,8 +40,13 @@ class ReportingCallback(TrainerCallback):
     the backend; its decision is broadcast so every rank stops together.
     """
 
-    def __init__(self, settings: TrialSettings, reporter: TrialReporter, record: TrialRecord,
-                 meter: CostMeter | None = None) -> None:
+    def __init__(
+        self,
+        settings: TrialSettings,
+        reporter: TrialReporter,
+        record: TrialRecord,
+        meter: CostMeter | None = None,
+    ) -> None:
         self.settings = settings
         self.reporter = reporter
         self.record = record
@@ -89,7 +94,9 @@ class ReportingCallback(TrainerCallback):
     def _report(self, evaluation: Evaluation, checkpoint: str | None, control) -> None:
         prune = False
         if _dist.is_main_process():
-            prune = bool(self.reporter.report(evaluation.objective, evaluation.step, evaluation.metrics, checkpoint))
+            prune = bool(
+                self.reporter.report(evaluation.objective, evaluation.step, evaluation.metrics, checkpoint)
+            )
         if _dist.broadcast_object(prune):
             self.pruned = True
             control.should_training_stop = True
@@ -130,6 +137,7 @@ class Watchdog(TrainerCallback):
             return
         self.deadline = time.monotonic() + self.timeout
         if threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer"):
+
             def on_alarm(signum: int, frame: Any) -> None:
                 raise TrialTimeout(self._message())
 

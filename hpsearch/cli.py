@@ -103,18 +103,26 @@ def _prepare_store(config: SweepConfig, resume: bool, fresh: bool = False) -> st
             note += f"; {', '.join(reseeded)} (seed + trials so far, so that no earlier sample is replayed)"
         return note + "."
     if not fresh:
-        where = (f"{Path(config.output_dir) / SEARCH_FILE}" if earlier is not None
-                 else f"the {config.backend} backend's store")
-        how = "Pass --resume to continue it, or --fresh" if backend_cls.can_resume else (
-            f"The {config.backend} backend cannot continue it; pass --fresh")
+        where = (
+            f"{Path(config.output_dir) / SEARCH_FILE}"
+            if earlier is not None
+            else f"the {config.backend} backend's store"
+        )
+        how = (
+            "Pass --resume to continue it, or --fresh"
+            if backend_cls.can_resume
+            else (f"The {config.backend} backend cannot continue it; pass --fresh")
+        )
         fixes = f"{how} to delete it and start over, or give this run another output_dir."
         if earlier is None and not config.owns_store:
             # The run is found by the options' names (e.g. a study named after the sweep file) in a store that does
             # not move with the output folder: another output_dir finds it again, and --fresh does not delete it.
             names = " or ".join(sorted(k for k, v in config.backend_options.items() if isinstance(v, str)))
-            fixes = (f"{'Pass --resume to continue it, or give' if backend_cls.can_resume else 'Give'} this run "
-                     f"another {names or 'name or store'} in backend_options (the store is outside the output folder: "
-                     "another output_dir would find this run again, and --fresh does not delete it).")
+            fixes = (
+                f"{'Pass --resume to continue it, or give' if backend_cls.can_resume else 'Give'} this run "
+                f"another {names or 'name or store'} in backend_options (the store is outside the output folder: "
+                "another output_dir would find this run again, and --fresh does not delete it)."
+            )
         raise config.error(
             f"an earlier run of this sweep has {found} trials in {where}; nothing was deleted. {fixes}",
             "output_dir" if earlier is not None else "backend_options",
@@ -130,10 +138,14 @@ def _prepare_store(config: SweepConfig, resume: bool, fresh: bool = False) -> st
             "backend_options",
         )
     backend_cls.discard_existing_run(config.backend_options)
-    in_folder = _earlier_results(config, fresh=True)  # and what that run wrote into the folder: its trials go too
+    in_folder = _earlier_results(
+        config, fresh=True
+    )  # and what that run wrote into the folder: its trials go too
     if in_folder is not None:
         _discard_results(in_folder, Path(config.output_dir))
-    return f"Deleted the earlier run of this sweep ({found} trials) from the backend's store, as --fresh asked."
+    return (
+        f"Deleted the earlier run of this sweep ({found} trials) from the backend's store, as --fresh asked."
+    )
 
 
 def _earlier_results(config: SweepConfig, fresh: bool) -> Any:
@@ -216,9 +228,17 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError(f"{flag} {value!r} is empty; pass a folder path, e.g. {flag} out.")
     if args.warm_start:
         # --warm-start DIR: the earlier searches' folders, relative to the current directory.
-        overrides.append("backend_options.warm_start=" + json.dumps([os.path.abspath(d) for d in args.warm_start]))
-    config = load_sweep(args.config, backend=args.backend, n_trials=args.n_trials, output_dir=args.output_dir,
-                        resume=args.resume, overrides=overrides)
+        overrides.append(
+            "backend_options.warm_start=" + json.dumps([os.path.abspath(d) for d in args.warm_start])
+        )
+    config = load_sweep(
+        args.config,
+        backend=args.backend,
+        n_trials=args.n_trials,
+        output_dir=args.output_dir,
+        resume=args.resume,
+        overrides=overrides,
+    )
     started = time.monotonic()
     from trainer import TrainingArguments
 
@@ -237,7 +257,9 @@ def run(args: argparse.Namespace) -> int:
         datasets = config.data()
     except Exception:  # the user's data code: its traceback is the useful part
         traceback.print_exc()
-        print(f"hpsearch: the data factory {config.lines.path}: data failed (traceback above).", file=sys.stderr)
+        print(
+            f"hpsearch: the data factory {config.lines.path}: data failed (traceback above).", file=sys.stderr
+        )
         return EXIT_FAILED
     if not isinstance(datasets, tuple | list) or len(datasets) != 2:
         raise config.error(
@@ -246,9 +268,14 @@ def run(args: argparse.Namespace) -> int:
         )
     train_dataset, eval_dataset = datasets
     for role, dataset in (("train", train_dataset), ("eval", eval_dataset)):
-        if dataset is None:  # the search would refuse it naming Trainer(...), which a sweep file has no line for
-            raise config.error(f"the data factory returned None as the {role} dataset; every trial needs one, so "
-                               "return (train_dataset, eval_dataset) with both.", "data")
+        if (
+            dataset is None
+        ):  # the search would refuse it naming Trainer(...), which a sweep file has no line for
+            raise config.error(
+                f"the data factory returned None as the {role} dataset; every trial needs one, so "
+                "return (train_dataset, eval_dataset) with both.",
+                "data",
+            )
     training_args = TrainingArguments(output_dir=config.output_dir, **config.training_args)
     trainer = build_trainer(config, training_args, train_dataset, eval_dataset)
     if trainer is None:
@@ -260,8 +287,10 @@ def run(args: argparse.Namespace) -> int:
         # its warnings.
         logging.getLogger(get_backend(config.backend).requirement).setLevel(logging.WARNING)
 
-    print(f"Sweep {config.path}: {config.n_trials} trials with {config.backend}, results in {config.output_dir}",
-          file=sys.stderr)
+    print(
+        f"Sweep {config.path}: {config.n_trials} trials with {config.backend}, results in {config.output_dir}",
+        file=sys.stderr,
+    )
     failure: BaseException | None = None
     interrupt = Interrupt()
     try:
@@ -291,7 +320,10 @@ def run(args: argparse.Namespace) -> int:
         failure, result = error, None
         traceback.print_exc()
     if interrupt.interrupted:
-        print(f"\n{interrupt.summary(config, getattr(args, 'argv', ['run', str(config.path)]))}", file=sys.stderr)
+        print(
+            f"\n{interrupt.summary(config, getattr(args, 'argv', ['run', str(config.path)]))}",
+            file=sys.stderr,
+        )
         return EXIT_INTERRUPTED
     if result is None:
         result = _load_if_any(config.output_dir)
@@ -358,15 +390,18 @@ def report(args: argparse.Namespace) -> int:
         if len(results) == 1:
             path = write_html(results[0], args.output or Path(args.dirs[0]) / "report.html")
         else:
-            path = write_compare_html(results, args.output or "compare.html", labels=_labels(args.dirs),
-                                      target=args.target)
+            path = write_compare_html(
+                results, args.output or "compare.html", labels=_labels(args.dirs), target=args.target
+            )
     except ImportError as error:
         raise ConfigError(str(error)) from None
     except ValueError as error:  # searches that cannot be compared (directions, several objectives)
         raise ConfigError(str(error)) from None
     except OSError as error:
-        raise ConfigError(f"cannot write the report to {args.output or args.dirs[0]!r} ({error.strerror or error}); "
-                          "pass -o with a writable path.") from None
+        raise ConfigError(
+            f"cannot write the report to {args.output or args.dirs[0]!r} ({error.strerror or error}); "
+            "pass -o with a writable path."
+        ) from None
     print(f"Report: {os.path.abspath(path)}")
     return EXIT_OK
 
@@ -375,15 +410,21 @@ def _check_report_options(args: argparse.Namespace) -> None:
     """Every option given does something in this form of the command, or it is refused before anything is read."""
     problems = []
     if args.max_rows is not None and not args.markdown:
-        problems.append(f"--max-rows {args.max_rows} sets the trials --markdown lists; add --markdown or drop it")
+        problems.append(
+            f"--max-rows {args.max_rows} sets the trials --markdown lists; add --markdown or drop it"
+        )
     if args.max_rows is not None and args.max_rows < 0:
         problems.append(f"--max-rows must be 0 or more, got {args.max_rows}")
     if args.markdown and args.output is not None:
-        problems.append(f"--markdown prints to stdout, so -o {args.output!r} would write nothing; redirect the output "
-                        "(> report.md) or drop --markdown")
+        problems.append(
+            f"--markdown prints to stdout, so -o {args.output!r} would write nothing; redirect the output "
+            "(> report.md) or drop --markdown"
+        )
     if args.target is not None and (args.markdown or len(args.dirs) < 2):
-        problems.append(f"--target {args.target:g} is the objective value an HTML comparison of several folders "
-                        "measures the time to; give two or more folders without --markdown, or drop it")
+        problems.append(
+            f"--target {args.target:g} is the objective value an HTML comparison of several folders "
+            "measures the time to; give two or more folders without --markdown, or drop it"
+        )
     if args.target is not None and not math.isfinite(args.target):
         problems.append(f"--target must be a finite number, got {args.target}")
     if problems:
@@ -408,7 +449,9 @@ def _versions() -> str:
     for name in backend_names():
         backend = get_backend(name)
         version = backend.version()
-        lines.append(f"  {name}: {version}" if version else f"  {name}: not installed ({backend.install_command})")
+        lines.append(
+            f"  {name}: {version}" if version else f"  {name}: not installed ({backend.install_command})"
+        )
     return "\n".join(lines)
 
 
@@ -416,7 +459,9 @@ class _VersionAction(argparse.Action):  # --version: the versions, looked up onl
     def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None) -> None:
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: Any, values: Any, option: str | None = None) -> None:
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: Any, values: Any, option: str | None = None
+    ) -> None:
         print(_versions())
         parser.exit()
 
@@ -426,46 +471,75 @@ def _parser() -> argparse.ArgumentParser:
         prog="hpsearch",
         description="Hyperparameter sweeps from a YAML file, and HTML/Markdown reports of their results.",
     )
-    parser.add_argument("--version", action=_VersionAction,
-                        help="print the versions of hpsearch and of each backend's library, and exit")
+    parser.add_argument(
+        "--version",
+        action=_VersionAction,
+        help="print the versions of hpsearch and of each backend's library, and exit",
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="{run,report,schema,dashboard}")
     run_parser = commands.add_parser(
-        "run", help="run the sweep a YAML file describes", description="Run a sweep and write its results and report.html."
+        "run",
+        help="run the sweep a YAML file describes",
+        description="Run a sweep and write its results and report.html.",
     )
     run_parser.add_argument("config", help="the sweep file (YAML)")
     run_parser.add_argument("--backend", choices=backend_names(), help="override the file's backend")
     run_parser.add_argument("--n-trials", type=int, help="override the file's n_trials")
     again = run_parser.add_mutually_exclusive_group()
-    again.add_argument("--resume", action="store_true",
-                       help="continue the earlier run of this sweep saved in the backend's store")
-    again.add_argument("--fresh", action="store_true",
-                       help="delete the earlier run of this sweep from the backend's store first (never implicit)")
-    run_parser.add_argument("--warm-start", action="append", default=[], metavar="DIR",
-                            help="start from the trials of an earlier search (its output folder; repeatable)")
-    run_parser.add_argument("--output-dir", help="override the file's output_dir (relative to the current directory)")
+    again.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the earlier run of this sweep saved in the backend's store",
+    )
+    again.add_argument(
+        "--fresh",
+        action="store_true",
+        help="delete the earlier run of this sweep from the backend's store first (never implicit)",
+    )
+    run_parser.add_argument(
+        "--warm-start",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="start from the trials of an earlier search (its output folder; repeatable)",
+    )
+    run_parser.add_argument(
+        "--output-dir", help="override the file's output_dir (relative to the current directory)"
+    )
     add_option_flags(run_parser)  # --trial-workers N ..., --set KEY=VALUE
     bars = run_parser.add_mutually_exclusive_group()
-    bars.add_argument("--progress", dest="progress", action="store_true", default=None,
-                      help="show progress bars even when the output is not a terminal")
+    bars.add_argument(
+        "--progress",
+        dest="progress",
+        action="store_true",
+        default=None,
+        help="show progress bars even when the output is not a terminal",
+    )
     bars.add_argument("--no-progress", dest="progress", action="store_false", help="never show progress bars")
     run_parser.set_defaults(handler=run)
 
     report_parser = commands.add_parser(
-        "report", help="write the HTML report of a search, or compare several",
+        "report",
+        help="write the HTML report of a search, or compare several",
         description="One folder: its report (default OUTPUT_DIR/report.html). Several: a comparison "
-                    "(default ./compare.html).",
+        "(default ./compare.html).",
     )
     report_parser.add_argument("dirs", nargs="+", metavar="OUTPUT_DIR", help="output folder(s) of searches")
     report_parser.add_argument("-o", "--output", help="where to write the HTML file")
-    report_parser.add_argument("--markdown", action="store_true", help="print Markdown to stdout instead of HTML")
+    report_parser.add_argument(
+        "--markdown", action="store_true", help="print Markdown to stdout instead of HTML"
+    )
     report_parser.add_argument("--max-rows", type=int, help="trials listed by --markdown (default 50)")
-    report_parser.add_argument("--target", type=float,
-                               help="objective value for 'time to reach target' when comparing")
+    report_parser.add_argument(
+        "--target", type=float, help="objective value for 'time to reach target' when comparing"
+    )
     report_parser.set_defaults(handler=report)
 
     schema_parser = commands.add_parser(
-        "schema", help="print the sweep file's reference (Markdown)",
-        description="Print every key of a sweep file and every backend's options, from their one declaration.")
+        "schema",
+        help="print the sweep file's reference (Markdown)",
+        description="Print every key of a sweep file and every backend's options, from their one declaration.",
+    )
     from ._sweep_schema import print_schema
 
     schema_parser.set_defaults(handler=print_schema)
@@ -483,7 +557,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exit_:  # usage errors (2) and --help (0), as an exit code rather than an exception
         return int(exit_.code or 0) if not isinstance(exit_.code, str) else EXIT_CONFIG
-    args.argv = list(argv) if argv is not None else sys.argv[1:]  # the command as given, to say how to continue
+    args.argv = (
+        list(argv) if argv is not None else sys.argv[1:]
+    )  # the command as given, to say how to continue
     try:
         code = int(args.handler(args))
         sys.stdout.flush()  # a closed pipe shows here, where it is handled below, not at the interpreter's exit

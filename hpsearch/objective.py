@@ -23,11 +23,17 @@ def _summable(metrics: Mapping[str, Any]) -> dict[str, float]:
     for key, value in metrics.items():
         if key in ("epoch", "eval_loss") or key.endswith(_IGNORED_SUFFIXES) or "_mem_" in key:
             continue
-        if isinstance(value, bool) or (not isinstance(value, int | float) and not hasattr(value, "__float__")):
+        if isinstance(value, bool) or (
+            not isinstance(value, int | float) and not hasattr(value, "__float__")
+        ):
             continue
         try:
             out[key] = float(value)
-        except (TypeError, ValueError, OverflowError):  # an array of several values (a confusion matrix): no number
+        except (
+            TypeError,
+            ValueError,
+            OverflowError,
+        ):  # an array of several values (a confusion matrix): no number
             continue
     return out
 
@@ -86,7 +92,9 @@ def resolve_compute_objective(compute_objective: Any) -> tuple[Callable[[Mapping
         return default_compute_objective, "default"
     if isinstance(compute_objective, str):
         if not compute_objective:
-            raise SearchConfigError("compute_objective='' is empty; pass a metric name such as 'eval_accuracy'.")
+            raise SearchConfigError(
+                "compute_objective='' is empty; pass a metric name such as 'eval_accuracy'."
+            )
         return _metric_getter(compute_objective), compute_objective
     if callable(compute_objective):
         name = getattr(compute_objective, "__qualname__", None) or type(compute_objective).__name__
@@ -125,8 +133,12 @@ def to_objective(value: Any, n_objectives: int) -> float | list[float]:
 
 
 def _as_float(value: Any) -> float:
-    if isinstance(value, str | bytes | bool):  # float("0.5") and float(True) work, but they are no measurement
-        raise ValueError(f"compute_objective returned {value!r} ({type(value).__name__}), which is not a number")
+    if isinstance(
+        value, str | bytes | bool
+    ):  # float("0.5") and float(True) work, but they are no measurement
+        raise ValueError(
+            f"compute_objective returned {value!r} ({type(value).__name__}), which is not a number"
+        )
     try:
         return float(value)
     except (TypeError, ValueError):

@@ -99,8 +99,12 @@ class Reevaluation:
         rebuilds the results from its own store does not know them)."""
         return [r for r in session.saved_records() if r.extra.get("source") == SOURCE]
 
-    def run(self, session: SearchSession, earlier: Sequence[TrialRecord] = (),
-            native: Callable[[dict[str, Any]], Any] | None = None) -> None:
+    def run(
+        self,
+        session: SearchSession,
+        earlier: Sequence[TrialRecord] = (),
+        native: Callable[[dict[str, Any]], Any] | None = None,
+    ) -> None:
         """Train the missing re-evaluations of the leaders, recording each in ``session``; ``native(params)`` gives
         the engine's trial that ``model_init`` may ask (`SearchBackend.replay_trial`)."""
         from . import _lockstep
@@ -115,8 +119,12 @@ class Reevaluation:
             _lockstep.announce_end()
             session.save()
 
-    def _run(self, session: SearchSession, earlier: Sequence[TrialRecord],
-             native: Callable[[dict[str, Any]], Any] | None) -> None:
+    def _run(
+        self,
+        session: SearchSession,
+        earlier: Sequence[TrialRecord],
+        native: Callable[[dict[str, Any]], Any] | None,
+    ) -> None:
         # Every earlier re-evaluation of a configuration this search holds is kept (nothing written is lost), also
         # of one that a longer rerun (more n_trials) pushed out of the top K.
         ids = {r.trial_id for r in session.records}
@@ -126,8 +134,11 @@ class Reevaluation:
             logger.warning("No re-evaluation: the search stopped starting trials (%s).", session.stop_reason)
             return
         if len(leaders) < self.top_k:
-            logger.warning("reevaluate_top_k=%d but only %d trial(s) completed; re-evaluating those.", self.top_k,
-                           len(leaders))
+            logger.warning(
+                "reevaluate_top_k=%d but only %d trial(s) completed; re-evaluating those.",
+                self.top_k,
+                len(leaders),
+            )
         for trial in self._pending(session, leaders, native):
             if session.stop_reason is not None:
                 logger.warning("Re-evaluation stops: %s.", session.stop_reason)
@@ -138,13 +149,20 @@ class Reevaluation:
                 logger.warning("Re-evaluation stops (the search's results stay): %s", error)
                 return
 
-    def _pending(self, session: SearchSession, leaders: Sequence[TrialRecord],
-                 native: Callable[[dict[str, Any]], Any] | None) -> Iterator[Any]:
+    def _pending(
+        self,
+        session: SearchSession,
+        leaders: Sequence[TrialRecord],
+        native: Callable[[dict[str, Any]], Any] | None,
+    ) -> Iterator[Any]:
         from .trial import Trial
 
         settings = session.settings
-        done = {(r.extra.get("config_id"), r.extra.get("seed")) for r in session.records
-                if r.extra.get("source") == SOURCE}
+        done = {
+            (r.extra.get("config_id"), r.extra.get("seed"))
+            for r in session.records
+            if r.extra.get("source") == SOURCE
+        }
         base = int(settings.trainer.args.seed)
         first = 1 + max((r.number for r in session.records if r.extra.get("source") != SOURCE), default=-1)
         for rank, leader in enumerate(leaders):
@@ -153,11 +171,20 @@ class Reevaluation:
                 if (leader.trial_id, seed) in done:
                     continue
                 if any(name in leader.params for name in SEED_ARGS):
-                    logger.warning("Trial %s chose %s itself; its re-evaluation sets it to %d.", leader.name,
-                                   [n for n in SEED_ARGS if n in leader.params], seed)
+                    logger.warning(
+                        "Trial %s chose %s itself; its re-evaluation sets it to %d.",
+                        leader.name,
+                        [n for n in SEED_ARGS if n in leader.params],
+                        seed,
+                    )
                 params = {**leader.params, "seed": seed, "data_seed": seed}
-                trial = Trial(f"{leader.trial_id}-seed{seed}", first + rank * self.seeds + j - 1, params,
-                              settings.backend, native=native(dict(leader.params)) if native else None)
+                trial = Trial(
+                    f"{leader.trial_id}-seed{seed}",
+                    first + rank * self.seeds + j - 1,
+                    params,
+                    settings.backend,
+                    native=native(dict(leader.params)) if native else None,
+                )
                 trial.config_id, trial.seed = leader.trial_id, seed  # type: ignore[attr-defined]
                 yield trial
 
@@ -180,8 +207,11 @@ def leading_trials(result: SearchResult, k: int) -> list[TrialRecord]:
     """The ``k`` best COMPLETE search trials (not re-evaluations, not warm-start rows): by objective, then number;
     several objectives: by non-dominated rank, then number."""
     signs = [1.0 if d == "minimize" else -1.0 for d in result.directions]
-    scored = [(r, [s * v for s, v in zip(signs, values)]) for r, values in result.scored_trials()
-              if r.extra.get("source") != SOURCE]
+    scored = [
+        (r, [s * v for s, v in zip(signs, values)])
+        for r, values in result.scored_trials()
+        if r.extra.get("source") != SOURCE
+    ]
     ordered: list[TrialRecord] = []
     rest = scored
     while rest and len(ordered) < k:
@@ -228,8 +258,16 @@ def summarize(result: SearchResult) -> list[ConfigSummary]:
             continue  # re-evaluations of a configuration whose own trial is not COMPLETE here
         columns = list(zip(*(values for _, values in runs)))
         stats = [_stats(column) for column in columns]
-        out.append(ConfigSummary(config_id, trials[config_id], tuple(r for r, _ in runs),
-                                 [s[0] for s in stats], [s[1] for s in stats], [s[2] for s in stats]))
+        out.append(
+            ConfigSummary(
+                config_id,
+                trials[config_id],
+                tuple(r for r, _ in runs),
+                [s[0] for s in stats],
+                [s[1] for s in stats],
+                [s[2] for s in stats],
+            )
+        )
     return sorted(out, key=lambda s: (s.trial.number, s.config_id))
 
 
@@ -243,8 +281,38 @@ def _stats(values: Sequence[float]) -> tuple[float, float, tuple[float, float]]:
 
 
 #: Student's t 0.975 quantile for 1..30 degrees of freedom (beyond: the normal's 1.96 is within 2%).
-_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
-         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+_T975 = (
+    12.706,
+    4.303,
+    3.182,
+    2.776,
+    2.571,
+    2.447,
+    2.365,
+    2.306,
+    2.262,
+    2.228,
+    2.201,
+    2.179,
+    2.160,
+    2.145,
+    2.131,
+    2.120,
+    2.110,
+    2.101,
+    2.093,
+    2.086,
+    2.080,
+    2.074,
+    2.069,
+    2.064,
+    2.060,
+    2.056,
+    2.052,
+    2.048,
+    2.045,
+    2.042,
+)
 
 
 def t_quantile_975(df: int) -> float:
@@ -258,7 +326,9 @@ def choose(result: SearchResult) -> list[ConfigSummary] | None:
     candidates = [s for s in summarize(result) if s.n_seeds >= 2]
     if not candidates:
         if any(r.extra.get("source") == SOURCE for r in result.records) or "reevaluate" in result.settings:
-            logger.warning("No configuration finished a re-evaluation; the best run is the observed best trial.")
+            logger.warning(
+                "No configuration finished a re-evaluation; the best run is the observed best trial."
+            )
         return None
     signs = [1.0 if d == "minimize" else -1.0 for d in result.directions]
     keyed = [(s, [sign * m for sign, m in zip(signs, s.mean)]) for s in candidates]
@@ -284,7 +354,9 @@ def summary_dataframe(result: SearchResult) -> pd.DataFrame:
         columns[f"{col}_ci95_low"] = pd.Series([s.ci95[i][0] for s in summaries], dtype="float64")
         columns[f"{col}_ci95_high"] = pd.Series([s.ci95[i][1] for s in summaries], dtype="float64")
     for name in result.param_names:
-        columns[f"params_{name}"] = pd.Series([_plain(s.trial.params.get(name)) for s in summaries], dtype="object")
+        columns[f"params_{name}"] = pd.Series(
+            [_plain(s.trial.params.get(name)) for s in summaries], dtype="object"
+        )
     return pd.DataFrame(columns)
 
 

@@ -92,7 +92,9 @@ class SearchResult:
     versions: dict[str, str] = field(default_factory=dict)
     native: Any = field(default=None, compare=False)
     _journal: JournalWriter | None = field(default=None, init=False, repr=False, compare=False)
-    _schedule: SnapshotSchedule = field(default_factory=SnapshotSchedule, init=False, repr=False, compare=False)
+    _schedule: SnapshotSchedule = field(
+        default_factory=SnapshotSchedule, init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         if isinstance(self.directions, str):
@@ -156,8 +158,10 @@ class SearchResult:
             "state": pd.Series([TrialState(r.state).value for r in records], dtype=_TEXT),
             "source": pd.Series([str(r.extra.get("source", "search")) for r in records], dtype=_TEXT),
             "config_id": pd.Series([str(r.extra.get("config_id", r.trial_id)) for r in records], dtype=_TEXT),
-            "seed": pd.Series([r.extra["seed"] if type(r.extra.get("seed")) is int else None for r in records],
-                              dtype="Int64"),
+            "seed": pd.Series(
+                [r.extra["seed"] if type(r.extra.get("seed")) is int else None for r in records],
+                dtype="Int64",
+            ),
         }
         for i, col in enumerate(self.objective_columns):
             columns[col] = pd.Series([o[i] for o in objectives], dtype="float64")
@@ -254,8 +258,11 @@ class SearchResult:
             best = self.best_trial
             return [] if best is None else [best]
         signs = [1.0 if d == "minimize" else -1.0 for d in self.directions]
-        scored = [(r, [s * v for s, v in zip(signs, values)]) for r, values in self.scored_trials()
-                  if r.extra.get("source") != _REEVALUATION]
+        scored = [
+            (r, [s * v for s, v in zip(signs, values)])
+            for r, values in self.scored_trials()
+            if r.extra.get("source") != _REEVALUATION
+        ]
         front = [
             r
             for r, a in scored
@@ -344,17 +351,28 @@ class SearchResult:
         writer = JournalWriter(folder)
         atomic_write_text(folder / SEARCH_FILE, self._to_json_text(writer.reference()), durable=durable)
         writer.start(self._journal_meta(), durable=durable)
-        CsvExports.write(folder, self.records, len(self.directions), tuple(self.param_names), self.objective_columns)
+        CsvExports.write(
+            folder, self.records, len(self.directions), tuple(self.param_names), self.objective_columns
+        )
         writer.snapshot_at = time.monotonic()
         writer.snapshot_cost_s = writer.snapshot_at - start
         self._journal = writer
         return str(folder)
 
-    def _record_json(self, record: TrialRecord) -> str:  # one compact line, as search.json and the journal store it
+    def _record_json(
+        self, record: TrialRecord
+    ) -> str:  # one compact line, as search.json and the journal store it
         return json.dumps(record.to_dict(), separators=(",", ":"), default=json_default)
 
-    def _journal_meta(self) -> dict[str, Any]:  # the header fields a journal line updates (`_journal.JOURNAL_META`)
-        return {"started": _iso(self.started), "finished": _iso(self.finished), "n_trials": self.n_trials, "settings": self.settings}
+    def _journal_meta(
+        self,
+    ) -> dict[str, Any]:  # the header fields a journal line updates (`_journal.JOURNAL_META`)
+        return {
+            "started": _iso(self.started),
+            "finished": _iso(self.finished),
+            "n_trials": self.n_trials,
+            "settings": self.settings,
+        }
 
     def _to_json_text(self, journal: dict[str, Any] | None = None) -> str:
         meta = {
@@ -408,13 +426,16 @@ class SearchResult:
         return cls._from_data(data, output_dir, source)
 
     @classmethod
-    def from_json(cls, text: str, output_dir: str | os.PathLike[str] | None = None,
-                  source: str = "search.json") -> SearchResult:
+    def from_json(
+        cls, text: str, output_dir: str | os.PathLike[str] | None = None, source: str = "search.json"
+    ) -> SearchResult:
         """A search from the text of a ``search.json`` alone (`ValueError` naming ``source`` when it is not one)."""
         return cls._from_data(_parse(text, source), output_dir, source)
 
     @classmethod
-    def _from_data(cls, data: dict[str, Any], output_dir: str | os.PathLike[str] | None, path: str) -> SearchResult:
+    def _from_data(
+        cls, data: dict[str, Any], output_dir: str | os.PathLike[str] | None, path: str
+    ) -> SearchResult:
         try:
             records = [TrialRecord.from_dict(r) for r in data["records"]]
             return cls(
@@ -476,8 +497,12 @@ def _param_dtype(values: list[Any]) -> str:
     present = [v for v in values if v is not None]
     if present and all(isinstance(v, bool) for v in present):
         return "boolean"
-    if present and all(isinstance(v, int) and not isinstance(v, bool) and -_INT64 <= v < _INT64 for v in present):
-        return "Int64"  # an int beyond 64 bits (a Categorical or Fixed value may be one) keeps the object dtype
+    if present and all(
+        isinstance(v, int) and not isinstance(v, bool) and -_INT64 <= v < _INT64 for v in present
+    ):
+        return (
+            "Int64"  # an int beyond 64 bits (a Categorical or Fixed value may be one) keeps the object dtype
+        )
     if present and all(isinstance(v, float) for v in present):
         return "float64"
     return "object"

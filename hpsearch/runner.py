@@ -73,7 +73,9 @@ def _has_entries(path: str) -> bool:
         return False
 
 
-def _claim_folder(output_dir: str, record: TrialRecord, trial: Trial, fresh: bool = True, saves: bool = True) -> None:
+def _claim_folder(
+    output_dir: str, record: TrialRecord, trial: Trial, fresh: bool = True, saves: bool = True
+) -> None:
     """Give the trial a folder no other trial uses: when ``hp_name`` returned a name another trial already has, or
     the name of a file in output_dir (e.g. a study's database) or of a folder there that no trial made (the user's
     data: a trial would write into it, and --fresh would delete it), the folder (and the record's name) become
@@ -84,6 +86,7 @@ def _claim_folder(output_dir: str, record: TrialRecord, trial: Trial, fresh: boo
     nothing recorded: an id an engine gives again after a kill, a study deleted with --fresh) removes that
     attempt's ``checkpoint-*`` folders: a later step's checkpoint would pass for the newest, and the rotation of
     ``save_total_limit`` would delete this run's instead. A trial resumed from a checkpoint keeps them."""
+
     def owner(name: str) -> str | None:
         try:
             with open(os.path.join(output_dir, name, OWNER_FILE), encoding="utf-8") as f:
@@ -97,10 +100,21 @@ def _claim_folder(output_dir: str, record: TrialRecord, trial: Trial, fresh: boo
     foreign = first is None and not is_file and _has_entries(path)  # a folder of the user's: never a trial's
     if is_file or foreign or (first is not None and first != record.trial_id):
         unique = f"{record.name}-{record.trial_id}"
-        taken = ("of a file in output_dir" if is_file else "of a folder in output_dir that no trial made" if foreign
-                 else f"of trial {first}")
-        logger.warning("hp_name gave trial %s the name %r %s; it is named %r instead (trial names must be unique: "
-                       "make hp_name return different names).", record.trial_id, record.name, taken, unique)
+        taken = (
+            "of a file in output_dir"
+            if is_file
+            else "of a folder in output_dir that no trial made"
+            if foreign
+            else f"of trial {first}"
+        )
+        logger.warning(
+            "hp_name gave trial %s the name %r %s; it is named %r instead (trial names must be unique: "
+            "make hp_name return different names).",
+            record.trial_id,
+            record.name,
+            taken,
+            unique,
+        )
         record.extra["hp_name"] = record.name
         record.name = trial.name = unique
     if _dist.is_main_process():
@@ -113,8 +127,11 @@ def _claim_folder(output_dir: str, record: TrialRecord, trial: Trial, fresh: boo
                 f.write(record.trial_id)
         except OSError as error:
             if saves:
-                raise OSError(error.errno, f"its folder {folder!r} could not be created ({error.strerror or error}); "
-                                           "make hp_name return another name, or free that path") from error
+                raise OSError(
+                    error.errno,
+                    f"its folder {folder!r} could not be created ({error.strerror or error}); "
+                    "make hp_name return another name, or free that path",
+                ) from error
             # Nothing of the trial is saved there (save_strategy='no'): it trains without its folder.
 
 
@@ -122,8 +139,13 @@ def _clear_checkpoints(folder: str, record: TrialRecord) -> None:
     stale = sorted(glob.glob(os.path.join(glob.escape(folder), "checkpoint-*")))
     if not stale:
         return
-    logger.warning("Trial %s starts from scratch in %s, where an earlier attempt of it left %d checkpoint(s) that "
-                   "no record names; removing them.", record.name, folder, len(stale))
+    logger.warning(
+        "Trial %s starts from scratch in %s, where an earlier attempt of it left %d checkpoint(s) that "
+        "no record names; removing them.",
+        record.name,
+        folder,
+        len(stale),
+    )
     for path in stale:
         shutil.rmtree(path, ignore_errors=True)
 
@@ -158,8 +180,13 @@ def failed_record(settings: TrialSettings, trial: Trial, error: str) -> TrialRec
     return finish_record(settings, record, TrialState.FAIL, error)
 
 
-def finish_record(settings: TrialSettings, record: TrialRecord, state: TrialState, error: str | None = None,
-                  checkpoints: dict[int, str] | None = None) -> TrialRecord:
+def finish_record(
+    settings: TrialSettings,
+    record: TrialRecord,
+    state: TrialState,
+    error: str | None = None,
+    checkpoints: dict[int, str] | None = None,
+) -> TrialRecord:
     """Close ``record`` as ``state``: the objective chosen from its evaluations by the settings' scope, its
     checkpoint, and FAIL for a finished trial without a finite objective. Shared by `run_trial` and by engines
     that end a trial from outside (a scheduler that stops a trial's process)."""
@@ -192,7 +219,7 @@ def _bounded(error: str) -> str:
     if len(error) <= MAX_ERROR_CHARS:
         return error
     # The kept start leaves room for the note, so a cut text is not cut again.
-    return f"{error[:MAX_ERROR_CHARS - 64]}... [cut: {len(error):,} characters in all]"
+    return f"{error[: MAX_ERROR_CHARS - 64]}... [cut: {len(error):,} characters in all]"
 
 
 def run_trial(
@@ -224,8 +251,13 @@ def run_trial(
         failed.cost = meter.stop(_dist.world_size())
         return failed
     try:
-        _claim_folder(settings.output_dir, record, trial, fresh=resume_from_checkpoint is None,
-                      saves=str(settings.trainer.args.save_strategy) != "no")
+        _claim_folder(
+            settings.output_dir,
+            record,
+            trial,
+            fresh=resume_from_checkpoint is None,
+            saves=str(settings.trainer.args.save_strategy) != "no",
+        )
     except OSError as exc:  # its checkpoints could not be saved: it fails before training, the search goes on
         logger.warning("Trial %s failed: %s", record.name, exc.strerror)
         record.cost = meter.stop(_dist.world_size())
@@ -241,7 +273,9 @@ def run_trial(
         try:
             watchdog.start()
             args = build_trial_args(settings.trainer.args, trial, run_dir, record.name)
-            record.extra["seed"] = args.seed  # the results' seed column (runs of one configuration differ by it)
+            record.extra["seed"] = (
+                args.seed
+            )  # the results' seed column (runs of one configuration differ by it)
             # The watchdog only joins the trainer's callbacks when there is a deadline to check at every step.
             timed = [watchdog] if settings.trial_timeout is not None else []
             trainer = settings.trainer.for_trial(args, callbacks=[*callbacks, callback, *timed])
@@ -251,8 +285,12 @@ def run_trial(
             used = trainer.args.per_device_train_batch_size
             if used != args.per_device_train_batch_size:  # auto_find_batch_size rescued it from out-of-memory
                 record.extra["per_device_train_batch_size"] = used
-                logger.info("Trial %s ran out of memory with per_device_train_batch_size=%d and trained with %d.",
-                            record.name, args.per_device_train_batch_size, used)
+                logger.info(
+                    "Trial %s ran out of memory with per_device_train_batch_size=%d and trained with %d.",
+                    record.name,
+                    args.per_device_train_batch_size,
+                    used,
+                )
             if not record.intermediates:
                 trainer.evaluate()
             watchdog.check()
@@ -313,8 +351,9 @@ def _stop_watchdog(watchdog: Any) -> None:
             continue  # delivered as the trial ended: it has ended anyway
 
 
-def _close_trackers(trainer: Any, settings: TrialSettings, record: TrialRecord, state: TrialState,
-                    error: str | None) -> None:
+def _close_trackers(
+    trainer: Any, settings: TrialSettings, record: TrialRecord, state: TrialState, error: str | None
+) -> None:
     """The trainer's experiment trackers end the trial's run with the state and objective the search records (the
     rule of `finish_record`, without closing the record twice); a tracker's failure goes into the record."""
     from trainer.integrations import close_trackers

@@ -36,7 +36,6 @@ __all__ = ["TRIAL_END_HOOKS", "SearchSession", "identity_differences", "search_i
 logger = logging.getLogger(__name__)
 
 
-
 def _progress_line(session: SearchSession, record: TrialRecord) -> None:
     """One progress line per finished trial, on every backend (see `hpsearch._progress.trial_line`)."""
     from ._progress import trial_line
@@ -70,7 +69,9 @@ def identity_differences(stored: Mapping[str, Any], ours: Mapping[str, Any]) -> 
     if "objective" in stored and stored["objective"] != ours["objective"]:
         problems.append(f"objective {stored['objective']!r} (this search: {ours['objective']!r})")
     scope = stored.get("objective_scope")
-    if scope is not None and scope != ours["objective_scope"]:  # runs saved before it was recorded say nothing
+    if (
+        scope is not None and scope != ours["objective_scope"]
+    ):  # runs saved before it was recorded say nothing
         problems.append(f"objective_scope {scope!r} (this search: {ours['objective_scope']!r})")
     if "space" in stored and stored["space"] != ours["space"]:
         before, now = stored["space"], ours["space"]
@@ -85,8 +86,15 @@ def identity_differences(stored: Mapping[str, Any], ours: Mapping[str, Any]) -> 
 class SearchSession:
     """Records the trials of one search; see the module docstring."""
 
-    def __init__(self, settings: TrialSettings, result: SearchResult, n_trials: int, max_failed_trials: int = 3,
-                 max_device_hours: float | None = None, max_energy_kwh: float | None = None) -> None:
+    def __init__(
+        self,
+        settings: TrialSettings,
+        result: SearchResult,
+        n_trials: int,
+        max_failed_trials: int = 3,
+        max_device_hours: float | None = None,
+        max_energy_kwh: float | None = None,
+    ) -> None:
         self.settings = settings
         self.result = result
         self.n_trials = n_trials
@@ -144,22 +152,33 @@ class SearchSession:
         from ._params import argument_types
 
         fields = list(argument_types(type(self.settings.trainer.args)))
-        hints = [f"{name!r} -> {close[0]!r}?" for name in unread
-                 for close in [difflib.get_close_matches(name, fields, n=1)] if close]
+        hints = [
+            f"{name!r} -> {close[0]!r}?"
+            for name in unread
+            for close in [difflib.get_close_matches(name, fields, n=1)]
+            if close
+        ]
         logger.warning(
             "Trial %s: model_init(trial) did not read the parameter(s) %s, and no TrainingArguments field has their "
             "name, so they change nothing in the trials%s. Read them in model_init (trial[name]) or rename them.",
-            record.name, unread, f" (misspelt? {', '.join(hints)})" if hints else "",
+            record.name,
+            unread,
+            f" (misspelt? {', '.join(hints)})" if hints else "",
         )
 
     def _check_budgets(self) -> None:
         if self.stop_reason is not None or (self.max_device_hours is None and self.max_energy_kwh is None):
             return
         # The tally's running sums: SearchResult.total_cost() would be a pass over every record after each trial.
-        totals = {"device_hours": self.tally.spent("device_s") / 3600, "energy_kwh": self.tally.spent("energy_kwh")}
+        totals = {
+            "device_hours": self.tally.spent("device_s") / 3600,
+            "energy_kwh": self.tally.spent("energy_kwh"),
+        }
         spent = []
-        for option, key, limit in (("max_device_hours", "device_hours", self.max_device_hours),
-                                   ("max_energy_kwh", "energy_kwh", self.max_energy_kwh)):
+        for option, key, limit in (
+            ("max_device_hours", "device_hours", self.max_device_hours),
+            ("max_energy_kwh", "energy_kwh", self.max_energy_kwh),
+        ):
             used = totals[key]
             if limit is not None and used == used and used >= limit:  # used == used: not NaN
                 spent.append(f"{option}={limit:g} ({used:.4g} used)")

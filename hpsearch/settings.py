@@ -72,8 +72,10 @@ class Option:
         accepted = tuple(_NUMBERS.get(t, t) for t in self.types)
         ok = isinstance(value, accepted) and not (isinstance(value, bool) and bool not in self.types)
         if ok and isinstance(value, numbers.Real) and not math.isfinite(float(value)):
-            raise SearchConfigError(f"{self.name}={value!r} must be a finite number ({self.help}); pass e.g. 60, or "
-                                    "None for the default.")
+            raise SearchConfigError(
+                f"{self.name}={value!r} must be a finite number ({self.help}); pass e.g. 60, or "
+                "None for the default."
+            )
         if not ok:
             raise SearchConfigError(
                 f"{self.name}={value!r} ({type(value).__name__}) must be {self.expected()} ({self.help}), or None for "
@@ -82,13 +84,23 @@ class Option:
 
 
 _NUMBERS: dict[type, type] = {int: numbers.Integral, float: numbers.Real}
-_WORDS: dict[type, str] = {bool: "true or false", int: "an integer", float: "a number", str: "a string",
-                           list: "a list", tuple: "a list", dict: "a mapping", type: "a class"}
+_WORDS: dict[type, str] = {
+    bool: "true or false",
+    int: "an integer",
+    float: "a number",
+    str: "a string",
+    list: "a list",
+    tuple: "a list",
+    dict: "a mapping",
+    type: "a class",
+}
 
 
 def _check_max_failed(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise SearchConfigError(f"max_failed_trials must be an integer >= 1, got {value!r}; pass e.g. max_failed_trials=3.")
+        raise SearchConfigError(
+            f"max_failed_trials must be an integer >= 1, got {value!r}; pass e.g. max_failed_trials=3."
+        )
     return value
 
 
@@ -101,7 +113,12 @@ def _check_scope(value: Any) -> str:
 def _check_timeout(value: Any) -> float | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0 or not math.isfinite(value):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not value > 0
+        or not math.isfinite(value)
+    ):
         raise SearchConfigError(
             f"trial_timeout must be a positive, finite number of seconds or None, got {value!r}; pass e.g. "
             "trial_timeout=600 (or None for no limit)."
@@ -122,7 +139,9 @@ def _check_positive_int(name: str, example: int) -> Callable[[Any], int | None]:
         if value is None:
             return None
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise SearchConfigError(f"{name} must be an integer >= 1 or None, got {value!r}; pass e.g. {name}={example}.")
+            raise SearchConfigError(
+                f"{name} must be an integer >= 1 or None, got {value!r}; pass e.g. {name}={example}."
+            )
         return int(value)
 
     return check
@@ -132,8 +151,15 @@ def _check_budget(name: str) -> Callable[[Any], float | None]:
     def check(value: Any) -> float | None:
         if value is None:
             return None
-        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0 or not math.isfinite(value):
-            raise SearchConfigError(f"{name} must be a positive, finite number or None, got {value!r}; pass e.g. {name}=2.")
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not value > 0
+            or not math.isfinite(value)
+        ):
+            raise SearchConfigError(
+                f"{name} must be a positive, finite number or None, got {value!r}; pass e.g. {name}=2."
+            )
         return float(value)
 
     return check
@@ -161,7 +187,9 @@ def _check_mode(value: Any) -> str:
 
 def _check_top_k(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise SearchConfigError(f"warm_start_top_k must be an integer >= 1, got {value!r}; pass e.g. warm_start_top_k=5.")
+        raise SearchConfigError(
+            f"warm_start_top_k must be an integer >= 1, got {value!r}; pass e.g. warm_start_top_k=5."
+        )
     return value
 
 
@@ -190,62 +218,111 @@ def _check_reevaluate(name: str, example: int) -> Callable[[Any], int | None]:
 #: Options every backend accepts, with their defaults and checks (the sweep file takes the same names).
 COMMON_OPTIONS: dict[str, tuple[Option, Any, Callable[[Any], Any]]] = {
     "max_failed_trials": (
-        Option("max_failed_trials", (int,), "consecutive failed trials that stop the search"), 3, _check_max_failed,
+        Option("max_failed_trials", (int,), "consecutive failed trials that stop the search"),
+        3,
+        _check_max_failed,
     ),
     "objective_scope": (
-        Option("objective_scope", (str,), f"which evaluation is a trial's objective: {', '.join(OBJECTIVE_SCOPES)}"),
-        "last", _check_scope,
+        Option(
+            "objective_scope",
+            (str,),
+            f"which evaluation is a trial's objective: {', '.join(OBJECTIVE_SCOPES)}",
+        ),
+        "last",
+        _check_scope,
     ),
     "trial_timeout": (
         Option("trial_timeout", (int, float), "seconds after which a trial is stopped and recorded FAIL"),
-        None, _check_timeout,
+        None,
+        _check_timeout,
     ),
     "max_device_hours": (
-        Option("max_device_hours", (int, float), "stop starting trials once the trials used this many device-hours"),
-        None, _check_budget("max_device_hours"),
+        Option(
+            "max_device_hours",
+            (int, float),
+            "stop starting trials once the trials used this many device-hours",
+        ),
+        None,
+        _check_budget("max_device_hours"),
     ),
     "max_energy_kwh": (
-        Option("max_energy_kwh", (int, float), "stop starting trials once the trials used this much energy (kWh, "
-               "measured by CodeCarbon)"),
-        None, _check_budget("max_energy_kwh"),
+        Option(
+            "max_energy_kwh",
+            (int, float),
+            "stop starting trials once the trials used this much energy (kWh, measured by CodeCarbon)",
+        ),
+        None,
+        _check_budget("max_energy_kwh"),
     ),
     "trial_workers": (
-        Option("trial_workers", (int,), "trials run at once, each in a worker process of its own on this machine "
-               "(isolated, killed at trial_timeout); unset: trials run in this process", cli_flag=True),
-        None, _check_positive_int("trial_workers", 2),
+        Option(
+            "trial_workers",
+            (int,),
+            "trials run at once, each in a worker process of its own on this machine "
+            "(isolated, killed at trial_timeout); unset: trials run in this process",
+            cli_flag=True,
+        ),
+        None,
+        _check_positive_int("trial_workers", 2),
     ),
     "trial_worker_max_trials": (
-        Option("trial_worker_max_trials", (int,), "trials a worker process runs before it is replaced by a fresh one "
-               "(with trial_workers; unset: replaced only after a failed trial)"),
-        None, _check_positive_int("trial_worker_max_trials", 10),
+        Option(
+            "trial_worker_max_trials",
+            (int,),
+            "trials a worker process runs before it is replaced by a fresh one "
+            "(with trial_workers; unset: replaced only after a failed trial)",
+        ),
+        None,
+        _check_positive_int("trial_worker_max_trials", 10),
     ),
     "warm_start": (
-        Option("warm_start", (str, list, object), "earlier searches (output_dir, SearchResult or a list) to start from",
-               path=True),
-        None, _check_warm_start,
+        Option(
+            "warm_start",
+            (str, list, object),
+            "earlier searches (output_dir, SearchResult or a list) to start from",
+            path=True,
+        ),
+        None,
+        _check_warm_start,
     ),
     "warm_start_mode": (
-        Option("warm_start_mode", (str,), "'inform' (tell the engine the earlier trials) or 'evaluate' (train the "
-               "best again first)"),
-        "inform", _check_mode,
+        Option(
+            "warm_start_mode",
+            (str,),
+            "'inform' (tell the engine the earlier trials) or 'evaluate' (train the best again first)",
+        ),
+        "inform",
+        _check_mode,
     ),
     "warm_start_top_k": (
-        Option("warm_start_top_k", (int,), "how many of the best earlier trials 'evaluate' trains again"), 5,
+        Option("warm_start_top_k", (int,), "how many of the best earlier trials 'evaluate' trains again"),
+        5,
         _check_top_k,
     ),
     "warm_start_defaults": (
-        Option("warm_start_defaults", (dict,), "values of parameters the earlier searches did not have"), {},
+        Option("warm_start_defaults", (dict,), "values of parameters the earlier searches did not have"),
+        {},
         _check_defaults,
     ),
     "reevaluate_top_k": (
-        Option("reevaluate_top_k", (int,), "after the search, how many of the best configurations train again with "
-               "reevaluate_seeds more seeds (the best run is then the best mean; see hpsearch.reevaluate)"),
-        None, _check_reevaluate("reevaluate_top_k", 3),
+        Option(
+            "reevaluate_top_k",
+            (int,),
+            "after the search, how many of the best configurations train again with "
+            "reevaluate_seeds more seeds (the best run is then the best mean; see hpsearch.reevaluate)",
+        ),
+        None,
+        _check_reevaluate("reevaluate_top_k", 3),
     ),
     "reevaluate_seeds": (
-        Option("reevaluate_seeds", (int,), "how many more seeds each re-evaluated configuration trains with "
-               "(TrainingArguments.seed and data_seed: seed+1 .. seed+S)"),
-        None, _check_reevaluate("reevaluate_seeds", 2),
+        Option(
+            "reevaluate_seeds",
+            (int,),
+            "how many more seeds each re-evaluated configuration trains with "
+            "(TrainingArguments.seed and data_seed: seed+1 .. seed+S)",
+        ),
+        None,
+        _check_reevaluate("reevaluate_seeds", 2),
     ),
 }
 
@@ -303,7 +380,7 @@ class TrialSettings:
         except UnicodeEncodeError as error:
             raise SearchConfigError(
                 f"hp_name(trial) returned {name!r}, which cannot be written as a file name or in search.json "
-                f"({error.reason}: {name[error.start:error.end]!r} at position {error.start}); return a name of "
+                f"({error.reason}: {name[error.start : error.end]!r} at position {error.start}); return a name of "
                 "valid characters, e.g. f'run-{trial.number}'."
             ) from None
         if size > NAME_MAX:
@@ -347,7 +424,7 @@ class TrialSettings:
             return chosen.objective, chosen.step
         if scope in ("last", "best"):
             return scored[-1].objective, scored[-1].step
-        window = scored if scope == "avg" else scored[-int(scope.split("-")[1]):]
+        window = scored if scope == "avg" else scored[-int(scope.split("-")[1]) :]
         if self.n_objectives == 1:
             values = [float(e.objective) for e in window]  # type: ignore[arg-type]
             return sum(values) / len(values), scored[-1].step

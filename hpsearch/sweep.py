@@ -104,49 +104,87 @@ class _SweepKeys(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    model: _ImportPath = _key("the model factory, as module:function", "an import path 'module:function'",
-                              "model: examples.digits.model:model_init")
-    data: _ImportPath = _key("the data factory returning (train_dataset, eval_dataset)",
-                             "an import path 'module:function'", "data: examples.digits.model:datasets")
-    metrics: _ImportPath | None = _key("compute_metrics, as module:function", "an import path 'module:function'",
-                                       "metrics: examples.digits.model:compute_metrics", default=None)
+    model: _ImportPath = _key(
+        "the model factory, as module:function",
+        "an import path 'module:function'",
+        "model: examples.digits.model:model_init",
+    )
+    data: _ImportPath = _key(
+        "the data factory returning (train_dataset, eval_dataset)",
+        "an import path 'module:function'",
+        "data: examples.digits.model:datasets",
+    )
+    metrics: _ImportPath | None = _key(
+        "compute_metrics, as module:function",
+        "an import path 'module:function'",
+        "metrics: examples.digits.model:compute_metrics",
+        default=None,
+    )
     processing_class: _ImportPath | None = _key(
         "the tokenizer or processor (Trainer's processing_class): an object, or a function or class called with no "
-        "arguments that returns it", "an import path 'module:attr'", "processing_class: my_task.text:tokenizer",
-        default=None)
+        "arguments that returns it",
+        "an import path 'module:attr'",
+        "processing_class: my_task.text:tokenizer",
+        default=None,
+    )
     data_collator: _ImportPath | None = _key(
         "the data collator: a collate function or object used as it is, or a class built with the processing_class "
-        "(e.g. transformers:DataCollatorWithPadding)", "an import path 'module:attr'",
-        "data_collator: transformers:DataCollatorWithPadding", default=None)
+        "(e.g. transformers:DataCollatorWithPadding)",
+        "an import path 'module:attr'",
+        "data_collator: transformers:DataCollatorWithPadding",
+        default=None,
+    )
     trainer: _ImportPath | None = _key(
         "the trainer factory: a trainer.Trainer subclass, or a function taking Trainer's keyword arguments (model_init, "
         "args, train_dataset, eval_dataset, compute_metrics, data_collator, processing_class) that returns a Trainer",
-        "an import path 'module:attr'", "trainer: my_task.train:make_trainer", default=None)
+        "an import path 'module:attr'",
+        "trainer: my_task.train:make_trainer",
+        default=None,
+    )
     objective: _Metric | Annotated[list[_Metric], Field(min_length=1)] | None = _key(
         "a metric name, a list of names, or module:function",
         "a metric name (e.g. eval_accuracy), a list of metric names (several objectives) or 'module:function'",
-        "objective: eval_accuracy", default=None)
+        "objective: eval_accuracy",
+        default=None,
+    )
     direction: _Direction | Annotated[list[_Direction], Field(min_length=1)] = _key(
         "minimize or maximize (or a list, one per objective)",
-        "'minimize' or 'maximize' (or a list of them, one per objective)", "direction: maximize", default="minimize")
+        "'minimize' or 'maximize' (or a list of them, one per objective)",
+        "direction: maximize",
+        default="minimize",
+    )
     n_trials: _AtLeastOne = _key("how many trials to run", "an integer >= 1", default=20)
     output_dir: Annotated[StrictStr, Field(min_length=1)] | None = _key(
-        "where results go, relative to the sweep file", "a folder path", "output_dir: output", default=None)
+        "where results go, relative to the sweep file", "a folder path", "output_dir: output", default=None
+    )
     training_args: dict[str, Any] | None = _key(
-        "TrainingArguments fields", "a mapping of TrainingArguments fields",
-        "training_args: {num_train_epochs: 3, eval_strategy: epoch}", default=None)
+        "TrainingArguments fields",
+        "a mapping of TrainingArguments fields",
+        "training_args: {num_train_epochs: 3, eval_strategy: epoch}",
+        default=None,
+    )
     space: Annotated[dict[str, Any], Field(min_length=1)] = _key(
-        "the search space (portable spaces.SearchSpace form)", "a non-empty mapping of parameter names to domains",
-        "space: {learning_rate: {type: float, low: 1.0e-5, high: 1.0e-3, log: true}}")
+        "the search space (portable spaces.SearchSpace form)",
+        "a non-empty mapping of parameter names to domains",
+        "space: {learning_rate: {type: float, low: 1.0e-5, high: 1.0e-3, log: true}}",
+    )
     backend: Annotated[StrictStr, AfterValidator(_known_backend)] | None = _key(
-        "the search backend (default: the first one installed)", "a backend name", f"backend: {backend_names()[0]}",
-        default=None)
+        "the search backend (default: the first one installed)",
+        "a backend name",
+        f"backend: {backend_names()[0]}",
+        default=None,
+    )
     backend_options: dict[str, Any] | None = _key(
-        "keyword arguments of hyperparameter_search for the backend", "a mapping of keyword arguments for the backend",
-        "backend_options: {max_failed_trials: 5}", default=None)
+        "keyword arguments of hyperparameter_search for the backend",
+        "a mapping of keyword arguments for the backend",
+        "backend_options: {max_failed_trials: 5}",
+        default=None,
+    )
     torch_threads: Annotated[StrictInt, Field(ge=1, le=4096)] | None = _key(
-        "torch intra-op threads (1 is fastest for tiny models on a busy machine)", "an integer from 1 to 4096",
-        default=None)
+        "torch intra-op threads (1 is fastest for tiny models on a busy machine)",
+        "an integer from 1 to 4096",
+        default=None,
+    )
 
 
 _STRICT: dict[type, Any] = {bool: StrictBool, int: StrictInt, float: StrictFloat, str: StrictStr}
@@ -178,8 +216,14 @@ def _option_type(option: Option) -> Any:
 
 
 def _option_expected(option: Option) -> str:
-    words = [f"{{name: Class, ...}} naming a class of {' or '.join(option.build_from)}"] if option.build_from else []
-    plain = Option(option.name, tuple(t for t in option.types if not (t is object and option.build_from)), option.help)
+    words = (
+        [f"{{name: Class, ...}} naming a class of {' or '.join(option.build_from)}"]
+        if option.build_from
+        else []
+    )
+    plain = Option(
+        option.name, tuple(t for t in option.types if not (t is object and option.build_from)), option.help
+    )
     if plain.types:
         words.append(plain.expected())
     return f"{' or '.join(words)}, or null for the default ({option.help})"
@@ -192,7 +236,8 @@ def _common_key(option: Option) -> Any:
 
 #: The top-level keys: the sweep's own, then the options every backend takes (also accepted under backend_options).
 SweepFile: type[_SweepKeys] = create_model(
-    "SweepFile", __base__=_SweepKeys,
+    "SweepFile",
+    __base__=_SweepKeys,
     **{name: _common_key(option) for name, (option, _, _) in COMMON_OPTIONS.items()},  # type: ignore[call-overload]
 )
 
@@ -214,7 +259,10 @@ def _options_model(backend_cls: type[SearchBackend]) -> type[BaseModel]:
 def _build_options_model(title: str, options: tuple[Option, ...]) -> type[BaseModel]:
     # An option named like a BaseModel attribute (``copy``, ``validate``) gets another field name and its own alias.
     fields: dict[str, Any] = {
-        (f"{name}_" if hasattr(BaseModel, name) else name): (_option_type(option), Field(default=None, alias=name))
+        (f"{name}_" if hasattr(BaseModel, name) else name): (
+            _option_type(option),
+            Field(default=None, alias=name),
+        )
         for name, option in ((o.name, o) for o in options)
     }
     config = ConfigDict(extra="forbid", strict=True, protected_namespaces=(), arbitrary_types_allowed=True)
@@ -244,8 +292,6 @@ def _top_unknown(key: str) -> str:
     return f"unknown key {key!r}; {hint}the keys are {', '.join(KEYS)}."
 
 
-
-
 # ---------------------------------------------------------------------------------------------- the checked sweep
 @dataclasses.dataclass
 class SweepConfig:
@@ -265,7 +311,9 @@ class SweepConfig:
     backend: str
     backend_options: dict[str, Any] = dataclasses.field(default_factory=dict)
     torch_threads: int | None = None
-    processing_class: Any = None  # what the file names (see `SweepFile.processing_class`), made by `build_trainer`
+    processing_class: Any = (
+        None  # what the file names (see `SweepFile.processing_class`), made by `build_trainer`
+    )
     data_collator: Any = None
     trainer: Callable[..., Any] | None = None
     #: Whether backend_options name their store with {output_dir}: a fresh run may then replace an earlier one.
@@ -283,8 +331,9 @@ class SweepConfig:
             seed = spec.get("seed")
             if isinstance(seed, int) and not isinstance(seed, bool):
                 with located(self.lines):
-                    self.backend_options[key] = build_object({**spec, "seed": seed + offset}, modules,
-                                                             "backend_options", key)
+                    self.backend_options[key] = build_object(
+                        {**spec, "seed": seed + offset}, modules, "backend_options", key
+                    )
                 done.append(f"{key} seed {seed + offset}")
         return done
 
@@ -307,8 +356,9 @@ def _read(path: Path) -> tuple[dict[str, Any], Lines]:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ConfigError(f"no such sweep file; check the path (current directory: {os.getcwd()}).",
-                          path=str(path)) from None
+        raise ConfigError(
+            f"no such sweep file; check the path (current directory: {os.getcwd()}).", path=str(path)
+        ) from None
     except (OSError, UnicodeDecodeError) as error:
         raise ConfigError(f"cannot read the sweep file ({error}).", path=str(path)) from None
     try:
@@ -317,16 +367,24 @@ def _read(path: Path) -> tuple[dict[str, Any], Lines]:
         raise ConfigError(problem.message, line=problem.line, path=str(path)) from None
     lines = Lines(str(path), root)
     if not isinstance(data, dict):
-        example = "\n".join(f"  {_top_expected(k)[1]}" for k, f in SweepFile.model_fields.items() if f.is_required())
+        example = "\n".join(
+            f"  {_top_expected(k)[1]}" for k, f in SweepFile.model_fields.items() if f.is_required()
+        )
         raise lines.error(f"a sweep file is a YAML mapping, got {show(data)}; start from e.g.\n{example}")
     for where, mapping in (((), data), (("backend_options",), data.get("backend_options"))):
         for key in mapping if isinstance(mapping, dict) else ():
             if key is None:  # `~:` or an empty key
-                raise lines.error("a key must be a string, got null (`~` or nothing before the colon); write the "
-                                  "key's name, or remove the entry.", *where)
+                raise lines.error(
+                    "a key must be a string, got null (`~` or nothing before the colon); write the "
+                    "key's name, or remove the entry.",
+                    *where,
+                )
             if not isinstance(key, str):  # YAML reads `1:` as a number, which no key here is
-                raise lines.error(f"a key must be a string, got {show(key)}; quote it, e.g. \"{key}\", or remove it.",
-                                  *where, str(key))
+                raise lines.error(
+                    f'a key must be a string, got {show(key)}; quote it, e.g. "{key}", or remove it.',
+                    *where,
+                    str(key),
+                )
     return data, lines
 
 
@@ -363,8 +421,10 @@ def _backend(name: str | None, lines: Lines) -> type[SearchBackend]:
     except (SearchConfigError, BackendNotAvailable) as error:
         raise lines.error(str(error), "backend") from None
     except ImportError as error:  # the adapter module itself does not import: say so, not a traceback
-        raise lines.error(f"the {name} backend cannot be loaded ({error}); reinstall hpsearch or use another backend.",
-                          "backend") from None
+        raise lines.error(
+            f"the {name} backend cannot be loaded ({error}); reinstall hpsearch or use another backend.",
+            "backend",
+        ) from None
     return backend_cls
 
 
@@ -374,7 +434,8 @@ def _output_dir(sweep: _SweepKeys, lines: Lines, config_dir: Path, override: str
     if top is not None and nested is not None and top != nested:
         raise lines.error(
             f"output_dir is given twice ({top!r} here and training_args.output_dir={nested!r}); keep one.",
-            "training_args", "output_dir",
+            "training_args",
+            "output_dir",
         )
     chosen, key = (top, ("output_dir",)) if top is not None else (nested, ("training_args", "output_dir"))
     if override is not None:
@@ -389,15 +450,18 @@ def _output_dir(sweep: _SweepKeys, lines: Lines, config_dir: Path, override: str
 
 def _training_args(raw: Mapping[str, Any], lines: Lines, output_dir: str) -> dict[str, Any]:
     model = _training_args_model()
-    unknown = unknown_key(list(model.model_fields), "a TrainingArguments field",
-                          "see trainer.TrainingArguments for the fields.")
+    unknown = unknown_key(
+        list(model.model_fields), "a TrainingArguments field", "see trainer.TrainingArguments for the fields."
+    )
     validate(model, raw, lines, ("training_args",), lambda name: ("a value", None), unknown)
     kwargs = {k: v for k, v in raw.items() if k != "output_dir"}
     for name, inert in _SCRIPT_ONLY.items():
         if name in kwargs and kwargs[name] != inert:
             raise lines.error(
                 f"{name}={kwargs[name]!r} is read by a training script, not by hpsearch run (every trial trains from "
-                "scratch, then evaluates); remove it (--resume continues a sweep).", "training_args", name
+                "scratch, then evaluates); remove it (--resume continues a sweep).",
+                "training_args",
+                name,
             )
     with located(lines):
         check_training_args(kwargs, output_dir)
@@ -413,13 +477,21 @@ def _training_paths(raw: Mapping[str, Any], lines: Lines, config_path: Path) -> 
     out = dict(raw)
     for name in TRAINING_ARG_PATHS:
         if isinstance(out.get(name), str):
-            base = os.getcwd() if ("training_args", name) in lines.overridden else str(config_path.parent.resolve())
+            base = (
+                os.getcwd()
+                if ("training_args", name) in lines.overridden
+                else str(config_path.parent.resolve())
+            )
             out[name] = resolve_path(out[name], base)
     return out
 
 
 #: TrainingArguments fields only a script reads, with the value that asks it for nothing unusual.
-_SCRIPT_ONLY: dict[str, Any] = {"resume_from_checkpoint": None, "do_predict": False, "overwrite_output_dir": False}
+_SCRIPT_ONLY: dict[str, Any] = {
+    "resume_from_checkpoint": None,
+    "do_predict": False,
+    "overwrite_output_dir": False,
+}
 
 
 def _warn_shadowed(space: Any, training_args: Mapping[str, Any], lines: Lines) -> None:
@@ -431,14 +503,20 @@ def _warn_shadowed(space: Any, training_args: Mapping[str, Any], lines: Lines) -
             logger.warning(
                 "%s%s: training_args.%s=%r is replaced in every trial by the space's value; remove it from "
                 "training_args (or make the space's parameter conditional, for which it is the inactive value).",
-                lines.path, f":{line}" if line else "", name, training_args[name],
+                lines.path,
+                f":{line}" if line else "",
+                name,
+                training_args[name],
             )
 
 
 def _check_options(backend_cls: type[SearchBackend], raw: Mapping[str, Any], lines: Lines) -> None:
     options = backend_cls.all_options()
-    unknown = unknown_key(sorted(options), f"an option of the {backend_cls.name} backend",
-                          f"it accepts {', '.join(sorted(options))}.")
+    unknown = unknown_key(
+        sorted(options),
+        f"an option of the {backend_cls.name} backend",
+        f"it accepts {', '.join(sorted(options))}.",
+    )
 
     def expected(name: str) -> tuple[str, str | None]:
         return _option_expected(options[name]), None
@@ -460,7 +538,9 @@ def _with_option_errors(error: ConfigError, data: Mapping[str, Any], lines: Line
     return error
 
 
-def _merge_common(sweep: _SweepKeys, data: Mapping[str, Any], lines: Lines) -> tuple[dict[str, Any], dict[str, Any]]:
+def _merge_common(
+    sweep: _SweepKeys, data: Mapping[str, Any], lines: Lines
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """backend_options with the options every backend takes that the file gives at the top level, and where each
     option was written (its keys). Given in both places with different values, it is refused, unless one of them
     comes from the command line (--set, --warm-start), which wins."""
@@ -476,14 +556,21 @@ def _merge_common(sweep: _SweepKeys, data: Mapping[str, Any], lines: Lines) -> t
             if (name,) not in lines.overridden:
                 raise lines.error(
                     f"{name} is given twice with different values ({top!r} here and backend_options.{name}="
-                    f"{options[name]!r}); keep one of them.", name)
+                    f"{options[name]!r}); keep one of them.",
+                    name,
+                )
         options[name] = top
         where[name] = (name,)
     return options, where
 
 
-def _resolve_paths(values: dict[str, Any], options: Mapping[str, Option], where: Mapping[str, tuple[str, ...]],
-                   lines: Lines, config_dir: Path) -> dict[str, Any]:
+def _resolve_paths(
+    values: dict[str, Any],
+    options: Mapping[str, Option],
+    where: Mapping[str, tuple[str, ...]],
+    lines: Lines,
+    config_dir: Path,
+) -> dict[str, Any]:
     """Every option declared a path (`Option.path`) relative to the sweep file's folder, as output_dir is; a value
     given on the command line (--set) relative to the current directory, as --output-dir is."""
     out = dict(values)
@@ -491,13 +578,20 @@ def _resolve_paths(values: dict[str, Any], options: Mapping[str, Option], where:
         option = options.get(name)
         if option is None or not option.path or value is None:
             continue
-        base = os.getcwd() if where.get(name, ("backend_options", name)) in lines.overridden else str(config_dir)
+        base = (
+            os.getcwd() if where.get(name, ("backend_options", name)) in lines.overridden else str(config_dir)
+        )
         out[name] = resolve_path(value, base)
     return out
 
 
-def _backend_options(config: SweepConfig, backend_cls: type[SearchBackend], raw: dict[str, Any],
-                     resume: bool, where: Mapping[str, tuple[str, ...]] | None = None) -> None:
+def _backend_options(
+    config: SweepConfig,
+    backend_cls: type[SearchBackend],
+    raw: dict[str, Any],
+    resume: bool,
+    where: Mapping[str, tuple[str, ...]] | None = None,
+) -> None:
     lines = config.lines
     options = backend_cls.all_options()
     _check_options(backend_cls, raw, lines)
@@ -567,15 +661,19 @@ def load_sweep(
             data=import_path(sweep.data, "data"),
             metrics=import_path(sweep.metrics, "metrics") if sweep.metrics is not None else None,
             objective=objective(sweep.objective),
-            processing_class=import_object(sweep.processing_class, "processing_class") if sweep.processing_class
+            processing_class=import_object(sweep.processing_class, "processing_class")
+            if sweep.processing_class
             else None,
-            data_collator=import_object(sweep.data_collator, "data_collator") if sweep.data_collator else None,
+            data_collator=import_object(sweep.data_collator, "data_collator")
+            if sweep.data_collator
+            else None,
             trainer=import_path(sweep.trainer, "trainer") if sweep.trainer is not None else None,
             direction=sweep.direction,
             n_trials=sweep.n_trials,
             output_dir=out_dir,
-            training_args=_training_args(_training_paths(sweep.training_args or {}, lines, config_path), lines,
-                                         out_dir),
+            training_args=_training_args(
+                _training_paths(sweep.training_args or {}, lines, config_path), lines, out_dir
+            ),
             space=build_space(sweep.space),
             backend=backend_cls.name,
             torch_threads=sweep.torch_threads,

@@ -121,7 +121,9 @@ class TrialRecord:
             node=data.get("node"),
             error=data.get("error"),
             extra=dict(data.get("extra") or {}),
-            cost={k: float(v) if v is not None else float("nan") for k, v in (data.get("cost") or {}).items()},
+            cost={
+                k: float(v) if v is not None else float("nan") for k, v in (data.get("cost") or {}).items()
+            },
         )
 
 
@@ -186,7 +188,9 @@ class Trial(Mapping[str, Any]):
         try:
             return self._params[name]
         except KeyError:
-            raise KeyError(f"Trial {self.name} has no parameter {name!r}; it has {sorted(self._params)}.") from None
+            raise KeyError(
+                f"Trial {self.name} has no parameter {name!r}; it has {sorted(self._params)}."
+            ) from None
 
     def __iter__(self) -> Iterator[str]:
         if self._read is not None:
@@ -215,7 +219,9 @@ class Trial(Mapping[str, Any]):
         if attr.startswith("suggest_") and (native is not None or hook is not None):
             return self._recording_suggest(attr)
         if native is None:
-            raise AttributeError(f"Trial has no attribute {attr!r} (and no native {self.backend} trial to ask).")
+            raise AttributeError(
+                f"Trial has no attribute {attr!r} (and no native {self.backend} trial to ask)."
+            )
         return getattr(native, attr)
 
     def _recording_suggest(self, attr: str) -> Any:
@@ -231,7 +237,9 @@ class Trial(Mapping[str, Any]):
         return suggest
 
     def __repr__(self) -> str:
-        return f"Trial(id={self.id!r}, number={self.number}, backend={self.backend!r}, params={self._params!r})"
+        return (
+            f"Trial(id={self.id!r}, number={self.number}, backend={self.backend!r}, params={self._params!r})"
+        )
 
 
 # ---------------------------------------------------------------------------------------------- JSON helpers

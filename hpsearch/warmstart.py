@@ -75,7 +75,9 @@ def _results(warm_start: Any) -> list[tuple[str, SearchResult]]:
 
     items = list(warm_start) if isinstance(warm_start, list | tuple) else [warm_start]
     if not items:
-        raise SearchConfigError("warm_start=[] names no earlier search; pass an output_dir, a SearchResult or a list.")
+        raise SearchConfigError(
+            "warm_start=[] names no earlier search; pass an output_dir, a SearchResult or a list."
+        )
     out = []
     seen: set[Any] = set()  # a search named twice (its folder, or the same result) is read once
     for item in items:
@@ -104,8 +106,9 @@ def _results(warm_start: Any) -> list[tuple[str, SearchResult]]:
     return out
 
 
-def load_priors(warm_start: Any, mode: str, top_k: int, defaults: Mapping[str, Any],
-                settings: TrialSettings) -> list[Prior]:
+def load_priors(
+    warm_start: Any, mode: str, top_k: int, defaults: Mapping[str, Any], settings: TrialSettings
+) -> list[Prior]:
     """The earlier trials to start from; `SearchConfigError` for anything that cannot be used, before any trial."""
     if mode not in MODES:
         raise SearchConfigError(f"warm_start_mode={mode!r} must be one of {list(MODES)}.")
@@ -117,7 +120,9 @@ def load_priors(warm_start: Any, mode: str, top_k: int, defaults: Mapping[str, A
         )
     unknown = sorted(set(defaults) - set(space))
     if unknown:
-        raise SearchConfigError(f"warm_start_defaults names {unknown}, which the hp_space does not have; remove them.")
+        raise SearchConfigError(
+            f"warm_start_defaults names {unknown}, which the hp_space does not have; remove them."
+        )
     outside = {name: value for name, value in defaults.items() if not space[name].contains(value)}
     if outside:
         name = next(iter(outside))
@@ -127,9 +132,13 @@ def load_priors(warm_start: Any, mode: str, top_k: int, defaults: Mapping[str, A
         )
     priors: list[Prior] = []
     left_out: collections.Counter[str] = collections.Counter()
-    told: set[tuple[str, str]] = set()  # (the trial's first origin, its configuration): each earlier trial once
+    told: set[tuple[str, str]] = (
+        set()
+    )  # (the trial's first origin, its configuration): each earlier trial once
     for origin, result in _results(warm_start):
-        if result.objective != settings.objective_name or list(result.directions) != list(settings.directions):
+        if result.objective != settings.objective_name or list(result.directions) != list(
+            settings.directions
+        ):
             raise SearchConfigError(
                 f"warm_start={origin!r} optimized {result.objective!r} ({'/'.join(result.directions)}) but this search "
                 f"optimizes {settings.objective_name!r} ({'/'.join(settings.directions)}); only trials of the same "
@@ -151,8 +160,14 @@ def load_priors(warm_start: Any, mode: str, top_k: int, defaults: Mapping[str, A
         priors += taken
         left_out.update({reason: n for reason, n in skipped.items() if reason not in _STATES_LEFT_OUT})
         verb = "told" if mode == "inform" else "can train again"
-        logger.info("warm_start: %s %d of %d earlier trial(s) from %s%s.", verb, len(taken), len(result.records),
-                    origin, _left_out_text(skipped))
+        logger.info(
+            "warm_start: %s %d of %d earlier trial(s) from %s%s.",
+            verb,
+            len(taken),
+            len(result.records),
+            origin,
+            _left_out_text(skipped),
+        )
     if not priors:
         raise SearchConfigError(
             f"warm_start: none of the earlier trials fits this hp_space ({dict(left_out) or 'no finished trial'}); "
@@ -174,23 +189,35 @@ def _objectives(result: SearchResult, mode: str) -> list[tuple[TrialRecord, Any]
         return [(r, r.objective) for r in result.records]
     from .reevaluate import SOURCE, summarize
 
-    means = {s.config_id: s.mean[0] if len(s.mean) == 1 else s.mean for s in summarize(result) if s.n_seeds >= 2}
-    return [(r, means.get(r.trial_id, r.objective)) for r in result.records if r.extra.get("source") != SOURCE]
+    means = {
+        s.config_id: s.mean[0] if len(s.mean) == 1 else s.mean for s in summarize(result) if s.n_seeds >= 2
+    }
+    return [
+        (r, means.get(r.trial_id, r.objective)) for r in result.records if r.extra.get("source") != SOURCE
+    ]
 
 
 # Trials of an earlier search that did not finish with an objective: said in the log, never a reason to refuse.
 _STATES_LEFT_OUT = ("pruned", "failed", "running", "without a finite objective")
 
 
-def _take(origin: str, result: SearchResult, space: Any, defaults: Mapping[str, Any], mode: str,
-          told: set[tuple[str, str]]) -> tuple[list[Prior], collections.Counter[str]]:
+def _take(
+    origin: str,
+    result: SearchResult,
+    space: Any,
+    defaults: Mapping[str, Any],
+    mode: str,
+    told: set[tuple[str, str]],
+) -> tuple[list[Prior], collections.Counter[str]]:
     """The priors of one earlier search, and how many of its trials were left out, by reason; ``told``: the
     (first origin, configuration) pairs already taken from the other warm_start searches, added to."""
     taken: list[Prior] = []
     skipped: collections.Counter[str] = collections.Counter()
     for record, objective in _objectives(result, mode):
         if record.state is not TrialState.COMPLETE:
-            skipped["failed" if record.state is TrialState.FAIL else TrialState(record.state).value.lower()] += 1
+            skipped[
+                "failed" if record.state is TrialState.FAIL else TrialState(record.state).value.lower()
+            ] += 1
             continue
         values = objective if isinstance(objective, list) else [objective]
         if objective is None or not all(isinstance(v, int | float) and math.isfinite(v) for v in values):
@@ -211,11 +238,13 @@ def _take(origin: str, result: SearchResult, space: Any, defaults: Mapping[str, 
 
 
 def _left_out_text(skipped: collections.Counter[str]) -> str:
-    """"; 2 pruned, 1 failed, 3 (lr outside the new space) left out" (nothing when none was)."""
+    """ "; 2 pruned, 1 failed, 3 (lr outside the new space) left out" (nothing when none was)."""
     if not skipped:
         return ""
-    parts = [f"{n} {reason}" if reason in _STATES_LEFT_OUT[:3] else f"{n} ({reason})"
-             for reason, n in sorted(skipped.items())]
+    parts = [
+        f"{n} {reason}" if reason in _STATES_LEFT_OUT[:3] else f"{n} ({reason})"
+        for reason, n in sorted(skipped.items())
+    ]
     return "; " + ", ".join(parts) + " left out"
 
 
@@ -227,7 +256,9 @@ def _first_origin(record: TrialRecord, origin: str) -> str:
     return f"{os.path.realpath(folder) if os.path.isdir(folder) else folder}{sep}{name}"
 
 
-def _map(params: Mapping[str, Any], space: Any, defaults: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str]:
+def _map(
+    params: Mapping[str, Any], space: Any, defaults: Mapping[str, Any]
+) -> tuple[dict[str, Any] | None, str]:
     from spaces import Fixed
 
     out: dict[str, Any] = {}
@@ -252,7 +283,14 @@ def _map(params: Mapping[str, Any], space: Any, defaults: Mapping[str, Any]) -> 
 def prior_records(priors: Sequence[Prior]) -> list[TrialRecord]:
     """The rows of ``inform`` priors in the new results: COMPLETE, ``source`` warm_start, ids ``warm-<i>``."""
     return [
-        TrialRecord(trial_id=f"warm-{i}", number=-(i + 1), name=f"warm-{i}", state=TrialState.COMPLETE,
-                    params=dict(p.params), objective=p.objective, extra={"source": SOURCE, "origin": p.origin})
+        TrialRecord(
+            trial_id=f"warm-{i}",
+            number=-(i + 1),
+            name=f"warm-{i}",
+            state=TrialState.COMPLETE,
+            params=dict(p.params),
+            objective=p.objective,
+            extra={"source": SOURCE, "origin": p.origin},
+        )
         for i, p in enumerate(priors)
     ]

@@ -65,12 +65,22 @@ def check(name: str):
                 detail = fn(*args)
                 ok = True
             except Exception as error:  # a check that raised failed; the others still run
-                detail = {"error": f"{type(error).__name__}: {error}", "trace": traceback.format_exc()[-2000:]}
+                detail = {
+                    "error": f"{type(error).__name__}: {error}",
+                    "trace": traceback.format_exc()[-2000:],
+                }
                 ok = False
-            row = {"check": name, "ok": ok, "seconds": round(time.perf_counter() - start, 2), **(detail or {})}
+            row = {
+                "check": name,
+                "ok": ok,
+                "seconds": round(time.perf_counter() - start, 2),
+                **(detail or {}),
+            }
             RESULTS.append(row)
-            print(("PASS " if ok else "FAIL ") + json.dumps({k: v for k, v in row.items() if k != "trace"}),
-                  flush=True)
+            print(
+                ("PASS " if ok else "FAIL ") + json.dumps({k: v for k, v in row.items() if k != "trace"}),
+                flush=True,
+            )
             if not ok:
                 print(row["trace"], flush=True)
 
@@ -80,16 +90,30 @@ def check(name: str):
 
 
 def args(out: str, **kw: Any) -> TrainingArguments:
-    base: dict[str, Any] = dict(output_dir=out, per_device_train_batch_size=32, per_device_eval_batch_size=64,
-                                num_train_epochs=3, learning_rate=1e-2, disable_tqdm=True, report_to="none",
-                                eval_strategy="epoch", save_strategy="epoch", logging_steps=5, seed=7)
+    base: dict[str, Any] = dict(
+        output_dir=out,
+        per_device_train_batch_size=32,
+        per_device_eval_batch_size=64,
+        num_train_epochs=3,
+        learning_rate=1e-2,
+        disable_tqdm=True,
+        report_to="none",
+        eval_strategy="epoch",
+        save_strategy="epoch",
+        logging_steps=5,
+        seed=7,
+    )
     base.update(kw)
     return TrainingArguments(**base)
 
 
 def trainer(out: str, **kw: Any) -> Trainer:
-    return Trainer(model_init=lambda: Model(), args=args(out, **kw), train_dataset=Regression(512, 0),
-                   eval_dataset=Regression(128, 1))
+    return Trainer(
+        model_init=lambda: Model(),
+        args=args(out, **kw),
+        train_dataset=Regression(512, 0),
+        eval_dataset=Regression(128, 1),
+    )
 
 
 def weights(t: Trainer) -> torch.Tensor:
@@ -118,9 +142,15 @@ def precision(mode: str) -> dict[str, Any]:
         again = trainer(tmp, **kw)
         again.train(resume_from_checkpoint=str(first))
         diff = float((weights(t) - weights(again)).abs().max())
-        return {"mode": mode, "first_loss": losses[0], "last_loss": losses[-1], "eval_loss": metrics["eval_loss"],
-                "train_runtime": out.metrics["train_runtime"], "checkpoint_files": files,
-                "resume_max_abs_weight_diff": diff}
+        return {
+            "mode": mode,
+            "first_loss": losses[0],
+            "last_loss": losses[-1],
+            "eval_loss": metrics["eval_loss"],
+            "train_runtime": out.metrics["train_runtime"],
+            "checkpoint_files": files,
+            "resume_max_abs_weight_diff": diff,
+        }
 
 
 @check("full_eval")
@@ -156,14 +186,22 @@ def sharing(n_jobs: int) -> dict[str, Any]:
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     with tempfile.TemporaryDirectory() as tmp:
-        t = Trainer(model_init=lambda trial: Model(int(trial["hidden"]) if trial else 64),
-                    args=args(tmp, save_strategy="epoch", num_train_epochs=2),
-                    train_dataset=Regression(2048, 0), eval_dataset=Regression(256, 1))
+        t = Trainer(
+            model_init=lambda trial: Model(int(trial["hidden"]) if trial else 64),
+            args=args(tmp, save_strategy="epoch", num_train_epochs=2),
+            train_dataset=Regression(2048, 0),
+            eval_dataset=Regression(256, 1),
+        )
         start = time.perf_counter()
         with contextlib.redirect_stderr(io.StringIO()):
             best = hyperparameter_search(
-                t, hp_space={"learning_rate": Float(1e-4, 1e-1, log=True), "hidden": Int(16, 256)},
-                n_trials=8, backend="optuna", n_jobs=n_jobs, storage=f"sqlite:///{tmp}/study.db")
+                t,
+                hp_space={"learning_rate": Float(1e-4, 1e-1, log=True), "hidden": Int(16, 256)},
+                n_trials=8,
+                backend="optuna",
+                n_jobs=n_jobs,
+                storage=f"sqlite:///{tmp}/study.db",
+            )
         wall = time.perf_counter() - start
         frame = best.run_summary.trials_dataframe()
         states = frame["state"].value_counts().to_dict()
@@ -172,8 +210,14 @@ def sharing(n_jobs: int) -> dict[str, Any]:
         peaks = frame["peak_memory_mb"].tolist()
         assert all(p > 0 for p in peaks), peaks
         assert best.checkpoint is not None and Path(best.checkpoint).is_dir(), best.checkpoint
-        return {"n_jobs": n_jobs, "wall_s": round(wall, 2), "states": states, "total_cost": cost,
-                "peak_memory_mb": peaks, "device_s": frame["device_s"].tolist()}
+        return {
+            "n_jobs": n_jobs,
+            "wall_s": round(wall, 2),
+            "states": states,
+            "total_cost": cost,
+            "peak_memory_mb": peaks,
+            "device_s": frame["device_s"].tolist(),
+        }
 
 
 def main() -> int:

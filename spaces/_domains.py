@@ -176,9 +176,7 @@ def _check_real(name: str, value: Any, owner: str) -> float:
         )
     out = float(value)
     if not math.isfinite(out):
-        raise ValueError(
-            f"{owner}: {name} must be finite, got {name}={value!r}; give a finite bound."
-        )
+        raise ValueError(f"{owner}: {name} must be finite, got {name}={value!r}; give a finite bound.")
     return out
 
 
@@ -416,8 +414,11 @@ class Int(Domain):
             )
         if (high - low) % step:
             lower = low + (high - low) // step * step  # the last value of the grid below high
-            fix = (f"move high to {lower} or {lower + step}" if lower > low
-                   else f"a step of at most {high - low} (e.g. {high - low}), or high={low + step}")
+            fix = (
+                f"move high to {lower} or {lower + step}"
+                if lower > low
+                else f"a step of at most {high - low} (e.g. {high - low}), or high={low + step}"
+            )
             raise ValueError(
                 f"Int: step must divide high - low, got step={step!r} for low={low!r}, high={high!r} "
                 f"(high - low = {high - low}); pick a step that divides it, or {fix}."
@@ -578,7 +579,9 @@ def domain_from_dict(spec: Any, name: str = "?") -> Domain:
             f"{accepted_types} (a constant dict is written {{type: fixed, value: {{...}}}})."
         )
     kind = spec["type"]
-    if not isinstance(kind, str) or kind not in _DOMAIN_KEYS:  # (a list or dict type is unhashable: no `in` first)
+    if (
+        not isinstance(kind, str) or kind not in _DOMAIN_KEYS
+    ):  # (a list or dict type is unhashable: no `in` first)
         raise ValueError(
             f"parameter {name!r}: unknown domain type {kind!r}; accepted types are {accepted_types}."
         )

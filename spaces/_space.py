@@ -27,7 +27,9 @@ class _Loader(yaml.SafeLoader):
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: dict[Any, int] = {}
         for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base` then a key of its own overrides, as meant
+            if (
+                key_node.tag == "tag:yaml.org,2002:merge"
+            ):  # `<<: *base` then a key of its own overrides, as meant
                 continue
             key = self.construct_object(key_node, deep=True)
             line = key_node.start_mark.line + 1

@@ -17,8 +17,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def accelerate_launch(module: str, *script_args: str, config_file: str | None = None, timeout: int = 300,
-                      env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def accelerate_launch(
+    module: str,
+    *script_args: str,
+    config_file: str | None = None,
+    timeout: int = 300,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
     """Run ``python -m module script_args`` as 2 processes on this machine; raises with the output on failure.
 
     Without ``config_file`` the launch is ``--multi_gpu --num_processes 2``: accelerate's torchrun launcher, which
@@ -37,10 +42,22 @@ def accelerate_launch(module: str, *script_args: str, config_file: str | None = 
         "--multi_gpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
         "--dynamo_backend", "no",
     ]  # fmt: skip
-    cmd = [sys.executable, "-m", "accelerate.commands.launch", *where, "--main_process_ip", "127.0.0.1",
-           "--main_process_port", str(free_port()), "-m", module, *script_args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        *where,
+        "--main_process_ip",
+        "127.0.0.1",
+        "--main_process_port",
+        str(free_port()),
+        "-m",
+        module,
+        *script_args,
+    ]
     proc = subprocess.run(cmd, cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
-        raise AssertionError(f"accelerate launch {module} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-8000:]}")
+        raise AssertionError(
+            f"accelerate launch {module} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-8000:]}"
+        )
     return proc
-

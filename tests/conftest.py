@@ -61,9 +61,11 @@ _SERVICE_FIXTURES = frozenset({"ray_cluster", "postgres", "browser"})
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
-        "--tier", choices=("all", "fast", "rest"), default="all",
+        "--tier",
+        choices=("all", "fast", "rest"),
+        default="all",
         help="fast: no services, no extra processes, no slow tests (make test-fast); rest: every other test; "
-             "all (default): the whole suite",
+        "all (default): the whole suite",
     )
 
 
@@ -122,5 +124,7 @@ def _no_processes_in_fast_tier(request: pytest.FixtureRequest):
         subprocess.Popen.__init__ = popen_init  # type: ignore[method-assign]
         multiprocessing.process.BaseProcess.start = process_start  # type: ignore[method-assign]
     if started:
-        pytest.fail(f"{request.node.nodeid} is in the fast tier but started a process ({started[0]}); mark it "
-                    "@pytest.mark.multiprocess (or slow) so that it runs in the other tier.")
+        pytest.fail(
+            f"{request.node.nodeid} is in the fast tier but started a process ({started[0]}); mark it "
+            "@pytest.mark.multiprocess (or slow) so that it runs in the other tier."
+        )

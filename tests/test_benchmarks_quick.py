@@ -37,7 +37,7 @@ def test_quick_mode_runs_and_reports(name):
     last = proc.stdout.strip().splitlines()[-1]
     if BENCHMARKS[name] is None:  # ours print their JSON line last
         assert last.startswith(JSON_PREFIX), last
-        payload = json.loads(last[len(JSON_PREFIX):])
+        payload = json.loads(last[len(JSON_PREFIX) :])
         assert payload["benchmark"] == name and payload["rows"] == rows
 
 
@@ -46,7 +46,7 @@ def test_suite_runner_collects_a_table():
     proc = _run("benchmarks", "--quick", "--only", "memory")
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "| benchmark" in proc.stdout
-    payload = json.loads(proc.stdout.strip().splitlines()[-1][len(JSON_PREFIX):])
+    payload = json.loads(proc.stdout.strip().splitlines()[-1][len(JSON_PREFIX) :])
     assert [row["benchmark"] for row in payload["rows"]] == ["memory"]
 
 
@@ -66,8 +66,10 @@ def test_a_failing_baseline_is_left_out_and_ours_still_measured(monkeypatch, cap
     monkeypatch.setattr(dashboard, "_have_baseline", lambda: True)
     dashboard.main(["--quick", "--no-browser"])
     out = capsys.readouterr().out
-    payload = json.loads(out.strip().splitlines()[-1][len(JSON_PREFIX):])
-    assert payload["baseline_failed"] == {"optuna-dashboard": "RuntimeError: optuna-dashboard changed its page"}
+    payload = json.loads(out.strip().splitlines()[-1][len(JSON_PREFIX) :])
+    assert payload["baseline_failed"] == {
+        "optuna-dashboard": "RuntimeError: optuna-dashboard changed its page"
+    }
     startup = next(row for row in payload["rows"] if row["name"].startswith("start-up"))
     assert startup["ours"] > 0 and startup["baseline"] is None
 
@@ -80,6 +82,6 @@ def test_peer_reports_a_failing_transformers_instead_of_failing(monkeypatch, cap
 
     monkeypatch.setattr(peer, "run_transformers", run_transformers)
     assert peer.main(["--quick"]) == {}
-    payload = json.loads(capsys.readouterr().out.strip().splitlines()[-1][len(JSON_PREFIX):])
+    payload = json.loads(capsys.readouterr().out.strip().splitlines()[-1][len(JSON_PREFIX) :])
     [row] = payload["rows"]
     assert row["ratio"] is None and "TypeError: an argument this release no longer takes" in row["note"]

@@ -70,8 +70,10 @@ def _public_init_fields(dtype: type) -> list[dataclasses.Field]:
 
 def _existing(path: Path, given_by: str) -> Path:
     if not path.is_file():
-        raise ValueError(f"{given_by} names the argument file {os.fspath(path)!r}, which does not exist; pass the path "
-                         "of a file of command-line arguments.")
+        raise ValueError(
+            f"{given_by} names the argument file {os.fspath(path)!r}, which does not exist; pass the path "
+            "of a file of command-line arguments."
+        )
     return path
 
 
@@ -138,7 +140,9 @@ class DataclassArgumentParser(argparse.ArgumentParser):
                 "annotations` every name used in a hint must be importable at module level (not only under "
                 "TYPE_CHECKING, and the class must not be defined inside a function)."
             ) from error
-        title = getattr(dtype, "_argument_group_name", None)  # transformers' way to name a dataclass's help group
+        title = getattr(
+            dtype, "_argument_group_name", None
+        )  # transformers' way to name a dataclass's help group
         if title is None and len(self.dataclass_types) > 1:
             title = dtype.__name__
         group = self.add_argument_group(title) if title is not None else self

@@ -26,7 +26,13 @@ LOG_LEVELS = ("debug", "info", "warning", "error", "critical", "passive")
 DDP_BACKENDS = ("nccl", "gloo", "mpi", "ccl", "hccl", "cncl", "mccl", "xccl")
 DEBUG_OPTIONS = ("underflow_overflow",)
 INCLUDE_FOR_METRICS = ("inputs", "loss")
-ACCELERATOR_CONFIG_KEYS = ("split_batches", "dispatch_batches", "even_batches", "non_blocking", "use_seedable_sampler")
+ACCELERATOR_CONFIG_KEYS = (
+    "split_batches",
+    "dispatch_batches",
+    "even_batches",
+    "non_blocking",
+    "use_seedable_sampler",
+)
 HALF_PRECISION_BACKENDS = ("auto", "cpu_amp")
 
 
@@ -79,13 +85,36 @@ def before(args: TrainingArguments, derived: dict[str, Any], previous: dict[str,
 def after(args: TrainingArguments, derived: dict[str, Any], previous: dict[str, Any]) -> None:
     """Every ported field checked, normalised, and refused with the reason where this trainer cannot honour it."""
     _resolve_checkpointing_aliases(args, derived, previous)
-    for name in ("log_on_each_node", "fp16_full_eval", "bf16_full_eval", "do_train", "do_eval", "do_predict",
-                 "include_inputs_for_metrics", "eval_do_concat_batches", "ignore_data_skip", "jit_mode_eval",
-                 "split_batches", "include_tokens_per_second", "save_safetensors", "push_to_hub",
-                 "eval_on_start", "auto_find_batch_size",
-                 "group_by_length", "eval_use_gather_object", "dataloader_in_order", "use_cache"):
+    for name in (
+        "log_on_each_node",
+        "fp16_full_eval",
+        "bf16_full_eval",
+        "do_train",
+        "do_eval",
+        "do_predict",
+        "include_inputs_for_metrics",
+        "eval_do_concat_batches",
+        "ignore_data_skip",
+        "jit_mode_eval",
+        "split_batches",
+        "include_tokens_per_second",
+        "save_safetensors",
+        "push_to_hub",
+        "eval_on_start",
+        "auto_find_batch_size",
+        "group_by_length",
+        "eval_use_gather_object",
+        "dataloader_in_order",
+        "use_cache",
+    ):
         setattr(args, name, _as_bool(name, getattr(args, name)))
-    for name in ("ddp_find_unused_parameters", "ddp_broadcast_buffers", "dispatch_batches", "tf32", "ddp_static_graph"):
+    for name in (
+        "ddp_find_unused_parameters",
+        "ddp_broadcast_buffers",
+        "dispatch_batches",
+        "tf32",
+        "ddp_static_graph",
+    ):
         setattr(args, name, _as_bool(name, getattr(args, name), allow_none=True))
     level = args.log_level_replica
     if not isinstance(level, str) or level.strip().lower() not in LOG_LEVELS:
@@ -93,27 +122,42 @@ def after(args: TrainingArguments, derived: dict[str, Any], previous: dict[str, 
     args.log_level_replica = level.strip().lower()  # type: ignore[assignment]
 
     if str(args.eval_strategy) != "no" and not args.do_eval:
-        args.do_eval = derived["do_eval"] = True  # as transformers: evaluating during training implies do_eval
+        args.do_eval = derived["do_eval"] = (
+            True  # as transformers: evaluating during training implies do_eval
+        )
     if args.resume_from_checkpoint is not None:
         if isinstance(args.resume_from_checkpoint, os.PathLike):
             args.resume_from_checkpoint = os.fspath(args.resume_from_checkpoint)
         if not isinstance(args.resume_from_checkpoint, str):
-            _fail("resume_from_checkpoint", args.resume_from_checkpoint, "a path or None",
-                  "pass the checkpoint folder (the script hands it to trainer.train(resume_from_checkpoint=...))")
+            _fail(
+                "resume_from_checkpoint",
+                args.resume_from_checkpoint,
+                "a path or None",
+                "pass the checkpoint folder (the script hands it to trainer.train(resume_from_checkpoint=...))",
+            )
 
     if args.neftune_noise_alpha is not None:
         args.neftune_noise_alpha = _as_float("neftune_noise_alpha", args.neftune_noise_alpha, minimum=0.0)
         if args.neftune_noise_alpha == 0:
-            _fail("neftune_noise_alpha", 0, "a positive number or None", "pass e.g. 5.0, or None for no noise")
+            _fail(
+                "neftune_noise_alpha", 0, "a positive number or None", "pass e.g. 5.0, or None for no noise"
+            )
     from ._optim_families import check_optim
 
-    check_optim(args)  # optim values run from other libraries, or refused naming what is missing; optim_target_modules
+    check_optim(
+        args
+    )  # optim values run from other libraries, or refused naming what is missing; optim_target_modules
     from . import _fsdp
 
     _fsdp.validate(args, derived, previous)  # first: it refuses fsdp together with deepspeed
     if args.deepspeed is not None:
         if not isinstance(args.deepspeed, str | dict):
-            _fail("deepspeed", args.deepspeed, "a DeepSpeed config (dict) or the path of its JSON file", "pass one")
+            _fail(
+                "deepspeed",
+                args.deepspeed,
+                "a DeepSpeed config (dict) or the path of its JSON file",
+                "pass one",
+            )
         import importlib.util
 
         if importlib.util.find_spec("deepspeed") is None:
@@ -122,27 +166,47 @@ def after(args: TrainingArguments, derived: dict[str, Any], previous: dict[str, 
                 "`pip install deepspeed` (DeepSpeed needs a GPU build of torch), or remove deepspeed."
             )
     args.label_smoothing_factor = _as_float(
-        "label_smoothing_factor", args.label_smoothing_factor, minimum=0.0, maximum=1.0, maximum_inclusive=False
+        "label_smoothing_factor",
+        args.label_smoothing_factor,
+        minimum=0.0,
+        maximum=1.0,
+        maximum_inclusive=False,
     )
     args.past_index = _as_int("past_index", args.past_index, minimum=-1)
     args.local_rank = _as_int("local_rank", args.local_rank, minimum=-1)
     _resolve_sampling(args, derived, previous)
     context = args.dataloader_multiprocessing_context
     if context is not None and context not in ("fork", "spawn", "forkserver"):
-        _fail("dataloader_multiprocessing_context", context, "None, 'fork', 'spawn' or 'forkserver'", "pass one of those")
+        _fail(
+            "dataloader_multiprocessing_context",
+            context,
+            "None, 'fork', 'spawn' or 'forkserver'",
+            "pass one of those",
+        )
     if args.torch_empty_cache_steps is not None and not (
-        isinstance(args.torch_empty_cache_steps, int) and not _is_bool(args.torch_empty_cache_steps)
+        isinstance(args.torch_empty_cache_steps, int)
+        and not _is_bool(args.torch_empty_cache_steps)
         and args.torch_empty_cache_steps > 0
     ):  # transformers refuses 1.0 and "1" too
-        _fail("torch_empty_cache_steps", args.torch_empty_cache_steps, "an integer > 0 or None",
-              "pass e.g. 100 (empty the cache every 100 steps) or None")
+        _fail(
+            "torch_empty_cache_steps",
+            args.torch_empty_cache_steps,
+            "an integer > 0 or None",
+            "pass e.g. 100 (empty the cache every 100 steps) or None",
+        )
     args.ddp_timeout = _as_int("ddp_timeout", args.ddp_timeout, minimum=1)
     args.ddp_bucket_cap_mb = _as_int("ddp_bucket_cap_mb", args.ddp_bucket_cap_mb, minimum=1, allow_none=True)
     if args.ddp_backend is not None and args.ddp_backend not in DDP_BACKENDS:
-        _fail("ddp_backend", args.ddp_backend, f"None or one of {', '.join(map(repr, DDP_BACKENDS))}",
-              "pass one of those (None lets accelerate choose)")
+        _fail(
+            "ddp_backend",
+            args.ddp_backend,
+            f"None or one of {', '.join(map(repr, DDP_BACKENDS))}",
+            "pass one of those (None lets accelerate choose)",
+        )
 
-    args.include_for_metrics = _string_list("include_for_metrics", args.include_for_metrics, INCLUDE_FOR_METRICS)
+    args.include_for_metrics = _string_list(
+        "include_for_metrics", args.include_for_metrics, INCLUDE_FOR_METRICS
+    )
     if args.include_inputs_for_metrics:
         warnings.warn(
             "include_inputs_for_metrics is deprecated (transformers replaced it); pass include_for_metrics=['inputs'].",
@@ -151,17 +215,29 @@ def after(args: TrainingArguments, derived: dict[str, Any], previous: dict[str, 
         )
         if "inputs" not in args.include_for_metrics:
             args.include_for_metrics = [*args.include_for_metrics, "inputs"]
-    args.debug = _string_list("debug", args.debug, DEBUG_OPTIONS, split=True,
-                              refused={"tpu_metrics_debug": "this trainer does not run on TPUs"})
+    args.debug = _string_list(
+        "debug",
+        args.debug,
+        DEBUG_OPTIONS,
+        split=True,
+        refused={"tpu_metrics_debug": "this trainer does not run on TPUs"},
+    )
     if args.use_cpu and args.dataloader_pin_memory:
-        args.dataloader_pin_memory = derived["dataloader_pin_memory"] = False  # as transformers: nothing to pin for
+        args.dataloader_pin_memory = derived["dataloader_pin_memory"] = (
+            False  # as transformers: nothing to pin for
+        )
     seen = args.include_num_input_tokens_seen
     if _is_bool(seen):
         seen = "all" if seen else "no"  # transformers' coercion: the field holds one of the three names
     elif isinstance(seen, str):
         seen = {"true": "all", "false": "no"}.get(seen.strip().lower(), seen.strip().lower())
     if seen not in ("all", "no", "non_padding"):
-        _fail("include_num_input_tokens_seen", seen, "True, False, 'all', 'no' or 'non_padding'", "pass one of those")
+        _fail(
+            "include_num_input_tokens_seen",
+            seen,
+            "True, False, 'all', 'no' or 'non_padding'",
+            "pass one of those",
+        )
     args.include_num_input_tokens_seen = seen
 
     from ._validation import _as_dict
@@ -181,14 +257,21 @@ def after(args: TrainingArguments, derived: dict[str, Any], previous: dict[str, 
     for name in ("torch_compile_backend", "torch_compile_mode"):
         value = getattr(args, name)
         if value is not None and (not isinstance(value, str) or not value):
-            _fail(name, value, "a non-empty string or None", "pass e.g. 'inductor' (backend) or 'reduce-overhead' (mode)")
+            _fail(
+                name,
+                value,
+                "a non-empty string or None",
+                "pass e.g. 'inductor' (backend) or 'reduce-overhead' (mode)",
+            )
         if value is not None and not args.torch_compile:
             if not rederive and previous.get("torch_compile") is True:  # derived before, set to False since
                 raise ValueError(
                     f"torch_compile=False and {name}={value!r} disagree (a compile {name[14:]} implies compiling); "
                     f"pass {name}=None too, or torch_compile=True."
                 )
-            args.torch_compile = derived["torch_compile"] = True  # as transformers: either one implies compiling
+            args.torch_compile = derived["torch_compile"] = (
+                True  # as transformers: either one implies compiling
+            )
     if args.torch_compile and args.torch_compile_backend is None:
         args.torch_compile_backend = derived["torch_compile_backend"] = "inductor"  # transformers' default
     if args.torch_compile_backend is not None:
@@ -196,20 +279,28 @@ def after(args: TrainingArguments, derived: dict[str, Any], previous: dict[str, 
 
         accepted = [b.value.lower() for b in DynamoBackend if b.value != "NO"]
         if args.torch_compile_backend.lower() not in accepted:
-            _fail("torch_compile_backend", args.torch_compile_backend, f"one of {', '.join(accepted)}",
-                  "pass one of those (or None for 'inductor')")
+            _fail(
+                "torch_compile_backend",
+                args.torch_compile_backend,
+                f"one of {', '.join(accepted)}",
+                "pass one of those (or None for 'inductor')",
+            )
     args.optim_args = _optim_args(args.optim_args)
     args.accelerator_config = _accelerator_config(args.accelerator_config)
     _refusals(args)
 
 
-def _resolve_checkpointing_aliases(args: TrainingArguments, derived: dict[str, Any], previous: dict[str, Any]) -> None:
+def _resolve_checkpointing_aliases(
+    args: TrainingArguments, derived: dict[str, Any], previous: dict[str, Any]
+) -> None:
     """``gradient_checkpointing(_kwargs)`` are transformers 5's older names of ``activation_checkpointing(_kwargs)``:
     taken when the new name is unset (the new name wins when both are set, as in transformers), then mirrored. On
     re-validation (``replace``) the name that changed since the
     last one wins, so ``replace(gradient_checkpointing=True)`` works as well as the new name."""
-    for old, new, key in (("gradient_checkpointing", "activation_checkpointing", "_checkpointing"),
-                          ("gradient_checkpointing_kwargs", "activation_checkpointing_kwargs", "_checkpointing_kwargs")):
+    for old, new, key in (
+        ("gradient_checkpointing", "activation_checkpointing", "_checkpointing"),
+        ("gradient_checkpointing_kwargs", "activation_checkpointing_kwargs", "_checkpointing_kwargs"),
+    ):
         old_value, new_value = getattr(args, old), getattr(args, new)
         if key in previous:
             if new_value == previous[key] and old_value != previous[key]:
@@ -217,7 +308,9 @@ def _resolve_checkpointing_aliases(args: TrainingArguments, derived: dict[str, A
         elif new_value is None:
             new_value = old_value
         setattr(args, new, new_value)
-    args.activation_checkpointing = _as_bool("activation_checkpointing", args.activation_checkpointing or False)
+    args.activation_checkpointing = _as_bool(
+        "activation_checkpointing", args.activation_checkpointing or False
+    )
     args.gradient_checkpointing = derived["_checkpointing"] = args.activation_checkpointing
 
 
@@ -237,7 +330,12 @@ def _resolve_sampling(args: TrainingArguments, derived: dict[str, Any], previous
             "across processes; pass 'random', 'sequential' or 'group_by_length'."
         )
     if strategy not in ("random", "sequential", "group_by_length"):
-        _fail("train_sampling_strategy", strategy, "'random', 'sequential' or 'group_by_length'", "pass one of those")
+        _fail(
+            "train_sampling_strategy",
+            strategy,
+            "'random', 'sequential' or 'group_by_length'",
+            "pass one of those",
+        )
     if grouped and strategy != "group_by_length" and "_sampling" not in previous:
         raise ValueError(
             f"group_by_length=True and train_sampling_strategy={strategy!r} disagree; pass only "
@@ -265,9 +363,12 @@ def _refusals(args: TrainingArguments) -> None:
             "jit_mode_eval=True is not supported: this trainer does not trace models with torch.jit; pass False."
         )
     if args.half_precision_backend not in HALF_PRECISION_BACKENDS:
-        _fail("half_precision_backend", args.half_precision_backend,
-              f"one of {', '.join(map(repr, HALF_PRECISION_BACKENDS))}",
-              "pass 'auto' (torch's native amp through accelerate; apex is not supported)")
+        _fail(
+            "half_precision_backend",
+            args.half_precision_backend,
+            f"one of {', '.join(map(repr, HALF_PRECISION_BACKENDS))}",
+            "pass 'auto' (torch's native amp through accelerate; apex is not supported)",
+        )
     if args.fp16_full_eval and args.bf16_full_eval:
         raise ValueError("fp16_full_eval=True and bf16_full_eval=True ask for two precisions; pass only one.")
     import torch  # lazy: only these checks need torch
@@ -284,11 +385,19 @@ def _refusals(args: TrainingArguments) -> None:
             )
     if args.tf32 and not cuda:
         where = "use_cpu=True" if args.use_cpu else "no CUDA GPU is available"
-        raise ValueError(f"tf32=True needs an Ampere or newer CUDA GPU, but {where}; pass tf32=None or False.")
+        raise ValueError(
+            f"tf32=True needs an Ampere or newer CUDA GPU, but {where}; pass tf32=None or False."
+        )
 
 
-def _string_list(name: str, value: Any, accepted: tuple[str, ...], *, split: bool = False,
-                 refused: Mapping[str, str] | None = None) -> list[str]:
+def _string_list(
+    name: str,
+    value: Any,
+    accepted: tuple[str, ...],
+    *,
+    split: bool = False,
+    refused: Mapping[str, str] | None = None,
+) -> list[str]:
     if value is None:
         return []
     if isinstance(value, str):
@@ -319,8 +428,12 @@ def _optim_args(value: Any) -> dict[str, Any]:
         for part in value.split(","):
             key, sep, text = part.partition("=")
             if not sep or not key.strip():
-                _fail("optim_args", value, 'a dict, a JSON object or "key=value,key=value"',
-                      'pass e.g. "momentum=0.9,nesterov=True"')
+                _fail(
+                    "optim_args",
+                    value,
+                    'a dict, a JSON object or "key=value,key=value"',
+                    'pass e.g. "momentum=0.9,nesterov=True"',
+                )
             out[key.strip()] = _literal(text.strip())
         return out
     from ._validation import _as_dict
@@ -342,8 +455,12 @@ def _accelerator_config(value: Any) -> dict[str, Any]:
     config = _as_dict("accelerator_config", value)
     unknown = sorted(set(config) - set(ACCELERATOR_CONFIG_KEYS))
     if unknown:
-        _fail("accelerator_config", value, f"a dict with keys among {', '.join(ACCELERATOR_CONFIG_KEYS)}",
-              f"remove {unknown} (gradient_accumulation_kwargs and use_configured_state are not supported)")
+        _fail(
+            "accelerator_config",
+            value,
+            f"a dict with keys among {', '.join(ACCELERATOR_CONFIG_KEYS)}",
+            f"remove {unknown} (gradient_accumulation_kwargs and use_configured_state are not supported)",
+        )
     if config.get("use_seedable_sampler", True) is not True:
         raise ValueError(
             "accelerator_config={'use_seedable_sampler': False} is not supported: resuming relies on the seeded "
@@ -353,6 +470,7 @@ def _accelerator_config(value: Any) -> dict[str, Any]:
         if key in config:
             config[key] = _as_bool(f"accelerator_config[{key!r}]", config[key])
     if "dispatch_batches" in config:
-        config["dispatch_batches"] = _as_bool("accelerator_config['dispatch_batches']", config["dispatch_batches"],
-                                              allow_none=True)
+        config["dispatch_batches"] = _as_bool(
+            "accelerator_config['dispatch_batches']", config["dispatch_batches"], allow_none=True
+        )
     return config

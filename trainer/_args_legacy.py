@@ -63,12 +63,17 @@ class LegacyFields:
         """transformers' hook for a subclass: None lets the trainer decide; a subclass answering True or False must
         agree with `Trainer.place_model_on_device` (accelerate's rule), which the Trainer checks when it is built."""
         return None
+
+
 SECRET_FIELDS = ("hub_token", "push_to_hub_token")
 
 
 def _warn(old: str, new: str) -> None:
-    warnings.warn(f"{old} is deprecated (transformers 4.x; removed in 5); pass {new} instead.", FutureWarning,
-                  stacklevel=5)
+    warnings.warn(
+        f"{old} is deprecated (transformers 4.x; removed in 5); pass {new} instead.",
+        FutureWarning,
+        stacklevel=5,
+    )
 
 
 def resolve(args: TrainingArguments) -> None:
@@ -85,8 +90,15 @@ def resolve(args: TrainingArguments) -> None:
         args.adafactor = False
     if args.torchdynamo is not None:
         if not isinstance(args.torchdynamo, str) or not args.torchdynamo:
-            _fail("torchdynamo", args.torchdynamo, "a backend name or None", "pass torch_compile_backend='inductor'")
-        _move(args, "torchdynamo", "torch_compile_backend", args.torchdynamo)  # a backend implies torch_compile
+            _fail(
+                "torchdynamo",
+                args.torchdynamo,
+                "a backend name or None",
+                "pass torch_compile_backend='inductor'",
+            )
+        _move(
+            args, "torchdynamo", "torch_compile_backend", args.torchdynamo
+        )  # a backend implies torch_compile
         args.torchdynamo = None
     _fsdp_wrapping(args)
     _hub(args)
@@ -99,9 +111,17 @@ def _move(args: TrainingArguments, old: str, new: str, value: Any, shown: Any = 
 
     current = getattr(args, new)
     default = {f.name: f.default for f in dataclasses.fields(args)}.get(new)
-    replaced = "" if current in (value, default, None) else f" (it replaces {new}={getattr(current, 'value', current)!r})"
-    warnings.warn(f"{old}={value if shown is None else shown!r} is deprecated (transformers 4.x; removed in 5); pass "
-                  f"{new}={value!r} instead{replaced}.", FutureWarning, stacklevel=5)
+    replaced = (
+        ""
+        if current in (value, default, None)
+        else f" (it replaces {new}={getattr(current, 'value', current)!r})"
+    )
+    warnings.warn(
+        f"{old}={value if shown is None else shown!r} is deprecated (transformers 4.x; removed in 5); pass "
+        f"{new}={value!r} instead{replaced}.",
+        FutureWarning,
+        stacklevel=5,
+    )
     setattr(args, new, value)
 
 
@@ -132,8 +152,12 @@ def _fsdp_wrapping(args: TrainingArguments) -> None:
     layers = args.fsdp_transformer_layer_cls_to_wrap
     if layers is not None:
         if not (isinstance(layers, str) and layers) and not (isinstance(layers, list) and layers):
-            _fail("fsdp_transformer_layer_cls_to_wrap", layers, "a class name (or a comma-separated list) or None",
-                  "pass fsdp_config={'transformer_layer_cls_to_wrap': ['BertLayer']}")
+            _fail(
+                "fsdp_transformer_layer_cls_to_wrap",
+                layers,
+                "a class name (or a comma-separated list) or None",
+                "pass fsdp_config={'transformer_layer_cls_to_wrap': ['BertLayer']}",
+            )
         moved["transformer_layer_cls_to_wrap"] = layers
     if not moved:
         return
@@ -173,10 +197,17 @@ def _hub(args: TrainingArguments) -> None:
     for name in ("hub_model_id", "hub_token", "hub_revision"):
         value = getattr(args, name)
         if value is not None and (not isinstance(value, str) or not value):
-            _fail(name, "<hidden>" if name == "hub_token" else value, "a non-empty string or None", "pass one")
+            _fail(
+                name, "<hidden>" if name == "hub_token" else value, "a non-empty string or None", "pass one"
+            )
     strategy = str(getattr(args.hub_strategy, "value", args.hub_strategy)).strip().lower()
     if strategy not in HUB_STRATEGIES:
-        _fail("hub_strategy", args.hub_strategy, f"one of {', '.join(map(repr, HUB_STRATEGIES))}", "pass one of those")
+        _fail(
+            "hub_strategy",
+            args.hub_strategy,
+            f"one of {', '.join(map(repr, HUB_STRATEGIES))}",
+            "pass one of those",
+        )
     args.hub_strategy = strategy
     args.hub_private_repo = _as_bool("hub_private_repo", args.hub_private_repo, allow_none=True)
     args.hub_always_push = _as_bool("hub_always_push", args.hub_always_push)

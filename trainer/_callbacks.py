@@ -136,7 +136,9 @@ class TrainerState:
             steps = math.ceil(max_steps * value) if value < 1 else int(value)
             setattr(self, f"{name}_steps", max(steps, 1))
 
-    def init_training_references(self, trainer: Any, max_steps: int, num_train_epochs: int, trial: Any) -> None:
+    def init_training_references(
+        self, trainer: Any, max_steps: int, num_train_epochs: int, trial: Any
+    ) -> None:
         self.max_steps = max_steps
         self.num_train_epochs = num_train_epochs
         self.train_batch_size = trainer.args.per_device_train_batch_size
@@ -148,7 +150,9 @@ class TrainerState:
 
 def _json_default(value: Any) -> Any:
     # numpy scalars and other number-likes sneak into log_history through compute_metrics.
-    if hasattr(value, "tolist"):  # an array or tensor (a confusion matrix) as lists, a numpy scalar as a number
+    if hasattr(
+        value, "tolist"
+    ):  # an array or tensor (a confusion matrix) as lists, a numpy scalar as a number
         return value.tolist()
     if hasattr(value, "item"):
         return value.item()
@@ -197,40 +201,64 @@ class TrainerCallback:
     is an error.
     """
 
-    def on_init_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any):
+    def on_init_end(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ):
         """At the end of `Trainer.__init__`."""
 
-    def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any):
+    def on_train_begin(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ):
         """At the beginning of training, after the model, optimizer and data are ready."""
 
-    def on_train_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any):
+    def on_train_end(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ):
         """At the end of training (also after an early stop or a prune)."""
 
-    def on_epoch_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any):
+    def on_epoch_begin(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ):
         """At the beginning of an epoch."""
 
-    def on_epoch_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any):
+    def on_epoch_end(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ):
         """At the end of an epoch."""
 
-    def on_step_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any):
+    def on_step_begin(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ):
         """At the beginning of an optimizer step (before its first micro-batch under gradient accumulation)."""
 
-    def on_pre_optimizer_step(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any):
+    def on_pre_optimizer_step(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ):
         """After gradient clipping, just before ``optimizer.step()``."""
 
-    def on_optimizer_step(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any):
+    def on_optimizer_step(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ):
         """Just after ``optimizer.step()``, before the gradients are zeroed."""
 
-    def on_substep_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any):
+    def on_substep_end(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ):
         """At the end of a micro-batch that did not step the optimizer (gradient accumulation)."""
 
-    def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any):
+    def on_step_end(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ):
         """At the end of an optimizer step, after ``state.global_step`` was incremented."""
 
-    def on_evaluate(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any):
+    def on_evaluate(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ):
         """After an evaluation; ``metrics`` holds its results."""
 
-    def on_predict(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any):
+    def on_predict(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ):
         """After a successful `Trainer.predict`; ``metrics`` holds its results."""
 
     def on_save(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any):
@@ -239,16 +267,22 @@ class TrainerCallback:
     def on_log(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any):
         """After something was logged; ``logs`` holds it."""
 
-    def on_prediction_step(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any):
+    def on_prediction_step(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ):
         """After each batch of an evaluation or prediction loop."""
 
-    def on_push_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any):
+    def on_push_begin(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ):
         """Before a push to a model hub; this trainer never pushes, so it is never called (kept so that callbacks
         written for transformers that define it still load)."""
 
 
 EVENTS = tuple(
-    name for name in vars(TrainerCallback) if name.startswith("on_") and callable(getattr(TrainerCallback, name))
+    name
+    for name in vars(TrainerCallback)
+    if name.startswith("on_") and callable(getattr(TrainerCallback, name))
 )
 
 
@@ -426,7 +460,11 @@ class CallbackHandler(TrainerCallback):
         cached = self._step_dispatch
         if cached is None or cached[0] != ids:
             methods = {name: self._overriding(name) for name in _STEP_EVENTS}
-            cached = self._step_dispatch = (ids, methods, frozenset(name for name in methods if methods[name]))
+            cached = self._step_dispatch = (
+                ids,
+                methods,
+                frozenset(name for name in methods if methods[name]),
+            )
         return cached
 
     def _overriding(self, event: str) -> list[tuple[TrainerCallback, Any]]:
@@ -526,7 +564,9 @@ class ProgressCallback(TrainerCallback):
         if state.is_world_process_zero:
             from tqdm.auto import tqdm
 
-            self.training_bar = tqdm(total=state.max_steps, dynamic_ncols=True, desc=_bar_desc(state, "train"))
+            self.training_bar = tqdm(
+                total=state.max_steps, dynamic_ncols=True, desc=_bar_desc(state, "train")
+            )
         self.current_step = state.global_step
         if self.training_bar is not None and self.current_step:
             self.training_bar.update(self.current_step)
@@ -547,7 +587,10 @@ class ProgressCallback(TrainerCallback):
             except TypeError:  # an IterableDataset without a length: a bar that counts up
                 total = None
             self.prediction_bar = tqdm(
-                total=total, leave=self.training_bar is None, dynamic_ncols=True, desc=_bar_desc(state, "eval")
+                total=total,
+                leave=self.training_bar is None,
+                dynamic_ncols=True,
+                desc=_bar_desc(state, "eval"),
             )
         self.prediction_bar.update(1)
 
@@ -606,7 +649,9 @@ class EarlyStoppingCallback(TrainerCallback, ExportableState):
     transformers. Needs ``metric_for_best_model`` and an evaluation strategy.
     """
 
-    def __init__(self, early_stopping_patience: int = 1, early_stopping_threshold: float | None = 0.0) -> None:
+    def __init__(
+        self, early_stopping_patience: int = 1, early_stopping_threshold: float | None = 0.0
+    ) -> None:
         if not isinstance(early_stopping_patience, int) or early_stopping_patience < 1:
             raise ValueError(
                 f"early_stopping_patience must be an integer >= 1, got {early_stopping_patience!r}; "
@@ -683,7 +728,9 @@ class EarlyStoppingCallback(TrainerCallback, ExportableState):
 
 
 #: The events dispatched at every (sub)step, for which call_event keeps the overriding callbacks between calls.
-_STEP_EVENTS = frozenset({"on_step_begin", "on_pre_optimizer_step", "on_optimizer_step", "on_substep_end", "on_step_end"})
+_STEP_EVENTS = frozenset(
+    {"on_step_begin", "on_pre_optimizer_step", "on_optimizer_step", "on_substep_end", "on_step_end"}
+)
 
 #: The base class's no-op of every event: `CallbackHandler.call_event` skips callbacks that do not override one.
 _NOOP_EVENTS: dict[str, Any] = {

@@ -121,7 +121,9 @@ def save_model_weights(model: nn.Module, folder: str, max_shard_size: str | int 
     return save_state_dict_weights(_state_dict_for_saving(model), folder, max_shard_size)
 
 
-def save_state_dict_weights(tensors: dict[str, torch.Tensor], folder: str, max_shard_size: str | int = "5GB") -> list[str]:
+def save_state_dict_weights(
+    tensors: dict[str, torch.Tensor], folder: str, max_shard_size: str | int = "5GB"
+) -> list[str]:
     """Write CPU tensors that share no storage as safetensors (sharded above ``max_shard_size``)."""
     from safetensors.torch import save_file
 
@@ -147,8 +149,10 @@ def save_state_dict_weights(tensors: dict[str, torch.Tensor], folder: str, max_s
         save_file(shard, os.path.join(folder, filename), metadata=metadata)
         files.append(filename)
         weight_map.update(dict.fromkeys(shard, filename))
-    index = {"metadata": {"total_size": sum(t.numel() * t.element_size() for t in tensors.values())},
-             "weight_map": weight_map}
+    index = {
+        "metadata": {"total_size": sum(t.numel() * t.element_size() for t in tensors.values())},
+        "weight_map": weight_map,
+    }
     _write_json(os.path.join(folder, WEIGHTS_INDEX_NAME), index)
     return [*files, WEIGHTS_INDEX_NAME]
 
@@ -201,9 +205,13 @@ def load_model_weights(model: nn.Module, folder: str, strict: bool = True) -> No
     missing = [k for k in expected if k not in state]
     # Names missing because they were tied to an earlier tensor when saved are fine.
     tied_ok = {
-        k for k in missing
-        if any(expected[k].untyped_storage().data_ptr() == expected[o].untyped_storage().data_ptr()
-               for o in state if o in expected)
+        k
+        for k in missing
+        if any(
+            expected[k].untyped_storage().data_ptr() == expected[o].untyped_storage().data_ptr()
+            for o in state
+            if o in expected
+        )
     }
     unexpected = [k for k in state if k not in expected]
     if strict and (set(missing) - tied_ok or unexpected):
@@ -258,7 +266,9 @@ def load_rng_state(folder: str, process_index: int = 0) -> None:
         if os.path.isfile(path):
             _set_rng_state(torch.load(path, weights_only=True))
             return
-    logger.warning("No RNG state in %s; the resumed run will not reproduce the random draws of the original.", folder)
+    logger.warning(
+        "No RNG state in %s; the resumed run will not reproduce the random draws of the original.", folder
+    )
 
 
 # ---------------------------------------------------------------------------------------------- save
@@ -312,7 +322,9 @@ def save_checkpoint(trainer: Trainer, model: nn.Module, metrics: dict[str, float
     accelerator.wait_for_everyone()
     if not args.save_only_model:
         # Every process has its own RNG streams (dropout, augmentation), so each writes its own file.
-        torch.save(_rng_state(), os.path.join(tmp, _rng_file(accelerator.process_index, accelerator.num_processes)))
+        torch.save(
+            _rng_state(), os.path.join(tmp, _rng_file(accelerator.process_index, accelerator.num_processes))
+        )
     fsdp = _fsdp.active(accelerator)
     # Under FSDP every process takes part in gathering the state, or writes its own shard of it.
     gathered = _fsdp.save(trainer, model, tmp) if fsdp else None
@@ -340,7 +352,9 @@ def save_checkpoint(trainer: Trainer, model: nn.Module, metrics: dict[str, float
     return final
 
 
-def _write_checkpoint_files(trainer: Trainer, model: nn.Module, folder: str, model_and_optimizer: bool = True) -> None:
+def _write_checkpoint_files(
+    trainer: Trainer, model: nn.Module, folder: str, model_and_optimizer: bool = True
+) -> None:
     args = trainer.args
     accelerator = trainer.accelerator
     assert accelerator is not None
@@ -393,12 +407,16 @@ def load_optimizer_and_scheduler(trainer: Trainer, folder: str) -> None:
         if found:
             trainer.optimizer.load_state_dict(torch.load(opt_path, weights_only=True, map_location="cpu"))
     if not found:
-        logger.warning("No optimizer state in %s (saved with save_only_model?); the optimizer starts fresh.", folder)
+        logger.warning(
+            "No optimizer state in %s (saved with save_only_model?); the optimizer starts fresh.", folder
+        )
         return
     if trainer._created_optimizer and trainer.accelerator is not None:
         # Either way, the loaded groups carry the foreach chosen for the device they were saved on.
         chosen = trainer.optimizer_cls_and_kwargs
-        settle_foreach(trainer.optimizer, trainer.args, trainer.accelerator.device, None if chosen is None else chosen[1])
+        settle_foreach(
+            trainer.optimizer, trainer.args, trainer.accelerator.device, None if chosen is None else chosen[1]
+        )
     sched_path = os.path.join(folder, SCHEDULER_NAME)
     if trainer.lr_scheduler is not None and os.path.isfile(sched_path):
         trainer.lr_scheduler.load_state_dict(torch.load(sched_path, weights_only=True))
@@ -411,14 +429,20 @@ def load_optimizer_and_scheduler(trainer: Trainer, folder: str) -> None:
 def load_best_model(trainer: Trainer) -> None:
     best = trainer.state.best_model_checkpoint
     if best is None or not os.path.isdir(best):
-        logger.warning("load_best_model_at_end: the best checkpoint %r is gone; keeping the last weights.", best)
+        logger.warning(
+            "load_best_model_at_end: the best checkpoint %r is gone; keeping the last weights.", best
+        )
         return
     if _fsdp.active(trainer.accelerator):
         _fsdp.load_model(trainer, trainer.model_wrapped, best, read_weights)
     else:
         load_model_weights(trainer.model, best)
-    logger.info("Loaded the best model from %s (%s=%s).", best, trainer.args.metric_for_best_model,
-                trainer.state.best_metric)
+    logger.info(
+        "Loaded the best model from %s (%s=%s).",
+        best,
+        trainer.args.metric_for_best_model,
+        trainer.state.best_metric,
+    )
 
 
 def rotate_checkpoints(trainer: Trainer, output_dir: str) -> None:
@@ -475,8 +499,11 @@ def save_training_args(args: TrainingArguments, folder: str) -> None:
     except Exception as error:  # e.g. a callable in optim_args
         if os.path.exists(path):
             os.remove(path)
-        logger.warning("training_args.bin not written (%s: %s); training_args.json holds the arguments.",
-                       type(error).__name__, error)
+        logger.warning(
+            "training_args.bin not written (%s: %s); training_args.json holds the arguments.",
+            type(error).__name__,
+            error,
+        )
 
 
 def save_model(trainer: Trainer, output_dir: str) -> None:

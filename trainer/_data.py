@@ -42,7 +42,9 @@ class _RemoveColumnsCollator:
             if not keep.issuperset(first):
                 dropped = {k for k in first if k not in keep} - self._warned
                 if dropped:
-                    logger.info("Dropping example keys the model's forward does not accept: %s", sorted(dropped))
+                    logger.info(
+                        "Dropping example keys the model's forward does not accept: %s", sorted(dropped)
+                    )
                     self._warned |= dropped
                 features = [{k: v for k, v in f.items() if k in keep} for f in features]
         return self.collator(features)
@@ -74,7 +76,9 @@ def is_processor(obj: Any) -> bool:
     return callable(getattr(obj, "save_pretrained", None)) and callable(getattr(obj, "from_pretrained", None))
 
 
-def processor_given_as_model_init(model_init: Any, processing_class: Any, later_given: list[str]) -> tuple[Any, Any]:
+def processor_given_as_model_init(
+    model_init: Any, processing_class: Any, later_given: list[str]
+) -> tuple[Any, Any]:
     """The seed's signature had ``tokenizer`` 6th (``Trainer(model, args, collator, train, eval, tokenizer)``), where
     this trainer takes ``model_init``: a processor found there is taken as ``processing_class``, as transformers did,
     when nothing after it was given (else the later positions are shifted too, and which were positional is unknown).
@@ -83,9 +87,14 @@ def processor_given_as_model_init(model_init: Any, processing_class: Any, later_
         return model_init, processing_class
     kind = type(model_init).__name__
     if processing_class is not None or later_given:
-        also = "processing_class (or tokenizer) was given too" if processing_class is not None else (
-            f"{', '.join(later_given)} {'was' if len(later_given) == 1 else 'were'} given as well, which would then "
-            "be shifted by one position")
+        also = (
+            "processing_class (or tokenizer) was given too"
+            if processing_class is not None
+            else (
+                f"{', '.join(later_given)} {'was' if len(later_given) == 1 else 'were'} given as well, which would then "
+                "be shifted by one position"
+            )
+        )
         raise ValueError(
             f"model_init={kind} is a tokenizer/processor, not a function building the model: transformers 4's "
             f"signature had tokenizer as the 6th positional argument, where this Trainer takes model_init; and "
@@ -94,7 +103,8 @@ def processor_given_as_model_init(model_init: Any, processing_class: Any, later_
     warnings.warn(
         f"The 6th positional argument of Trainer is model_init here, and got a {kind} (transformers 4's tokenizer "
         "position): it is used as processing_class; pass processing_class=... by keyword.",
-        FutureWarning, stacklevel=3,
+        FutureWarning,
+        stacklevel=3,
     )
     return None, model_init
 
@@ -210,7 +220,8 @@ def train_sampler(trainer: Trainer, dataset: Any) -> Sampler[int] | None:
     args = trainer.args
     if args.group_by_length:
         return LengthGroupedSampler(
-            example_lengths(trainer, dataset), args.per_device_train_batch_size * args.gradient_accumulation_steps,
+            example_lengths(trainer, dataset),
+            args.per_device_train_batch_size * args.gradient_accumulation_steps,
             seed=data_seed(trainer),
         )
     if args.train_sampling_strategy == "sequential":
@@ -385,8 +396,10 @@ def _reseed_stream(dataloader: Any, seed: int) -> None:
             break
         dataset = inner
     generator = getattr(dataset, "generator", None)
-    if isinstance(dataset, IterableDataset) and not hasattr(dataset, "set_epoch") and isinstance(
-        generator, torch.Generator
+    if (
+        isinstance(dataset, IterableDataset)
+        and not hasattr(dataset, "set_epoch")
+        and isinstance(generator, torch.Generator)
     ):
         generator.manual_seed(seed)
 

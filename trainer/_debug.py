@@ -47,18 +47,28 @@ class DebugUnderflowOverflow:
     with a ``ValueError`` once that batch has finished (as transformers, where tracing a few batches is the point).
     """
 
-    def __init__(self, model: nn.Module, max_frames_to_save: int = 21, trace_batch_nums: list[int] | None = None,
-                 abort_after_batch_num: int | None = None) -> None:
+    def __init__(
+        self,
+        model: nn.Module,
+        max_frames_to_save: int = 21,
+        trace_batch_nums: list[int] | None = None,
+        abort_after_batch_num: int | None = None,
+    ) -> None:
         traced = list(trace_batch_nums or [])
         if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in traced):
-            raise ValueError(f"trace_batch_nums must be a list of batch numbers >= 0 (counted from 0), got "
-                             f"{trace_batch_nums!r}; pass e.g. [1, 3].")
+            raise ValueError(
+                f"trace_batch_nums must be a list of batch numbers >= 0 (counted from 0), got "
+                f"{trace_batch_nums!r}; pass e.g. [1, 3]."
+            )
         if abort_after_batch_num is not None and (
-            not isinstance(abort_after_batch_num, int) or isinstance(abort_after_batch_num, bool)
+            not isinstance(abort_after_batch_num, int)
+            or isinstance(abort_after_batch_num, bool)
             or abort_after_batch_num < 0
         ):
-            raise ValueError(f"abort_after_batch_num must be a batch number >= 0 or None, got "
-                             f"{abort_after_batch_num!r}; pass e.g. 3 (stop once batch 3 finished).")
+            raise ValueError(
+                f"abort_after_batch_num must be a batch number >= 0 or None, got "
+                f"{abort_after_batch_num!r}; pass e.g. 3 (stop once batch 3 finished)."
+            )
         self.model = model
         self.frames: collections.deque[str] = collections.deque(maxlen=max_frames_to_save)
         self.names = {module: name or type(model).__name__ for name, module in model.named_modules()}
@@ -84,16 +94,22 @@ class DebugUnderflowOverflow:
     def _batch_done(self) -> None:
         done = self.batch_number
         if done in self.traces:
-            logger.warning("DebugUnderflowOverflow: batch %d, every module in call order:\n  %s", done,
-                           "\n  ".join(self.traces[done]))
+            logger.warning(
+                "DebugUnderflowOverflow: batch %d, every module in call order:\n  %s",
+                done,
+                "\n  ".join(self.traces[done]),
+            )
         self.batch_number += 1
         if self.abort_after_batch_num is not None and done >= self.abort_after_batch_num:
             self.remove()
-            raise ValueError(f"DebugUnderflowOverflow: stopping after batch {done} (batches are counted from 0), as "
-                             f"abort_after_batch_num={self.abort_after_batch_num} asks.")
+            raise ValueError(
+                f"DebugUnderflowOverflow: stopping after batch {done} (batches are counted from 0), as "
+                f"abort_after_batch_num={self.abort_after_batch_num} asks."
+            )
 
-    def _overflow(self, module: nn.Module, name: str, where: str, tensor: torch.Tensor, inputs: Any,
-                  output: Any) -> None:
+    def _overflow(
+        self, module: nn.Module, name: str, where: str, tensor: torch.Tensor, inputs: Any, output: Any
+    ) -> None:
         kind = "nan" if torch.isnan(tensor).any() else "inf"
         lines = [
             f"DebugUnderflowOverflow: {kind} in the output{where} of module {name!r} "

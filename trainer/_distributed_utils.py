@@ -33,7 +33,9 @@ def torch_distributed_zero_first(local_rank: int) -> Iterator[None]:
     ranks of the node wait at a barrier until it is done, then run it. ``local_rank=-1`` (one process) waits for
     nothing, and neither does a process where torch.distributed is not initialized."""
     if not isinstance(local_rank, int) or isinstance(local_rank, bool) or local_rank < -1:
-        raise ValueError(f"local_rank must be -1 (no distributed run) or a process's rank >= 0, got {local_rank!r}.")
+        raise ValueError(
+            f"local_rank must be -1 (no distributed run) or a process's rank >= 0, got {local_rank!r}."
+        )
     if local_rank > 0:
         _barrier()  # wait for rank 0 to finish the block
     yield
@@ -54,11 +56,22 @@ class DistributedTensorGatherer:
     step to the next (sequences of several lengths) is padded with ``padding_index``.
     """
 
-    def __init__(self, world_size: int, num_samples: int, make_multiple_of: int | None = None,
-                 padding_index: int = -100) -> None:
+    def __init__(
+        self,
+        world_size: int,
+        num_samples: int,
+        make_multiple_of: int | None = None,
+        padding_index: int = -100,
+    ) -> None:
         for name, value in (("world_size", world_size), ("num_samples", num_samples)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < (1 if name == "world_size" else 0):
-                raise ValueError(f"{name} must be an int >= {1 if name == 'world_size' else 0}, got {value!r}.")
+            if (
+                not isinstance(value, int)
+                or isinstance(value, bool)
+                or value < (1 if name == "world_size" else 0)
+            ):
+                raise ValueError(
+                    f"{name} must be an int >= {1 if name == 'world_size' else 0}, got {value!r}."
+                )
         if make_multiple_of is not None and (not isinstance(make_multiple_of, int) or make_multiple_of < 1):
             raise ValueError(f"make_multiple_of must be None or an int >= 1, got {make_multiple_of!r}.")
         self.world_size = world_size
@@ -92,7 +105,9 @@ class DistributedTensorGatherer:
             logger.warning(
                 "DistributedTensorGatherer.finalize: %d of the %d samples of each process were added; the rest of "
                 "the result is padding (%s). Pass every step's arrays to add_arrays.",
-                self._offsets[0], self.process_length, self.padding_index,
+                self._offsets[0],
+                self.process_length,
+                self.padding_index,
             )
         return self._truncate(self._storage)
 
@@ -122,8 +137,11 @@ class DistributedTensorGatherer:
             )
         length = arrays.shape[0] // self.world_size
         if arrays.ndim > 1 and storage.ndim > 1 and storage.shape[1] < arrays.shape[1]:
-            wider = np.full((storage.shape[0], arrays.shape[1], *storage.shape[2:]), self.padding_index,
-                            dtype=storage.dtype)
+            wider = np.full(
+                (storage.shape[0], arrays.shape[1], *storage.shape[2:]),
+                self.padding_index,
+                dtype=storage.dtype,
+            )
             wider[:, : storage.shape[1]] = storage
             storage = wider
         assert self._offsets is not None
@@ -134,11 +152,11 @@ class DistributedTensorGatherer:
                 "dataset's length."
             )
         for rank, offset in enumerate(self._offsets):
-            part = arrays[rank * length:(rank + 1) * length]
+            part = arrays[rank * length : (rank + 1) * length]
             if arrays.ndim > 1:
-                storage[offset:offset + length, : arrays.shape[1]] = part
+                storage[offset : offset + length, : arrays.shape[1]] = part
             else:
-                storage[offset:offset + length] = part
+                storage[offset : offset + length] = part
         return length, storage
 
     def _truncate(self, storage: Any) -> Any:

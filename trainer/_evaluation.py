@@ -34,7 +34,9 @@ _CACHE_KEYS = ("past_key_values", "cache")
 class EvalLoopOutput:
     __slots__ = ("label_ids", "metrics", "num_samples", "num_steps", "predictions")
 
-    def __init__(self, predictions: Any, label_ids: Any, metrics: dict[str, Any], num_samples: int, num_steps: int):
+    def __init__(
+        self, predictions: Any, label_ids: Any, metrics: dict[str, Any], num_samples: int, num_steps: int
+    ):
         self.predictions = predictions
         self.label_ids = label_ids
         self.metrics = metrics
@@ -85,7 +87,9 @@ def evaluate(
         metrics: dict[str, float] = {}
         for name, ds in dataset.items():
             metrics.update(
-                trainer.evaluate(eval_dataset=ds, ignore_keys=ignore_keys, metric_key_prefix=f"{metric_key_prefix}_{name}")
+                trainer.evaluate(
+                    eval_dataset=ds, ignore_keys=ignore_keys, metric_key_prefix=f"{metric_key_prefix}_{name}"
+                )
             )
         return metrics
     trainer._memory_tracker.start("eval")
@@ -100,10 +104,16 @@ def evaluate(
     )
     metrics = output.metrics or {}
     num_samples = output.num_samples
-    start += metrics.get(f"{metric_key_prefix}_model_preparation_time", 0.0)  # as transformers, not in the runtime
-    metrics.update(speed_metrics(metric_key_prefix, start, num_samples=num_samples, num_steps=output.num_steps))
+    start += metrics.get(
+        f"{metric_key_prefix}_model_preparation_time", 0.0
+    )  # as transformers, not in the runtime
+    metrics.update(
+        speed_metrics(metric_key_prefix, start, num_samples=num_samples, num_steps=output.num_steps)
+    )
     trainer.log(metrics)
-    trainer.control = trainer.callback_handler.on_evaluate(trainer.args, trainer.state, trainer.control, metrics=metrics)
+    trainer.control = trainer.callback_handler.on_evaluate(
+        trainer.args, trainer.state, trainer.control, metrics=metrics
+    )
     if getattr(trainer, "_eval_in_training", False):
         # After on_evaluate, as in transformers: callbacks (early stopping) see the best before this evaluation.
         track_best(trainer, metrics)
@@ -111,7 +121,8 @@ def evaluate(
     return metrics
 
 
-def predict(trainer: Trainer, test_dataset: Any, ignore_keys: list[str] | None = None, metric_key_prefix: str = "test"
+def predict(
+    trainer: Trainer, test_dataset: Any, ignore_keys: list[str] | None = None, metric_key_prefix: str = "test"
 ) -> PredictionOutput:
     trainer._memory_tracker.start("test")
     dataloader = trainer.get_test_dataloader(test_dataset)
@@ -120,9 +131,15 @@ def predict(trainer: Trainer, test_dataset: Any, ignore_keys: list[str] | None =
         dataloader, description="Prediction", ignore_keys=ignore_keys, metric_key_prefix=metric_key_prefix
     )
     metrics = output.metrics or {}
-    start += metrics.get(f"{metric_key_prefix}_model_preparation_time", 0.0)  # as transformers, not in the runtime
-    metrics.update(speed_metrics(metric_key_prefix, start, num_samples=output.num_samples, num_steps=output.num_steps))
-    trainer.control = trainer.callback_handler.on_predict(trainer.args, trainer.state, trainer.control, metrics=metrics)
+    start += metrics.get(
+        f"{metric_key_prefix}_model_preparation_time", 0.0
+    )  # as transformers, not in the runtime
+    metrics.update(
+        speed_metrics(metric_key_prefix, start, num_samples=output.num_samples, num_steps=output.num_steps)
+    )
+    trainer.control = trainer.callback_handler.on_predict(
+        trainer.args, trainer.state, trainer.control, metrics=metrics
+    )
     trainer._memory_tracker.stop_and_update_metrics("test", metrics)
     return PredictionOutput(predictions=output.predictions, label_ids=output.label_ids, metrics=metrics)
 
@@ -206,7 +223,9 @@ def evaluation_loop(
     args = trainer.args
     accelerator = trainer.accelerator
     assert accelerator is not None
-    prediction_loss_only = prediction_loss_only if prediction_loss_only is not None else args.prediction_loss_only
+    prediction_loss_only = (
+        prediction_loss_only if prediction_loss_only is not None else args.prediction_loss_only
+    )
     full_eval_dtype = _full_eval_dtype(trainer)
     if full_eval_dtype is not None:
         # fp16_full_eval/bf16_full_eval: the model itself is cast (as transformers does outside training).
@@ -215,8 +234,12 @@ def evaluation_loop(
     model = trainer.model_wrapped if trainer.model_wrapped is not None else trainer.model
     # Under FSDP the model is sharded by train() (FSDP2 shards it in place), or evaluated whole before training.
     # During train() the model is the one training prepared (preparing it again would only return it).
-    if (not trainer._in_train and model is trainer.model and next(iter(trainer.model.parameters()), None) is not None
-            and not _fsdp.active(accelerator)):
+    if (
+        not trainer._in_train
+        and model is trainer.model
+        and next(iter(trainer.model.parameters()), None) is not None
+        and not _fsdp.active(accelerator)
+    ):
         first = not accelerator._models  # as transformers: the accelerator has not prepared a model yet
         started = time.perf_counter()
         model = accelerator.prepare_model(trainer.model, evaluation_mode=True)
@@ -244,7 +267,9 @@ def evaluation_loop(
     metrics: dict[str, Any] | None = None
     num_samples = 0
     num_steps = 0
-    batch_metrics = args.batch_eval_metrics and trainer.compute_metrics is not None and not prediction_loss_only
+    batch_metrics = (
+        args.batch_eval_metrics and trainer.compute_metrics is not None and not prediction_loss_only
+    )
     # predict() returns predictions and labels also when metrics are computed batch by batch.
     keep_outputs = not prediction_loss_only and (not batch_metrics or description == "Prediction")
     # accelerate's loaders place batches on the device; a plain one (ours in a single process) is placed here.
@@ -255,7 +280,9 @@ def evaluation_loop(
             inputs = send_to_device(inputs, accelerator.device)
         if full_eval_dtype is not None:
             inputs = _cast_floats(inputs, full_eval_dtype)
-        loss, logits, labels = trainer.prediction_step(model, inputs, prediction_loss_only, ignore_keys=ignore_keys)
+        loss, logits, labels = trainer.prediction_step(
+            model, inputs, prediction_loss_only, ignore_keys=ignore_keys
+        )
         batch_size = batch_size_of(inputs)
         batch_loss = None
         if loss is not None:
@@ -273,17 +300,27 @@ def evaluation_loop(
             logits = trainer.preprocess_logits_for_metrics(logits, labels)
         if distributed:
             if logits is not None:
-                logits = accelerator.gather_for_metrics(accelerator.pad_across_processes(logits, dim=1, pad_index=-100))
+                logits = accelerator.gather_for_metrics(
+                    accelerator.pad_across_processes(logits, dim=1, pad_index=-100)
+                )
             if labels is not None:
-                labels = accelerator.gather_for_metrics(accelerator.pad_across_processes(labels, dim=1, pad_index=-100))
-        num_samples += batch_size_of(labels) if labels is not None else (
-            batch_size_of(logits) if logits is not None else batch_size
+                labels = accelerator.gather_for_metrics(
+                    accelerator.pad_across_processes(labels, dim=1, pad_index=-100)
+                )
+        num_samples += (
+            batch_size_of(labels)
+            if labels is not None
+            else (batch_size_of(logits) if logits is not None else batch_size)
         )
         if batch_metrics:
             assert trainer.compute_metrics is not None  # batch_metrics requires it
             metrics = trainer.compute_metrics(
-                EvalPrediction(predictions=logits, label_ids=labels, inputs=batch_inputs,
-                               losses=batch_loss if keep_losses else None),
+                EvalPrediction(
+                    predictions=logits,
+                    label_ids=labels,
+                    inputs=batch_inputs,
+                    losses=batch_loss if keep_losses else None,
+                ),
                 compute_result=is_last,
             )
         if keep_outputs:
@@ -301,23 +338,35 @@ def evaluation_loop(
 
     predictions = all_preds.result()
     label_ids = all_labels.result()
-    if not batch_metrics and trainer.compute_metrics is not None and predictions is not None and label_ids is not None:
+    if (
+        not batch_metrics
+        and trainer.compute_metrics is not None
+        and predictions is not None
+        and label_ids is not None
+    ):
         metrics = trainer.compute_metrics(
-            EvalPrediction(predictions=predictions, label_ids=label_ids, inputs=all_inputs.result() if keep_inputs
-                           else None, losses=all_losses.result() if keep_losses else None)
+            EvalPrediction(
+                predictions=predictions,
+                label_ids=label_ids,
+                inputs=all_inputs.result() if keep_inputs else None,
+                losses=all_losses.result() if keep_losses else None,
+            )
         )
     elif metrics is None:
         metrics = {}
     if not isinstance(metrics, Mapping):
-        raise TypeError(f"compute_metrics must return a dict of metric name -> value, got {type(metrics).__name__} "
-                        f"{metrics!r:.200}; return e.g. {{'accuracy': 0.9}}.")
+        raise TypeError(
+            f"compute_metrics must return a dict of metric name -> value, got {type(metrics).__name__} "
+            f"{metrics!r:.200}; return e.g. {{'accuracy': 0.9}}."
+        )
     metrics = {k: _plain_scalar(v) for k, v in metrics.items()}
     if losses:
         metrics[f"{metric_key_prefix}_loss"] = float(torch.cat(losses).float().mean())
     if hasattr(trainer, "model_preparation_time"):
         metrics[f"{metric_key_prefix}_model_preparation_time"] = trainer.model_preparation_time
     metrics = {
-        (k if k.startswith(f"{metric_key_prefix}_") else f"{metric_key_prefix}_{k}"): v for k, v in metrics.items()
+        (k if k.startswith(f"{metric_key_prefix}_") else f"{metric_key_prefix}_{k}"): v
+        for k, v in metrics.items()
     }
     return EvalLoopOutput(predictions, label_ids, metrics, num_samples, num_steps)
 
@@ -347,7 +396,9 @@ def prediction_step(
         # cannot be concatenated across batches), by default its cache: named past_key_values up to transformers
         # 5.23 and cache from 5.24, which also stopped declaring it in the configs.
         config = getattr(trainer.model, "config", None)
-        ignore_keys = [] if config is None else getattr(config, "keys_to_ignore_at_inference", list(_CACHE_KEYS))
+        ignore_keys = (
+            [] if config is None else getattr(config, "keys_to_ignore_at_inference", list(_CACHE_KEYS))
+        )
     ignore = set(ignore_keys or ())
     with torch.no_grad():
         if has_labels:
@@ -360,8 +411,11 @@ def prediction_step(
         return loss, None, None
     if isinstance(outputs, Mapping):
         # A loss the model returned without labels is a prediction like any other output (as in transformers).
-        logits_list = [v for k, v in outputs.items() if (k != "loss" or not has_labels) and k not in ignore
-                       and (not by_default or _gatherable(v))]
+        logits_list = [
+            v
+            for k, v in outputs.items()
+            if (k != "loss" or not has_labels) and k not in ignore and (not by_default or _gatherable(v))
+        ]
     elif isinstance(outputs, list | tuple):
         logits_list = list(outputs[1:] if has_labels else outputs)
     else:

@@ -43,9 +43,23 @@ if TYPE_CHECKING:
     from ._training_args import TrainingArguments
 
 __all__ = [
-    "OPTIONS", "active", "after_build", "before_build", "check_model", "check_processes", "environment_kept",
-    "full_model_state", "is_sharded_model", "key", "load", "load_model", "model_loading", "plugin", "save",
-    "state_key", "validate",
+    "OPTIONS",
+    "active",
+    "after_build",
+    "before_build",
+    "check_model",
+    "check_processes",
+    "environment_kept",
+    "full_model_state",
+    "is_sharded_model",
+    "key",
+    "load",
+    "load_model",
+    "model_loading",
+    "plugin",
+    "save",
+    "state_key",
+    "validate",
 ]
 
 #: transformers' FSDPOption values.
@@ -53,13 +67,33 @@ STRATEGIES = ("full_shard", "shard_grad_op", "no_shard", "hybrid_shard", "hybrid
 OPTIONS = (*STRATEGIES, "offload", "auto_wrap")
 STATE_DICT_TYPES = ("FULL_STATE_DICT", "SHARDED_STATE_DICT")
 BACKWARD_PREFETCH = ("backward_pre", "backward_post")
-_BOOLS = ("forward_prefetch", "limit_all_gathers", "use_orig_params", "sync_module_states",
-          "cpu_ram_efficient_loading", "activation_checkpointing")
+_BOOLS = (
+    "forward_prefetch",
+    "limit_all_gathers",
+    "use_orig_params",
+    "sync_module_states",
+    "cpu_ram_efficient_loading",
+    "activation_checkpointing",
+)
 #: Keys of fsdp_config (also accepted with the ``fsdp_`` prefix).
-KEYS = ("version", "min_num_params", "transformer_layer_cls_to_wrap", "backward_prefetch", "state_dict_type",
-        *_BOOLS, "xla", "xla_fsdp_settings", "xla_fsdp_grad_ckpt")
+KEYS = (
+    "version",
+    "min_num_params",
+    "transformer_layer_cls_to_wrap",
+    "backward_prefetch",
+    "state_dict_type",
+    *_BOOLS,
+    "xla",
+    "xla_fsdp_settings",
+    "xla_fsdp_grad_ckpt",
+)
 #: FSDP1 switches FSDP2 has no counterpart for, with the one value that describes FSDP2 (accepted and dropped).
-_V1_ONLY = {"backward_prefetch": None, "forward_prefetch": False, "limit_all_gathers": False, "use_orig_params": True}
+_V1_ONLY = {
+    "backward_prefetch": None,
+    "forward_prefetch": False,
+    "limit_all_gathers": False,
+    "use_orig_params": True,
+}
 _ENV_FLAG = "ACCELERATE_USE_FSDP"
 #: What a plugin and an Accelerator given one write into os.environ.
 _ENV_WRITTEN = (_ENV_FLAG, "FSDP_CPU_RAM_EFFICIENT_LOADING")
@@ -79,10 +113,16 @@ def on_cpu(args: TrainingArguments) -> bool:
 
 def validate(args: TrainingArguments, derived: dict[str, Any], previous: dict[str, Any]) -> None:
     """Normalise ``args.fsdp`` to a list of options and ``args.fsdp_config`` to a dict of the keys that apply."""
-    rederive = "fsdp" in previous and args.fsdp == previous["fsdp"] and args.fsdp_config == previous.get("fsdp_config")
+    rederive = (
+        "fsdp" in previous
+        and args.fsdp == previous["fsdp"]
+        and args.fsdp_config == previous.get("fsdp_config")
+    )
     launched = launcher_config()
     if launched is not None:
-        chosen = not rederive and (args.fsdp not in ("", None, False, []) or args.fsdp_config not in (None, {}))
+        chosen = not rederive and (
+            args.fsdp not in ("", None, False, []) or args.fsdp_config not in (None, {})
+        )
         if chosen:
             raise ValueError(
                 f"fsdp={args.fsdp!r} (fsdp_config={args.fsdp_config!r}) and the FSDP configuration of `accelerate "
@@ -96,8 +136,12 @@ def validate(args: TrainingArguments, derived: dict[str, Any], previous: dict[st
     config = _config(args.fsdp_config)
     if not options:
         if config:
-            _fail("fsdp_config", args.fsdp_config, "empty while fsdp is off",
-                  "pass fsdp='full_shard' (or another strategy) to shard, or remove fsdp_config")
+            _fail(
+                "fsdp_config",
+                args.fsdp_config,
+                "empty while fsdp is off",
+                "pass fsdp='full_shard' (or another strategy) to shard, or remove fsdp_config",
+            )
         args.fsdp, args.fsdp_config = [], {}
         return
     args.fsdp, args.fsdp_config = options, _checked(args, options, config)
@@ -143,9 +187,19 @@ def _config(value: Any) -> dict[str, Any]:
         name = key[5:] if key.startswith("fsdp_") and key != "fsdp_version" else key
         name = "version" if name == "fsdp_version" else name
         if name not in KEYS:
-            _fail("fsdp_config", value, f"a dict with keys among {', '.join(KEYS)} (or fsdp_<key>)", f"remove {key!r}")
+            _fail(
+                "fsdp_config",
+                value,
+                f"a dict with keys among {', '.join(KEYS)} (or fsdp_<key>)",
+                f"remove {key!r}",
+            )
         if name in out:
-            _fail("fsdp_config", value, "a dict naming each key once", f"keep {name!r} or 'fsdp_{name}', not both")
+            _fail(
+                "fsdp_config",
+                value,
+                "a dict naming each key once",
+                f"keep {name!r} or 'fsdp_{name}', not both",
+            )
         out[name] = item
     return out
 
@@ -158,11 +212,15 @@ def _checked(args: TrainingArguments, options: list[str], config: dict[str, Any]
         )
     for name in ("xla", "xla_fsdp_grad_ckpt"):
         if _as_bool(f"fsdp_config[{name!r}]", config.pop(name, False)):
-            raise ValueError(f"fsdp_config[{name!r}]=True is not supported: this trainer does not run on TPUs "
-                             "(PyTorch/XLA); remove the key.")
+            raise ValueError(
+                f"fsdp_config[{name!r}]=True is not supported: this trainer does not run on TPUs "
+                "(PyTorch/XLA); remove the key."
+            )
     if config.pop("xla_fsdp_settings", None):
-        raise ValueError("fsdp_config['xla_fsdp_settings'] is not supported: this trainer does not run on TPUs "
-                         "(PyTorch/XLA); remove the key.")
+        raise ValueError(
+            "fsdp_config['xla_fsdp_settings'] is not supported: this trainer does not run on TPUs "
+            "(PyTorch/XLA); remove the key."
+        )
     version = config.get("version", 2)
     if isinstance(version, str) and version.strip().isdigit():
         version = int(version)
@@ -183,24 +241,39 @@ def _checked(args: TrainingArguments, options: list[str], config: dict[str, Any]
     layers = config.get("transformer_layer_cls_to_wrap")
     if isinstance(layers, str):
         layers = [name.strip() for name in layers.split(",") if name.strip()]
-    if layers is not None and (not isinstance(layers, list | tuple) or not layers
-                               or not all(isinstance(n, str) and n for n in layers)):
-        _fail("fsdp_config['transformer_layer_cls_to_wrap']", layers, "a non-empty list of class names",
-              "pass e.g. ['BertLayer']")
+    if layers is not None and (
+        not isinstance(layers, list | tuple)
+        or not layers
+        or not all(isinstance(n, str) and n for n in layers)
+    ):
+        _fail(
+            "fsdp_config['transformer_layer_cls_to_wrap']",
+            layers,
+            "a non-empty list of class names",
+            "pass e.g. ['BertLayer']",
+        )
     if min_params and layers:
         raise ValueError(
             f"fsdp_config sets both min_num_params={min_params} and transformer_layer_cls_to_wrap={list(layers)}: "
             "they are two wrapping policies; keep one."
         )
     if (min_params or layers) and "auto_wrap" not in options:
-        what = f"min_num_params={min_params}" if min_params else f"transformer_layer_cls_to_wrap={list(layers or [])}"
-        raise ValueError(f"fsdp_config {what} only applies with fsdp option 'auto_wrap', got fsdp={options!r}; add "
-                         "'auto_wrap' to fsdp, or remove the key.")
+        what = (
+            f"min_num_params={min_params}"
+            if min_params
+            else f"transformer_layer_cls_to_wrap={list(layers or [])}"
+        )
+        raise ValueError(
+            f"fsdp_config {what} only applies with fsdp option 'auto_wrap', got fsdp={options!r}; add "
+            "'auto_wrap' to fsdp, or remove the key."
+        )
     if "auto_wrap" in options:
         if min_params:
             out["min_num_params"] = min_params
         else:
-            out["transformer_layer_cls_to_wrap"] = list(layers) if layers else None  # None: model._no_split_modules
+            out["transformer_layer_cls_to_wrap"] = (
+                list(layers) if layers else None
+            )  # None: model._no_split_modules
     strategy = next(o for o in options if o in STRATEGIES)
     if "offload" in options:
         if cpu:
@@ -209,32 +282,57 @@ def _checked(args: TrainingArguments, options: list[str], config: dict[str, Any]
                 f"(fsdp={options!r}); remove 'offload'."
             )
         if strategy not in ("full_shard", "shard_grad_op"):
-            _fail("fsdp", options, "'offload' together with 'full_shard' or 'shard_grad_op'", "pick one of those")
+            _fail(
+                "fsdp",
+                options,
+                "'offload' together with 'full_shard' or 'shard_grad_op'",
+                "pick one of those",
+            )
     if version == 2 and strategy not in ("full_shard", "shard_grad_op"):
         raise ValueError(
             f"fsdp={options!r} with FSDP2 (fsdp_config version 2, the default): FSDP2 has no {strategy!r} strategy "
             "(no_shard is plain data parallelism; hybrid sharding needs a 2-D device mesh); pass 'full_shard' or "
             "'shard_grad_op', or fsdp_config={'version': 1} on GPUs."
         )
-    state_dict_type = str(config.get("state_dict_type", "FULL_STATE_DICT" if version == 1 else "SHARDED_STATE_DICT"))
+    state_dict_type = str(
+        config.get("state_dict_type", "FULL_STATE_DICT" if version == 1 else "SHARDED_STATE_DICT")
+    )
     if state_dict_type.upper() not in STATE_DICT_TYPES:
-        _fail("fsdp_config['state_dict_type']", config.get("state_dict_type"), f"one of {', '.join(STATE_DICT_TYPES)}",
-              "pass one of those (LOCAL_STATE_DICT checkpoints are not supported)")
+        _fail(
+            "fsdp_config['state_dict_type']",
+            config.get("state_dict_type"),
+            f"one of {', '.join(STATE_DICT_TYPES)}",
+            "pass one of those (LOCAL_STATE_DICT checkpoints are not supported)",
+        )
     out["state_dict_type"] = state_dict_type.upper()
     if version == 1:
         prefetch = config.get("backward_prefetch")
         if isinstance(prefetch, str) and prefetch.strip().lower() == "no_prefetch":
             prefetch = None
-        if prefetch is not None and (not isinstance(prefetch, str) or prefetch.strip().lower() not in BACKWARD_PREFETCH):
-            _fail("fsdp_config['backward_prefetch']", prefetch, f"None or one of {', '.join(BACKWARD_PREFETCH)}",
-                  "pass one of those")
+        if prefetch is not None and (
+            not isinstance(prefetch, str) or prefetch.strip().lower() not in BACKWARD_PREFETCH
+        ):
+            _fail(
+                "fsdp_config['backward_prefetch']",
+                prefetch,
+                f"None or one of {', '.join(BACKWARD_PREFETCH)}",
+                "pass one of those",
+            )
         out["backward_prefetch"] = prefetch.strip().lower() if prefetch else None
-        for name, default in (("forward_prefetch", False), ("limit_all_gathers", False), ("use_orig_params", True)):
+        for name, default in (
+            ("forward_prefetch", False),
+            ("limit_all_gathers", False),
+            ("use_orig_params", True),
+        ):
             out[name] = config.get(name, default)
     else:
         for name, fsdp2 in _V1_ONLY.items():
             value = config.get(name, fsdp2)
-            if name == "backward_prefetch" and isinstance(value, str) and value.strip().lower() == "no_prefetch":
+            if (
+                name == "backward_prefetch"
+                and isinstance(value, str)
+                and value.strip().lower() == "no_prefetch"
+            ):
                 value = None
             if value != fsdp2:
                 raise ValueError(
@@ -245,8 +343,10 @@ def _checked(args: TrainingArguments, options: list[str], config: dict[str, Any]
     out["sync_module_states"] = config.get("sync_module_states", True)
     out["cpu_ram_efficient_loading"] = config.get("cpu_ram_efficient_loading", False)
     if version == 1 and out["cpu_ram_efficient_loading"] and not out["sync_module_states"]:
-        raise ValueError("fsdp_config cpu_ram_efficient_loading=True needs sync_module_states=True (the other "
-                         "processes start from empty weights); pass sync_module_states=True.")
+        raise ValueError(
+            "fsdp_config cpu_ram_efficient_loading=True needs sync_module_states=True (the other "
+            "processes start from empty weights); pass sync_module_states=True."
+        )
     out["activation_checkpointing"] = config.get("activation_checkpointing", False)
     if out["activation_checkpointing"] and "auto_wrap" not in options:
         raise ValueError(
@@ -280,7 +380,9 @@ def launcher_config() -> tuple[list[str], dict[str, Any]] | None:
     if version == 1:
         strategy = env.get("FSDP_SHARDING_STRATEGY", "FULL_SHARD").strip()
         if strategy.isdigit():
-            strategy = ("FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD", "HYBRID_SHARD_ZERO2")[int(strategy) - 1]
+            strategy = ("FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD", "HYBRID_SHARD_ZERO2")[
+                int(strategy) - 1
+            ]
         options.append(strategy.lower())
         prefetch = env.get("FSDP_BACKWARD_PREFETCH")
         if prefetch:
@@ -291,7 +393,9 @@ def launcher_config() -> tuple[list[str], dict[str, Any]] | None:
     else:
         reshard = env.get("FSDP_RESHARD_AFTER_FORWARD", "true").strip().lower()
         options.append("full_shard" if reshard in ("true", "1", "yes", "full_shard") else "shard_grad_op")
-        config["sync_module_states"] = False  # accelerate's FSDP2 broadcasts only with cpu_ram_efficient_loading
+        config["sync_module_states"] = (
+            False  # accelerate's FSDP2 broadcasts only with cpu_ram_efficient_loading
+        )
     if flag("OFFLOAD_PARAMS"):
         options.append("offload")
     policy = env.get("FSDP_AUTO_WRAP_POLICY", "NO_WRAP").strip().upper()
@@ -335,22 +439,29 @@ def plugin(args: TrainingArguments) -> Any:
     }
     if version == 1:
         kwargs.update(
-            sharding_strategy=strategy.upper(), backward_prefetch=config["backward_prefetch"] or "NO_PREFETCH",
-            forward_prefetch=config["forward_prefetch"], limit_all_gathers=config["limit_all_gathers"],
-            use_orig_params=config["use_orig_params"], sync_module_states=config["sync_module_states"],
+            sharding_strategy=strategy.upper(),
+            backward_prefetch=config["backward_prefetch"] or "NO_PREFETCH",
+            forward_prefetch=config["forward_prefetch"],
+            limit_all_gathers=config["limit_all_gathers"],
+            use_orig_params=config["use_orig_params"],
+            sync_module_states=config["sync_module_states"],
             cpu_ram_efficient_loading=config["cpu_ram_efficient_loading"],
         )
     else:
         kwargs["reshard_after_forward"] = strategy == "full_shard"
         # FSDP2 has no sync_module_states: accelerate broadcasts the main process's weights when preparing the
         # model only with cpu_ram_efficient_loading, so that is how either setting takes effect.
-        kwargs["cpu_ram_efficient_loading"] = config["sync_module_states"] or config["cpu_ram_efficient_loading"]
+        kwargs["cpu_ram_efficient_loading"] = (
+            config["sync_module_states"] or config["cpu_ram_efficient_loading"]
+        )
     if "auto_wrap" in options:
         if "min_num_params" in config:
             kwargs.update(auto_wrap_policy="size_based_wrap", min_num_params=config["min_num_params"])
         else:
-            kwargs.update(auto_wrap_policy="transformer_based_wrap",
-                          transformer_cls_names_to_wrap=config["transformer_layer_cls_to_wrap"])
+            kwargs.update(
+                auto_wrap_policy="transformer_based_wrap",
+                transformer_cls_names_to_wrap=config["transformer_layer_cls_to_wrap"],
+            )
     else:
         kwargs["auto_wrap_policy"] = "no_wrap"
     made = FullyShardedDataParallelPlugin(**kwargs)
@@ -455,11 +566,17 @@ def check_model(trainer: Trainer) -> None:
     if "auto_wrap" not in cast(list, trainer.args.fsdp) or "min_num_params" in config:
         return
     model = trainer.model
-    names = config.get("transformer_layer_cls_to_wrap") or list(getattr(model, "_no_split_modules", None) or [])
+    names = config.get("transformer_layer_cls_to_wrap") or list(
+        getattr(model, "_no_split_modules", None) or []
+    )
     present = {type(m).__name__ for m in model.modules()}
     missing = [name for name in names if name not in present]
     if not names or missing:
-        what = f"names {missing}, which are not" if missing else "no layer classes and the model has no _no_split_modules"
+        what = (
+            f"names {missing}, which are not"
+            if missing
+            else "no layer classes and the model has no _no_split_modules"
+        )
         raise ValueError(
             f"fsdp option 'auto_wrap' wraps the layer classes of fsdp_config['transformer_layer_cls_to_wrap'], which "
             f"{what} among the model's modules ({', '.join(sorted(present))}); pass class names from that list, or "
@@ -507,8 +624,10 @@ def _local(state: Mapping[str, Any]) -> dict[str, Any]:
     """A (nested) state dict with each DTensor replaced by this process's shard of it."""
     from torch.distributed.tensor import DTensor
 
-    return {k: _local(v) if isinstance(v, Mapping) else v.to_local() if isinstance(v, DTensor) else v
-            for k, v in state.items()}
+    return {
+        k: _local(v) if isinstance(v, Mapping) else v.to_local() if isinstance(v, DTensor) else v
+        for k, v in state.items()
+    }
 
 
 def _like(template: Mapping[str, Any], local: Mapping[str, Any], where: str) -> dict[str, Any]:
@@ -522,8 +641,14 @@ def _like(template: Mapping[str, Any], local: Mapping[str, Any], where: str) -> 
         if isinstance(v, Mapping):
             out[k] = _like(v, local[k], where)
         elif isinstance(v, DTensor):
-            out[k] = DTensor.from_local(local[k].to(v.device), v.device_mesh, v.placements, run_check=False,
-                                        shape=v.shape, stride=v.stride())
+            out[k] = DTensor.from_local(
+                local[k].to(v.device),
+                v.device_mesh,
+                v.placements,
+                run_check=False,
+                shape=v.shape,
+                stride=v.stride(),
+            )
         else:
             out[k] = local[k]
     return out
@@ -536,7 +661,9 @@ def is_sharded_model(model: Any) -> bool:
     return isinstance(model, FSDPModule | FullyShardedDataParallel)
 
 
-def save(trainer: Trainer, model: nn.Module, folder: str) -> tuple[dict[str, Any], dict[str, Any] | None] | None:
+def save(
+    trainer: Trainer, model: nn.Module, folder: str
+) -> tuple[dict[str, Any], dict[str, Any] | None] | None:
     """Every process: write this process's shards into ``folder`` (SHARDED_STATE_DICT) and return None, or return
     the gathered model and optimizer state (FULL_STATE_DICT; empty except on the main process) for it to write."""
     import torch
@@ -547,22 +674,30 @@ def save(trainer: Trainer, model: nn.Module, folder: str) -> tuple[dict[str, Any
     resharded(model)
     with_optimizer = not trainer.args.save_only_model
     if not sharded(trainer):
-        optimizer = (get_optimizer_state_dict(model, trainer.optimizer, options=_options_of(True))
-                     if with_optimizer else None)
+        optimizer = (
+            get_optimizer_state_dict(model, trainer.optimizer, options=_options_of(True))
+            if with_optimizer
+            else None
+        )
         return full_model_state(model), optimizer
     from safetensors.torch import save_file
 
     rank = accelerator.process_index
     weights = _local(get_model_state_dict(model, options=_options_of(False)))
-    save_file({k: v.contiguous() for k, v in weights.items()}, os.path.join(folder, MODEL_SHARD.format(rank=rank)),
-              metadata={"format": "pt", "world_size": str(accelerator.num_processes)})
+    save_file(
+        {k: v.contiguous() for k, v in weights.items()},
+        os.path.join(folder, MODEL_SHARD.format(rank=rank)),
+        metadata={"format": "pt", "world_size": str(accelerator.num_processes)},
+    )
     if with_optimizer:
         state = _local(get_optimizer_state_dict(model, trainer.optimizer, options=_options_of(False)))
         torch.save(state, os.path.join(folder, OPTIMIZER_SHARD.format(rank=rank)))
     return None
 
 
-def load_model(trainer: Trainer, model: nn.Module, folder: str, read_full: Callable[[str], dict[str, Any]]) -> None:
+def load_model(
+    trainer: Trainer, model: nn.Module, folder: str, read_full: Callable[[str], dict[str, Any]]
+) -> None:
     """Every process: load a checkpoint's model state into the prepared (sharded) ``model``; ``read_full`` reads
     a FULL_STATE_DICT checkpoint's weights (on the main process, which sends them to the others)."""
     from torch.distributed.checkpoint.state_dict import get_model_state_dict, set_model_state_dict
@@ -581,8 +716,13 @@ def load_model(trainer: Trainer, model: nn.Module, folder: str, read_full: Calla
     set_model_state_dict(model, weights, options=_options_of(True, broadcast_from_rank0=True))
 
 
-def load(trainer: Trainer, model: nn.Module, folder: str, read_full: Callable[[str], dict[str, Any]],
-         optimizer_file: str) -> bool:
+def load(
+    trainer: Trainer,
+    model: nn.Module,
+    folder: str,
+    read_full: Callable[[str], dict[str, Any]],
+    optimizer_file: str,
+) -> bool:
     """Every process: resume ``model`` and the optimizer from ``folder`` (FULL_STATE_DICT: the main process reads
     ``optimizer_file`` there); False when the checkpoint holds no optimizer state."""
     import torch
@@ -603,7 +743,9 @@ def load(trainer: Trainer, model: nn.Module, folder: str, read_full: Callable[[s
     if not os.path.isfile(path):
         return False
     state = torch.load(path, weights_only=True, map_location="cpu") if accelerator.is_main_process else {}
-    set_optimizer_state_dict(model, trainer.optimizer, state, options=_options_of(True, broadcast_from_rank0=True))
+    set_optimizer_state_dict(
+        model, trainer.optimizer, state, options=_options_of(True, broadcast_from_rank0=True)
+    )
     return True
 
 

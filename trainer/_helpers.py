@@ -36,7 +36,9 @@ class TrainerHelpers:
         return args.train_batch_size * args.gradient_accumulation_steps * args.world_size
 
     @staticmethod
-    def get_optimizer_cls_and_kwargs(args: TrainingArguments, model: nn.Module | None = None) -> tuple[Any, dict]:
+    def get_optimizer_cls_and_kwargs(
+        args: TrainingArguments, model: nn.Module | None = None
+    ) -> tuple[Any, dict]:
         """The optimizer class ``args.optim`` names and its keyword arguments besides the parameters (the learning
         rate, the Adam settings, ``optim_args``): what `create_optimizer` builds."""
         return optimizer_cls_and_kwargs(args)
@@ -85,9 +87,18 @@ class TrainerHelpers:
         a card already there are kept. Written offline: nothing is looked up on the Hub (see README, differences)."""
         from . import _model_card
 
-        _model_card.write(self, language=language, license=license, tags=tags, model_name=model_name,  # type: ignore[arg-type]
-                          finetuned_from=finetuned_from, tasks=tasks, dataset_tags=dataset_tags, dataset=dataset,
-                          dataset_args=dataset_args)
+        _model_card.write(
+            self,
+            language=language,
+            license=license,
+            tags=tags,
+            model_name=model_name,  # type: ignore[arg-type]
+            finetuned_from=finetuned_from,
+            tasks=tasks,
+            dataset_tags=dataset_tags,
+            dataset=dataset,
+            dataset_args=dataset_args,
+        )
 
     def num_tokens(self, train_dl: Any, max_steps: int | None = None) -> int:
         """Tokens in ``train_dl``: the elements of each batch's main input (``input_ids``, or the model's
@@ -99,8 +110,10 @@ class TrainerHelpers:
         for batch in train_dl:
             if not (isinstance(batch, Mapping) and name in batch):
                 keys = list(batch) if isinstance(batch, Mapping) else type(batch).__name__
-                raise ValueError(f"num_tokens counts the elements of each batch's {name!r}, but a batch holds {keys}; "
-                                 "count your own tokens (or set the model's main_input_name).")
+                raise ValueError(
+                    f"num_tokens counts the elements of each batch's {name!r}, but a batch holds {keys}; "
+                    "count your own tokens (or set the model's main_input_name)."
+                )
             tokens = int(batch[name].numel())
             if max_steps is not None:
                 return tokens * max_steps
@@ -134,7 +147,9 @@ class TrainerHelpers:
         of it holds a ``hf_device_map`` of several entries (loaded with a ``device_map``), nor when FSDP or DeepSpeed
         place its shards. Read-only: the placement follows from the model and the arguments."""
         model = getattr(self, "model", None)
-        mapped = model is not None and any(len(getattr(m, "hf_device_map", None) or ()) > 1 for m in model.modules())
+        mapped = model is not None and any(
+            len(getattr(m, "hf_device_map", None) or ()) > 1 for m in model.modules()
+        )
         return not (mapped or bool(self.args.fsdp) or self.args.deepspeed is not None)
 
     def _check_placement(self) -> None:
@@ -162,6 +177,8 @@ class TrainerHelpers:
         model enters itself, so nothing is entered here (as in transformers without its legacy amp paths)."""
         return self.autocast_smart_context_manager()
 
-    def autocast_smart_context_manager(self, cache_enabled: bool | None = True) -> contextlib.AbstractContextManager[Any]:
+    def autocast_smart_context_manager(
+        self, cache_enabled: bool | None = True
+    ) -> contextlib.AbstractContextManager[Any]:
         """See `compute_loss_context_manager`: a context that changes nothing."""
         return contextlib.nullcontext()

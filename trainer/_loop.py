@@ -115,7 +115,9 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
         model, optimizer = accelerator.prepare(trainer._wrap_model(trainer.model), trainer.optimizer)
         step_optimizer = direct_optimizer(accelerator, optimizer)
         # Where accelerate's wrappers only forward (see direct_optimizer), clip with torch directly too.
-        clip = torch.nn.utils.clip_grad_norm_ if step_optimizer is not optimizer else accelerator.clip_grad_norm_
+        clip = (
+            torch.nn.utils.clip_grad_norm_ if step_optimizer is not optimizer else accelerator.clip_grad_norm_
+        )
     # Single process with nothing for accelerate to do (see accelerate_only_forwards): backward without
     # accelerate's wrapper, and, when the train loader is a plain one (ours is, then), the loop decides gradient
     # synchronization itself instead of entering accelerator.accumulate() per micro-batch. Several processes,
@@ -182,7 +184,9 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
 
     trainer.control = trainer.callback_handler.on_train_begin(args, trainer.state, trainer.control)
     if args.eval_on_start and trainer.state.global_step == 0:
-        trainer._evaluate(trial, trainer._ignore_keys_for_eval, skip_scheduler=True)  # as transformers' eval_on_start
+        trainer._evaluate(
+            trial, trainer._ignore_keys_for_eval, skip_scheduler=True
+        )  # as transformers' eval_on_start
     tr_loss = torch.zeros((), device=accelerator.device)
     loss_sum = 0.0  # the finite step losses not yet added to tr_loss (see the step)
     trainer._total_loss_scalar = 0.0
@@ -234,11 +238,15 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
                 restore_rng_at_first_batch = False
             total_batched_samples += 1
             if count_tokens:
-                tokens = input_tokens(trainer, inputs[0] if flagged else inputs, args.include_num_input_tokens_seen)
+                tokens = input_tokens(
+                    trainer, inputs[0] if flagged else inputs, args.include_num_input_tokens_seen
+                )
                 tokens_this_run += tokens
                 if args.include_num_input_tokens_seen != "no":
                     trainer.state.num_input_tokens_seen += tokens
-            trainer.state.total_flos += trainer.floating_point_ops(inputs[0] if flagged else inputs) * num_processes
+            trainer.state.total_flos += (
+                trainer.floating_point_ops(inputs[0] if flagged else inputs) * num_processes
+            )
             if not step_started:
                 # Step events that no callback overrides are not dispatched (see step_listeners); which those are
                 # is asked again after any callback ran and after the training step, which may add callbacks.
@@ -271,8 +279,11 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
             if modal_optimizer:
                 to_train()  # schedule-free: the training weights (an evaluation switched to eval)
             with context:
-                loss_step = (trainer.training_step(model, inputs, num_items) if step_takes_items
-                             else trainer.training_step(model, inputs))
+                loss_step = (
+                    trainer.training_step(model, inputs, num_items)
+                    if step_takes_items
+                    else trainer.training_step(model, inputs)
+                )
                 if args.logging_nan_inf_filter:
                     # The value is read for the check anyway (math.isfinite: torch.isfinite's test on this scalar,
                     # without a kernel), so it is summed as a Python float, without an add kernel per step;
@@ -283,7 +294,9 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
                     else:
                         # Count a NaN/inf step as the running mean so one bad batch does not poison the log.
                         tr_loss, loss_sum = tr_loss + loss_sum, 0.0
-                        tr_loss = tr_loss + tr_loss / (1 + trainer.state.global_step - trainer._globalstep_last_logged)
+                        tr_loss = tr_loss + tr_loss / (
+                            1 + trainer.state.global_step - trainer._globalstep_last_logged
+                        )
                 else:
                     tr_loss = tr_loss + loss_step
                 listening = handler.step_listeners()
@@ -304,13 +317,23 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
                     step_optimizer.zero_grad(set_to_none=True)
                     trainer.state.global_step += 1
                     trainer.state.epoch = epoch + (step + 1 + skipped) / steps_in_epoch
-                    if args.torch_empty_cache_steps and trainer.state.global_step % args.torch_empty_cache_steps == 0:
+                    if (
+                        args.torch_empty_cache_steps
+                        and trainer.state.global_step % args.torch_empty_cache_steps == 0
+                    ):
                         clear_device_cache()
                     control = trainer.control = handler.on_step_end(args, trainer.state, trainer.control)
                     if control.should_log or control.should_evaluate or control.should_save:
                         tr_loss, loss_sum = tr_loss + loss_sum, 0.0
-                        trainer._maybe_log_save_evaluate(tr_loss, trainer._grad_norm, model, trial, epoch,
-                                                         trainer._ignore_keys_for_eval, start_time)
+                        trainer._maybe_log_save_evaluate(
+                            tr_loss,
+                            trainer._grad_norm,
+                            model,
+                            trial,
+                            epoch,
+                            trainer._ignore_keys_for_eval,
+                            start_time,
+                        )
                     step_started = False
                 elif "on_substep_end" in listening:
                     trainer.control = handler.on_substep_end(args, trainer.state, trainer.control)
@@ -322,8 +345,9 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
             trainer.control.should_training_stop = True
         trainer.control = trainer.callback_handler.on_epoch_end(args, trainer.state, trainer.control)
         tr_loss, loss_sum = tr_loss + loss_sum, 0.0
-        trainer._maybe_log_save_evaluate(tr_loss, trainer._grad_norm, model, trial, epoch, trainer._ignore_keys_for_eval,
-                                         start_time)
+        trainer._maybe_log_save_evaluate(
+            tr_loss, trainer._grad_norm, model, trial, epoch, trainer._ignore_keys_for_eval, start_time
+        )
         if trainer.control.should_training_stop:
             break
 
@@ -342,7 +366,9 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
     trainer._memory_tracker.stop_and_update_metrics("train", metrics)
     if neftune is not None:
         neftune.remove()
-    metrics.update(getattr(trainer, "_init_mem_metrics", None) or {})  # the init_ stage, as transformers reports it
+    metrics.update(
+        getattr(trainer, "_init_mem_metrics", None) or {}
+    )  # the init_ stage, as transformers reports it
     trainer._init_mem_metrics = {}
     trainer.log(metrics)
     if debug_hook is not None:
@@ -356,18 +382,38 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
 
 
 def restore_state(trainer: Trainer, saved: TrainerState, max_steps: int) -> None:
-    keep = {"max_steps", "num_train_epochs", "train_batch_size", "is_hyper_param_search", "trial_name", "trial_params",
-            "is_local_process_zero", "is_world_process_zero", "logging_steps", "eval_steps", "save_steps"}
+    keep = {
+        "max_steps",
+        "num_train_epochs",
+        "train_batch_size",
+        "is_hyper_param_search",
+        "trial_name",
+        "trial_params",
+        "is_local_process_zero",
+        "is_world_process_zero",
+        "logging_steps",
+        "eval_steps",
+        "save_steps",
+    }
     for field_name in (
-        "epoch", "global_step", "num_input_tokens_seen", "total_flos", "log_history", "best_metric",
-        "best_global_step", "best_model_checkpoint", "stateful_callbacks",
+        "epoch",
+        "global_step",
+        "num_input_tokens_seen",
+        "total_flos",
+        "log_history",
+        "best_metric",
+        "best_global_step",
+        "best_model_checkpoint",
+        "stateful_callbacks",
     ):
         if field_name not in keep:
             setattr(trainer.state, field_name, copy.deepcopy(getattr(saved, field_name)))
     trainer._resumed_step = saved.global_step
     if saved.global_step > max_steps:
         logger.warning(
-            "The checkpoint is at step %d, past max_steps=%d; training will stop at once.", saved.global_step, max_steps
+            "The checkpoint is at step %d, past max_steps=%d; training will stop at once.",
+            saved.global_step,
+            max_steps,
         )
 
 
@@ -382,7 +428,11 @@ def restore_callback_states(trainer: Trainer, states: Mapping[str, Any]) -> list
         if name == "TrainerControl":
             continue
         saved_list = saved if isinstance(saved, list) else [saved]
-        same = [i for i, cb in enumerate(callbacks) if isinstance(cb, ExportableState) and type(cb).__name__ == name]
+        same = [
+            i
+            for i, cb in enumerate(callbacks)
+            if isinstance(cb, ExportableState) and type(cb).__name__ == name
+        ]
         if not same:
             missing.append(name)
             continue
@@ -399,8 +449,12 @@ def warn_if_arguments_differ(trainer: Trainer, saved: TrainerState) -> None:
     state = trainer.state
     differ = [
         f"{label}: {getattr(state, name)} (from args) != {getattr(saved, name)} (from trainer_state.json)"
-        for name, label in (("logging_steps", "logging_steps"), ("eval_steps", "eval_steps"),
-                            ("save_steps", "save_steps"), ("train_batch_size", "per_device_train_batch_size"))
+        for name, label in (
+            ("logging_steps", "logging_steps"),
+            ("eval_steps", "eval_steps"),
+            ("save_steps", "save_steps"),
+            ("train_batch_size", "per_device_train_batch_size"),
+        )
         if getattr(saved, name) is not None and getattr(state, name) != getattr(saved, name)
     ]
     if differ:  # transformers' wording, which its tests read
@@ -411,8 +465,14 @@ def warn_if_arguments_differ(trainer: Trainer, saved: TrainerState) -> None:
 
 
 def log_save_evaluate(
-    trainer: Trainer, tr_loss: torch.Tensor, grad_norm: Any, model: nn.Module, trial: Any,
-    ignore_keys: list[str] | None, start_time: float | None, learning_rate: float | None,
+    trainer: Trainer,
+    tr_loss: torch.Tensor,
+    grad_norm: Any,
+    model: nn.Module,
+    trial: Any,
+    ignore_keys: list[str] | None,
+    start_time: float | None,
+    learning_rate: float | None,
 ) -> None:
     """transformers' ``_maybe_log_save_evaluate``: log the mean loss since the last log (``tr_loss`` is reset in
     place), evaluate, save, as `control` asks."""
@@ -440,7 +500,9 @@ def log_save_evaluate(
     trainer._step_metrics = None
 
 
-def evaluate_and_step_plateau(trainer: Trainer, ignore_keys: list[str] | None, skip_scheduler: bool) -> dict[str, float]:
+def evaluate_and_step_plateau(
+    trainer: Trainer, ignore_keys: list[str] | None, skip_scheduler: bool
+) -> dict[str, float]:
     metrics = evaluate_during_training(trainer, ignore_keys)
     if not skip_scheduler and isinstance(trainer.lr_scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
         name = trainer.args.metric_for_best_model or "loss"
@@ -472,7 +534,11 @@ def track_best(trainer: Trainer, metrics: Mapping[str, float]) -> None:
         is_new_best = update_best_metric(trainer, metrics)
         if is_new_best and trainer.args.save_strategy == SaveStrategy.BEST:
             trainer.control.should_save = True
-        elif is_new_best and trainer._last_saved_step == trainer.state.global_step and not trainer.control.should_save:
+        elif (
+            is_new_best
+            and trainer._last_saved_step == trainer.state.global_step
+            and not trainer.control.should_save
+        ):
             # This step was saved before this evaluation (saving by steps, evaluating by epoch): that checkpoint
             # holds these weights, so it is the best one (as transformers points at it).
             trainer.state.best_model_checkpoint = os.path.join(
@@ -549,7 +615,9 @@ def wrapper_only_forwards(accelerator: Any) -> bool:
 
 
 def extract_loss(outputs: Any) -> torch.Tensor | None:
-    if type(outputs) is dict or isinstance(outputs, Mapping):  # a dict first: Mapping's ABC check is a Python call
+    if type(outputs) is dict or isinstance(
+        outputs, Mapping
+    ):  # a dict first: Mapping's ABC check is a Python call
         return outputs.get("loss")
     if isinstance(outputs, list | tuple):
         return outputs[0] if outputs and isinstance(outputs[0], torch.Tensor) else None
@@ -559,7 +627,12 @@ def extract_loss(outputs: Any) -> torch.Tensor | None:
 
 
 def input_tokens(
-    trainer: Trainer, inputs: Any, how: bool | str, gather: bool = True, warn: bool = True, name: str | None = None
+    trainer: Trainer,
+    inputs: Any,
+    how: bool | str,
+    gather: bool = True,
+    warn: bool = True,
+    name: str | None = None,
 ) -> int:
     """Tokens in a batch, summed over the processes: the elements of the model's main input (``input_ids``
     unless the model names another ``main_input_name``; ``name`` when the caller looked it up already); with
@@ -575,7 +648,8 @@ def input_tokens(
         if warn and not trainer._warned_no_tokens:
             logger.warning(
                 "Counting input tokens needs the model's main input %r in the batch, which has none; counting "
-                "examples instead (set the model's main_input_name to the batch key that holds the tokens).", name
+                "examples instead (set the model's main_input_name to the batch key that holds the tokens).",
+                name,
             )
             trainer._warned_no_tokens = True
         count = batch_size_of(inputs)

@@ -53,7 +53,9 @@ def loss_shifts_labels(model: nn.Module) -> bool:
     position 0 of each row is no target and the token count leaves it out. Read from the loss the model computes
     (``model.loss_function``); transformers' Trainer reads ``model.loss_type`` and so misses causal LMs whose config
     names none, which then fall back to ``ForCausalLMLoss`` (see README, differences)."""
-    if not _is_transformers_model(model) or getattr(getattr(model, "config", None), "is_encoder_decoder", False):
+    if not _is_transformers_model(model) or getattr(
+        getattr(model, "config", None), "is_encoder_decoder", False
+    ):
         return False
     from transformers.loss.loss_utils import ForCausalLMLoss
 
@@ -97,7 +99,9 @@ def smoothed_cross_entropy(
     flat_logits = logits.reshape(-1, logits.shape[-1]).float()
     flat_labels = labels.reshape(-1).long()
     if num_items_in_batch is None:
-        return nn.functional.cross_entropy(flat_logits, flat_labels, ignore_index=IGNORE_INDEX, label_smoothing=epsilon)
+        return nn.functional.cross_entropy(
+            flat_logits, flat_labels, ignore_index=IGNORE_INDEX, label_smoothing=epsilon
+        )
     total = nn.functional.cross_entropy(
         flat_logits, flat_labels, ignore_index=IGNORE_INDEX, label_smoothing=epsilon, reduction="sum"
     )

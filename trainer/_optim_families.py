@@ -18,43 +18,68 @@ if TYPE_CHECKING:
     from ._training_args import TrainingArguments
 
 __all__ = [
-    "BNB", "FAMILIES", "GALORE", "NEEDS_CUDA", "REFUSED", "SCHEDULE_FREE", "check_optim", "family_cls_and_kwargs", "galore_groups",
+    "BNB",
+    "FAMILIES",
+    "GALORE",
+    "NEEDS_CUDA",
+    "REFUSED",
+    "SCHEDULE_FREE",
+    "check_optim",
+    "family_cls_and_kwargs",
+    "galore_groups",
     "own_options",
 ]
 
 # bitsandbytes (its CPU backend runs them here; "paged" memory only differs on a CUDA device).
 BNB = (
-    "adamw_bnb_8bit", "adamw_8bit", "paged_adamw_32bit", "paged_adamw_8bit", "lion_8bit", "lion_32bit",
-    "paged_lion_32bit", "paged_lion_8bit", "rmsprop_bnb", "rmsprop_bnb_8bit", "rmsprop_bnb_32bit", "ademamix",
-    "ademamix_8bit", "paged_ademamix_32bit", "paged_ademamix_8bit",
+    "adamw_bnb_8bit",
+    "adamw_8bit",
+    "paged_adamw_32bit",
+    "paged_adamw_8bit",
+    "lion_8bit",
+    "lion_32bit",
+    "paged_lion_32bit",
+    "paged_lion_8bit",
+    "rmsprop_bnb",
+    "rmsprop_bnb_8bit",
+    "rmsprop_bnb_32bit",
+    "ademamix",
+    "ademamix_8bit",
+    "paged_ademamix_32bit",
+    "paged_ademamix_8bit",
 )
 SCHEDULE_FREE = ("schedule_free_adamw", "schedule_free_sgd", "schedule_free_radam")
 GALORE = ("galore_adamw", "galore_adamw_8bit", "galore_adafactor")
 FAMILIES = BNB + SCHEDULE_FREE + GALORE
-_LIBRARY = {**dict.fromkeys(BNB, "bitsandbytes"), **dict.fromkeys(SCHEDULE_FREE, "schedulefree"),
-            **dict.fromkeys(GALORE, "galore_torch")}
+_LIBRARY = {
+    **dict.fromkeys(BNB, "bitsandbytes"),
+    **dict.fromkeys(SCHEDULE_FREE, "schedulefree"),
+    **dict.fromkeys(GALORE, "galore_torch"),
+}
 _PIP = {"bitsandbytes": "bitsandbytes", "schedulefree": "schedulefree", "galore_torch": "galore-torch"}
 
-_LAYERWISE = "steps each parameter inside its backward hook (no gradient accumulation, clipping or one optimizer " \
-             "step), which this loop does not run"
+_LAYERWISE = (
+    "steps each parameter inside its backward hook (no gradient accumulation, clipping or one optimizer "
+    "step), which this loop does not run"
+)
 REFUSED: dict[str, str] = {
     "adamw_anyprecision": "needs torchdistx's AnyPrecisionAdamW, and torchdistx has no release for this torch on "
-                          "PyPI; use 'adamw_torch' (with bf16=True for bf16 training)",
+    "PyPI; use 'adamw_torch' (with bf16=True for bf16 training)",
     "galore_adamw_layerwise": f"layer-wise GaLore {_LAYERWISE}; use 'galore_adamw'",
     "galore_adamw_8bit_layerwise": f"layer-wise GaLore {_LAYERWISE}; use 'galore_adamw_8bit'",
     "galore_adafactor_layerwise": f"layer-wise GaLore {_LAYERWISE}; use 'galore_adafactor'",
     "apollo_adamw": "needs apollo-torch (not installed; it is not on the package index this project installs from); "
-                    "use 'galore_adamw' for a low-rank optimizer",
+    "use 'galore_adamw' for a low-rank optimizer",
     "apollo_adamw_layerwise": f"needs apollo-torch, and layer-wise APOLLO {_LAYERWISE}",
     "lomo": "LOMO fuses the update into backward (its own training step, no optimizer.step); not supported by this "
-            "loop; use 'adamw_8bit' or 'galore_adamw' to save optimizer memory",
+    "loop; use 'adamw_8bit' or 'galore_adamw' to save optimizer memory",
     "adalomo": "AdaLomo fuses the update into backward (its own training step); not supported by this loop",
     "grokadamw": "needs grokadamw (not installed: `pip install grokadamw`), which this project does not ship",
     "stable_adamw": "needs torch-optimi (not installed: `pip install torch-optimi`), which this project does not ship",
     "adamw_torch_4bit": "needs torchao's low-bit optimizers (torchao is not installed, and they target CUDA); use "
-                        "'adamw_8bit' (bitsandbytes, runs on the CPU too)",
+    "'adamw_8bit' (bitsandbytes, runs on the CPU too)",
     "adamw_torch_8bit": "needs torchao's low-bit optimizers (torchao is not installed, and they target CUDA); use "
-                        "'adamw_8bit' (bitsandbytes, runs on the CPU too)",
+    "'adamw_8bit' (bitsandbytes, runs on the CPU too)",
     "adamw_torch_xla": "needs a TPU and torch_xla; use 'adamw_torch'",
     "adamw_torch_npu_fused": "needs an Ascend NPU and torch_npu; use 'adamw_torch'",
 }
@@ -62,7 +87,7 @@ REFUSED: dict[str, str] = {
 # Run from their libraries only on a CUDA GPU.
 NEEDS_CUDA: dict[str, str] = {
     "galore_adamw_8bit": "runs galore-torch's GaLoreAdamW8bit, whose projection step calls CUDA; use 'galore_adamw' on "
-                         "the CPU",
+    "the CPU",
 }
 
 
@@ -73,7 +98,9 @@ def check_optim(args: TrainingArguments) -> None:
     if optim in REFUSED:
         raise ValueError(f"optim={optim!r} is not supported: it {REFUSED[optim]}.")
     if optim in NEEDS_CUDA and not torch.cuda.is_available():
-        raise ValueError(f"optim={optim!r} is not supported here: it {NEEDS_CUDA[optim]}, and no CUDA GPU is visible.")
+        raise ValueError(
+            f"optim={optim!r} is not supported here: it {NEEDS_CUDA[optim]}, and no CUDA GPU is visible."
+        )
     library = _LIBRARY.get(optim)
     if library is not None and importlib.util.find_spec(library) is None:
         raise ImportError(
@@ -94,11 +121,15 @@ def check_optim(args: TrainingArguments) -> None:
         warnings.warn(
             "optim='adamw_hf' (transformers 4's own AdamW, removed in transformers 5) runs torch's AdamW: its eps is "
             "added to the bias-corrected second moment (transformers' added eps before the correction, so an eps "
-            "larger by 1/sqrt(1 - beta2^step) early on). Pass optim='adamw_torch'.", FutureWarning, stacklevel=3,
+            "larger by 1/sqrt(1 - beta2^step) early on). Pass optim='adamw_torch'.",
+            FutureWarning,
+            stacklevel=3,
         )
 
 
-def family_cls_and_kwargs(optim: str, args: TrainingArguments, adam: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+def family_cls_and_kwargs(
+    optim: str, args: TrainingArguments, adam: dict[str, Any]
+) -> tuple[Any, dict[str, Any]]:
     """The class and keyword arguments (besides lr and optim_args) of a bitsandbytes, schedule-free or GaLore
     optimizer, as transformers' Trainer builds them. ``adam``: the betas and eps of the Adam settings."""
     if optim in BNB:
@@ -114,8 +145,11 @@ def family_cls_and_kwargs(optim: str, args: TrainingArguments, adam: dict[str, A
         return schedulefree.RAdamScheduleFree, {**kwargs, **adam}
     import galore_torch
 
-    classes = {"galore_adamw": galore_torch.GaLoreAdamW, "galore_adamw_8bit": galore_torch.GaLoreAdamW8bit,
-               "galore_adafactor": galore_torch.GaLoreAdafactor}
+    classes = {
+        "galore_adamw": galore_torch.GaLoreAdamW,
+        "galore_adamw_8bit": galore_torch.GaLoreAdamW8bit,
+        "galore_adafactor": galore_torch.GaLoreAdafactor,
+    }
     if optim == "galore_adafactor":
         return classes[optim], {"scale_parameter": False, "relative_step": False}
     return classes[optim], dict(adam)
@@ -136,7 +170,12 @@ def _bnb(optim: str, args: TrainingArguments, adam: dict[str, Any]) -> tuple[Any
     return bnb.AdamW, {**kwargs, **adam}
 
 
-_GALORE_OPTIONS = {"rank": (int, 128), "update_proj_gap": (int, 200), "scale": (float, 0.25), "proj_type": (str, "std")}
+_GALORE_OPTIONS = {
+    "rank": (int, 128),
+    "update_proj_gap": (int, 200),
+    "scale": (float, 0.25),
+    "proj_type": (str, "std"),
+}
 
 
 def own_options(optim: str) -> tuple[str, ...]:
@@ -149,8 +188,11 @@ def galore_groups(model: nn.Module, args: TrainingArguments, options: dict[str, 
     update_proj_gap, scale and proj_type, taken out of ``options``) and every other trainable parameter."""
     targets = args.optim_target_modules
     galore = {key: kind(options.pop(key, default)) for key, (kind, default) in _GALORE_OPTIONS.items()}
-    names = {f"{name}.weight" for name, module in model.named_modules()
-             if isinstance(module, nn.Linear) and _targeted(name, targets)}
+    names = {
+        f"{name}.weight"
+        for name, module in model.named_modules()
+        if isinstance(module, nn.Linear) and _targeted(name, targets)
+    }
     if not names:
         raise ValueError(
             f"optim_target_modules={targets!r} matches no nn.Linear module of {type(model).__name__}; pass parts of "

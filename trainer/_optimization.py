@@ -364,13 +364,23 @@ def get_scheduler(
 # torch's public norm classes; their private bases (_BatchNorm, _InstanceNorm) also catch subclasses of them, and
 # are read with a fallback so that a torch which renames them still imports this module.
 _NORM_TYPES: tuple[type[torch.nn.Module], ...] = tuple(
-    cls for cls in (
-        torch.nn.LayerNorm, torch.nn.GroupNorm, torch.nn.LocalResponseNorm, getattr(torch.nn, "RMSNorm", None),
-        torch.nn.BatchNorm1d, torch.nn.BatchNorm2d, torch.nn.BatchNorm3d, torch.nn.SyncBatchNorm,
-        torch.nn.InstanceNorm1d, torch.nn.InstanceNorm2d, torch.nn.InstanceNorm3d,
+    cls
+    for cls in (
+        torch.nn.LayerNorm,
+        torch.nn.GroupNorm,
+        torch.nn.LocalResponseNorm,
+        getattr(torch.nn, "RMSNorm", None),
+        torch.nn.BatchNorm1d,
+        torch.nn.BatchNorm2d,
+        torch.nn.BatchNorm3d,
+        torch.nn.SyncBatchNorm,
+        torch.nn.InstanceNorm1d,
+        torch.nn.InstanceNorm2d,
+        torch.nn.InstanceNorm3d,
         getattr(torch.nn.modules.batchnorm, "_BatchNorm", None),
         getattr(torch.nn.modules.instancenorm, "_InstanceNorm", None),
-    ) if isinstance(cls, type)
+    )
+    if isinstance(cls, type)
 )
 
 
@@ -399,7 +409,10 @@ def get_parameter_names_without_decay(model: torch.nn.Module) -> list[str]:
 _OPTIMIZERS: dict[OptimizerNames, tuple[type[torch.optim.Optimizer], bool]] = {
     # name -> (class, takes adam_beta1/adam_beta2/adam_epsilon)
     OptimizerNames.ADAMW_TORCH: (torch.optim.AdamW, True),
-    OptimizerNames.ADAMW_HF: (torch.optim.AdamW, True),  # transformers 4's name; see _optim_families.check_optim
+    OptimizerNames.ADAMW_HF: (
+        torch.optim.AdamW,
+        True,
+    ),  # transformers 4's name; see _optim_families.check_optim
     OptimizerNames.ADAMW_TORCH_FUSED: (torch.optim.AdamW, True),
     OptimizerNames.ADAM: (torch.optim.Adam, True),
     OptimizerNames.SGD: (torch.optim.SGD, False),
@@ -427,7 +440,9 @@ _RESERVED_OPTIM_ARGS = {"params": None, "lr": "learning_rate", "weight_decay": "
 def _constructor_options(cls: Any) -> tuple[str, ...]:
     """The keyword options of an optimizer class (read once per class: inspect.signature is slow, and a search
     creates an optimizer per trial)."""
-    return tuple(n for n in inspect.signature(cls.__init__).parameters if n not in ("self", *_RESERVED_OPTIM_ARGS))
+    return tuple(
+        n for n in inspect.signature(cls.__init__).parameters if n not in ("self", *_RESERVED_OPTIM_ARGS)
+    )
 
 
 def optimizer_cls_and_kwargs(args: TrainingArguments) -> tuple[type[torch.optim.Optimizer], dict[str, Any]]:
@@ -501,7 +516,9 @@ def create_optimizer(
         {"params": [p for n, p in trainable if n in no_decay], "weight_decay": 0.0},
     ]
     if cls_and_kwargs is None and getattr(args.optim, "value", args.optim) in _families.GALORE:
-        groups = _families.galore_groups(model, args, options)  # the targeted layers' group carries GaLore's options
+        groups = _families.galore_groups(
+            model, args, options
+        )  # the targeted layers' group carries GaLore's options
     return cls(groups, **options)
 
 

@@ -55,7 +55,9 @@ def cpu_runs_fp16() -> bool:
         w = torch.randn(5, 4).to(half)
         y = F.gelu(F.linear(x, w, torch.zeros(5, dtype=half)))
         y = F.layer_norm(y, (5,)) + torch.tanh(y) + F.relu(y)
-        F.cross_entropy(F.softmax(y @ y.transpose(1, 2), dim=-1).flatten(0, 1), torch.zeros(6, dtype=torch.long))
+        F.cross_entropy(
+            F.softmax(y @ y.transpose(1, 2), dim=-1).flatten(0, 1), torch.zeros(6, dtype=torch.long)
+        )
         F.embedding(torch.tensor([0, 1]), w).sum()
     except (RuntimeError, NotImplementedError):
         return False
@@ -67,7 +69,11 @@ def training_device(args: TrainingArguments) -> str:
     ``accelerate launch --cpu`` (``ACCELERATE_USE_CPU``) means the CPU, as accelerate takes it."""
     from accelerate.utils import parse_flag_from_env
 
-    if args.use_cpu or parse_flag_from_env("ACCELERATE_USE_CPU") or not (torch.cuda.is_available() or mps_available()):
+    if (
+        args.use_cpu
+        or parse_flag_from_env("ACCELERATE_USE_CPU")
+        or not (torch.cuda.is_available() or mps_available())
+    ):
         return "cpu"
     return "cuda" if torch.cuda.is_available() else "mps"
 
@@ -79,11 +85,26 @@ def precision_of(args: TrainingArguments) -> str:
 def accelerator_key(args: TrainingArguments) -> tuple[Any, ...]:
     """What the accelerator depends on: a trainer whose key changed builds a new one."""
     data_seed = args.data_seed if args.data_seed is not None else args.seed
-    return (args.use_cpu, precision_of(args), args.gradient_accumulation_steps, data_seed,
-            args.dispatch_batches, args.split_batches, repr(sorted(cast(dict, args.accelerator_config).items())),
-            args.ddp_backend, args.ddp_timeout, args.ddp_find_unused_parameters, args.ddp_bucket_cap_mb,
-            args.ddp_broadcast_buffers, args.ddp_static_graph, args.tf32, args.torch_compile, args.torch_compile_backend,
-            args.torch_compile_mode, _fsdp.key(args))
+    return (
+        args.use_cpu,
+        precision_of(args),
+        args.gradient_accumulation_steps,
+        data_seed,
+        args.dispatch_batches,
+        args.split_batches,
+        repr(sorted(cast(dict, args.accelerator_config).items())),
+        args.ddp_backend,
+        args.ddp_timeout,
+        args.ddp_find_unused_parameters,
+        args.ddp_bucket_cap_mb,
+        args.ddp_broadcast_buffers,
+        args.ddp_static_graph,
+        args.tf32,
+        args.torch_compile,
+        args.torch_compile_backend,
+        args.torch_compile_mode,
+        _fsdp.key(args),
+    )
 
 
 def compile_backend_of(args: TrainingArguments) -> str:
@@ -131,7 +152,9 @@ def state_signature() -> Signature | None:
     shared = AcceleratorState._shared_state
     if not shared:
         return None
-    if "_mixed_precision" in shared:  # the shared dict is private: read it fast, through the state when it changes
+    if (
+        "_mixed_precision" in shared
+    ):  # the shared dict is private: read it fast, through the state when it changes
         precision, plugin = shared["_mixed_precision"], shared.get("dynamo_plugin")
     else:
         state = AcceleratorState()  # the same (borg) state, its public properties
@@ -184,8 +207,9 @@ def build_accelerator(args: TrainingArguments) -> Accelerator:
         return accelerator
 
 
-def _accelerator(args: TrainingArguments, precision: str, data_seed: int, config: dict[str, Any],
-                 fsdp_plugin: Any) -> Accelerator:
+def _accelerator(
+    args: TrainingArguments, precision: str, data_seed: int, config: dict[str, Any], fsdp_plugin: Any
+) -> Accelerator:
     from accelerate import Accelerator
     from accelerate.state import PartialState
     from accelerate.utils import DataLoaderConfiguration, InitProcessGroupKwargs
@@ -235,7 +259,9 @@ def _accumulation_plugin(steps: int) -> Any:
     """
     from accelerate.utils.environment import parse_choice_from_env
 
-    return _plugin_class()(num_steps=int(parse_choice_from_env("ACCELERATE_GRADIENT_ACCUMULATION_STEPS", steps)))
+    return _plugin_class()(
+        num_steps=int(parse_choice_from_env("ACCELERATE_GRADIENT_ACCUMULATION_STEPS", steps))
+    )
 
 
 @functools.cache

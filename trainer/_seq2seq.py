@@ -61,8 +61,12 @@ class Seq2SeqTrainingArguments(TrainingArguments):
                 _fail(name, value, "a positive integer or None", f"pass e.g. {name}=4")
         config = self.generation_config
         if config is not None and not isinstance(config, str) and type(config).__name__ != "GenerationConfig":
-            _fail("generation_config", config, "a transformers.GenerationConfig or a path to one",
-                  "pass GenerationConfig(...) or a local folder holding generation_config.json")
+            _fail(
+                "generation_config",
+                config,
+                "a transformers.GenerationConfig or a path to one",
+                "pass GenerationConfig(...) or a local folder holding generation_config.json",
+            )
 
     def to_dict(self) -> dict[str, Any]:
         out = super().to_dict()
@@ -94,8 +98,8 @@ class SortishSampler(Sampler[int]):
         rng.shuffle(order)
         batches: list[list[int]] = []
         for start in range(0, len(order), self.chunk):
-            chunk = sorted(order[start:start + self.chunk], key=lambda i: self.lengths[i], reverse=True)
-            batches.extend(chunk[i:i + self.batch_size] for i in range(0, len(chunk), self.batch_size))
+            chunk = sorted(order[start : start + self.chunk], key=lambda i: self.lengths[i], reverse=True)
+            batches.extend(chunk[i : i + self.batch_size] for i in range(0, len(chunk), self.batch_size))
         rng.shuffle(batches)
         return iter([i for batch in batches for i in batch])
 
@@ -119,10 +123,16 @@ class Seq2SeqTrainer(Trainer):
     def get_train_dataloader(self) -> DataLoader:
         args = self.args
         dataset = self.train_dataset
-        if not getattr(args, "sortish_sampler", False) or dataset is None or isinstance(dataset, IterableDataset):
+        if (
+            not getattr(args, "sortish_sampler", False)
+            or dataset is None
+            or isinstance(dataset, IterableDataset)
+        ):
             return super().get_train_dataloader()
         if not isinstance(dataset, Sized):
-            raise ValueError("sortish_sampler=True needs a train_dataset with a length; use sortish_sampler=False.")
+            raise ValueError(
+                "sortish_sampler=True needs a train_dataset with a length; use sortish_sampler=False."
+            )
         from ._data import data_seed, dataloader_kwargs
 
         lengths = [_length(dataset[i]) for i in range(len(dataset))]  # type: ignore[index]
@@ -151,20 +161,36 @@ class Seq2SeqTrainer(Trainer):
         kwargs.update(overrides)
         return kwargs
 
-    def evaluate(self, eval_dataset: Any = None, ignore_keys: list[str] | None = None,
-                 metric_key_prefix: str = "eval", **gen_kwargs: Any) -> dict[str, float]:
+    def evaluate(
+        self,
+        eval_dataset: Any = None,
+        ignore_keys: list[str] | None = None,
+        metric_key_prefix: str = "eval",
+        **gen_kwargs: Any,
+    ) -> dict[str, float]:
         """`Trainer.evaluate`, generating with ``gen_kwargs`` (e.g. ``max_length``, ``num_beams``) when asked."""
         self._gen_kwargs = self._generation_kwargs(gen_kwargs)
         return super().evaluate(eval_dataset, ignore_keys, metric_key_prefix)
 
-    def predict(self, test_dataset: Any, ignore_keys: list[str] | None = None, metric_key_prefix: str = "test",
-                **gen_kwargs: Any) -> PredictionOutput:
+    def predict(
+        self,
+        test_dataset: Any,
+        ignore_keys: list[str] | None = None,
+        metric_key_prefix: str = "test",
+        **gen_kwargs: Any,
+    ) -> PredictionOutput:
         """`Trainer.predict`, generating with ``gen_kwargs`` when ``predict_with_generate`` is set."""
         self._gen_kwargs = self._generation_kwargs(gen_kwargs)
         return super().predict(test_dataset, ignore_keys, metric_key_prefix)
 
-    def prediction_step(self, model: nn.Module, inputs: Any, prediction_loss_only: bool,
-                        ignore_keys: list[str] | None = None, **gen_kwargs: Any) -> tuple[Any, Any, Any]:
+    def prediction_step(
+        self,
+        model: nn.Module,
+        inputs: Any,
+        prediction_loss_only: bool,
+        ignore_keys: list[str] | None = None,
+        **gen_kwargs: Any,
+    ) -> tuple[Any, Any, Any]:
         """(loss, generated token ids, labels) with ``predict_with_generate``; the plain step otherwise."""
         if not getattr(self.args, "predict_with_generate", False) or prediction_loss_only:
             return super().prediction_step(model, inputs, prediction_loss_only, ignore_keys)
@@ -205,5 +231,3 @@ def _pad_to(tensor: torch.Tensor, length: int, value: int) -> torch.Tensor:
     padded = tensor.new_full((tensor.shape[0], length), value)
     padded[:, : tensor.shape[-1]] = tensor
     return padded
-
-

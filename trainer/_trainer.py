@@ -66,7 +66,9 @@ def _model_init_arity(model_init: Callable[..., Any] | None) -> int:
     if model_init is None:
         return 0
     if not callable(model_init):
-        raise TypeError(f"model_init must be callable, got {model_init!r}; pass a function returning a torch.nn.Module.")
+        raise TypeError(
+            f"model_init must be callable, got {model_init!r}; pass a function returning a torch.nn.Module."
+        )
     try:
         params = inspect.signature(model_init).parameters.values()
     except (TypeError, ValueError):  # builtins without a signature
@@ -74,7 +76,9 @@ def _model_init_arity(model_init: Callable[..., Any] | None) -> int:
     required = [
         p for p in params if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
     ]
-    takes_any = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]
+    takes_any = [
+        p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
+    ]
     if len(required) > 1:
         raise ValueError(
             f"model_init must take zero arguments or one (the trial), but {getattr(model_init, '__name__', model_init)} "
@@ -152,7 +156,9 @@ class Trainer(TrainerHelpers, PrivateHooks):
         optimizer_cls_and_kwargs: tuple[type[torch.optim.Optimizer], dict[str, Any]] | None = None,
     ) -> None:
         if args is None:
-            args = TrainingArguments(output_dir="tmp_trainer")  # transformers' folder for a Trainer given no args
+            args = TrainingArguments(
+                output_dir="tmp_trainer"
+            )  # transformers' folder for a Trainer given no args
         if not isinstance(args, TrainingArguments):
             raise TypeError(f"args must be a trainer.TrainingArguments, got {type(args).__name__}.")
         check_overrides(self, Trainer)
@@ -163,21 +169,31 @@ class Trainer(TrainerHelpers, PrivateHooks):
         try:
             if tokenizer is not None:
                 if processing_class is not None and processing_class is not tokenizer:
-                    raise ValueError("tokenizer= and processing_class= were both given; pass only processing_class.")
+                    raise ValueError(
+                        "tokenizer= and processing_class= were both given; pass only processing_class."
+                    )
                 processing_class = tokenizer  # transformers' older name for the same argument
-            later = {"compute_metrics": compute_metrics, "callbacks": callbacks, "preprocess_logits_for_metrics":
-                     preprocess_logits_for_metrics, "optimizers": None if optimizers == (None, None) else optimizers}
+            later = {
+                "compute_metrics": compute_metrics,
+                "callbacks": callbacks,
+                "preprocess_logits_for_metrics": preprocess_logits_for_metrics,
+                "optimizers": None if optimizers == (None, None) else optimizers,
+            }
             model_init, processing_class = _data.processor_given_as_model_init(
-                model_init, processing_class, [name for name, value in later.items() if value is not None])
+                model_init, processing_class, [name for name, value in later.items() if value is not None]
+            )
             self.processing_class = processing_class
             if model is None and model_init is None:
                 raise _SetupError("Trainer needs a model or a model_init; pass one of them.")
             if model is not None and not isinstance(model, nn.Module):
                 raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}.")
             if model is not None and model_init is not None:
-                warnings.warn("Trainer got both model and model_init: train() replaces the model with a fresh one "
-                              "from model_init (transformers 5 refuses the pair); pass only one of them.",
-                              FutureWarning, stacklevel=2)
+                warnings.warn(
+                    "Trainer got both model and model_init: train() replaces the model with a fresh one "
+                    "from model_init (transformers 5 refuses the pair); pass only one of them.",
+                    FutureWarning,
+                    stacklevel=2,
+                )
             if model_init is not None and (optimizers[0] is not None or optimizers[1] is not None):
                 raise _SetupError(
                     "Passing optimizers together with model_init is not supported: every train() builds a fresh model, so "
@@ -193,7 +209,11 @@ class Trainer(TrainerHelpers, PrivateHooks):
                         "first is a built optimizer, the second says how to build one; pass only one of them."
                     )
                 cls, kwargs = optimizer_cls_and_kwargs
-                if not (isinstance(cls, type) and issubclass(cls, torch.optim.Optimizer) and isinstance(kwargs, Mapping)):
+                if not (
+                    isinstance(cls, type)
+                    and issubclass(cls, torch.optim.Optimizer)
+                    and isinstance(kwargs, Mapping)
+                ):
                     raise TypeError(
                         f"optimizer_cls_and_kwargs must be (a torch.optim.Optimizer subclass, a dict of its keyword "
                         f"arguments), got {optimizer_cls_and_kwargs!r}; pass e.g. (torch.optim.SGD, {{'lr': 0.1}})."
@@ -206,7 +226,8 @@ class Trainer(TrainerHelpers, PrivateHooks):
             self.preprocess_logits_for_metrics = preprocess_logits_for_metrics
             if data_collator is None:
                 data_collator = (
-                    _data.PaddingCollator(processing_class) if callable(getattr(processing_class, "pad", None))
+                    _data.PaddingCollator(processing_class)
+                    if callable(getattr(processing_class, "pad", None))
                     else default_data_collator
                 )
             self.data_collator = data_collator
@@ -216,7 +237,9 @@ class Trainer(TrainerHelpers, PrivateHooks):
             self.accelerator: Accelerator | None = None
             self._accelerator_key: tuple[Any, ...] | None = None
             self._create_accelerator()
-            _apply_log_level(args)  # after the accelerator: it sets up the process group with the ddp_* arguments
+            _apply_log_level(
+                args
+            )  # after the accelerator: it sets up the process group with the ddp_* arguments
             self._set_seed()
             if model is None:
                 model = self.call_model_init()
@@ -225,19 +248,30 @@ class Trainer(TrainerHelpers, PrivateHooks):
             self.model_accepts_loss_kwargs = _loss.accepts_loss_kwargs(model)
             _set_use_cache(model, args)
             if args.label_smoothing_factor and _is_multi_label(model):
-                warnings.warn("Label smoothing is not compatible with multi-label classification. Disabling label "
-                              "smoothing for this training run.", UserWarning, stacklevel=2)  # transformers' words
+                warnings.warn(
+                    "Label smoothing is not compatible with multi-label classification. Disabling label "
+                    "smoothing for this training run.",
+                    UserWarning,
+                    stacklevel=2,
+                )  # transformers' words
             self.model_wrapped: nn.Module = model
             self.hp_search_backend: Any = None
 
-            default_callbacks: list[Any] = [DefaultFlowCallback, *get_reporting_integration_callbacks(args.report_to)]
+            default_callbacks: list[Any] = [
+                DefaultFlowCallback,
+                *get_reporting_integration_callbacks(args.report_to),
+            ]
             self.callback_handler = CallbackHandler(
-                default_callbacks + list(callbacks or []), self.model, processing_class, self.optimizer,
+                default_callbacks + list(callbacks or []),
+                self.model,
+                processing_class,
+                self.optimizer,
                 self.lr_scheduler,
             )
             self.add_callback(PrinterCallback if args.disable_tqdm else ProgressCallback)
             self.state = TrainerState(
-                is_local_process_zero=self.is_local_process_zero(), is_world_process_zero=self.is_world_process_zero()
+                is_local_process_zero=self.is_local_process_zero(),
+                is_world_process_zero=self.is_world_process_zero(),
             )
             self.control = TrainerControl()
             device = getattr(self.accelerator, "device", None)  # built by _create_accelerator above
@@ -309,7 +343,11 @@ class Trainer(TrainerHelpers, PrivateHooks):
         return _data.train_dataloader(self)
 
     def get_eval_dataloader(self, eval_dataset: Any = None) -> DataLoader:
-        dataset = _evaluation.named_eval_dataset(self, eval_dataset) if eval_dataset is not None else self.eval_dataset
+        dataset = (
+            _evaluation.named_eval_dataset(self, eval_dataset)
+            if eval_dataset is not None
+            else self.eval_dataset
+        )
         if dataset is None:
             raise ValueError("Trainer.evaluate needs an eval_dataset; pass one to Trainer or to evaluate().")
         return _data.eval_dataloader_for(self, dataset)
@@ -325,11 +363,17 @@ class Trainer(TrainerHelpers, PrivateHooks):
             chosen = self.optimizer_cls_and_kwargs
             self.optimizer = create_optimizer(self.model, self.args, chosen)
             self._created_optimizer = True
-            settle_foreach(self.optimizer, self.args, self.accelerator.device if self.accelerator else None,
-                           None if chosen is None else chosen[1])
+            settle_foreach(
+                self.optimizer,
+                self.args,
+                self.accelerator.device if self.accelerator else None,
+                None if chosen is None else chosen[1],
+            )
         return self.optimizer
 
-    def create_scheduler(self, num_training_steps: int, optimizer: torch.optim.Optimizer | None = None) -> Any:
+    def create_scheduler(
+        self, num_training_steps: int, optimizer: torch.optim.Optimizer | None = None
+    ) -> Any:
         if self.lr_scheduler is None:
             # Remember that we built it: the next train() builds a fresh one instead of resuming a finished
             # schedule (a user-given scheduler is kept as is).
@@ -367,7 +411,9 @@ class Trainer(TrainerHelpers, PrivateHooks):
         if not factor or _is_multi_label(self.model):
             return None
         # A causal LM's logits at i predict label i + 1: shifted as transformers' LabelSmoother(shift_labels=True).
-        return functools.partial(_loss.smoothed_cross_entropy, epsilon=factor, shift=_loss.is_causal_lm(self.model))
+        return functools.partial(
+            _loss.smoothed_cross_entropy, epsilon=factor, shift=_loss.is_causal_lm(self.model)
+        )
 
     # ------------------------------------------------------------------ training
     def train(
@@ -399,7 +445,9 @@ class Trainer(TrainerHelpers, PrivateHooks):
                 if not (self.args.auto_find_batch_size and _is_out_of_memory(error) and batch > 1):
                     raise
                 # auto_find_batch_size, as transformers: halve the batch and start the run again.
-                logger.warning("Out of memory with per_device_train_batch_size=%d; retrying with %d.", batch, batch // 2)
+                logger.warning(
+                    "Out of memory with per_device_train_batch_size=%d; retrying with %d.", batch, batch // 2
+                )
                 self.args = self.args.replace(per_device_train_batch_size=batch // 2)
                 # Optimizer and schedule start afresh (those the caller passed in are kept).
                 if self._created_optimizer:
@@ -427,7 +475,9 @@ class Trainer(TrainerHelpers, PrivateHooks):
         if self.args.fsdp:
             _fsdp.check_model(self)
         checkpoint = self._resolve_checkpoint(resume_from_checkpoint)
-        if checkpoint is not None and not _fsdp.active(self.accelerator):  # FSDP: into the sharded model, in the loop
+        if checkpoint is not None and not _fsdp.active(
+            self.accelerator
+        ):  # FSDP: into the sharded model, in the loop
             self._load_from_checkpoint(checkpoint)
         return self._inner_training_loop(resume_from_checkpoint=checkpoint, trial=trial)
 
@@ -478,10 +528,16 @@ class Trainer(TrainerHelpers, PrivateHooks):
         """Move a batch to the device (accelerate's prepared dataloaders already do; custom loaders may not)."""
         assert self.accelerator is not None
         device = self.accelerator.device
-        if type(inputs) is dict or isinstance(inputs, Mapping):  # a dict first: Mapping's ABC check is a Python call
-            on_cpu = device.type == "cpu"  # then only what is elsewhere moves (is_cpu: a fifth of a no-op .to(cpu))
-            moved = {k: v.to(device) if isinstance(v, torch.Tensor) and not (on_cpu and v.is_cpu) else v
-                     for k, v in inputs.items()}
+        if type(inputs) is dict or isinstance(
+            inputs, Mapping
+        ):  # a dict first: Mapping's ABC check is a Python call
+            on_cpu = (
+                device.type == "cpu"
+            )  # then only what is elsewhere moves (is_cpu: a fifth of a no-op .to(cpu))
+            moved = {
+                k: v.to(device) if isinstance(v, torch.Tensor) and not (on_cpu and v.is_cpu) else v
+                for k, v in inputs.items()
+            }
             if self.args.past_index >= 0 and self._past is not None:
                 moved["mems"] = self._past
             kind: Any = type(inputs)
@@ -503,8 +559,15 @@ class Trainer(TrainerHelpers, PrivateHooks):
         loss_func = self.compute_loss_func
         loss: torch.Tensor | None
         if num_items_in_batch is not None and self.model_accepts_loss_kwargs and isinstance(inputs, Mapping):
-            inputs = {**inputs, "num_items_in_batch": num_items_in_batch}  # the model divides its summed loss by it
-        if (smoother is not None or loss_func is not None) and isinstance(inputs, Mapping) and "labels" in inputs:
+            inputs = {
+                **inputs,
+                "num_items_in_batch": num_items_in_batch,
+            }  # the model divides its summed loss by it
+        if (
+            (smoother is not None or loss_func is not None)
+            and isinstance(inputs, Mapping)
+            and "labels" in inputs
+        ):
             inputs = dict(inputs)
             labels = inputs.pop("labels")
             outputs = model(**inputs)
@@ -559,7 +622,9 @@ class Trainer(TrainerHelpers, PrivateHooks):
         scaled = _loss.scaled_for_accumulation(self, num_items_in_batch)
         # The micro-batches of this accumulation window: gradient_accumulation_steps but in an epoch's last, shorter
         # window (the training loop sets it, as transformers' does). A loss normalised over the window is not divided.
-        window = 1 if scaled else self.current_gradient_accumulation_steps or self.args.gradient_accumulation_steps
+        window = (
+            1 if scaled else self.current_gradient_accumulation_steps or self.args.gradient_accumulation_steps
+        )
         if getattr(self, "_plain_backward", False):
             # What accelerator.backward does here (no scaler, one process), minus its call overhead; dividing by
             # 1 changes no gradient bit, so it is skipped.
@@ -622,20 +687,25 @@ class Trainer(TrainerHelpers, PrivateHooks):
         ``num_parameters(exclude_embeddings=True)``, as its own estimate did).
         """
         model: Any = self.model
-        if self._flops_of is not model:  # looked up once per model: nn.Module's __getattr__ is slow to say "no"
+        if (
+            self._flops_of is not model
+        ):  # looked up once per model: nn.Module's __getattr__ is slow to say "no"
             self._flops_of = model
             self._model_flops = getattr(model, "floating_point_ops", None)
             self._main_input = getattr(model, "main_input_name", "input_ids")
             counter = getattr(model, "num_parameters", None)
             self._num_parameters = (
-                int(counter(exclude_embeddings=True)) if callable(counter)
+                int(counter(exclude_embeddings=True))
+                if callable(counter)
                 else sum(p.numel() for p in model.parameters())
             )
         if self._model_flops is not None:
             return float(self._model_flops(inputs))
         assert self._num_parameters is not None
-        return 6.0 * self._num_parameters * _loop.input_tokens(
-            self, inputs, True, gather=False, warn=False, name=self._main_input
+        return (
+            6.0
+            * self._num_parameters
+            * _loop.input_tokens(self, inputs, True, gather=False, warn=False, name=self._main_input)
         )
 
     def get_num_trainable_parameters(self) -> int:
@@ -709,7 +779,9 @@ class Trainer(TrainerHelpers, PrivateHooks):
         recipe.accelerator = None
         recipe._accelerator_key = None
         recipe._persistent_eval_loaders = None
-        recipe.callback_handler = CallbackHandler(list(self.callback_handler.callbacks), None, self.processing_class)
+        recipe.callback_handler = CallbackHandler(
+            list(self.callback_handler.callbacks), None, self.processing_class
+        )
         return recipe
 
     def for_trial(self, args: TrainingArguments, callbacks: Sequence[TrainerCallback] = ()) -> Trainer:
@@ -730,7 +802,8 @@ class Trainer(TrainerHelpers, PrivateHooks):
         own = [copy.deepcopy(cb) for cb in self.callback_handler.callbacks]
         clone.callback_handler = CallbackHandler([*own, *callbacks], clone.model, self.processing_class)
         clone.state = TrainerState(
-            is_local_process_zero=clone.is_local_process_zero(), is_world_process_zero=clone.is_world_process_zero()
+            is_local_process_zero=clone.is_local_process_zero(),
+            is_world_process_zero=clone.is_world_process_zero(),
         )
         clone.control = TrainerControl()
         assert clone.accelerator is not None
@@ -813,4 +886,3 @@ def _release_cached_memory() -> None:
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
-

@@ -138,8 +138,18 @@ _LOG_LEVELS = ("debug", "info", "warning", "error", "critical", "passive")
 # The integrations of trainer.integrations.INTEGRATIONS (kept literal: the arguments import no integration), plus
 # "aim", which trainer.integrations refuses with its reason when the Trainer is built.
 _REPORT_TO = (
-    "all", "none", "tensorboard", "mlflow", "jsonl",
-    "wandb", "comet_ml", "neptune", "clearml", "dvclive", "codecarbon", "aim",
+    "all",
+    "none",
+    "tensorboard",
+    "mlflow",
+    "jsonl",
+    "wandb",
+    "comet_ml",
+    "neptune",
+    "clearml",
+    "dvclive",
+    "codecarbon",
+    "aim",
 )
 # numpy seeds (used by accelerate's set_seed) must fit in 32 unsigned bits.
 _MAX_SEED = 2**32 - 1
@@ -148,11 +158,17 @@ _MAX_SEED = 2**32 - 1
 # `dataclasses.replace` that changes an input (output_dir, logging_steps, ...) re-derives them instead of
 # keeping a value computed from the old input.
 _DERIVABLE = (
-    "logging_dir", "run_name", "eval_steps", "metric_for_best_model", "greater_is_better", "mixed_precision", "do_eval",
-    "torch_compile", "torch_compile_backend", "dataloader_pin_memory",
+    "logging_dir",
+    "run_name",
+    "eval_steps",
+    "metric_for_best_model",
+    "greater_is_better",
+    "mixed_precision",
+    "do_eval",
+    "torch_compile",
+    "torch_compile_backend",
+    "dataloader_pin_memory",
 )
-
-
 
 
 @dataclass
@@ -615,7 +631,10 @@ class TrainingArguments(ArgumentSetters, LegacyFields):
                     "save_strategy='best' needs metric_for_best_model, got None; pass e.g. "
                     "metric_for_best_model='loss' (or load_best_model_at_end=True, which defaults it to 'loss')."
                 )
-        if self.lr_scheduler_type == SchedulerType.REDUCE_ON_PLATEAU and self.eval_strategy == IntervalStrategy.NO:
+        if (
+            self.lr_scheduler_type == SchedulerType.REDUCE_ON_PLATEAU
+            and self.eval_strategy == IntervalStrategy.NO
+        ):
             raise ValueError(
                 "lr_scheduler_type reduce_lr_on_plateau requires an eval strategy: it lowers the rate when an "
                 "evaluation's metric stops improving; pass eval_strategy='steps' or 'epoch'."
@@ -787,11 +806,15 @@ class TrainingArguments(ArgumentSetters, LegacyFields):
 
     def to_dict(self) -> dict[str, Any]:
         """The public fields as a JSON-safe dict (enums as their string values; Hub tokens as placeholders)."""
-        return _args_legacy.redact({
-            f.name: _jsonable(getattr(self, f.name))
-            for f in sorted(dataclasses.fields(self), key=lambda f: f.kw_only is True)  # in __init__'s order
-            if f.init and not f.name.startswith("_")
-        })
+        return _args_legacy.redact(
+            {
+                f.name: _jsonable(getattr(self, f.name))
+                for f in sorted(
+                    dataclasses.fields(self), key=lambda f: f.kw_only is True
+                )  # in __init__'s order
+                if f.init and not f.name.startswith("_")
+            }
+        )
 
     def to_json_string(self, indent: int | None = 2) -> str:
         """``to_dict()`` as JSON text."""

@@ -136,10 +136,14 @@ def default_data_collator(features: Sequence[Any], return_tensors: str = "pt") -
     if return_tensors not in ("pt", "np"):
         raise ValueError(f"return_tensors must be 'pt' or 'np', got {return_tensors!r}; pass one of those.")
     if not features:
-        raise ValueError("default_data_collator got an empty list of features; the dataloader yielded no items.")
+        raise ValueError(
+            "default_data_collator got an empty list of features; the dataloader yielded no items."
+        )
     first = features[0]
     numpy = return_tensors == "np"
-    if not (type(first) is dict or isinstance(first, Mapping)):  # a dict first: Mapping's ABC check is a Python call
+    if not (
+        type(first) is dict or isinstance(first, Mapping)
+    ):  # a dict first: Mapping's ABC check is a Python call
         collated = torch.utils.data.default_collate(list(features))
         return _tree_map(collated, lambda t: t.numpy(force=True)) if numpy else collated
     batch: dict[str, Any] = {}
@@ -173,7 +177,9 @@ def _tree_map(value: Any, convert: Any) -> Any:
     return value
 
 
-def speed_metrics(split: str, start_time: float, num_samples: int | None = None, num_steps: int | None = None) -> dict[str, float]:
+def speed_metrics(
+    split: str, start_time: float, num_samples: int | None = None, num_steps: int | None = None
+) -> dict[str, float]:
     runtime = time.perf_counter() - start_time
     result = {f"{split}_runtime": round(runtime, 4)}
     if runtime > 0:
@@ -279,7 +285,9 @@ class MemoryTracker:
         torch.accelerator.synchronize(index)
         if reset:
             torch.accelerator.reset_peak_memory_stats(index)
-        return int(torch.accelerator.memory_allocated(index)), int(torch.accelerator.max_memory_allocated(index))
+        return int(torch.accelerator.memory_allocated(index)), int(
+            torch.accelerator.max_memory_allocated(index)
+        )
 
     def stop_and_update_metrics(self, stage: str, metrics: dict[str, float]) -> None:
         if self.skip or self._stage != stage:

@@ -24,6 +24,7 @@ class _StrEnum(str, enum.Enum):
     def __format__(self, format_spec: str) -> str:
         return format(str(self.value), format_spec)
 
+
 # ----------------------------------------------------------------------------------------------------------
 # Validation helpers. Each one returns the normalised value or raises a ValueError that names the field,
 # the offending value and what to pass instead. Those that may return None are typed `-> Any`: the precise
@@ -217,5 +218,7 @@ def _jsonable(value: Any) -> Any:
     if value is None or isinstance(value, str):
         return value
     if type(value).__module__ == "torch" and type(value).__name__ == "dtype":
-        return str(value).removeprefix("torch.")  # "float32", as transformers writes a dtype (torch stays unimported)
+        return str(value).removeprefix(
+            "torch."
+        )  # "float32", as transformers writes a dtype (torch stays unimported)
     return str(value)

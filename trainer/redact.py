@@ -28,7 +28,9 @@ __all__ = ["MASK", "is_secret_name", "redact", "redact_url", "safe_params"]
 
 MASK = "***"
 _SECRET_NAME = re.compile(r"token|secret|passw|api_?key|credential|private_key|auth", re.IGNORECASE)
-_SECRET_QUERY_KEY = re.compile(r"pass(word|wd)?|pwd|secret|token|key|auth|credential|signature|sig", re.IGNORECASE)
+_SECRET_QUERY_KEY = re.compile(
+    r"pass(word|wd)?|pwd|secret|token|key|auth|credential|signature|sig", re.IGNORECASE
+)
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s'\"<>]+")
 # What may follow the "@" that ends a userinfo: a host (name, IPv4, [IPv6]) and an optional port, then the end of
 # the authority.
@@ -48,7 +50,9 @@ def _userinfo_end(rest: str) -> int:
 
     RFC 3986 forbids a raw ``/``, ``?`` or ``#`` in a userinfo, but users write passwords raw and SQLAlchemy
     accepts them; so the userinfo ends at the last "@" before the first host-like authority end."""
-    standard_end = min((i for i in (rest.find("/"), rest.find("?"), rest.find("#")) if i >= 0), default=len(rest))
+    standard_end = min(
+        (i for i in (rest.find("/"), rest.find("?"), rest.find("#")) if i >= 0), default=len(rest)
+    )
     if "@" in rest[:standard_end]:
         return rest.rfind("@", 0, standard_end)
     if ":" not in rest[:standard_end] and "@" not in rest:
@@ -100,7 +104,9 @@ def redact_url(url: str) -> str:
         head = f"{user}:{MASK}@" if colon else f"{user}@"
         authority_start = at + 1
     rest = rest[authority_start:]
-    tail_start = min((i for i in (rest.find("/"), rest.find("?"), rest.find("#")) if i >= 0), default=len(rest))
+    tail_start = min(
+        (i for i in (rest.find("/"), rest.find("?"), rest.find("#")) if i >= 0), default=len(rest)
+    )
     host, tail = rest[:tail_start], rest[tail_start:]
     if "?" in tail:
         tail = _mask_query(tail)
@@ -110,14 +116,16 @@ def redact_url(url: str) -> str:
 def _redact_match(match: re.Match[str]) -> str:
     text = match.group(0)
     stripped = text.rstrip(".,;:)]}")  # sentence punctuation after a URL is not part of it
-    return redact_url(stripped) + text[len(stripped):]
+    return redact_url(stripped) + text[len(stripped) :]
 
 
 def _known_secrets() -> list[str]:
     values = [v for k, v in os.environ.items() if len(v) >= 6 and is_secret_name(k)]
     with _SEEN_LOCK:
         values.extend(_SEEN)
-    return sorted(set(values), key=len, reverse=True)  # longest first: a secret holding another is masked whole
+    return sorted(
+        set(values), key=len, reverse=True
+    )  # longest first: a secret holding another is masked whole
 
 
 def _redact_text(text: str) -> str:

@@ -14,6 +14,9 @@ SWEEP = Path(__file__).resolve().parent / "sweep.yaml"
 
 if __name__ == "__main__":
     if {"-h", "--help"} & set(sys.argv[1:]):
-        print(f"usage: python -m examples.digits [hpsearch run options]\n\nRuns `hpsearch run {SWEEP}`: "
-              "the demo sweep. Its options follow.\n", flush=True)
+        print(
+            f"usage: python -m examples.digits [hpsearch run options]\n\nRuns `hpsearch run {SWEEP}`: "
+            "the demo sweep. Its options follow.\n",
+            flush=True,
+        )
     raise SystemExit(main(["run", str(SWEEP), *sys.argv[1:]]))

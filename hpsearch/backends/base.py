@@ -30,8 +30,16 @@ if TYPE_CHECKING:
 __all__ = ["SEARCH_PARAMETERS", "NullReporter", "Option", "SearchBackend", "TrialReporter"]
 
 #: `hyperparameter_search`'s own parameters (a misspelt one arrives among the backend's keyword arguments).
-SEARCH_PARAMETERS = ("hp_space", "compute_objective", "n_trials", "direction", "backend", "hp_name", "dashboard",
-                     "dashboard_port")
+SEARCH_PARAMETERS = (
+    "hp_space",
+    "compute_objective",
+    "n_trials",
+    "direction",
+    "backend",
+    "hp_name",
+    "dashboard",
+    "dashboard_port",
+)
 
 
 class SearchBackend(abc.ABC):
@@ -120,10 +128,16 @@ class SearchBackend(abc.ABC):
     def _unknown_hint(cls, name: str) -> str | None:
         from . import backend_names, get_backend
 
-        close = difflib.get_close_matches(name, [*cls.option_names(), *COMMON_OPTIONS, *SEARCH_PARAMETERS], n=1)
+        close = difflib.get_close_matches(
+            name, [*cls.option_names(), *COMMON_OPTIONS, *SEARCH_PARAMETERS], n=1
+        )
         if close:
             return f"did you mean {close[0]!r}?"
-        owners = [other for other in backend_names() if other != cls.name and name in get_backend(other).option_names()]
+        owners = [
+            other
+            for other in backend_names()
+            if other != cls.name and name in get_backend(other).option_names()
+        ]
         return f"{name!r} is an option of backend={owners[0]!r}" if owners else None
 
     @classmethod
@@ -246,9 +260,11 @@ def written_for(error: BaseException) -> tuple[str, str] | None:
     return None
 
 
-PORTABLE_HINT = ("or write the space in the portable form every backend takes: hp_space={'learning_rate': "
-                 "spaces.Float(1e-6, 1e-4, log=True), 'per_device_train_batch_size': spaces.Categorical([16, 32])} "
-                 "(spaces.Float, Int, Categorical; see the README's API overview)")
+PORTABLE_HINT = (
+    "or write the space in the portable form every backend takes: hp_space={'learning_rate': "
+    "spaces.Float(1e-6, 1e-4, log=True), 'per_device_train_batch_size': spaces.Categorical([16, 32])} "
+    "(spaces.Float, Int, Categorical; see the README's API overview)"
+)
 
 
 def foreign_space_message(error: BaseException, backend: str) -> str | None:
@@ -257,9 +273,11 @@ def foreign_space_message(error: BaseException, backend: str) -> str | None:
     if found is None or found[0] == backend:
         return None
     other, attribute = found
-    return (f"hp_space is a function written for backend={other!r} (it calls trial.{attribute}, {other}'s trial API), "
-            f"but this search runs on backend={backend!r}, which has no such trial. Run it with backend={other!r}, "
-            f"{PORTABLE_HINT}.")
+    return (
+        f"hp_space is a function written for backend={other!r} (it calls trial.{attribute}, {other}'s trial API), "
+        f"but this search runs on backend={backend!r}, which has no such trial. Run it with backend={other!r}, "
+        f"{PORTABLE_HINT}."
+    )
 
 
 def call_native_space(hp_space: Any, backend: str) -> Any:

@@ -38,8 +38,12 @@ class RandomBackend(SearchBackend):
     resume_hint = "resume=True"
     options = (
         Option("seed", (int,), "seed of the parameter draws (default: the trainer's args.seed)"),
-        Option("resume", (bool,), "continue the interrupted search in output_dir (its search.json): its finished "
-               "trials are kept, the others run with the parameters they would have had"),
+        Option(
+            "resume",
+            (bool,),
+            "continue the interrupted search in output_dir (its search.json): its finished "
+            "trials are kept, the others run with the parameters they would have had",
+        ),
     )
 
     @staticmethod
@@ -51,7 +55,9 @@ class RandomBackend(SearchBackend):
     def is_native_space(self, hp_space: Any) -> bool:
         if callable(hp_space) and not hasattr(hp_space, "items"):
             try:
-                call_native_space(hp_space, self.name)  # names the backend a trial.suggest_* function was written for
+                call_native_space(
+                    hp_space, self.name
+                )  # names the backend a trial.suggest_* function was written for
             except SearchConfigError:
                 raise
             except Exception:
@@ -80,7 +86,9 @@ class RandomBackend(SearchBackend):
         seed = self.kwargs.get("seed")
         rng = random.Random(settings.trainer.args.seed if seed is None else seed)
         done = self._resumed(session)
-        first = [dict(p.params) for p in self.priors][: session.n_trials]  # warm_start "evaluate": these first
+        first = [dict(p.params) for p in self.priors][
+            : session.n_trials
+        ]  # warm_start "evaluate": these first
         # Drawn here, in order, whatever order the trials end in: the same seed gives the same trials. A resumed
         # run draws its finished trials all the same, so the trials after them get the parameters they would have had.
         drawn = ((n, first[n] if n < len(first) else space.sample(rng)) for n in range(session.n_trials))
@@ -102,8 +110,11 @@ class RandomBackend(SearchBackend):
         """With ``resume=True``, the trials the earlier run finished (kept in the results): their numbers."""
         if not self.kwargs.get("resume"):
             return set()
-        kept = [r for r in session.saved_records() if r.state in (TrialState.COMPLETE, TrialState.PRUNED,
-                                                                   TrialState.FAIL)]
+        kept = [
+            r
+            for r in session.saved_records()
+            if r.state in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
+        ]
         session.adopt(kept)
         return {r.number for r in kept}
 
@@ -117,7 +128,9 @@ class RandomBackend(SearchBackend):
                     break
                 running.add(pool.submit(self.executor.run, self.settings, trial, NullReporter()))
                 if len(running) >= slots:
-                    done, running = concurrent.futures.wait(running, return_when=concurrent.futures.FIRST_COMPLETED)
+                    done, running = concurrent.futures.wait(
+                        running, return_when=concurrent.futures.FIRST_COMPLETED
+                    )
                     for future in done:
                         session.record(future.result())
             for future in concurrent.futures.as_completed(running):

@@ -91,7 +91,9 @@ class _Watch:
             await asyncio.sleep(self.poll_interval)
 
 
-def create_app(dashboard: Dashboard, poll_interval: float = 0.25, allowed_hosts: list[str] | None = None) -> Starlette:
+def create_app(
+    dashboard: Dashboard, poll_interval: float = 0.25, allowed_hosts: list[str] | None = None
+) -> Starlette:
     """The ASGI application serving ``dashboard``.
 
     Args:
@@ -138,8 +140,11 @@ def create_app(dashboard: Dashboard, poll_interval: float = 0.25, allowed_hosts:
     async def static(request: Request) -> Response:
         name = request.path_params["name"]
         if name == "plotly.min.js":
-            return FileResponse(plotly_js_path(), media_type="text/javascript",
-                                headers={**_HEADERS, "Cache-Control": "max-age=86400"})
+            return FileResponse(
+                plotly_js_path(),
+                media_type="text/javascript",
+                headers={**_HEADERS, "Cache-Control": "max-age=86400"},
+            )
         entry = STATIC.get(name)
         if entry is None:
             return _not_found()
@@ -161,7 +166,8 @@ def create_app(dashboard: Dashboard, poll_interval: float = 0.25, allowed_hosts:
         if view is None:
             return _not_found()
         return StreamingResponse(
-            _stream(watch, view), media_type="text/event-stream",
+            _stream(watch, view),
+            media_type="text/event-stream",
             headers={**_HEADERS, "Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
 

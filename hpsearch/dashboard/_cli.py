@@ -18,15 +18,23 @@ EXIT_OK, EXIT_CONFIG = 0, 2
 def add_parser(commands: Any) -> argparse.ArgumentParser:
     """Add ``dashboard`` to the subparsers ``commands`` of the ``hpsearch`` command."""
     parser = commands.add_parser(
-        "dashboard", help="serve a live dashboard of running or finished searches",
+        "dashboard",
+        help="serve a live dashboard of running or finished searches",
         description="Serve the report's views of one search (or a comparison of several) and update them as "
-                    "trials start, report and end. Reads only search.json and events.jsonl; never writes.",
+        "trials start, report and end. Reads only search.json and events.jsonl; never writes.",
     )
     parser.add_argument("dirs", nargs="+", metavar="OUTPUT_DIR", help="output folder(s) of searches")
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
-    parser.add_argument("--port", type=int, default=8765, help="port to listen on (default 8765; 0: any free port)")
-    parser.add_argument("--allow-remote", action="store_true",
-                        help="allow a --host other machines can reach (the dashboard has no authentication)")
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)"
+    )
+    parser.add_argument(
+        "--port", type=int, default=8765, help="port to listen on (default 8765; 0: any free port)"
+    )
+    parser.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="allow a --host other machines can reach (the dashboard has no authentication)",
+    )
     parser.set_defaults(handler=dashboard)
     return parser
 

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Dashboard"]
 
+
 class _Importance:
     """Parameter importances of one folder, computed off the request path and reused while nothing changed."""
 
@@ -107,14 +108,18 @@ class Dashboard:
     ) -> None:
         dirs = [os.fspath(d) for d in output_dirs]
         if not dirs:
-            raise ValueError("Dashboard needs at least one output folder but got none; pass the output_dir of a search.")
+            raise ValueError(
+                "Dashboard needs at least one output folder but got none; pass the output_dir of a search."
+            )
         if require_search:
             for folder in dirs:
                 check_search_folder(folder)
         self.folders = dirs
         self.labels = list(labels) if labels is not None else _labels(dirs)
         if len(self.labels) != len(dirs):
-            raise ValueError(f"labels must name each of the {len(dirs)} folders but got {len(self.labels)} labels.")
+            raise ValueError(
+                f"labels must name each of the {len(dirs)} folders but got {len(self.labels)} labels."
+            )
         self.readers = [FolderReader(d) for d in dirs]
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hpsearch-importance")
         self._importance = [_Importance(self._executor) for _ in dirs]

@@ -33,11 +33,18 @@ def isolated_importances(
     from hpsearch.report._analysis import compute_importances
 
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)  # the child imports what this process imports
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in sys.path if p
+    )  # the child imports what this process imports
     env.setdefault("OMP_NUM_THREADS", "1")
     try:
-        proc = subprocess.Popen([sys.executable, "-m", "hpsearch.dashboard._importance"], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "hpsearch.dashboard._importance"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
     except OSError:
         return compute_importances(subset)
     if children is not None:
@@ -76,8 +83,11 @@ def _main() -> None:
 
     subset = SearchResult.from_json(sys.stdin.buffer.read().decode("utf-8"), source="<stdin>")
     found = compute_importances(subset)
-    payload = found if isinstance(found, str) else {"method": found.method, "per_objective": found.per_objective,
-                                                    "note": found.note}
+    payload = (
+        found
+        if isinstance(found, str)
+        else {"method": found.method, "per_objective": found.per_objective, "note": found.note}
+    )
     sys.stdout.write(json.dumps(payload))
     sys.stdout.flush()
 
@@ -88,8 +98,11 @@ def _importances_from_json(text: str) -> Importances | str:
     data = json.loads(text)
     if isinstance(data, str):
         return data
-    return Importances(method=data["method"], per_objective=[dict(d) for d in data["per_objective"]],
-                       note=data.get("note", ""))
+    return Importances(
+        method=data["method"],
+        per_objective=[dict(d) for d in data["per_objective"]],
+        note=data.get("note", ""),
+    )
 
 
 if __name__ == "__main__":

@@ -169,7 +169,9 @@ def page_html(dashboard: Dashboard, view: str, initial: str | None = None) -> st
         links.append(f'<a href="{href}"{current}>{esc(label)}</a>')
     views = f'<div id="hp-views">{"".join(links)}</div>' if len(links) > 1 else ""
     state = (
-        f'<script type="application/json" id="hp-initial">{json_for_script(initial)}</script>\n' if initial else ""
+        f'<script type="application/json" id="hp-initial">{json_for_script(initial)}</script>\n'
+        if initial
+        else ""
     )
     waiting = "loading…" if initial else "connecting…"
     return (

@@ -182,7 +182,10 @@ class FolderReader:
             if kind == "trial_start":
                 tid = str(event["trial_id"])
                 self._live[tid] = TrialRecord(
-                    trial_id=tid, number=int(event["number"]), name=str(event["name"]), state=TrialState.RUNNING,
+                    trial_id=tid,
+                    number=int(event["number"]),
+                    name=str(event["name"]),
+                    state=TrialState.RUNNING,
                     params={k: _decode_tuples(v) for k, v in (event.get("params") or {}).items()},
                     started=_time(event.get("time")),
                 )
@@ -190,10 +193,14 @@ class FolderReader:
                 record = self._live.get(str(event["trial_id"]))
                 if record is None or record.state is not TrialState.RUNNING:
                     return False  # a trial whose start this log does not hold
-                record.intermediates.append(Evaluation(
-                    step=int(event["step"]), epoch=event.get("epoch"), objective=event.get("objective"),
-                    metrics=dict(event.get("metrics") or {}),
-                ))
+                record.intermediates.append(
+                    Evaluation(
+                        step=int(event["step"]),
+                        epoch=event.get("epoch"),
+                        objective=event.get("objective"),
+                        metrics=dict(event.get("metrics") or {}),
+                    )
+                )
                 record.last_step = int(event["step"])
             elif kind == "trial_end":
                 record = TrialRecord.from_dict(event["record"])
@@ -251,8 +258,11 @@ class FolderReader:
                         k = len(ev.objective)
                         break
             return SearchResult(
-                backend="?", directions=["maximize"] * k, records=list(live.values()),
-                objective="(unknown until search.json is written)", output_dir=os.fspath(self.folder),
+                backend="?",
+                directions=["maximize"] * k,
+                records=list(live.values()),
+                objective="(unknown until search.json is written)",
+                output_dir=os.fspath(self.folder),
             )
         records = []
         for record in saved.records:

@@ -38,7 +38,9 @@ def require_web_stack() -> None:
         except ImportError:
             missing.append(name)
     if missing:
-        raise DashboardError(f"The dashboard needs {', '.join(missing)}, which is not installed; run `{_INSTALL}`.")
+        raise DashboardError(
+            f"The dashboard needs {', '.join(missing)}, which is not installed; run `{_INSTALL}`."
+        )
 
 
 def is_loopback(host: str) -> bool:
@@ -67,16 +69,22 @@ def bind(host: str, port: int) -> socket.socket:
         DashboardError: the port is in use, or the address cannot be bound; the message says what to pass.
     """
     if not 0 <= port <= 65535:
-        raise DashboardError(f"--port must be between 0 and 65535 but got {port}; pass e.g. --port 8765 (0: any free port).")
+        raise DashboardError(
+            f"--port must be between 0 and 65535 but got {port}; pass e.g. --port 8765 (0: any free port)."
+        )
     try:
         infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as error:
-        raise DashboardError(f"--host {host!r} is not an address this machine can listen on ({error}); "
-                             "pass e.g. --host 127.0.0.1.") from None
+        raise DashboardError(
+            f"--host {host!r} is not an address this machine can listen on ({error}); "
+            "pass e.g. --host 127.0.0.1."
+        ) from None
     family, _, _, _, address = infos[0]
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
-        if os.name != "nt":  # a restart may rebind at once; on Windows this flag would allow stealing the port
+        if (
+            os.name != "nt"
+        ):  # a restart may rebind at once; on Windows this flag would allow stealing the port
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(address)
         sock.listen(128)
@@ -87,7 +95,9 @@ def bind(host: str, port: int) -> socket.socket:
                 f"port {port} on {host} is already in use (another dashboard or server?); pass another port with "
                 "--port N, or --port 0 to let the system pick a free one."
             ) from None
-        raise DashboardError(f"cannot listen on {host}:{port} ({error.strerror or error}); pass another --host/--port.") from None
+        raise DashboardError(
+            f"cannot listen on {host}:{port} ({error.strerror or error}); pass another --host/--port."
+        ) from None
     sock.set_inheritable(True)
     return sock
 
@@ -108,8 +118,13 @@ def _server(dashboard: Dashboard, host: str, allow_remote: bool, poll_interval: 
 
     app = create_app(dashboard, poll_interval=poll_interval, allowed_hosts=["*"] if allow_remote else None)
     config = uvicorn.Config(
-        app, log_level="warning", access_log=False, lifespan="on", ws="none",
-        timeout_graceful_shutdown=1, host=host,
+        app,
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        ws="none",
+        timeout_graceful_shutdown=1,
+        host=host,
     )
     return uvicorn.Server(config)
 
@@ -172,7 +187,9 @@ def start_in_background(
     dashboard = _dashboard(dirs, require_search=False)
     sock = bind(host, port)
     server = _server(dashboard, host, allow_remote, poll_interval)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="hpsearch-dashboard", daemon=True)
+    thread = threading.Thread(
+        target=server.run, kwargs={"sockets": [sock]}, name="hpsearch-dashboard", daemon=True
+    )
     thread.start()
 
     def stop() -> None:

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = ["View", "compare_view", "search_view"]
 
+
 def _dumps(value: Any) -> str:
     # Sent as JSON (a response or an event's data) and read with JSON.parse, never spliced into a <script>.
     return json.dumps(value, separators=(",", ":"), default=str)
@@ -39,8 +40,11 @@ class View:
     rendered_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
 
     def same_as(self, other: View | None) -> bool:
-        return other is not None and other.meta == self.meta and other.order == self.order and all(
-            other.sections.get(a, ("",))[0] == h for a, (h, _) in self.sections.items()
+        return (
+            other is not None
+            and other.meta == self.meta
+            and other.order == self.order
+            and all(other.sections.get(a, ("",))[0] == h for a, (h, _) in self.sections.items())
         )
 
     def message(self, known: dict[str, str] | None = None) -> str:
@@ -48,8 +52,14 @@ class View:
         known = known or {}
         changed = [a for a in self.order if known.get(a) != self.sections[a][0]]
         body = ",".join(f"{_dumps(a)}:{self.sections[a][1]}" for a in changed)
-        head = _dumps({**self.meta, "version": self.version, "order": self.order,
-                       "rendered": self.rendered_at.isoformat()})
+        head = _dumps(
+            {
+                **self.meta,
+                "version": self.version,
+                "order": self.order,
+                "rendered": self.rendered_at.isoformat(),
+            }
+        )
         return f'{head[:-1]},"sections":{{{body}}}}}'
 
     def hashes(self) -> dict[str, str]:
@@ -58,8 +68,10 @@ class View:
 
 def _part(part: Part) -> str:
     if isinstance(part, Plot):
-        return (f'{{"plot":{_dumps(part.plot_id)},"caption":{_dumps(part.caption)},'
-                f'"figure":{figure_json(part.figure)}}}')
+        return (
+            f'{{"plot":{_dumps(part.plot_id)},"caption":{_dumps(part.caption)},'
+            f'"figure":{figure_json(part.figure)}}}'
+        )
     if isinstance(part, list):
         return f'{{"grid":[{",".join(_part(p) for p in part)}]}}'
     return f'{{"html":{_dumps(part)}}}'
@@ -86,11 +98,22 @@ def search_view(
 
     sections = report_sections(result, importances)
     if not has_search:
-        sections.insert(0, ("waiting", "Waiting for search.json", [note(esc(
-            "No trial has finished yet, so search.json (the direction, the objective's name, the settings) is "
-            "not written; the running trials below come from events.jsonl. Best-so-far lines assume maximize "
-            "until then."
-        ))]))
+        sections.insert(
+            0,
+            (
+                "waiting",
+                "Waiting for search.json",
+                [
+                    note(
+                        esc(
+                            "No trial has finished yet, so search.json (the direction, the objective's name, the settings) is "
+                            "not written; the running trials below come from events.jsonl. Best-so-far lines assume maximize "
+                            "until then."
+                        )
+                    )
+                ],
+            ),
+        )
     from hpsearch.report._html import trials_text
     from hpsearch.warmstart import own_counts
 
@@ -106,7 +129,9 @@ def search_view(
     return _view(meta, sections)
 
 
-def compare_view(results: Sequence[SearchResult], labels: Sequence[str], warnings: Sequence[str | None]) -> View:
+def compare_view(
+    results: Sequence[SearchResult], labels: Sequence[str], warnings: Sequence[str | None]
+) -> View:
     """Several searches side by side (the report's comparison), or a note saying why they cannot be compared."""
     from hpsearch.report import compare_sections
 

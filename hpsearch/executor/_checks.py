@@ -24,8 +24,9 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-def check_trial_workers(settings: TrialSettings, trial_workers: int | None, max_trials: int | None,
-                        adapter: SearchBackend) -> None:
+def check_trial_workers(
+    settings: TrialSettings, trial_workers: int | None, max_trials: int | None, adapter: SearchBackend
+) -> None:
     """Refuse ``trial_workers`` where it cannot work (the backend's ``trial_workers_refusal``, its own option that
     sets how many trials run at once, too many workers, accelerate launch, settings that cannot be pickled)."""
     if trial_workers is None:
@@ -37,8 +38,10 @@ def check_trial_workers(settings: TrialSettings, trial_workers: int | None, max_
             )
         return
     if adapter.trial_workers_refusal is not None:
-        raise SearchConfigError(f"trial_workers={trial_workers} cannot be used with backend={settings.backend!r}: "
-                                f"{adapter.trial_workers_refusal}")
+        raise SearchConfigError(
+            f"trial_workers={trial_workers} cannot be used with backend={settings.backend!r}: "
+            f"{adapter.trial_workers_refusal}"
+        )
     for concurrency in (o.name for o in adapter.options if o.concurrency and o.name in adapter.kwargs):
         raise SearchConfigError(
             f"{concurrency}={adapter.kwargs[concurrency]!r} and trial_workers={trial_workers} both set how many "

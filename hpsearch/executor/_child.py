@@ -55,12 +55,17 @@ def main(conn: Connection, parent: int, slot: int, threads: int, device: str | N
         torch.set_num_threads(threads)
         # Imported once per worker, not in its first trial (whose time and cost would include them).
         from .. import callback, runner  # noqa: F401
+
         settings: TrialSettings = pickle.loads(conn.recv_bytes())
     except BaseException as error:  # anything here stops the search, with its text
         conn.send(("startup_error", "".join(traceback.format_exception_only(type(error), error)).strip()))
         return
-    where = {"worker": slot, "worker_pid": os.getpid(), "threads": torch.get_num_threads(),
-             "device": f"cuda (CUDA_VISIBLE_DEVICES={device})" if device is not None else _device(torch)}
+    where = {
+        "worker": slot,
+        "worker_pid": os.getpid(),
+        "threads": torch.get_num_threads(),
+        "device": f"cuda (CUDA_VISIBLE_DEVICES={device})" if device is not None else _device(torch),
+    }
     conn.send(("ready", where))
     while True:
         try:

@@ -75,12 +75,25 @@ class _Trial:
         return finish_record(self.settings, record, TrialState.FAIL, error)
 
 
-def drive(worker: Worker, settings: TrialSettings, trial: Trial, reporter: TrialReporter) -> tuple[TrialRecord, bool]:
+def drive(
+    worker: Worker, settings: TrialSettings, trial: Trial, reporter: TrialReporter
+) -> tuple[TrialRecord, bool]:
     """Run ``trial`` on ``worker``: (its record, whether the worker may run another trial)."""
     state = _Trial(settings, trial, reporter)
     try:
-        worker.conn.send(("trial", {"id": trial.id, "number": trial.number, "params": trial.params,
-                                    "backend": trial.backend, "name": trial.name, "suggests": trial.native is not None}))
+        worker.conn.send(
+            (
+                "trial",
+                {
+                    "id": trial.id,
+                    "number": trial.number,
+                    "params": trial.params,
+                    "backend": trial.backend,
+                    "name": trial.name,
+                    "suggests": trial.native is not None,
+                },
+            )
+        )
     except OSError:  # it died while idle (the OOM killer picks the largest process, busy or not)
         return state.failed(f"its worker process died before the trial started: {worker.death()}"), False
     timeout = settings.trial_timeout
@@ -90,8 +103,10 @@ def drive(worker: Worker, settings: TrialSettings, trial: Trial, reporter: Trial
         ready = wait([worker.conn, worker.process.sentinel], timeout=left)
         if not ready:
             worker.kill()
-            return state.failed(f"trial_timeout: the trial ran longer than {timeout:g} s and did not stop when asked; "
-                                f"its worker process was killed after {GRACE_S:g} s more"), False
+            return state.failed(
+                f"trial_timeout: the trial ran longer than {timeout:g} s and did not stop when asked; "
+                f"its worker process was killed after {GRACE_S:g} s more"
+            ), False
         try:
             message = worker.conn.recv() if worker.conn.poll() else None
         except (EOFError, OSError):

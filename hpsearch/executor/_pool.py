@@ -109,7 +109,8 @@ class WorkerPool:
             parent_end, child_end = self._context.Pipe(duplex=True)
             device = self._devices[slot] if self._devices else None
             process = self._context.Process(
-                target=_child.main, name=f"hpsearch-worker-{slot}",
+                target=_child.main,
+                name=f"hpsearch-worker-{slot}",
                 args=(child_end, os.getpid(), slot, self._threads, device),
             )
             process.start()

@@ -40,7 +40,9 @@ class ProxyReporter(TrialReporter):
         self.conn.send(("start", record))
 
     def report(self, objective: Any, step: int, metrics: Mapping[str, float], checkpoint: str | None) -> bool:
-        last = self.record.intermediates[-1] if self.record is not None and self.record.intermediates else None
+        last = (
+            self.record.intermediates[-1] if self.record is not None and self.record.intermediates else None
+        )
         return bool(_ask(self.conn, ("report", objective, step, dict(metrics), checkpoint, last)))
 
 

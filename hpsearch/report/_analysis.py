@@ -314,13 +314,21 @@ def _ped_anova(result: SearchResult, scored: list[tuple[TrialRecord, list[float]
     for name in common:
         values = [r.params[name] for r, _ in scored]
         kind, log = param_kind(result, name, values)
-        columns[name] = (kind == "numeric", log, values if kind == "numeric" else [category_label(v) for v in values])
+        columns[name] = (
+            kind == "numeric",
+            log,
+            values if kind == "numeric" else [category_label(v) for v in values],
+        )
     per_objective, constant = ped_anova(result.directions, [v for _, v in scored], columns)
-    note = (f"{len(scored):,} complete trials, more than {FANOVA_MAX_TRIALS:,} (where fANOVA takes minutes): "
-            f"PED-ANOVA, how differently each parameter is distributed in the best {TOP_QUANTILE:.0%} of them.")
+    note = (
+        f"{len(scored):,} complete trials, more than {FANOVA_MAX_TRIALS:,} (where fANOVA takes minutes): "
+        f"PED-ANOVA, how differently each parameter is distributed in the best {TOP_QUANTILE:.0%} of them."
+    )
     left_out = sorted(set(names) - set(common)) + constant
     if left_out:
-        note += " Left out (absent from some complete trials, or a single value): " + ", ".join(left_out) + "."
+        note += (
+            " Left out (absent from some complete trials, or a single value): " + ", ".join(left_out) + "."
+        )
     return Importances("ped-anova", per_objective, note)
 
 
@@ -374,8 +382,11 @@ def _fanova(result: SearchResult, scored: list[tuple[TrialRecord, list[float]]])
             if result.is_multi_objective:
                 target = lambda t, i=i: t.values[i]  # noqa: E731
             importances = optuna.importance.get_param_importances(
-                study, evaluator=optuna.importance.FanovaImportanceEvaluator(seed=0), target=target,
-                params=common, normalize=True,
+                study,
+                evaluator=optuna.importance.FanovaImportanceEvaluator(seed=0),
+                target=target,
+                params=common,
+                normalize=True,
             )
             per_objective.append({name: float(value) for name, value in importances.items()})
     finally:

@@ -86,8 +86,9 @@ def compare_sections(
     """The comparison's sections (anchor, title, parts), figures as plotly objects; arguments as `compare_html`."""
     go = require_plotly()
     names = _check(results, labels)
-    if target is not None and (isinstance(target, bool) or not isinstance(target, (int, float))
-                               or not math.isfinite(target)):
+    if target is not None and (
+        isinstance(target, bool) or not isinstance(target, (int, float)) or not math.isfinite(target)
+    ):
         raise ValueError(f"target must be a finite number (an objective value) or None, got {target!r}.")
     results = list(results)
     direction = results[0].directions[0]
@@ -138,7 +139,9 @@ def compare_sections(
 
     curves = []
     if by_number.data:
-        curves.append(Plot("hp-plot-compare-trials", by_number, "Best complete trial so far, by trial number."))
+        curves.append(
+            Plot("hp-plot-compare-trials", by_number, "Best complete trial so far, by trial number.")
+        )
     if by_time.data:
         curves.append(
             Plot(

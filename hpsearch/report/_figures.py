@@ -54,8 +54,14 @@ def objective_names(result: SearchResult) -> list[str]:
             if values is None:
                 continue
             for i, value in enumerate(values):
-                equal = {m for m, v in ev.metrics.items() if isinstance(v, int | float) and not isinstance(v, bool)
-                         and math.isfinite(value) and math.isclose(v, value, rel_tol=1e-9, abs_tol=1e-12)}
+                equal = {
+                    m
+                    for m, v in ev.metrics.items()
+                    if isinstance(v, int | float)
+                    and not isinstance(v, bool)
+                    and math.isfinite(value)
+                    and math.isclose(v, value, rel_tol=1e-9, abs_tol=1e-12)
+                }
                 seen = candidates[i]
                 candidates[i] = equal if seen is None else seen & equal
     names = []
@@ -66,7 +72,8 @@ def objective_names(result: SearchResult) -> list[str]:
             names.append(next(iter(found)))
         elif k == 1:
             is_metric = result.objective.startswith("eval_") or any(
-                result.objective in ev.metrics for r in result.records for ev in r.intermediates)
+                result.objective in ev.metrics for r in result.records for ev in r.intermediates
+            )
             names.append(result.objective if is_metric else f"objective ({result.objective})")
         else:
             names.append(f"objective {i}")
@@ -107,11 +114,18 @@ def history_figure(result: SearchResult) -> Any | None:
         return None
     fig = _figure(result, k)
     titles = _objective_titles(result)
-    groups = [(state, color, state) for state, color in STATE_COLORS.items()] + [("WARM", WARM_COLOR, WARM_NAME)]
+    groups = [(state, color, state) for state, color in STATE_COLORS.items()] + [
+        ("WARM", WARM_COLOR, WARM_NAME)
+    ]
     for i in range(k):
         for state, color, name in groups:
-            pts = [(r, vec[i]) for r, vec in zip(records, vectors)
-                   if _finite(vec[i]) and ((state == "WARM") == is_warm(r)) and (state == "WARM" or r.state == state)]
+            pts = [
+                (r, vec[i])
+                for r, vec in zip(records, vectors)
+                if _finite(vec[i])
+                and ((state == "WARM") == is_warm(r))
+                and (state == "WARM" or r.state == state)
+            ]
             if not pts:
                 continue
             trace = go.Scatter(
@@ -121,14 +135,20 @@ def history_figure(result: SearchResult) -> Any | None:
                 name=name,
                 legendgroup=state,
                 showlegend=i == 0,
-                marker={"color": color, "size": 8, "symbol": {"FAIL": "x", "WARM": "diamond"}.get(state, "circle")},
+                marker={
+                    "color": color,
+                    "size": 8,
+                    "symbol": {"FAIL": "x", "WARM": "diamond"}.get(state, "circle"),
+                },
                 text=[plot_text(r.name) for r, _ in pts],
                 hovertemplate="%{text}<br>trial %{x}<br>%{y:.6g}<extra>" + name + "</extra>",
             )
             _add(fig, trace, i, k)
         if k == 1:
             complete = [  # this search's own trials: an earlier search's trial is never its best run
-                (r.number, vec[0]) for r, vec in zip(records, vectors) if r.state == TrialState.COMPLETE and not is_warm(r)
+                (r.number, vec[0])
+                for r, vec in zip(records, vectors)
+                if r.state == TrialState.COMPLETE and not is_warm(r)
             ]
             if complete:
                 _add(
@@ -243,12 +263,21 @@ def _add_best_curve(fig: Any, result: SearchResult, curves: dict[int, list[Any]]
     pts = curves.get(id(best)) if best is not None else None
     if best is None or not pts:
         return
-    _add(fig, go.Scatter(
-        x=[s for s, _ in pts], y=[vec[0] for _, vec in pts], mode="lines+markers",
-        line={"color": "#111827", "width": 3.5}, marker={"size": 6, "color": "#111827"},
-        name=plot_text(f"best: {best.name}"), text=[plot_text(best.name)] * len(pts),
-        hovertemplate="%{text} (best)<br>step %{x}<br>%{y:.6g}<extra></extra>",
-    ), 0, k)
+    _add(
+        fig,
+        go.Scatter(
+            x=[s for s, _ in pts],
+            y=[vec[0] for _, vec in pts],
+            mode="lines+markers",
+            line={"color": "#111827", "width": 3.5},
+            marker={"size": 6, "color": "#111827"},
+            name=plot_text(f"best: {best.name}"),
+            text=[plot_text(best.name)] * len(pts),
+            hovertemplate="%{text} (best)<br>step %{x}<br>%{y:.6g}<extra></extra>",
+        ),
+        0,
+        k,
+    )
 
 
 def parallel_figure(result: SearchResult) -> Any | None:
@@ -319,8 +348,11 @@ def importance_figure(result: SearchResult, importances: Importances) -> Any | N
                 hovertemplate="%{y}: %{x:.3f}<extra></extra>",
             )
         )
-    title = ("|Spearman rho|" if importances.method == "spearman"
-             else f"{IMPORTANCE_METHODS.get(importances.method, importances.method)} importance (sums to 1)")
+    title = (
+        "|Spearman rho|"
+        if importances.method == "spearman"
+        else f"{IMPORTANCE_METHODS.get(importances.method, importances.method)} importance (sums to 1)"
+    )
     fig.update_layout(
         **{
             **_LAYOUT,
@@ -346,7 +378,11 @@ def slice_figure(result: SearchResult, name: str) -> tuple[Any | None, int]:
     values = [r.params[name] for r, _ in active]
     kind, log = param_kind(result, name, values)
     # Numbers go to plotly as floats: its JSON encoder refuses an int beyond 64 bits (a Categorical may hold one).
-    xs: list[Any] = [plot_text(category_label(v)) for v in values] if kind == "categorical" else [float(v) for v in values]
+    xs: list[Any] = (
+        [plot_text(category_label(v)) for v in values]
+        if kind == "categorical"
+        else [float(v) for v in values]
+    )
     fig = _figure(result, k, shared_x=True)
     titles = _objective_titles(result)
     for i in range(k):
@@ -446,12 +482,17 @@ def cost_figure(result: SearchResult) -> Any | None:
     for state, color in STATE_COLORS.items():
         pts = [p for p in points if p[0].state == state]
         if pts:
-            fig.add_trace(go.Scatter(
-                x=[c for _, c, _ in pts], y=[v for _, _, v in pts], mode="markers", name=state,
-                marker={"color": color, "size": 8, "symbol": "x" if state == "FAIL" else "circle"},
-                text=[plot_text(r.name) for r, _, _ in pts],
-                hovertemplate="%{text}<br>%{x:.4g} device-s<br>%{y:.6g}<extra>" + state + "</extra>",
-            ))
+            fig.add_trace(
+                go.Scatter(
+                    x=[c for _, c, _ in pts],
+                    y=[v for _, _, v in pts],
+                    mode="markers",
+                    name=state,
+                    marker={"color": color, "size": 8, "symbol": "x" if state == "FAIL" else "circle"},
+                    text=[plot_text(r.name) for r, _, _ in pts],
+                    hovertemplate="%{text}<br>%{x:.4g} device-s<br>%{y:.6g}<extra>" + state + "</extra>",
+                )
+            )
     fig.update_layout(**{**_LAYOUT, "height": 420})
     fig.update_xaxes(title_text="device-seconds (wall seconds x processes)")
     fig.update_yaxes(title_text=_objective_titles(result)[0])
@@ -472,19 +513,34 @@ def leaders_figure(result: SearchResult) -> Any | None:
     chosen = {s.config_id for s in choose(result) or []}
     labels = [plot_text(f"{s.trial.name} (n={s.n_seeds})") for s in leaders]
     fig = go.Figure()
-    fig.add_trace(go.Scatter(
-        x=[label for label, s in zip(labels, leaders) for _ in s.runs],
-        y=[(result.objective_values(r) or [math.nan])[0] for s in leaders for r in s.runs],
-        mode="markers", name="runs", marker={"color": "#9ca3af", "size": 7},
-        text=[plot_text(r.name) for s in leaders for r in s.runs], hovertemplate="%{text}: %{y:.6g}<extra></extra>",
-    ))
-    half = [s.ci95[0][1] - s.mean[0] if _finite(s.ci95[0][1]) else 0.0 for s in leaders]  # NaN: one finished run
-    fig.add_trace(go.Scatter(
-        x=labels, y=[s.mean[0] for s in leaders], mode="markers", name="mean, 95% interval",
-        marker={"color": ["#dc2626" if s.config_id in chosen else "#2563eb" for s in leaders], "size": 11,
-                "symbol": "diamond"},
-        error_y={"type": "data", "array": half, "visible": True},
-        hovertemplate="mean %{y:.6g} ± %{error_y.array:.3g}<extra></extra>",
-    ))
+    fig.add_trace(
+        go.Scatter(
+            x=[label for label, s in zip(labels, leaders) for _ in s.runs],
+            y=[(result.objective_values(r) or [math.nan])[0] for s in leaders for r in s.runs],
+            mode="markers",
+            name="runs",
+            marker={"color": "#9ca3af", "size": 7},
+            text=[plot_text(r.name) for s in leaders for r in s.runs],
+            hovertemplate="%{text}: %{y:.6g}<extra></extra>",
+        )
+    )
+    half = [
+        s.ci95[0][1] - s.mean[0] if _finite(s.ci95[0][1]) else 0.0 for s in leaders
+    ]  # NaN: one finished run
+    fig.add_trace(
+        go.Scatter(
+            x=labels,
+            y=[s.mean[0] for s in leaders],
+            mode="markers",
+            name="mean, 95% interval",
+            marker={
+                "color": ["#dc2626" if s.config_id in chosen else "#2563eb" for s in leaders],
+                "size": 11,
+                "symbol": "diamond",
+            },
+            error_y={"type": "data", "array": half, "visible": True},
+            hovertemplate="mean %{y:.6g} ± %{error_y.array:.3g}<extra></extra>",
+        )
+    )
     fig.update_layout(**_LAYOUT, yaxis_title=_objective_titles(result)[0], xaxis_title="configuration (runs)")
     return fig

@@ -52,10 +52,14 @@ def report_sections(result: SearchResult, importances: Importances | str | None 
         sections.append(("pareto", "Pareto front", _pareto(result)))
     leaders = figures.leaders_figure(result)
     if leaders is not None:
-        caption = ("Configurations trained again on more seeds (reevaluate_top_k): every run (grey), the mean with "
-                   "its 95% interval (Student's t); the best mean, the search's best run, in red. Overlapping "
-                   "intervals: the winner is not clearly better.")
-        sections.insert(2, ("leaders", "Leaders over seeds", [Plot("hp-plot-leaders", leaders, esc(caption))]))
+        caption = (
+            "Configurations trained again on more seeds (reevaluate_top_k): every run (grey), the mean with "
+            "its 95% interval (Student's t); the best mean, the search's best run, in red. Overlapping "
+            "intervals: the winner is not clearly better."
+        )
+        sections.insert(
+            2, ("leaders", "Leaders over seeds", [Plot("hp-plot-leaders", leaders, esc(caption))])
+        )
     sections.append(("trials", "All trials", [_trials_table(result)]))
     return sections
 
@@ -80,7 +84,9 @@ def write_html(result: SearchResult, path: str | os.PathLike[str] | None = None)
     it), atomically; return the path."""
     if path is None:
         if result.output_dir is None:
-            raise ValueError("write_html needs a path: the result has no output_dir; pass write_html(result, path).")
+            raise ValueError(
+                "write_html needs a path: the result has no output_dir; pass write_html(result, path)."
+            )
         path = Path(result.output_dir)
     return write_page(render_html(result), path, "report.html")
 
@@ -89,7 +95,7 @@ def write_html(result: SearchResult, path: str | os.PathLike[str] | None = None)
 
 
 def trials_text(result: SearchResult) -> str:
-    """"8 / 10 trials", plus "+ 6 warm-start" when earlier searches' trials were told to this one (not trained
+    """ "8 / 10 trials", plus "+ 6 warm-start" when earlier searches' trials were told to this one (not trained
     here, so never counted as this search's trials)."""
     counts, warm = own_counts(result)
     requested = "" if result.n_trials is None else f" / {result.n_trials}"
@@ -124,8 +130,19 @@ def _summary(result: SearchResult) -> str:
         ("objective", esc(result.objective)),
         ("trials requested", esc(requested)),
         ("trials by state", esc(", ".join(f"{n} {s}" for s, n in counts.items()))),
-        *([("warm start", esc(f"{warm} earlier searches' trials told to this one before it began: not trained here, "
-                              "not counted above, never its best run"))] if warm else []),
+        *(
+            [
+                (
+                    "warm start",
+                    esc(
+                        f"{warm} earlier searches' trials told to this one before it began: not trained here, "
+                        "not counted above, never its best run"
+                    ),
+                )
+            ]
+            if warm
+            else []
+        ),
         ("best" if not result.is_multi_objective else "Pareto front", best_html),
         ("total training time", esc(f"{fmt_duration(total)} (sum of trial durations)")),
         ("saved by pruning*", esc(_saved_text(saved))),
@@ -201,10 +218,15 @@ def _cost(result: SearchResult) -> list[Part]:
         _card("emissions", show(totals["emissions_kg"], "kg CO2eq")),
     ]
     fig = figures.cost_figure(result)
-    plot: Part = Plot("hp-plot-cost", fig, esc("Objective against what each trial cost (device-seconds)")) \
-        if fig is not None else note("No trial has both a cost and an objective yet.")
-    caption = note("Totals over all trials; peak memory is the largest of any trial. Energy and emissions are "
-                   "measured by CodeCarbon when it is asked to (max_energy_kwh, or HPSEARCH_CODECARBON=1).")
+    plot: Part = (
+        Plot("hp-plot-cost", fig, esc("Objective against what each trial cost (device-seconds)"))
+        if fig is not None
+        else note("No trial has both a cost and an objective yet.")
+    )
+    caption = note(
+        "Totals over all trials; peak memory is the largest of any trial. Energy and emissions are "
+        "measured by CodeCarbon when it is asked to (max_energy_kwh, or HPSEARCH_CODECARBON=1)."
+    )
     return [f'<div class="cards">{"".join(cards)}</div>{caption}', plot]
 
 
@@ -217,8 +239,10 @@ def _history(result: SearchResult) -> list[Part]:
     caption += "; the black line is the best complete trial so far." if not result.is_multi_objective else "."
     _, warm = own_counts(result)
     if warm:
-        caption += (f" The {warm} purple diamonds at negative numbers are earlier searches' trials told to this one "
-                    "(warm start): not trained here, never on the best-so-far line.")
+        caption += (
+            f" The {warm} purple diamonds at negative numbers are earlier searches' trials told to this one "
+            "(warm start): not trained here, never on the best-so-far line."
+        )
     if missing:
         caption += f" {missing} trial(s) without an objective are not shown."
     return [Plot("hp-plot-history", fig, esc(caption))]
@@ -234,15 +258,22 @@ def _curves(result: SearchResult) -> list[Part]:
     with_curves = [r for r in result.records if r.intermediates]
     if len(with_curves) > CURVES_MAX:
         shown = dataclasses.replace(result, records=curve_sample(result, with_curves, CURVES_MAX))
-        sampled = (f" {CURVES_MAX:,} of the {len(with_curves):,} trials with evaluations are drawn: the best complete "
-                   "ones and an even sample of the rest by trial number.")
+        sampled = (
+            f" {CURVES_MAX:,} of the {len(with_curves):,} trials with evaluations are drawn: the best complete "
+            "ones and an even sample of the rest by trial number."
+        )
     fig = figures.learning_curves_figure(shown)
     if fig is None:
         return [note("No intermediate evaluations were recorded.")]
     caption = (
         "Objective at each evaluation of every trial: complete solid, pruned dashed, running dotted, "
-        "failed dotted with a cross at its last evaluation." + sampled
-        + (" The best trial is the thick dark line." if not result.is_multi_objective and result.best_trial else "")
+        "failed dotted with a cross at its last evaluation."
+        + sampled
+        + (
+            " The best trial is the thick dark line."
+            if not result.is_multi_objective and result.best_trial
+            else ""
+        )
     )
     return [Plot("hp-plot-curves", fig, esc(caption))]
 
@@ -304,8 +335,11 @@ def _pareto(result: SearchResult) -> list[Part]:
     if fig is not None:
         n = len(result.best_trials)
         return [
-            Plot(figure=fig, plot_id="hp-plot-pareto",
-                 caption=esc(f"{n} trial(s) on the Pareto front (red); grey ones are dominated."))
+            Plot(
+                figure=fig,
+                plot_id="hp-plot-pareto",
+                caption=esc(f"{n} trial(s) on the Pareto front (red); grey ones are dominated."),
+            )
         ]
     if len(result.directions) > 2:
         return [
@@ -331,11 +365,15 @@ def _trials_table(result: SearchResult) -> str:
     if len(df) > TABLE_ROWS:
         best = [str(r.trial_id) for r in order_best_first(result)[:TABLE_ROWS]]
         df = df.set_index("trial_id", drop=False).loc[best].reset_index(drop=True)
-        caption = (f"The {TABLE_ROWS:,} best of {len(result.records):,} trials (complete ones best first, then pruned, "
-                   f"running, failed); every trial is in trials.csv beside search.json. {caption}")
+        caption = (
+            f"The {TABLE_ROWS:,} best of {len(result.records):,} trials (complete ones best first, then pruned, "
+            f"running, failed); every trial is in trials.csv beside search.json. {caption}"
+        )
     rows = df.astype(object).where(df.notna(), None).itertuples(index=False, name=None)
     best_ids = {str(r.trial_id) for r in result.best_trials}
     marked = [i for i, trial_id in enumerate(df["trial_id"]) if trial_id in best_ids]
     if marked:
-        caption += " The best trial" + (" (the Pareto front)" if result.is_multi_objective else "") + " is starred."
+        caption += (
+            " The best trial" + (" (the Pareto front)" if result.is_multi_objective else "") + " is starred."
+        )
     return sortable_table(list(df.columns), rows, highlight=marked) + f'<p class="caption">{esc(caption)}</p>'

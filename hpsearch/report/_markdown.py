@@ -99,6 +99,10 @@ def _leader_lines(result: SearchResult) -> list[str]:
     lines = ["- **Leaders over seeds** (mean [95% interval], runs; ★ chosen):"]
     sign = -1.0 if result.directions[0] == "maximize" else 1.0
     for s in sorted(leaders, key=lambda s: (sign * s.mean[0], s.trial.number)):
-        stats = "; ".join(f"{fmt_number(m)} [{fmt_number(lo)}, {fmt_number(hi)}]" for m, (lo, hi) in zip(s.mean, s.ci95))
-        lines.append(f"  - {_md(s.trial.name)}{' ★' if s.config_id in chosen else ''}: {stats}, n={s.n_seeds}")
+        stats = "; ".join(
+            f"{fmt_number(m)} [{fmt_number(lo)}, {fmt_number(hi)}]" for m, (lo, hi) in zip(s.mean, s.ci95)
+        )
+        lines.append(
+            f"  - {_md(s.trial.name)}{' ★' if s.config_id in chosen else ''}: {stats}, n={s.n_seeds}"
+        )
     return lines

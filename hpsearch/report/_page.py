@@ -145,7 +145,9 @@ def sortable_table(
             if i == state_index and not is_missing(value):
                 cls = f' class="state-{esc(value)}"'
             cells.append(f'<td{cls} data-v="{key}">{shown}</td>')
-        body.append(("<tr class=\"best\" title=\"best\">" if n in highlight else "<tr>") + "".join(cells) + "</tr>")
+        body.append(
+            ('<tr class="best" title="best">' if n in highlight else "<tr>") + "".join(cells) + "</tr>"
+        )
     return (
         f'<div class="table-scroll"><table class="sortable"><thead><tr>{head}</tr></thead>'
         f"<tbody>{''.join(body)}</tbody></table></div>"

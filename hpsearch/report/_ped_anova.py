@@ -23,8 +23,9 @@ TOP_QUANTILE = 0.1
 GRID = 100
 
 
-def ped_anova(directions: list[str], objectives: list[list[float]],
-              columns: dict[str, tuple[bool, bool, list[Any]]]) -> tuple[list[dict[str, float]], list[str]]:
+def ped_anova(
+    directions: list[str], objectives: list[list[float]], columns: dict[str, tuple[bool, bool, list[Any]]]
+) -> tuple[list[dict[str, float]], list[str]]:
     """One mapping name -> importance (sums to 1, highest first) per objective, and the names left out (constant).
 
     ``objectives``: one vector per trial; ``columns``: name -> (numeric, log axis, one value per trial: numbers, or

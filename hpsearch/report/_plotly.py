@@ -102,7 +102,9 @@ def render_parts(parts: Sequence[Part]) -> str:
         if isinstance(part, Plot):
             out.append(plot_div(part.figure, part.plot_id, part.caption))
         elif isinstance(part, list):
-            out.append(f'<div class="grid">{"".join(plot_div(p.figure, p.plot_id, p.caption) for p in part)}</div>')
+            out.append(
+                f'<div class="grid">{"".join(plot_div(p.figure, p.plot_id, p.caption) for p in part)}</div>'
+            )
         else:
             out.append(part)
     return "".join(out)

@@ -36,16 +36,31 @@ def model_init(trial):
 def main(output_dir: str) -> None:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     trainer = digits_trainer(
-        output_dir, model_init, eval_strategy="epoch", save_strategy="no", num_train_epochs=3,
-        learning_rate=3e-3, per_device_train_batch_size=32, per_device_eval_batch_size=256,
-        logging_strategy="no", disable_tqdm=True,
+        output_dir,
+        model_init,
+        eval_strategy="epoch",
+        save_strategy="no",
+        num_train_epochs=3,
+        learning_rate=3e-3,
+        per_device_train_batch_size=32,
+        per_device_eval_batch_size=256,
+        logging_strategy="no",
+        disable_tqdm=True,
     )
     trainer.add_callback(Slow())
     grid = {"hidden": [8, 32, 64], "learning_rate": [1e-5, 3e-2]}
     hyperparameter_search(
-        trainer, hp_space={"hidden": spaces.Categorical([8, 32, 64]), "learning_rate": spaces.Categorical([1e-5, 3e-2])},
-        compute_objective="eval_accuracy", n_trials=6, direction="maximize", backend="optuna",
-        sampler=optuna.samplers.GridSampler(grid, seed=0), pruner=optuna.pruners.ThresholdPruner(lower=0.5),
+        trainer,
+        hp_space={
+            "hidden": spaces.Categorical([8, 32, 64]),
+            "learning_rate": spaces.Categorical([1e-5, 3e-2]),
+        },
+        compute_objective="eval_accuracy",
+        n_trials=6,
+        direction="maximize",
+        backend="optuna",
+        sampler=optuna.samplers.GridSampler(grid, seed=0),
+        pruner=optuna.pruners.ThresholdPruner(lower=0.5),
         max_failed_trials=5,
     )
 

@@ -42,17 +42,53 @@ class PostgresCluster:
 
     def create_database(self, name: str) -> str:
         """A fresh database owned by the test user; returns its URL."""
-        _run_as_server_user([os.path.join(self.bin_dir, "createdb"), "-h", self.socket_dir, "-p", str(self.port),
-                             "-U", "postgres", "-O", self.user, name])
+        _run_as_server_user(
+            [
+                os.path.join(self.bin_dir, "createdb"),
+                "-h",
+                self.socket_dir,
+                "-p",
+                str(self.port),
+                "-U",
+                "postgres",
+                "-O",
+                self.user,
+                name,
+            ]
+        )
         return f"postgresql+psycopg2://{self.user}:{self.password}@127.0.0.1:{self.port}/{name}"
 
     def create_user(self, user: str, password: str) -> None:
         """A login role ``user`` with ``password`` (any characters but a quote) owning a database named ``user``."""
-        psql = [os.path.join(self.bin_dir, "psql"), "-h", self.socket_dir, "-p", str(self.port), "-U", "postgres",
-                "-v", "ON_ERROR_STOP=1", "-d", "postgres", "-c"]
+        psql = [
+            os.path.join(self.bin_dir, "psql"),
+            "-h",
+            self.socket_dir,
+            "-p",
+            str(self.port),
+            "-U",
+            "postgres",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-d",
+            "postgres",
+            "-c",
+        ]
         _run_as_server_user([*psql, f"CREATE USER {user} WITH PASSWORD '{password}'"])
-        _run_as_server_user([os.path.join(self.bin_dir, "createdb"), "-h", self.socket_dir, "-p", str(self.port),
-                             "-U", "postgres", "-O", user, user])
+        _run_as_server_user(
+            [
+                os.path.join(self.bin_dir, "createdb"),
+                "-h",
+                self.socket_dir,
+                "-p",
+                str(self.port),
+                "-U",
+                "postgres",
+                "-O",
+                user,
+                user,
+            ]
+        )
 
 
 def _bin_dir() -> str:
@@ -80,7 +116,9 @@ def _run_as_server_user(command: list[str]) -> subprocess.CompletedProcess:
     prefix = ["runuser", "-u", "postgres", "--"] if _as_root() else []
     result = subprocess.run(prefix + command, capture_output=True, text=True, timeout=120)
     if result.returncode != 0:
-        raise RuntimeError(f"{' '.join(command)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+        raise RuntimeError(
+            f"{' '.join(command)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
+        )
     return result
 
 
@@ -105,25 +143,71 @@ def postgres_cluster() -> Iterator[PostgresCluster]:
             os.chown(path, entry.pw_uid, entry.pw_gid)
         os.chmod(data_dir, 0o700)
     password = "pw-" + secrets.token_hex(12)
-    cluster = PostgresCluster(port=_free_port(), user="hpsearch", password=password, database="hpsearch",
-                              bin_dir=bin_dir, data_dir=data_dir, socket_dir=base)
+    cluster = PostgresCluster(
+        port=_free_port(),
+        user="hpsearch",
+        password=password,
+        database="hpsearch",
+        bin_dir=bin_dir,
+        data_dir=data_dir,
+        socket_dir=base,
+    )
     started = False
     try:
-        _run_as_server_user([os.path.join(bin_dir, "initdb"), "-D", data_dir, "-U", "postgres",
-                             "--auth-local=trust", "--auth-host=scram-sha-256", "--no-sync"])
-        options = f"-c listen_addresses=127.0.0.1 -p {cluster.port} -k {base} -c fsync=off -c max_connections=60"
-        _run_as_server_user([os.path.join(bin_dir, "pg_ctl"), "-D", data_dir, "-l", os.path.join(base, "log"),
-                             "-o", options, "-w", "-t", "60", "start"])
+        _run_as_server_user(
+            [
+                os.path.join(bin_dir, "initdb"),
+                "-D",
+                data_dir,
+                "-U",
+                "postgres",
+                "--auth-local=trust",
+                "--auth-host=scram-sha-256",
+                "--no-sync",
+            ]
+        )
+        options = (
+            f"-c listen_addresses=127.0.0.1 -p {cluster.port} -k {base} -c fsync=off -c max_connections=60"
+        )
+        _run_as_server_user(
+            [
+                os.path.join(bin_dir, "pg_ctl"),
+                "-D",
+                data_dir,
+                "-l",
+                os.path.join(base, "log"),
+                "-o",
+                options,
+                "-w",
+                "-t",
+                "60",
+                "start",
+            ]
+        )
         started = True
-        psql = [os.path.join(bin_dir, "psql"), "-h", base, "-p", str(cluster.port), "-U", "postgres", "-v",
-                "ON_ERROR_STOP=1", "-d", "postgres", "-c"]
+        psql = [
+            os.path.join(bin_dir, "psql"),
+            "-h",
+            base,
+            "-p",
+            str(cluster.port),
+            "-U",
+            "postgres",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-d",
+            "postgres",
+            "-c",
+        ]
         _run_as_server_user([*psql, f"CREATE USER {cluster.user} WITH PASSWORD '{password}'"])
         _run_as_server_user([*psql, f"CREATE DATABASE {cluster.database} OWNER {cluster.user}"])
         yield cluster
     finally:
         if started:
             with contextlib.suppress(Exception):
-                _run_as_server_user([os.path.join(bin_dir, "pg_ctl"), "-D", data_dir, "-m", "immediate", "stop"])
+                _run_as_server_user(
+                    [os.path.join(bin_dir, "pg_ctl"), "-D", data_dir, "-m", "immediate", "stop"]
+                )
         shutil.rmtree(base, ignore_errors=True)
 
 

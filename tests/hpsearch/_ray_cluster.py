@@ -88,8 +88,14 @@ def start_node(args: list[str], env: dict[str, str], log: str, timeout: float = 
     import psutil
 
     with open(log, "wb") as out:
-        process = subprocess.Popen([RAY, "start", "--block", *args], env=env, stdout=out, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL, start_new_session=True)
+        process = subprocess.Popen(
+            [RAY, "start", "--block", *args],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     node = Node(process, log)
     deadline = time.monotonic() + timeout
     while _STARTED not in Path(log).read_text(errors="replace"):
@@ -176,12 +182,29 @@ def start_cluster() -> Cluster:
     cluster = Cluster(address=f"127.0.0.1:{port}", temp_dir=temp_dir, token_path=write_token(temp_dir))
     common = ["--num-cpus", "1", "--node-ip-address", "127.0.0.1", "--disable-usage-stats"]
     try:
-        cluster.nodes.append(start_node(
-            ["--head", "--port", str(port), "--include-dashboard", "false", "--temp-dir", temp_dir, *common],
-            node_env(cluster.token_path), os.path.join(temp_dir, "head.log"),
-        ))
-        cluster.nodes.append(start_node(["--address", cluster.address, *common],
-                                        node_env(cluster.token_path, head=False), os.path.join(temp_dir, "node.log")))
+        cluster.nodes.append(
+            start_node(
+                [
+                    "--head",
+                    "--port",
+                    str(port),
+                    "--include-dashboard",
+                    "false",
+                    "--temp-dir",
+                    temp_dir,
+                    *common,
+                ],
+                node_env(cluster.token_path),
+                os.path.join(temp_dir, "head.log"),
+            )
+        )
+        cluster.nodes.append(
+            start_node(
+                ["--address", cluster.address, *common],
+                node_env(cluster.token_path, head=False),
+                os.path.join(temp_dir, "node.log"),
+            )
+        )
         cluster.export_token()
     except BaseException:
         cluster.stop()
@@ -258,8 +281,14 @@ def make_trainer(output_dir: str, epochs: int = 3, callbacks=(), **overrides):
     from tests._digits import digits_trainer
 
     kwargs = dict(
-        disable_tqdm=True, report_to="none", eval_strategy="epoch", save_strategy="epoch",
-        logging_strategy="no", num_train_epochs=epochs, per_device_train_batch_size=64, learning_rate=1e-2,
+        disable_tqdm=True,
+        report_to="none",
+        eval_strategy="epoch",
+        save_strategy="epoch",
+        logging_strategy="no",
+        num_train_epochs=epochs,
+        per_device_train_batch_size=64,
+        learning_rate=1e-2,
         skip_memory_metrics=True,
     )
     kwargs.update(overrides)
@@ -290,8 +319,11 @@ def kill_node(node_id: str, timeout: float = 30.0) -> list[int]:
     Returns the killed pids."""
     import psutil
 
-    raylets = [p for p in psutil.process_iter(["name", "cmdline"])
-               if p.info["name"] == "raylet" and f"--node_id={node_id}" in (p.info["cmdline"] or [])]
+    raylets = [
+        p
+        for p in psutil.process_iter(["name", "cmdline"])
+        if p.info["name"] == "raylet" and f"--node_id={node_id}" in (p.info["cmdline"] or [])
+    ]
     if len(raylets) != 1:
         raise RuntimeError(f"expected one raylet with --node_id={node_id}, found {[p.pid for p in raylets]}")
     (raylet,) = raylets

@@ -22,8 +22,9 @@ class SeedLog:
     with ``fail_seeds``, calls seeded with one of them raise (the trial fails); trials numbered below ``mute_below``
     get a model whose logits are always zero (chance accuracy: worse than any trained one)."""
 
-    def __init__(self, path: str, kill_seed: int | None = None, fail_seeds: tuple[int, ...] = (),
-                 mute_below: int = 0) -> None:
+    def __init__(
+        self, path: str, kill_seed: int | None = None, fail_seeds: tuple[int, ...] = (), mute_below: int = 0
+    ) -> None:
         self.path, self.kill_seed, self.fail_seeds, self.mute_below = path, kill_seed, fail_seeds, mute_below
 
     def __call__(self, trial: Any = None) -> Any:
@@ -31,7 +32,11 @@ class SeedLog:
         if trial is not None:
             with open(self.path, "a", encoding="utf-8") as f:
                 f.write(json.dumps({"params": dict(trial), "torch_seed": seed}) + "\n")
-        if self.kill_seed is not None and seed == self.kill_seed and not os.path.exists(self.path + ".killed"):
+        if (
+            self.kill_seed is not None
+            and seed == self.kill_seed
+            and not os.path.exists(self.path + ".killed")
+        ):
             open(self.path + ".killed", "w").close()
             os._exit(9)
         if seed in self.fail_seeds:
@@ -82,12 +87,25 @@ def resumable_search(backend: str, output_dir: str, log: str, kill_seed: int | N
         import optuna
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        options = {"storage": f"sqlite:///{output_dir}.db", "study_name": "reeval", "load_if_exists": True,
-                   "sampler": optuna.samplers.RandomSampler(seed=0)}
+        options = {
+            "storage": f"sqlite:///{output_dir}.db",
+            "study_name": "reeval",
+            "load_if_exists": True,
+            "sampler": optuna.samplers.RandomSampler(seed=0),
+        }
     space = SearchSpace({"learning_rate": Float(1e-3, 1e-1, log=True), "hidden": Categorical([8, 16])})
     trainer = digits_search_trainer(output_dir, SeedLog(log, kill_seed))
-    hyperparameter_search(trainer, hp_space=space, compute_objective="eval_accuracy", direction="maximize",
-                          n_trials=3, backend=backend, reevaluate_top_k=2, reevaluate_seeds=2, **options)
+    hyperparameter_search(
+        trainer,
+        hp_space=space,
+        compute_objective="eval_accuracy",
+        direction="maximize",
+        n_trials=3,
+        backend=backend,
+        reevaluate_top_k=2,
+        reevaluate_seeds=2,
+        **options,
+    )
 
 
 if __name__ == "__main__":

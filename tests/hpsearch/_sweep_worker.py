@@ -52,8 +52,10 @@ def _datasets(config: dict):
     import numpy as np
 
     with np.load(config["data"]) as arrays:
-        return (DigitsDataset(arrays["x_train"], arrays["y_train"]),
-                DigitsDataset(arrays["x_eval"], arrays["y_eval"]))
+        return (
+            DigitsDataset(arrays["x_train"], arrays["y_train"]),
+            DigitsDataset(arrays["x_eval"], arrays["y_eval"]),
+        )
 
 
 def _trainer(config: dict, output_dir: str, model_init, callbacks=()):
@@ -75,15 +77,23 @@ def _trainer(config: dict, output_dir: str, model_init, callbacks=()):
         seed=config.get("seed", 0),
         dataloader_num_workers=0,
     )
-    return Trainer(model_init=model_init, args=args, train_dataset=train, eval_dataset=evaluation,
-                   callbacks=list(callbacks))
+    return Trainer(
+        model_init=model_init,
+        args=args,
+        train_dataset=train,
+        eval_dataset=evaluation,
+        callbacks=list(callbacks),
+    )
 
 
 def _space() -> dict:
     """The space of both sweeps."""
     import spaces
 
-    return {"learning_rate": spaces.Float(1e-3, 1e-1, log=True), "hidden": spaces.Categorical([8, 16, 32, 64])}
+    return {
+        "learning_rate": spaces.Float(1e-3, 1e-1, log=True),
+        "hidden": spaces.Categorical([8, 16, 32, 64]),
+    }
 
 
 def _marked_trainer(config: dict):
@@ -171,8 +181,14 @@ def sigopt(config: dict) -> None:
     experiment = best.run_summary.native
     # The last connection made is run()'s, the one holding the experiment (validate() only checks the driver).
     observations = connections[-1].experiments(experiment.id).observations().fetch().iterate_pages()
-    dumped = [{"assignments": dict(o.assignments), "values": [v.value for v in o.values or []],
-               "failed": bool(o.failed)} for o in observations]
+    dumped = [
+        {
+            "assignments": dict(o.assignments),
+            "values": [v.value for v in o.values or []],
+            "failed": bool(o.failed),
+        }
+        for o in observations
+    ]
     Path(config["observations"]).write_text(json.dumps(dumped), encoding="utf-8")
 
 
@@ -190,7 +206,10 @@ def ray_sweep(config: dict) -> None:
     trainer = _trainer(config, config["output_dir"], model_init, [markers])
     hpsearch.hyperparameter_search(
         trainer,
-        hp_space={"learning_rate": spaces.Float(1e-3, 1e-1, log=True), "hidden": spaces.Categorical([8, 16, 32, 64])},
+        hp_space={
+            "learning_rate": spaces.Float(1e-3, 1e-1, log=True),
+            "hidden": spaces.Categorical([8, 16, 32, 64]),
+        },
         compute_objective="eval_loss",
         n_trials=config["n_trials"],
         backend="ray",
@@ -222,4 +241,6 @@ def checkpoint(config: dict) -> None:
 
 if __name__ == "__main__":
     mode, config_json = sys.argv[1], sys.argv[2]
-    {"sweep": sweep, "sigopt": sigopt, "checkpoint": checkpoint, "ray": ray_sweep}[mode](json.loads(config_json))
+    {"sweep": sweep, "sigopt": sigopt, "checkpoint": checkpoint, "ray": ray_sweep}[mode](
+        json.loads(config_json)
+    )

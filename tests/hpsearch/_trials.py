@@ -36,12 +36,18 @@ TINY_ARGS: dict[str, Any] = {
 }
 
 
-def digits_search_trainer(output_dir: str, model_init: Any = None, callbacks: Any = (), **overrides: Any) -> Any:
+def digits_search_trainer(
+    output_dir: str, model_init: Any = None, callbacks: Any = (), **overrides: Any
+) -> Any:
     """A digits `Trainer` for a search: `TINY_ARGS` with ``overrides``, ``model_init`` (default: `model_init`)."""
     from tests._digits import digits_trainer
 
-    return digits_trainer(output_dir, model_init if model_init is not None else globals()["model_init"],
-                          callbacks=callbacks, **{**TINY_ARGS, **overrides})
+    return digits_trainer(
+        output_dir,
+        model_init if model_init is not None else globals()["model_init"],
+        callbacks=callbacks,
+        **{**TINY_ARGS, **overrides},
+    )
 
 
 def model_init(trial: Any = None) -> DigitsMLP:
@@ -210,7 +216,9 @@ class CheckConditional:
 
     def __call__(self, trial: Any) -> DigitsMLP:
         if trial is not None and ("momentum" in trial) != (trial["optimizer"] == "sgd"):
-            raise AssertionError(f"momentum present={'momentum' in trial} with optimizer={trial['optimizer']!r}")
+            raise AssertionError(
+                f"momentum present={'momentum' in trial} with optimizer={trial['optimizer']!r}"
+            )
         return model_init(trial)
 
 
@@ -244,10 +252,15 @@ class RecordingReporter(TrialReporter):
         self.started = record
 
     def report(self, objective: Any, step: int, metrics: Mapping[str, float], checkpoint: str | None) -> bool:
-        self.reports.append({
-            "objective": objective, "step": step, "metrics": dict(metrics), "checkpoint": checkpoint,
-            "checkpoint_exists": checkpoint is not None and os.path.isdir(checkpoint),
-        })
+        self.reports.append(
+            {
+                "objective": objective,
+                "step": step,
+                "metrics": dict(metrics),
+                "checkpoint": checkpoint,
+                "checkpoint_exists": checkpoint is not None and os.path.isdir(checkpoint),
+            }
+        )
         return self.prune_at is not None and step >= self.prune_at
 
 

@@ -132,12 +132,22 @@ def make_settings(make_trainer, output_dir: Path):
     from hpsearch.objective import resolve_compute_objective
     from hpsearch.settings import TrialSettings
 
-    def make(trainer: Any = None, compute_objective: Any = "eval_accuracy", directions: Any = ("maximize",),
-             **fields: Any) -> TrialSettings:
+    def make(
+        trainer: Any = None,
+        compute_objective: Any = "eval_accuracy",
+        directions: Any = ("maximize",),
+        **fields: Any,
+    ) -> TrialSettings:
         trainer = trainer if trainer is not None else make_trainer()
         function, name = resolve_compute_objective(compute_objective)
-        return TrialSettings(trainer=trainer.recipe(), compute_objective=function, objective_name=name,
-                             directions=tuple(directions), output_dir=str(output_dir.resolve()), backend="random",
-                             **fields)
+        return TrialSettings(
+            trainer=trainer.recipe(),
+            compute_objective=function,
+            objective_name=name,
+            directions=tuple(directions),
+            output_dir=str(output_dir.resolve()),
+            backend="random",
+            **fields,
+        )
 
     return make

@@ -51,13 +51,23 @@ class Env:
             self.built.append(1)
             return DigitsMLP(hidden=16)
 
-        settings: dict[str, Any] = dict(output_dir=str(self.output_dir), eval_strategy="epoch", save_strategy="no",
-                                        num_train_epochs=1, report_to="none", disable_tqdm=True)
+        settings: dict[str, Any] = dict(
+            output_dir=str(self.output_dir),
+            eval_strategy="epoch",
+            save_strategy="no",
+            num_train_epochs=1,
+            report_to="none",
+            disable_tqdm=True,
+        )
         settings.update(overrides)
         train, evaluation = digits_datasets()
-        trainer = Trainer(model_init=model_init if takes_trial else model_init_no_trial,
-                          args=TrainingArguments(**settings), train_dataset=train, eval_dataset=evaluation,
-                          compute_metrics=accuracy)
+        trainer = Trainer(
+            model_init=model_init if takes_trial else model_init_no_trial,
+            args=TrainingArguments(**settings),
+            train_dataset=train,
+            eval_dataset=evaluation,
+            compute_metrics=accuracy,
+        )
         self.built.clear()  # the Trainer builds one model up front, as transformers' does; trials come later
         return trainer
 
@@ -82,8 +92,12 @@ class Env:
             "direction": "maximize",
             "n_trials": 2,
             "output_dir": "search",
-            "training_args": {"num_train_epochs": 1, "eval_strategy": "epoch", "save_strategy": "no",
-                              "report_to": "none"},
+            "training_args": {
+                "num_train_epochs": 1,
+                "eval_strategy": "epoch",
+                "save_strategy": "no",
+                "report_to": "none",
+            },
             "space": {"learning_rate": {"type": "float", "low": 1e-3, "high": 1e-2, "log": True}},
             "backend": "optuna",
             "backend_options": {"storage": f"sqlite:///{self.db}", "study_name": "bad-input"},
@@ -116,8 +130,9 @@ class CliExit(Exception):
 
 def _not_installed(env: Env) -> None:
     real = importlib.util.find_spec
-    env.monkeypatch.setattr(importlib.util, "find_spec",
-                            lambda name, *a, **k: None if name == "optuna" else real(name, *a, **k))
+    env.monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a, **k: None if name == "optuna" else real(name, *a, **k)
+    )
     env.search()
 
 
@@ -142,8 +157,11 @@ def _exiting_module(env: Env) -> str:
 
 def _aliased_long_text(env: Env) -> str:
     """A valid sweep file plus one 5,000-character text repeated by 900 aliases (few values, 4.5 MB expanded)."""
-    return (env.sweep_file().read_text() + f'note: &long "{"x" * 5000}"\n'
-            + f"notes: [{', '.join(['*long'] * 900)}]\n")
+    return (
+        env.sweep_file().read_text()
+        + f'note: &long "{"x" * 5000}"\n'
+        + f"notes: [{', '.join(['*long'] * 900)}]\n"
+    )
 
 
 def _dashboard_port_in_use(env: Env) -> None:
@@ -177,8 +195,15 @@ def _second_search_in_same_folder(env: Env, earlier_backend: str = "random", **k
     from hpsearch.trial import TrialRecord
 
     earlier = env.tmp_path / "earlier"
-    record = TrialRecord(trial_id="0", number=0, name="run-0", state=TrialState.COMPLETE, params={"learning_rate": 0.01},
-                         objective=0.5, started=datetime.now(timezone.utc))
+    record = TrialRecord(
+        trial_id="0",
+        number=0,
+        name="run-0",
+        state=TrialState.COMPLETE,
+        params={"learning_rate": 0.01},
+        objective=0.5,
+        started=datetime.now(timezone.utc),
+    )
     space = spaces.SearchSpace(LR).to_dict()
     SearchResult(earlier_backend, ["minimize"], [record], objective="eval_loss", space=space).save(earlier)
     before = (earlier / "search.json").read_bytes()
@@ -191,211 +216,528 @@ def _second_search_in_same_folder(env: Env, earlier_backend: str = "random", **k
 # (id, what to run, fragments the message must contain: the argument, the value, the fix)
 CASES: list[tuple[str, Callable[[Env], Any], tuple[str, ...]]] = [
     # ------------------------------------------------------------ TrainingArguments
-    ("args-load-best-strategies",
-     lambda e: e.trainer(load_best_model_at_end=True, eval_strategy="epoch", save_strategy="steps"),
-     ("load_best_model_at_end", "save_strategy='steps'", "pass save_strategy='epoch'")),
-    ("args-eval-strategy", lambda e: e.trainer(eval_strategy="sometimes"),
-     ("eval_strategy", "'sometimes'", "pass one of")),
-    ("args-learning-rate", lambda e: e.trainer(learning_rate=-1.0), ("learning_rate", "-1.0", "pass 0.0 or more")),
-    ("args-batch-size", lambda e: e.trainer(per_device_train_batch_size=0),
-     ("per_device_train_batch_size", "got 0", "pass 1 or more")),
-    ("args-scheduler", lambda e: e.trainer(lr_scheduler_type="zigzag"), ("lr_scheduler_type", "'zigzag'", "pass one of")),
-    ("args-warmup-ratio", lambda e: e.trainer(warmup_ratio=1.5), ("warmup_ratio", "1.5", "pass a value <= 1.0")),
+    (
+        "args-load-best-strategies",
+        lambda e: e.trainer(load_best_model_at_end=True, eval_strategy="epoch", save_strategy="steps"),
+        ("load_best_model_at_end", "save_strategy='steps'", "pass save_strategy='epoch'"),
+    ),
+    (
+        "args-eval-strategy",
+        lambda e: e.trainer(eval_strategy="sometimes"),
+        ("eval_strategy", "'sometimes'", "pass one of"),
+    ),
+    (
+        "args-learning-rate",
+        lambda e: e.trainer(learning_rate=-1.0),
+        ("learning_rate", "-1.0", "pass 0.0 or more"),
+    ),
+    (
+        "args-batch-size",
+        lambda e: e.trainer(per_device_train_batch_size=0),
+        ("per_device_train_batch_size", "got 0", "pass 1 or more"),
+    ),
+    (
+        "args-scheduler",
+        lambda e: e.trainer(lr_scheduler_type="zigzag"),
+        ("lr_scheduler_type", "'zigzag'", "pass one of"),
+    ),
+    (
+        "args-warmup-ratio",
+        lambda e: e.trainer(warmup_ratio=1.5),
+        ("warmup_ratio", "1.5", "pass a value <= 1.0"),
+    ),
     # ------------------------------------------------------------ spaces
-    ("space-bounds-swapped", lambda e: e.search(hp_space={"learning_rate": spaces.Float(1e-2, 1e-3)}),
-     ("low must be < high", "low=0.01", "swap them")),
-    ("space-log-zero", lambda e: e.search(hp_space={"learning_rate": spaces.Float(0.0, 1e-2, log=True)}),
-     ("log=True", "low=0.0", "use log=False")),
-    ("space-empty-choices", lambda e: e.search(hp_space={"seed": spaces.Categorical([])}),
-     ("choices", "[]", "give at least one value")),
-    ("space-int-float-bound", lambda e: e.search(hp_space={"seed": spaces.Int(1.5, 3)}),
-     ("low", "1.5", "pass an integer")),
-    ("space-unknown-type", lambda e: e.search(hp_space={"learning_rate": {"type": "gaussian", "low": 0, "high": 1}}),
-     ("learning_rate", "'gaussian'", "accepted types are")),
-    ("space-bound-rejected-by-args", lambda e: e.search(hp_space={"learning_rate": spaces.Float(-1.0, 1.0)}),
-     ("learning_rate", "-1.0", "pass 0.0 or more")),
-    ("space-choice-not-savable",
-     lambda e: e.search(backend="random", hp_space={**LR, "hidden": spaces.Categorical([8, object()])}),
-     ("hp_space['hidden'] cannot be saved with the results", "<object object", "Use a plain value")),
-    ("space-native-distribution-in-portable-dict",
-     lambda e: e.search(hp_space={**LR, "hidden": optuna.distributions.CategoricalDistribution([8, 16])}),
-     ("hp_space['hidden']=CategoricalDistribution(choices=(8, 16)) is a native optuna object",
-      "write it as a spaces domain", "a callable hp_space(trial)")),
-    ("space-float-for-int-arg", lambda e: e.search(hp_space={"per_device_train_batch_size": spaces.Float(1.0, 8.5)}),
-     ("per_device_train_batch_size", "8.5", "use spaces.Int")),
+    (
+        "space-bounds-swapped",
+        lambda e: e.search(hp_space={"learning_rate": spaces.Float(1e-2, 1e-3)}),
+        ("low must be < high", "low=0.01", "swap them"),
+    ),
+    (
+        "space-log-zero",
+        lambda e: e.search(hp_space={"learning_rate": spaces.Float(0.0, 1e-2, log=True)}),
+        ("log=True", "low=0.0", "use log=False"),
+    ),
+    (
+        "space-empty-choices",
+        lambda e: e.search(hp_space={"seed": spaces.Categorical([])}),
+        ("choices", "[]", "give at least one value"),
+    ),
+    (
+        "space-int-float-bound",
+        lambda e: e.search(hp_space={"seed": spaces.Int(1.5, 3)}),
+        ("low", "1.5", "pass an integer"),
+    ),
+    (
+        "space-unknown-type",
+        lambda e: e.search(hp_space={"learning_rate": {"type": "gaussian", "low": 0, "high": 1}}),
+        ("learning_rate", "'gaussian'", "accepted types are"),
+    ),
+    (
+        "space-bound-rejected-by-args",
+        lambda e: e.search(hp_space={"learning_rate": spaces.Float(-1.0, 1.0)}),
+        ("learning_rate", "-1.0", "pass 0.0 or more"),
+    ),
+    (
+        "space-choice-not-savable",
+        lambda e: e.search(backend="random", hp_space={**LR, "hidden": spaces.Categorical([8, object()])}),
+        ("hp_space['hidden'] cannot be saved with the results", "<object object", "Use a plain value"),
+    ),
+    (
+        "space-native-distribution-in-portable-dict",
+        lambda e: e.search(hp_space={**LR, "hidden": optuna.distributions.CategoricalDistribution([8, 16])}),
+        (
+            "hp_space['hidden']=CategoricalDistribution(choices=(8, 16)) is a native optuna object",
+            "write it as a spaces domain",
+            "a callable hp_space(trial)",
+        ),
+    ),
+    (
+        "space-float-for-int-arg",
+        lambda e: e.search(hp_space={"per_device_train_batch_size": spaces.Float(1.0, 8.5)}),
+        ("per_device_train_batch_size", "8.5", "use spaces.Int"),
+    ),
     # ------------------------------------------------------------ hyperparameter_search arguments
     ("unknown-backend", lambda e: e.search(backend="hyperopt"), ("backend", "'hyperopt'", "use one of")),
     ("backend-not-installed", _not_installed, ("optuna", "not installed", "pip install 'hpsearch[optuna]'")),
     ("direction", lambda e: e.search(direction="up"), ("direction", "'up'", "pass one of them")),
-    ("direction-in-list", lambda e: e.search(direction=["minimize", "sideways"]), ("direction", "'sideways'", "pass")),
+    (
+        "direction-in-list",
+        lambda e: e.search(direction=["minimize", "sideways"]),
+        ("direction", "'sideways'", "pass"),
+    ),
     ("n-trials-zero", lambda e: e.search(n_trials=0), ("n_trials", "got 0", "pass e.g. n_trials=3")),
     ("n-trials-negative", lambda e: e.search(n_trials=-4), ("n_trials", "got -4", "pass e.g.")),
     ("n-trials-float", lambda e: e.search(n_trials=2.5), ("n_trials", "2.5", "pass e.g.")),
-    ("hp-space-non-dict", lambda e: e.search(hp_space=_native_space([1, 2])),
-     ("hp_space(trial) must return a dict", "[1, 2]", "dict of parameter values")),
-    ("hp-space-raises", lambda e: e.search(hp_space=_raising_space),
-     ("hp_space(trial) raised", "lerning_rate", "must only call trial.suggest_*")),
-    ("hp-space-type", lambda e: e.search(hp_space=42), ("hp_space", "got int 42", "a dict {name: Domain or value}")),
-    ("reserved-param", lambda e: e.search(hp_space={"output_dir": spaces.Categorical(["a", "b"])}),
-     ("'output_dir'", "reserved", "rename the parameter")),
-    ("reserved-param-native", lambda e: e.search(hp_space=_native_space({"run_name": "x"})),
-     ("'run_name'", "reserved", "rename it")),
-    ("unused-param", lambda e: e.search(e.trainer(takes_trial=False), hp_space={"dropout": spaces.Float(0.0, 0.5)}),
-     ("'dropout'", "not a TrainingArguments field", "give model_init a `trial` parameter")),
-    ("unused-param-native",
-     lambda e: e.search(e.trainer(takes_trial=False), hp_space=_native_space({"dropout": 0.1})),
-     ("'dropout'", "not a TrainingArguments field", "give model_init a `trial` parameter")),
-    ("compute-objective", lambda e: e.search(compute_objective=3),
-     ("compute_objective", "got 3", "a metric name or None")),
-    ("objective-scope", lambda e: e.search(objective_scope="median"), ("objective_scope", "'median'", "'last', 'best'")),
-    ("max-failed-trials", lambda e: e.search(max_failed_trials=0), ("max_failed_trials", "got 0", "pass e.g.")),
-    ("trial-timeout", lambda e: e.search(trial_timeout=-1), ("trial_timeout", "-1", "positive, finite number of seconds")),
+    (
+        "hp-space-non-dict",
+        lambda e: e.search(hp_space=_native_space([1, 2])),
+        ("hp_space(trial) must return a dict", "[1, 2]", "dict of parameter values"),
+    ),
+    (
+        "hp-space-raises",
+        lambda e: e.search(hp_space=_raising_space),
+        ("hp_space(trial) raised", "lerning_rate", "must only call trial.suggest_*"),
+    ),
+    (
+        "hp-space-type",
+        lambda e: e.search(hp_space=42),
+        ("hp_space", "got int 42", "a dict {name: Domain or value}"),
+    ),
+    (
+        "reserved-param",
+        lambda e: e.search(hp_space={"output_dir": spaces.Categorical(["a", "b"])}),
+        ("'output_dir'", "reserved", "rename the parameter"),
+    ),
+    (
+        "reserved-param-native",
+        lambda e: e.search(hp_space=_native_space({"run_name": "x"})),
+        ("'run_name'", "reserved", "rename it"),
+    ),
+    (
+        "unused-param",
+        lambda e: e.search(e.trainer(takes_trial=False), hp_space={"dropout": spaces.Float(0.0, 0.5)}),
+        ("'dropout'", "not a TrainingArguments field", "give model_init a `trial` parameter"),
+    ),
+    (
+        "unused-param-native",
+        lambda e: e.search(e.trainer(takes_trial=False), hp_space=_native_space({"dropout": 0.1})),
+        ("'dropout'", "not a TrainingArguments field", "give model_init a `trial` parameter"),
+    ),
+    (
+        "compute-objective",
+        lambda e: e.search(compute_objective=3),
+        ("compute_objective", "got 3", "a metric name or None"),
+    ),
+    (
+        "objective-scope",
+        lambda e: e.search(objective_scope="median"),
+        ("objective_scope", "'median'", "'last', 'best'"),
+    ),
+    (
+        "max-failed-trials",
+        lambda e: e.search(max_failed_trials=0),
+        ("max_failed_trials", "got 0", "pass e.g."),
+    ),
+    (
+        "trial-timeout",
+        lambda e: e.search(trial_timeout=-1),
+        ("trial_timeout", "-1", "positive, finite number of seconds"),
+    ),
     ("hp-name", lambda e: e.search(hp_name="run"), ("hp_name", "'run'", "callable taking the trial")),
     ("trial-timeout-inf", lambda e: e.search(trial_timeout=float("inf")), ("trial_timeout", "inf", "finite")),
-    ("no-eval-dataset", lambda e: e.search(_without_eval(e.trainer())), ("eval_dataset", "evaluation", "Trainer(eval_dataset=...)")),
-    ("hp-space-empty", lambda e: e.search(hp_space={}), ("hp_space={}", "no parameter", "None for the default space")),
-    ("space-float-for-batch-size", lambda e: e.search(hp_space={"per_device_train_batch_size": spaces.Float(8.0, 64.0)}),
-     ("per_device_train_batch_size", "Float", "use spaces.Int(8, 64)")),
-    ("space-zero-epochs", lambda e: e.search(hp_space={"num_train_epochs": spaces.Int(0, 3)}),
-     ("num_train_epochs", "0", "start the domain above 0")),
-    ("output-dir-query", lambda e: e.search(e.trainer(output_dir=str(e.tmp_path / "what?now"))),
-     ("output_dir", "'?'", "without '?'")),
-    ("optuna-sqlite-two-slashes", lambda e: e.search(storage="sqlite://study.db"),
-     ("storage='sqlite://study.db'", "three slashes", "'sqlite:///study.db'")),
-    ("optuna-journal-is-folder", lambda e: e.search(storage=str(e.tmp_path)),
-     ("storage=", "is a folder", "study.log")),
+    (
+        "no-eval-dataset",
+        lambda e: e.search(_without_eval(e.trainer())),
+        ("eval_dataset", "evaluation", "Trainer(eval_dataset=...)"),
+    ),
+    (
+        "hp-space-empty",
+        lambda e: e.search(hp_space={}),
+        ("hp_space={}", "no parameter", "None for the default space"),
+    ),
+    (
+        "space-float-for-batch-size",
+        lambda e: e.search(hp_space={"per_device_train_batch_size": spaces.Float(8.0, 64.0)}),
+        ("per_device_train_batch_size", "Float", "use spaces.Int(8, 64)"),
+    ),
+    (
+        "space-zero-epochs",
+        lambda e: e.search(hp_space={"num_train_epochs": spaces.Int(0, 3)}),
+        ("num_train_epochs", "0", "start the domain above 0"),
+    ),
+    (
+        "output-dir-query",
+        lambda e: e.search(e.trainer(output_dir=str(e.tmp_path / "what?now"))),
+        ("output_dir", "'?'", "without '?'"),
+    ),
+    (
+        "optuna-sqlite-two-slashes",
+        lambda e: e.search(storage="sqlite://study.db"),
+        ("storage='sqlite://study.db'", "three slashes", "'sqlite:///study.db'"),
+    ),
+    (
+        "optuna-journal-is-folder",
+        lambda e: e.search(storage=str(e.tmp_path)),
+        ("storage=", "is a folder", "study.log"),
+    ),
     # ------------------------------------------------------------ Optuna keyword arguments
     ("optuna-unknown-kwarg", lambda e: e.search(sampler_seed=3), ("sampler_seed", "optuna", "it accepts")),
-    ("optuna-pruner-no-eval", lambda e: e.search(e.trainer(eval_strategy="no"), pruner=optuna.pruners.MedianPruner()),
-     ("pruner=MedianPruner", "eval_strategy='no'", "set eval_strategy='epoch' or 'steps'")),
-    ("optuna-pruner-multi-objective",
-     lambda e: e.search(pruner=optuna.pruners.MedianPruner(), direction=["minimize", "maximize"],
-                        compute_objective=lambda m: (m["eval_loss"], m["eval_accuracy"])),
-     ("pruner=MedianPruner", "multi-objective", "remove the pruner")),
-    ("optuna-sampler-type", lambda e: e.search(sampler="tpe"), ("sampler", "'tpe'", "optuna.samplers.BaseSampler")),
-    ("optuna-storage-port",
-     lambda e: e.search(storage="postgresql+psycopg2://me:hunter2@127.0.0.1:notaport/db"),
-     ("storage=", "me:***@127.0.0.1:notaport/db", "'dialect+driver://user:password@host:port/database'")),
-    ("optuna-storage-scheme", lambda e: e.search(storage="mongodb://127.0.0.1/db"),
-     ("storage=", "mongodb://127.0.0.1/db", "use e.g. 'sqlite:///study.db'")),
-    ("optuna-sqlite-folder", lambda e: e.search(storage="sqlite:////nonexistent/folder/study.db"),
-     ("storage=", "/nonexistent/folder", "create it")),
-    ("optuna-journal-folder", lambda e: e.search(storage="/nonexistent/folder/study.log"),
-     ("storage journal file", "/nonexistent/folder", "create it")),
+    (
+        "optuna-pruner-no-eval",
+        lambda e: e.search(e.trainer(eval_strategy="no"), pruner=optuna.pruners.MedianPruner()),
+        ("pruner=MedianPruner", "eval_strategy='no'", "set eval_strategy='epoch' or 'steps'"),
+    ),
+    (
+        "optuna-pruner-multi-objective",
+        lambda e: e.search(
+            pruner=optuna.pruners.MedianPruner(),
+            direction=["minimize", "maximize"],
+            compute_objective=lambda m: (m["eval_loss"], m["eval_accuracy"]),
+        ),
+        ("pruner=MedianPruner", "multi-objective", "remove the pruner"),
+    ),
+    (
+        "optuna-sampler-type",
+        lambda e: e.search(sampler="tpe"),
+        ("sampler", "'tpe'", "optuna.samplers.BaseSampler"),
+    ),
+    (
+        "optuna-storage-port",
+        lambda e: e.search(storage="postgresql+psycopg2://me:hunter2@127.0.0.1:notaport/db"),
+        ("storage=", "me:***@127.0.0.1:notaport/db", "'dialect+driver://user:password@host:port/database'"),
+    ),
+    (
+        "optuna-storage-scheme",
+        lambda e: e.search(storage="mongodb://127.0.0.1/db"),
+        ("storage=", "mongodb://127.0.0.1/db", "use e.g. 'sqlite:///study.db'"),
+    ),
+    (
+        "optuna-sqlite-folder",
+        lambda e: e.search(storage="sqlite:////nonexistent/folder/study.db"),
+        ("storage=", "/nonexistent/folder", "create it"),
+    ),
+    (
+        "optuna-journal-folder",
+        lambda e: e.search(storage="/nonexistent/folder/study.log"),
+        ("storage journal file", "/nonexistent/folder", "create it"),
+    ),
     ("optuna-n-jobs", lambda e: e.search(n_jobs=0), ("n_jobs", "0", "positive integer or -1")),
-    ("optuna-n-jobs-accumulation", lambda e: e.search(e.trainer(gradient_accumulation_steps=2), n_jobs=2),
-     ("n_jobs=2", "gradient_accumulation_steps=2", "use n_jobs=1")),
+    (
+        "optuna-n-jobs-accumulation",
+        lambda e: e.search(e.trainer(gradient_accumulation_steps=2), n_jobs=2),
+        ("n_jobs=2", "gradient_accumulation_steps=2", "use n_jobs=1"),
+    ),
     ("optuna-timeout", lambda e: e.search(timeout=-5), ("timeout", "-5", "positive number of seconds")),
     ("optuna-study-name", lambda e: e.search(study_name=""), ("study_name", "''", "non-empty string")),
     # ------------------------------------------------------------ Ray and SigOpt keyword arguments
-    ("ray-address-unreachable", lambda e: e.search(backend="ray", address="127.0.0.1:1"),
-     ("address='127.0.0.1:1'", "no Ray cluster answers", "ray start --head")),
-    ("ray-multi-objective",
-     lambda e: e.search(backend="ray", direction=["minimize", "maximize"],
-                        compute_objective=lambda m: (m["eval_loss"], m["eval_accuracy"])),
-     ("direction=", "['minimize', 'maximize']", "use backend='optuna'")),
-    ("ray-scope-disagrees-with-default-objective-scope",
-     lambda e: e.search(backend="ray", objective_scope="last", scope="all"),
-     ("objective_scope='last'", "scope='all'", "disagree", "drop one of them")),
-    ("ray-unknown-kwarg", lambda e: e.search(backend="ray", num_workers=2), ("num_workers", "ray", "it accepts")),
-    ("sigopt-int-log", lambda e: e.search(backend="sigopt", hp_space={"seed": spaces.Int(1, 64, log=True)}),
-     ("'seed'", "log=True", "use spaces.Float(1, 64, log=True)")),
-    ("sigopt-driver", lambda e: e.search(backend="sigopt", driver="carrier-pigeon"),
-     ("driver=", "'carrier-pigeon'", "use 'lite'")),
-    ("optuna-bool-option", lambda e: e.search(gc_after_trial="no"),
-     ("gc_after_trial='no'", "(str)", "must be true or false")),
-    ("optuna-timeout-nan", lambda e: e.search(timeout=float("nan")), ("timeout=nan", "finite number", "pass e.g.")),
-    ("optuna-missing-driver", lambda e: e.search(storage="postgresql+pg8000://me:hunter2@127.0.0.1:1/db"),
-     ("storage=", "driver 'pg8000' is not installed", "e.g. 'postgresql+psycopg2://me:***@127.0.0.1:1/db'")),
-    ("typo-kwarg-suggested", lambda e: e.search(n_trial=3), ("n_trial", "did you mean 'n_trials'?", "it accepts")),
-    ("kwarg-of-another-backend", lambda e: e.search(backend="random", sampler=optuna.samplers.TPESampler()),
-     ("sampler", "is an option of backend='optuna'", "it accepts")),
-    ("no-train-dataset", lambda e: e.search(_without_train(e.trainer())),
-     ("train_dataset", "trains a model", "Trainer(train_dataset=...)")),
-    ("directions-for-one-metric", lambda e: e.search(direction=["maximize", "minimize"], compute_objective="eval_loss"),
-     ("direction=['maximize', 'minimize']", "'eval_loss' gives one value", "a callable returning 2 numbers")),
-    ("scope-best-multi-objective",
-     lambda e: e.search(direction=["minimize", "maximize"], objective_scope="best",
-                        compute_objective=lambda m: (m["eval_loss"], m["eval_accuracy"])),
-     ("objective_scope='best'", "several objectives", "use 'last'")),
-    ("warm-start-options-alone", lambda e: e.search(warm_start_mode="evaluate", warm_start_top_k=2),
-     ("warm_start_mode='evaluate' (and warm_start_top_k)", "needs warm_start", "pass warm_start=")),
-    ("dashboard-port-type", lambda e: e.search(dashboard=True, dashboard_port="abc"),
-     ("dashboard_port", "'abc'", "integer from 0 to 65535")),
+    (
+        "ray-address-unreachable",
+        lambda e: e.search(backend="ray", address="127.0.0.1:1"),
+        ("address='127.0.0.1:1'", "no Ray cluster answers", "ray start --head"),
+    ),
+    (
+        "ray-multi-objective",
+        lambda e: e.search(
+            backend="ray",
+            direction=["minimize", "maximize"],
+            compute_objective=lambda m: (m["eval_loss"], m["eval_accuracy"]),
+        ),
+        ("direction=", "['minimize', 'maximize']", "use backend='optuna'"),
+    ),
+    (
+        "ray-scope-disagrees-with-default-objective-scope",
+        lambda e: e.search(backend="ray", objective_scope="last", scope="all"),
+        ("objective_scope='last'", "scope='all'", "disagree", "drop one of them"),
+    ),
+    (
+        "ray-unknown-kwarg",
+        lambda e: e.search(backend="ray", num_workers=2),
+        ("num_workers", "ray", "it accepts"),
+    ),
+    (
+        "sigopt-int-log",
+        lambda e: e.search(backend="sigopt", hp_space={"seed": spaces.Int(1, 64, log=True)}),
+        ("'seed'", "log=True", "use spaces.Float(1, 64, log=True)"),
+    ),
+    (
+        "sigopt-driver",
+        lambda e: e.search(backend="sigopt", driver="carrier-pigeon"),
+        ("driver=", "'carrier-pigeon'", "use 'lite'"),
+    ),
+    (
+        "optuna-bool-option",
+        lambda e: e.search(gc_after_trial="no"),
+        ("gc_after_trial='no'", "(str)", "must be true or false"),
+    ),
+    (
+        "optuna-timeout-nan",
+        lambda e: e.search(timeout=float("nan")),
+        ("timeout=nan", "finite number", "pass e.g."),
+    ),
+    (
+        "optuna-missing-driver",
+        lambda e: e.search(storage="postgresql+pg8000://me:hunter2@127.0.0.1:1/db"),
+        (
+            "storage=",
+            "driver 'pg8000' is not installed",
+            "e.g. 'postgresql+psycopg2://me:***@127.0.0.1:1/db'",
+        ),
+    ),
+    (
+        "typo-kwarg-suggested",
+        lambda e: e.search(n_trial=3),
+        ("n_trial", "did you mean 'n_trials'?", "it accepts"),
+    ),
+    (
+        "kwarg-of-another-backend",
+        lambda e: e.search(backend="random", sampler=optuna.samplers.TPESampler()),
+        ("sampler", "is an option of backend='optuna'", "it accepts"),
+    ),
+    (
+        "no-train-dataset",
+        lambda e: e.search(_without_train(e.trainer())),
+        ("train_dataset", "trains a model", "Trainer(train_dataset=...)"),
+    ),
+    (
+        "directions-for-one-metric",
+        lambda e: e.search(direction=["maximize", "minimize"], compute_objective="eval_loss"),
+        (
+            "direction=['maximize', 'minimize']",
+            "'eval_loss' gives one value",
+            "a callable returning 2 numbers",
+        ),
+    ),
+    (
+        "scope-best-multi-objective",
+        lambda e: e.search(
+            direction=["minimize", "maximize"],
+            objective_scope="best",
+            compute_objective=lambda m: (m["eval_loss"], m["eval_accuracy"]),
+        ),
+        ("objective_scope='best'", "several objectives", "use 'last'"),
+    ),
+    (
+        "warm-start-options-alone",
+        lambda e: e.search(warm_start_mode="evaluate", warm_start_top_k=2),
+        ("warm_start_mode='evaluate' (and warm_start_top_k)", "needs warm_start", "pass warm_start="),
+    ),
+    (
+        "dashboard-port-type",
+        lambda e: e.search(dashboard=True, dashboard_port="abc"),
+        ("dashboard_port", "'abc'", "integer from 0 to 65535"),
+    ),
     ("dashboard-port-in-use", _dashboard_port_in_use, ("port", "is already in use", "--port 0")),
-    ("dashboard-port-alone", lambda e: e.search(dashboard_port=8765),
-     ("dashboard_port=8765", "dashboard=False", "pass dashboard=True")),
-    ("earlier-search-kept", _second_search_in_same_folder,
-     ("holds an earlier search (1 trial", "nothing was started", "another output_dir")),
+    (
+        "dashboard-port-alone",
+        lambda e: e.search(dashboard_port=8765),
+        ("dashboard_port=8765", "dashboard=False", "pass dashboard=True"),
+    ),
+    (
+        "earlier-search-kept",
+        _second_search_in_same_folder,
+        ("holds an earlier search (1 trial", "nothing was started", "another output_dir"),
+    ),
     # A storage that would load the study named after output_dir, but holds none: it continues nothing.
-    ("earlier-search-kept-from-new-storage",
-     lambda e: _second_search_in_same_folder(e, "optuna", backend="optuna", compute_objective="eval_loss",
-                                             study_name=None),
-     ("holds an earlier search (1 trial, backend='optuna'", "nothing was started", "another output_dir",
-      "continue it (storage=")),
-    ("earlier-search-of-another-backend-kept-from-new-storage",
-     lambda e: _second_search_in_same_folder(e, "random", backend="optuna", compute_objective="eval_loss",
-                                             study_name=None, load_if_exists=True),
-     ("holds an earlier search (1 trial, backend='random'", "nothing was started", "another output_dir")),
-    ("output-dir-search-json-folder", lambda e: _results_path_taken(e, "search.json"),
-     ("output_dir=", "has a folder named 'search.json'", "move it away, or choose another output_dir")),
-    ("output-dir-trials-csv-folder", lambda e: _results_path_taken(e, "trials.csv"),
-     ("output_dir=", "has a folder named 'trials.csv'", "move it away")),
-    ("output-dir-events-folder", lambda e: _results_path_taken(e, "events.jsonl"),
-     ("output_dir=", "has a folder named 'events.jsonl'", "move it away")),
-    ("trial-timeout-huge", lambda e: e.search(trial_timeout=1e10), ("trial_timeout=", "longer than a trial's timer",
-                                                                     "pass None for no limit")),
-    ("space-fsdp-in-one-process",
-     lambda e: e.search(hp_space={"learning_rate": spaces.Float(1e-3, 1e-2), "fsdp": spaces.Categorical(["", "full_shard"])}),
-     ("'fsdp'", "'full_shard'", "several processes", "remove 'full_shard'")),
-    ("space-epochs-ignored", lambda e: e.search(e.trainer(max_steps=5), hp_space={"num_train_epochs": spaces.Int(1, 3)}),
-     ("num_train_epochs", "max_steps=5", "set max_steps=-1")),
-    ("compute-objective-arity", lambda e: e.search(compute_objective=lambda: 1.0),
-     ("compute_objective=", "cannot be called with one argument (the metrics dict)", "give it exactly one parameter")),
-    ("hp-name-arity", lambda e: e.search(hp_name=lambda trial, prefix: "x"),
-     ("hp_name=", "missing a required argument: 'prefix'", "give it exactly one parameter")),
-    ("optuna-catch-base-exception", lambda e: e.search(catch=KeyboardInterrupt),
-     ("catch must be an Exception class", "KeyboardInterrupt", "cannot be caught per trial")),
-    ("space-all-fixed", lambda e: e.search(backend="random", hp_space={"learning_rate": 0.01, "seed": spaces.Fixed(3)}),
-     ("no parameter to search", "learning_rate, seed", "give at least one a range")),
-    ("optuna-load-if-exists-alone", lambda e: e.search(storage=None, load_if_exists=True),
-     ("load_if_exists=True", "no storage is given", "pass storage='sqlite:///study.db'")),
-    ("optuna-native-returns-domains", lambda e: e.search(hp_space=lambda trial: {"learning_rate": spaces.Float(0.1, 1.0)}),
-     ("returned spaces domains for ['learning_rate']", "Float", "pass the dict itself as hp_space")),
-    ("sigopt-native-no-bounds", lambda e: e.search(backend="sigopt", hp_space=[{"name": "learning_rate", "type": "double"}]),
-     ("'learning_rate'", "got None", "'bounds': {'min'")),
-    ("sigopt-native-raises",
-     lambda e: e.search(backend="sigopt", hp_space=lambda t: {"learning_rate": t.suggest_float("learning_rate", 0.1, 1)}),
-     ("written for backend='optuna'", "trial.suggest_float", "the portable form every backend takes")),
-    ("sigopt-native-bounds-rejected",
-     lambda e: e.search(backend="sigopt", hp_space=[{"name": "per_device_train_batch_size", "type": "int",
-                                                     "bounds": {"min": -5, "max": 0}}]),
-     ("per_device_train_batch_size", "-5", "pass 1 or more")),
+    (
+        "earlier-search-kept-from-new-storage",
+        lambda e: _second_search_in_same_folder(
+            e, "optuna", backend="optuna", compute_objective="eval_loss", study_name=None
+        ),
+        (
+            "holds an earlier search (1 trial, backend='optuna'",
+            "nothing was started",
+            "another output_dir",
+            "continue it (storage=",
+        ),
+    ),
+    (
+        "earlier-search-of-another-backend-kept-from-new-storage",
+        lambda e: _second_search_in_same_folder(
+            e, "random", backend="optuna", compute_objective="eval_loss", study_name=None, load_if_exists=True
+        ),
+        ("holds an earlier search (1 trial, backend='random'", "nothing was started", "another output_dir"),
+    ),
+    (
+        "output-dir-search-json-folder",
+        lambda e: _results_path_taken(e, "search.json"),
+        ("output_dir=", "has a folder named 'search.json'", "move it away, or choose another output_dir"),
+    ),
+    (
+        "output-dir-trials-csv-folder",
+        lambda e: _results_path_taken(e, "trials.csv"),
+        ("output_dir=", "has a folder named 'trials.csv'", "move it away"),
+    ),
+    (
+        "output-dir-events-folder",
+        lambda e: _results_path_taken(e, "events.jsonl"),
+        ("output_dir=", "has a folder named 'events.jsonl'", "move it away"),
+    ),
+    (
+        "trial-timeout-huge",
+        lambda e: e.search(trial_timeout=1e10),
+        ("trial_timeout=", "longer than a trial's timer", "pass None for no limit"),
+    ),
+    (
+        "space-fsdp-in-one-process",
+        lambda e: e.search(
+            hp_space={
+                "learning_rate": spaces.Float(1e-3, 1e-2),
+                "fsdp": spaces.Categorical(["", "full_shard"]),
+            }
+        ),
+        ("'fsdp'", "'full_shard'", "several processes", "remove 'full_shard'"),
+    ),
+    (
+        "space-epochs-ignored",
+        lambda e: e.search(e.trainer(max_steps=5), hp_space={"num_train_epochs": spaces.Int(1, 3)}),
+        ("num_train_epochs", "max_steps=5", "set max_steps=-1"),
+    ),
+    (
+        "compute-objective-arity",
+        lambda e: e.search(compute_objective=lambda: 1.0),
+        (
+            "compute_objective=",
+            "cannot be called with one argument (the metrics dict)",
+            "give it exactly one parameter",
+        ),
+    ),
+    (
+        "hp-name-arity",
+        lambda e: e.search(hp_name=lambda trial, prefix: "x"),
+        ("hp_name=", "missing a required argument: 'prefix'", "give it exactly one parameter"),
+    ),
+    (
+        "optuna-catch-base-exception",
+        lambda e: e.search(catch=KeyboardInterrupt),
+        ("catch must be an Exception class", "KeyboardInterrupt", "cannot be caught per trial"),
+    ),
+    (
+        "space-all-fixed",
+        lambda e: e.search(backend="random", hp_space={"learning_rate": 0.01, "seed": spaces.Fixed(3)}),
+        ("no parameter to search", "learning_rate, seed", "give at least one a range"),
+    ),
+    (
+        "optuna-load-if-exists-alone",
+        lambda e: e.search(storage=None, load_if_exists=True),
+        ("load_if_exists=True", "no storage is given", "pass storage='sqlite:///study.db'"),
+    ),
+    (
+        "optuna-native-returns-domains",
+        lambda e: e.search(hp_space=lambda trial: {"learning_rate": spaces.Float(0.1, 1.0)}),
+        ("returned spaces domains for ['learning_rate']", "Float", "pass the dict itself as hp_space"),
+    ),
+    (
+        "sigopt-native-no-bounds",
+        lambda e: e.search(backend="sigopt", hp_space=[{"name": "learning_rate", "type": "double"}]),
+        ("'learning_rate'", "got None", "'bounds': {'min'"),
+    ),
+    (
+        "sigopt-native-raises",
+        lambda e: e.search(
+            backend="sigopt", hp_space=lambda t: {"learning_rate": t.suggest_float("learning_rate", 0.1, 1)}
+        ),
+        ("written for backend='optuna'", "trial.suggest_float", "the portable form every backend takes"),
+    ),
+    (
+        "sigopt-native-bounds-rejected",
+        lambda e: e.search(
+            backend="sigopt",
+            hp_space=[
+                {"name": "per_device_train_batch_size", "type": "int", "bounds": {"min": -5, "max": 0}}
+            ],
+        ),
+        ("per_device_train_batch_size", "-5", "pass 1 or more"),
+    ),
     # ------------------------------------------------------------ sweep files and CLI flags
-    ("yaml-long-text-by-aliases", lambda e: e.cli_text(_aliased_long_text(e)),
-     ("more than 1,000,000 characters", "aliases", "shorten the values")),
-    ("yaml-control-character", lambda e: e.cli_text(e.sweep_file().read_text() + "extra: \x07\n"),
-     ("character '\\x07'", "not allowed", "remove it")),
-    ("yaml-integer-key", lambda e: e.cli_text(e.sweep_file().read_text() + "1: 2\n"),
-     ("a key must be a string", "int 1", "quote it")),
-    ("yaml-objective-direction-count", lambda e: e.cli(objective=["eval_accuracy", "eval_loss"], direction="maximize"),
-     ("direction", "objective has 2 metric(s) but direction has 1 entry", "give one direction per objective")),
-    ("yaml-script-only-argument",
-     lambda e: e.cli(training_args={"num_train_epochs": 1, "eval_strategy": "epoch", "resume_from_checkpoint": "/x"}),
-     ("resume_from_checkpoint='/x'", "read by a training script", "remove it")),
-    ("yaml-torch-threads", lambda e: e.cli(torch_threads=10**11), ("torch_threads", "100000000000", "from 1 to 4096")),
-    ("yaml-missing-import", lambda e: e.cli(model="examples.digits.model:no_such_factory"),
-     ("model", "no_such_factory", "it defines")),
-    ("yaml-module-exits", lambda e: e.cli(data=_exiting_module(e)), ("data", "raised SystemExit: 3", "fix that module")),
-    ("yaml-missing-module", lambda e: e.cli(data="examples.nowhere:datasets"), ("data", "examples.nowhere", "check the spelling")),
+    (
+        "yaml-long-text-by-aliases",
+        lambda e: e.cli_text(_aliased_long_text(e)),
+        ("more than 1,000,000 characters", "aliases", "shorten the values"),
+    ),
+    (
+        "yaml-control-character",
+        lambda e: e.cli_text(e.sweep_file().read_text() + "extra: \x07\n"),
+        ("character '\\x07'", "not allowed", "remove it"),
+    ),
+    (
+        "yaml-integer-key",
+        lambda e: e.cli_text(e.sweep_file().read_text() + "1: 2\n"),
+        ("a key must be a string", "int 1", "quote it"),
+    ),
+    (
+        "yaml-objective-direction-count",
+        lambda e: e.cli(objective=["eval_accuracy", "eval_loss"], direction="maximize"),
+        (
+            "direction",
+            "objective has 2 metric(s) but direction has 1 entry",
+            "give one direction per objective",
+        ),
+    ),
+    (
+        "yaml-script-only-argument",
+        lambda e: e.cli(
+            training_args={"num_train_epochs": 1, "eval_strategy": "epoch", "resume_from_checkpoint": "/x"}
+        ),
+        ("resume_from_checkpoint='/x'", "read by a training script", "remove it"),
+    ),
+    (
+        "yaml-torch-threads",
+        lambda e: e.cli(torch_threads=10**11),
+        ("torch_threads", "100000000000", "from 1 to 4096"),
+    ),
+    (
+        "yaml-missing-import",
+        lambda e: e.cli(model="examples.digits.model:no_such_factory"),
+        ("model", "no_such_factory", "it defines"),
+    ),
+    (
+        "yaml-module-exits",
+        lambda e: e.cli(data=_exiting_module(e)),
+        ("data", "raised SystemExit: 3", "fix that module"),
+    ),
+    (
+        "yaml-missing-module",
+        lambda e: e.cli(data="examples.nowhere:datasets"),
+        ("data", "examples.nowhere", "check the spelling"),
+    ),
     ("yaml-unknown-key", lambda e: e.cli(n_trial=3), ("n_trial", "unknown key", "did you mean 'n_trials'")),
-    ("yaml-space-type", lambda e: e.cli(space={"learning_rate": {"type": "gaussian"}}),
-     ("learning_rate", "gaussian", "accepted types are")),
-    ("yaml-training-args", lambda e: e.cli(training_args={"eval_strategy": "sometimes"}),
-     ("eval_strategy", "sometimes", "pass one of those strings")),
+    (
+        "yaml-space-type",
+        lambda e: e.cli(space={"learning_rate": {"type": "gaussian"}}),
+        ("learning_rate", "gaussian", "accepted types are"),
+    ),
+    (
+        "yaml-training-args",
+        lambda e: e.cli(training_args={"eval_strategy": "sometimes"}),
+        ("eval_strategy", "sometimes", "pass one of those strings"),
+    ),
     ("cli-n-trials", lambda e: e.cli("--n-trials", "0"), ("--n-trials", "got 0", ">= 1")),
     ("cli-backend", lambda e: e.cli("--backend", "hyperopt"), ("--backend", "hyperopt", "choose from")),
-    ("cli-set", lambda e: e.cli("--set", "training_args.learning_rate=-1"), ("learning_rate", "got -1.0", "pass 0.0 or more")),
+    (
+        "cli-set",
+        lambda e: e.cli("--set", "training_args.learning_rate=-1"),
+        ("learning_rate", "got -1.0", "pass 0.0 or more"),
+    ),
 ]
 
 

@@ -25,9 +25,17 @@ SPACE = {"learning_rate": spaces.Float(1e-3, 1e-2)}
 
 
 def _trainer(out: Path):
-    return digits_trainer(str(out), lambda trial: DigitsMLP(hidden=16), num_train_epochs=1, eval_strategy="epoch",
-                          save_strategy="no", per_device_train_batch_size=64, logging_strategy="no",
-                          disable_tqdm=True, report_to="none")
+    return digits_trainer(
+        str(out),
+        lambda trial: DigitsMLP(hidden=16),
+        num_train_epochs=1,
+        eval_strategy="epoch",
+        save_strategy="no",
+        per_device_train_batch_size=64,
+        logging_strategy="no",
+        disable_tqdm=True,
+        report_to="none",
+    )
 
 
 def _free_port() -> int:
@@ -46,22 +54,43 @@ def test_the_dashboard_of_a_search_stops_when_the_search_returns(tmp_path, capsy
     port = _free_port()
     seen_serving: list[bool] = []
 
-
     def model_init(trial):
         seen_serving.append(_serving(port))
         return DigitsMLP(hidden=16)
 
-    trainer = digits_trainer(str(tmp_path / "a"), model_init, num_train_epochs=1, eval_strategy="epoch",
-                             save_strategy="no", per_device_train_batch_size=64, logging_strategy="no",
-                             disable_tqdm=True, report_to="none")
-    hpsearch.hyperparameter_search(trainer, hp_space=SPACE, n_trials=1, backend="random",
-                                   compute_objective="eval_loss", dashboard=True, dashboard_port=port)
+    trainer = digits_trainer(
+        str(tmp_path / "a"),
+        model_init,
+        num_train_epochs=1,
+        eval_strategy="epoch",
+        save_strategy="no",
+        per_device_train_batch_size=64,
+        logging_strategy="no",
+        disable_tqdm=True,
+        report_to="none",
+    )
+    hpsearch.hyperparameter_search(
+        trainer,
+        hp_space=SPACE,
+        n_trials=1,
+        backend="random",
+        compute_objective="eval_loss",
+        dashboard=True,
+        dashboard_port=port,
+    )
     assert True in seen_serving  # it served while the search ran
     assert not _serving(port), "the dashboard still serves after the search returned"
     assert "stops when the search returns" in capsys.readouterr().out
     # The next search's dashboard takes the same port.
-    hpsearch.hyperparameter_search(_trainer(tmp_path / "b"), hp_space=SPACE, n_trials=1, backend="random",
-                                   compute_objective="eval_loss", dashboard=True, dashboard_port=port)
+    hpsearch.hyperparameter_search(
+        _trainer(tmp_path / "b"),
+        hp_space=SPACE,
+        n_trials=1,
+        backend="random",
+        compute_objective="eval_loss",
+        dashboard=True,
+        dashboard_port=port,
+    )
     assert not _serving(port)
 
 
@@ -84,6 +113,7 @@ def test_a_postgres_server_frozen_mid_search_fails_the_search_with_the_cause(tmp
     frozen: list[int] = []
 
     with postgres_cluster() as cluster:  # its own server: freezing the shared one would stall other tests
+
         def model_init(trial):
             if trial is not None and trial.number == 1 and not frozen:
                 frozen.extend(_cluster_pids(cluster))
@@ -91,15 +121,31 @@ def test_a_postgres_server_frozen_mid_search_fails_the_search_with_the_cause(tmp
                     os.kill(pid, signal.SIGSTOP)
             return DigitsMLP(hidden=16)
 
-        trainer = digits_trainer(str(tmp_path / "out"), model_init, num_train_epochs=2, eval_strategy="epoch",
-                                 save_strategy="no", per_device_train_batch_size=64, logging_strategy="no",
-                                 disable_tqdm=True, report_to="none")
+        trainer = digits_trainer(
+            str(tmp_path / "out"),
+            model_init,
+            num_train_epochs=2,
+            eval_strategy="epoch",
+            save_strategy="no",
+            per_device_train_batch_size=64,
+            logging_strategy="no",
+            disable_tqdm=True,
+            report_to="none",
+        )
         started = time.monotonic()
         try:
-            with pytest.raises(Exception, match=r"storage=.*failed during the search.*did not answer within") as caught:
-                hpsearch.hyperparameter_search(trainer, hp_space=SPACE, n_trials=3, backend="optuna",
-                                               compute_objective="eval_loss", storage=cluster.url,
-                                               study_name="frozen")
+            with pytest.raises(
+                Exception, match=r"storage=.*failed during the search.*did not answer within"
+            ) as caught:
+                hpsearch.hyperparameter_search(
+                    trainer,
+                    hp_space=SPACE,
+                    n_trials=3,
+                    backend="optuna",
+                    compute_objective="eval_loss",
+                    storage=cluster.url,
+                    study_name="frozen",
+                )
         finally:
             for pid in frozen:
                 with contextlib.suppress(ProcessLookupError):

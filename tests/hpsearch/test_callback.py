@@ -19,7 +19,9 @@ def attach(trainer, settings, reporter) -> tuple[ReportingCallback, TrialRecord]
 
 def test_the_objective_of_every_evaluation_is_recorded_and_reported(make_trainer, make_settings):
     trainer = make_trainer()
-    settings = make_settings(trainer, compute_objective=lambda m: 2 * m["eval_loss"], directions=("minimize",))
+    settings = make_settings(
+        trainer, compute_objective=lambda m: 2 * m["eval_loss"], directions=("minimize",)
+    )
     reporter = _trials.RecordingReporter()
     callback, record = attach(trainer, settings, reporter)
     trainer.train()
@@ -41,18 +43,25 @@ def test_a_report_waits_for_the_checkpoint_saved_at_its_step(make_trainer, make_
     trainer.train()
     # Saved every 4 steps and at the end of training (step 6); step 2 is evaluated only.
     saved = {step: str(output_dir / f"checkpoint-{step}") for step in (4, 6)}
-    assert [(r["step"], r["checkpoint"]) for r in reporter.reports] == [(2, None), (4, saved[4]), (6, saved[6])]
+    assert [(r["step"], r["checkpoint"]) for r in reporter.reports] == [
+        (2, None),
+        (4, saved[4]),
+        (6, saved[6]),
+    ]
     assert [r["checkpoint_exists"] for r in reporter.reports] == [False, True, True]  # reported after on_save
     assert callback.checkpoints == saved
 
 
-def test_every_report_carries_its_checkpoint_when_saving_at_every_evaluation(make_trainer, make_settings,
-                                                                             output_dir):
+def test_every_report_carries_its_checkpoint_when_saving_at_every_evaluation(
+    make_trainer, make_settings, output_dir
+):
     trainer = make_trainer(save_strategy="steps", save_steps=2)
     reporter = _trials.RecordingReporter()
     callback, _ = attach(trainer, make_settings(trainer), reporter)
     trainer.train()
-    assert [r["checkpoint"] for r in reporter.reports] == [str(output_dir / f"checkpoint-{s}") for s in (2, 4, 6)]
+    assert [r["checkpoint"] for r in reporter.reports] == [
+        str(output_dir / f"checkpoint-{s}") for s in (2, 4, 6)
+    ]
     assert all(r["checkpoint_exists"] for r in reporter.reports)
     assert sorted(callback.checkpoints) == [2, 4, 6]
 
@@ -80,8 +89,11 @@ def test_an_evaluation_after_training_is_recorded_not_reported(make_trainer, mak
 
 def test_several_objectives_are_one_list_per_evaluation(make_trainer, make_settings):
     trainer = make_trainer()
-    settings = make_settings(trainer, compute_objective=lambda m: (m["eval_loss"], m["eval_accuracy"]),
-                             directions=("minimize", "maximize"))
+    settings = make_settings(
+        trainer,
+        compute_objective=lambda m: (m["eval_loss"], m["eval_accuracy"]),
+        directions=("minimize", "maximize"),
+    )
     reporter = _trials.RecordingReporter()
     _, record = attach(trainer, settings, reporter)
     trainer.train()

@@ -60,17 +60,33 @@ MEASURE_JS = """(() => Array.from(document.querySelectorAll('.hp-plot')).map(div
 
 
 def _result(offset: float, warm: bool) -> SearchResult:
-    params = [{"lr": 10 ** -(1 + i % 4), "optimizer": ["adamw", "sgd", "rmsprop"][i % 3], LINK_PARAM: i % 2}
-              for i in range(8)]
+    params = [
+        {"lr": 10 ** -(1 + i % 4), "optimizer": ["adamw", "sgd", "rmsprop"][i % 3], LINK_PARAM: i % 2}
+        for i in range(8)
+    ]
     records = [
-        record(i, TrialState.PRUNED if i == 5 else TrialState.COMPLETE, offset + 0.05 * i - 0.02 * (i % 3), params[i],
-               steps=1 if i == 5 else 4)
+        record(
+            i,
+            TrialState.PRUNED if i == 5 else TrialState.COMPLETE,
+            offset + 0.05 * i - 0.02 * (i % 3),
+            params[i],
+            steps=1 if i == 5 else 4,
+        )
         for i in range(8)
     ]
     if warm:  # two earlier searches' trials told to this one, better than any of its own
-        records += [TrialRecord(trial_id=f"warm-{i}", number=-(i + 1), name=f"warm-{i}", state=TrialState.COMPLETE,
-                                params=dict(params[i]), objective=WARM_VALUE, extra={"source": "warm_start"})
-                    for i in range(2)]
+        records += [
+            TrialRecord(
+                trial_id=f"warm-{i}",
+                number=-(i + 1),
+                name=f"warm-{i}",
+                state=TrialState.COMPLETE,
+                params=dict(params[i]),
+                objective=WARM_VALUE,
+                extra={"source": "warm_start"},
+            )
+            for i in range(2)
+        ]
     return search(records, n_trials=8)
 
 
@@ -86,19 +102,24 @@ def pages(tmp_path):
     compare = Path(write_compare_html([first, second], tmp_path / "compare.html", labels=["first", "second"]))
     url, stop = start_in_background([tmp_path / "first", tmp_path / "second"])
     try:
-        yield [("dashboard", url + "search/0"), ("dashboard-compare", url + "compare"),
-               ("report", report.resolve().as_uri()), ("compare", compare.resolve().as_uri())]
+        yield [
+            ("dashboard", url + "search/0"),
+            ("dashboard-compare", url + "compare"),
+            ("report", report.resolve().as_uri()),
+            ("compare", compare.resolve().as_uri()),
+        ]
     finally:
         stop()
 
 
 def _shoot(browser, plot: dict, path: Path, box: str = "figure") -> None:  # noqa: F811
-    rect = browser.evaluate(f"""(() => {{ const d = document.getElementById({plot['id']!r});
+    rect = browser.evaluate(f"""(() => {{ const d = document.getElementById({plot["id"]!r});
         document.querySelectorAll('nav').forEach(n => {{ n.style.position = 'static'; }});  // not over the chart
         d.scrollIntoView(); const r = d.closest({box!r}).getBoundingClientRect();
         return {{x: r.x + window.scrollX, y: r.y + window.scrollY, width: r.width, height: r.height}}; }})()""")
-    shot = browser.call("Page.captureScreenshot", format="png", captureBeyondViewport=True,
-                        clip={**rect, "scale": 1})
+    shot = browser.call(
+        "Page.captureScreenshot", format="png", captureBeyondViewport=True, clip={**rect, "scale": 1}
+    )
     path.write_bytes(base64.b64decode(shot["data"]))
     assert png_size(path.read_bytes())[0] == round(rect["width"])
 
@@ -107,7 +128,9 @@ def _shoot(browser, plot: dict, path: Path, box: str = "figure") -> None:  # noq
 def test_every_chart_fits_its_cell_and_shows_every_trial(browser, pages, width, tmp_path):  # noqa: F811
     shots = Path(os.environ.get("HPSEARCH_SCREENSHOTS") or tmp_path)
     shots.mkdir(parents=True, exist_ok=True)
-    browser.call("Emulation.setDeviceMetricsOverride", width=width, height=1000, deviceScaleFactor=1, mobile=False)
+    browser.call(
+        "Emulation.setDeviceMetricsOverride", width=width, height=1000, deviceScaleFactor=1, mobile=False
+    )
     problems = []
     for name, url in pages:
         browser.events.clear()
@@ -129,7 +152,11 @@ def test_every_chart_fits_its_cell_and_shows_every_trial(browser, pages, width, 
                 problems.append(f"{where}: the best-so-far line reaches a warm-start row ({plot['best']})")
             if plot["links"]:
                 problems.append(f"{where}: {plot['links']} live link(s) in the chart")
-            named = plot["id"] in ("hp-plot-parallel", "hp-plot-importance", "hp-plot-slice-0")  # slice 0: sorted first
+            named = plot["id"] in (
+                "hp-plot-parallel",
+                "hp-plot-importance",
+                "hp-plot-slice-0",
+            )  # slice 0: sorted first
             if named and not any(LINK_PARAM in text for text in plot["texts"]):
                 problems.append(f"{where}: the parameter {LINK_PARAM!r} is not shown as text")
             _shoot(browser, plot, shots / f"{name}-{width}-{plot['id']}.png")
@@ -139,8 +166,10 @@ def test_every_chart_fits_its_cell_and_shows_every_trial(browser, pages, width, 
             setTimeout(done, 1000); })""")
         for plot in browser.evaluate(MEASURE_JS):
             if plot["svg"] is not None and abs(plot["svg"] - plot["cell"]) > 1:
-                problems.append(f"{name}@{width} {plot['id']} after its cell narrowed: drawn {plot['svg']:.0f} px "
-                                f"wide in a {plot['cell']:.0f} px cell")
+                problems.append(
+                    f"{name}@{width} {plot['id']} after its cell narrowed: drawn {plot['svg']:.0f} px "
+                    f"wide in a {plot['cell']:.0f} px cell"
+                )
         browser.evaluate("document.querySelector('main').style.maxWidth = ''")
         table = "#best" if "compare" in name else "#trials"  # the best search / the best trial, starred
         marked = browser.evaluate(f"""Array.from(document.querySelectorAll('{table} tr.best')).map(tr =>

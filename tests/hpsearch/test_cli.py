@@ -93,10 +93,18 @@ def example_run(tmp_path_factory):
     cwd = os.getcwd()
     os.chdir(ROOT)
     try:
-        code = main([
-            "run", str(EXAMPLE), "--n-trials", "3", "--output-dir", str(out),
-            "--set", "training_args.num_train_epochs=2",
-        ])
+        code = main(
+            [
+                "run",
+                str(EXAMPLE),
+                "--n-trials",
+                "3",
+                "--output-dir",
+                str(out),
+                "--set",
+                "training_args.num_train_epochs=2",
+            ]
+        )
     finally:
         os.chdir(cwd)
         torch.set_num_threads(threads)
@@ -177,8 +185,21 @@ def test_set_overrides_and_its_errors(tmp_path, capsys):
     err = run_error(capsys, path, "--set", "n_trials")
     assert "expected KEY=VALUE" in err
     out = tmp_path / "out"
-    assert main(["run", str(path), "--output-dir", str(out), "--set", "n_trials=1",
-                 "--set", "space.hidden={type: categorical, choices: [4]}"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                str(path),
+                "--output-dir",
+                str(out),
+                "--set",
+                "n_trials=1",
+                "--set",
+                "space.hidden={type: categorical, choices: [4]}",
+            ]
+        )
+        == 0
+    )
     (record,) = SearchResult.load(out).records
     assert record.params["hidden"] == 4
 
@@ -246,7 +267,9 @@ def test_unknown_backend_option_and_class(tmp_path, capsys):
 
 
 def test_bad_space_domain(tmp_path, capsys):
-    path = write(tmp_path, TINY.replace("hidden: {type: categorical, choices: [8, 16]}", "hidden: {type: int, low: 9}"))
+    path = write(
+        tmp_path, TINY.replace("hidden: {type: categorical, choices: [8, 16]}", "hidden: {type: int, low: 9}")
+    )
     err = run_error(capsys, path)
     assert f"{path}:{line_of(path, 'hidden:')}: space.hidden:" in err
     assert "'high'" in err
@@ -273,8 +296,13 @@ def test_missing_sweep_file(tmp_path, capsys):
 
 
 def test_resume_continues_a_random_sweep_with_the_parameters_a_whole_run_draws(tmp_path, capsys):
-    path = write(tmp_path, TINY.replace("backend: optuna\nbackend_options:\n  sampler: {name: TPESampler, seed: 0}\n",
-                                        "backend: random\nbackend_options: {seed: 3}\n"))
+    path = write(
+        tmp_path,
+        TINY.replace(
+            "backend: optuna\nbackend_options:\n  sampler: {name: TPESampler, seed: 0}\n",
+            "backend: random\nbackend_options: {seed: 3}\n",
+        ),
+    )
     out, whole = tmp_path / "out", tmp_path / "whole"
     assert main(["run", str(path), "--n-trials", "1", "--output-dir", str(out)]) == 0
     first = SearchResult.load(out).records[0]
@@ -287,8 +315,12 @@ def test_resume_continues_a_random_sweep_with_the_parameters_a_whole_run_draws(t
 
 
 def test_resume_continues_a_sigopt_sweep(tmp_path, capsys):
-    path = write(tmp_path, TINY.replace("backend: optuna\nbackend_options:\n  sampler: {name: TPESampler, seed: 0}\n",
-                                        "backend: sigopt\n"))
+    path = write(
+        tmp_path,
+        TINY.replace(
+            "backend: optuna\nbackend_options:\n  sampler: {name: TPESampler, seed: 0}\n", "backend: sigopt\n"
+        ),
+    )
     out = tmp_path / "out"
     assert main(["run", str(path), "--n-trials", "1", "--output-dir", str(out)]) == 0
     first = SearchResult.load(out).records[0]
@@ -308,15 +340,22 @@ def test_rerun_of_a_sweep_recorded_only_in_its_folder_is_refused_until_resume_or
     """Backends without a store of their own (random, SigOpt's lite driver): the folder's search.json is the earlier
     run, and a plain rerun must not replace it."""
     for backend, can_resume in (("random", True), ("sigopt", True)):
-        path = write(tmp_path, TINY.replace(
-            "backend: optuna\nbackend_options:\n  sampler: {name: TPESampler, seed: 0}\n", f"backend: {backend}\n"))
+        path = write(
+            tmp_path,
+            TINY.replace(
+                "backend: optuna\nbackend_options:\n  sampler: {name: TPESampler, seed: 0}\n",
+                f"backend: {backend}\n",
+            ),
+        )
         out = tmp_path / f"out-{backend}"
         assert main(["run", str(path), "--n-trials", "1", "--output-dir", str(out)]) == 0
         capsys.readouterr()
         before = (out / "search.json").read_text()
         (trial,) = SearchResult.load(out).records
         err = run_error(capsys, path, "--n-trials", "1", "--output-dir", str(out))
-        assert f"an earlier run of this sweep has 1 trials in {out / 'search.json'}; nothing was deleted" in err
+        assert (
+            f"an earlier run of this sweep has 1 trials in {out / 'search.json'}; nothing was deleted" in err
+        )
         assert ("--resume" in err) is can_resume and "--fresh" in err
         assert (out / "search.json").read_text() == before  # untouched
         assert main(["run", str(path), "--n-trials", "1", "--output-dir", str(out), "--fresh"]) == 0
@@ -328,8 +367,12 @@ def test_rerun_of_a_sweep_recorded_only_in_its_folder_is_refused_until_resume_or
 def test_fresh_deletes_only_the_folders_its_trials_made(tmp_path, capsys):
     """--fresh deleted every folder of output_dir that a record of search.json names: a search.json naming the
     user's folder (an hp_name of the Python API, or a file tampered with) took that folder with it."""
-    path = write(tmp_path, TINY.replace(
-        "backend: optuna\nbackend_options:\n  sampler: {name: TPESampler, seed: 0}\n", "backend: random\n"))
+    path = write(
+        tmp_path,
+        TINY.replace(
+            "backend: optuna\nbackend_options:\n  sampler: {name: TPESampler, seed: 0}\n", "backend: random\n"
+        ),
+    )
     out = tmp_path / "out"
     assert main(["run", str(path), "--n-trials", "1", "--output-dir", str(out)]) == 0
     (trial,) = SearchResult.load(out).records
@@ -345,15 +388,21 @@ def test_fresh_deletes_only_the_folders_its_trials_made(tmp_path, capsys):
 
 
 def test_rerun_over_a_corrupt_search_json_names_it(tmp_path, capsys):
-    path = write(tmp_path, TINY.replace(
-        "backend: optuna\nbackend_options:\n  sampler: {name: TPESampler, seed: 0}\n", "backend: random\n"))
+    path = write(
+        tmp_path,
+        TINY.replace(
+            "backend: optuna\nbackend_options:\n  sampler: {name: TPESampler, seed: 0}\n", "backend: random\n"
+        ),
+    )
     out = tmp_path / "out"
     out.mkdir()
     (out / "search.json").write_text("{not json")
     err = run_error(capsys, path, "--output-dir", str(out))
     assert "search.json" in err and "nothing was deleted" in err and "--fresh" in err
     assert (out / "search.json").read_text() == "{not json"
-    assert main(["run", str(path), "--n-trials", "1", "--output-dir", str(out), "--fresh"]) == 0  # --fresh recovers
+    assert (
+        main(["run", str(path), "--n-trials", "1", "--output-dir", str(out), "--fresh"]) == 0
+    )  # --fresh recovers
     assert len(SearchResult.load(out).records) == 1
 
 
@@ -366,7 +415,11 @@ def test_usage_errors_exit_2(capsys):
 def test_subprocess_config_error_exit_code_and_no_traceback(tmp_path):
     path = write(tmp_path, TINY.replace("backend: optuna", "backend: hyperopt"))
     proc = subprocess.run(
-        [sys.executable, "-m", "hpsearch", "run", str(path)], cwd=ROOT, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "hpsearch", "run", str(path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
@@ -379,16 +432,27 @@ def synthetic(folder: Path, backend: str = "ray", best: float = 0.9) -> Path:
     start = datetime(2024, 1, 1, tzinfo=timezone.utc)
     records = [
         TrialRecord(
-            trial_id=str(i), number=i, name=f"t{i}", state=state, params={"learning_rate": 0.01 * (i + 1)},
-            objective=value, started=start + timedelta(seconds=10 * i), finished=start + timedelta(seconds=10 * i + 5),
+            trial_id=str(i),
+            number=i,
+            name=f"t{i}",
+            state=state,
+            params={"learning_rate": 0.01 * (i + 1)},
+            objective=value,
+            started=start + timedelta(seconds=10 * i),
+            finished=start + timedelta(seconds=10 * i + 5),
             intermediates=[Evaluation(step=3, epoch=1.0, objective=value, metrics={"eval_accuracy": value})],
             last_step=3,
         )
         for i, (state, value) in enumerate([(TrialState.COMPLETE, best), (TrialState.PRUNED, 0.5)])
     ]
     SearchResult(
-        backend=backend, directions=["maximize"], records=records, objective="eval_accuracy", n_trials=2,
-        started=start, finished=start + timedelta(seconds=30),
+        backend=backend,
+        directions=["maximize"],
+        records=records,
+        objective="eval_accuracy",
+        n_trials=2,
+        started=start,
+        finished=start + timedelta(seconds=30),
     ).save(folder)
     return folder
 
@@ -422,8 +486,13 @@ def test_report_into_a_pipe_closed_early_exits_quietly(tmp_path):
     """`hpsearch report A --markdown | head -1`: the reader goes away; no BrokenPipeError traceback."""
     folder = synthetic(tmp_path / "search")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "hpsearch", "report", str(folder), "--markdown"], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hpsearch", "report", str(folder), "--markdown"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     assert proc.stdout is not None
     proc.stdout.close()  # the reader is gone before anything is printed (as `head` once it has its lines)
     _, err = proc.communicate(timeout=120)
@@ -445,13 +514,16 @@ def test_report_of_a_folder_without_search(tmp_path, capsys):
     assert "search.json" in err and "Traceback" not in err
 
 
-@pytest.mark.parametrize("extra, message", [
-    (["--max-rows", "5"], "--max-rows 5 sets the trials --markdown lists"),
-    (["--markdown", "--max-rows", "-1"], "--max-rows must be 0 or more, got -1"),
-    (["--markdown", "-o", "r.md"], "--markdown prints to stdout"),
-    (["--target", "0.5"], "--target 0.5 is the objective value an HTML comparison of several folders"),
-    (["SECOND", "--target", "nan"], "--target must be a finite number, got nan"),
-])
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--max-rows", "5"], "--max-rows 5 sets the trials --markdown lists"),
+        (["--markdown", "--max-rows", "-1"], "--max-rows must be 0 or more, got -1"),
+        (["--markdown", "-o", "r.md"], "--markdown prints to stdout"),
+        (["--target", "0.5"], "--target 0.5 is the objective value an HTML comparison of several folders"),
+        (["SECOND", "--target", "nan"], "--target must be a finite number, got nan"),
+    ],
+)
 def test_report_refuses_an_option_that_would_do_nothing_or_is_invalid(tmp_path, capsys, extra, message):
     # --max-rows without --markdown, -o with --markdown and --target of one folder were silently ignored; a negative
     # --max-rows was a ValueError traceback.
@@ -500,7 +572,10 @@ def test_report_subprocess_markdown(tmp_path):
     folder = synthetic(tmp_path / "search")
     proc = subprocess.run(
         [sys.executable, "-m", "hpsearch", "report", str(folder), "--markdown"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
     assert "t0" in proc.stdout and "|" in proc.stdout
@@ -510,8 +585,10 @@ def test_a_model_init_that_needs_a_trial_is_named_with_the_fix(tmp_path, capsys)
     """The Trainer builds one model with model_init(None) before the search (as transformers' does); a factory that
     cannot gets its traceback and the `model` line with what to change, not a bare TypeError."""
     module = tmp_path / "needs_trial_model.py"
-    module.write_text("from examples.digits.model import DigitsMLP\n\n"
-                      "def model_init(trial):\n    return DigitsMLP(hidden=trial['hidden'])\n")
+    module.write_text(
+        "from examples.digits.model import DigitsMLP\n\n"
+        "def model_init(trial):\n    return DigitsMLP(hidden=trial['hidden'])\n"
+    )
     sweep = tmp_path / "sweep.yaml"
     sweep.write_text(TINY.replace("examples.digits.model:model_init", "needs_trial_model:model_init"))
     sys.path.insert(0, str(tmp_path))
@@ -558,9 +635,12 @@ def test_an_empty_folder_flag_is_refused(tmp_path, capsys, monkeypatch, flags):
 
 def test_a_misspelt_metric_in_an_objective_list_stops_the_sweep_as_a_config_error(tmp_path, capsys):
     sweep = tmp_path / "sweep.yaml"
-    sweep.write_text(TINY.replace("objective: eval_accuracy\ndirection: maximize",
-                                  "objective: [eval_accuracy, eval_los]\ndirection: [maximize, minimize]")
-                     .replace("  sampler: {name: TPESampler, seed: 0}", "  sampler: {name: NSGAIISampler, seed: 0}"))
+    sweep.write_text(
+        TINY.replace(
+            "objective: eval_accuracy\ndirection: maximize",
+            "objective: [eval_accuracy, eval_los]\ndirection: [maximize, minimize]",
+        ).replace("  sampler: {name: TPESampler, seed: 0}", "  sampler: {name: NSGAIISampler, seed: 0}")
+    )
     code = main(["run", str(sweep), "--output-dir", str(tmp_path / "out"), "--no-progress"])
     err = capsys.readouterr().err
     assert code == 2, err
@@ -590,14 +670,19 @@ def test_version_names_hpsearch_and_every_backends_library(capsys, monkeypatch):
 
 
 @pytest.mark.parametrize("returned, role", [("(None, ev)", "train"), ("(tr, None)", "eval")])
-def test_a_data_factory_returning_no_dataset_is_refused_at_the_data_line(capsys, tmp_path, monkeypatch, returned, role):
+def test_a_data_factory_returning_no_dataset_is_refused_at_the_data_line(
+    capsys, tmp_path, monkeypatch, returned, role
+):
     module = tmp_path / f"nodata_{role}.py"  # a module per case: an imported one stays in sys.modules
     module.write_text(
         "from examples.digits.model import datasets as _d\n"
-        f"def data():\n    tr, ev = _d()\n    return {returned}\n", encoding="utf-8",
+        f"def data():\n    tr, ev = _d()\n    return {returned}\n",
+        encoding="utf-8",
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    path = write(tmp_path, f"""\
+    path = write(
+        tmp_path,
+        f"""\
         model: examples.digits.model:model_init
         data: nodata_{role}:data
         metrics: examples.digits.model:compute_metrics
@@ -607,7 +692,11 @@ def test_a_data_factory_returning_no_dataset_is_refused_at_the_data_line(capsys,
         n_trials: 1
         output_dir: {tmp_path / "out"}
         space: {{learning_rate: {{type: float, low: 1.0e-3, high: 1.0e-2}}}}
-    """)
+    """,
+    )
     err = run_error(capsys, path)
-    assert f"sweep.yaml:{line_of(path, 'data:')}: data: the data factory returned None as the {role} dataset" in err
+    assert (
+        f"sweep.yaml:{line_of(path, 'data:')}: data: the data factory returned None as the {role} dataset"
+        in err
+    )
     assert not (tmp_path / "out" / "search.json").exists()

@@ -37,8 +37,14 @@ def test_hp_name_names_folders_and_records(backend, make_trainer, tiny_space, ou
     """Both forms of ``hp_name`` name each trial's folder and record (every trial failed on Ray before)."""
     hp_name = _trials.dict_hp_name if form == "dict" else _trials.attr_hp_name
     trainer = make_trainer(save_strategy="steps", save_steps=6)
-    best = backend.search(trainer, hp_space=tiny_space, compute_objective="eval_accuracy", direction="maximize",
-                          n_trials=2, hp_name=hp_name)
+    best = backend.search(
+        trainer,
+        hp_space=tiny_space,
+        compute_objective="eval_accuracy",
+        direction="maximize",
+        n_trials=2,
+        hp_name=hp_name,
+    )
     records = best.run_summary.records
     assert len(records) == 2
     for record in records:
@@ -52,28 +58,45 @@ def test_hp_name_names_folders_and_records(backend, make_trainer, tiny_space, ou
 
 @pytest.mark.parametrize(
     ("hp_name", "message"),
-    [(_trials.slash_hp_name, "non-empty folder name"), (_trials.results_file_hp_name, "search's own files"),
-     (_trials.long_hp_name, "256 bytes .* longer than the 255 bytes"), (_trials.surrogate_hp_name, "surrogate")],
+    [
+        (_trials.slash_hp_name, "non-empty folder name"),
+        (_trials.results_file_hp_name, "search's own files"),
+        (_trials.long_hp_name, "256 bytes .* longer than the 255 bytes"),
+        (_trials.surrogate_hp_name, "surrogate"),
+    ],
     ids=["path", "results-file", "too-long", "lone-surrogate"],
 )
-def test_an_hp_name_that_gives_no_folder_name_stops_the_search(backend, make_trainer, tiny_space, hp_name, message):
+def test_an_hp_name_that_gives_no_folder_name_stops_the_search(
+    backend, make_trainer, tiny_space, hp_name, message
+):
     """A bad ``hp_name`` is a configuration error, not a failed trial: the search stops with it on every backend
     (a name of the search's own files too: its folder would stand where search.json is saved; a name no file
     system or search.json can hold: too long, or not encodable)."""
     with pytest.raises(SearchConfigError, match=f"hp_name.*{message}"):
-        backend.search(make_trainer(), hp_space=tiny_space, compute_objective="eval_accuracy", n_trials=2,
-                       hp_name=hp_name)
+        backend.search(
+            make_trainer(),
+            hp_space=tiny_space,
+            compute_objective="eval_accuracy",
+            n_trials=2,
+            hp_name=hp_name,
+        )
 
 
-def test_an_hp_name_of_a_file_in_output_dir_gets_a_folder_of_its_own(backend, make_trainer, tiny_space, output_dir,
-                                                                      saved):
+def test_an_hp_name_of_a_file_in_output_dir_gets_a_folder_of_its_own(
+    backend, make_trainer, tiny_space, output_dir, saved
+):
     """A name that is a file in output_dir (e.g. a study's database kept there) is taken: each trial gets
     ``<name>-<trial id>``, trains and saves its checkpoints there, and the file is left as it was."""
     output_dir.mkdir(parents=True)
     (output_dir / "study.db").write_bytes(b"not a folder")
-    best = backend.search(make_trainer(save_strategy="steps", save_steps=6), hp_space=tiny_space,
-                          compute_objective="eval_accuracy", direction="maximize", n_trials=2,
-                          hp_name=_trials.file_hp_name)
+    best = backend.search(
+        make_trainer(save_strategy="steps", save_steps=6),
+        hp_space=tiny_space,
+        compute_objective="eval_accuracy",
+        direction="maximize",
+        n_trials=2,
+        hp_name=_trials.file_hp_name,
+    )
     records = best.run_summary.records
     assert [r.state for r in records] == [TrialState.COMPLETE] * 2, [r.error for r in records]
     assert sorted(r.name for r in records) == sorted(f"study.db-{r.trial_id}" for r in records)
@@ -84,15 +107,21 @@ def test_an_hp_name_of_a_file_in_output_dir_gets_a_folder_of_its_own(backend, ma
     assert sorted(r.name for r in saved().records) == sorted(r.name for r in records)
 
 
-def test_an_hp_name_of_a_users_folder_in_output_dir_gets_a_folder_of_its_own(backend, make_trainer, tiny_space,
-                                                                              output_dir):
+def test_an_hp_name_of_a_users_folder_in_output_dir_gets_a_folder_of_its_own(
+    backend, make_trainer, tiny_space, output_dir
+):
     """A folder in output_dir that no trial made (the user's data) is taken too: the trials wrote their checkpoints
     into it, and `hpsearch run --fresh` then deleted it with the trial's folders."""
     (output_dir / "data").mkdir(parents=True)
     (output_dir / "data" / "keep.txt").write_text("precious")
-    best = backend.search(make_trainer(save_strategy="steps", save_steps=6), hp_space=tiny_space,
-                          compute_objective="eval_accuracy", direction="maximize", n_trials=2,
-                          hp_name=_trials.folder_hp_name)
+    best = backend.search(
+        make_trainer(save_strategy="steps", save_steps=6),
+        hp_space=tiny_space,
+        compute_objective="eval_accuracy",
+        direction="maximize",
+        n_trials=2,
+        hp_name=_trials.folder_hp_name,
+    )
     records = best.run_summary.records
     assert sorted(r.name for r in records) == sorted(f"data-{r.trial_id}" for r in records)
     assert sorted(p.name for p in (output_dir / "data").iterdir()) == ["keep.txt"]
@@ -104,8 +133,14 @@ def test_model_init_and_hp_name_get_the_same_trial_type(backend, make_trainer, t
     the trial's parameters, naming its backend."""
     log = str(tmp_path / "seen.jsonl")
     trainer = make_trainer(model_init=_trials.LoggingModelInit(log))
-    best = backend.search(trainer, hp_space=tiny_space, compute_objective="eval_accuracy", direction="maximize",
-                          n_trials=2, hp_name=_trials.LoggingHpName(log))
+    best = backend.search(
+        trainer,
+        hp_space=tiny_space,
+        compute_objective="eval_accuracy",
+        direction="maximize",
+        n_trials=2,
+        hp_name=_trials.LoggingHpName(log),
+    )
     seen = _trials.read_log(log)
     records = {r.name: r for r in best.run_summary.records}
     assert {e["by"] for e in seen} == {"model_init", "hp_name"}
@@ -125,8 +160,14 @@ def test_trial_timeout_fails_the_trial_and_the_search_goes_on(backend, make_trai
     timeout = _trials.TIMEOUT_S
     sleeper = _trials.SleepInFirstTrial(str(tmp_path / "slept"), seconds=timeout + 2)
     trainer = make_trainer(callbacks=[sleeper])
-    best = backend.search(trainer, hp_space=tiny_space, compute_objective="eval_accuracy", direction="maximize",
-                          n_trials=2, trial_timeout=timeout)
+    best = backend.search(
+        trainer,
+        hp_space=tiny_space,
+        compute_objective="eval_accuracy",
+        direction="maximize",
+        n_trials=2,
+        trial_timeout=timeout,
+    )
     slow = (tmp_path / "slept").read_text()
     records = {r.name: r for r in best.run_summary.records}
     assert len(records) == 2
@@ -148,8 +189,14 @@ EXPECTED_SCOPE = {
 @pytest.mark.parametrize("scope", sorted(EXPECTED_SCOPE))
 def test_objective_scope_picks_the_evaluation_it_names(backend, make_trainer, tiny_space, scope):
     trainer = make_trainer(save_strategy="steps", save_steps=2)
-    best = backend.search(trainer, hp_space=tiny_space, compute_objective=_trials.peaked, direction="maximize",
-                          n_trials=1, objective_scope=scope)
+    best = backend.search(
+        trainer,
+        hp_space=tiny_space,
+        compute_objective=_trials.peaked,
+        direction="maximize",
+        n_trials=1,
+        objective_scope=scope,
+    )
     (record,) = best.run_summary.records
     assert record.state is TrialState.COMPLETE, record.error
     assert [e.step for e in record.intermediates] == [2, 4, 6]
@@ -164,11 +211,19 @@ def test_objective_scope_picks_the_evaluation_it_names(backend, make_trainer, ti
 
 
 # ---------------------------------------------------------------------------------------------- max_failed_trials
-def test_max_failed_trials_stops_the_search_naming_the_failures(backend, make_trainer, tiny_space, output_dir):
+def test_max_failed_trials_stops_the_search_naming_the_failures(
+    backend, make_trainer, tiny_space, output_dir
+):
     trainer = make_trainer(model_init=_trials.ScriptedModelInit(dict.fromkeys(range(10), "raise")))
     with pytest.raises(TooManyFailedTrials) as caught:
-        backend.search(trainer, hp_space=tiny_space, compute_objective="eval_accuracy", direction="maximize",
-                       n_trials=6, max_failed_trials=2)
+        backend.search(
+            trainer,
+            hp_space=tiny_space,
+            compute_objective="eval_accuracy",
+            direction="maximize",
+            n_trials=6,
+            max_failed_trials=2,
+        )
     message = str(caught.value)
     assert "max_failed_trials=2" in message
     saved = load_search(output_dir)
@@ -182,11 +237,19 @@ def test_max_failed_trials_stops_the_search_naming_the_failures(backend, make_tr
 
 
 # ---------------------------------------------------------------------------------------------- failed trials
-def test_failed_trials_are_recorded_with_their_reason_and_the_search_goes_on(backend, make_trainer, tiny_space):
+def test_failed_trials_are_recorded_with_their_reason_and_the_search_goes_on(
+    backend, make_trainer, tiny_space
+):
     script = {0: "raise", 1: "memory", 2: "nan", 3: "base"}
     trainer = make_trainer(model_init=_trials.ScriptedModelInit(script))
-    best = backend.search(trainer, hp_space=tiny_space, compute_objective="eval_loss", direction="minimize",
-                          n_trials=5, max_failed_trials=5)
+    best = backend.search(
+        trainer,
+        hp_space=tiny_space,
+        compute_objective="eval_loss",
+        direction="minimize",
+        n_trials=5,
+        max_failed_trials=5,
+    )
     records = by_number(best.run_summary)
     assert sorted(records) == [0, 1, 2, 3, 4]
     for number in (0, 1, 2, 3):
@@ -205,9 +268,16 @@ def test_every_trial_has_its_whole_cost_whatever_its_end(backend, make_trainer, 
     """Each trial's cost is measured in its process over the whole trial: COMPLETE, PRUNED (a pruner, or a Ray
     scheduler that stops the trial's process), FAIL in training and FAIL before training (hp_name raised)."""
     trainer = make_trainer(model_init=_trials.ScriptedModelInit({1: "raise"}))
-    best = backend.search(trainer, hp_space=tiny_space, compute_objective="eval_loss", direction="minimize",
-                          n_trials=5, max_failed_trials=5, hp_name=_trials.hp_name_failing_trial_3,
-                          **_trials.prune_trial_2(backend.name))
+    best = backend.search(
+        trainer,
+        hp_space=tiny_space,
+        compute_objective="eval_loss",
+        direction="minimize",
+        n_trials=5,
+        max_failed_trials=5,
+        hp_name=_trials.hp_name_failing_trial_3,
+        **_trials.prune_trial_2(backend.name),
+    )
     records = by_number(best.run_summary)
     assert sorted(records) == [0, 1, 2, 3, 4]
     assert records[1].state is TrialState.FAIL and records[3].state is TrialState.FAIL
@@ -217,8 +287,12 @@ def test_every_trial_has_its_whole_cost_whatever_its_end(backend, make_trainer, 
         for column in ("cpu_s", "device_s", "peak_memory_mb"):
             assert column in record.cost, (number, record.state, record.cost)
         # The device was held for the whole trial: its device-seconds cover its duration.
-        assert record.cost["device_s"] >= 0.9 * record.duration_s - 0.05, (number, record.state, record.cost,
-                                                                           record.duration_s)
+        assert record.cost["device_s"] >= 0.9 * record.duration_s - 0.05, (
+            number,
+            record.state,
+            record.cost,
+            record.duration_s,
+        )
     frame = best.run_summary.trials_dataframe()
     assert not frame["device_s"].isna().any()
 
@@ -227,8 +301,14 @@ def test_one_progress_line_per_finished_trial_from_the_session(backend, make_tra
     """From Python, every backend: ``[n/N] name STATE objective X | best Y (name)`` after each trial."""
     caplog.set_level("INFO", logger="hpsearch.progress")
     trainer = make_trainer(model_init=_trials.ScriptedModelInit({1: "raise"}))
-    best = backend.search(trainer, hp_space=tiny_space, compute_objective="eval_loss", direction="minimize",
-                          n_trials=3, max_failed_trials=3)
+    best = backend.search(
+        trainer,
+        hp_space=tiny_space,
+        compute_objective="eval_loss",
+        direction="minimize",
+        n_trials=3,
+        max_failed_trials=3,
+    )
     lines = [r.getMessage() for r in caplog.records if r.name == "hpsearch.progress"]
     assert [line.split()[0] for line in lines] == ["[1/3]", "[2/3]", "[3/3]"], lines
     records = {r.name: r for r in best.run_summary.records}
@@ -239,7 +319,9 @@ def test_one_progress_line_per_finished_trial_from_the_session(backend, make_tra
     failed = next(line for line in lines if " FAIL " in line)
     assert "objective - | " in failed and "scripted failure of trial 1" in failed
     best_record = best.run_summary.best_trial
-    assert lines[-1].split(" | best ")[1].startswith(f"{best_record.objective:.4g} ({best_record.name})"), lines[-1]
+    assert lines[-1].split(" | best ")[1].startswith(f"{best_record.objective:.4g} ({best_record.name})"), (
+        lines[-1]
+    )
 
 
 # ---------------------------------------------------------------------------------------------- results schema
@@ -287,8 +369,9 @@ def test_results_have_one_schema_and_reload_equal(backend, make_trainer, output_
     from examples.digits.model import model_init
 
     trainer = make_trainer(model_init=model_init)
-    best = backend.search(trainer, hp_space=SCHEMA_SPACE, compute_objective="eval_accuracy", direction="maximize",
-                          n_trials=2)
+    best = backend.search(
+        trainer, hp_space=SCHEMA_SPACE, compute_objective="eval_accuracy", direction="maximize", n_trials=2
+    )
     result = best.run_summary
     loaded = SearchResult.load(output_dir)
     assert result.backend == loaded.backend == backend.name
@@ -313,11 +396,17 @@ def test_results_have_one_schema_and_reload_equal(backend, make_trainer, output_
 SINGLE_OBJECTIVE = {"ray"}
 
 
-def test_several_objectives_give_the_pareto_front_or_are_refused_up_front(backend, make_trainer, tiny_space,
-                                                                          output_dir):
+def test_several_objectives_give_the_pareto_front_or_are_refused_up_front(
+    backend, make_trainer, tiny_space, output_dir
+):
     def search():
-        return backend.search(make_trainer(), hp_space=tiny_space, n_trials=3, direction=["minimize", "maximize"],
-                              compute_objective=_trials.loss_and_accuracy)
+        return backend.search(
+            make_trainer(),
+            hp_space=tiny_space,
+            n_trials=3,
+            direction=["minimize", "maximize"],
+            compute_objective=_trials.loss_and_accuracy,
+        )
 
     if backend.name in SINGLE_OBJECTIVE:
         with pytest.raises(SearchConfigError, match="direction="):
@@ -336,8 +425,14 @@ def test_several_objectives_give_the_pareto_front_or_are_refused_up_front(backen
     assert {run.run_id for run in front} == expected
     for run in front:
         record = next(r for r in records if r.trial_id == run.run_id)
-        assert run.objective == record.objective == [record.intermediates[-1].metrics["eval_loss"],
-                                                     record.intermediates[-1].metrics["eval_accuracy"]]
+        assert (
+            run.objective
+            == record.objective
+            == [
+                record.intermediates[-1].metrics["eval_loss"],
+                record.intermediates[-1].metrics["eval_accuracy"],
+            ]
+        )
     assert list(load_search(output_dir).trials_dataframe().columns[7:9]) == ["objective_0", "objective_1"]
 
 
@@ -351,8 +446,14 @@ def test_best_run_checkpoint_is_the_one_of_its_objective(backend, make_trainer, 
     """With save_strategy = eval_strategy, `BestRun.checkpoint` holds the evaluation that gave `BestRun.objective`
     (the best of each trial here: step 4 of 6, not the last one)."""
     trainer = make_trainer(save_strategy="steps", save_steps=2)
-    best = backend.search(trainer, hp_space=tiny_space, compute_objective=_trials.peaked, direction="maximize",
-                          n_trials=2, objective_scope="best")
+    best = backend.search(
+        trainer,
+        hp_space=tiny_space,
+        compute_objective=_trials.peaked,
+        direction="maximize",
+        n_trials=2,
+        objective_scope="best",
+    )
     assert best.checkpoint is not None and os.path.isdir(best.checkpoint)
     assert os.path.isfile(os.path.join(best.checkpoint, "model.safetensors"))
     record = next(r for r in best.run_summary.records if r.trial_id == best.run_id)
@@ -363,14 +464,17 @@ def test_best_run_checkpoint_is_the_one_of_its_objective(backend, make_trainer, 
 
 # ---------------------------------------------------------------------------------------------- conditional space
 def test_inactive_conditional_parameters_are_absent(backend, make_trainer, output_dir):
-    space = SearchSpace({
-        "learning_rate": Float(1e-3, 1e-1, log=True),
-        "optimizer": Categorical(["adam", "sgd"]),
-        "momentum": Float(0.1, 0.9, when={"optimizer": "sgd"}),
-    })
+    space = SearchSpace(
+        {
+            "learning_rate": Float(1e-3, 1e-1, log=True),
+            "optimizer": Categorical(["adam", "sgd"]),
+            "momentum": Float(0.1, 0.9, when={"optimizer": "sgd"}),
+        }
+    )
     trainer = make_trainer(model_init=_trials.CheckConditional())
-    best = backend.search(trainer, hp_space=space, compute_objective="eval_accuracy", direction="maximize",
-                          n_trials=4)
+    best = backend.search(
+        trainer, hp_space=space, compute_objective="eval_accuracy", direction="maximize", n_trials=4
+    )
     for result in (best.run_summary, load_search(output_dir)):
         for record in result.records:
             assert record.state is TrialState.COMPLETE, record.error  # model_init saw the same rule
@@ -411,11 +515,19 @@ def test_common_options_through_the_api(backend, make_trainer, tiny_space, outpu
     import numpy as np
 
     trainer = make_trainer(model_init=_trials.common_scenario_model_init)
-    options = {key: np.int64(value) if type(value) is int else np.float64(value) if type(value) is float else value
-               for key, value in _common_options(backend).items()}
+    options = {
+        key: np.int64(value) if type(value) is int else np.float64(value) if type(value) is float else value
+        for key, value in _common_options(backend).items()
+    }
     with pytest.raises(TooManyFailedTrials, match="max_failed_trials=2"):
-        backend.search(trainer, hp_space=tiny_space, compute_objective=_trials.peaked, direction="maximize",
-                       n_trials=np.int64(5), **options)
+        backend.search(
+            trainer,
+            hp_space=tiny_space,
+            compute_objective=_trials.peaked,
+            direction="maximize",
+            n_trials=np.int64(5),
+            **options,
+        )
     _check_common_scenario(load_search(output_dir))
     assert read_search_json(output_dir)["n_trials"] == 5
 
@@ -426,11 +538,19 @@ def test_api_refuses_a_bad_common_option(name, make_trainer, tiny_space, option,
     from hpsearch import hyperparameter_search
 
     with pytest.raises(SearchConfigError, match=option):
-        hyperparameter_search(make_trainer(), hp_space=tiny_space, n_trials=1, backend=name, **{option: value})
+        hyperparameter_search(
+            make_trainer(), hp_space=tiny_space, n_trials=1, backend=name, **{option: value}
+        )
 
 
-def _sweep_file(tmp_path: Path, backend_name: str, output_dir: Path, options: Mapping[str, object],
-                model: str, n_trials: int) -> Path:
+def _sweep_file(
+    tmp_path: Path,
+    backend_name: str,
+    output_dir: Path,
+    options: Mapping[str, object],
+    model: str,
+    n_trials: int,
+) -> Path:
     import yaml
 
     training = {k: v for k, v in _trials.TINY_ARGS.items() if k not in ("disable_tqdm",)}
@@ -443,16 +563,16 @@ def _sweep_file(tmp_path: Path, backend_name: str, output_dir: Path, options: Ma
         "n_trials": n_trials,
         "output_dir": str(output_dir),
         "training_args": training,
-        "space": {"learning_rate": {"type": "float", "low": 1e-3, "high": 1e-1, "log": True},
-                  "hidden": {"type": "categorical", "choices": [8, 16]}},
+        "space": {
+            "learning_rate": {"type": "float", "low": 1e-3, "high": 1e-1, "log": True},
+            "hidden": {"type": "categorical", "choices": [8, 16]},
+        },
         "backend": backend_name,
         "backend_options": dict(options),
     }
     path = tmp_path / "sweep.yaml"
     path.write_text(yaml.safe_dump(sweep, sort_keys=False), encoding="utf-8")
     return path
-
-
 
 
 def test_common_options_through_hpsearch_run(backend, tmp_path, output_dir, capsys, monkeypatch):
@@ -463,8 +583,14 @@ def test_common_options_through_hpsearch_run(backend, tmp_path, output_dir, caps
     options = {**backend.options, **_common_options(backend)}
     if "sampler" in options:  # a sweep file names the class
         options["sampler"] = {"name": "RandomSampler", "seed": 0}
-    path = _sweep_file(tmp_path, backend.name, output_dir, options,
-                       "tests.hpsearch._trials:common_scenario_model_init", n_trials=5)
+    path = _sweep_file(
+        tmp_path,
+        backend.name,
+        output_dir,
+        options,
+        "tests.hpsearch._trials:common_scenario_model_init",
+        n_trials=5,
+    )
     code = main(["run", str(path)])
     err = capsys.readouterr().err
     assert code != 0 and "max_failed_trials=2" in err, err
@@ -473,15 +599,20 @@ def test_common_options_through_hpsearch_run(backend, tmp_path, output_dir, caps
 
 @pytest.mark.parametrize(("option", "value"), COMMON_BAD_VALUES)
 @pytest.mark.parametrize("name", backend_names())
-def test_hpsearch_run_refuses_a_bad_common_option_like_the_api(name, make_trainer, tiny_space, tmp_path,
-                                                               output_dir, capsys, monkeypatch, option, value):
+def test_hpsearch_run_refuses_a_bad_common_option_like_the_api(
+    name, make_trainer, tiny_space, tmp_path, output_dir, capsys, monkeypatch, option, value
+):
     from hpsearch import hyperparameter_search
     from hpsearch.cli import main
 
     with pytest.raises(SearchConfigError) as caught:
-        hyperparameter_search(make_trainer(), hp_space=tiny_space, n_trials=1, backend=name, **{option: value})
+        hyperparameter_search(
+            make_trainer(), hp_space=tiny_space, n_trials=1, backend=name, **{option: value}
+        )
     monkeypatch.chdir(ROOT)
-    path = _sweep_file(tmp_path, name, output_dir, {option: value}, "tests.hpsearch._trials:model_init", n_trials=1)
+    path = _sweep_file(
+        tmp_path, name, output_dir, {option: value}, "tests.hpsearch._trials:model_init", n_trials=1
+    )
     code = main(["run", str(path)])
     err = capsys.readouterr().err
     assert code == 2, err
@@ -498,4 +629,6 @@ def test_every_backend_is_in_the_contract():
     names = backend_names()
     assert {"optuna", "ray", "sigopt", "random"} <= set(names)
     for name in names:
-        assert get_backend(name).is_available(), f"backend {name!r} is registered but its engine is not installed"
+        assert get_backend(name).is_available(), (
+            f"backend {name!r} is registered but its engine is not installed"
+        )

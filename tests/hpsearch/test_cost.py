@@ -22,21 +22,37 @@ SPACE = {"learning_rate": spaces.Float(1e-3, 1e-1, log=True)}
 
 def _trainer(out) -> Trainer:
     train, evaluation = digits_datasets()
-    args = TrainingArguments(output_dir=str(out), max_steps=20, eval_strategy="steps", eval_steps=10,
-                             save_strategy="no", per_device_train_batch_size=32, logging_strategy="no",
-                             disable_tqdm=True, report_to="none")
-    return Trainer(model_init=lambda: DigitsMLP(hidden=16), args=args, train_dataset=train, eval_dataset=evaluation,
-                   compute_metrics=accuracy)
+    args = TrainingArguments(
+        output_dir=str(out),
+        max_steps=20,
+        eval_strategy="steps",
+        eval_steps=10,
+        save_strategy="no",
+        per_device_train_batch_size=32,
+        logging_strategy="no",
+        disable_tqdm=True,
+        report_to="none",
+    )
+    return Trainer(
+        model_init=lambda: DigitsMLP(hidden=16),
+        args=args,
+        train_dataset=train,
+        eval_dataset=evaluation,
+        compute_metrics=accuracy,
+    )
 
 
 @pytest.mark.parametrize("backend", ["optuna", "sigopt", "random"])
 def test_cost_columns_are_measured_and_typed_alike(backend, tmp_path):
-    best = hpsearch.hyperparameter_search(_trainer(tmp_path / "out"), hp_space=SPACE, n_trials=2, backend=backend,
-                                          compute_objective="eval_loss")
+    best = hpsearch.hyperparameter_search(
+        _trainer(tmp_path / "out"), hp_space=SPACE, n_trials=2, backend=backend, compute_objective="eval_loss"
+    )
     frame = best.run_summary.trials_dataframe()
     for column in COST_COLUMNS:
         assert str(frame[column].dtype) == "float64", column
-    assert (frame["cpu_s"] > 0).all() and (frame["device_s"] > 0).all() and (frame["peak_memory_mb"] > 10).all()
+    assert (
+        (frame["cpu_s"] > 0).all() and (frame["device_s"] > 0).all() and (frame["peak_memory_mb"] > 10).all()
+    )
     # The device-seconds of a one-process CPU trial are its wall seconds.
     assert frame["device_s"].to_numpy() == pytest.approx(frame["duration_s"].to_numpy(), rel=0.2, abs=0.2)
     totals = best.run_summary.total_cost()
@@ -52,8 +68,14 @@ def test_cost_columns_are_measured_and_typed_alike(backend, tmp_path):
 @pytest.mark.parametrize("backend", ["optuna", "sigopt", "random"])
 def test_a_search_stops_when_its_device_hours_are_spent(backend, tmp_path):
     # One trial of this model takes well over 0.1 ms: the budget is spent after the first trial.
-    best = hpsearch.hyperparameter_search(_trainer(tmp_path / "out"), hp_space=SPACE, n_trials=5, backend=backend,
-                                          compute_objective="eval_loss", max_device_hours=1e-7)
+    best = hpsearch.hyperparameter_search(
+        _trainer(tmp_path / "out"),
+        hp_space=SPACE,
+        n_trials=5,
+        backend=backend,
+        compute_objective="eval_loss",
+        max_device_hours=1e-7,
+    )
     result = best.run_summary
     assert len(result.records) == 1
     assert "max_device_hours" in result.settings["stop_reason"]
@@ -62,8 +84,14 @@ def test_a_search_stops_when_its_device_hours_are_spent(backend, tmp_path):
 
 def test_a_search_stops_when_its_energy_budget_is_spent(tmp_path):
     # CodeCarbon measures each trial; any trial uses more than a picowatt-hour.
-    best = hpsearch.hyperparameter_search(_trainer(tmp_path / "out"), hp_space=SPACE, n_trials=4, backend="optuna",
-                                          compute_objective="eval_loss", max_energy_kwh=1e-15)
+    best = hpsearch.hyperparameter_search(
+        _trainer(tmp_path / "out"),
+        hp_space=SPACE,
+        n_trials=4,
+        backend="optuna",
+        compute_objective="eval_loss",
+        max_energy_kwh=1e-15,
+    )
     result = best.run_summary
     assert len(result.records) == 1
     assert "max_energy_kwh" in result.settings["stop_reason"]
@@ -84,14 +112,18 @@ def test_the_resident_set_size_is_the_one_psutil_reads_with_or_without_proc(monk
         _cost._STATM = None
 
     ballast = bytearray(64 * 2**20)  # 64 MiB touched: the two readings must both see it
-    ballast[:: 4096] = b"x" * len(ballast[:: 4096])
+    ballast[::4096] = b"x" * len(ballast[::4096])
     fast = _cost._rss_mb()
     assert _cost._STATM is not None and _cost._STATM[1] >= 0  # this is Linux: read from /proc/self/statm
     assert abs(fast - psutil.Process().memory_info().rss / 2**20) < 8
+
     # A forked child (another pid) opens its own descriptor and closes the one it inherited.
     def statm_descriptors() -> int:
-        return sum(os.readlink(f"/proc/self/fd/{fd}").endswith("/statm") for fd in os.listdir("/proc/self/fd")
-                   if os.path.exists(f"/proc/self/fd/{fd}"))
+        return sum(
+            os.readlink(f"/proc/self/fd/{fd}").endswith("/statm")
+            for fd in os.listdir("/proc/self/fd")
+            if os.path.exists(f"/proc/self/fd/{fd}")
+        )
 
     _cost._STATM = (-1, _cost._STATM[1])
     assert abs(_cost._rss_mb() - fast) < 8
@@ -115,7 +147,9 @@ def test_the_meter_samples_the_resident_set_size_in_the_background_while_a_trial
 
     from hpsearch import _cost
 
-    readings = iter(range(100, 100_000, 100))  # each reading larger than the last: every sample shows in the peak
+    readings = iter(
+        range(100, 100_000, 100)
+    )  # each reading larger than the last: every sample shows in the peak
     calls: list[float] = []
     lock = threading.Lock()
 
@@ -171,17 +205,26 @@ def test_the_meter_samples_the_resident_set_size_in_the_background_while_a_trial
     again.stop()
 
 
-
 @pytest.mark.parametrize("backend", ["optuna", "sigopt"])
 def test_a_spent_device_budget_stays_spent_across_reruns(backend, tmp_path):
     """Rerunning (resuming) the same call after its budget was spent trains nothing more: it trained one more trial
     per rerun before."""
     out = tmp_path / "out"
-    options = ({"storage": f"sqlite:///{tmp_path / 'study.db'}", "study_name": "budget", "load_if_exists": True}
-               if backend == "optuna" else {"driver": "lite", "resume": True})
+    options = (
+        {"storage": f"sqlite:///{tmp_path / 'study.db'}", "study_name": "budget", "load_if_exists": True}
+        if backend == "optuna"
+        else {"driver": "lite", "resume": True}
+    )
     for _ in range(3):
-        best = hpsearch.hyperparameter_search(_trainer(out), hp_space=SPACE, n_trials=5, backend=backend,
-                                              compute_objective="eval_loss", max_device_hours=1e-7, **options)
+        best = hpsearch.hyperparameter_search(
+            _trainer(out),
+            hp_space=SPACE,
+            n_trials=5,
+            backend=backend,
+            compute_objective="eval_loss",
+            max_device_hours=1e-7,
+            **options,
+        )
         result = best.run_summary
         assert len(result.records) == 1, [r.name for r in result.records]
         assert "max_device_hours" in result.settings["stop_reason"]
@@ -199,8 +242,14 @@ def test_codecarbon_start_up_is_charged_to_the_search_not_to_the_first_trial(tmp
         with contextlib.suppress(Exception):
             _cost._TRACKER.stop()
         _cost._TRACKER = None
-    best = hpsearch.hyperparameter_search(_trainer(tmp_path / "out"), hp_space=SPACE, n_trials=2, backend="random",
-                                          compute_objective="eval_loss", max_energy_kwh=1.0)
+    best = hpsearch.hyperparameter_search(
+        _trainer(tmp_path / "out"),
+        hp_space=SPACE,
+        n_trials=2,
+        backend="random",
+        compute_objective="eval_loss",
+        max_energy_kwh=1.0,
+    )
     result = best.run_summary
     first = min(result.records, key=lambda r: r.number)
     assert _cost.TRACKER_STARTED is not None and first.started > _cost.TRACKER_STARTED

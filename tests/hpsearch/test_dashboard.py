@@ -30,18 +30,34 @@ HOSTILE = "<script>window.__pwned=1</script>"
 
 
 def _record(i: int, state: TrialState = TrialState.COMPLETE, name: str | None = None, **kw) -> TrialRecord:
-    evs = [Evaluation(step=10 * (j + 1), epoch=j + 1.0, objective=0.5 + 0.1 * j + 0.01 * i, metrics={"acc": 0.5})
-           for j in range(3)]
+    evs = [
+        Evaluation(step=10 * (j + 1), epoch=j + 1.0, objective=0.5 + 0.1 * j + 0.01 * i, metrics={"acc": 0.5})
+        for j in range(3)
+    ]
     return TrialRecord(
-        trial_id=str(i), number=i, name=name or f"run-{i}", state=state, params={"lr": 10.0 ** -(i % 4 + 1), "h": 8 * (i % 3 + 1)},
-        objective=evs[-1].objective, started=T0 + timedelta(seconds=10 * i), finished=T0 + timedelta(seconds=10 * i + 9),
-        intermediates=evs, last_step=30, **kw,
+        trial_id=str(i),
+        number=i,
+        name=name or f"run-{i}",
+        state=state,
+        params={"lr": 10.0 ** -(i % 4 + 1), "h": 8 * (i % 3 + 1)},
+        objective=evs[-1].objective,
+        started=T0 + timedelta(seconds=10 * i),
+        finished=T0 + timedelta(seconds=10 * i + 9),
+        intermediates=evs,
+        last_step=30,
+        **kw,
     )
 
 
 def _search(folder: Path, records: list[TrialRecord]) -> SearchResult:
-    result = SearchResult(backend="optuna", directions=["maximize"], records=records, objective="eval_accuracy",
-                          n_trials=10, started=T0)
+    result = SearchResult(
+        backend="optuna",
+        directions=["maximize"],
+        records=records,
+        objective="eval_accuracy",
+        n_trials=10,
+        started=T0,
+    )
     result.save(folder)
     return result
 
@@ -61,7 +77,9 @@ def _get(url: str, headers: dict[str, str] | None = None) -> tuple[int, dict[str
 def _write_events(folder: str, worker: int, n: int) -> None:
     pad = "x" * 3000  # lines far longer than a pipe's atomic size: only O_APPEND keeps them whole
     for step in range(n):
-        _events.evaluated(folder, f"{worker}", Evaluation(step=step, epoch=None, objective=0.5, metrics={"pad": pad}))  # type: ignore[dict-item]
+        _events.evaluated(
+            folder, f"{worker}", Evaluation(step=step, epoch=None, objective=0.5, metrics={"pad": pad})
+        )  # type: ignore[dict-item]
 
 
 def test_event_log_lines_stay_whole_under_concurrent_processes_and_threads(tmp_path):
@@ -127,8 +145,20 @@ def test_reader_follows_a_running_trial_incrementally_and_drops_it_once_saved(tm
     _events.trial_started(tmp_path, running)
     _events.evaluated(tmp_path, "2", Evaluation(step=10, epoch=1.0, objective=0.7, metrics={}))
     # Half of the next line only: a writer caught mid-line. It is not read until it is whole.
-    line = json.dumps({"event": "evaluation", "time": "x", "trial_id": "2", "step": 20, "epoch": 2.0,
-                       "objective": 0.8, "metrics": {}}) + "\n"
+    line = (
+        json.dumps(
+            {
+                "event": "evaluation",
+                "time": "x",
+                "trial_id": "2",
+                "step": 20,
+                "epoch": 2.0,
+                "objective": 0.8,
+                "metrics": {},
+            }
+        )
+        + "\n"
+    )
     with open(tmp_path / "events.jsonl", "a") as handle:
         handle.write(line[:25])
     assert reader.refresh()
@@ -150,7 +180,11 @@ def test_reader_follows_a_running_trial_incrementally_and_drops_it_once_saved(tm
     _search(tmp_path, [_record(0), _record(1, TrialState.PRUNED), done])
     _events.trial_finished(tmp_path, done)
     assert reader.refresh()
-    assert [r.state for r in reader.snapshot().records] == [TrialState.COMPLETE, TrialState.PRUNED, TrialState.COMPLETE]
+    assert [r.state for r in reader.snapshot().records] == [
+        TrialState.COMPLETE,
+        TrialState.PRUNED,
+        TrialState.COMPLETE,
+    ]
     assert reader._live == {}
 
 
@@ -179,7 +213,9 @@ def test_reader_shows_a_search_before_its_first_search_json_and_skips_bad_lines(
     reader.refresh()
     assert not reader.has_search
     records = reader.snapshot().records
-    assert len(records) == 1 and records[0].state is TrialState.RUNNING and records[0].intermediates[0].step == 5
+    assert (
+        len(records) == 1 and records[0].state is TrialState.RUNNING and records[0].intermediates[0].step == 5
+    )
     assert "1 line(s) of events.jsonl" in (reader.warning or "")
 
 
@@ -218,7 +254,9 @@ def test_not_a_search_folder(tmp_path):
 @pytest.fixture
 def served(tmp_path):
     folder = tmp_path / "search"
-    _search(folder, [_record(0, name=HOSTILE), _record(1, TrialState.FAIL, error=f"boom {HOSTILE}"), _record(2)])
+    _search(
+        folder, [_record(0, name=HOSTILE), _record(1, TrialState.FAIL, error=f"boom {HOSTILE}"), _record(2)]
+    )
     url, stop = start_in_background([folder], poll_interval=0.1)
     try:
         yield url, folder
@@ -246,10 +284,20 @@ def test_server_serves_the_views_escaped_with_security_headers(served):
     assert status == 200 and len(body) > 1_000_000 and headers["content-type"].startswith("text/javascript")
 
 
-@pytest.mark.parametrize("path", [
-    "static/..%2F..%2Fsearch.json", "static/../search.json", "static/%2Fetc%2Fpasswd", "search/7", "search/-1",
-    "api/views/..%2Fsearch.json", "events/compare", "search.json", "api/views/search-1",
-])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "static/..%2F..%2Fsearch.json",
+        "static/../search.json",
+        "static/%2Fetc%2Fpasswd",
+        "search/7",
+        "search/-1",
+        "api/views/..%2Fsearch.json",
+        "events/compare",
+        "search.json",
+        "api/views/search-1",
+    ],
+)
 def test_server_serves_nothing_outside_its_own_files(served, path):
     url, _ = served
     status, _, body = _get(url + path)
@@ -282,7 +330,9 @@ def test_event_stream_sends_the_view_then_only_changed_sections(served):
     url, folder = served
     messages: list[dict] = []
     stop = threading.Event()
-    thread = threading.Thread(target=_events_reader, args=(url + "events/search-0", messages, stop), daemon=True)
+    thread = threading.Thread(
+        target=_events_reader, args=(url + "events/search-0", messages, stop), daemon=True
+    )
     thread.start()
     deadline = time.monotonic() + 60
     while not messages and time.monotonic() < deadline:
@@ -363,8 +413,14 @@ def test_cli_refuses_a_remote_address_without_allow_remote(tmp_path, capsys):
 
 def test_reader_ignores_the_events_of_an_earlier_search_in_the_same_folder(tmp_path):
     # A search killed the day before left trial 5 running in the log.
-    line = {"event": "trial_start", "time": (T0 - timedelta(days=1)).isoformat(), "trial_id": "5", "number": 5,
-            "name": "run-5", "params": {}}
+    line = {
+        "event": "trial_start",
+        "time": (T0 - timedelta(days=1)).isoformat(),
+        "trial_id": "5",
+        "number": 5,
+        "name": "run-5",
+        "params": {},
+    }
     (tmp_path / "events.jsonl").write_text(json.dumps(line) + "\n")
     _search(tmp_path, [_record(0)])  # today's search (started at T0) has finished one trial
     reader = FolderReader(tmp_path)

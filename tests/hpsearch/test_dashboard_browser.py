@@ -86,7 +86,9 @@ def _console_problems(events: list[dict]) -> list[str]:
             details = params["exceptionDetails"]
             problems.append(details.get("exception", {}).get("description") or details.get("text"))
         elif method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
-            problems.append(" ".join(str(a.get("value", a.get("description"))) for a in params.get("args", [])))
+            problems.append(
+                " ".join(str(a.get("value", a.get("description"))) for a in params.get("args", []))
+            )
         elif method == "Log.entryAdded" and params["entry"].get("level") == "error":
             problems.append(params["entry"].get("text"))
     return problems
@@ -95,19 +97,30 @@ def _console_problems(events: list[dict]) -> list[str]:
 def test_dashboard_follows_a_live_search_in_headless_chromium(browser, tmp_path):  # noqa: F811
     out = tmp_path / "search"
     search_log = (tmp_path / "search.log").open("wb")
-    search = subprocess.Popen([sys.executable, "-m", "tests.hpsearch._dashboard_search", str(out)], cwd=ROOT,
-                              env=_env(), stdout=search_log, stderr=subprocess.STDOUT)
+    search = subprocess.Popen(
+        [sys.executable, "-m", "tests.hpsearch._dashboard_search", str(out)],
+        cwd=ROOT,
+        env=_env(),
+        stdout=search_log,
+        stderr=subprocess.STDOUT,
+    )
     dashboard = None
     try:
         # The folder becomes a search when the first trial starts (events.jsonl) - before any search.json.
         _wait(lambda: (out / "events.jsonl").is_file() or search.poll() is not None, 180, "the first trial")
         assert search.poll() is None, (tmp_path / "search.log").read_text()[-3000:]
         dashboard = subprocess.Popen(
-            [sys.executable, "-m", "hpsearch", "dashboard", str(out), "--port", "0"], cwd=ROOT, env=_env(),
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            [sys.executable, "-m", "hpsearch", "dashboard", str(out), "--port", "0"],
+            cwd=ROOT,
+            env=_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         line = dashboard.stdout.readline()  # type: ignore[union-attr]
-        assert "http://127.0.0.1:" in line, line + (dashboard.stderr.read() if dashboard.poll() is not None else "")  # type: ignore[union-attr]
+        assert "http://127.0.0.1:" in line, line + (
+            dashboard.stderr.read() if dashboard.poll() is not None else ""
+        )  # type: ignore[union-attr]
         url = line.split()[2]
 
         browser.call("Page.navigate", url=url)
@@ -122,9 +135,16 @@ def test_dashboard_follows_a_live_search_in_headless_chromium(browser, tmp_path)
         assert search.wait(timeout=60) == 0, (tmp_path / "search.log").read_text()[-3000:]
         saved = SearchResult.load(out)
         assert len(saved.records) == N_TRIALS
-        final = _wait(lambda: (s := browser.evaluate(SAMPLE_JS))["trials"] == N_TRIALS and s["running"] == 0
-                      and s["history"] == sum(1 for r in saved.records if r.objective is not None) and s,
-                      60, "the final state on the page")
+        final = _wait(
+            lambda: (
+                (s := browser.evaluate(SAMPLE_JS))["trials"] == N_TRIALS
+                and s["running"] == 0
+                and s["history"] == sum(1 for r in saved.records if r.objective is not None)
+                and s
+            ),
+            60,
+            "the final state on the page",
+        )
         samples.append(final)
 
         # It grew while we watched, in one page (no navigation, our marker still there).
@@ -139,7 +159,11 @@ def test_dashboard_follows_a_live_search_in_headless_chromium(browser, tmp_path)
         # A pruned and a failed trial, with their states, as search.json has them.
         counts = saved.counts()
         assert counts["PRUNED"] >= 1 and counts["FAIL"] >= 1
-        assert (final["complete"], final["pruned"], final["fail"]) == (counts["COMPLETE"], counts["PRUNED"], counts["FAIL"])
+        assert (final["complete"], final["pruned"], final["fail"]) == (
+            counts["COMPLETE"],
+            counts["PRUNED"],
+            counts["FAIL"],
+        )
         rows = browser.evaluate(STATES_JS)
         assert sorted(state for state, _ in rows) == sorted(r.state.value for r in saved.records)
         assert any(state == "FAIL" and "model_init refuses hidden=8" in error for state, error in rows), rows
@@ -158,8 +182,12 @@ def test_dashboard_follows_a_live_search_in_headless_chromium(browser, tmp_path)
         assert not _console_problems(browser.events), _console_problems(browser.events)
 
         height = browser.call("Page.getLayoutMetrics")["cssContentSize"]["height"]
-        shot = browser.call("Page.captureScreenshot", format="png", captureBeyondViewport=True,
-                            clip={"x": 0, "y": 0, "width": 1280, "height": min(height, 16000), "scale": 1})
+        shot = browser.call(
+            "Page.captureScreenshot",
+            format="png",
+            captureBeyondViewport=True,
+            clip={"x": 0, "y": 0, "width": 1280, "height": min(height, 16000), "scale": 1},
+        )
         png = tmp_path / "dashboard.png"
         png.write_bytes(base64.b64decode(shot["data"]))
         width, shot_height = png_size(png.read_bytes())

@@ -36,7 +36,9 @@ def test_two_process_search_with_pruning_completes(tmp_path):
 def test_two_process_search_trains_every_trial_under_fsdp(tmp_path):
     main, other = _search(tmp_path, "fsdp")
     assert len(main["records"]) == 3
-    assert main["trained"] == other["trained"] == ["FSDPDigitsMLP"] * 3  # each trial's model sharded on both ranks
+    assert (
+        main["trained"] == other["trained"] == ["FSDPDigitsMLP"] * 3
+    )  # each trial's model sharded on both ranks
     assert [r["params"] for r in other["records"]] == [r["params"] for r in main["records"]]
     assert [r["last_step"] for r in other["records"]] == [r["last_step"] for r in main["records"]]
     assert {r["state"] for r in main["records"]} <= {"COMPLETE", "PRUNED"}

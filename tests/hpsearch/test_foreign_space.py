@@ -11,16 +11,19 @@ from hpsearch.backends import backend_names, get_backend
 
 
 def optuna_style(trial):
-    return {"learning_rate": trial.suggest_float("learning_rate", 1e-4, 1e-2, log=True),
-            "hidden": trial.suggest_categorical("hidden", [8, 16])}
+    return {
+        "learning_rate": trial.suggest_float("learning_rate", 1e-4, 1e-2, log=True),
+        "hidden": trial.suggest_categorical("hidden", [8, 16]),
+    }
 
 
 OTHERS = [name for name in backend_names() if not get_backend(name).trial_api]
 
 
 @pytest.mark.parametrize("backend", OTHERS)
-def test_an_optuna_style_space_on_another_backend_names_optuna_and_the_portable_form(backend, make_trainer,
-                                                                                     output_dir):
+def test_an_optuna_style_space_on_another_backend_names_optuna_and_the_portable_form(
+    backend, make_trainer, output_dir
+):
     with pytest.raises(SearchConfigError) as caught:
         hyperparameter_search(make_trainer(), hp_space=optuna_style, backend=backend, n_trials=1)
     message = str(caught.value)

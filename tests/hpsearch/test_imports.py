@@ -8,7 +8,18 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-HEAVY = ("optuna", "ray", "sigopt", "sigoptlite", "torch", "accelerate", "pandas", "plotly", "mlflow", "tensorboard")
+HEAVY = (
+    "optuna",
+    "ray",
+    "sigopt",
+    "sigoptlite",
+    "torch",
+    "accelerate",
+    "pandas",
+    "plotly",
+    "mlflow",
+    "tensorboard",
+)
 
 
 def _modules_after(statement: str) -> list[str]:
@@ -24,19 +35,23 @@ def test_import_hpsearch_loads_no_backend_and_no_torch():
 
 
 def test_public_names_resolve_without_backends():
-    loaded = set(_modules_after(
-        "import hpsearch\n"
-        "names = [getattr(hpsearch, n) for n in hpsearch.__all__]\n"
-        "hpsearch.HPSearchBackend('optuna'); hpsearch.default_compute_objective({'eval_loss': 1.0})"
-    ))
+    loaded = set(
+        _modules_after(
+            "import hpsearch\n"
+            "names = [getattr(hpsearch, n) for n in hpsearch.__all__]\n"
+            "hpsearch.HPSearchBackend('optuna'); hpsearch.default_compute_objective({'eval_loss': 1.0})"
+        )
+    )
     assert not {m for m in ("optuna", "ray", "sigopt") if m in loaded}
 
 
 def test_report_and_dashboard_are_reachable_after_a_plain_import():
     """The README's `import hpsearch` then `hpsearch.report.write_html(...)`: the subpackages load on first use."""
-    loaded = set(_modules_after(
-        "import hpsearch\n"
-        "assert callable(hpsearch.report.write_html) and callable(hpsearch.dashboard.start_in_background)"
-    ))
+    loaded = set(
+        _modules_after(
+            "import hpsearch\n"
+            "assert callable(hpsearch.report.write_html) and callable(hpsearch.dashboard.start_in_background)"
+        )
+    )
     assert {"hpsearch.report", "hpsearch.dashboard"} <= loaded
     assert "hpsearch.report" not in set(_modules_after("import hpsearch"))  # and not before

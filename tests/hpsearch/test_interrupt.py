@@ -31,8 +31,15 @@ SWEEP = {
     "torch_threads": 1,
     "output_dir": "out",
     # Long enough (a few seconds) for the signal to land inside the third trial.
-    "training_args": {"max_steps": 600, "per_device_train_batch_size": 64, "eval_strategy": "steps",
-                      "eval_steps": 200, "save_strategy": "no", "report_to": "none", "disable_tqdm": True},
+    "training_args": {
+        "max_steps": 600,
+        "per_device_train_batch_size": 64,
+        "eval_strategy": "steps",
+        "eval_steps": 200,
+        "save_strategy": "no",
+        "report_to": "none",
+        "disable_tqdm": True,
+    },
     "space": {"learning_rate": {"type": "float", "low": 1.0e-3, "high": 1.0e-1, "log": True}},
 }
 BACKENDS = {
@@ -48,7 +55,9 @@ def _command(args: list[str]) -> list[str]:
 
 def _interrupt_after_two_trials(command: list[str]) -> tuple[int, str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(process.stderr or []), daemon=True)
     reader.start()
@@ -82,13 +91,15 @@ def test_ctrl_c_exits_130_with_one_line_that_agrees_with_search_json_and_continu
     assert finished >= 2 and not any(r.state is TrialState.RUNNING for r in saved.records)
     assert last.startswith(
         f"Interrupted: {finished} of {N_TRIALS} trials finished ({counts['COMPLETE']} complete, {counts['PRUNED']} "
-        f"pruned, {counts['FAIL']} failed), saved in {tmp_path / 'out'}"), last
+        f"pruned, {counts['FAIL']} failed), saved in {tmp_path / 'out'}"
+    ), last
     command = last.split("continue with: ", 1)[1]
     assert command == shlex.join(["hpsearch", "run", str(path), "--no-progress", "--resume"])
     # The command continues the sweep: the finished trials are kept, the search ends with its n_trials.
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    again = subprocess.run(_command(shlex.split(command)), cwd=ROOT, env=env, capture_output=True, text=True,
-                           timeout=300)
+    again = subprocess.run(
+        _command(shlex.split(command)), cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
     assert again.returncode == 0, again.stderr
     final = SearchResult.load(tmp_path / "out")
     kept = {r.trial_id: r.params for r in saved.records}
@@ -110,7 +121,8 @@ print("returned", best.run_id)
 
 def test_ctrl_c_in_python_returns_the_best_and_names_the_call_that_continues(tmp_path):
     code, err = _interrupt_after_two_trials(
-        [sys.executable, "-c", SCRIPT.format(out=str(tmp_path / "out"), n=N_TRIALS)])
+        [sys.executable, "-c", SCRIPT.format(out=str(tmp_path / "out"), n=N_TRIALS)]
+    )
     assert code == 0, err
     assert "Search interrupted: returning the best of the " in err
     assert "the same call with resume=True continues it (the running trial trains again)" in err, err

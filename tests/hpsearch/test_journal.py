@@ -54,8 +54,11 @@ def test_journal_of_a_newer_format_version_is_refused_naming_file_and_version(tm
     header = json.loads(lines[0])
     header["format_version"] = 99
     path.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n", encoding="utf-8")
-    with pytest.raises(ValueError, match=rf"{JOURNAL_FILE}' has format_version 99 but this hpsearch reads journals up "
-                                         r"to version 1; upgrade hpsearch"):
+    with pytest.raises(
+        ValueError,
+        match=rf"{JOURNAL_FILE}' has format_version 99 but this hpsearch reads journals up "
+        r"to version 1; upgrade hpsearch",
+    ):
         SearchResult.load(tmp_path)
 
     path.write_text('{"hello": 1}\n', encoding="utf-8")
@@ -68,7 +71,9 @@ def test_snapshot_and_journal_disagree_journal_lines_newer_than_the_snapshot_win
     snapshot = json.loads((tmp_path / SEARCH_FILE).read_text(encoding="utf-8"))
     assert [r["trial_id"] for r in snapshot["records"]] == ["id-0"]  # trial 1 is only in the journal
     # The same trial changed after the snapshot (a retried trial recorded again): its newer line wins.
-    changed = make_record(0, TrialState.FAIL, None, dict(result.records[0].params), error="CUDA out of memory")
+    changed = make_record(
+        0, TrialState.FAIL, None, dict(result.records[0].params), error="CUDA out of memory"
+    )
     result.records[0] = changed
     result.finished = T0 + timedelta(hours=5)
     result._record_trial(tmp_path, changed)
@@ -92,7 +97,9 @@ def test_a_journal_the_snapshot_does_not_name_is_older_and_ignored_with_a_warnin
     result = _running(tmp_path, n=3)
     stale = (tmp_path / JOURNAL_FILE).read_bytes()
     result.save(tmp_path)  # a new snapshot (all 3 trials) naming a new journal ...
-    (tmp_path / JOURNAL_FILE).write_bytes(stale)  # ... and the kill came before that journal replaced the old one
+    (tmp_path / JOURNAL_FILE).write_bytes(
+        stale
+    )  # ... and the kill came before that journal replaced the old one
     with caplog.at_level(logging.WARNING):
         loaded = SearchResult.load(tmp_path)
     assert loaded.records == result.records
@@ -102,9 +109,19 @@ def test_a_journal_the_snapshot_does_not_name_is_older_and_ignored_with_a_warnin
 def test_a_version_1_search_json_still_loads_and_ignores_a_journal_beside_it(tmp_path, caplog):
     records = single_records()
     old = {  # as hpsearch wrote it before the journal: format_version 1, no "journal" entry
-        "format": "hpsearch.search", "format_version": 1, "backend": "optuna", "directions": ["maximize"],
-        "objective": "eval_accuracy", "n_trials": 10, "space": None, "started": T0.isoformat(), "finished": None,
-        "saved": T0.isoformat(), "counts": {}, "settings": {"seed": 0}, "versions": {},
+        "format": "hpsearch.search",
+        "format_version": 1,
+        "backend": "optuna",
+        "directions": ["maximize"],
+        "objective": "eval_accuracy",
+        "n_trials": 10,
+        "space": None,
+        "started": T0.isoformat(),
+        "finished": None,
+        "saved": T0.isoformat(),
+        "counts": {},
+        "settings": {"seed": 0},
+        "versions": {},
         "records": [r.to_dict() for r in records],
     }
     (tmp_path / SEARCH_FILE).write_text(json.dumps(old), encoding="utf-8")
@@ -123,6 +140,8 @@ def test_another_writer_in_the_folder_makes_the_next_trial_take_a_snapshot(tmp_p
     other.save(tmp_path)  # someone else wrote this folder (a new snapshot and journal)
     record = single_records()[2]
     result.records.append(record)
-    result._record_trial(tmp_path, record)  # ours: not appended to the other's journal, a snapshot of ours instead
+    result._record_trial(
+        tmp_path, record
+    )  # ours: not appended to the other's journal, a snapshot of ours instead
     assert SearchResult.load(tmp_path).records == result.records
     assert len(_journal_lines(tmp_path)) == 1

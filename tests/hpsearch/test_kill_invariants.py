@@ -57,9 +57,13 @@ def _wait_for_trial_start(markers: Path, pid: int, proc, deadline: float, nth: i
     pytest.fail("the driver started no trial in time")
 
 
-def _kill_at_random_moments(spawn: Callable[[], subprocess.Popen], started: Callable[[subprocess.Popen, float], bool],
-                            rng: random.Random, longest_wait_s: float,
-                            after_kill: Callable[[subprocess.Popen, float], None] | None = None) -> int:
+def _kill_at_random_moments(
+    spawn: Callable[[], subprocess.Popen],
+    started: Callable[[subprocess.Popen, float], bool],
+    rng: random.Random,
+    longest_wait_s: float,
+    after_kill: Callable[[subprocess.Popen, float], None] | None = None,
+) -> int:
     """Start a driver with ``spawn`` and SIGKILL it at a random moment (up to ``longest_wait_s``) after ``started``
     says it began training, KILLS times (fewer when the sweep finishes first); ``after_kill`` checks what the kill
     left. Returns the number of kills that landed."""
@@ -80,8 +84,9 @@ def _kill_at_random_moments(spawn: Callable[[], subprocess.Popen], started: Call
     return kills
 
 
-def _kill_sweep_driver(mode: str, config: dict, log: Path, markers: Path, rng: random.Random,
-                       trials: tuple[int, ...] = (1,)) -> int:
+def _kill_sweep_driver(
+    mode: str, config: dict, log: Path, markers: Path, rng: random.Random, trials: tuple[int, ...] = (1,)
+) -> int:
     """`_kill_at_random_moments` for a ``_sweep_worker`` driver, killed after it started its n-th trial (n drawn
     from ``trials``)."""
 
@@ -94,7 +99,7 @@ def _kill_sweep_driver(mode: str, config: dict, log: Path, markers: Path, rng: r
 
 def _completed_in(markers: Path, pid: int) -> list[str]:
     """The run names the process ``pid`` trained to their last step."""
-    return [m.name[len("completed-"):].rsplit("-", 1)[0] for m in markers.glob(f"completed-*-{pid}")]
+    return [m.name[len("completed-") :].rsplit("-", 1)[0] for m in markers.glob(f"completed-*-{pid}")]
 
 
 @pytest.mark.slow
@@ -111,13 +116,27 @@ def test_random_kills_lose_duplicate_or_misreport_no_trial(kind, tmp_path, reque
     markers.mkdir()
     output_dir = tmp_path / "out"
     log = tmp_path / "driver.log"
-    config = dict(storage=location, study_name=study_name, output_dir=str(output_dir), n_trials=N_TRIALS,
-                  max_steps=6, eval_strategy="steps", eval_steps=2, save_strategy="steps", save_steps=2,
-                  step_sleep=0.1, marker_dir=str(markers), data=digits_npz)
+    config = dict(
+        storage=location,
+        study_name=study_name,
+        output_dir=str(output_dir),
+        n_trials=N_TRIALS,
+        max_steps=6,
+        eval_strategy="steps",
+        eval_steps=2,
+        save_strategy="steps",
+        save_steps=2,
+        step_sleep=0.1,
+        marker_dir=str(markers),
+        data=digits_npz,
+    )
     kills = _kill_sweep_driver("sweep", config, log, markers, random.Random(f"{kind}-kills"))
     storage = _open_storage(kind, location)
-    before_last = {t.number for t in optuna.load_study(study_name=study_name, storage=storage).trials
-                   if t.state == optuna.trial.TrialState.COMPLETE}
+    before_last = {
+        t.number
+        for t in optuna.load_study(study_name=study_name, storage=storage).trials
+        if t.state == optuna.trial.TrialState.COMPLETE
+    }
     last = _spawn("sweep", config, log)
     _finish(last, log)
     assert kills >= 6, f"only {kills} kills landed before the sweep finished; make its trials longer"
@@ -143,8 +162,9 @@ def test_random_kills_lose_duplicate_or_misreport_no_trial(kind, tmp_path, reque
     # 3. search.json agrees with the study.
     result = SearchResult.load(output_dir)
     saved = {int(r.trial_id): r for r in result.records}
-    expected = {t.number: t for t in trials if not t.user_attrs.get("hpsearch_interrupted")
-                and t.state in STATES}
+    expected = {
+        t.number: t for t in trials if not t.user_attrs.get("hpsearch_interrupted") and t.state in STATES
+    }
     assert set(saved) == set(expected), (sorted(saved), sorted(expected))
     for number, frozen in expected.items():
         record = saved[number]
@@ -162,9 +182,19 @@ def test_random_kills_of_a_resumed_sigopt_search(tmp_path, digits_npz):  # noqa:
     output_dir = tmp_path / "out"
     log = tmp_path / "driver.log"
     observations = tmp_path / "observations.json"
-    config = dict(output_dir=str(output_dir), n_trials=N_SIGOPT_TRIALS, max_steps=6, eval_strategy="steps", eval_steps=2,
-                  save_strategy="steps", save_steps=2, step_sleep=0.1, marker_dir=str(markers), data=digits_npz,
-                  observations=str(observations))
+    config = dict(
+        output_dir=str(output_dir),
+        n_trials=N_SIGOPT_TRIALS,
+        max_steps=6,
+        eval_strategy="steps",
+        eval_steps=2,
+        save_strategy="steps",
+        save_steps=2,
+        step_sleep=0.1,
+        marker_dir=str(markers),
+        data=digits_npz,
+        observations=str(observations),
+    )
     # A process's first trial takes longest (the first model, the first evaluation): some kills wait for its
     # second trial, so that trials finish between kills and each rerun has earlier trials to tell.
     kills = _kill_sweep_driver("sigopt", config, log, markers, random.Random("sigopt-kills"), trials=(1, 2))
@@ -204,9 +234,18 @@ def test_random_kills_of_a_resumed_sigopt_search(tmp_path, digits_npz):  # noqa:
     # record, with its assignments (SigOpt's label for the categorical) and value.
     told = json.loads(observations.read_text())
     assert len(told) == len(records)
-    expected = sorted((str(r.params["hidden"]), r.params["learning_rate"], r.objective, False) for r in records)
-    got = sorted((o["assignments"]["hidden"], o["assignments"]["learning_rate"],
-                  o["values"][0] if o["values"] else None, o["failed"]) for o in told)
+    expected = sorted(
+        (str(r.params["hidden"]), r.params["learning_rate"], r.objective, False) for r in records
+    )
+    got = sorted(
+        (
+            o["assignments"]["hidden"],
+            o["assignments"]["learning_rate"],
+            o["values"][0] if o["values"] else None,
+            o["failed"],
+        )
+        for o in told
+    )
     for (hidden, rate, value, failed), (s_hidden, s_rate, s_value, s_failed) in zip(expected, got):
         assert (s_hidden, s_failed) == (hidden, failed)
         assert s_rate == pytest.approx(rate, rel=1e-12) and s_value == pytest.approx(value, rel=1e-12)
@@ -219,8 +258,13 @@ RAY_N_TRIALS = 6
 def _spawn_ray_driver(config: dict, log: Path, snapshot_period: str) -> subprocess.Popen:
     env = {**rc.cluster_env(), "OMP_NUM_THREADS": "1", "TUNE_GLOBAL_CHECKPOINT_S": snapshot_period}
     with open(log, "ab") as out:
-        return subprocess.Popen([sys.executable, "-m", "tests.hpsearch._sweep_worker", "ray", json.dumps(config)],
-                                cwd=rc.ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+        return subprocess.Popen(
+            [sys.executable, "-m", "tests.hpsearch._sweep_worker", "ray", json.dumps(config)],
+            cwd=rc.ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
 
 
 def _markers(markers: Path, event: str, driver: int | None = None) -> list[tuple[str, int, int, float]]:
@@ -253,7 +297,9 @@ def _wait_for_exit(pids: set[int], deadline: float) -> None:
         if not any(psutil.pid_exists(pid) for pid in pids):
             return
         time.sleep(0.1)
-    pytest.fail(f"trial processes {sorted(p for p in pids if psutil.pid_exists(p))} outlived their killed driver")
+    pytest.fail(
+        f"trial processes {sorted(p for p in pids if psutil.pid_exists(p))} outlived their killed driver"
+    )
 
 
 def _ray_store(experiment: Path) -> dict[str, dict]:
@@ -263,13 +309,23 @@ def _ray_store(experiment: Path) -> dict[str, dict]:
 
     if not list(experiment.glob("experiment_state-*.json")):
         return {}
-    return {t.trial_id: {"status": t.status, "config": dict(t.config), "last": dict(t.last_result or {}),
-                         "path": t.path} for t in ExperimentAnalysis(str(experiment)).trials}
+    return {
+        t.trial_id: {
+            "status": t.status,
+            "config": dict(t.config),
+            "last": dict(t.last_result or {}),
+            "path": t.path,
+        }
+        for t in ExperimentAnalysis(str(experiment)).trials
+    }
 
 
 def _saved_ids(output_dir: Path) -> set[str]:
-    return {r.trial_id for r in SearchResult.load(output_dir).records} if (output_dir / "search.json").exists() \
+    return (
+        {r.trial_id for r in SearchResult.load(output_dir).records}
+        if (output_dir / "search.json").exists()
         else set()
+    )
 
 
 @pytest.mark.slow
@@ -288,9 +344,21 @@ def test_random_kills_of_a_ray_driver_lose_duplicate_or_misreport_no_trial(ray_c
     output_dir = tmp_path / "out"
     experiment = output_dir / "ray_results" / "hpsearch"
     log = tmp_path / "driver.log"
-    config = dict(address=ray_cluster.address, output_dir=str(output_dir), n_trials=RAY_N_TRIALS, max_steps=6,
-                  eval_strategy="steps", eval_steps=2, save_strategy="steps", save_steps=2, step_sleep=0.2,
-                  marker_dir=str(markers), data=digits_npz, max_concurrent_trials=2, resume=True)
+    config = dict(
+        address=ray_cluster.address,
+        output_dir=str(output_dir),
+        n_trials=RAY_N_TRIALS,
+        max_steps=6,
+        eval_strategy="steps",
+        eval_steps=2,
+        save_strategy="steps",
+        save_steps=2,
+        step_sleep=0.2,
+        marker_dir=str(markers),
+        data=digits_npz,
+        max_concurrent_trials=2,
+        resume=True,
+    )
     rng = random.Random("ray-kills")
     last_kill = 0.0
 
@@ -304,13 +372,18 @@ def test_random_kills_of_a_ray_driver_lose_duplicate_or_misreport_no_trial(ray_c
 
     kills = _kill_at_random_moments(
         lambda: _spawn_ray_driver(config, log, rng.choice(["auto", "0"])),
-        lambda driver, deadline: _wait_for_ray_trial_start(markers, driver, deadline), rng, 3.0, after_kill,
+        lambda driver, deadline: _wait_for_ray_trial_start(markers, driver, deadline),
+        rng,
+        3.0,
+        after_kill,
     )
     before_last = {i for i, t in _ray_store(experiment).items() if t["status"] == "TERMINATED"}
     last = _spawn_ray_driver(config, log, "auto")
     _finish(last, log)
     assert kills >= 6, f"only {kills} kills landed before the sweep finished; make its trials longer"
-    assert "no Ray Tune experiment to restore" in log.read_text()  # the first run, with resume=True, started it
+    assert (
+        "no Ray Tune experiment to restore" in log.read_text()
+    )  # the first run, with resume=True, started it
 
     store = _ray_store(experiment)
     params_of = {f"run-{i}": tuple(sorted(t["config"].items())) for i, t in store.items()}

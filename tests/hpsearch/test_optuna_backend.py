@@ -105,7 +105,10 @@ def test_native_optuna_space_and_suggest_inside_model_init(tmp_path):
 
     trainer = make_trainer(tmp_path, model_init=model_init, num_train_epochs=1)
     best = trainer.hyperparameter_search(
-        hp_space=hp_space, compute_objective="eval_loss", n_trials=3, backend="optuna",
+        hp_space=hp_space,
+        compute_objective="eval_loss",
+        n_trials=3,
+        backend="optuna",
         sampler=optuna.samplers.RandomSampler(seed=1),
     )
     df = best.run_summary.trials_dataframe()
@@ -121,12 +124,23 @@ def test_native_optuna_space_and_suggest_inside_model_init(tmp_path):
 def test_default_space_in_both_forms(tmp_path):
     for form, hp_space in (("portable", None), ("native", hpsearch.default_hp_space_optuna)):
         # A search per folder: a second search is not written over the first one's results.
-        trainer = make_trainer(tmp_path / form, model_init=lambda: DigitsMLP(), max_steps=3, eval_strategy="steps",
-                               eval_steps=3, save_strategy="no")
+        trainer = make_trainer(
+            tmp_path / form,
+            model_init=lambda: DigitsMLP(),
+            max_steps=3,
+            eval_strategy="steps",
+            eval_steps=3,
+            save_strategy="no",
+        )
         best = trainer.hyperparameter_search(
             hp_space=hp_space, n_trials=2, backend="optuna", sampler=optuna.samplers.RandomSampler(seed=0)
         )
-        assert set(best.hyperparameters) == {"learning_rate", "num_train_epochs", "seed", "per_device_train_batch_size"}
+        assert set(best.hyperparameters) == {
+            "learning_rate",
+            "num_train_epochs",
+            "seed",
+            "per_device_train_batch_size",
+        }
         assert 1e-6 <= best.hyperparameters["learning_rate"] <= 1e-4
         # The default objective is the eval loss when accuracy is absent... here accuracy is present: it sums
         # the non-loss metrics (accuracy), as the seed documentation says.
@@ -135,9 +149,15 @@ def test_default_space_in_both_forms(tmp_path):
 
 def test_resume_study_from_sqlite_continues_numbering(tmp_path):
     storage = f"sqlite:///{tmp_path}/study.db"
-    common = dict(hp_space={"learning_rate": spaces.Float(1e-3, 1e-2, log=True)}, compute_objective="eval_loss",
-                  backend="optuna", storage=storage, study_name="resume", load_if_exists=True,
-                  sampler=optuna.samplers.RandomSampler(seed=0))
+    common = dict(
+        hp_space={"learning_rate": spaces.Float(1e-3, 1e-2, log=True)},
+        compute_objective="eval_loss",
+        backend="optuna",
+        storage=storage,
+        study_name="resume",
+        load_if_exists=True,
+        sampler=optuna.samplers.RandomSampler(seed=0),
+    )
     trainer = make_trainer(tmp_path, num_train_epochs=1)
     first = trainer.hyperparameter_search(n_trials=2, **common)
     assert sorted(first.run_summary.trials_dataframe().number) == [0, 1]
@@ -158,9 +178,15 @@ def test_resume_study_from_sqlite_continues_numbering(tmp_path):
 
 def test_resuming_with_a_budget_below_the_trials_done_runs_nothing_and_says_so(tmp_path, caplog):
     storage = f"sqlite:///{tmp_path}/study.db"
-    common = dict(hp_space={"learning_rate": spaces.Float(1e-3, 1e-2, log=True)}, compute_objective="eval_loss",
-                  backend="optuna", storage=storage, study_name="smaller", load_if_exists=True,
-                  sampler=optuna.samplers.RandomSampler(seed=0))
+    common = dict(
+        hp_space={"learning_rate": spaces.Float(1e-3, 1e-2, log=True)},
+        compute_objective="eval_loss",
+        backend="optuna",
+        storage=storage,
+        study_name="smaller",
+        load_if_exists=True,
+        sampler=optuna.samplers.RandomSampler(seed=0),
+    )
     make_trainer(tmp_path, num_train_epochs=1).hyperparameter_search(n_trials=2, **common)
     with caplog.at_level(logging.WARNING, logger="hpsearch"):
         again = make_trainer(tmp_path, num_train_epochs=1).hyperparameter_search(n_trials=1, **common)
@@ -181,19 +207,25 @@ def test_a_storage_without_the_study_does_not_continue_the_search_in_output_dir(
         if backend == "optuna":  # an earlier Optuna search of the same space, kept in its own storage
             search_json.unlink()
             make_trainer(tmp_path, num_train_epochs=1).hyperparameter_search(
-                backend="optuna", storage=f"sqlite:///{tmp_path}/first.db", **common)
+                backend="optuna", storage=f"sqlite:///{tmp_path}/first.db", **common
+            )
             before = search_json.read_bytes()
         new_db = tmp_path / f"new-{backend}.db"
         new_db.touch()
-        with pytest.raises(SearchConfigError, match=rf"holds an earlier search \(2 trials, backend='{backend}'.*"
-                                                    "nothing was started.*another output_dir"):
+        with pytest.raises(
+            SearchConfigError,
+            match=rf"holds an earlier search \(2 trials, backend='{backend}'.*"
+            "nothing was started.*another output_dir",
+        ):
             make_trainer(tmp_path, num_train_epochs=1).hyperparameter_search(
-                backend="optuna", storage=f"sqlite:///{new_db}", **common)
+                backend="optuna", storage=f"sqlite:///{new_db}", **common
+            )
         assert search_json.read_bytes() == before
         assert new_db.stat().st_size == 0  # not even Optuna's tables were written
     # The storage that holds the study continues it (its budget is spent: nothing runs, the records stay).
     again = make_trainer(tmp_path, num_train_epochs=1).hyperparameter_search(
-        backend="optuna", storage=f"sqlite:///{tmp_path}/first.db", **common)
+        backend="optuna", storage=f"sqlite:///{tmp_path}/first.db", **common
+    )
     assert len(again.run_summary.records) == 2
 
 
@@ -201,8 +233,12 @@ def test_journal_storage(tmp_path):
     trainer = make_trainer(tmp_path, num_train_epochs=1)
     journal = str(tmp_path / "study.log")
     trainer.hyperparameter_search(
-        hp_space={"learning_rate": spaces.Float(1e-3, 1e-2)}, compute_objective="eval_loss", n_trials=2,
-        backend="optuna", storage=journal, study_name="j",
+        hp_space={"learning_rate": spaces.Float(1e-3, 1e-2)},
+        compute_objective="eval_loss",
+        n_trials=2,
+        backend="optuna",
+        storage=journal,
+        study_name="j",
     )
     assert os.path.getsize(journal) > 0
 
@@ -237,7 +273,10 @@ def test_failing_trial_is_recorded_and_search_completes(tmp_path):
     trainer = make_trainer(tmp_path, model_init=model_init, num_train_epochs=1)
     space = {"hidden": spaces.Categorical([16, 64])}
     best = trainer.hyperparameter_search(
-        hp_space=space, compute_objective="eval_loss", n_trials=6, backend="optuna",
+        hp_space=space,
+        compute_objective="eval_loss",
+        n_trials=6,
+        backend="optuna",
         sampler=optuna.samplers.RandomSampler(seed=0),
         max_failed_trials=6,
     )
@@ -260,7 +299,10 @@ def test_consecutive_failures_stop_the_search_quoting_them(tmp_path):
     trainer = make_trainer(tmp_path, model_init=model_init, num_train_epochs=1)
     with pytest.raises(TooManyFailedTrials, match="no model today") as info:
         trainer.hyperparameter_search(
-            hp_space={"learning_rate": spaces.Float(1e-3, 1e-2)}, n_trials=10, backend="optuna", max_failed_trials=2
+            hp_space={"learning_rate": spaces.Float(1e-3, 1e-2)},
+            n_trials=10,
+            backend="optuna",
+            max_failed_trials=2,
         )
     assert "2 trials failed in a row" in str(info.value)
     saved = SearchResult.load(trainer.args.output_dir)
@@ -276,7 +318,10 @@ def test_nan_objective_fails_the_trial(tmp_path):
 
     trainer = make_trainer(tmp_path, num_train_epochs=1)
     best = trainer.hyperparameter_search(
-        hp_space={"learning_rate": spaces.Float(1e-3, 1e-2)}, compute_objective=objective, n_trials=2, backend="optuna"
+        hp_space={"learning_rate": spaces.Float(1e-3, 1e-2)},
+        compute_objective=objective,
+        n_trials=2,
+        backend="optuna",
     )
     states = [r.state for r in best.run_summary.records]
     assert states == [TrialState.FAIL, TrialState.COMPLETE]
@@ -286,8 +331,13 @@ def test_nan_objective_fails_the_trial(tmp_path):
 def test_objective_scope_best_and_hp_name(tmp_path):
     trainer = make_trainer(tmp_path, num_train_epochs=3)
     best = trainer.hyperparameter_search(
-        hp_space={"learning_rate": spaces.Float(1e-3, 1e-2)}, compute_objective="eval_accuracy", direction="maximize",
-        n_trials=2, backend="optuna", objective_scope="best", hp_name=lambda t: f"lr-trial-{t.number}",
+        hp_space={"learning_rate": spaces.Float(1e-3, 1e-2)},
+        compute_objective="eval_accuracy",
+        direction="maximize",
+        n_trials=2,
+        backend="optuna",
+        objective_scope="best",
+        hp_name=lambda t: f"lr-trial-{t.number}",
     )
     for record in best.run_summary.records:
         assert record.name == f"lr-trial-{record.number}"
@@ -298,7 +348,11 @@ def test_objective_scope_best_and_hp_name(tmp_path):
 def test_concurrent_trials_get_their_own_trainer(tmp_path):
     trainer = make_trainer(tmp_path, num_train_epochs=1)
     best = trainer.hyperparameter_search(
-        hp_space=SPACE, compute_objective="eval_loss", n_trials=4, backend="optuna", n_jobs=2,
+        hp_space=SPACE,
+        compute_objective="eval_loss",
+        n_trials=4,
+        backend="optuna",
+        n_jobs=2,
         sampler=optuna.samplers.RandomSampler(seed=0),
     )
     records = best.run_summary.records
@@ -312,7 +366,10 @@ def test_search_files_are_json_and_secret_free(tmp_path):
     trainer = make_trainer(tmp_path, num_train_epochs=1)
     storage = f"sqlite:///{tmp_path}/s.db"
     trainer.hyperparameter_search(
-        hp_space={"learning_rate": spaces.Float(1e-3, 1e-2)}, n_trials=1, backend="optuna", storage=storage,
+        hp_space={"learning_rate": spaces.Float(1e-3, 1e-2)},
+        n_trials=1,
+        backend="optuna",
+        storage=storage,
     )
     with open(os.path.join(trainer.args.output_dir, "search.json")) as f:
         meta = json.load(f)
@@ -332,18 +389,39 @@ BAD_INPUTS = [
     ("n_trials zero", {"n_trials": 0}, "n_trials"),
     ("n_trials bool", {"n_trials": True}, "n_trials"),
     ("reserved param", {"hp_space": {"output_dir": spaces.Categorical(["a", "b"])}}, "reserved"),
-    ("unused param", {"hp_space": {"dropout_rate": spaces.Float(0.0, 0.5)}, "_model_init": lambda: DigitsMLP()},
-     "dropout_rate"),
+    (
+        "unused param",
+        {"hp_space": {"dropout_rate": spaces.Float(0.0, 0.5)}, "_model_init": lambda: DigitsMLP()},
+        "dropout_rate",
+    ),
     ("invalid arg value", {"hp_space": {"learning_rate": spaces.Float(-1.0, 1.0)}}, "learning_rate"),
-    ("int field float", {"hp_space": {"per_device_train_batch_size": spaces.Float(1.0, 8.5)}},
-     "per_device_train_batch_size"),
+    (
+        "int field float",
+        {"hp_space": {"per_device_train_batch_size": spaces.Float(1.0, 8.5)}},
+        "per_device_train_batch_size",
+    ),
     ("bad storage", {"storage": "notadb://x"}, "storage"),
     ("journal folder", {"storage": "/nonexistent/dir/study.log"}, "does not exist"),
     ("pruner no eval", {"pruner": optuna.pruners.MedianPruner(), "_no_eval": True}, "eval_strategy"),
-    ("pruner multi", {"pruner": optuna.pruners.MedianPruner(), "direction": ["minimize", "maximize"],
-                      "compute_objective": lambda m: (m["eval_loss"], m["eval_accuracy"])}, "multi-objective"),
-    ("directions one value", {"direction": ["minimize", "maximize"]}, "compute_objective=None gives one value"),
-    ("n_jobs accum", {"n_jobs": 2, "_args": {"gradient_accumulation_steps": 2}}, "gradient_accumulation_steps"),
+    (
+        "pruner multi",
+        {
+            "pruner": optuna.pruners.MedianPruner(),
+            "direction": ["minimize", "maximize"],
+            "compute_objective": lambda m: (m["eval_loss"], m["eval_accuracy"]),
+        },
+        "multi-objective",
+    ),
+    (
+        "directions one value",
+        {"direction": ["minimize", "maximize"]},
+        "compute_objective=None gives one value",
+    ),
+    (
+        "n_jobs accum",
+        {"n_jobs": 2, "_args": {"gradient_accumulation_steps": 2}},
+        "gradient_accumulation_steps",
+    ),
     ("objective scope", {"objective_scope": "median"}, "objective_scope"),
     ("max failed", {"max_failed_trials": 0}, "max_failed_trials"),
     ("compute objective", {"compute_objective": 3}, "compute_objective"),
@@ -373,7 +451,9 @@ def test_bad_input_is_refused_before_any_trial(tmp_path, case):
 
 def test_model_init_required(tmp_path):
     train, _evaluation = digits_datasets()
-    trainer = Trainer(model=DigitsMLP(), args=TrainingArguments(output_dir=str(tmp_path)), train_dataset=train)
+    trainer = Trainer(
+        model=DigitsMLP(), args=TrainingArguments(output_dir=str(tmp_path)), train_dataset=train
+    )
     with pytest.raises(SearchConfigError, match="model_init"):
         trainer.hyperparameter_search(backend="optuna")
 
@@ -395,8 +475,17 @@ def test_default_compute_objective_follows_the_seed(caplog):
     import numpy as np
     import torch
 
-    assert hpsearch.default_compute_objective({"eval_loss": 0.5, "eval_accuracy": 0.25, "eval_confusion":
-                                               np.array([[1, 2], [3, 4]]), "eval_per_class": torch.tensor([0.1, 0.2])}) == 0.25
+    assert (
+        hpsearch.default_compute_objective(
+            {
+                "eval_loss": 0.5,
+                "eval_accuracy": 0.25,
+                "eval_confusion": np.array([[1, 2], [3, 4]]),
+                "eval_per_class": torch.tensor([0.1, 0.2]),
+            }
+        )
+        == 0.25
+    )
     assert hpsearch.default_compute_objective({"eval_loss": 0.5, "eval_confusion": np.eye(2)}) == 0.5
 
 
@@ -412,8 +501,11 @@ def test_hanging_and_memory_error_trials_fail_and_search_goes_on(tmp_path):
 
     trainer = make_trainer(tmp_path, model_init=model_init, num_train_epochs=1)
     best = trainer.hyperparameter_search(
-        hp_space={"learning_rate": spaces.Float(1e-3, 1e-2)}, compute_objective="eval_loss", n_trials=3,
-        backend="optuna", trial_timeout=3,
+        hp_space={"learning_rate": spaces.Float(1e-3, 1e-2)},
+        compute_objective="eval_loss",
+        n_trials=3,
+        backend="optuna",
+        trial_timeout=3,
     )
     records = best.run_summary.records
     assert [r.state for r in records] == [TrialState.FAIL, TrialState.FAIL, TrialState.COMPLETE]
@@ -429,8 +521,15 @@ def test_the_record_kept_in_the_study_reads_back_as_text_and_in_the_older_dict_f
     from hpsearch.backends.optuna import _storage
     from hpsearch.trial import Evaluation, TrialRecord
 
-    record = TrialRecord(trial_id="4", number=4, name="run-4", state=TrialState.COMPLETE, params={"lr": np.float64(0.1)},
-                         objective=0.75, intermediates=[Evaluation(step=3, epoch=1.0, objective=0.75, metrics={"a": 1.0})])
+    record = TrialRecord(
+        trial_id="4",
+        number=4,
+        name="run-4",
+        state=TrialState.COMPLETE,
+        params={"lr": np.float64(0.1)},
+        objective=0.75,
+        intermediates=[Evaluation(step=3, epoch=1.0, objective=0.75, metrics={"a": 1.0})],
+    )
     text = _storage.record_attr(record)
     assert isinstance(text, str)
     from_text = _storage.saved_record({_storage.RECORD_ATTR: text})
@@ -476,9 +575,17 @@ def test_workers_started_at_once_on_a_new_sqlite_database_all_open_the_study(tmp
     for round_ in range(3):
         url = f"sqlite:///{tmp_path}/race-{round_}.db"
         start = time.time() + 6  # every worker has imported what it needs and spins until then
-        procs = [subprocess.Popen([sys.executable, "-c", _OPEN_AT_ONCE, url, str(tmp_path / "out"), str(start)],
-                                  cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                 for _ in range(4)]
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", _OPEN_AT_ONCE, url, str(tmp_path / "out"), str(start)],
+                cwd=root,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(4)
+        ]
         results = [p.communicate(timeout=120) for p in procs]
         for proc, (out, err) in zip(procs, results):
             assert proc.returncode == 0 and out.strip() == "race", err[-2000:]

@@ -28,8 +28,9 @@ hyperparameter_search(trainer, hp_space={{"learning_rate": Float(1e-3, 1e-1, log
 def _run(tmp_path: Path, silence: str = "") -> subprocess.CompletedProcess[str]:
     code = textwrap.dedent(SCRIPT.format(out=str(tmp_path / "out"), silence=silence))
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 @pytest.mark.slow

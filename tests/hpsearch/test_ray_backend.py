@@ -33,8 +33,13 @@ def test_asha_sweep_on_two_nodes(ray_cluster, tmp_path):
 
     trainer = rc.make_trainer(str(tmp_path / "out"), epochs=3)
     best = hyperparameter_search(
-        trainer, hp_space=_space(), compute_objective="eval_accuracy", n_trials=8, direction="maximize",
-        backend="ray", address=ray_cluster.address,
+        trainer,
+        hp_space=_space(),
+        compute_objective="eval_accuracy",
+        n_trials=8,
+        direction="maximize",
+        backend="ray",
+        address=ray_cluster.address,
         scheduler=ASHAScheduler(grace_period=1, max_t=10, reduction_factor=2),
         search_alg=BasicVariantGenerator(random_state=0),
     )
@@ -66,8 +71,14 @@ def test_dead_worker_is_retried_from_its_checkpoint(ray_cluster, tmp_path):
     marker = str(tmp_path / "died")
     trainer = rc.make_trainer(str(tmp_path / "out"), epochs=3, callbacks=[rc.DieOnceAtSecondEval(marker)])
     best = hyperparameter_search(
-        trainer, hp_space={"learning_rate": Float(1e-2, 2e-2)}, compute_objective="eval_accuracy", n_trials=1,
-        direction="maximize", backend="ray", address=ray_cluster.address, max_failures=1,
+        trainer,
+        hp_space={"learning_rate": Float(1e-2, 2e-2)},
+        compute_objective="eval_accuracy",
+        n_trials=1,
+        direction="maximize",
+        backend="ray",
+        address=ray_cluster.address,
+        max_failures=1,
     )
     assert os.path.exists(marker)  # the worker did die once
     (record,) = best.run_summary.records
@@ -94,15 +105,17 @@ def test_without_an_address_a_search_joins_the_ray_that_ray_address_names(ray_cl
         print("trials", len(best.run_summary.records))
     """)
     env = {**rc.cluster_env(), "RAY_ADDRESS": ray_cluster.address}
-    proc = subprocess.run([sys.executable, "-c", script], env=env, cwd=str(rc.ROOT), capture_output=True,
-                          timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", script], env=env, cwd=str(rc.ROOT), capture_output=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-3000:]
     assert "trials 1" in proc.stdout.decode()
 
 
 @pytest.mark.parametrize("tune_reads_results", [True, False], ids=["results-read", "results-unreadable"])
-def test_interrupted_experiment_resumes_without_rerunning_finished_trials(ray_cluster, tmp_path, monkeypatch,
-                                                                          tune_reads_results):
+def test_interrupted_experiment_resumes_without_rerunning_finished_trials(
+    ray_cluster, tmp_path, monkeypatch, tune_reads_results
+):
     out = str(tmp_path / "out")
     log = str(tmp_path / "runs.log")
     script = textwrap.dedent(f"""
@@ -118,8 +131,9 @@ def test_interrupted_experiment_resumes_without_rerunning_finished_trials(ray_cl
     """)
     env = rc.cluster_env()
     env["TUNE_GLOBAL_CHECKPOINT_S"] = "0"  # the experiment state is written after every event
-    proc = subprocess.run([sys.executable, "-c", script], env=env, cwd=str(rc.ROOT), capture_output=True,
-                          timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", script], env=env, cwd=str(rc.ROOT), capture_output=True, timeout=300
+    )
     assert proc.returncode == -9, proc.stderr.decode(errors="replace")[-3000:]
     first_run = Path(log).read_text().split()
     assert len(set(first_run)) == 3
@@ -146,8 +160,14 @@ def test_interrupted_experiment_resumes_without_rerunning_finished_trials(ray_cl
         saved.save(out)
     trainer = rc.make_trainer(out, epochs=2, callbacks=[rc.KillDriverAt(log, 99, 0)])
     best = hyperparameter_search(
-        trainer, hp_space={"learning_rate": Float(1e-3, 1e-1, log=True)}, compute_objective="eval_accuracy",
-        n_trials=4, direction="maximize", backend="ray", address=ray_cluster.address, resume=True,
+        trainer,
+        hp_space={"learning_rate": Float(1e-3, 1e-1, log=True)},
+        compute_objective="eval_accuracy",
+        n_trials=4,
+        direction="maximize",
+        backend="ray",
+        address=ray_cluster.address,
+        resume=True,
         max_concurrent_trials=1,
     )
     records = best.run_summary.records
@@ -168,13 +188,20 @@ def test_pbt_exploit_restores_weights_from_another_trial(ray_cluster, tmp_path):
 
     trainer = rc.make_trainer(str(tmp_path / "out"), epochs=3)
     pbt = PopulationBasedTraining(
-        time_attr="training_iteration", perturbation_interval=1, quantile_fraction=0.5,
+        time_attr="training_iteration",
+        perturbation_interval=1,
+        quantile_fraction=0.5,
         hyperparam_mutations={"learning_rate": tune.loguniform(1e-4, 1e-1)},
     )
     best = hyperparameter_search(
-        trainer, hp_space={"learning_rate": tune.choice([1e-4, 2e-4, 5e-2, 1e-1])},
-        compute_objective="eval_accuracy", n_trials=4, direction="maximize", backend="ray",
-        address=ray_cluster.address, scheduler=pbt,
+        trainer,
+        hp_space={"learning_rate": tune.choice([1e-4, 2e-4, 5e-2, 1e-1])},
+        compute_objective="eval_accuracy",
+        n_trials=4,
+        direction="maximize",
+        backend="ray",
+        address=ray_cluster.address,
+        scheduler=pbt,
     )
     records = best.run_summary.records
     restored = [r for r in records if r.extra.get("restored_from")]
@@ -194,16 +221,18 @@ def test_space_conversion_respects_inclusive_bounds():
 
     from hpsearch.backends.ray import RayBackend
 
-    space = SearchSpace({
-        "num_train_epochs": Int(1, 2),
-        "seed": Int(2, 8, step=2),
-        "warmup_steps": Int(1, 7, step=3),
-        "learning_rate": Float(1e-3, 1e-1, log=True),
-        "weight_decay": Float(0.05, 0.25, step=0.1),
-        "optim": Categorical(["adamw_torch", "sgd"]),
-        "momentum": Float(0.5, 0.9, when={"optim": "sgd"}),
-        "max_grad_norm": 1.0,
-    })
+    space = SearchSpace(
+        {
+            "num_train_epochs": Int(1, 2),
+            "seed": Int(2, 8, step=2),
+            "warmup_steps": Int(1, 7, step=3),
+            "learning_rate": Float(1e-3, 1e-1, log=True),
+            "weight_decay": Float(0.05, 0.25, step=0.1),
+            "optim": Categorical(["adamw_torch", "sgd"]),
+            "momentum": Float(0.5, 0.9, when={"optim": "sgd"}),
+            "max_grad_norm": 1.0,
+        }
+    )
     backend = RayBackend.__new__(RayBackend)
     native = backend.convert_space(space)
     rng = numpy.random.default_rng(0)  # Ray draws from numpy, not from `random`
@@ -211,11 +240,19 @@ def test_space_conversion_respects_inclusive_bounds():
     for _ in range(300):
         _, config = next(generate_variants({"config": native}, random_state=rng))
         config = config["config"]
-        params = {n: config[n] for n in space.order if n in config and space.is_active(n, {
-            k: config[k] for k in space.order if k in config and config[k] is not None})}
+        params = {
+            n: config[n]
+            for n in space.order
+            if n in config
+            and space.is_active(
+                n, {k: config[k] for k in space.order if k in config and config[k] is not None}
+            )
+        }
         for name, value in params.items():
             if value is not None:
-                seen[name].add(round(value, 6) if isinstance(value, float) and name != "learning_rate" else value)
+                seen[name].add(
+                    round(value, 6) if isinstance(value, float) and name != "learning_rate" else value
+                )
         assert (config["momentum"] is None) == (config["optim"] != "sgd")
     assert seen["num_train_epochs"] == {1, 2}  # Ray's exclusive upper bound handled
     assert seen["seed"] == {2, 4, 6, 8}
@@ -251,7 +288,10 @@ def test_multi_objective_is_refused(tmp_path):
     trainer = rc.make_trainer(str(tmp_path / "out"))
     with pytest.raises(SearchConfigError, match="one metric"):
         hyperparameter_search(
-            trainer, hp_space=_space(), backend="ray", direction=["maximize", "minimize"],
+            trainer,
+            hp_space=_space(),
+            backend="ray",
+            direction=["maximize", "minimize"],
             compute_objective=lambda m: [m["eval_accuracy"], m["eval_loss"]],
         )
 
@@ -262,7 +302,9 @@ def test_bad_kwarg_types_are_named(tmp_path):
         hyperparameter_search(trainer, hp_space=_space(), backend="ray", resources_per_trial={"cpu": -1})
     # NaN passed `value < 0` and Tune then waited for ever for "nan CPUs"; nothing at all failed in Tune, late.
     with pytest.raises(SearchConfigError, match=r"resources_per_trial\['cpu'\]=nan: .*finite number"):
-        hyperparameter_search(trainer, hp_space=_space(), backend="ray", resources_per_trial={"cpu": float("nan")})
+        hyperparameter_search(
+            trainer, hp_space=_space(), backend="ray", resources_per_trial={"cpu": float("nan")}
+        )
     with pytest.raises(SearchConfigError, match=r"resources_per_trial=\{'cpu': 0\} asks for nothing"):
         hyperparameter_search(trainer, hp_space=_space(), backend="ray", resources_per_trial={"cpu": 0})
     with pytest.raises(SearchConfigError, match="scope"):
@@ -278,9 +320,12 @@ def test_a_tune_space_holding_a_spaces_domain_is_refused(tmp_path):
 
     out = tmp_path / "out"
     with pytest.raises(SearchConfigError, match=r"mixes Ray Tune domains with spaces domains \(hidden\)"):
-        hyperparameter_search(rc.make_trainer(str(out)), hp_space={"learning_rate": tune.uniform(0.001, 0.01),
-                                                                   "hidden": Categorical([8, 16])},
-                              n_trials=2, backend="ray")
+        hyperparameter_search(
+            rc.make_trainer(str(out)),
+            hp_space={"learning_rate": tune.uniform(0.001, 0.01), "hidden": Categorical([8, 16])},
+            n_trials=2,
+            backend="ray",
+        )
     assert not out.exists()
 
 
@@ -291,9 +336,16 @@ def test_a_trial_too_big_for_every_node_of_a_local_ray_is_refused(tmp_path):
 
     assert not ray.is_initialized()  # a Ray this search starts, not a cluster an earlier test joined
     out = tmp_path / "out"
-    with pytest.raises(SearchConfigError, match=r"resources_per_trial=\{'cpu': 64\}: no node .* has that much .*'CPU'"):
-        hyperparameter_search(rc.make_trainer(str(out)), hp_space=_space(), n_trials=1, backend="ray",
-                              resources_per_trial={"cpu": 64})
+    with pytest.raises(
+        SearchConfigError, match=r"resources_per_trial=\{'cpu': 64\}: no node .* has that much .*'CPU'"
+    ):
+        hyperparameter_search(
+            rc.make_trainer(str(out)),
+            hp_space=_space(),
+            n_trials=1,
+            backend="ray",
+            resources_per_trial={"cpu": 64},
+        )
     assert not ray.is_initialized() and not out.exists()
 
 
@@ -322,7 +374,9 @@ def _listening_tcp_addresses() -> set[str]:
                 raw = bytes.fromhex(local.split(":")[0])
                 # /proc/net prints each 32-bit word in host (little-endian) order.
                 packed = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
-                found.add(str(ipaddress.ip_address(packed)) if width == 8 else str(ipaddress.IPv6Address(packed)))
+                found.add(
+                    str(ipaddress.ip_address(packed)) if width == 8 else str(ipaddress.IPv6Address(packed))
+                )
     return found
 
 
@@ -355,8 +409,15 @@ def test_a_trial_restarted_at_its_last_step_sends_only_its_final_result(trained)
 
     sent = []
     reporter = RayReporter({}, send=lambda result, folder: sent.append(result))
-    record = TrialRecord(trial_id="t", name="run-t", number=0, state=TrialState.COMPLETE, params={},
-                         objective=0.9, last_step=69)
+    record = TrialRecord(
+        trial_id="t",
+        name="run-t",
+        number=0,
+        state=TrialState.COMPLETE,
+        params={},
+        objective=0.9,
+        last_step=69,
+    )
     conclude(record, reporter, trained=trained)
     assert [bool(r.get("done")) for r in sent] == ([False, True] if trained else [True])
     assert sent[-1]["objective"] == 0.9 and sent[-1]["step"] == 69
@@ -377,8 +438,14 @@ def test_a_restarted_trial_whose_result_files_are_lost_keeps_its_earlier_evaluat
     from hpsearch.trial import Evaluation, TrialRecord
 
     out = str(tmp_path / "out")
-    settings = TrialSettings(trainer=None, compute_objective=lambda m: m["eval_loss"],  # type: ignore[arg-type]
-                             objective_name="eval_loss", directions=("minimize",), output_dir=out, backend="ray")
+    settings = TrialSettings(
+        trainer=None,
+        compute_objective=lambda m: m["eval_loss"],  # type: ignore[arg-type]
+        objective_name="eval_loss",
+        directions=("minimize",),
+        output_dir=out,
+        backend="ray",
+    )
 
     def evaluation(step: int) -> Evaluation:
         return Evaluation(step=step, epoch=step / 10, objective=1.0 / step, metrics={"eval_loss": 1.0 / step})
@@ -386,18 +453,39 @@ def test_a_restarted_trial_whose_result_files_are_lost_keeps_its_earlier_evaluat
     def trial_record(steps: list[int], started: str) -> TrialRecord:
         from datetime import datetime
 
-        return TrialRecord(trial_id="t_00001", number=1, name="run-t_00001", state=TrialState.COMPLETE,
-                           params={"learning_rate": 0.01}, objective=1.0 / steps[-1], last_step=steps[-1],
-                           intermediates=[evaluation(s) for s in steps], started=datetime.fromisoformat(started))
+        return TrialRecord(
+            trial_id="t_00001",
+            number=1,
+            name="run-t_00001",
+            state=TrialState.COMPLETE,
+            params={"learning_rate": 0.01},
+            objective=1.0 / steps[-1],
+            last_step=steps[-1],
+            intermediates=[evaluation(s) for s in steps],
+            started=datetime.fromisoformat(started),
+        )
 
     # The earlier run's search.json: every evaluation, the restart's merged in.
-    SearchResult(backend="ray", directions=["minimize"], records=[trial_record([2, 4, 6], "2026-01-01T00:00:00")],
-                 n_trials=1, output_dir=out).save(out)
-    session = SearchSession(settings, SearchResult(backend="ray", directions=["minimize"], records=[], n_trials=1,
-                                                   output_dir=out), n_trials=1)
+    SearchResult(
+        backend="ray",
+        directions=["minimize"],
+        records=[trial_record([2, 4, 6], "2026-01-01T00:00:00")],
+        n_trials=1,
+        output_dir=out,
+    ).save(out)
+    session = SearchSession(
+        settings,
+        SearchResult(backend="ray", directions=["minimize"], records=[], n_trials=1, output_dir=out),
+        n_trials=1,
+    )
     last_attempt = trial_record([6], "2026-01-01T00:05:00")  # restarted from checkpoint-4
-    result = SimpleNamespace(metrics_dataframe=None, path=None, config={"learning_rate": 0.01}, error=None,
-                             metrics={"objective": 1 / 6, "step": 6, RECORD_KEY: json.dumps(last_attempt.to_dict())})
+    result = SimpleNamespace(
+        metrics_dataframe=None,
+        path=None,
+        config={"learning_rate": 0.01},
+        error=None,
+        metrics={"objective": 1 / 6, "step": 6, RECORD_KEY: json.dumps(last_attempt.to_dict())},
+    )
     recorder = Recorder(settings, session)
     recorder._replay("t_00001", result)
     record = recorder.final_record("t_00001", result.config, None)
@@ -406,7 +494,9 @@ def test_a_restarted_trial_whose_result_files_are_lost_keeps_its_earlier_evaluat
 
 
 @pytest.mark.parametrize("trial_folder", [True, False])
-def test_a_resumed_trial_takes_its_unseen_attempts_from_its_own_result_file_only(tmp_path, monkeypatch, trial_folder):
+def test_a_resumed_trial_takes_its_unseen_attempts_from_its_own_result_file_only(
+    tmp_path, monkeypatch, trial_folder
+):
     """A trial a rerun resumed from its checkpoint (its first attempt ran under a killed driver) takes that attempt's
     evaluations from the result file in its own folder of Tune's storage; with no folder recorded for it, from no
     other file (a ``result.json`` in the current directory is not the trial's)."""
@@ -420,15 +510,31 @@ def test_a_resumed_trial_takes_its_unseen_attempts_from_its_own_result_file_only
     from hpsearch.trial import Evaluation, TrialRecord
 
     out = str(tmp_path / "out")
-    settings = TrialSettings(trainer=None, compute_objective=lambda m: m["eval_loss"],  # type: ignore[arg-type]
-                             objective_name="eval_loss", directions=("minimize",), output_dir=out, backend="ray")
+    settings = TrialSettings(
+        trainer=None,
+        compute_objective=lambda m: m["eval_loss"],  # type: ignore[arg-type]
+        objective_name="eval_loss",
+        directions=("minimize",),
+        output_dir=out,
+        backend="ray",
+    )
 
     def attempt(steps: list[int], started: str, **extra: object) -> TrialRecord:
-        return TrialRecord(trial_id="t_00001", number=1, name="run-t_00001", state=TrialState.COMPLETE,
-                           params={"learning_rate": 0.01}, objective=1.0 / steps[-1], last_step=steps[-1],
-                           intermediates=[Evaluation(step=s, epoch=s / 10, objective=1.0 / s,
-                                                     metrics={"eval_loss": 1.0 / s}) for s in steps],
-                           started=datetime.fromisoformat(started), extra=dict(extra))
+        return TrialRecord(
+            trial_id="t_00001",
+            number=1,
+            name="run-t_00001",
+            state=TrialState.COMPLETE,
+            params={"learning_rate": 0.01},
+            objective=1.0 / steps[-1],
+            last_step=steps[-1],
+            intermediates=[
+                Evaluation(step=s, epoch=s / 10, objective=1.0 / s, metrics={"eval_loss": 1.0 / s})
+                for s in steps
+            ],
+            started=datetime.fromisoformat(started),
+            extra=dict(extra),
+        )
 
     def result_file(folder, record: TrialRecord) -> None:
         folder.mkdir(parents=True, exist_ok=True)
@@ -441,11 +547,17 @@ def test_a_resumed_trial_takes_its_unseen_attempts_from_its_own_result_file_only
     trial_path = tmp_path / "storage" / "t_00001"
     if trial_folder:
         result_file(trial_path, first)
-    session = SearchSession(settings, SearchResult(backend="ray", directions=["minimize"], records=[], n_trials=1,
-                                                   output_dir=out), n_trials=1)
+    session = SearchSession(
+        settings,
+        SearchResult(backend="ray", directions=["minimize"], records=[], n_trials=1, output_dir=out),
+        n_trials=1,
+    )
     resumed = attempt([6], "2026-01-01T00:05:00", resumed_from="run-t_00001@4")
     recorder = Recorder(settings, session)
-    recorder.result("t_00001", {RECORD_KEY: json.dumps(resumed.to_dict()), "step": 6},
-                    str(trial_path) if trial_folder else None)
+    recorder.result(
+        "t_00001",
+        {RECORD_KEY: json.dumps(resumed.to_dict()), "step": 6},
+        str(trial_path) if trial_folder else None,
+    )
     record = recorder.final_record("t_00001", {"learning_rate": 0.01}, None)
     assert [e.step for e in record.intermediates] == ([2, 4, 6] if trial_folder else [6])

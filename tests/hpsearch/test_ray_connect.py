@@ -64,8 +64,15 @@ def _search_fails(tmp_path, match: str, **kw) -> float:
     out = tmp_path / "out"
     started = time.monotonic()
     with pytest.raises(SearchConfigError, match=match) as caught:
-        hyperparameter_search(rc.make_trainer(str(out)), hp_space=_SPACE, compute_objective="eval_accuracy",
-                              n_trials=1, direction="maximize", backend="ray", **kw)
+        hyperparameter_search(
+            rc.make_trainer(str(out)),
+            hp_space=_SPACE,
+            compute_objective="eval_accuracy",
+            n_trials=1,
+            direction="maximize",
+            backend="ray",
+            **kw,
+        )
     assert not out.exists()
     assert "leave address unset" in str(caught.value) or "unset RAY_ADDRESS" in str(caught.value)
     return time.monotonic() - started
@@ -87,8 +94,9 @@ def test_an_address_that_accepts_tcp_and_never_answers_fails_within_seconds(tmp_
             monkeypatch.setenv("RAY_ADDRESS", address)
             took = _search_fails(tmp_path, rf"RAY_ADDRESS='{address}'.*no Ray cluster answered within 2 s")
         else:
-            took = _search_fails(tmp_path, rf"address='{address}'.*no Ray cluster answered within 2 s",
-                                 address=address)
+            took = _search_fails(
+                tmp_path, rf"address='{address}'.*no Ray cluster answered within 2 s", address=address
+            )
     assert took < 30
 
 
@@ -102,9 +110,22 @@ def test_without_an_address_a_running_ray_on_the_machine_is_not_joined(tmp_path)
     env = {**rc.cluster_env(), "RAY_TMPDIR": str(tmp)}
     env.pop("RAY_ADDRESS", None)
     port = rc._free_port()
-    head = rc.start_node(["--head", "--port", str(port), "--include-dashboard", "false", "--num-cpus", "1",
-                          "--node-ip-address", "127.0.0.1", "--disable-usage-stats"], env,
-                         str(tmp_path / "head.log"))
+    head = rc.start_node(
+        [
+            "--head",
+            "--port",
+            str(port),
+            "--include-dashboard",
+            "false",
+            "--num-cpus",
+            "1",
+            "--node-ip-address",
+            "127.0.0.1",
+            "--disable-usage-stats",
+        ],
+        env,
+        str(tmp_path / "head.log"),
+    )
     try:
         out = str(tmp_path / "out")
         script = textwrap.dedent(f"""
@@ -128,13 +149,21 @@ def test_without_an_address_a_running_ray_on_the_machine_is_not_joined(tmp_path)
             hyperparameter_search(trainer, hp_space={{"learning_rate": Float(1e-3, 1e-1)}},
                                   compute_objective="eval_accuracy", n_trials=1, direction="maximize", backend="ray")
         """)
-        proc = subprocess.run([sys.executable, "-c", script], env=env, cwd=str(rc.ROOT), capture_output=True,
-                              text=True, timeout=400)
+        proc = subprocess.run(
+            [sys.executable, "-c", script],
+            env=env,
+            cwd=str(rc.ROOT),
+            capture_output=True,
+            text=True,
+            timeout=400,
+        )
     finally:
         rc.stop_nodes([head])
         shutil.rmtree(tmp, ignore_errors=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert f"found 127.0.0.1:{port}" in proc.stdout  # the running Ray was there to be joined
-    assert (tmp_path / "gcs").read_text() != f"127.0.0.1:{port}"  # the trial ran on another Ray: the search's own
+    assert (
+        tmp_path / "gcs"
+    ).read_text() != f"127.0.0.1:{port}"  # the trial ran on another Ray: the search's own
     assert "started a private local Ray" in proc.stderr
     assert "joined the cluster" not in proc.stderr

@@ -22,8 +22,9 @@ CONFIG = {"learning_rate": 0.01}
 
 def _recorder(make_settings) -> tuple[Recorder, SearchSession]:
     settings = make_settings(compute_objective="eval_loss", directions=("minimize",))
-    result = SearchResult(backend="ray", directions=["minimize"], records=[], n_trials=1,
-                          output_dir=settings.output_dir)
+    result = SearchResult(
+        backend="ray", directions=["minimize"], records=[], n_trials=1, output_dir=settings.output_dir
+    )
     session = SearchSession(settings, result, n_trials=1)
     return Recorder(settings, session), session
 
@@ -32,14 +33,17 @@ def _attempt(recorder: Recorder, seconds: float, steps: tuple[int, ...]) -> tupl
     """One attempt of the trial in its process: evaluations at ``steps``, each reported with the cost so far."""
     trial = Trial(TRIAL_ID, 0, dict(CONFIG), "ray")
     record = new_record(recorder.settings, trial)
-    reporter = RayReporter({"node": "n1"}, send=lambda result, folder: recorder.result(TRIAL_ID, result, None))
+    reporter = RayReporter(
+        {"node": "n1"}, send=lambda result, folder: recorder.result(TRIAL_ID, result, None)
+    )
     reporter.start(record)
     meter = CostMeter()
     meter.start()
     for step in steps:
         time.sleep(seconds)
-        record.intermediates.append(Evaluation(step=step, epoch=None, objective=1.0 / step,
-                                               metrics={"eval_loss": 1.0 / step}))
+        record.intermediates.append(
+            Evaluation(step=step, epoch=None, objective=1.0 / step, metrics={"eval_loss": 1.0 / step})
+        )
         record.cost = meter.snapshot()
         reporter.report(1.0 / step, step, {"eval_loss": 1.0 / step}, None)
     return reporter, meter.stop()["device_s"]

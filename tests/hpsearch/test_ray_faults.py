@@ -107,8 +107,14 @@ def test_stopped_worker_node_trials_are_retried_elsewhere_and_the_sweep_complete
     try:
         trainer = rc.make_trainer(out, epochs=3, callbacks=[rc.StallOnNodeAtSecondEval(second, marker)])
         best = hyperparameter_search(
-            trainer, hp_space={"learning_rate": Float(1e-2, 2e-2)}, compute_objective="eval_accuracy", n_trials=3,
-            direction="maximize", backend="ray", address=cluster.address, max_failures=1,
+            trainer,
+            hp_space={"learning_rate": Float(1e-2, 2e-2)},
+            compute_objective="eval_accuracy",
+            n_trials=3,
+            direction="maximize",
+            backend="ray",
+            address=cluster.address,
+            max_failures=1,
         )
     finally:
         killer.stop.set()
@@ -141,11 +147,19 @@ def test_failed_trial_on_the_cluster_is_recorded_with_its_reason(cluster, tmp_pa
     # its driver stages files before copying it to storage; the record must quote it, not a generic text.
     marker = str(tmp_path / "raised")
     trainer = rc.make_trainer(
-        str(tmp_path / "out"), epochs=1, callbacks=[rc.RaiseInFirstTrial(marker, "boom-7f3a: data shard missing")]
+        str(tmp_path / "out"),
+        epochs=1,
+        callbacks=[rc.RaiseInFirstTrial(marker, "boom-7f3a: data shard missing")],
     )
     best = hyperparameter_search(
-        trainer, hp_space={"learning_rate": Float(1e-2, 2e-2)}, compute_objective="eval_accuracy", n_trials=2,
-        direction="maximize", backend="ray", address=cluster.address, max_concurrent_trials=1,
+        trainer,
+        hp_space={"learning_rate": Float(1e-2, 2e-2)},
+        compute_objective="eval_accuracy",
+        n_trials=2,
+        direction="maximize",
+        backend="ray",
+        address=cluster.address,
+        max_concurrent_trials=1,
     )
     failed_name = Path(marker).read_text()
     records = {r.name: r for r in best.run_summary.records}

@@ -66,9 +66,22 @@ def test_stopping_the_test_cluster_leaves_other_ray_processes_alive(tmp_path, mo
     env = rc.node_env(rc.write_token(other_dir))
     env["RAY_AUTH_MODE"] = "disabled"
     other = rc.start_node(
-        ["--head", "--port", str(port), "--include-dashboard", "false", "--temp-dir", other_dir,
-         "--num-cpus", "1", "--node-ip-address", "127.0.0.1", "--disable-usage-stats"],
-        env, os.path.join(other_dir, "head.log"),
+        [
+            "--head",
+            "--port",
+            str(port),
+            "--include-dashboard",
+            "false",
+            "--temp-dir",
+            other_dir,
+            "--num-cpus",
+            "1",
+            "--node-ip-address",
+            "127.0.0.1",
+            "--disable-usage-stats",
+        ],
+        env,
+        os.path.join(other_dir, "head.log"),
     )
     others = _processes(other.pids)
     try:
@@ -152,8 +165,13 @@ def test_search_by_address_with_the_token_runs_on_the_cluster(cluster, fresh_dri
     caplog.set_level(logging.DEBUG)
     out = str(tmp_path / "out")
     best = hyperparameter_search(
-        rc.make_trainer(out, epochs=1), hp_space=_SPACE, compute_objective="eval_accuracy", n_trials=2,
-        direction="maximize", backend="ray", address=cluster.address,
+        rc.make_trainer(out, epochs=1),
+        hp_space=_SPACE,
+        compute_objective="eval_accuracy",
+        n_trials=2,
+        direction="maximize",
+        backend="ray",
+        address=cluster.address,
     )
     records = best.run_summary.records
     assert [r.state for r in records] == [TrialState.COMPLETE] * 2, [(r.name, r.error) for r in records]
@@ -180,16 +198,24 @@ def _no_token(monkeypatch, tmp_path):
     monkeypatch.setenv("HOME", str(home))  # no ~/.ray/auth_token either
 
 
-def test_search_by_address_without_a_token_is_refused_before_any_trial(cluster, fresh_driver, tmp_path,
-                                                                         monkeypatch):
+def test_search_by_address_without_a_token_is_refused_before_any_trial(
+    cluster, fresh_driver, tmp_path, monkeypatch
+):
     import ray
 
     _no_token(monkeypatch, tmp_path)
     out, log = tmp_path / "out", tmp_path / "trials.log"
     trainer = rc.make_trainer(str(out), epochs=1, callbacks=[rc.KillDriverAt(str(log), 99, 0)])
     with pytest.raises(SearchConfigError) as info:
-        hyperparameter_search(trainer, hp_space=_SPACE, compute_objective="eval_accuracy", n_trials=2,
-                              direction="maximize", backend="ray", address=cluster.address)
+        hyperparameter_search(
+            trainer,
+            hp_space=_SPACE,
+            compute_objective="eval_accuracy",
+            n_trials=2,
+            direction="maximize",
+            backend="ray",
+            address=cluster.address,
+        )
     message = str(info.value)
     assert "token authentication" in message and "no token was found" in message, message
     for fix in ("ray get-auth-token", "export RAY_AUTH_TOKEN_PATH=", "export RAY_AUTH_TOKEN="):
@@ -205,9 +231,15 @@ def test_a_token_that_is_not_the_clusters_is_named(cluster, fresh_driver, tmp_pa
     monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", wrong)
     out = tmp_path / "out"
     with pytest.raises(SearchConfigError, match="refused the token from RAY_AUTH_TOKEN_PATH=") as info:
-        hyperparameter_search(rc.make_trainer(str(out), epochs=1), hp_space=_SPACE,
-                              compute_objective="eval_accuracy", n_trials=1, direction="maximize", backend="ray",
-                              address=cluster.address)
+        hyperparameter_search(
+            rc.make_trainer(str(out), epochs=1),
+            hp_space=_SPACE,
+            compute_objective="eval_accuracy",
+            n_trials=1,
+            direction="maximize",
+            backend="ray",
+            address=cluster.address,
+        )
     assert wrong in str(info.value) and Path(wrong).read_text() not in str(info.value)
     assert not out.exists()
 
@@ -216,9 +248,15 @@ def test_auth_mode_disabled_in_the_driver_is_named(cluster, fresh_driver, tmp_pa
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     out = tmp_path / "out"
     with pytest.raises(SearchConfigError, match="RAY_AUTH_MODE=disabled"):
-        hyperparameter_search(rc.make_trainer(str(out), epochs=1), hp_space=_SPACE,
-                              compute_objective="eval_accuracy", n_trials=1, direction="maximize", backend="ray",
-                              address=cluster.address)
+        hyperparameter_search(
+            rc.make_trainer(str(out), epochs=1),
+            hp_space=_SPACE,
+            compute_objective="eval_accuracy",
+            n_trials=1,
+            direction="maximize",
+            backend="ray",
+            address=cluster.address,
+        )
     assert os.environ["RAY_AUTH_MODE"] == "disabled" and not out.exists()
 
 
@@ -228,8 +266,13 @@ def test_address_auto_still_connects(cluster, fresh_driver, tmp_path, monkeypatc
 
     monkeypatch.setenv("RAY_ADDRESS", cluster.address)
     best = hyperparameter_search(
-        rc.make_trainer(str(tmp_path / "out"), epochs=1), hp_space=_SPACE, compute_objective="eval_accuracy",
-        n_trials=1, direction="maximize", backend="ray", address="auto",
+        rc.make_trainer(str(tmp_path / "out"), epochs=1),
+        hp_space=_SPACE,
+        compute_objective="eval_accuracy",
+        n_trials=1,
+        direction="maximize",
+        backend="ray",
+        address="auto",
     )
     assert [r.state for r in best.run_summary.records] == [TrialState.COMPLETE]
     assert not ray.is_initialized() and "RAY_AUTH_MODE" not in os.environ

@@ -58,9 +58,14 @@ def test_a_signed_folder_passes_and_any_change_or_foreign_key_is_refused(tmp_pat
 # ---------------------------------------------------------------------------------------------- Ray for real
 def _search(out: Path, **kw):
     return hyperparameter_search(
-        rc.make_trainer(str(out), epochs=1), hp_space={"learning_rate": Float(1e-3, 1e-1, log=True)},
-        compute_objective="eval_accuracy", n_trials=2, direction="maximize", backend="ray",
-        max_concurrent_trials=1, **kw,
+        rc.make_trainer(str(out), epochs=1),
+        hp_space={"learning_rate": Float(1e-3, 1e-1, log=True)},
+        compute_objective="eval_accuracy",
+        n_trials=2,
+        direction="maximize",
+        backend="ray",
+        max_concurrent_trials=1,
+        **kw,
     )
 
 

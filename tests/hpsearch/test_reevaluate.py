@@ -33,19 +33,29 @@ def _by_config(records):
     return groups
 
 
-def test_leaders_train_again_with_new_seeds_and_the_best_mean_wins(backend, make_trainer, tiny_space, tmp_path,
-                                                                    saved):
+def test_leaders_train_again_with_new_seeds_and_the_best_mean_wins(
+    backend, make_trainer, tiny_space, tmp_path, saved
+):
     log = str(tmp_path / "seeds.jsonl")
-    best = backend.search(make_trainer(_reeval_trials.SeedLog(log)), hp_space=tiny_space,
-                          compute_objective="eval_accuracy", direction="maximize", n_trials=4, reevaluate_top_k=2,
-                          reevaluate_seeds=2)
+    best = backend.search(
+        make_trainer(_reeval_trials.SeedLog(log)),
+        hp_space=tiny_space,
+        compute_objective="eval_accuracy",
+        direction="maximize",
+        n_trials=4,
+        reevaluate_top_k=2,
+        reevaluate_seeds=2,
+    )
     result = best.run_summary
     search = [r for r in result.records if r.extra.get("source", "search") == "search"]
     again = [r for r in result.records if r.extra.get("source") == "reevaluation"]
     assert len(search) == 4 and len(again) == 4  # re-evaluations do not count against n_trials
-    leaders = sorted((r for r in search if r.state is TrialState.COMPLETE), key=lambda r: (-r.objective, r.number))[:2]
+    leaders = sorted(
+        (r for r in search if r.state is TrialState.COMPLETE), key=lambda r: (-r.objective, r.number)
+    )[:2]
     assert sorted((r.extra["config_id"], r.extra["seed"]) for r in again) == sorted(
-        (lead.trial_id, BASE_SEED + j) for lead in leaders for j in (1, 2))
+        (lead.trial_id, BASE_SEED + j) for lead in leaders for j in (1, 2)
+    )
     for r in again:
         assert r.state is TrialState.COMPLETE, r.error
         assert r.params == next(lead.params for lead in leaders if lead.trial_id == r.extra["config_id"])
@@ -78,23 +88,42 @@ def test_leaders_train_again_with_new_seeds_and_the_best_mean_wins(backend, make
 
 
 def test_without_reevaluation_the_best_run_is_the_observed_best(make_trainer, tiny_space):
-    best = hyperparameter_search(make_trainer(), hp_space=tiny_space, compute_objective="eval_accuracy",
-                                 direction="maximize", n_trials=2, backend="random", seed=0)
-    assert (best.n_seeds, best.objective_mean, best.objective_std, best.observed_best) == (1, None, None, None)
+    best = hyperparameter_search(
+        make_trainer(),
+        hp_space=tiny_space,
+        compute_objective="eval_accuracy",
+        direction="maximize",
+        n_trials=2,
+        backend="random",
+        seed=0,
+    )
+    assert (best.n_seeds, best.objective_mean, best.objective_std, best.observed_best) == (
+        1,
+        None,
+        None,
+        None,
+    )
     assert set(best.run_summary.trials_dataframe().seed) == {BASE_SEED}
 
 
 @pytest.mark.parametrize(
     ("options", "message"),
-    [({"reevaluate_top_k": 2}, r"reevaluate_top_k=2 needs reevaluate_seeds.*pass e\.g\. reevaluate_seeds=2"),
-     ({"reevaluate_seeds": 2}, r"reevaluate_seeds=2 needs reevaluate_top_k"),
-     ({"reevaluate_top_k": 2, "reevaluate_seeds": 0}, r"reevaluate_seeds must be an integer >= 1, got 0"),
-     ({"reevaluate_top_k": 0, "reevaluate_seeds": 2}, r"reevaluate_top_k must be an integer >= 1, got 0"),
-     ({"reevaluate_top_k": 2.5, "reevaluate_seeds": 2}, r"reevaluate_top_k.*must be an integer"),
-     ({"reevaluate_top_k": 5, "reevaluate_seeds": 2}, r"reevaluate_top_k=5 is more than n_trials=3.*<= 3")],
+    [
+        (
+            {"reevaluate_top_k": 2},
+            r"reevaluate_top_k=2 needs reevaluate_seeds.*pass e\.g\. reevaluate_seeds=2",
+        ),
+        ({"reevaluate_seeds": 2}, r"reevaluate_seeds=2 needs reevaluate_top_k"),
+        ({"reevaluate_top_k": 2, "reevaluate_seeds": 0}, r"reevaluate_seeds must be an integer >= 1, got 0"),
+        ({"reevaluate_top_k": 0, "reevaluate_seeds": 2}, r"reevaluate_top_k must be an integer >= 1, got 0"),
+        ({"reevaluate_top_k": 2.5, "reevaluate_seeds": 2}, r"reevaluate_top_k.*must be an integer"),
+        ({"reevaluate_top_k": 5, "reevaluate_seeds": 2}, r"reevaluate_top_k=5 is more than n_trials=3.*<= 3"),
+    ],
     ids=["k-without-s", "s-without-k", "zero-seeds", "zero-k", "float-k", "k-over-n-trials"],
 )
-def test_bad_reevaluation_options_are_refused_before_any_work(make_trainer, tiny_space, output_dir, options, message):
+def test_bad_reevaluation_options_are_refused_before_any_work(
+    make_trainer, tiny_space, output_dir, options, message
+):
     with pytest.raises(SearchConfigError, match=message):
         hyperparameter_search(make_trainer(), hp_space=tiny_space, n_trials=3, backend="random", **options)
     assert not output_dir.exists()
@@ -103,8 +132,14 @@ def test_bad_reevaluation_options_are_refused_before_any_work(make_trainer, tiny
 def test_a_searched_seed_is_refused_with_reevaluation(make_trainer, output_dir):
     space = SearchSpace({"learning_rate": Float(1e-3, 1e-1, log=True), "seed": Int(0, 9)})
     with pytest.raises(SearchConfigError, match=r"hp_space searches 'seed'.*remove 'seed' from hp_space"):
-        hyperparameter_search(make_trainer(), hp_space=space, n_trials=3, backend="random", reevaluate_top_k=1,
-                              reevaluate_seeds=2)
+        hyperparameter_search(
+            make_trainer(),
+            hp_space=space,
+            n_trials=3,
+            backend="random",
+            reevaluate_top_k=1,
+            reevaluate_seeds=2,
+        )
     assert not output_dir.exists()
 
 
@@ -116,10 +151,24 @@ def test_a_sweep_file_reevaluates_through_the_cli(tmp_path, monkeypatch):
     from tests.hpsearch.test_sweep import write_sweep
 
     monkeypatch.chdir(ROOT)
-    path = write_sweep(tmp_path, "random", {"seed": 0, "reevaluate_top_k": 1, "reevaluate_seeds": 1}, n_trials=2)
+    path = write_sweep(
+        tmp_path, "random", {"seed": 0, "reevaluate_top_k": 1, "reevaluate_seeds": 1}, n_trials=2
+    )
     out = tmp_path / "out"
-    assert main(["run", str(path), "--no-progress", "--output-dir", str(out),
-                 "--set", "backend_options.reevaluate_seeds=2"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                str(path),
+                "--no-progress",
+                "--output-dir",
+                str(out),
+                "--set",
+                "backend_options.reevaluate_seeds=2",
+            ]
+        )
+        == 0
+    )
     again = [r for r in SearchResult.load(out).records if r.extra.get("source") == "reevaluation"]
     assert sorted(r.extra["seed"] for r in again) == [BASE_SEED + 1, BASE_SEED + 2]
 
@@ -127,22 +176,41 @@ def test_a_sweep_file_reevaluates_through_the_cli(tmp_path, monkeypatch):
 def test_more_leaders_than_completed_trials_warns_and_uses_those(make_trainer, tiny_space, tmp_path, caplog):
     """Trials 1 and 2 fail (no objective): only trial 0 completes, so reevaluate_top_k=3 re-evaluates it alone."""
     model_init = _trials.ScriptedModelInit({1: "raise", 2: "raise"})
-    best = hyperparameter_search(make_trainer(model_init), hp_space=tiny_space, compute_objective="eval_accuracy",
-                                 direction="maximize", n_trials=3, backend="random", seed=0, reevaluate_top_k=3,
-                                 reevaluate_seeds=1)
+    best = hyperparameter_search(
+        make_trainer(model_init),
+        hp_space=tiny_space,
+        compute_objective="eval_accuracy",
+        direction="maximize",
+        n_trials=3,
+        backend="random",
+        seed=0,
+        reevaluate_top_k=3,
+        reevaluate_seeds=1,
+    )
     assert "reevaluate_top_k=3 but only 1 trial(s) completed" in caplog.text
     again = [r for r in best.run_summary.records if r.extra.get("source") == "reevaluation"]
     assert [(r.extra["config_id"], r.extra["seed"]) for r in again] == [("0", BASE_SEED + 1)]
     assert best.run_id == "0" and best.n_seeds == 2
 
 
-def test_failed_reevaluations_are_recorded_and_the_results_stay(make_trainer, tiny_space, tmp_path, caplog, saved):
+def test_failed_reevaluations_are_recorded_and_the_results_stay(
+    make_trainer, tiny_space, tmp_path, caplog, saved
+):
     """Every re-evaluation fails: each is recorded FAIL, max_failed_trials (2 in a row) stops the re-evaluation and
     not the search, and the best run falls back to the observed best trial."""
     model_init = _reeval_trials.SeedLog(str(tmp_path / "log"), fail_seeds=(BASE_SEED + 1, BASE_SEED + 2))
-    best = hyperparameter_search(make_trainer(model_init), hp_space=tiny_space, compute_objective="eval_accuracy",
-                                 direction="maximize", n_trials=3, backend="random", seed=0, reevaluate_top_k=2,
-                                 reevaluate_seeds=2, max_failed_trials=2)
+    best = hyperparameter_search(
+        make_trainer(model_init),
+        hp_space=tiny_space,
+        compute_objective="eval_accuracy",
+        direction="maximize",
+        n_trials=3,
+        backend="random",
+        seed=0,
+        reevaluate_top_k=2,
+        reevaluate_seeds=2,
+        max_failed_trials=2,
+    )
     again = [r for r in saved().records if r.extra.get("source") == "reevaluation"]
     assert [r.state for r in again] == [TrialState.FAIL] * 2
     assert "Re-evaluation stops" in caplog.text
@@ -151,9 +219,17 @@ def test_failed_reevaluations_are_recorded_and_the_results_stay(make_trainer, ti
 
 
 def test_several_objectives_return_the_pareto_front_over_means(make_trainer, tiny_space):
-    best = hyperparameter_search(make_trainer(), hp_space=tiny_space, compute_objective=_trials.loss_and_accuracy,
-                                 direction=["minimize", "maximize"], n_trials=4, backend="random", seed=0,
-                                 reevaluate_top_k=3, reevaluate_seeds=1)
+    best = hyperparameter_search(
+        make_trainer(),
+        hp_space=tiny_space,
+        compute_objective=_trials.loss_and_accuracy,
+        direction=["minimize", "maximize"],
+        n_trials=4,
+        backend="random",
+        seed=0,
+        reevaluate_top_k=3,
+        reevaluate_seeds=1,
+    )
     result = best[0].run_summary
     groups = {cid: runs for cid, runs in _by_config(result.records).items() if len(runs) == 2}
     assert len(groups) == 3
@@ -177,7 +253,9 @@ def test_a_search_killed_during_reevaluation_continues_without_training_any_twic
     out, log = str(tmp_path / "out"), str(tmp_path / "seeds.jsonl")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     run = [sys.executable, "-m", "tests.hpsearch._reeval_trials", engine, out, log]
-    first = subprocess.run([*run, str(BASE_SEED + 2)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    first = subprocess.run(
+        [*run, str(BASE_SEED + 2)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
+    )
     assert first.returncode == 9, first.stderr[-3000:]
     assert os.path.exists(log + ".killed")
     second = subprocess.run(run, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
@@ -201,9 +279,18 @@ def test_a_search_killed_during_reevaluation_continues_without_training_any_twic
 def test_a_spent_compute_budget_starts_no_reevaluation(make_trainer, tiny_space, caplog):
     """Re-evaluations count against the compute budgets: spent by the search itself (a budget far below one
     trial), none starts, and the best run is the observed best."""
-    best = hyperparameter_search(make_trainer(), hp_space=tiny_space, compute_objective="eval_accuracy",
-                                 direction="maximize", n_trials=3, backend="random", seed=0, reevaluate_top_k=1,
-                                 reevaluate_seeds=2, max_device_hours=1e-9)
+    best = hyperparameter_search(
+        make_trainer(),
+        hp_space=tiny_space,
+        compute_objective="eval_accuracy",
+        direction="maximize",
+        n_trials=3,
+        backend="random",
+        seed=0,
+        reevaluate_top_k=1,
+        reevaluate_seeds=2,
+        max_device_hours=1e-9,
+    )
     assert [r.extra.get("source", "search") for r in best.run_summary.records] == ["search"]
     assert "No re-evaluation: the search stopped starting trials (compute budget spent" in caplog.text
     assert best.n_seeds == 1
@@ -217,12 +304,25 @@ def _reevaluated_result():
         extra = {"seed": seed}
         if config_id is not None:
             extra.update(source="reevaluation", config_id=config_id)
-        return TrialRecord(trial_id=trial_id, number=number, name=f"run-{trial_id}", state=TrialState.COMPLETE,
-                           params={"hidden": hidden}, objective=objective, extra=extra)
+        return TrialRecord(
+            trial_id=trial_id,
+            number=number,
+            name=f"run-{trial_id}",
+            state=TrialState.COMPLETE,
+            params={"hidden": hidden},
+            objective=objective,
+            extra=extra,
+        )
 
-    records = [record("0", 0, 0.95, 8), record("1", 1, 0.90, 16), record("2", 2, 0.50, 32),
-               record("0-seed43", 3, 0.70, 8, "0", 43), record("0-seed44", 4, 0.72, 8, "0", 44),
-               record("1-seed43", 5, 0.89, 16, "1", 43), record("1-seed44", 6, 0.91, 16, "1", 44)]
+    records = [
+        record("0", 0, 0.95, 8),
+        record("1", 1, 0.90, 16),
+        record("2", 2, 0.50, 32),
+        record("0-seed43", 3, 0.70, 8, "0", 43),
+        record("0-seed44", 4, 0.72, 8, "0", 44),
+        record("1-seed43", 5, 0.89, 16, "1", 43),
+        record("1-seed44", 6, 0.91, 16, "1", 44),
+    ]
     return SearchResult(backend="random", directions=["maximize"], records=records, objective="eval_accuracy")
 
 
@@ -266,9 +366,17 @@ def test_a_configuration_suggested_inside_model_init_is_replayed(make_trainer):
     import optuna
 
     space = SearchSpace({"learning_rate": Float(1e-3, 1e-1, log=True)})
-    best = hyperparameter_search(make_trainer(_reeval_trials.suggesting_model_init), hp_space=space,
-                                 compute_objective="eval_accuracy", direction="maximize", n_trials=3, backend="optuna",
-                                 sampler=optuna.samplers.RandomSampler(seed=0), reevaluate_top_k=2, reevaluate_seeds=1)
+    best = hyperparameter_search(
+        make_trainer(_reeval_trials.suggesting_model_init),
+        hp_space=space,
+        compute_objective="eval_accuracy",
+        direction="maximize",
+        n_trials=3,
+        backend="optuna",
+        sampler=optuna.samplers.RandomSampler(seed=0),
+        reevaluate_top_k=2,
+        reevaluate_seeds=1,
+    )
     records = {r.trial_id: r for r in best.run_summary.records}
     again = [r for r in records.values() if r.extra.get("source") == "reevaluation"]
     assert len(again) == 2
@@ -287,15 +395,26 @@ def test_a_longer_rerun_keeps_the_earlier_reevaluations(make_trainer, tiny_space
 
     def search(n_trials):
         return hyperparameter_search(
-            make_trainer(_reeval_trials.SeedLog(log, mute_below=2)), hp_space=tiny_space, compute_objective="eval_accuracy",
-            direction="maximize", n_trials=n_trials, backend="optuna", storage=f"sqlite:///{tmp_path}/study.db",
-            study_name="longer", load_if_exists=True, sampler=optuna.samplers.RandomSampler(seed=0),
-            reevaluate_top_k=1, reevaluate_seeds=1)
+            make_trainer(_reeval_trials.SeedLog(log, mute_below=2)),
+            hp_space=tiny_space,
+            compute_objective="eval_accuracy",
+            direction="maximize",
+            n_trials=n_trials,
+            backend="optuna",
+            storage=f"sqlite:///{tmp_path}/study.db",
+            study_name="longer",
+            load_if_exists=True,
+            sampler=optuna.samplers.RandomSampler(seed=0),
+            reevaluate_top_k=1,
+            reevaluate_seeds=1,
+        )
 
     first = [r for r in search(2).run_summary.records if r.extra.get("source") == "reevaluation"]
     assert len(first) == 1
     records = search(5).run_summary.records
-    again = {(r.extra["config_id"], r.extra["seed"]) for r in records if r.extra.get("source") == "reevaluation"}
+    again = {
+        (r.extra["config_id"], r.extra["seed"]) for r in records if r.extra.get("source") == "reevaluation"
+    }
     assert (first[0].extra["config_id"], BASE_SEED + 1) in again
     assert len(again) == 2  # the new leader's too
     trained = [e["torch_seed"] for e in _reeval_trials.read(log)]
@@ -312,5 +431,7 @@ def test_warm_start_evaluate_ranks_reevaluated_configurations_by_their_mean(make
     earlier.save(tmp_path / "earlier")
     settings = make_settings(space=SearchSpace({"hidden": Categorical([8, 16, 32])}))
     priors = load_priors(str(tmp_path / "earlier"), "evaluate", 2, {}, settings)
-    assert [(p.params, p.objective) for p in priors] == [({"hidden": 16}, pytest.approx(0.9)),
-                                                         ({"hidden": 8}, pytest.approx((0.95 + 0.70 + 0.72) / 3))]
+    assert [(p.params, p.objective) for p in priors] == [
+        ({"hidden": 16}, pytest.approx(0.9)),
+        ({"hidden": 8}, pytest.approx((0.95 + 0.70 + 0.72) / 3)),
+    ]

@@ -45,16 +45,26 @@ def digits_npz(tmp_path_factory) -> str:
 
     train, evaluation = digits_datasets()
     path = tmp_path_factory.mktemp("digits") / "digits.npz"
-    np.savez(path, x_train=train.x.numpy(), y_train=train.y.numpy(), x_eval=evaluation.x.numpy(),
-             y_eval=evaluation.y.numpy())
+    np.savez(
+        path,
+        x_train=train.x.numpy(),
+        y_train=train.y.numpy(),
+        x_eval=evaluation.x.numpy(),
+        y_eval=evaluation.y.numpy(),
+    )
     return str(path)
 
 
 def _spawn(mode: str, config: dict, log: Path) -> subprocess.Popen:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     with open(log, "ab") as out:
-        return subprocess.Popen([sys.executable, "-m", "tests.hpsearch._sweep_worker", mode, json.dumps(config)],
-                                cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+        return subprocess.Popen(
+            [sys.executable, "-m", "tests.hpsearch._sweep_worker", mode, json.dumps(config)],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
 
 
 def _finish(proc: subprocess.Popen, log: Path) -> None:
@@ -120,8 +130,15 @@ def test_driver_killed_mid_trial_then_rerun_keeps_finished_trials(case, tmp_path
     markers.mkdir()
     output_dir = tmp_path / "out"
     log = tmp_path / "driver.log"
-    config = dict(storage=location, study_name=study_name, output_dir=str(output_dir), n_trials=4, max_steps=3,
-                  marker_dir=str(markers), data=digits_npz)
+    config = dict(
+        storage=location,
+        study_name=study_name,
+        output_dir=str(output_dir),
+        n_trials=4,
+        max_steps=3,
+        marker_dir=str(markers),
+        data=digits_npz,
+    )
     if heartbeat_only:
         # The trials claim another machine's driver, so only a stale heartbeat can reveal that it died.
         config.update(foreign_owner=True, heartbeat=[1, 2])
@@ -182,8 +199,16 @@ def test_four_workers_share_one_postgres_study_and_its_budget(postgres, tmp_path
     n_trials, n_workers = 40, 4
     workers = []
     for i in range(n_workers):
-        config = dict(storage=postgres.url, study_name=study_name, output_dir=str(tmp_path / f"worker-{i}"),
-                      n_trials=n_trials, max_steps=2, marker_dir=str(markers), seed=i, data=digits_npz)
+        config = dict(
+            storage=postgres.url,
+            study_name=study_name,
+            output_dir=str(tmp_path / f"worker-{i}"),
+            n_trials=n_trials,
+            max_steps=2,
+            marker_dir=str(markers),
+            seed=i,
+            data=digits_npz,
+        )
         log = tmp_path / f"worker-{i}.log"
         workers.append((_spawn("sweep", config, log), log))
     for proc, log in workers:
@@ -217,15 +242,30 @@ def test_four_workers_share_one_postgres_study_and_its_budget(postgres, tmp_path
 
     # The recipe's last step: the same call once more trains nothing and writes the whole search in one place.
     train, evaluation = digits_datasets()
-    trainer = Trainer(model_init=lambda trial: DigitsMLP(hidden=trial["hidden"] if trial is not None else 32),
-                      args=TrainingArguments(output_dir=str(tmp_path / "all"), max_steps=2, report_to="none",
-                                             disable_tqdm=True, logging_strategy="no"),
-                      train_dataset=train, eval_dataset=evaluation)
+    trainer = Trainer(
+        model_init=lambda trial: DigitsMLP(hidden=trial["hidden"] if trial is not None else 32),
+        args=TrainingArguments(
+            output_dir=str(tmp_path / "all"),
+            max_steps=2,
+            report_to="none",
+            disable_tqdm=True,
+            logging_strategy="no",
+        ),
+        train_dataset=train,
+        eval_dataset=evaluation,
+    )
     best = hpsearch.hyperparameter_search(
-        trainer, hp_space={"learning_rate": spaces.Float(1e-3, 1e-1, log=True),
-                           "hidden": spaces.Categorical([8, 16, 32, 64])},
-        compute_objective="eval_loss", n_trials=n_trials, backend="optuna", storage=postgres.url,
-        study_name=study_name, load_if_exists=True,
+        trainer,
+        hp_space={
+            "learning_rate": spaces.Float(1e-3, 1e-1, log=True),
+            "hidden": spaces.Categorical([8, 16, 32, 64]),
+        },
+        compute_objective="eval_loss",
+        n_trials=n_trials,
+        backend="optuna",
+        storage=postgres.url,
+        study_name=study_name,
+        load_if_exists=True,
     )
     assert _started(markers) == started  # nothing trained
     combined = SearchResult.load(tmp_path / "all")
@@ -249,14 +289,28 @@ def test_a_worker_that_loses_the_race_for_the_last_slot_trains_nothing(tmp_path,
     monkeypatch.setattr(optuna.study.Study, "ask", racing_ask)
     built = []
     train, evaluation = digits_datasets()
-    trainer = Trainer(model_init=lambda: built.append(1) or DigitsMLP(hidden=16),
-                      args=TrainingArguments(output_dir=str(tmp_path / "out"), max_steps=2, report_to="none",
-                                             disable_tqdm=True, logging_strategy="no"),
-                      train_dataset=train, eval_dataset=evaluation)
+    trainer = Trainer(
+        model_init=lambda: built.append(1) or DigitsMLP(hidden=16),
+        args=TrainingArguments(
+            output_dir=str(tmp_path / "out"),
+            max_steps=2,
+            report_to="none",
+            disable_tqdm=True,
+            logging_strategy="no",
+        ),
+        train_dataset=train,
+        eval_dataset=evaluation,
+    )
     built.clear()
-    best = hpsearch.hyperparameter_search(trainer, hp_space={"learning_rate": spaces.Float(1e-3, 1e-2)},
-                                          compute_objective="eval_loss", n_trials=2, backend="optuna",
-                                          storage=storage, study_name="race")
+    best = hpsearch.hyperparameter_search(
+        trainer,
+        hp_space={"learning_rate": spaces.Float(1e-3, 1e-2)},
+        compute_objective="eval_loss",
+        n_trials=2,
+        backend="optuna",
+        storage=storage,
+        study_name="race",
+    )
     trials = optuna.load_study(study_name="race", storage=storage).get_trials()
     assert [t.state for t in trials] == [COMPLETE, optuna.trial.TrialState.RUNNING, FAIL]
     assert trials[2].user_attrs["hpsearch_over_budget"] and not trials[2].params
@@ -301,10 +355,20 @@ def test_process_killed_while_writing_a_checkpoint_resumes_from_the_previous_one
     probe = _FirstStep(load_file(str(output_dir / "checkpoint-2" / "model.safetensors")))
     trainer = Trainer(
         model_init=lambda: DigitsMLP(hidden=16),
-        args=TrainingArguments(output_dir=str(output_dir), max_steps=6, save_strategy="steps", save_steps=2,
-                               per_device_train_batch_size=32, eval_strategy="no", logging_strategy="no",
-                               disable_tqdm=True, report_to="none"),
-        train_dataset=train, eval_dataset=evaluation, callbacks=[probe],
+        args=TrainingArguments(
+            output_dir=str(output_dir),
+            max_steps=6,
+            save_strategy="steps",
+            save_steps=2,
+            per_device_train_batch_size=32,
+            eval_strategy="no",
+            logging_strategy="no",
+            disable_tqdm=True,
+            report_to="none",
+        ),
+        train_dataset=train,
+        eval_dataset=evaluation,
+        callbacks=[probe],
     )
     trainer.train(resume_from_checkpoint=True)
     assert probe.first_step == 3 and probe.weights_matched  # continued from checkpoint-2's step and weights
@@ -322,14 +386,22 @@ def _refused_search(output_dir: str, tmp_path: Path):
         return DigitsMLP()
 
     train, evaluation = digits_datasets()
-    trainer = Trainer(model_init=model_init,
-                      args=TrainingArguments(output_dir=output_dir, max_steps=2, report_to="none", disable_tqdm=True),
-                      train_dataset=train, eval_dataset=evaluation)
+    trainer = Trainer(
+        model_init=model_init,
+        args=TrainingArguments(output_dir=output_dir, max_steps=2, report_to="none", disable_tqdm=True),
+        train_dataset=train,
+        eval_dataset=evaluation,
+    )
     calls.clear()  # the Trainer builds one model up front, as transformers' does; trials would build more
     storage = tmp_path / "refused.db"
     with pytest.raises(SearchConfigError) as info:
-        hpsearch.hyperparameter_search(trainer, hp_space={"learning_rate": spaces.Float(1e-3, 1e-2)}, n_trials=2,
-                                       backend="optuna", storage=f"sqlite:///{storage}")
+        hpsearch.hyperparameter_search(
+            trainer,
+            hp_space={"learning_rate": spaces.Float(1e-3, 1e-2)},
+            n_trials=2,
+            backend="optuna",
+            storage=f"sqlite:///{storage}",
+        )
     assert calls == []  # no model was built, nothing trained
     assert not storage.exists()
     return str(info.value)
@@ -349,8 +421,12 @@ def _full_disk(tmp_path: Path):
     """A folder on a 64 KiB tmpfs filled to the last byte; if mounting is not allowed, fsync reports ENOSPC."""
     mount_point = tmp_path / "tiny"
     mount_point.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount_point)],
-                             capture_output=True).returncode == 0
+    mounted = (
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount_point)], capture_output=True
+        ).returncode
+        == 0
+    )
     try:
         if mounted:
             with contextlib.suppress(OSError), open(mount_point / "filler", "wb") as f:
@@ -359,6 +435,7 @@ def _full_disk(tmp_path: Path):
                     f.flush()
             yield mount_point, None
         else:
+
             def no_space(fd):
                 raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
@@ -374,5 +451,7 @@ def test_full_disk_is_refused_before_training(tmp_path, monkeypatch):
             monkeypatch.setattr(os, "fsync", fake_fsync)
         output_dir = str(mount_point / "search" / "nested")
         message = _refused_search(output_dir, tmp_path)
-        assert repr(output_dir) in message and "No space left on device" in message and "free space" in message
+        assert (
+            repr(output_dir) in message and "No space left on device" in message and "free space" in message
+        )
         assert not (mount_point / "search").exists()  # the probe's folders were removed again

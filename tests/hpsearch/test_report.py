@@ -261,7 +261,10 @@ def test_a_none_choice_among_numbers_is_a_category(monkeypatch, optuna_importabl
     if not optuna_importable:
         monkeypatch.setitem(sys.modules, "optuna", None)
     wds = [None, 0.01, 0.1, None, 0.01]
-    records = [record(n, TrialState.COMPLETE, 0.5 + 0.1 * n, {"lr": 0.1 * (n + 1), "wd": wd}) for n, wd in enumerate(wds)]
+    records = [
+        record(n, TrialState.COMPLETE, 0.5 + 0.1 * n, {"lr": 0.1 * (n + 1), "wd": wd})
+        for n, wd in enumerate(wds)
+    ]
     records.append(record(5, TrialState.COMPLETE, 0.2, {"lr": 0.7}))  # wd inactive here
     result = search(records)
     text = render_html(result)

@@ -84,18 +84,24 @@ class DevTools:
 def browser(tmp_path):
     """Headless Chromium with a DevTools endpoint; yields a `DevTools` attached to its page."""
     if not Path(CHROMIUM).is_file():
-        pytest.fail(f"{CHROMIUM} is missing; install it with scripts/install_chromium.sh (Debian package chromium).")
+        pytest.fail(
+            f"{CHROMIUM} is missing; install it with scripts/install_chromium.sh (Debian package chromium)."
+        )
     profile = tmp_path / "chromium-profile"
     profile.mkdir()
     log = (tmp_path / "chromium.log").open("wb")
-    proc = subprocess.Popen([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "about:blank"], stdout=log, stderr=log)
+    proc = subprocess.Popen(
+        [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "about:blank"], stdout=log, stderr=log
+    )
     try:
         # With port 0 Chromium picks a free port and writes it (and the browser's path) to DevToolsActivePort.
         active = profile / "DevToolsActivePort"
         deadline = time.monotonic() + 60
         while not (active.is_file() and len(active.read_text().split()) >= 2):
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"chromium did not start: {(tmp_path / 'chromium.log').read_text()[-3000:]}")
+                raise AssertionError(
+                    f"chromium did not start: {(tmp_path / 'chromium.log').read_text()[-3000:]}"
+                )
             time.sleep(0.1)
         port = int(active.read_text().split()[0])
         import urllib.request
@@ -138,9 +144,14 @@ def report(tmp_path):
     out = tmp_path / "search"
     hyperparameter_search(
         # Two epochs of 23 steps, evaluated after each: enough for some trials to learn and some to be pruned.
-        make_trainer(out, callbacks=[FailSecondTrial()], max_steps=46, eval_steps=23), hp_space=space(),
-        compute_objective="eval_accuracy", n_trials=6, direction="maximize", backend="optuna",
-        sampler=optuna.samplers.TPESampler(seed=0), pruner=optuna.pruners.ThresholdPruner(lower=0.5),
+        make_trainer(out, callbacks=[FailSecondTrial()], max_steps=46, eval_steps=23),
+        hp_space=space(),
+        compute_objective="eval_accuracy",
+        n_trials=6,
+        direction="maximize",
+        backend="optuna",
+        sampler=optuna.samplers.TPESampler(seed=0),
+        pruner=optuna.pruners.ThresholdPruner(lower=0.5),
     )
     result = SearchResult.load(out)
     by_number = {r.number: r for r in result.records}
@@ -200,10 +211,14 @@ def test_report_renders_in_headless_chromium(browser, report, tmp_path):
     for event in browser.events:
         method, params = event.get("method"), event.get("params", {})
         if method == "Runtime.exceptionThrown":
-            problems.append(params["exceptionDetails"].get("exception", {}).get("description")
-                            or params["exceptionDetails"].get("text"))
+            problems.append(
+                params["exceptionDetails"].get("exception", {}).get("description")
+                or params["exceptionDetails"].get("text")
+            )
         elif method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
-            problems.append(" ".join(str(a.get("value", a.get("description"))) for a in params.get("args", [])))
+            problems.append(
+                " ".join(str(a.get("value", a.get("description"))) for a in params.get("args", []))
+            )
         elif method == "Log.entryAdded" and params["entry"].get("level") == "error":
             problems.append(params["entry"].get("text"))
     assert not problems, problems
@@ -211,7 +226,9 @@ def test_report_renders_in_headless_chromium(browser, report, tmp_path):
     # A full-page screenshot.
     height = browser.call("Page.getLayoutMetrics")["cssContentSize"]["height"]
     shot = browser.call(
-        "Page.captureScreenshot", format="png", captureBeyondViewport=True,
+        "Page.captureScreenshot",
+        format="png",
+        captureBeyondViewport=True,
         clip={"x": 0, "y": 0, "width": 1280, "height": min(height, 16000), "scale": 1},
     )
     png = tmp_path / "report.png"

@@ -22,19 +22,38 @@ def synthetic(n: int, seed: int = 0) -> SearchResult:
     rng = random.Random(seed)
     records = []
     for i in range(n):
-        lr, batch, optimizer = 10 ** rng.uniform(-5, -1), rng.choice([16, 32, 64]), rng.choice(["adamw", "sgd"])
+        lr, batch, optimizer = (
+            10 ** rng.uniform(-5, -1),
+            rng.choice([16, 32, 64]),
+            rng.choice(["adamw", "sgd"]),
+        )
         state = TrialState.COMPLETE if i % 10 else (TrialState.PRUNED if i % 20 else TrialState.FAIL)
-        objective = None if state is TrialState.FAIL else (math.log10(lr) + 3) ** 2 + batch / 100 + rng.random() / 10
-        evaluations = [] if objective is None else [
-            Evaluation(step=10 * (k + 1), epoch=float(k + 1), objective=objective + (2 - k) / 10, metrics={})
-            for k in range(3)
-        ]
-        records.append(TrialRecord(
-            trial_id=str(i), number=i, name=f"run-{i}", state=state,
-            params={"learning_rate": lr, "batch_size": batch, "optimizer": optimizer}, objective=objective,
-            started=T0 + timedelta(seconds=2 * i), finished=T0 + timedelta(seconds=2 * i + 1),
-            intermediates=evaluations,
-        ))
+        objective = (
+            None if state is TrialState.FAIL else (math.log10(lr) + 3) ** 2 + batch / 100 + rng.random() / 10
+        )
+        evaluations = (
+            []
+            if objective is None
+            else [
+                Evaluation(
+                    step=10 * (k + 1), epoch=float(k + 1), objective=objective + (2 - k) / 10, metrics={}
+                )
+                for k in range(3)
+            ]
+        )
+        records.append(
+            TrialRecord(
+                trial_id=str(i),
+                number=i,
+                name=f"run-{i}",
+                state=state,
+                params={"learning_rate": lr, "batch_size": batch, "optimizer": optimizer},
+                objective=objective,
+                started=T0 + timedelta(seconds=2 * i),
+                finished=T0 + timedelta(seconds=2 * i + 1),
+                intermediates=evaluations,
+            )
+        )
     return SearchResult("optuna", ["minimize"], records, n_trials=n, objective="eval_loss", started=T0)
 
 
@@ -44,7 +63,7 @@ def test_report_of_a_large_search_is_paginated_sampled_and_uses_ped_anova(monkey
     monkeypatch.setattr(_analysis, "FANOVA_MAX_TRIALS", 200)
     result = synthetic(400)
     page = render_html(result)
-    table = page[page.index('id="trials"'):]
+    table = page[page.index('id="trials"') :]
     assert len(re.findall(r"<tr><td", table)) == 50  # the 50 best rows, not 400
     assert "The 50 best of 400 trials" in table and "every trial is in trials.csv" in table
     best = result.best_trial

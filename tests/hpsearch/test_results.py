@@ -273,8 +273,17 @@ def test_empty_result_has_the_same_columns_and_dtypes():
 def test_multi_objective_columns():
     result = multi_result()
     df = result.trials_dataframe()
-    assert list(df.columns[:9]) == ["trial_id", "name", "number", "state", "source", "config_id", "seed",
-                                    "objective_0", "objective_1"]
+    assert list(df.columns[:9]) == [
+        "trial_id",
+        "name",
+        "number",
+        "state",
+        "source",
+        "config_id",
+        "seed",
+        "objective_0",
+        "objective_1",
+    ]
     assert df["objective_0"].dtype == "float64" and df["objective_1"].dtype == "float64"
     assert df.loc[1, ["objective_0", "objective_1"]].tolist() == [0.2, 0.7]
     inter = result.intermediates_dataframe()
@@ -372,7 +381,12 @@ def test_save_load_round_trip(tmp_path):
     result.records[0].finished = datetime(2024, 5, 1, 12, 1, 30)
     result.records[0].extra = {"workers": 2, "restored_from": None}
     result.save(tmp_path)
-    assert sorted(os.listdir(tmp_path)) == ["intermediates.csv", "search.journal.jsonl", "search.json", "trials.csv"]
+    assert sorted(os.listdir(tmp_path)) == [
+        "intermediates.csv",
+        "search.journal.jsonl",
+        "search.json",
+        "trials.csv",
+    ]
 
     loaded = SearchResult.load(tmp_path)
     pd.testing.assert_frame_equal(result.trials_dataframe(), loaded.trials_dataframe())
@@ -446,7 +460,9 @@ def test_interrupted_save_leaves_complete_files(tmp_path, monkeypatch, caplog, d
 
     def dying_replace(src, dst):
         calls.append(dst)
-        if len(calls) == dies_at:  # search.json went through; the process "dies" before the next file is replaced
+        if (
+            len(calls) == dies_at
+        ):  # search.json went through; the process "dies" before the next file is replaced
             raise KeyboardInterrupt
         real_replace(src, dst)
 
@@ -456,9 +472,15 @@ def test_interrupted_save_leaves_complete_files(tmp_path, monkeypatch, caplog, d
     monkeypatch.undo()
 
     assert sorted(os.listdir(tmp_path)) == [
-        "intermediates.csv", "search.journal.jsonl", "search.json", "trials.csv"]  # no temp left
+        "intermediates.csv",
+        "search.journal.jsonl",
+        "search.json",
+        "trials.csv",
+    ]  # no temp left
     assert len(SearchResult.load(tmp_path).records) == 4
-    if dies_at == 2:  # the earlier snapshot's journal is left: older than search.json, so ignored, and said so
+    if (
+        dies_at == 2
+    ):  # the earlier snapshot's journal is left: older than search.json, so ignored, and said so
         assert "search.journal.jsonl is not the journal the snapshot search.json names" in caplog.text
     assert len(pd.read_csv(tmp_path / "trials.csv")) == 3  # the previous, complete version
 
@@ -467,7 +489,11 @@ def test_a_running_search_appends_to_the_journal_and_snapshots_at_growing_interv
     records = single_records()
     result = single_result(records=records[:1])
     result._record_trial(tmp_path, records[0])  # the first trial: a snapshot naming a new, empty journal
-    search, trials, journal = tmp_path / "search.json", tmp_path / "trials.csv", tmp_path / "search.journal.jsonl"
+    search, trials, journal = (
+        tmp_path / "search.json",
+        tmp_path / "trials.csv",
+        tmp_path / "search.journal.jsonl",
+    )
     kept = {path: (os.stat(path).st_ino, os.stat(path).st_mtime_ns) for path in (search, trials)}
     assert len(journal.read_text().splitlines()) == 1  # the header
     for record in records[1:]:  # the next trials: one journal line each; search.json and the CSVs untouched
@@ -480,8 +506,12 @@ def test_a_running_search_appends_to_the_journal_and_snapshots_at_growing_interv
     assert loaded.records == result.records and len(pd.read_csv(trials)) == 1  # CSVs: as of the snapshot
     assert loaded.finished == result.finished
 
-    result._schedule.min_lines = 2  # now due: the next trial takes a snapshot, CSVs included, and a new journal
-    result.records[0] = make_record(0, TrialState.FAIL, None, dict(result.records[0].params))  # a changed trial
+    result._schedule.min_lines = (
+        2  # now due: the next trial takes a snapshot, CSVs included, and a new journal
+    )
+    result.records[0] = make_record(
+        0, TrialState.FAIL, None, dict(result.records[0].params)
+    )  # a changed trial
     result._record_trial(tmp_path, result.records[0])
     assert os.stat(search).st_ino != kept[search][0] and len(pd.read_csv(trials)) == 6
     assert pd.read_csv(trials)["state"].tolist()[0] == "FAIL"
@@ -504,7 +534,9 @@ def test_snapshot_schedule_costs_o1_per_trial():
     assert snapshots[0] == 100 and len(snapshots) < 20
     # The time rule: with slow trials, a snapshot at most a minute (or 20 snapshot durations) behind.
     assert schedule.due(1, 10_000, 2e9, 0.0) and not SnapshotSchedule().due(1, 10_000, 59.0, 0.0)
-    assert not SnapshotSchedule().due(1, 10_000, 61.0, 10.0) and SnapshotSchedule().due(1, 10_000, 201.0, 10.0)
+    assert not SnapshotSchedule().due(1, 10_000, 61.0, 10.0) and SnapshotSchedule().due(
+        1, 10_000, 201.0, 10.0
+    )
     assert not schedule.due(0, 10_000, 2e9, 0.0)  # nothing new: nothing to write
 
 
@@ -518,7 +550,9 @@ def test_only_the_searchs_last_save_is_fsynced(tmp_path, monkeypatch):
     for record in result.records:  # after each trial: a journal line (or a snapshot), not fsynced
         result._record_trial(tmp_path, record)
     assert synced == [] and len(SearchResult.load(tmp_path).records) == 6
-    result.save(tmp_path)  # the search's last save and any explicit save: search.json, the journal and the folder
+    result.save(
+        tmp_path
+    )  # the search's last save and any explicit save: search.json, the journal and the folder
     assert len(synced) == 4
 
 
@@ -551,18 +585,21 @@ def test_load_corrupt_file_names_it(tmp_path):
         SearchResult.load(tmp_path)
 
 
-@pytest.mark.parametrize("path, value", [
-    (("records", 0, "number"), 1e308),
-    (("records", 0, "number"), "3"),
-    (("records", 0, "objective"), "x"),
-    (("records", 0, "objective"), {}),
-    (("records", 0, "last_step"), "x"),
-    (("records", 0, "intermediates", 0, "epoch"), "x"),
-    (("records", 0, "intermediates", 0, "objective"), [{}]),
-    (("settings",), "x"),
-    (("versions",), ["x"]),
-    (("n_trials",), "many"),
-])
+@pytest.mark.parametrize(
+    "path, value",
+    [
+        (("records", 0, "number"), 1e308),
+        (("records", 0, "number"), "3"),
+        (("records", 0, "objective"), "x"),
+        (("records", 0, "objective"), {}),
+        (("records", 0, "last_step"), "x"),
+        (("records", 0, "intermediates", 0, "epoch"), "x"),
+        (("records", 0, "intermediates", 0, "objective"), [{}]),
+        (("settings",), "x"),
+        (("versions",), ["x"]),
+        (("n_trials",), "many"),
+    ],
+)
 def test_load_refuses_a_field_of_the_wrong_type(tmp_path, path, value):
     # Such a file loaded, then trials_dataframe(), repr() or the report failed with OverflowError, TypeError or
     # AttributeError far from the file; it is refused when loaded, naming the file and the field.
@@ -660,7 +697,9 @@ def test_best_run_is_transformers_four_field_tuple_with_its_checkpoint_and_name_
 
     from hpsearch import BestRun
 
-    best = BestRun("3", 0.25, {"learning_rate": 0.01}, None, checkpoint="/out/run-3/checkpoint-8", name="run-3")
+    best = BestRun(
+        "3", 0.25, {"learning_rate": 0.01}, None, checkpoint="/out/run-3/checkpoint-8", name="run-3"
+    )
     assert len(best) == len(TransformersBestRun._fields) == 4
     assert BestRun._fields == TransformersBestRun._fields
     run_id, objective, hyperparameters, run_summary = best

@@ -16,13 +16,16 @@ from spaces import Categorical, Float, Int, SearchSpace
 
 ROOT = Path(__file__).resolve().parents[2]
 
+
 def space() -> SearchSpace:
-    return SearchSpace({
-        "learning_rate": Float(1e-3, 1e-1, log=True),
-        "hidden": Categorical([8, 16]),
-        "layers": Int(1, 2),
-        "dropout": Float(0.0, 0.3),
-    })
+    return SearchSpace(
+        {
+            "learning_rate": Float(1e-3, 1e-1, log=True),
+            "hidden": Categorical([8, 16]),
+            "layers": Int(1, 2),
+            "dropout": Float(0.0, 0.3),
+        }
+    )
 
 
 def make_trainer(output_dir: Path, callbacks=None, **overrides):
@@ -59,7 +62,11 @@ def test_keyboard_interrupt_in_trial_k_plus_1_leaves_k_rows(tmp_path):
     out = tmp_path / "out"
     trainer = make_trainer(out, callbacks=[InterruptThirdTrial()])
     hyperparameter_search(
-        trainer, hp_space=space(), compute_objective="eval_accuracy", n_trials=5, direction="maximize",
+        trainer,
+        hp_space=space(),
+        compute_objective="eval_accuracy",
+        n_trials=5,
+        direction="maximize",
         backend="optuna",
     )
     loaded = SearchResult.load(out)
@@ -94,7 +101,9 @@ def test_search_killed_after_k_trials_loads_k_rows(tmp_path):
     out.mkdir()
     script = tmp_path / "killed.py"
     script.write_text(textwrap.dedent(KILLED_SEARCH).format(root=str(ROOT), out=str(out)), encoding="utf-8")
-    proc = subprocess.run([sys.executable, str(script)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, str(script)], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-3000:]
     loaded = SearchResult.load(out)
     frame = loaded.trials_dataframe()

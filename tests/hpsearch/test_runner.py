@@ -45,18 +45,23 @@ def test_complete_trial_has_its_evaluations_checkpoint_and_arguments(make_traine
     assert args["learning_rate"] == 0.02 and args["run_name"] == "run-0"
 
 
-def test_a_trial_started_afresh_clears_the_checkpoints_an_unrecorded_attempt_left(make_trainer, make_settings,
-                                                                                    output_dir):
+def test_a_trial_started_afresh_clears_the_checkpoints_an_unrecorded_attempt_left(
+    make_trainer, make_settings, output_dir
+):
     """A trial id can come again with nothing recorded of its first attempt: SigOpt's resume after a kill, a study
     deleted by --fresh. That attempt's checkpoints must not outlive it: with save_total_limit they would be the
     "newest" and the rotation would delete the new run's."""
     settings = make_settings(make_trainer(save_strategy="steps", save_steps=2, save_total_limit=1))
-    first = run_trial(settings, random_trial({"learning_rate": 0.02, "hidden": 8}), _trials.RecordingReporter())
+    first = run_trial(
+        settings, random_trial({"learning_rate": 0.02, "hidden": 8}), _trials.RecordingReporter()
+    )
     stale = output_dir / "run-0" / "checkpoint-999"
     (output_dir / "run-0" / "checkpoint-6").rename(stale)  # an attempt that got further, never recorded
     (output_dir / "run-0" / "notes.txt").write_text("mine")
     assert first.state is TrialState.COMPLETE
-    record = run_trial(settings, random_trial({"learning_rate": 0.03, "hidden": 8}), _trials.RecordingReporter())
+    record = run_trial(
+        settings, random_trial({"learning_rate": 0.03, "hidden": 8}), _trials.RecordingReporter()
+    )
     assert record.state is TrialState.COMPLETE
     assert record.checkpoint == str(output_dir.resolve() / "run-0" / "checkpoint-6")
     assert sorted(p.name for p in (output_dir / "run-0").glob("checkpoint-*")) == ["checkpoint-6"]
@@ -90,8 +95,9 @@ def test_a_trial_that_fails_mid_training_records_the_last_step_it_finished(make_
 
 
 def test_a_nan_objective_fails_the_trial(make_trainer, make_settings):
-    settings = make_settings(make_trainer(model_init=_trials.ScriptedModelInit({0: "nan"})), "eval_loss",
-                             ("minimize",))
+    settings = make_settings(
+        make_trainer(model_init=_trials.ScriptedModelInit({0: "nan"})), "eval_loss", ("minimize",)
+    )
     record = run_trial(settings, random_trial({}), _trials.RecordingReporter())
     assert record.state is TrialState.FAIL
     assert "not finite" in record.error and record.objective is None
@@ -185,8 +191,9 @@ class _SlowFirstStep(TrainerCallback):
 def test_trial_timeout_stops_training_at_a_step_outside_the_main_thread(make_trainer, make_settings):
     settings = make_settings(make_trainer(callbacks=[_SlowFirstStep(2.0)]), trial_timeout=1)
     records = []
-    worker = threading.Thread(target=lambda: records.append(run_trial(settings, random_trial({}),
-                                                                      _trials.RecordingReporter())))
+    worker = threading.Thread(
+        target=lambda: records.append(run_trial(settings, random_trial({}), _trials.RecordingReporter()))
+    )
     worker.start()
     worker.join()
     (record,) = records
@@ -209,7 +216,9 @@ class _SlowFailureLog(logging.Handler):
 
 
 @pytest.mark.parametrize("thread", ["main", "worker"])
-def test_a_deadline_reached_while_a_failure_is_logged_does_not_escape_the_trial(make_trainer, make_settings, thread):
+def test_a_deadline_reached_while_a_failure_is_logged_does_not_escape_the_trial(
+    make_trainer, make_settings, thread
+):
     """The trial raises before its deadline and logging its failure outlasts the deadline: the watchdog is stopped
     before run_trial handles the error, so the trial is FAIL with its own error and TrialTimeout does not escape
     (it used to end the search, leaving the trial RUNNING in the engine)."""
@@ -225,6 +234,7 @@ def test_a_deadline_reached_while_a_failure_is_logged_does_not_escape_the_trial(
     runner_log.addHandler(handler)
     outcome = []
     try:
+
         def run():
             try:
                 outcome.append(run_trial(settings, random_trial({}), _trials.RecordingReporter()))
@@ -247,8 +257,14 @@ def test_a_deadline_reached_while_a_failure_is_logged_does_not_escape_the_trial(
 # ---------------------------------------------------------------------------------------------- finish_record
 def _record(objectives) -> TrialRecord:
     return TrialRecord(
-        trial_id="0", number=0, name="run-0", state=TrialState.RUNNING, params={},
-        intermediates=[Evaluation(step=2 * (i + 1), epoch=None, objective=v) for i, v in enumerate(objectives)],
+        trial_id="0",
+        number=0,
+        name="run-0",
+        state=TrialState.RUNNING,
+        params={},
+        intermediates=[
+            Evaluation(step=2 * (i + 1), epoch=None, objective=v) for i, v in enumerate(objectives)
+        ],
     )
 
 
@@ -279,17 +295,25 @@ def test_parameters_model_init_never_reads_are_noted_and_warned_once(make_traine
     from hpsearch.results import SearchResult
     from hpsearch.session import SearchSession
 
-    read_by_iteration = make_settings(make_trainer(model_init=lambda trial: DigitsMLP(hidden=dict(trial or {"hidden": 8})["hidden"])))
-    record = run_trial(read_by_iteration, random_trial({"hidden": 8, "dropout": 0.1}), _trials.RecordingReporter())
+    read_by_iteration = make_settings(
+        make_trainer(model_init=lambda trial: DigitsMLP(hidden=dict(trial or {"hidden": 8})["hidden"]))
+    )
+    record = run_trial(
+        read_by_iteration, random_trial({"hidden": 8, "dropout": 0.1}), _trials.RecordingReporter()
+    )
     assert "unread_params" not in record.extra  # dict(trial) reads every parameter
 
     settings = make_settings(make_trainer())  # model_init reads trial["hidden"] only
     params = {"lerning_rate": 0.02, "learning_rate": 0.01, "hidden": 8, "warmup": 0.1}
-    records = [run_trial(settings, random_trial(params, number=n), _trials.RecordingReporter()) for n in (0, 1)]
+    records = [
+        run_trial(settings, random_trial(params, number=n), _trials.RecordingReporter()) for n in (0, 1)
+    ]
     assert records[0].state is TrialState.COMPLETE
     assert records[0].extra["unread_params"] == ["lerning_rate", "warmup"]  # learning_rate is an argument
 
-    session = SearchSession(settings, SearchResult("random", ["maximize"], [], started=datetime.now(timezone.utc)), 2)
+    session = SearchSession(
+        settings, SearchResult("random", ["maximize"], [], started=datetime.now(timezone.utc)), 2
+    )
     caplog.set_level("WARNING", logger="hpsearch.session")
     for record in records:
         session.record(record)
@@ -309,8 +333,12 @@ def test_a_huge_error_message_is_cut_in_the_record(make_trainer, make_settings, 
         return DigitsMLP()
 
     with caplog.at_level(logging.WARNING, logger="hpsearch.runner"):
-        record = run_trial(make_settings(make_trainer(model_init=fails)), random_trial({}), _trials.RecordingReporter())
+        record = run_trial(
+            make_settings(make_trainer(model_init=fails)), random_trial({}), _trials.RecordingReporter()
+        )
     assert record.state is TrialState.FAIL
-    assert record.error.startswith("ValueError: xxx") and record.error.endswith("[cut: 5,000,012 characters in all]")
+    assert record.error.startswith("ValueError: xxx") and record.error.endswith(
+        "[cut: 5,000,012 characters in all]"
+    )
     assert len(record.error) <= MAX_ERROR_CHARS
     assert max(len(r.getMessage()) for r in caplog.records) < MAX_ERROR_CHARS + 200

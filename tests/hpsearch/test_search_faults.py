@@ -36,12 +36,26 @@ SPACE = {"learning_rate": spaces.Float(1e-3, 1e-1, log=True), "hidden": spaces.C
 
 def _trainer(out: Path, model_init=None, callbacks=(), **args) -> Trainer:
     train, evaluation = digits_datasets()
-    settings = dict(output_dir=str(out), max_steps=4, eval_strategy="steps", eval_steps=2, save_strategy="no",
-                    per_device_train_batch_size=64, logging_strategy="no", disable_tqdm=True, report_to="none")
+    settings = dict(
+        output_dir=str(out),
+        max_steps=4,
+        eval_strategy="steps",
+        eval_steps=2,
+        save_strategy="no",
+        per_device_train_batch_size=64,
+        logging_strategy="no",
+        disable_tqdm=True,
+        report_to="none",
+    )
     settings.update(args)
-    return Trainer(model_init=model_init or (lambda trial: DigitsMLP(hidden=trial.get("hidden", 16) if trial else 16)),
-                   args=TrainingArguments(**settings), train_dataset=train, eval_dataset=evaluation,
-                   compute_metrics=accuracy, callbacks=list(callbacks))
+    return Trainer(
+        model_init=model_init or (lambda trial: DigitsMLP(hidden=trial.get("hidden", 16) if trial else 16)),
+        args=TrainingArguments(**settings),
+        train_dataset=train,
+        eval_dataset=evaluation,
+        compute_metrics=accuracy,
+        callbacks=list(callbacks),
+    )
 
 
 def test_rerun_of_the_readme_call_resumes(tmp_path, caplog):
@@ -53,12 +67,24 @@ def test_rerun_of_the_readme_call_resumes(tmp_path, caplog):
 
     out = tmp_path / "out"
     storage = f"sqlite:///{tmp_path}/study.db"
-    hpsearch.hyperparameter_search(_trainer(out, model_init), hp_space=SPACE, n_trials=3, backend="optuna",
-                                   storage=storage, compute_objective="eval_loss")
+    hpsearch.hyperparameter_search(
+        _trainer(out, model_init),
+        hp_space=SPACE,
+        n_trials=3,
+        backend="optuna",
+        storage=storage,
+        compute_objective="eval_loss",
+    )
     first = len(built)
     caplog.set_level("INFO")
-    hpsearch.hyperparameter_search(_trainer(out, model_init), hp_space=SPACE, n_trials=3, backend="optuna",
-                                   storage=storage, compute_objective="eval_loss")
+    hpsearch.hyperparameter_search(
+        _trainer(out, model_init),
+        hp_space=SPACE,
+        n_trials=3,
+        backend="optuna",
+        storage=storage,
+        compute_objective="eval_loss",
+    )
     assert len(built) == first + 1  # the Trainer builds one model up front; no trial trained again
     assert len(SearchResult.load(out).records) == 3
     assert any("named after output_dir" in r.getMessage() for r in caplog.records)
@@ -73,8 +99,15 @@ def test_interrupted_trial_is_retried_and_does_not_use_the_budget(tmp_path):
 
     out = tmp_path / "out"
     storage = f"sqlite:///{tmp_path}/study.db"
-    kwargs = dict(hp_space=SPACE, n_trials=3, backend="optuna", storage=storage, study_name="s",
-                  load_if_exists=True, compute_objective="eval_loss")
+    kwargs = dict(
+        hp_space=SPACE,
+        n_trials=3,
+        backend="optuna",
+        storage=storage,
+        study_name="s",
+        load_if_exists=True,
+        compute_objective="eval_loss",
+    )
     hpsearch.hyperparameter_search(_trainer(out, callbacks=[Interrupt()]), **kwargs)  # returns trial 0
     hpsearch.hyperparameter_search(_trainer(out), **kwargs)
     study = optuna.load_study(study_name="s", storage=storage)
@@ -107,8 +140,15 @@ def test_a_second_ctrl_c_while_the_interrupted_trial_is_queued_again_loses_no_tr
 
     monkeypatch.setattr(_storage, "requeue", requeue_under_a_second_ctrl_c)
     storage = f"sqlite:///{tmp_path}/study.db"
-    kwargs = dict(hp_space=SPACE, n_trials=3, backend="optuna", storage=storage, study_name="s",
-                  load_if_exists=True, compute_objective="eval_loss")
+    kwargs = dict(
+        hp_space=SPACE,
+        n_trials=3,
+        backend="optuna",
+        storage=storage,
+        study_name="s",
+        load_if_exists=True,
+        compute_objective="eval_loss",
+    )
     out = tmp_path / "out"
     handler = signal.getsignal(signal.SIGINT)
     hpsearch.hyperparameter_search(_trainer(out, callbacks=[Interrupt()]), **kwargs)
@@ -132,9 +172,17 @@ def test_ctrl_c_outside_a_trials_training_also_queues_it_again(tmp_path, monkeyp
             interrupted.append(number)
             raise KeyboardInterrupt
 
-    kwargs: dict = dict(n_trials=3, backend="optuna", storage=f"sqlite:///{tmp_path}/study.db", study_name="s",
-                        load_if_exists=True, compute_objective="eval_loss", hp_space=SPACE)
+    kwargs: dict = dict(
+        n_trials=3,
+        backend="optuna",
+        storage=f"sqlite:///{tmp_path}/study.db",
+        study_name="s",
+        load_if_exists=True,
+        compute_objective="eval_loss",
+        hp_space=SPACE,
+    )
     if moment == "sampling":
+
         def hp_space(trial):
             params = {"learning_rate": trial.suggest_float("learning_rate", 1e-3, 1e-1, log=True)}
             interrupt_once(trial.number)
@@ -192,11 +240,22 @@ def test_a_dead_drivers_trial_is_queued_again_exactly_once(tmp_path, interrupted
 @pytest.mark.parametrize("change", ["direction", "objective", "space"])
 def test_reusing_a_study_of_another_search_is_refused(change, tmp_path):
     storage = f"sqlite:///{tmp_path}/study.db"
-    base = dict(hp_space=SPACE, n_trials=2, backend="optuna", storage=storage, study_name="s", load_if_exists=True,
-                compute_objective="eval_loss", direction="minimize")
+    base = dict(
+        hp_space=SPACE,
+        n_trials=2,
+        backend="optuna",
+        storage=storage,
+        study_name="s",
+        load_if_exists=True,
+        compute_objective="eval_loss",
+        direction="minimize",
+    )
     hpsearch.hyperparameter_search(_trainer(tmp_path / "a"), **base)
-    other = {"direction": {"direction": "maximize"}, "objective": {"compute_objective": "eval_accuracy"},
-             "space": {"hp_space": {"learning_rate": spaces.Float(1e-4, 1e-1, log=True)}}}[change]
+    other = {
+        "direction": {"direction": "maximize"},
+        "objective": {"compute_objective": "eval_accuracy"},
+        "space": {"hp_space": {"learning_rate": spaces.Float(1e-4, 1e-1, log=True)}},
+    }[change]
     with pytest.raises(SearchConfigError, match=r"belongs to another search.*new study_name"):
         hpsearch.hyperparameter_search(_trainer(tmp_path / "b"), **{**base, **other})
     assert not (tmp_path / "b").exists()
@@ -216,22 +275,38 @@ def test_a_trial_whose_folder_cannot_be_created_fails_before_training_and_the_se
             built.append(trial.number)
         return DigitsMLP(hidden=8)
 
-    best = hpsearch.hyperparameter_search(_trainer(out, model_init, save_strategy="steps", save_steps=2),
-                                          hp_space=SPACE, n_trials=2, backend="random", hp_name=lambda trial: "taken",
-                                          compute_objective="eval_loss")
+    best = hpsearch.hyperparameter_search(
+        _trainer(out, model_init, save_strategy="steps", save_steps=2),
+        hp_space=SPACE,
+        n_trials=2,
+        backend="random",
+        hp_name=lambda trial: "taken",
+        compute_objective="eval_loss",
+    )
     failed, done = sorted(best.run_summary.records, key=lambda r: r.number)
     assert failed.state is TrialState.FAIL and failed.name == "taken-0", failed
-    assert "its folder" in failed.error and "taken-0" in failed.error and "could not be created" in failed.error
-    assert done.state is TrialState.COMPLETE and done.name == "taken-1" and (out / "taken-1" / "checkpoint-4").is_dir()
+    assert (
+        "its folder" in failed.error and "taken-0" in failed.error and "could not be created" in failed.error
+    )
+    assert (
+        done.state is TrialState.COMPLETE
+        and done.name == "taken-1"
+        and (out / "taken-1" / "checkpoint-4").is_dir()
+    )
     assert built == [1]  # trial 0 never trained
     assert (out / "taken").read_text() == (out / "taken-0").read_text() == "a file"
 
 
 def test_duplicate_trial_names_get_their_own_folders(tmp_path):
     out = tmp_path / "out"
-    best = hpsearch.hyperparameter_search(_trainer(out, save_strategy="steps", save_steps=2), hp_space=SPACE,
-                                          n_trials=3, backend="optuna", hp_name=lambda trial: "same",
-                                          compute_objective="eval_loss")
+    best = hpsearch.hyperparameter_search(
+        _trainer(out, save_strategy="steps", save_steps=2),
+        hp_space=SPACE,
+        n_trials=3,
+        backend="optuna",
+        hp_name=lambda trial: "same",
+        compute_objective="eval_loss",
+    )
     names = [r.name for r in best.run_summary.records]
     assert len(set(names)) == 3 and names[0] == "same", names
     for record in best.run_summary.records:
@@ -247,8 +322,14 @@ def test_exit_inside_a_threaded_trial_fails_only_that_trial(exit_kind, tmp_path)
             raise KeyboardInterrupt
         return DigitsMLP(hidden=16)
 
-    best = hpsearch.hyperparameter_search(_trainer(tmp_path / "out", model_init), hp_space=SPACE, n_trials=3,
-                                          backend="optuna", n_jobs=2, compute_objective="eval_loss")
+    best = hpsearch.hyperparameter_search(
+        _trainer(tmp_path / "out", model_init),
+        hp_space=SPACE,
+        n_trials=3,
+        backend="optuna",
+        n_jobs=2,
+        compute_objective="eval_loss",
+    )
     records = {r.number: r for r in best.run_summary.records}
     assert len(records) == 3
     assert records[0].state is TrialState.FAIL
@@ -268,9 +349,15 @@ def test_trial_timeout_stops_a_threaded_trial_stuck_before_its_first_step(tmp_pa
             looped_to_the_end.append(True)
         return DigitsMLP(hidden=16)
 
-    best = hpsearch.hyperparameter_search(_trainer(tmp_path / "out", model_init), hp_space=SPACE, n_trials=2,
-                                          backend="optuna", n_jobs=2, trial_timeout=3.0,
-                                          compute_objective="eval_loss")
+    best = hpsearch.hyperparameter_search(
+        _trainer(tmp_path / "out", model_init),
+        hp_space=SPACE,
+        n_trials=2,
+        backend="optuna",
+        n_jobs=2,
+        trial_timeout=3.0,
+        compute_objective="eval_loss",
+    )
     records = {r.number: r for r in best.run_summary.records}
     assert records[0].state is TrialState.FAIL and "trial_timeout" in records[0].error
     assert looped_to_the_end == []  # stopped inside model_init, not after it
@@ -309,9 +396,14 @@ def test_a_database_that_never_answers_is_an_error_not_a_hang(tmp_path, monkeypa
 
     monkeypatch.setattr(_storage, "CONNECT_TIMEOUT_S", 2)
     with _silent_server() as port, pytest.raises(SearchConfigError, match="did not answer") as caught:
-        hpsearch.hyperparameter_search(_trainer(tmp_path / "out"), hp_space=SPACE, n_trials=1, backend="optuna",
-                                       storage=f"postgresql+psycopg2://me:hunter2@127.0.0.1:{port}/db",
-                                       compute_objective="eval_loss")
+        hpsearch.hyperparameter_search(
+            _trainer(tmp_path / "out"),
+            hp_space=SPACE,
+            n_trials=1,
+            backend="optuna",
+            storage=f"postgresql+psycopg2://me:hunter2@127.0.0.1:{port}/db",
+            compute_objective="eval_loss",
+        )
     assert "hunter2" not in str(caught.value)
     assert not (tmp_path / "out").exists()
 
@@ -326,8 +418,14 @@ def test_a_metric_no_evaluation_produces_stops_the_search_at_once(tmp_path):
     trainer = _trainer(tmp_path / "out", model_init)
     built.clear()
     with pytest.raises(SearchConfigError, match=r"eval_f1.*not among the evaluation metrics"):
-        hpsearch.hyperparameter_search(trainer, hp_space=SPACE, n_trials=5, backend="optuna",
-                                       compute_objective="eval_f1", max_failed_trials=3)
+        hpsearch.hyperparameter_search(
+            trainer,
+            hp_space=SPACE,
+            n_trials=5,
+            backend="optuna",
+            compute_objective="eval_f1",
+            max_failed_trials=3,
+        )
     assert len(built) == 1  # one trial, not max_failed_trials of them
 
 
@@ -337,12 +435,19 @@ def test_the_corrected_search_replaces_one_that_stopped_on_a_misspelt_metric(tmp
     output_dir, it is not refused as "an earlier search" (which held nothing but that setup mistake)."""
     out = tmp_path / "out"
     with pytest.raises(SearchConfigError, match="not among the evaluation metrics"):
-        hpsearch.hyperparameter_search(_trainer(out), hp_space=SPACE, n_trials=2, backend=backend,
-                                       compute_objective="eval_acc")
+        hpsearch.hyperparameter_search(
+            _trainer(out), hp_space=SPACE, n_trials=2, backend=backend, compute_objective="eval_acc"
+        )
     assert [r.extra.get("config_error") for r in SearchResult.load(out).records] == [True]
     with caplog.at_level("WARNING", logger="hpsearch.api"):
-        best = hpsearch.hyperparameter_search(_trainer(out), hp_space=SPACE, n_trials=2, backend=backend,
-                                              compute_objective="eval_accuracy", direction="maximize")
+        best = hpsearch.hyperparameter_search(
+            _trainer(out),
+            hp_space=SPACE,
+            n_trials=2,
+            backend=backend,
+            compute_objective="eval_accuracy",
+            direction="maximize",
+        )
     assert "stopped on a setting error" in caplog.text
     result = SearchResult.load(out)
     assert result.objective == "eval_accuracy" and len(result.records) == 2
@@ -360,8 +465,14 @@ def test_hp_space_and_hp_name_that_raise_on_a_later_trial_fail_only_that_trial(t
             raise RuntimeError("no name for trial 2")
         return f"t{trial.number}"
 
-    best = hpsearch.hyperparameter_search(_trainer(tmp_path / "out"), hp_space=hp_space, hp_name=hp_name,
-                                          n_trials=4, backend="optuna", compute_objective="eval_loss")
+    best = hpsearch.hyperparameter_search(
+        _trainer(tmp_path / "out"),
+        hp_space=hp_space,
+        hp_name=hp_name,
+        n_trials=4,
+        backend="optuna",
+        compute_objective="eval_loss",
+    )
     records = {r.number: r for r in best.run_summary.records}
     assert records[1].state is TrialState.FAIL and "no value for trial 1" in records[1].error
     assert records[2].state is TrialState.FAIL and "no name for trial 2" in records[2].error
@@ -382,8 +493,14 @@ class _MemoryCap(TrainerCallback):
 def test_an_out_of_memory_trial_is_rescued_by_auto_find_batch_size(rescue, tmp_path):
     space = {"per_device_train_batch_size": spaces.Categorical([8, 64])}
     best = hpsearch.hyperparameter_search(
-        _trainer(tmp_path / "out", callbacks=[_MemoryCap()], auto_find_batch_size=rescue), hp_space=space,
-        n_trials=4, backend="random", seed=1, compute_objective="eval_loss", max_failed_trials=4)
+        _trainer(tmp_path / "out", callbacks=[_MemoryCap()], auto_find_batch_size=rescue),
+        hp_space=space,
+        n_trials=4,
+        backend="random",
+        seed=1,
+        compute_objective="eval_loss",
+        max_failed_trials=4,
+    )
     records = best.run_summary.records
     large = [r for r in records if r.params["per_device_train_batch_size"] == 64]
     assert large, "the seed must draw the large batch at least once"
@@ -396,7 +513,9 @@ def test_an_out_of_memory_trial_is_rescued_by_auto_find_batch_size(rescue, tmp_p
     assert all(r.state is TrialState.COMPLETE and "per_device_train_batch_size" not in r.extra for r in small)
 
 
-def test_hpsearch_run_with_a_database_that_never_answers_fails_within_the_same_bound(tmp_path, monkeypatch, capsys):
+def test_hpsearch_run_with_a_database_that_never_answers_fails_within_the_same_bound(
+    tmp_path, monkeypatch, capsys
+):
     """The CLI's look for an earlier run in the storage went around the bounded engine and waited for ever."""
     from hpsearch.backends.optuna import _storage
     from hpsearch.cli import main
@@ -407,8 +526,11 @@ def test_hpsearch_run_with_a_database_that_never_answers_fails_within_the_same_b
     codes: list[int] = []
     with _silent_server() as port:
         sweep = tmp_path / "sweep.yaml"
-        sweep.write_text(TINY + f"  storage: postgresql+psycopg2://me:hunter2@127.0.0.1:{port}/db\n"
-                         f"output_dir: {tmp_path / 'out'}\n", encoding="utf-8")
+        sweep.write_text(
+            TINY + f"  storage: postgresql+psycopg2://me:hunter2@127.0.0.1:{port}/db\n"
+            f"output_dir: {tmp_path / 'out'}\n",
+            encoding="utf-8",
+        )
         thread = threading.Thread(target=lambda: codes.append(main(["run", str(sweep)])), daemon=True)
         thread.start()
         thread.join(timeout=60)

@@ -51,8 +51,15 @@ def _plant(path: Path, marker: Path) -> None:
 
 
 def _trainer(output_dir: Path, model_init=None, **overrides) -> Trainer:
-    settings = dict(num_train_epochs=1, eval_strategy="epoch", save_strategy="epoch",
-                    per_device_train_batch_size=64, logging_strategy="no", disable_tqdm=True, report_to="none")
+    settings = dict(
+        num_train_epochs=1,
+        eval_strategy="epoch",
+        save_strategy="epoch",
+        per_device_train_batch_size=64,
+        logging_strategy="no",
+        disable_tqdm=True,
+        report_to="none",
+    )
     settings.update(overrides)
     return digits_trainer(str(output_dir), model_init or (lambda trial: DigitsMLP(hidden=16)), **settings)
 
@@ -61,8 +68,13 @@ def _trainer(output_dir: Path, model_init=None, **overrides) -> Trainer:
 @pytest.fixture(scope="module")
 def searched(tmp_path_factory) -> tuple[Path, hpsearch.BestRun]:
     out = tmp_path_factory.mktemp("searched") / "search"
-    best = hpsearch.hyperparameter_search(_trainer(out), hp_space={"learning_rate": spaces.Float(1e-3, 1e-2)},
-                                          compute_objective="eval_loss", n_trials=1, backend="optuna")
+    best = hpsearch.hyperparameter_search(
+        _trainer(out),
+        hp_space={"learning_rate": spaces.Float(1e-3, 1e-2)},
+        compute_objective="eval_loss",
+        n_trials=1,
+        backend="optuna",
+    )
     assert best.checkpoint is not None
     return out, best
 
@@ -83,7 +95,9 @@ def test_best_checkpoint_with_a_planted_pickle_is_refused(searched, tmp_path, ho
             load_model_weights(DigitsMLP(hidden=16), str(checkpoint))
     else:
         _plant(weights, marker)
-        with pytest.raises(Exception) as info:  # safetensors refuses the header; the bytes are never unpickled
+        with pytest.raises(
+            Exception
+        ) as info:  # safetensors refuses the header; the bytes are never unpickled
             load_model_weights(DigitsMLP(hidden=16), str(checkpoint))
         assert "safetensors" in type(info.value).__module__ or "header" in str(info.value).lower()
     assert not marker.exists()
@@ -132,7 +146,9 @@ def test_html_report_escapes_names_params_and_errors(tmp_path):
     best = hpsearch.hyperparameter_search(
         _trainer(out, model_init=model_init, save_strategy="no"),
         hp_space={"learning_rate": spaces.Float(1e-3, 1e-2), "tag": spaces.Categorical([PARAM_PAYLOAD])},
-        compute_objective="eval_loss", n_trials=3, backend="optuna",
+        compute_objective="eval_loss",
+        n_trials=3,
+        backend="optuna",
         hp_name=lambda trial: f"{NAME_PAYLOAD}-{trial.number}",
     )
     result = best.run_summary
@@ -165,14 +181,19 @@ def _assert_absent(secret: str, texts: dict[str, bytes]) -> None:
 @pytest.mark.parametrize("form", ["userinfo", "query"])
 def test_postgres_password_appears_in_no_log_result_or_report(form, postgres, tmp_path, caplog, capsys):  # noqa: F811
     password = postgres.password
-    url = postgres.url if form == "userinfo" else (
-        f"postgresql+psycopg2://{postgres.user}@127.0.0.1:{postgres.port}/{postgres.database}?password={password}"
+    url = (
+        postgres.url
+        if form == "userinfo"
+        else (
+            f"postgresql+psycopg2://{postgres.user}@127.0.0.1:{postgres.port}/{postgres.database}?password={password}"
+        )
     )
     study_name = f"secret-free-{form}"
     out = tmp_path / "search"
     caplog.set_level(logging.DEBUG)
     optuna.logging.set_verbosity(optuna.logging.DEBUG)
     try:
+
         def model_init(trial):
             if trial is not None and trial.number == 1:
                 raise RuntimeError("a failing trial, so that errors are logged too")
@@ -180,8 +201,13 @@ def test_postgres_password_appears_in_no_log_result_or_report(form, postgres, tm
 
         best = hpsearch.hyperparameter_search(
             _trainer(out, model_init=model_init),  # checkpoints too: training_args.json, trainer_state.json
-            hp_space={"learning_rate": spaces.Float(1e-3, 1e-2)}, compute_objective="eval_loss", n_trials=3,
-            backend="optuna", storage=url, study_name=study_name, load_if_exists=True,
+            hp_space={"learning_rate": spaces.Float(1e-3, 1e-2)},
+            compute_objective="eval_loss",
+            n_trials=3,
+            backend="optuna",
+            storage=url,
+            study_name=study_name,
+            load_if_exists=True,
         )
     finally:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -209,8 +235,12 @@ def test_sigopt_token_appears_in_no_log_result_or_report(tmp_path, monkeypatch, 
     caplog.set_level(logging.DEBUG)
     out = tmp_path / "search"
     best = hpsearch.hyperparameter_search(
-        _trainer(out, save_strategy="no"), hp_space={"learning_rate": spaces.Float(1e-3, 1e-2)},
-        compute_objective="eval_loss", n_trials=2, backend="sigopt", driver="lite",
+        _trainer(out, save_strategy="no"),
+        hp_space={"learning_rate": spaces.Float(1e-3, 1e-2)},
+        compute_objective="eval_loss",
+        n_trials=2,
+        backend="sigopt",
+        driver="lite",
     )
     write_html(best.run_summary, str(out / "report.html"))
     assert cli_main(["report", str(out), "--markdown"]) == 0
@@ -242,15 +272,24 @@ def test_torch_loads_in_this_codebase_are_weights_only():
 SPECIAL = "pw/Slash#9?q"
 
 
-@pytest.mark.parametrize(("url", "masked"), [
-    (f"postgresql+psycopg2://u:{SPECIAL}@127.0.0.1:5432/db", "postgresql+psycopg2://u:***@127.0.0.1:5432/db"),
-    ("postgresql://u:pw%2FSlash%239%3Fq@host/db", "postgresql://u:***@host/db"),
-    ("mysql://u:p@ss@h:3306/d?charset=utf8", "mysql://u:***@h:3306/d?charset=utf8"),
-    ("postgresql://u@h/db?sslmode=require&password=pw/Slash&token=abc%23d", "postgresql://u@h/db?sslmode=require&password=***&token=***"),
-    ("http://user:s3cret-pw@[::1]:5000", "http://user:***@[::1]:5000"),
-    ("sqlite:////tmp/a@b/x.db", "sqlite:////tmp/a@b/x.db"),
-    ("http://127.0.0.1:5000/api", "http://127.0.0.1:5000/api"),
-])
+@pytest.mark.parametrize(
+    ("url", "masked"),
+    [
+        (
+            f"postgresql+psycopg2://u:{SPECIAL}@127.0.0.1:5432/db",
+            "postgresql+psycopg2://u:***@127.0.0.1:5432/db",
+        ),
+        ("postgresql://u:pw%2FSlash%239%3Fq@host/db", "postgresql://u:***@host/db"),
+        ("mysql://u:p@ss@h:3306/d?charset=utf8", "mysql://u:***@h:3306/d?charset=utf8"),
+        (
+            "postgresql://u@h/db?sslmode=require&password=pw/Slash&token=abc%23d",
+            "postgresql://u@h/db?sslmode=require&password=***&token=***",
+        ),
+        ("http://user:s3cret-pw@[::1]:5000", "http://user:***@[::1]:5000"),
+        ("sqlite:////tmp/a@b/x.db", "sqlite:////tmp/a@b/x.db"),
+        ("http://127.0.0.1:5000/api", "http://127.0.0.1:5000/api"),
+    ],
+)
 def test_every_url_form_loses_its_password(url, masked):
     from hpsearch._redact import redact, redact_url
 
@@ -263,13 +302,19 @@ def test_a_password_seen_in_a_url_is_masked_where_it_appears_alone():
 
     redact_url("postgresql://u:pw%2FAlone%239@host/db")  # the storage URL, as a search sees it first
     assert redact("FATAL: password pw/Alone#9 rejected; encoded pw%2FAlone%239") == (
-        "FATAL: password *** rejected; encoded ***")
+        "FATAL: password *** rejected; encoded ***"
+    )
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("form", ["raw", "percent-encoded"])
-def test_a_password_holding_slash_hash_and_question_mark_is_written_nowhere(form, postgres, tmp_path, caplog,  # noqa: F811
-                                                                             capsys):
+def test_a_password_holding_slash_hash_and_question_mark_is_written_nowhere(
+    form,
+    postgres,  # noqa: F811 - the session fixture
+    tmp_path,
+    caplog,
+    capsys,
+):
     from urllib.parse import quote
 
     user = "special_" + form.replace("-", "_")
@@ -279,8 +324,13 @@ def test_a_password_holding_slash_hash_and_question_mark_is_written_nowhere(form
     out = tmp_path / "search"
     caplog.set_level(logging.DEBUG)
     best = hpsearch.hyperparameter_search(
-        _trainer(out, save_strategy="no"), hp_space={"learning_rate": spaces.Float(1e-3, 1e-2)},
-        compute_objective="eval_loss", n_trials=2, backend="optuna", storage=url, study_name="special",
+        _trainer(out, save_strategy="no"),
+        hp_space={"learning_rate": spaces.Float(1e-3, 1e-2)},
+        compute_objective="eval_loss",
+        n_trials=2,
+        backend="optuna",
+        storage=url,
+        study_name="special",
         dashboard=False,
     )
     assert len(best.run_summary.records) == 2
@@ -322,13 +372,19 @@ def test_tracker_errors_and_tracker_params_hold_no_secret(tmp_path, monkeypatch,
     out = tmp_path / "search"
     best = hpsearch.hyperparameter_search(
         _trainer(out, save_strategy="no", report_to=["mlflow", "tensorboard"], logging_strategy="epoch"),
-        hp_space={"learning_rate": spaces.Float(1e-3, 1e-2),
-                  **{k: spaces.Categorical([v]) for k, v in param_secrets.items()}},
-        compute_objective="eval_loss", n_trials=2, backend="optuna",
+        hp_space={
+            "learning_rate": spaces.Float(1e-3, 1e-2),
+            **{k: spaces.Categorical([v]) for k, v in param_secrets.items()},
+        },
+        compute_objective="eval_loss",
+        n_trials=2,
+        backend="optuna",
     )
     records = best.run_summary.records
     assert [r.state for r in records] == [TrialState.COMPLETE] * 2
-    assert all("mlflow" in " ".join(r.extra.get("tracker_errors", [])) for r in records)  # MLflow really failed
+    assert all(
+        "mlflow" in " ".join(r.extra.get("tracker_errors", [])) for r in records
+    )  # MLflow really failed
     assert "alice:***@127.0.0.1" in " ".join(records[0].extra["tracker_errors"])
     assert list(out.rglob("events.out.tfevents*")), "TensorBoard wrote its event files"
     printed = capsys.readouterr()

@@ -20,21 +20,36 @@ def new_session(output_dir):
     """``new_session(max_failed_trials=3)`` -> an empty session writing to `output_dir` (no trainer needed)."""
 
     def make(max_failed_trials: int = 3) -> SearchSession:
-        settings = TrialSettings(trainer=None, compute_objective=lambda m: m["eval_accuracy"],  # type: ignore[arg-type]
-                                 objective_name="eval_accuracy", directions=("maximize",),
-                                 output_dir=str(output_dir), backend="random")
-        result = SearchResult(backend="random", directions=["maximize"], records=[], n_trials=10,
-                              output_dir=str(output_dir))
+        settings = TrialSettings(
+            trainer=None,
+            compute_objective=lambda m: m["eval_accuracy"],  # type: ignore[arg-type]
+            objective_name="eval_accuracy",
+            directions=("maximize",),
+            output_dir=str(output_dir),
+            backend="random",
+        )
+        result = SearchResult(
+            backend="random", directions=["maximize"], records=[], n_trials=10, output_dir=str(output_dir)
+        )
         return SearchSession(settings, result, n_trials=10, max_failed_trials=max_failed_trials)
 
     return make
 
 
-def record(number: int, state: TrialState = TrialState.COMPLETE, objective: float | None = 0.5,
-           error: str | None = None) -> TrialRecord:
+def record(
+    number: int,
+    state: TrialState = TrialState.COMPLETE,
+    objective: float | None = 0.5,
+    error: str | None = None,
+) -> TrialRecord:
     return TrialRecord(
-        trial_id=str(number), number=number, name=f"run-{number}", state=state, params={"learning_rate": 0.01},
-        objective=objective if state is not TrialState.FAIL else None, error=error,
+        trial_id=str(number),
+        number=number,
+        name=f"run-{number}",
+        state=state,
+        params={"learning_rate": 0.01},
+        objective=objective if state is not TrialState.FAIL else None,
+        error=error,
         intermediates=[Evaluation(step=2, epoch=0.1, objective=objective, metrics={"eval_accuracy": 0.5})],
     )
 
@@ -94,8 +109,9 @@ def test_max_failed_trials_one_stops_at_the_first_failure(new_session):
         session.record(failed(1))
 
 
-def test_trial_end_hooks_run_after_the_save_and_a_raising_hook_is_logged(new_session, output_dir, monkeypatch,
-                                                                        caplog):
+def test_trial_end_hooks_run_after_the_save_and_a_raising_hook_is_logged(
+    new_session, output_dir, monkeypatch, caplog
+):
     seen = []
 
     def watcher(session, finished):
@@ -131,7 +147,9 @@ def test_the_trial_end_event_carries_the_record_as_search_json_stores_it(new_ses
     from hpsearch._events import EVENTS_FILE
 
     session = new_session()
-    odd = record(1, objective=math.nan)  # a NaN objective, a failure, numpy-free extras: all as search.json has them
+    odd = record(
+        1, objective=math.nan
+    )  # a NaN objective, a failure, numpy-free extras: all as search.json has them
     odd.extra["note"] = "ünïcode"
     for r in (record(0), odd, failed(2)):
         session.record(r)
@@ -143,8 +161,10 @@ def test_the_trial_end_event_carries_the_record_as_search_json_stores_it(new_ses
     assert [e["record"]["trial_id"] for e in ends] == ["0", "1", "2"]
     assert json.dumps([e["record"] for e in ends]) == json.dumps(stored)  # NaN compared as text
     assert all(set(e) == {"event", "time", "record"} for e in ends)
-    assert all(json.dumps(TrialRecord.from_dict(e["record"]).to_dict()) == json.dumps(r.to_dict())
-               for e, r in zip(ends, session.records))
+    assert all(
+        json.dumps(TrialRecord.from_dict(e["record"]).to_dict()) == json.dumps(r.to_dict())
+        for e, r in zip(ends, session.records)
+    )
 
 
 def test_a_killed_search_resumed_reads_the_trials_only_its_journal_holds(new_session, output_dir):

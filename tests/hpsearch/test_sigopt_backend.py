@@ -76,7 +76,11 @@ def test_portable_search_finds_accurate_model_with_original_values(tmp_path):
     }
     trainer = make_trainer(tmp_path)
     best = trainer.hyperparameter_search(
-        hp_space=space, compute_objective="eval_accuracy", direction="maximize", n_trials=8, backend="sigopt",
+        hp_space=space,
+        compute_objective="eval_accuracy",
+        direction="maximize",
+        n_trials=8,
+        backend="sigopt",
     )
     assert isinstance(best, BestRun)
     result = best.run_summary
@@ -94,7 +98,10 @@ def test_portable_search_finds_accurate_model_with_original_values(tmp_path):
         assert isinstance(params["learning_rate"], float) and 8e-3 <= params["learning_rate"] <= 4e-2
         assert type(params["num_train_epochs"]) is int and 2 <= params["num_train_epochs"] <= 3
         assert params["activation"] in ("relu", "tanh")
-        assert type(params["hidden"]) is int and params["hidden"] in (32, 64)  # mapped back from SigOpt's "32"
+        assert type(params["hidden"]) is int and params["hidden"] in (
+            32,
+            64,
+        )  # mapped back from SigOpt's "32"
         assert params["weight_decay"] == 0.0
         # SigOpt cannot prune: every epoch was evaluated and recorded.
         assert len(record.intermediates) == params["num_train_epochs"]
@@ -124,17 +131,23 @@ def test_failed_trial_is_a_failed_observation_and_conditionals_work(tmp_path):
             raise RuntimeError("this architecture does not fit")
         return _model_init(trial)
 
-    space = spaces.SearchSpace({
-        "learning_rate": spaces.Float(3e-3, 1e-2, log=True),
-        "activation": spaces.Categorical(["relu", "tanh"]),
-        "dropout": spaces.Float(0.0, 0.2, when={"activation": "relu"}),
-        "hidden": spaces.Int(32, 64, step=16),
-        "per_device_train_batch_size": spaces.Categorical([32, 64]),
-        "seed": spaces.Fixed(3),
-    })
+    space = spaces.SearchSpace(
+        {
+            "learning_rate": spaces.Float(3e-3, 1e-2, log=True),
+            "activation": spaces.Categorical(["relu", "tanh"]),
+            "dropout": spaces.Float(0.0, 0.2, when={"activation": "relu"}),
+            "hidden": spaces.Int(32, 64, step=16),
+            "per_device_train_batch_size": spaces.Categorical([32, 64]),
+            "seed": spaces.Fixed(3),
+        }
+    )
     trainer = make_trainer(tmp_path, model_init=model_init, max_steps=8)
     best = trainer.hyperparameter_search(
-        hp_space=space, compute_objective="eval_accuracy", direction="maximize", n_trials=5, backend="sigopt",
+        hp_space=space,
+        compute_objective="eval_accuracy",
+        direction="maximize",
+        n_trials=5,
+        backend="sigopt",
         max_failed_trials=2,
     )
     records = sorted(best.run_summary.records, key=lambda r: r.number)
@@ -159,8 +172,11 @@ def test_a_discrete_space_sampled_through_ends_the_search_with_the_trials_it_has
     trainer = make_trainer(tmp_path, max_steps=2)
     with caplog.at_level(logging.WARNING, logger="hpsearch"):
         best = trainer.hyperparameter_search(
-            hp_space={"hidden": spaces.Categorical([32, 64])}, compute_objective="eval_accuracy",
-            direction="maximize", n_trials=8, backend="sigopt",
+            hp_space={"hidden": spaces.Categorical([32, 64])},
+            compute_objective="eval_accuracy",
+            direction="maximize",
+            n_trials=8,
+            backend="sigopt",
         )
     records = best.run_summary.records
     assert 2 <= len(records) < 8
@@ -179,8 +195,14 @@ def test_two_objectives_return_the_pareto_front(tmp_path):
 
     trainer = make_trainer(tmp_path, max_steps=10)
     front = trainer.hyperparameter_search(
-        hp_space={"learning_rate": spaces.Float(1e-3, 3e-2, log=True), "hidden": spaces.Categorical([16, 64])},
-        compute_objective=objectives, direction=["maximize", "minimize"], n_trials=5, backend="sigopt",
+        hp_space={
+            "learning_rate": spaces.Float(1e-3, 3e-2, log=True),
+            "hidden": spaces.Categorical([16, 64]),
+        },
+        compute_objective=objectives,
+        direction=["maximize", "minimize"],
+        n_trials=5,
+        backend="sigopt",
     )
     assert isinstance(front, list) and front and all(isinstance(b, BestRun) for b in front)
     records = front[0].run_summary.records
@@ -204,15 +226,27 @@ def test_native_sigopt_space_in_the_hugging_face_form(tmp_path):
     def hp_space(trial):
         return [
             # transformers' default space misspells "transformation"; it is read correctly.
-            {"bounds": {"min": 2e-3, "max": 2e-2}, "name": "learning_rate", "type": "double",
-             "transformamtion": "log"},
-            {"categorical_values": ["32", "64"], "name": "per_device_train_batch_size", "type": "categorical"},
+            {
+                "bounds": {"min": 2e-3, "max": 2e-2},
+                "name": "learning_rate",
+                "type": "double",
+                "transformamtion": "log",
+            },
+            {
+                "categorical_values": ["32", "64"],
+                "name": "per_device_train_batch_size",
+                "type": "categorical",
+            },
             {"categorical_values": ["32", "64"], "name": "hidden", "type": "categorical"},
         ]
 
     trainer = make_trainer(tmp_path, max_steps=8)
     best = trainer.hyperparameter_search(
-        hp_space=hp_space, compute_objective="eval_accuracy", direction="maximize", n_trials=3, backend="sigopt",
+        hp_space=hp_space,
+        compute_objective="eval_accuracy",
+        direction="maximize",
+        n_trials=3,
+        backend="sigopt",
     )
     result = best.run_summary
     assert result.space is None
@@ -227,7 +261,10 @@ def test_native_sigopt_space_in_the_hugging_face_form(tmp_path):
     # The library's own default SigOpt space (the Hugging Face one) runs as well.
     trainer = make_trainer(tmp_path / "default", max_steps=5)
     best = trainer.hyperparameter_search(
-        hp_space=hpsearch.default_hp_space_sigopt, n_trials=1, backend="sigopt", compute_objective="eval_loss",
+        hp_space=hpsearch.default_hp_space_sigopt,
+        n_trials=1,
+        backend="sigopt",
+        compute_objective="eval_loss",
     )
     assert type(best.hyperparameters["per_device_train_batch_size"]) is int
     assert type(best.hyperparameters["num_train_epochs"]) is int
@@ -237,8 +274,10 @@ def test_native_sigopt_space_in_the_hugging_face_form(tmp_path):
     ("kwargs", "message"),
     [
         (dict(hp_space={"hidden": spaces.Int(16, 128, log=True)}), "Float(16, 128, log=True)"),
-        (dict(direction=["maximize", "minimize", "minimize"], compute_objective=lambda m: (1.0, 2.0, 3.0)),
-         "at most 2 metrics"),
+        (
+            dict(direction=["maximize", "minimize", "minimize"], compute_objective=lambda m: (1.0, 2.0, 3.0)),
+            "at most 2 metrics",
+        ),
         (dict(n_jobs=2), "Unknown keyword argument"),
         (dict(parallel_bandwidth=2), "lite driver suggests one trial at a time"),
         (dict(parallel_bandwidth=0), "parallel_bandwidth must be a positive integer"),
@@ -246,17 +285,34 @@ def test_native_sigopt_space_in_the_hugging_face_form(tmp_path):
         (dict(driver="ftp"), "not a SigOpt driver"),
         (dict(observation_budget="ten"), "observation_budget='ten' (str) must be an integer"),
         (dict(name=""), "name must be a non-empty string"),
-        (dict(hp_space={"layers": spaces.Int(1, 3),
-                        "width": spaces.Int(8, 16, when={"layers": 2})}), "make 'layers' a spaces.Categorical"),
+        (
+            dict(hp_space={"layers": spaces.Int(1, 3), "width": spaces.Int(8, 16, when={"layers": 2})}),
+            "make 'layers' a spaces.Categorical",
+        ),
         (dict(hp_space=[{"name": "learning_rate", "type": "float"}]), "must be one of"),
-        (dict(hp_space=lambda trial: [{"name": "per_device_train_batch_size", "type": "categorical",
-                                       "categorical_values": ["big", "small"]}]), "cannot be read as int"),
+        (
+            dict(
+                hp_space=lambda trial: [
+                    {
+                        "name": "per_device_train_batch_size",
+                        "type": "categorical",
+                        "categorical_values": ["big", "small"],
+                    }
+                ]
+            ),
+            "cannot be read as int",
+        ),
     ],
 )
 def test_bad_inputs_fail_before_any_trial(tmp_path, kwargs, message):
     trainer = make_trainer(tmp_path)
-    call = dict(hp_space={"learning_rate": spaces.Float(1e-3, 1e-2), "hidden": spaces.Categorical([16, 32])},
-                compute_objective="eval_accuracy", direction="maximize", n_trials=2, backend="sigopt")
+    call = dict(
+        hp_space={"learning_rate": spaces.Float(1e-3, 1e-2), "hidden": spaces.Categorical([16, 32])},
+        compute_objective="eval_accuracy",
+        direction="maximize",
+        n_trials=2,
+        backend="sigopt",
+    )
     call.update(kwargs)
     with pytest.raises(SearchConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         trainer.hyperparameter_search(**call)
@@ -272,8 +328,9 @@ def test_http_driver_needs_a_token(tmp_path, monkeypatch):
     monkeypatch.delenv("SIGOPT_API_TOKEN")
     trainer = make_trainer(tmp_path)
     with pytest.raises(SearchConfigError, match="SIGOPT_API_TOKEN"):
-        trainer.hyperparameter_search(hp_space={"learning_rate": spaces.Float(1e-3, 1e-2)}, n_trials=1,
-                                      backend="sigopt", driver="http")
+        trainer.hyperparameter_search(
+            hp_space={"learning_rate": spaces.Float(1e-3, 1e-2)}, n_trials=1, backend="sigopt", driver="http"
+        )
 
 
 def test_api_token_is_never_saved_or_logged(tmp_path, monkeypatch, caplog):
@@ -281,8 +338,11 @@ def test_api_token_is_never_saved_or_logged(tmp_path, monkeypatch, caplog):
     caplog.set_level(logging.DEBUG)
     trainer = make_trainer(tmp_path, max_steps=3)
     best = trainer.hyperparameter_search(
-        hp_space={"learning_rate": spaces.Float(1e-3, 1e-2, log=True)}, compute_objective="eval_loss",
-        n_trials=1, backend="sigopt", driver="lite",
+        hp_space={"learning_rate": spaces.Float(1e-3, 1e-2, log=True)},
+        compute_objective="eval_loss",
+        n_trials=1,
+        backend="sigopt",
+        driver="lite",
     )
     assert best.run_summary.settings["driver"] == "lite"
     written = []
@@ -301,20 +361,30 @@ def test_space_conversion_labels_and_grids():
     # Choices that print alike get their position; others stay readable.
     assert list(_labels("x", [1, "1", "adamw"])) == ["0:1", "1:'1'", "adamw"]
     assert list(_labels("x", [None, (1, 2)])) == ["None", "(1, 2)"]
-    converted = _portable_to_sigopt(spaces.SearchSpace({
-        "lr": spaces.Float(1e-4, 1e-2, log=True),
-        "ratio": spaces.Float(0.0, 0.3, step=0.1),
-        "opt": spaces.Categorical(["sgd", "adam"]),
-        "momentum": spaces.Float(0.5, 0.9, when={"opt": "sgd"}),
-        "mode": spaces.Fixed("a"),
-        "extra": spaces.Int(1, 4, when={"mode": "a"}),
-    }))
+    converted = _portable_to_sigopt(
+        spaces.SearchSpace(
+            {
+                "lr": spaces.Float(1e-4, 1e-2, log=True),
+                "ratio": spaces.Float(0.0, 0.3, step=0.1),
+                "opt": spaces.Categorical(["sgd", "adam"]),
+                "momentum": spaces.Float(0.5, 0.9, when={"opt": "sgd"}),
+                "mode": spaces.Fixed("a"),
+                "extra": spaces.Int(1, 4, when={"mode": "a"}),
+            }
+        )
+    )
     by_name = {p["name"]: p for p in converted.parameters}
-    assert by_name["lr"] == {"name": "lr", "type": "double", "bounds": {"min": 1e-4, "max": 1e-2},
-                             "transformation": "log"}
+    assert by_name["lr"] == {
+        "name": "lr",
+        "type": "double",
+        "bounds": {"min": 1e-4, "max": 1e-2},
+        "transformation": "log",
+    }
     assert by_name["ratio"] == {"name": "ratio", "type": "int", "bounds": {"min": 0, "max": 3}}
     assert by_name["momentum"]["conditions"] == {"opt": ["sgd"]}
-    assert "mode" not in by_name and "conditions" not in by_name["extra"]  # a Fixed parent: condition always met
+    assert (
+        "mode" not in by_name and "conditions" not in by_name["extra"]
+    )  # a Fixed parent: condition always met
     assert converted.conditionals == [{"name": "opt", "values": ["sgd", "adam"]}]
     assert converted.encodings["ratio"].decode("ratio", 3) == 0.3
     assert converted.encodings["ratio"].decode("ratio", 1) == pytest.approx(0.1)
@@ -331,8 +401,9 @@ def _resume_search(tmp_path, n_trials, calls=None, **kwargs):
         return _model_init(trial)
 
     trainer = make_trainer(tmp_path, model_init=model_init, max_steps=4)
-    call = dict(hp_space=RESUME_SPACE, compute_objective="eval_loss", n_trials=n_trials, backend="sigopt",
-                resume=True)
+    call = dict(
+        hp_space=RESUME_SPACE, compute_objective="eval_loss", n_trials=n_trials, backend="sigopt", resume=True
+    )
     call.update(kwargs)
     return trainer.hyperparameter_search(**call)
 
@@ -348,8 +419,10 @@ def test_resume_continues_a_search_from_its_search_json(tmp_path, caplog):
     calls = []
     with caplog.at_level(logging.INFO, logger="hpsearch.backends.sigopt"):
         result = _resume_search(tmp_path, 5, calls).run_summary
-    assert (f"Resuming SigOpt search in {os.path.abspath(result.output_dir)}: 2 finished trials told to a new "
-            "experiment, 3 to run.") in caplog.text
+    assert (
+        f"Resuming SigOpt search in {os.path.abspath(result.output_dir)}: 2 finished trials told to a new "
+        "experiment, 3 to run."
+    ) in caplog.text
     assert len(calls) == 3  # only what was left of n_trials trained
     assert result.settings["resumed_trials"] == 2
     assert result.started == first.started
@@ -358,8 +431,9 @@ def test_resume_continues_a_search_from_its_search_json(tmp_path, caplog):
     records = {r.trial_id: r for r in result.records}
     for trial_id, saved in before.items():
         kept = records[trial_id].to_dict()
-        assert {k: kept[k] for k in ("trial_id", "name", "number", "state", "params", "objective")} == \
-               {k: saved[k] for k in ("trial_id", "name", "number", "state", "params", "objective")}
+        assert {k: kept[k] for k in ("trial_id", "name", "number", "state", "params", "objective")} == {
+            k: saved[k] for k in ("trial_id", "name", "number", "state", "params", "objective")
+        }
     assert sorted(r.number for r in result.records) == [0, 1, 2, 3, 4]
     assert len({r.name for r in result.records}) == 5
     assert all(r.state is TrialState.COMPLETE for r in result.records)
@@ -388,16 +462,27 @@ def test_resume_with_the_budget_used_runs_nothing(tmp_path):
     [
         (dict(direction="maximize"), r"direction \['minimize'\] \(this search: \['maximize'\]\)"),
         (dict(compute_objective="eval_accuracy"), r"objective 'eval_loss' \(this search: 'eval_accuracy'\)"),
-        (dict(hp_space={**RESUME_SPACE, "hidden": spaces.Categorical([16, 64])}),
-         r"a different hp_space \(parameters hidden differ\)"),
+        (
+            dict(hp_space={**RESUME_SPACE, "hidden": spaces.Categorical([16, 64])}),
+            r"a different hp_space \(parameters hidden differ\)",
+        ),
     ],
 )
 def test_resume_refuses_another_search(tmp_path, kwargs, message):
-    SearchResult(backend="sigopt", directions=["minimize"], records=[], objective="eval_loss",
-                 space=spaces.SearchSpace(RESUME_SPACE).to_dict(), output_dir=str(tmp_path / "search")).save()
+    SearchResult(
+        backend="sigopt",
+        directions=["minimize"],
+        records=[],
+        objective="eval_loss",
+        space=spaces.SearchSpace(RESUME_SPACE).to_dict(),
+        output_dir=str(tmp_path / "search"),
+    ).save()
     calls = []
-    with pytest.raises(SearchConfigError, match=rf"resume=True: the earlier search in .* is another search: it has "
-                                                rf"{message}.*another output_dir"):
+    with pytest.raises(
+        SearchConfigError,
+        match=rf"resume=True: the earlier search in .* is another search: it has "
+        rf"{message}.*another output_dir",
+    ):
         _resume_search(tmp_path, 2, calls, **kwargs)
     assert calls == []
 
@@ -406,10 +491,18 @@ def test_resume_refuses_a_corrupt_or_foreign_search_json(tmp_path):
     out = tmp_path / "search"
     out.mkdir()
     (out / "search.json").write_text("{not json", encoding="utf-8")
-    with pytest.raises(SearchConfigError, match=r"resume=True: '.*search.json' is not valid JSON.*resume=False"):
+    with pytest.raises(
+        SearchConfigError, match=r"resume=True: '.*search.json' is not valid JSON.*resume=False"
+    ):
         _resume_search(tmp_path, 2)
-    SearchResult(backend="optuna", directions=["minimize"], records=[], objective="eval_loss",
-                 space=spaces.SearchSpace(RESUME_SPACE).to_dict(), output_dir=str(out)).save()
+    SearchResult(
+        backend="optuna",
+        directions=["minimize"],
+        records=[],
+        objective="eval_loss",
+        space=spaces.SearchSpace(RESUME_SPACE).to_dict(),
+        output_dir=str(out),
+    ).save()
     with pytest.raises(SearchConfigError, match=r"ran on backend='optuna'.*warm_start="):
         _resume_search(tmp_path, 2)
 
@@ -418,7 +511,11 @@ def test_resume_with_a_native_space(tmp_path):
     def hp_space(trial):
         return [
             {"bounds": {"min": 2e-3, "max": 2e-2}, "name": "learning_rate", "type": "double"},
-            {"categorical_values": ["32", "64"], "name": "per_device_train_batch_size", "type": "categorical"},
+            {
+                "categorical_values": ["32", "64"],
+                "name": "per_device_train_batch_size",
+                "type": "categorical",
+            },
         ]
 
     trainer = make_trainer(tmp_path, max_steps=4)

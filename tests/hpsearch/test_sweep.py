@@ -36,8 +36,15 @@ SWEEP: dict[str, Any] = {
     "direction": "maximize",
     "n_trials": 1,
     "torch_threads": 1,
-    "training_args": {"max_steps": 2, "per_device_train_batch_size": 64, "eval_strategy": "steps", "eval_steps": 1,
-                      "save_strategy": "no", "report_to": "none", "disable_tqdm": True},
+    "training_args": {
+        "max_steps": 2,
+        "per_device_train_batch_size": 64,
+        "eval_strategy": "steps",
+        "eval_steps": 1,
+        "save_strategy": "no",
+        "report_to": "none",
+        "disable_tqdm": True,
+    },
     "space": {"learning_rate": {"type": "float", "low": 1.0e-3, "high": 1.0e-1, "log": True}},
 }
 
@@ -48,7 +55,9 @@ def _backends() -> list[Any]:
     for name in backend_names():
         backend_cls = get_backend(name)
         reason = f"{name} is not installed ({backend_cls.install_command})"
-        params.append(pytest.param(name, marks=[] if backend_cls.is_available() else pytest.mark.skip(reason=reason)))
+        params.append(
+            pytest.param(name, marks=[] if backend_cls.is_available() else pytest.mark.skip(reason=reason))
+        )
     return params
 
 
@@ -66,8 +75,9 @@ def _run_from_root(monkeypatch):
     torch.set_num_threads(threads)
 
 
-def write_sweep(tmp_path: Path, backend: str | None = "optuna", options: dict[str, Any] | None = None,
-                **changes: Any) -> Path:
+def write_sweep(
+    tmp_path: Path, backend: str | None = "optuna", options: dict[str, Any] | None = None, **changes: Any
+) -> Path:
     sweep = {**SWEEP, **changes}
     if backend is not None:
         sweep["backend"] = backend
@@ -110,8 +120,13 @@ def _stub_run(monkeypatch, backend: str) -> list[dict[str, Any]]:
 
     def run(self, session, native_space):
         settings = self.settings
-        seen.append({"trial_timeout": settings.trial_timeout, "objective_scope": settings.objective_scope,
-                     "max_failed_trials": session.max_failed_trials})
+        seen.append(
+            {
+                "trial_timeout": settings.trial_timeout,
+                "objective_scope": settings.objective_scope,
+                "max_failed_trials": session.max_failed_trials,
+            }
+        )
         raise _Reached("reached the backend")
 
     monkeypatch.setattr(get_backend(backend), "run", run)
@@ -119,11 +134,19 @@ def _stub_run(monkeypatch, backend: str) -> list[dict[str, Any]]:
 
 
 def _through_api(tmp_path: Path, backend: str, options: dict[str, Any]) -> tuple[str, str]:
-    trainer = digits_trainer(str(tmp_path / "api"), lambda trial: DigitsMLP(hidden=8), **SWEEP["training_args"])
+    trainer = digits_trainer(
+        str(tmp_path / "api"), lambda trial: DigitsMLP(hidden=8), **SWEEP["training_args"]
+    )
     try:
-        hyperparameter_search(trainer, hp_space={"learning_rate": spaces.Float(1e-3, 1e-1, log=True)},
-                              compute_objective="eval_accuracy", n_trials=1, direction="maximize", backend=backend,
-                              **options)
+        hyperparameter_search(
+            trainer,
+            hp_space={"learning_rate": spaces.Float(1e-3, 1e-1, log=True)},
+            compute_objective="eval_accuracy",
+            n_trials=1,
+            direction="maximize",
+            backend=backend,
+            **options,
+        )
     except _Reached:
         return "accepted", ""
     except SearchConfigError as error:
@@ -164,8 +187,12 @@ COMMON_VALUES: dict[str, tuple[list[Any], list[Any]]] = {
     "reevaluate_top_k": ([None], [1, 0, -1, True, 2.5, "3"]),
     "reevaluate_seeds": ([None], [2, 0, -1, False, 1.5, "2"]),
 }
-COMMON_CASES = [(name, value, ok) for name, (good, bad) in COMMON_VALUES.items()
-                for ok, values in ((True, good), (False, bad)) for value in values]
+COMMON_CASES = [
+    (name, value, ok)
+    for name, (good, bad) in COMMON_VALUES.items()
+    for ok, values in ((True, good), (False, bad))
+    for value in values
+]
 
 
 def test_every_common_option_has_cases():
@@ -173,9 +200,12 @@ def test_every_common_option_has_cases():
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize(("option", "value", "ok"), COMMON_CASES, ids=[f"{n}={v!r}" for n, v, _ in COMMON_CASES])
-def test_common_option_is_accepted_identically_by_the_api_and_the_cli(backend, option, value, ok, tmp_path,
-                                                                       monkeypatch, capsys):
+@pytest.mark.parametrize(
+    ("option", "value", "ok"), COMMON_CASES, ids=[f"{n}={v!r}" for n, v, _ in COMMON_CASES]
+)
+def test_common_option_is_accepted_identically_by_the_api_and_the_cli(
+    backend, option, value, ok, tmp_path, monkeypatch, capsys
+):
     seen = _stub_run(monkeypatch, backend)
     api = _through_api(tmp_path, backend, {option: value})
     cli = _through_cli(tmp_path, capsys, backend, {option: value})
@@ -198,7 +228,9 @@ def test_an_option_named_like_a_model_attribute(tmp_path, capsys, monkeypatch):
     from hpsearch.backends.random import RandomBackend
     from hpsearch.settings import Option
 
-    monkeypatch.setattr(RandomBackend, "options", (*RandomBackend.options, Option("copy", (bool,), "a test option")))
+    monkeypatch.setattr(
+        RandomBackend, "options", (*RandomBackend.options, Option("copy", (bool,), "a test option"))
+    )
     path = write_sweep(tmp_path, "random", {"copy": "yes"})
     err = config_error(capsys, path)
     assert f"{path}:{line_of(path, 'copy:')}: backend_options.copy: expected true or false" in err
@@ -210,8 +242,23 @@ def test_trial_timeout_in_a_sweep_file_stops_the_trial(tmp_path):
     # makes the trial FAIL with the watchdog's reason, so the option reached the trial.
     path = write_sweep(tmp_path, "random", {"seed": 0, "trial_timeout": 0.001, "max_failed_trials": 1})
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-m", "hpsearch", "run", str(path), "--no-progress", "--output-dir",
-                           str(tmp_path / "out")], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hpsearch",
+            "run",
+            str(path),
+            "--no-progress",
+            "--output-dir",
+            str(tmp_path / "out"),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 1, proc.stderr
     (record,) = SearchResult.load(tmp_path / "out").records
     assert record.state.value == "FAIL"
@@ -233,14 +280,19 @@ def test_backend_flag_leaves_out_the_files_options_for_its_own_backend(tmp_path,
     """`--backend` moves a sweep to another backend: the file's options for Optuna (a sampler, a pruner) would be
     refused by the new one, so they are left out with a warning; common options stay, and an option given with
     --set is kept and checked."""
-    path = write_sweep(tmp_path, "optuna", options={"sampler": {"name": "TPESampler", "seed": 0}, "timeout": 60,
-                                                    "max_failed_trials": 5})
+    path = write_sweep(
+        tmp_path,
+        "optuna",
+        options={"sampler": {"name": "TPESampler", "seed": 0}, "timeout": 60, "max_failed_trials": 5},
+    )
     with caplog.at_level("WARNING", logger="hpsearch.sweep"):
         config = load_sweep(path, backend="random")
     assert config.backend == "random" and "seed" not in config.backend_options
     assert config.backend_options["max_failed_trials"] == 5  # an option every backend takes stays
     assert "left out (sampler, timeout)" in caplog.text and "--set backend_options.NAME=VALUE" in caplog.text
-    assert load_sweep(path, backend="random", overrides=["backend_options.seed=7"]).backend_options["seed"] == 7
+    assert (
+        load_sweep(path, backend="random", overrides=["backend_options.seed=7"]).backend_options["seed"] == 7
+    )
     with pytest.raises(HPSearchError, match="sampler"):  # named with --set, it is the user's and is checked
         load_sweep(path, backend="random", overrides=["backend_options.sampler={name: TPESampler}"])
     # The file's own backend keeps its options, flag or not; an unknown one is the usual config error.
@@ -259,7 +311,11 @@ def test_a_backend_name_in_any_case_is_taken_as_the_api_takes_it(tmp_path):
 
 def test_backend_defaults_to_the_first_installed(tmp_path):
     config = load_sweep(write_sweep(tmp_path, backend=None))
-    first = next(n for n in backend_names() if n != "ray" and get_backend(n).auto_select and get_backend(n).is_available())
+    first = next(
+        n
+        for n in backend_names()
+        if n != "ray" and get_backend(n).auto_select and get_backend(n).is_available()
+    )
     assert config.backend == first
 
 
@@ -280,11 +336,16 @@ def _earlier_run_left_alone(optuna, tmp_path, capsys, monkeypatch):
     optuna.create_study(study_name="sweep", storage=url).enqueue_trial({"learning_rate": 0.01})
     path = write_sweep(tmp_path, "optuna", {"storage": url})
     err = config_error(capsys, path, "--output-dir", str(tmp_path / "out"))
-    assert f"{path}:{line_of(path, 'backend_options')}: backend_options: an earlier run of this sweep has 1 trials" in err
+    assert (
+        f"{path}:{line_of(path, 'backend_options')}: backend_options: an earlier run of this sweep has 1 trials"
+        in err
+    )
     assert "Pass --resume" in err and "nothing was deleted" in err
     # The study is named after the sweep file in a store outside the output folder: another output_dir or --fresh
     # would not help, another study name or storage does.
-    assert "another storage or study_name in backend_options" in err and "another output_dir would find" in err
+    assert (
+        "another storage or study_name in backend_options" in err and "another output_dir would find" in err
+    )
     assert "or --fresh to delete it" not in err
     assert len(optuna.load_study(study_name="sweep", storage=url).trials) == 1  # untouched
     # --fresh does not delete a store outside the output folder either.
@@ -299,24 +360,39 @@ def _earlier_run_left_alone(optuna, tmp_path, capsys, monkeypatch):
 # ---------------------------------------------------------------------------------------------- config errors
 @pytest.mark.parametrize(
     ("backend", "typo", "suggestion"),
-    [("optuna", "trial_timout", "trial_timeout"), ("optuna", "prunr", "pruner"), ("random", "sed", "seed"),
-     ("sigopt", "max_failed_trial", "max_failed_trials")],
+    [
+        ("optuna", "trial_timout", "trial_timeout"),
+        ("optuna", "prunr", "pruner"),
+        ("random", "sed", "seed"),
+        ("sigopt", "max_failed_trial", "max_failed_trials"),
+    ],
 )
 def test_unknown_backend_option_suggests_the_closest(tmp_path, capsys, backend, typo, suggestion):
-    assert get_backend(backend).is_available(), f"{backend} is not installed: run make setup"  # fails, never skips
+    assert get_backend(backend).is_available(), (
+        f"{backend} is not installed: run make setup"
+    )  # fails, never skips
     path = write_sweep(tmp_path, backend, {typo: 1})
     err = config_error(capsys, path)
-    assert f"{path}:{line_of(path, typo)}: backend_options.{typo}: '{typo}' is not an option of the {backend}" in err
+    assert (
+        f"{path}:{line_of(path, typo)}: backend_options.{typo}: '{typo}' is not an option of the {backend}"
+        in err
+    )
     assert f"did you mean '{suggestion}'?" in err
 
 
 def test_wrong_types_name_key_value_and_line(tmp_path, capsys):
     path = write_sweep(tmp_path, "optuna", {"n_jobs": "two", "load_if_exists": "yes"}, torch_threads="many")
     err = config_error(capsys, path)
-    assert f"{path}:{line_of(path, 'torch_threads')}: torch_threads: expected an integer from 1 to 4096, got str 'many'." in err
+    assert (
+        f"{path}:{line_of(path, 'torch_threads')}: torch_threads: expected an integer from 1 to 4096, got str 'many'."
+        in err
+    )
     assert f"{path}:{line_of(path, 'n_jobs')}: backend_options.n_jobs: expected an integer" in err
     assert "got str 'two'" in err
-    assert f"{path}:{line_of(path, 'load_if_exists')}: backend_options.load_if_exists: expected true or false" in err
+    assert (
+        f"{path}:{line_of(path, 'load_if_exists')}: backend_options.load_if_exists: expected true or false"
+        in err
+    )
     # All of them at once, in the order of the file.
     lines = [int(m) for m in re.findall(rf"{re.escape(str(path))}:(\d+):", err)]
     assert lines == sorted(lines) and len(lines) == 3
@@ -328,26 +404,43 @@ def test_object_option_needs_a_class_spec(tmp_path, capsys):
     assert f"{path}:{line_of(path, 'sampler')}: backend_options.sampler: expected {{name: Class, ...}}" in err
     path = write_sweep(tmp_path, "optuna", {"sampler": {"name": "TPESampler", "sed": 1}})
     err = config_error(capsys, path)
-    assert f"{path}:{line_of(path, 'sed:')}: backend_options.sampler.sed:" in err and "did you mean 'seed'?" in err
+    assert (
+        f"{path}:{line_of(path, 'sed:')}: backend_options.sampler.sed:" in err
+        and "did you mean 'seed'?" in err
+    )
 
 
 @pytest.mark.parametrize(
     ("spec", "message"),
-    [({"name": "os:system", "command": "touch {marker}"}, "'os:system' is a builtin_function_or_method, not a class"),
-     ({"name": "subprocess:Popen", "args": ["touch", "{marker}"]},
-      "'subprocess:Popen' is not a class of optuna.samplers nor a subclass of one")],
+    [
+        (
+            {"name": "os:system", "command": "touch {marker}"},
+            "'os:system' is a builtin_function_or_method, not a class",
+        ),
+        (
+            {"name": "subprocess:Popen", "args": ["touch", "{marker}"]},
+            "'subprocess:Popen' is not a class of optuna.samplers nor a subclass of one",
+        ),
+    ],
     ids=["function", "other-class"],
 )
 def test_a_class_spec_builds_only_classes_of_the_option(tmp_path, capsys, spec, message):
     """``{name: module:X, ...}`` names a class of the option's modules (or a subclass): any other callable is
     refused before it is called, so a sweep file cannot run a command through it."""
     marker = tmp_path / "called"
-    spec = {k: (v.format(marker=marker) if isinstance(v, str) else [x.format(marker=marker) for x in v])
-            if k != "name" else v for k, v in spec.items()}
+    spec = {
+        k: (v.format(marker=marker) if isinstance(v, str) else [x.format(marker=marker) for x in v])
+        if k != "name"
+        else v
+        for k, v in spec.items()
+    }
     path = write_sweep(tmp_path, "optuna", {"sampler": spec})
     err = config_error(capsys, path)
     assert f"{path}:{line_of(path, 'name:')}: backend_options.sampler.name: {message}" in err
-    assert "name a class of optuna.samplers" in err or "name one of them or a subclass (e.g. of BaseSampler)" in err
+    assert (
+        "name a class of optuna.samplers" in err
+        or "name one of them or a subclass (e.g. of BaseSampler)" in err
+    )
     assert not marker.exists()
     # A class of the module named as module:Class is built.
     path = write_sweep(tmp_path, "optuna", {"sampler": {"name": "optuna.samplers:RandomSampler", "seed": 3}})
@@ -355,8 +448,12 @@ def test_a_class_spec_builds_only_classes_of_the_option(tmp_path, capsys, spec, 
 
 
 def test_nested_list_item_error_points_at_the_item(tmp_path, capsys):
-    path = write_text(tmp_path, yaml.safe_dump(SWEEP, sort_keys=False).replace(
-        "direction: maximize", "direction:\n- maximize\n- upward"))
+    path = write_text(
+        tmp_path,
+        yaml.safe_dump(SWEEP, sort_keys=False).replace(
+            "direction: maximize", "direction:\n- maximize\n- upward"
+        ),
+    )
     err = config_error(capsys, path)
     assert f"{path}:{line_of(path, 'upward')}: direction.1: expected 'minimize' or 'maximize'" in err
 
@@ -364,7 +461,10 @@ def test_nested_list_item_error_points_at_the_item(tmp_path, capsys):
 def test_unknown_top_level_key_lists_the_keys(tmp_path, capsys):
     path = write_sweep(tmp_path, "optuna", n_trails=3)
     err = config_error(capsys, path)
-    assert f"{path}:{line_of(path, 'n_trails')}: n_trails: unknown key 'n_trails'; did you mean 'n_trials'?" in err
+    assert (
+        f"{path}:{line_of(path, 'n_trails')}: n_trails: unknown key 'n_trails'; did you mean 'n_trials'?"
+        in err
+    )
     assert ", ".join(KEYS) in err
 
 
@@ -432,10 +532,18 @@ def test_cli_names_no_backend_and_imports_no_engine():
     source = (ROOT / "hpsearch" / "cli.py").read_text(encoding="utf-8")
     tree = ast.parse(source)
     engines = {"optuna", "ray", "sigopt", "sigoptlite"}
-    strings = {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)}
+    strings = {
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+    }
     assert not strings & set(backend_names()), strings & set(backend_names())
-    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import | ast.ImportFrom)
-                for alias in (node.names if isinstance(node, ast.Import) else [ast.alias(node.module or "")])}
+    imported = {
+        alias.name.split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for alias in (node.names if isinstance(node, ast.Import) else [ast.alias(node.module or "")])
+    }
     assert not imported & engines
     assert len(source.splitlines()) < 500
 

@@ -22,8 +22,15 @@ SWEEP: dict[str, Any] = {
     "direction": "maximize",
     "n_trials": 2,
     "torch_threads": 1,
-    "training_args": {"max_steps": 2, "per_device_train_batch_size": 64, "eval_strategy": "steps", "eval_steps": 1,
-                      "save_strategy": "no", "report_to": "none", "disable_tqdm": True},
+    "training_args": {
+        "max_steps": 2,
+        "per_device_train_batch_size": 64,
+        "eval_strategy": "steps",
+        "eval_steps": 1,
+        "save_strategy": "no",
+        "report_to": "none",
+        "disable_tqdm": True,
+    },
     "space": {"learning_rate": {"type": "float", "low": 1.0e-3, "high": 1.0e-1, "log": True}},
     "backend": "random",
 }
@@ -47,18 +54,26 @@ def write(folder: Path, **changes: Any) -> Path:
 
 
 # ---------------------------------------------------------------------------------------------- HF text setup
-def test_processing_class_data_collator_and_trainer_factory_are_what_the_trials_use(tmp_path, monkeypatch, capsys):
+def test_processing_class_data_collator_and_trainer_factory_are_what_the_trials_use(
+    tmp_path, monkeypatch, capsys
+):
     marks = tmp_path / "marks"
     marks.mkdir()
     monkeypatch.setenv("HPSEARCH_TEST_MARKS", str(marks))
-    path = write(tmp_path, processing_class="tests.hpsearch._sweep_hf:tokenizer",
-                 data_collator="tests.hpsearch._sweep_hf:PaddingCollator",
-                 trainer="tests.hpsearch._sweep_hf:make_trainer", output_dir="out")
+    path = write(
+        tmp_path,
+        processing_class="tests.hpsearch._sweep_hf:tokenizer",
+        data_collator="tests.hpsearch._sweep_hf:PaddingCollator",
+        trainer="tests.hpsearch._sweep_hf:make_trainer",
+        output_dir="out",
+    )
     assert main(["run", str(path), "--no-progress"]) == 0, capsys.readouterr().err
     assert (marks / "tokenizer").read_text().splitlines() == [""]  # made once
     # The factory got the collator and the tokenizer with Trainer's other keyword arguments.
     factory = (marks / "factory").read_text().split()
-    assert factory == ["args,compute_metrics,data_collator,eval_dataset,model_init,processing_class,train_dataset"]
+    assert factory == [
+        "args,compute_metrics,data_collator,eval_dataset,model_init,processing_class,train_dataset"
+    ]
     # Every trial's batches went through the collator, built with the tokenizer.
     assert set((marks / "collator").read_text().split()) == {"test-tokenizer"}
     from hpsearch import SearchResult
@@ -86,8 +101,12 @@ def test_a_trainer_factory_that_returns_no_trainer_is_refused_at_its_line(tmp_pa
 # ---------------------------------------------------------------------------------------------- shared options
 def test_shared_options_are_taken_at_the_top_level_as_under_backend_options(tmp_path):
     top = load_sweep(write(tmp_path / "a", max_failed_trials=5, trial_timeout=30, objective_scope="best"))
-    nested = load_sweep(write(tmp_path / "b", backend_options={"max_failed_trials": 5, "trial_timeout": 30,
-                                                              "objective_scope": "best"}))
+    nested = load_sweep(
+        write(
+            tmp_path / "b",
+            backend_options={"max_failed_trials": 5, "trial_timeout": 30, "objective_scope": "best"},
+        )
+    )
     for name in ("max_failed_trials", "trial_timeout", "objective_scope"):
         assert top.backend_options[name] == nested.backend_options[name]
     same = load_sweep(write(tmp_path / "c", max_failed_trials=5, backend_options={"max_failed_trials": 5}))
@@ -99,8 +118,10 @@ def test_a_shared_option_given_twice_with_different_values_is_refused(tmp_path):
     with pytest.raises(ConfigError) as caught:
         load_sweep(path)
     message = str(caught.value)
-    assert "max_failed_trials is given twice with different values (5 here and backend_options.max_failed_trials=2)" \
+    assert (
+        "max_failed_trials is given twice with different values (5 here and backend_options.max_failed_trials=2)"
         in message
+    )
     assert f"{path}:" in message
 
 
@@ -119,9 +140,14 @@ def test_set_on_the_command_line_wins_over_the_file(tmp_path):
 # ---------------------------------------------------------------------------------------------- paths
 def test_every_path_in_the_file_is_relative_to_the_files_folder(tmp_path):
     folder = tmp_path / "sweeps" / "text"
-    path = write(folder, backend="optuna", output_dir="out", warm_start=["../earlier", "/abs/search"],
-                 backend_options={"storage": "sqlite:///study.db"},
-                 training_args={**SWEEP["training_args"], "logging_dir": "logs"})
+    path = write(
+        folder,
+        backend="optuna",
+        output_dir="out",
+        warm_start=["../earlier", "/abs/search"],
+        backend_options={"storage": "sqlite:///study.db"},
+        training_args={**SWEEP["training_args"], "logging_dir": "logs"},
+    )
     assert Path.cwd() == ROOT  # not the file's folder
     config = load_sweep(path)
     base = folder.resolve()
@@ -133,14 +159,24 @@ def test_every_path_in_the_file_is_relative_to_the_files_folder(tmp_path):
 
 def test_paths_of_every_form_follow_the_rule(tmp_path):
     folder = tmp_path / "s"
-    journal = load_sweep(write(folder, backend="optuna", backend_options={"storage": "journal/study.log",
-                                                                          "warm_start": "earlier"}))
+    journal = load_sweep(
+        write(
+            folder,
+            backend="optuna",
+            backend_options={"storage": "journal/study.log", "warm_start": "earlier"},
+        )
+    )
     assert journal.backend_options["storage"] == str(folder.resolve() / "journal" / "study.log")
     assert journal.backend_options["warm_start"] == str(folder.resolve() / "earlier")
-    kept = load_sweep(write(folder, backend="optuna", backend_options={
-        "storage": "postgresql+psycopg2://user@db-host/sweeps"}))
+    kept = load_sweep(
+        write(
+            folder, backend="optuna", backend_options={"storage": "postgresql+psycopg2://user@db-host/sweeps"}
+        )
+    )
     assert kept.backend_options["storage"] == "postgresql+psycopg2://user@db-host/sweeps"
-    token = load_sweep(write(folder, backend="optuna", backend_options={"storage": "sqlite:///{output_dir}/s.db"}))
+    token = load_sweep(
+        write(folder, backend="optuna", backend_options={"storage": "sqlite:///{output_dir}/s.db"})
+    )
     assert token.backend_options["storage"] == f"sqlite:///{token.output_dir}/s.db"
 
 
@@ -154,14 +190,16 @@ def test_a_path_given_on_the_command_line_is_relative_to_the_current_directory(t
 def _readme_section() -> str:
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     begin, end = "<!-- sweep-schema:begin -->\n", "<!-- sweep-schema:end -->"
-    return text[text.index(begin) + len(begin):text.index(end)]
+    return text[text.index(begin) + len(begin) : text.index(end)]
 
 
 def test_the_readme_reference_is_the_generated_schema_and_hpsearch_schema_prints_it(capsys):
     from hpsearch._sweep_schema import schema_markdown
 
     generated = schema_markdown()
-    assert _readme_section() == generated, "README is stale: paste the output of `hpsearch schema` between the markers"
+    assert _readme_section() == generated, (
+        "README is stale: paste the output of `hpsearch schema` between the markers"
+    )
     assert main(["schema"]) == 0
     assert capsys.readouterr().out == generated
 

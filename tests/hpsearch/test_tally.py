@@ -26,12 +26,21 @@ def _record(rng: random.Random, number: int, k: int) -> TrialRecord:
     cost = {"device_s": rng.random()} if rng.random() < 0.7 else {}
     if rng.random() < 0.3:
         cost["energy_kwh"] = rng.random() / 100
-    return TrialRecord(trial_id=str(number), number=number, name=f"run-{number}", state=state, params={},
-                       objective=objective, extra=extra, cost=cost)
+    return TrialRecord(
+        trial_id=str(number),
+        number=number,
+        name=f"run-{number}",
+        state=state,
+        params={},
+        objective=objective,
+        extra=extra,
+        cost=cost,
+    )
 
 
-@pytest.mark.parametrize("directions", [["minimize"], ["maximize"], ["minimize", "maximize"],
-                                        ["maximize", "maximize", "minimize"]])
+@pytest.mark.parametrize(
+    "directions", [["minimize"], ["maximize"], ["minimize", "maximize"], ["maximize", "maximize", "minimize"]]
+)
 def test_tally_agrees_with_the_records_after_every_trial(directions):
     rng = random.Random(len(directions) * 7 + (directions[0] == "maximize"))
     result = SearchResult("optuna", directions, [])
@@ -68,7 +77,9 @@ def test_the_progress_bar_reads_the_tally_not_every_record(monkeypatch):
     session = Session()
     progress = SweepProgress(total=10, enabled=False)
     for name in ("counts", "best_trial", "best_trials", "scored_trials"):  # each a pass over all the records
-        monkeypatch.setattr(SearchResult, name, property(lambda self, name=name: pytest.fail(f"{name} called")))
+        monkeypatch.setattr(
+            SearchResult, name, property(lambda self, name=name: pytest.fail(f"{name} called"))
+        )
     rng = random.Random(0)
     for number in range(5):
         record = _record(rng, number, 1)

@@ -32,11 +32,26 @@ class BreakTrial2(TrainerCallback):
 
 def _trainer(out: Path, report_to, callbacks=()) -> Trainer:
     train, evaluation = digits_datasets()
-    args = TrainingArguments(output_dir=str(out), max_steps=6, eval_strategy="steps", eval_steps=2, logging_steps=2,
-                             save_strategy="no", per_device_train_batch_size=64, disable_tqdm=True,
-                             report_to=report_to, use_cpu=True)
-    return Trainer(model_init=lambda trial: DigitsMLP(hidden=trial.get("hidden", 16) if trial else 16), args=args,
-                   train_dataset=train, eval_dataset=evaluation, compute_metrics=accuracy, callbacks=list(callbacks))
+    args = TrainingArguments(
+        output_dir=str(out),
+        max_steps=6,
+        eval_strategy="steps",
+        eval_steps=2,
+        logging_steps=2,
+        save_strategy="no",
+        per_device_train_batch_size=64,
+        disable_tqdm=True,
+        report_to=report_to,
+        use_cpu=True,
+    )
+    return Trainer(
+        model_init=lambda trial: DigitsMLP(hidden=trial.get("hidden", 16) if trial else 16),
+        args=args,
+        train_dataset=train,
+        eval_dataset=evaluation,
+        compute_metrics=accuracy,
+        callbacks=list(callbacks),
+    )
 
 
 @pytest.mark.slow
@@ -48,8 +63,13 @@ def test_each_trial_run_ends_with_the_recorded_state_and_objective(tmp_path, mon
     sampler = optuna.samplers.RandomSampler(seed=0)
     hpsearch.hyperparameter_search(
         _trainer(out, ["dvclive", "wandb"], callbacks=[BreakTrial2()]),
-        hp_space={"hidden": spaces.Categorical([8, 16])}, n_trials=3, backend="optuna",
-        compute_objective="eval_loss", direction="minimize", sampler=sampler, pruner=PruneTrial1(),
+        hp_space={"hidden": spaces.Categorical([8, 16])},
+        n_trials=3,
+        backend="optuna",
+        compute_objective="eval_loss",
+        direction="minimize",
+        sampler=sampler,
+        pruner=PruneTrial1(),
     )
     records = {r.name: r for r in SearchResult.load(out).records}
     assert len(records) == 3
@@ -73,8 +93,12 @@ def test_a_failing_tracker_does_not_fail_the_trial_and_is_kept_in_its_record(tmp
     monkeypatch.setenv("DVCLIVE_DIR", str(blocker))
     out = tmp_path / "sweep"
     hpsearch.hyperparameter_search(
-        _trainer(out, ["dvclive"]), hp_space={"hidden": spaces.Categorical([8, 16])}, n_trials=2, backend="optuna",
-        compute_objective="eval_loss", direction="minimize",
+        _trainer(out, ["dvclive"]),
+        hp_space={"hidden": spaces.Categorical([8, 16])},
+        n_trials=2,
+        backend="optuna",
+        compute_objective="eval_loss",
+        direction="minimize",
     )
     records = SearchResult.load(out).records
     assert [r.state for r in records] == [TrialState.COMPLETE, TrialState.COMPLETE]

@@ -38,13 +38,21 @@ def test_trial_is_a_read_only_mapping_of_its_parameters():
         del trial["hidden"]  # type: ignore[attr-defined]
     trial.params["hidden"] = 16  # a copy
     assert trial["hidden"] == 8
-    with pytest.raises(KeyError, match=r"run-7 has no parameter 'layers'; it has \['hidden', 'learning_rate'\]"):
+    with pytest.raises(
+        KeyError, match=r"run-7 has no parameter 'layers'; it has \['hidden', 'learning_rate'\]"
+    ):
         trial["layers"]
 
 
 def test_trial_names_itself_and_its_backend():
     trial = Trial(3, 3, {}, "optuna")
-    assert (trial.id, trial.number, trial.backend, trial.name, trial.native) == ("3", 3, "optuna", "run-3", None)
+    assert (trial.id, trial.number, trial.backend, trial.name, trial.native) == (
+        "3",
+        3,
+        "optuna",
+        "run-3",
+        None,
+    )
     assert Trial("a", 0, {}, "ray", name="custom").name == "custom"
 
 
@@ -74,11 +82,20 @@ def test_a_suggested_parameter_joins_the_mapping():
 # ---------------------------------------------------------------------------------------------- TrialRecord
 def test_a_record_survives_its_json_form():
     record = TrialRecord(
-        trial_id="4", number=4, name="run-4", state=TrialState.PRUNED,
-        params={"betas": (0.9, 0.999), "hidden": 8, "nested": [(1, 2)]}, objective=0.25,
-        started=datetime(2026, 1, 1, tzinfo=timezone.utc), finished=datetime(2026, 1, 1, 0, 1, tzinfo=timezone.utc),
+        trial_id="4",
+        number=4,
+        name="run-4",
+        state=TrialState.PRUNED,
+        params={"betas": (0.9, 0.999), "hidden": 8, "nested": [(1, 2)]},
+        objective=0.25,
+        started=datetime(2026, 1, 1, tzinfo=timezone.utc),
+        finished=datetime(2026, 1, 1, 0, 1, tzinfo=timezone.utc),
         intermediates=[Evaluation(step=2, epoch=0.5, objective=0.25, metrics={"eval_loss": 1.5})],
-        last_step=2, checkpoint="/x/checkpoint-2", node="n1", error=None, extra={"workers": 2},
+        last_step=2,
+        checkpoint="/x/checkpoint-2",
+        node="n1",
+        error=None,
+        extra={"workers": 2},
     )
     data = record.to_dict()
     assert data["params"]["betas"] == {"__tuple__": [0.9, 0.999]}
@@ -90,9 +107,16 @@ def test_a_record_survives_its_json_form():
 
 # ---------------------------------------------------------------------------------------------- objective scopes
 def settings(scope: str = "last", directions=("maximize",), **fields) -> TrialSettings:
-    return TrialSettings(trainer=None, compute_objective=lambda m: m["x"], objective_name="x",  # type: ignore[arg-type]
-                         directions=tuple(directions), output_dir="/tmp/unused", backend="random",
-                         objective_scope=scope, **fields)
+    return TrialSettings(
+        trainer=None,
+        compute_objective=lambda m: m["x"],
+        objective_name="x",  # type: ignore[arg-type]
+        directions=tuple(directions),
+        output_dir="/tmp/unused",
+        backend="random",
+        objective_scope=scope,
+        **fields,
+    )
 
 
 def evaluations(*objectives) -> list[Evaluation]:
@@ -142,8 +166,22 @@ def test_trial_name_is_run_id_or_hp_name():
     assert settings(hp_name=lambda t: f"h{t['hidden']}").trial_name(trial) == "h8"
 
 
-@pytest.mark.parametrize("bad", ["", "a/b", "..", None, 3, "a\0b", "search.json", "trials.csv", "intermediates.csv",
-                                 "events.jsonl", ".hidden"])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "",
+        "a/b",
+        "..",
+        None,
+        3,
+        "a\0b",
+        "search.json",
+        "trials.csv",
+        "intermediates.csv",
+        "events.jsonl",
+        ".hidden",
+    ],
+)
 def test_hp_name_must_give_a_folder_name(bad):
     with pytest.raises(SearchConfigError, match="hp_name"):
         settings(hp_name=lambda t: bad).trial_name(Trial("0", 0, {}, "random"))
@@ -152,20 +190,46 @@ def test_hp_name_must_give_a_folder_name(bad):
 def test_common_options_are_popped_with_their_defaults():
     kwargs = {"objective_scope": "best", "sampler": object()}
     assert check_common_options(kwargs) == {
-        "max_failed_trials": 3, "objective_scope": "best", "trial_timeout": None, "max_device_hours": None,
-        "max_energy_kwh": None, "warm_start": None, "warm_start_mode": "inform", "warm_start_top_k": 5,
-        "warm_start_defaults": {}, "reevaluate_top_k": None, "reevaluate_seeds": None,
+        "max_failed_trials": 3,
+        "objective_scope": "best",
+        "trial_timeout": None,
+        "max_device_hours": None,
+        "max_energy_kwh": None,
+        "warm_start": None,
+        "warm_start_mode": "inform",
+        "warm_start_top_k": 5,
+        "warm_start_defaults": {},
+        "reevaluate_top_k": None,
+        "reevaluate_seeds": None,
     }
     assert list(kwargs) == ["sampler"]
-    assert set(COMMON_OPTIONS) == {"max_failed_trials", "objective_scope", "trial_timeout", "max_device_hours",
-                                   "max_energy_kwh", "warm_start", "warm_start_mode", "warm_start_top_k",
-                                   "warm_start_defaults", "reevaluate_top_k", "reevaluate_seeds"}
+    assert set(COMMON_OPTIONS) == {
+        "max_failed_trials",
+        "objective_scope",
+        "trial_timeout",
+        "max_device_hours",
+        "max_energy_kwh",
+        "warm_start",
+        "warm_start_mode",
+        "warm_start_top_k",
+        "warm_start_defaults",
+        "reevaluate_top_k",
+        "reevaluate_seeds",
+    }
 
 
-@pytest.mark.parametrize(("name", "value"), [
-    ("max_failed_trials", 0), ("max_failed_trials", True), ("max_failed_trials", 2.0),
-    ("objective_scope", "median"), ("trial_timeout", 0), ("trial_timeout", math.inf), ("trial_timeout", "60"),
-])
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("max_failed_trials", 0),
+        ("max_failed_trials", True),
+        ("max_failed_trials", 2.0),
+        ("objective_scope", "median"),
+        ("trial_timeout", 0),
+        ("trial_timeout", math.inf),
+        ("trial_timeout", "60"),
+    ],
+)
 def test_bad_common_options_are_refused_naming_the_option(name, value):
     with pytest.raises(SearchConfigError, match=name):
         check_common_options({name: value})
@@ -175,8 +239,14 @@ def test_bad_common_options_are_refused_naming_the_option(name, value):
 def test_objective_values_must_be_numbers_one_per_direction():
     from hpsearch.objective import to_objective
 
-    assert to_objective(0.5, 1) == 0.5 and to_objective([0.5], 1) == 0.5 and to_objective((1, 2), 2) == [1.0, 2.0]
-    with pytest.raises(ValueError, match=r"returned 2 values .* direction has 1 entry.*\['minimize', 'minimize'\]"):
+    assert (
+        to_objective(0.5, 1) == 0.5
+        and to_objective([0.5], 1) == 0.5
+        and to_objective((1, 2), 2) == [1.0, 2.0]
+    )
+    with pytest.raises(
+        ValueError, match=r"returned 2 values .* direction has 1 entry.*\['minimize', 'minimize'\]"
+    ):
         to_objective((0.1, 2.3), 1)
     for loose in ("0.5", True, b"1"):  # float() takes them, but they are no measurement
         with pytest.raises(ValueError, match="which is not a number"):
@@ -219,8 +289,16 @@ def test_backend_options_are_checked_against_their_declared_types():
     count = Option("n_jobs", (int,), "trials at once")
     seconds = Option("timeout", (int, float), "seconds")
     flag = Option("gc_after_trial", (bool,), "collect")
-    for option, value in ((count, 3), (count, np.int64(3)), (seconds, 2.5), (seconds, np.float32(2.5)),
-                          (seconds, 7), (flag, True), (flag, None), (Option("sampler", (object,), "any"), "x")):
+    for option, value in (
+        (count, 3),
+        (count, np.int64(3)),
+        (seconds, 2.5),
+        (seconds, np.float32(2.5)),
+        (seconds, 7),
+        (flag, True),
+        (flag, None),
+        (Option("sampler", (object,), "any"), "x"),
+    ):
         option.check(value)  # accepted
     for option, value, message in (
         (count, True, r"n_jobs=True \(bool\) must be an integer"),

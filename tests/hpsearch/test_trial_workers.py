@@ -34,9 +34,16 @@ def _records(output_dir) -> dict[int, dict]:
 @pytest.mark.slow
 @pytest.mark.multiprocess
 def test_a_crashing_worker_fails_only_its_trial_and_is_replaced(make_trainer, tiny_space, output_dir):
-    best = hyperparameter_search(make_trainer(wt.faulty_model_init), hp_space=tiny_space, n_trials=5,
-                                 backend="random", compute_objective=wt.eval_loss, direction="minimize",
-                                 trial_workers=2, max_failed_trials=10)
+    best = hyperparameter_search(
+        make_trainer(wt.faulty_model_init),
+        hp_space=tiny_space,
+        n_trials=5,
+        backend="random",
+        compute_objective=wt.eval_loss,
+        direction="minimize",
+        trial_workers=2,
+        max_failed_trials=10,
+    )
     records = _records(output_dir)
     assert [records[n]["state"] for n in range(5)] == ["FAIL"] * 4 + ["COMPLETE"]
     assert "killed by SIGSEGV" in records[0]["error"]
@@ -53,9 +60,17 @@ def test_a_crashing_worker_fails_only_its_trial_and_is_replaced(make_trainer, ti
 @pytest.mark.slow
 @pytest.mark.multiprocess
 def test_trial_timeout_kills_a_trial_its_timer_cannot_stop(make_trainer, tiny_space, output_dir):
-    hyperparameter_search(make_trainer(wt.stuck_model_init), hp_space=tiny_space, n_trials=3, backend="random",
-                          compute_objective=wt.eval_loss, direction="minimize", trial_workers=2, trial_timeout=10,
-                          max_failed_trials=10)
+    hyperparameter_search(
+        make_trainer(wt.stuck_model_init),
+        hp_space=tiny_space,
+        n_trials=3,
+        backend="random",
+        compute_objective=wt.eval_loss,
+        direction="minimize",
+        trial_workers=2,
+        trial_timeout=10,
+        max_failed_trials=10,
+    )
     records = _records(output_dir)
     assert records[0]["state"] == "FAIL" and "did not stop when asked" in records[0]["error"]
     assert "killed" in records[0]["error"]
@@ -67,8 +82,10 @@ def test_trial_timeout_kills_a_trial_its_timer_cannot_stop(make_trainer, tiny_sp
 
         assert (datetime.fromisoformat(finished) - datetime.fromisoformat(started)).total_seconds() < 30
     assert records[2]["state"] == "COMPLETE"
-    assert records[2]["extra"]["worker_pid"] not in {records[0]["extra"]["worker_pid"],
-                                                     records[1]["extra"]["worker_pid"]}
+    assert records[2]["extra"]["worker_pid"] not in {
+        records[0]["extra"]["worker_pid"],
+        records[1]["extra"]["worker_pid"],
+    }
 
 
 @pytest.mark.slow
@@ -77,14 +94,23 @@ def test_optuna_prunes_and_suggests_across_the_pipe(make_trainer, tiny_space, ou
     import optuna
 
     with pytest.raises(HPSearchError, match="'PRUNED': 4"):  # any loss is above 0: every trial pruned at once
-        hyperparameter_search(make_trainer(wt.suggesting_model_init), hp_space=tiny_space, n_trials=4,
-                              backend="optuna", compute_objective=wt.eval_loss, direction="minimize", trial_workers=2,
-                              pruner=optuna.pruners.ThresholdPruner(upper=0.0))
+        hyperparameter_search(
+            make_trainer(wt.suggesting_model_init),
+            hp_space=tiny_space,
+            n_trials=4,
+            backend="optuna",
+            compute_objective=wt.eval_loss,
+            direction="minimize",
+            trial_workers=2,
+            pruner=optuna.pruners.ThresholdPruner(upper=0.0),
+        )
     records = _records(output_dir)
     assert len(records) == 4
     for record in records.values():
         assert record["state"] == "PRUNED"
-        assert record["last_step"] == 2  # the first evaluation (every 2 steps): the driver's answer stopped it
+        assert (
+            record["last_step"] == 2
+        )  # the first evaluation (every 2 steps): the driver's answer stopped it
         assert 1 <= record["params"]["extra_width"] <= 4  # suggested by the driver's Optuna trial
         assert record["extra"]["threads"] * 2 <= usable_cores()
     assert {r["extra"]["worker"] for r in records.values()} <= {0, 1}
@@ -92,9 +118,19 @@ def test_optuna_prunes_and_suggests_across_the_pipe(make_trainer, tiny_space, ou
 
 @pytest.mark.slow
 @pytest.mark.multiprocess
-def test_sigopt_trial_in_a_worker_that_exits_fails_and_the_search_goes_on(make_trainer, tiny_space, output_dir):
-    hyperparameter_search(make_trainer(wt.faulty_model_init), hp_space=tiny_space, n_trials=6, backend="sigopt",
-                          compute_objective=wt.eval_loss, direction="minimize", trial_workers=1, max_failed_trials=10)
+def test_sigopt_trial_in_a_worker_that_exits_fails_and_the_search_goes_on(
+    make_trainer, tiny_space, output_dir
+):
+    hyperparameter_search(
+        make_trainer(wt.faulty_model_init),
+        hp_space=tiny_space,
+        n_trials=6,
+        backend="sigopt",
+        compute_objective=wt.eval_loss,
+        direction="minimize",
+        trial_workers=1,
+        max_failed_trials=10,
+    )
     records = _records(output_dir)
     assert "exited with code 3" in records[1]["error"]
     assert [records[n]["state"] for n in (4, 5)] == ["COMPLETE", "COMPLETE"]
@@ -104,8 +140,16 @@ def test_sigopt_trial_in_a_worker_that_exits_fails_and_the_search_goes_on(make_t
 @pytest.mark.slow
 @pytest.mark.multiprocess
 def test_a_worker_is_replaced_after_max_trials(make_trainer, tiny_space, output_dir):
-    hyperparameter_search(make_trainer(), hp_space=tiny_space, n_trials=4, backend="random", trial_workers=1,
-                          trial_worker_max_trials=2, compute_objective=wt.eval_loss, direction="minimize")
+    hyperparameter_search(
+        make_trainer(),
+        hp_space=tiny_space,
+        n_trials=4,
+        backend="random",
+        trial_workers=1,
+        trial_worker_max_trials=2,
+        compute_objective=wt.eval_loss,
+        direction="minimize",
+    )
     pids = [r["extra"]["worker_pid"] for _, r in sorted(_records(output_dir).items())]
     assert pids[0] == pids[1] != pids[2] == pids[3]
 
@@ -173,8 +217,9 @@ def test_a_killed_driver_leaves_no_worker_and_a_rerun_finishes_the_study(tmp_pat
     script = tmp_path / "driver.py"
     script.write_text(_DRIVER.format(root=str(ROOT), out=str(out), storage=storage))
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HPSEARCH_TEST_TRIAL_SLEEP": "120"}
-    driver = subprocess.Popen([sys.executable, str(script)], env=env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
+    driver = subprocess.Popen(
+        [sys.executable, str(script)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         deadline = time.monotonic() + 300
         workers: set[int] = set()
@@ -195,12 +240,20 @@ def test_a_killed_driver_leaves_no_worker_and_a_rerun_finishes_the_study(tmp_pat
     finally:
         if driver.poll() is None:
             driver.kill()
-    rerun = subprocess.run([sys.executable, str(script)], env={**env, "HPSEARCH_TEST_TRIAL_SLEEP": "0"},
-                           capture_output=True, text=True, timeout=600)
+    rerun = subprocess.run(
+        [sys.executable, str(script)],
+        env={**env, "HPSEARCH_TEST_TRIAL_SLEEP": "0"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     study = optuna.load_study(study_name="w", storage=storage)
-    finished = [t for t in study.trials if t.state in (optuna.trial.TrialState.COMPLETE,
-                                                       optuna.trial.TrialState.PRUNED)]
+    finished = [
+        t
+        for t in study.trials
+        if t.state in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+    ]
     assert len(finished) == 4  # exactly n_trials finished
     saved = {r["trial_id"]: r["state"] for r in json.loads((out / "search.json").read_text())["records"]}
     for t in finished:  # search.json agrees with the study
@@ -210,9 +263,12 @@ def test_a_killed_driver_leaves_no_worker_and_a_rerun_finishes_the_study(tmp_pat
 # ---------------------------------------------------------------------------------------------- bad input
 def test_more_workers_than_cores_is_refused(make_trainer, tiny_space):
     cores = usable_cores()
-    with pytest.raises(SearchConfigError, match=rf"trial_workers={cores + 1} is more than the {cores} CPU core"):
-        hyperparameter_search(make_trainer(), hp_space=tiny_space, n_trials=1, backend="random",
-                              trial_workers=cores + 1)
+    with pytest.raises(
+        SearchConfigError, match=rf"trial_workers={cores + 1} is more than the {cores} CPU core"
+    ):
+        hyperparameter_search(
+            make_trainer(), hp_space=tiny_space, n_trials=1, backend="random", trial_workers=cores + 1
+        )
 
 
 def test_a_model_init_that_cannot_be_pickled_is_named_before_any_trial(make_trainer, tiny_space, output_dir):
@@ -223,23 +279,35 @@ def test_a_model_init_that_cannot_be_pickled_is_named_before_any_trial(make_trai
 
 
 def test_ray_with_trial_workers_is_refused_naming_resources_per_trial(make_trainer, tiny_space):
-    with pytest.raises(SearchConfigError, match=r"trial_workers=2 cannot be used with backend='ray'.*resources_per_trial"):
+    with pytest.raises(
+        SearchConfigError, match=r"trial_workers=2 cannot be used with backend='ray'.*resources_per_trial"
+    ):
         hyperparameter_search(make_trainer(), hp_space=tiny_space, n_trials=1, backend="ray", trial_workers=2)
 
 
 def test_accelerate_launch_with_trial_workers_is_refused(make_trainer, tiny_space, monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "2")
-    with pytest.raises(SearchConfigError, match=r"trial_workers=1 cannot be combined with a search under accelerate"):
-        hyperparameter_search(make_trainer(), hp_space=tiny_space, n_trials=1, backend="random", trial_workers=1)
+    with pytest.raises(
+        SearchConfigError, match=r"trial_workers=1 cannot be combined with a search under accelerate"
+    ):
+        hyperparameter_search(
+            make_trainer(), hp_space=tiny_space, n_trials=1, backend="random", trial_workers=1
+        )
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"trial_workers": 0}, r"trial_workers must be an integer >= 1 or None, got 0"),
-    ({"trial_workers": True}, r"trial_workers must be an integer >= 1 or None, got True"),
-    ({"trial_worker_max_trials": 2}, r"trial_worker_max_trials=2 .* trial_workers is not set"),
-    ({"trial_workers": 1, "backend": "optuna", "n_jobs": 2}, r"n_jobs=2 and trial_workers=1 both set"),
-    ({"trial_workers": 2, "backend": "sigopt"}, r"trial_workers=2: the lite driver suggests one trial at a time"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"trial_workers": 0}, r"trial_workers must be an integer >= 1 or None, got 0"),
+        ({"trial_workers": True}, r"trial_workers must be an integer >= 1 or None, got True"),
+        ({"trial_worker_max_trials": 2}, r"trial_worker_max_trials=2 .* trial_workers is not set"),
+        ({"trial_workers": 1, "backend": "optuna", "n_jobs": 2}, r"n_jobs=2 and trial_workers=1 both set"),
+        (
+            {"trial_workers": 2, "backend": "sigopt"},
+            r"trial_workers=2: the lite driver suggests one trial at a time",
+        ),
+    ],
+)
 def test_bad_worker_options_are_refused(make_trainer, tiny_space, kwargs, message):
     kwargs = {"backend": "random", **kwargs}
     with pytest.raises(SearchConfigError, match=message):
@@ -282,11 +350,17 @@ def test_a_worker_that_died_while_idle_fails_the_next_trial_and_is_replaced(make
     from hpsearch.settings import TrialSettings
     from hpsearch.trial import NullReporter, Trial
 
-    settings = TrialSettings(trainer=make_trainer().recipe(), compute_objective=wt.eval_loss,
-                             objective_name="eval_loss", directions=("minimize",), output_dir=str(tmp_path),
-                             backend="random")
+    settings = TrialSettings(
+        trainer=make_trainer().recipe(),
+        compute_objective=wt.eval_loss,
+        objective_name="eval_loss",
+        directions=("minimize",),
+        output_dir=str(tmp_path),
+        backend="random",
+    )
     pool = WorkerPool(settings, 1)
     try:
+
         def trial(n: int) -> Trial:
             return Trial(str(n), n, {"hidden": 8}, "random")
 

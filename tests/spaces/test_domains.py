@@ -35,12 +35,20 @@ INVALID = [
     (lambda: Float(float("nan"), 1.0), ValueError, r"low must be finite, got low=nan"),
     (lambda: Float(0.0, float("inf")), ValueError, r"high must be finite, got high=inf"),
     (lambda: Float(-float("inf"), 0.0), ValueError, r"low must be finite, got low=-inf"),
-    (lambda: Float(-1e308, 1e308), ValueError, r"high - low must be a finite number, got low=-1e\+308, high=1e\+308 "
-                                               r"\(high - low overflows to inf.*; narrow the range"),
+    (
+        lambda: Float(-1e308, 1e308),
+        ValueError,
+        r"high - low must be a finite number, got low=-1e\+308, high=1e\+308 "
+        r"\(high - low overflows to inf.*; narrow the range",
+    ),
     (lambda: Float(-1e308, 1e308, step=1e300), ValueError, r"high - low must be a finite number"),
     (lambda: Float(0.0, 1.0, log=True), ValueError, r"log=True needs low > 0, got low=0\.0"),
     (lambda: Float(-1.0, 1.0, log=True), ValueError, r"log=True needs low > 0, got low=-1\.0"),
-    (lambda: Float(0.1, 1.0, log=True, step=0.1), ValueError, r"log=True together with step=0\.1 is not supported"),
+    (
+        lambda: Float(0.1, 1.0, log=True, step=0.1),
+        ValueError,
+        r"log=True together with step=0\.1 is not supported",
+    ),
     (lambda: Float(0.0, 1.0, step=0.0), ValueError, r"step must be > 0, got step=0\.0"),
     (lambda: Float(0.0, 1.0, step=-0.5), ValueError, r"step must be > 0, got step=-0\.5"),
     (lambda: Float(0.0, 1.0, step=0.3), ValueError, r"step must divide high - low, got step=0\.3"),
@@ -66,23 +74,51 @@ INVALID = [
     (lambda: Categorical([]), ValueError, r"choices must not be empty"),
     (lambda: Categorical(()), ValueError, r"choices must not be empty"),
     (lambda: Categorical("abc"), TypeError, r"choices must be a list or tuple, got str 'abc'"),
-    (lambda: Categorical({"a", "b"}), TypeError, r"choices must be a list or tuple, got set .*no stable order"),
+    (
+        lambda: Categorical({"a", "b"}),
+        TypeError,
+        r"choices must be a list or tuple, got set .*no stable order",
+    ),
     (lambda: Categorical(3), TypeError, r"choices must be a list or tuple, got int 3"),
-    (lambda: Categorical(["a", "b", "a"]), ValueError, r"duplicates 'a' \(position 0\) and 'a' \(position 2\)"),
+    (
+        lambda: Categorical(["a", "b", "a"]),
+        ValueError,
+        r"duplicates 'a' \(position 0\) and 'a' \(position 2\)",
+    ),
     (lambda: Categorical([1, True]), ValueError, r"duplicates 1 \(position 0\) and True \(position 1\)"),
     (lambda: Categorical([1, 1.0]), ValueError, r"duplicates 1 \(position 0\) and 1\.0 \(position 1\)"),
     (lambda: Categorical([[1, 2], [3]]), TypeError, r"choices must be hashable, got \[1, 2\] \(type list\)"),
     (lambda: Categorical([(1, [2])]), TypeError, r"choices must be hashable, got \(1, \[2\]\)"),
     (lambda: Categorical([0.5, float("nan")]), ValueError, r"must not contain NaN .*got nan at position 1"),
     (lambda: Fixed(Float(0.0, 1.0)), TypeError, r"value must be a plain value, got the domain Float"),
-    (lambda: Float(0.0, 1.0, when=["optimizer"]), TypeError, r"when must be a mapping .*got list \['optimizer'\]"),
+    (
+        lambda: Float(0.0, 1.0, when=["optimizer"]),
+        TypeError,
+        r"when must be a mapping .*got list \['optimizer'\]",
+    ),
     (lambda: Int(1, 3, when="optimizer"), TypeError, r"when must be a mapping .*got str 'optimizer'"),
-    (lambda: Categorical([1, 2], when={}), ValueError, r"when must name at least one parent, got an empty mapping"),
+    (
+        lambda: Categorical([1, 2], when={}),
+        ValueError,
+        r"when must name at least one parent, got an empty mapping",
+    ),
     (lambda: Fixed(1, when={"opt": []}), ValueError, r"when\['opt'\] lists no values, got \[\]"),
-    (lambda: Float(0.0, 1.0, when={"opt": [["a"]]}), TypeError, r"when\['opt'\] values must be hashable, got \['a'\]"),
+    (
+        lambda: Float(0.0, 1.0, when={"opt": [["a"]]}),
+        TypeError,
+        r"when\['opt'\] values must be hashable, got \['a'\]",
+    ),
     (lambda: Float(0.0, 1.0, when={"opt": {"a": 1}}), TypeError, r"when\['opt'\] values must be hashable"),
-    (lambda: Float(0.0, 1.0, when={"": "a"}), TypeError, r"when keys must be non-empty parameter names .*got ''"),
-    (lambda: Float(0.0, 1.0, when={3: "a"}), TypeError, r"when keys must be non-empty parameter names .*got 3"),
+    (
+        lambda: Float(0.0, 1.0, when={"": "a"}),
+        TypeError,
+        r"when keys must be non-empty parameter names .*got ''",
+    ),
+    (
+        lambda: Float(0.0, 1.0, when={3: "a"}),
+        TypeError,
+        r"when keys must be non-empty parameter names .*got 3",
+    ),
 ]
 
 
@@ -104,7 +140,9 @@ def test_error_messages_name_the_domain_and_end_with_a_fix(factory, exc, pattern
 def test_example_message_is_exactly_as_documented():
     with pytest.raises(ValueError) as info:
         Float(1.0, 0.5)
-    assert str(info.value) == "Float: low must be < high, got low=1.0, high=0.5; swap them or widen the range."
+    assert (
+        str(info.value) == "Float: low must be < high, got low=1.0, high=0.5; swap them or widen the range."
+    )
 
 
 @pytest.mark.parametrize(
@@ -253,7 +291,13 @@ def test_fixed_sample_returns_the_value_itself():
 
 
 def test_sampling_is_reproducible_with_a_seed():
-    for d in [Float(0.0, 1.0), Float(1e-5, 1e-1, log=True), Int(1, 100), Int(1, 100, log=True), Categorical(["a", "b", "c"])]:
+    for d in [
+        Float(0.0, 1.0),
+        Float(1e-5, 1e-1, log=True),
+        Int(1, 100),
+        Int(1, 100, log=True),
+        Categorical(["a", "b", "c"]),
+    ]:
         assert _samples(d, 50, seed=7) == _samples(d, 50, seed=7)
 
 
@@ -355,15 +399,39 @@ def test_repr_shows_only_what_is_set(domain, text):
     ("spec", "exc", "pattern"),
     [
         ({"low": 0, "high": 1}, ValueError, r"parameter 'lr': a domain dict needs a 'type' key"),
-        ({"type": "uniform", "low": 0, "high": 1}, ValueError, r"parameter 'lr': unknown domain type 'uniform'; accepted types are 'float', 'int', 'categorical', 'fixed'"),
-        ({"type": ["float"], "low": 0, "high": 1}, ValueError, r"parameter 'lr': unknown domain type \['float'\]; accepted"),
+        (
+            {"type": "uniform", "low": 0, "high": 1},
+            ValueError,
+            r"parameter 'lr': unknown domain type 'uniform'; accepted types are 'float', 'int', 'categorical', 'fixed'",
+        ),
+        (
+            {"type": ["float"], "low": 0, "high": 1},
+            ValueError,
+            r"parameter 'lr': unknown domain type \['float'\]; accepted",
+        ),
         ({"type": {"float": 1}}, ValueError, r"parameter 'lr': unknown domain type \{'float': 1\}; accepted"),
-        ({"type": "float", "low": 0, "high": 1, "lg": True}, ValueError, r"parameter 'lr': unknown key 'lg' for type 'float'; accepted keys are type, low, high, log, step, when"),
-        ({"type": "categorical", "values": [1]}, ValueError, r"parameter 'lr': unknown key 'values' for type 'categorical'; accepted keys are type, choices, when"),
+        (
+            {"type": "float", "low": 0, "high": 1, "lg": True},
+            ValueError,
+            r"parameter 'lr': unknown key 'lg' for type 'float'; accepted keys are type, low, high, log, step, when",
+        ),
+        (
+            {"type": "categorical", "values": [1]},
+            ValueError,
+            r"parameter 'lr': unknown key 'values' for type 'categorical'; accepted keys are type, choices, when",
+        ),
         ({"type": "float", "low": 0}, ValueError, r"parameter 'lr': type 'float' needs the key 'high'"),
         ({"type": "fixed"}, ValueError, r"parameter 'lr': type 'fixed' needs the key 'value'"),
-        ({"type": "float", "low": 1, "high": 0}, ValueError, r"parameter 'lr': Float: low must be < high, got low=1\.0, high=0\.0"),
-        ({"type": "int", "low": 1, "high": 4.5}, TypeError, r"parameter 'lr': Int: high must be an int, got float 4\.5"),
+        (
+            {"type": "float", "low": 1, "high": 0},
+            ValueError,
+            r"parameter 'lr': Float: low must be < high, got low=1\.0, high=0\.0",
+        ),
+        (
+            {"type": "int", "low": 1, "high": 4.5},
+            TypeError,
+            r"parameter 'lr': Int: high must be an int, got float 4\.5",
+        ),
     ],
 )
 def test_domain_from_dict_errors_name_the_parameter(spec, exc, pattern):
@@ -378,7 +446,9 @@ def test_domain_from_dict_plain_values_mean_fixed_and_lists_become_tuple_choices
     assert domain_from_dict(d, "p") is d
     cat = domain_from_dict({"type": "categorical", "choices": [[1, 2], [3, [4]], "a"]}, "p")
     assert cat == Categorical([(1, 2), (3, (4,)), "a"])
-    assert domain_from_dict({"type": "fixed", "value": 1, "when": {"shape": [[1, 2]]}}, "p").when == {"shape": ((1, 2),)}
+    assert domain_from_dict({"type": "fixed", "value": 1, "when": {"shape": [[1, 2]]}}, "p").when == {
+        "shape": ((1, 2),)
+    }
 
 
 def test_int_step_none_is_no_step_as_for_float():

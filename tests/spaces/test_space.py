@@ -38,8 +38,16 @@ def conditional_space() -> SearchSpace:
 
 
 def test_facade_exports_exactly_the_public_api():
-    assert set(spaces.__all__) == {"Domain", "Float", "Int", "Categorical", "Fixed", "SearchSpace", "default_space",
-                                   "same_value"}
+    assert set(spaces.__all__) == {
+        "Domain",
+        "Float",
+        "Int",
+        "Categorical",
+        "Fixed",
+        "SearchSpace",
+        "default_space",
+        "same_value",
+    }
     for name in spaces.__all__:
         assert getattr(spaces, name) is not None
 
@@ -108,9 +116,17 @@ def test_equality_repr_and_pickle():
         ({"": Int(1, 2)}, TypeError, r"names must be non-empty strings, got str ''"),
         ({3: Int(1, 2)}, TypeError, r"names must be non-empty strings, got int 3"),
         ({"a/b": Int(1, 2)}, ValueError, r"must not contain '/' or whitespace, got 'a/b'; use e\.g\. 'a_b'"),
-        ({"learning rate": Int(1, 2)}, ValueError, r"must not contain '/' or whitespace, got 'learning rate'"),
+        (
+            {"learning rate": Int(1, 2)},
+            ValueError,
+            r"must not contain '/' or whitespace, got 'learning rate'",
+        ),
         ({"lr\t": Int(1, 2)}, ValueError, r"must not contain '/' or whitespace"),
-        ({"lr": {"type": "float", "low": 0, "high": 1}}, TypeError, r"parameter 'lr' is a dict .*use SearchSpace\.from_dict"),
+        (
+            {"lr": {"type": "float", "low": 0, "high": 1}},
+            TypeError,
+            r"parameter 'lr' is a dict .*use SearchSpace\.from_dict",
+        ),
         (
             {"momentum": Float(0.0, 1.0, when={"optimizer": "sgd"})},
             ValueError,
@@ -161,7 +177,9 @@ def test_invalid_spaces(mapping, exc, pattern):
 def test_cycle_detection_names_the_cycle():
     with pytest.raises(ValueError, match=r"conditions form a cycle (a -> b -> a|b -> a -> b)"):
         SearchSpace({"a": Categorical([1, 2], when={"b": 1}), "b": Categorical([1, 2], when={"a": 1})})
-    with pytest.raises(ValueError, match=r"conditions form a cycle (x -> y -> z -> x|y -> z -> x -> y|z -> x -> y -> z)"):
+    with pytest.raises(
+        ValueError, match=r"conditions form a cycle (x -> y -> z -> x|y -> z -> x -> y|z -> x -> y -> z)"
+    ):
         SearchSpace(
             {
                 "root": Categorical([1, 2]),
@@ -221,7 +239,12 @@ def test_is_active_and_active_names():
         "nesterov_boost",
         "warmup_ratio",
     )
-    assert space.active_names({"optimizer": "rmsprop"}) == ("learning_rate", "optimizer", "momentum", "warmup_ratio")
+    assert space.active_names({"optimizer": "rmsprop"}) == (
+        "learning_rate",
+        "optimizer",
+        "momentum",
+        "warmup_ratio",
+    )
     assert not space.is_active("momentum", {})  # a missing parent makes the child inactive
     with pytest.raises(KeyError, match="unknown parameter 'nope'"):
         space.is_active("nope", {})
@@ -326,7 +349,14 @@ def test_validate_params_accepts_a_valid_configuration():
     space = conditional_space()
     space.validate_params({"learning_rate": 1e-4, "optimizer": "adamw", "warmup_ratio": 0.1})
     space.validate_params(
-        {"learning_rate": 1e-3, "optimizer": "sgd", "momentum": 0.0, "nesterov": True, "nesterov_boost": 3, "warmup_ratio": 0.1}
+        {
+            "learning_rate": 1e-3,
+            "optimizer": "sgd",
+            "momentum": 0.0,
+            "nesterov": True,
+            "nesterov_boost": 3,
+            "warmup_ratio": 0.1,
+        }
     )
 
 
@@ -341,16 +371,31 @@ def test_validate_params_accepts_a_valid_configuration():
             {"learning_rate": 1e-4, "optimizer": "lamb", "warmup_ratio": 0.1},
             r"parameter 'optimizer'='lamb' is outside its domain",
         ),
-        ({"learning_rate": 1e-4, "optimizer": "adamw"}, r"parameter 'warmup_ratio' is missing \(Fixed\(0\.1\)\)"),
-        ({"learning_rate": 1e-4, "optimizer": "adamw", "warmup_ratio": 0.2}, r"parameter 'warmup_ratio'=0\.2 is outside"),
-        ({"learning_rate": 1e-4, "optimizer": "sgd", "warmup_ratio": 0.1, "nesterov": False}, r"parameter 'momentum' is missing"),
+        (
+            {"learning_rate": 1e-4, "optimizer": "adamw"},
+            r"parameter 'warmup_ratio' is missing \(Fixed\(0\.1\)\)",
+        ),
+        (
+            {"learning_rate": 1e-4, "optimizer": "adamw", "warmup_ratio": 0.2},
+            r"parameter 'warmup_ratio'=0\.2 is outside",
+        ),
+        (
+            {"learning_rate": 1e-4, "optimizer": "sgd", "warmup_ratio": 0.1, "nesterov": False},
+            r"parameter 'momentum' is missing",
+        ),
         (
             {"learning_rate": 1e-4, "optimizer": "adamw", "warmup_ratio": 0.1, "momentum": 0.9},
             r"parameter 'momentum' is inactive \(it needs optimizer=one of \['sgd', 'rmsprop'\], got optimizer='adamw'\) "
             r"but was given momentum=0\.9; remove it",
         ),
         (
-            {"learning_rate": 1e-4, "optimizer": "rmsprop", "momentum": 0.5, "warmup_ratio": 0.1, "nesterov_boost": 2},
+            {
+                "learning_rate": 1e-4,
+                "optimizer": "rmsprop",
+                "momentum": 0.5,
+                "warmup_ratio": 0.1,
+                "nesterov_boost": 2,
+            },
             r"parameter 'nesterov_boost' is inactive \(it needs nesterov=True but 'nesterov' is not set\)",
         ),
         (
@@ -368,7 +413,12 @@ def test_validate_params_reports_every_problem_at_once():
     with pytest.raises(ValueError) as info:
         conditional_space().validate_params({"optimizer": "adamw", "momentum": 0.5, "extra": 1})
     message = str(info.value)
-    for part in ["unknown parameter 'extra'", "'learning_rate' is missing", "'momentum' is inactive", "'warmup_ratio' is missing"]:
+    for part in [
+        "unknown parameter 'extra'",
+        "'learning_rate' is missing",
+        "'momentum' is inactive",
+        "'warmup_ratio' is missing",
+    ]:
         assert part in message
 
 
@@ -422,7 +472,12 @@ def test_yaml_round_trip(space, tmp_path):
 
 
 def test_to_dict_shape():
-    assert default_space().to_dict()["learning_rate"] == {"type": "float", "low": 1e-06, "high": 0.0001, "log": True}
+    assert default_space().to_dict()["learning_rate"] == {
+        "type": "float",
+        "low": 1e-06,
+        "high": 0.0001,
+        "log": True,
+    }
     assert conditional_space().to_dict()["warmup_ratio"] == {"type": "fixed", "value": 0.1}
 
 
@@ -435,11 +490,13 @@ def test_tuple_choices_are_lists_in_yaml_and_tuples_again_after_loading():
 
 def test_strings_that_from_yaml_reads_as_floats_stay_strings_through_yaml():
     # from_yaml reads a bare 1e-5 as a float (YAML 1.1 would not), so to_yaml must quote such strings.
-    space = SearchSpace({
-        "tag": Categorical(["1e-5", "1.e5", "-2E3", "x"]),
-        "note": Fixed("3e-4"),
-        "n": Int(1, 2, when={"tag": "1e-5"}),
-    })
+    space = SearchSpace(
+        {
+            "tag": Categorical(["1e-5", "1.e5", "-2E3", "x"]),
+            "note": Fixed("3e-4"),
+            "n": Int(1, 2, when={"tag": "1e-5"}),
+        }
+    )
     loaded = SearchSpace.from_yaml(space.to_yaml())
     assert loaded == space
     assert loaded["tag"].choices == ("1e-5", "1.e5", "-2E3", "x")
@@ -480,20 +537,51 @@ warmup_steps:
     [
         ("", ValueError, r"expected a YAML mapping of parameter names to domains, got NoneType"),
         ("- 1\n- 2\n", ValueError, r"expected a YAML mapping .*got list \[1, 2\]"),
-        ("no_such_space.yaml", ValueError, r"got str 'no_such_space\.yaml' \(if 'no_such_space\.yaml' is meant to be a file path, no such file exists\)"),
-        ("lr: {type: float, low: 0, hi: 1}", ValueError, r"parameter 'lr': unknown key 'hi' for type 'float'; accepted keys are type, low, high, log, step, when"),
-        ("lr: {type: normal, low: 0, high: 1}", ValueError, r"parameter 'lr': unknown domain type 'normal'; accepted types are 'float', 'int', 'categorical', 'fixed'"),
+        (
+            "no_such_space.yaml",
+            ValueError,
+            r"got str 'no_such_space\.yaml' \(if 'no_such_space\.yaml' is meant to be a file path, no such file exists\)",
+        ),
+        (
+            "lr: {type: float, low: 0, hi: 1}",
+            ValueError,
+            r"parameter 'lr': unknown key 'hi' for type 'float'; accepted keys are type, low, high, log, step, when",
+        ),
+        (
+            "lr: {type: normal, low: 0, high: 1}",
+            ValueError,
+            r"parameter 'lr': unknown domain type 'normal'; accepted types are 'float', 'int', 'categorical', 'fixed'",
+        ),
         ("lr: {low: 0, high: 1}", ValueError, r"parameter 'lr': a domain dict needs a 'type' key"),
-        ("lr: {type: float, low: 1, high: 0.5}", ValueError, r"parameter 'lr': Float: low must be < high, got low=1\.0, high=0\.5"),
-        ("lr: {type: float, low: 0, high: 1, log: yes please}", TypeError, r"parameter 'lr': Float: log must be True or False"),
+        (
+            "lr: {type: float, low: 1, high: 0.5}",
+            ValueError,
+            r"parameter 'lr': Float: low must be < high, got low=1\.0, high=0\.5",
+        ),
+        (
+            "lr: {type: float, low: 0, high: 1, log: yes please}",
+            TypeError,
+            r"parameter 'lr': Float: log must be True or False",
+        ),
         ("1: {type: int, low: 0, high: 1}", TypeError, r"names must be non-empty strings, got int 1"),
         ("c: {type: categorical, choices: [[1, [2]], 3]}\n", None, None),
-        ("m: {type: float, low: 0, high: 1, when: {opt: sgd}}", ValueError, r"'m' is conditional on 'opt', which is not in the space"),
+        (
+            "m: {type: float, low: 0, high: 1, when: {opt: sgd}}",
+            ValueError,
+            r"'m' is conditional on 'opt', which is not in the space",
+        ),
         (b"lr: 1", TypeError, r"expected YAML text or a file path, got bytes"),
         # A key given twice: YAML kept the last one silently (the first parameter, or bound, was lost unseen).
-        ("lr: {type: float, low: 0, high: 1}\nlr: {type: float, low: 2, high: 3}\n", ValueError,
-         r"the key 'lr' is given twice in one mapping \(lines 1 and 2\)"),
-        ("c: {type: categorical, choices: [a], choices: [b]}", ValueError, r"the key 'choices' is given twice .*line 1"),
+        (
+            "lr: {type: float, low: 0, high: 1}\nlr: {type: float, low: 2, high: 3}\n",
+            ValueError,
+            r"the key 'lr' is given twice in one mapping \(lines 1 and 2\)",
+        ),
+        (
+            "c: {type: categorical, choices: [a], choices: [b]}",
+            ValueError,
+            r"the key 'choices' is given twice .*line 1",
+        ),
     ],
 )
 def test_from_yaml_errors(source, exc, pattern):
@@ -510,7 +598,9 @@ def test_from_yaml_merge_keys_may_be_overridden():
 
 
 def test_from_dict_accepts_domains_and_plain_values_and_rejects_non_mappings():
-    space = SearchSpace.from_dict({"lr": Float(0.1, 1.0), "opt": "sgd", "bs": {"type": "categorical", "choices": [8, 16]}})
+    space = SearchSpace.from_dict(
+        {"lr": Float(0.1, 1.0), "opt": "sgd", "bs": {"type": "categorical", "choices": [8, 16]}}
+    )
     assert space == SearchSpace({"lr": Float(0.1, 1.0), "opt": "sgd", "bs": Categorical([8, 16])})
     with pytest.raises(TypeError, match=r"expected a mapping of parameter names to domain dicts, got list"):
         SearchSpace.from_dict([1, 2])  # type: ignore[arg-type]
@@ -524,11 +614,16 @@ def test_from_dict_accepts_domains_and_plain_values_and_rejects_non_mappings():
 def test_coerce():
     space = conditional_space()
     assert SearchSpace.coerce(space) is space
-    assert SearchSpace.coerce({"lr": Float(0.1, 1.0), "opt": "sgd"}) == SearchSpace({"lr": Float(0.1, 1.0), "opt": "sgd"})
+    assert SearchSpace.coerce({"lr": Float(0.1, 1.0), "opt": "sgd"}) == SearchSpace(
+        {"lr": Float(0.1, 1.0), "opt": "sgd"}
+    )
     assert SearchSpace.coerce(space.to_dict()) == space
 
 
 @pytest.mark.parametrize("obj", [None, "lr: {type: float}", [("lr", Float(0.0, 1.0))], 3, lambda trial: {}])
 def test_coerce_rejects_everything_else_saying_what_is_accepted(obj):
-    with pytest.raises(TypeError, match=r"expected a search space: a SearchSpace, a dict \{name: Domain or value\} or a plain dict in SearchSpace\.to_dict\(\) form, got"):
+    with pytest.raises(
+        TypeError,
+        match=r"expected a search space: a SearchSpace, a dict \{name: Domain or value\} or a plain dict in SearchSpace\.to_dict\(\) form, got",
+    ):
         SearchSpace.coerce(obj)

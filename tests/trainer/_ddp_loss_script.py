@@ -13,8 +13,13 @@ from trainer import Trainer, TrainingArguments
 
 if __name__ == "__main__":
     out, average = sys.argv[1], sys.argv[2] == "average"
-    args = TrainingArguments(output_dir=out, per_device_train_batch_size=1, gradient_accumulation_steps=2,
-                             average_tokens_across_devices=average, **COMMON)
+    args = TrainingArguments(
+        output_dir=out,
+        per_device_train_batch_size=1,
+        gradient_accumulation_steps=2,
+        average_tokens_across_devices=average,
+        **COMMON,
+    )
     trainer = Trainer(model=tiny_gpt2(), args=args, train_dataset=PaddedLM())
     trainer.train()
     if trainer.is_world_process_zero():

@@ -88,8 +88,15 @@ def main(out: str) -> None:
 
     # DistributedDataParallel options from TrainingArguments reach the wrapped model; the process properties agree.
     ddp = make_trainer(os.path.join(out, "ddp"))
-    ddp.args = ddp.args.replace(ddp_find_unused_parameters=True, ddp_bucket_cap_mb=1, ddp_broadcast_buffers=False,
-                                max_steps=2, save_strategy="no", report_to="none", include_num_input_tokens_seen=True)
+    ddp.args = ddp.args.replace(
+        ddp_find_unused_parameters=True,
+        ddp_bucket_cap_mb=1,
+        ddp_broadcast_buffers=False,
+        max_steps=2,
+        save_strategy="no",
+        report_to="none",
+        include_num_input_tokens_seen=True,
+    )
     ddp.train()
     wrapped = ddp.model_wrapped
     ddp_seen = {

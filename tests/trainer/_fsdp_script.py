@@ -36,7 +36,9 @@ class StopAt(TrainerCallback):
 def full_state(trainer: Trainer) -> dict[str, torch.Tensor]:
     """The whole model on every process (each gathers the shards)."""
     options = StateDictOptions(full_state_dict=True, broadcast_from_rank0=False)
-    return {k: v.detach().cpu() for k, v in get_model_state_dict(trainer.model_wrapped, options=options).items()}
+    return {
+        k: v.detach().cpu() for k, v in get_model_state_dict(trainer.model_wrapped, options=options).items()
+    }
 
 
 def digest(tensors: dict[str, torch.Tensor]) -> str:
@@ -70,8 +72,11 @@ def losses(trainer: Trainer) -> dict[int, float]:
 
 
 def listing(folder: str) -> dict[str, list[str]]:
-    return {name: sorted(os.listdir(os.path.join(folder, name)))
-            for name in sorted(os.listdir(folder)) if name.startswith("checkpoint-")}
+    return {
+        name: sorted(os.listdir(os.path.join(folder, name)))
+        for name in sorted(os.listdir(folder))
+        if name.startswith("checkpoint-")
+    }
 
 
 def interrupted_and_resumed(out: str, name: str, **overrides: Any) -> dict[str, Any]:
@@ -105,7 +110,9 @@ def interrupted_and_resumed(out: str, name: str, **overrides: Any) -> dict[str, 
     full.save_model(final)  # every process: the shards are gathered into one file
     full.accelerator.wait_for_everyone()
     if full.args.load_best_model_at_end:
-        result["final_equals_best"] = digest(full_state(full)) == digest(_read(full.state.best_model_checkpoint))
+        result["final_equals_best"] = digest(full_state(full)) == digest(
+            _read(full.state.best_model_checkpoint)
+        )
     result["final_file_equals_model"] = digest(_read(final)) == result["full_digest"]
     return result
 
@@ -133,8 +140,14 @@ def args_mode(out: str) -> dict[str, Any]:
     )
     # ZeRO-2-like (parameters kept gathered after forward), full checkpoints, the best model loaded at the end.
     result["full"] = interrupted_and_resumed(
-        out, "full", fsdp=["shard_grad_op"], fsdp_config={"fsdp_state_dict_type": "FULL_STATE_DICT"},
-        eval_strategy="steps", eval_steps=2, load_best_model_at_end=True, metric_for_best_model="eval_accuracy",
+        out,
+        "full",
+        fsdp=["shard_grad_op"],
+        fsdp_config={"fsdp_state_dict_type": "FULL_STATE_DICT"},
+        eval_strategy="steps",
+        eval_steps=2,
+        load_best_model_at_end=True,
+        metric_for_best_model="eval_accuracy",
     )
     ddp = make_trainer(os.path.join(out, "ddp"), save_strategy="no")
     ddp.train()
@@ -143,8 +156,15 @@ def args_mode(out: str) -> dict[str, Any]:
     def initial(sync: bool, ram_efficient: bool = False) -> str:
         # learning rate 0: the weights after one step are the ones FSDP started from.
         config = {"sync_module_states": sync, "cpu_ram_efficient_loading": ram_efficient}
-        trainer = make_trainer(os.path.join(out, f"sync-{sync}-{ram_efficient}"), model_init=rank_dependent_model,
-                               save_strategy="no", learning_rate=0.0, max_steps=1, fsdp=True, fsdp_config=config)
+        trainer = make_trainer(
+            os.path.join(out, f"sync-{sync}-{ram_efficient}"),
+            model_init=rank_dependent_model,
+            save_strategy="no",
+            learning_rate=0.0,
+            max_steps=1,
+            fsdp=True,
+            fsdp_config=config,
+        )
         trainer.train()
         return digest(full_state(trainer))
 
@@ -154,28 +174,43 @@ def args_mode(out: str) -> dict[str, Any]:
     result["ram_efficient_initial"] = initial(False, ram_efficient=True)
 
     def checkpointed(on: bool) -> tuple[list[str], dict[int, float]]:
-        trainer = make_trainer(os.path.join(out, f"ac-{on}"), model_init=lambda: DigitsMLP(hidden=32), max_steps=3,
-                               save_strategy="no", fsdp="full_shard auto_wrap",
-                               fsdp_config={"transformer_layer_cls_to_wrap": ["Linear"], "activation_checkpointing": on})
+        trainer = make_trainer(
+            os.path.join(out, f"ac-{on}"),
+            model_init=lambda: DigitsMLP(hidden=32),
+            max_steps=3,
+            save_strategy="no",
+            fsdp="full_shard auto_wrap",
+            fsdp_config={"transformer_layer_cls_to_wrap": ["Linear"], "activation_checkpointing": on},
+        )
         trainer.train()
-        wrappers = sorted({type(m).__name__ for m in trainer.model_wrapped.modules() if "Checkpoint" in type(m).__name__})
+        wrappers = sorted(
+            {type(m).__name__ for m in trainer.model_wrapped.modules() if "Checkpoint" in type(m).__name__}
+        )
         return wrappers, losses(trainer)
 
     (result["ac_wrappers"], result["ac_losses"]), (result["no_ac_wrappers"], result["no_ac_losses"]) = (
-        checkpointed(True), checkpointed(False)
+        checkpointed(True),
+        checkpointed(False),
     )
     # bf16 under FSDP2: accelerate's mixed-precision policy computes in bf16 over fp32 parameters.
     bf16 = make_trainer(os.path.join(out, "bf16"), max_steps=3, save_strategy="no", bf16=True, fsdp=True)
     bf16.train()
     policy = bf16.accelerator.state.fsdp_plugin.mixed_precision_policy
-    result["bf16"] = {"param_dtype": str(policy.param_dtype), "master_dtype": str(next(bf16.model_wrapped.parameters()).dtype),
-                      "losses": losses(bf16)}
+    result["bf16"] = {
+        "param_dtype": str(policy.param_dtype),
+        "master_dtype": str(next(bf16.model_wrapped.parameters()).dtype),
+        "losses": losses(bf16),
+    }
     fp32 = make_trainer(os.path.join(out, "fp32"), max_steps=3, save_strategy="no", fsdp=True)
     fp32.train()
     result["fp32_losses"] = losses(fp32)
     try:
-        make_trainer(os.path.join(out, "bad-wrap"), save_strategy="no", fsdp="full_shard auto_wrap",
-                     fsdp_config={"transformer_layer_cls_to_wrap": ["BertLayer"]}).train()
+        make_trainer(
+            os.path.join(out, "bad-wrap"),
+            save_strategy="no",
+            fsdp="full_shard auto_wrap",
+            fsdp_config={"transformer_layer_cls_to_wrap": ["BertLayer"]},
+        ).train()
         result["bad_wrap"] = None
     except ValueError as error:
         result["bad_wrap"] = str(error)

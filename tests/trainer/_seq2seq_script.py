@@ -17,8 +17,14 @@ def main(output_dir: str, result_path: str) -> None:
     metrics = trainer.evaluate()
     if trainer.is_world_process_zero():
         with open(result_path, "w") as f:
-            json.dump({"world": trainer.accelerator.num_processes, "shape": list(out.predictions.shape),
-                       "metrics": metrics}, f)
+            json.dump(
+                {
+                    "world": trainer.accelerator.num_processes,
+                    "shape": list(out.predictions.shape),
+                    "metrics": metrics,
+                },
+                f,
+            )
 
 
 if __name__ == "__main__":

@@ -108,10 +108,14 @@ def _read_wandb_file(path: str) -> Run:
                     run.objective = json.loads(item.value_json)
         elif kind == "artifact":
             artifact = record.artifact
-            run.raw.setdefault("artifacts", []).append({
-                "name": artifact.name, "type": artifact.type, "aliases": list(artifact.aliases),
-                "files": sorted(entry.path for entry in artifact.manifest.contents),
-            })
+            run.raw.setdefault("artifacts", []).append(
+                {
+                    "name": artifact.name,
+                    "type": artifact.type,
+                    "aliases": list(artifact.aliases),
+                    "files": sorted(entry.path for entry in artifact.manifest.contents),
+                }
+            )
         elif kind == "exit":
             run.closed = True
             run.raw["exit_code"] = record.exit.exit_code
@@ -124,7 +128,9 @@ def read_comet(folder: str) -> list[Run]:
     for path in sorted(glob.glob(os.path.join(folder, "*.zip"))):
         with zipfile.ZipFile(path) as archive:
             experiment = json.loads(archive.read("experiment.json"))
-            messages = [json.loads(line) for line in archive.read("messages.json").decode().splitlines() if line]
+            messages = [
+                json.loads(line) for line in archive.read("messages.json").decode().splitlines() if line
+            ]
         run = Run(tags=list(experiment.get("tags") or []), closed=True, raw={"path": path, **experiment})
         run.group = experiment.get("project_name")
         for message in messages:
@@ -134,7 +140,9 @@ def read_comet(folder: str) -> list[Run]:
             elif message["type"] == "metric_msg":
                 metric = payload["metric"]
                 if metric["metricName"] != "process duration":
-                    run.metrics.setdefault(metric["metricName"], {})[int(metric["step"])] = metric["metricValue"]
+                    run.metrics.setdefault(metric["metricName"], {})[int(metric["step"])] = metric[
+                        "metricValue"
+                    ]
             elif message["type"] == "log_other":
                 if payload["key"] == "Name":
                     run.name = payload["value"]

@@ -127,7 +127,9 @@ def test_exact_event_order_with_accumulation_eval_logging_and_save(make_args):
         if name != "on_train_end":
             assert kwargs["train_dataloader"] is not None, name
             assert len(kwargs["train_dataloader"]) == 6
-    assert {"model", "optimizer", "lr_scheduler", "train_dataloader", "eval_dataloader"} <= set(rec.calls[0][2])
+    assert {"model", "optimizer", "lr_scheduler", "train_dataloader", "eval_dataloader"} <= set(
+        rec.calls[0][2]
+    )
     pred_kwargs = [kw for name, _, kw in rec.calls if name == "on_prediction_step"]
     assert all(kw["eval_dataloader"] is not None for kw in pred_kwargs)
     eval_kwargs = [kw for name, _, kw in rec.calls if name == "on_evaluate"]
@@ -136,7 +138,14 @@ def test_exact_event_order_with_accumulation_eval_logging_and_save(make_args):
     assert [set(log) >= {"loss", "learning_rate", "epoch"} for log in logs[:1]] == [True]
     assert "eval_loss" in logs[2]
     assert "train_loss" in logs[-1] and "train_runtime" in logs[-1]
-    assert [h["step"] for h in trainer.state.log_history] == [1, 2, 2, 3, 3, 3]  # the last step: loss, eval, train metrics
+    assert [h["step"] for h in trainer.state.log_history] == [
+        1,
+        2,
+        2,
+        3,
+        3,
+        3,
+    ]  # the last step: loss, eval, train metrics
 
 
 def test_event_order_by_epoch_with_predict(make_args):
@@ -149,7 +158,16 @@ def test_event_order_by_epoch_with_predict(make_args):
     trainer = Trainer(model=DigitsMLP(), args=args, train_dataset=train, eval_dataset=val, callbacks=[rec])
     trainer.train()
     step = ["on_step_begin", "on_pre_optimizer_step", "on_optimizer_step", "on_step_end"]
-    epoch = ["on_epoch_begin", *step, *step, "on_epoch_end", "on_log", "on_prediction_step", "on_log", "on_evaluate"]
+    epoch = [
+        "on_epoch_begin",
+        *step,
+        *step,
+        "on_epoch_end",
+        "on_log",
+        "on_prediction_step",
+        "on_log",
+        "on_evaluate",
+    ]
     assert rec.events == ["on_init_end", "on_train_begin", *epoch, *epoch, "on_log", "on_train_end"]
 
     rec.events.clear()
@@ -179,7 +197,9 @@ def test_invalid_callback_return_names_callback_and_event(make_args, returned):
             return returned
 
     train, _ = _small_sets()
-    trainer = Trainer(model=DigitsMLP(), args=make_args(max_steps=2), train_dataset=train, callbacks=[BadReturn])
+    trainer = Trainer(
+        model=DigitsMLP(), args=make_args(max_steps=2), train_dataset=train, callbacks=[BadReturn]
+    )
     with pytest.raises((TypeError, ValueError)) as info:
         trainer.train()
     assert "BadReturn.on_step_end" in str(info.value)
@@ -205,7 +225,6 @@ def test_callback_returning_a_control_replaces_it():
     assert result is not original and result.should_log
 
 
-
 def test_callback_handler_takes_transformers_positional_order():
     seen = {}
 
@@ -222,15 +241,22 @@ def test_callback_handler_takes_transformers_positional_order():
 
 def test_trainer_and_its_copies_hand_callbacks_their_own_objects(make_args):
     class Tokenizer:
-        def pad(self, features, **kwargs):  # what makes a processing_class a tokenizer to the default collator
+        def pad(
+            self, features, **kwargs
+        ):  # what makes a processing_class a tokenizer to the default collator
             raise AssertionError("not called")
 
     tokenizer = Tokenizer()
     trainer = Trainer(model=DigitsMLP(), args=make_args(), processing_class=tokenizer)
     copies = (trainer.for_trial(make_args()), trainer.recipe())
     for handler in (trainer.callback_handler, *(copy.callback_handler for copy in copies)):
-        assert handler.processing_class is tokenizer and handler.optimizer is None and handler.lr_scheduler is None
+        assert (
+            handler.processing_class is tokenizer
+            and handler.optimizer is None
+            and handler.lr_scheduler is None
+        )
     assert trainer.callback_handler.model is trainer.model
+
 
 # ------------------------------------------------------------------ TrainerControl / TrainerState
 def _all_set() -> TrainerControl:
@@ -243,11 +269,18 @@ def test_trainer_control_reset_rules():
 
     control = handler.on_train_begin(None, state, _all_set())
     assert not control.should_training_stop
-    assert control.should_epoch_stop and control.should_log and control.should_evaluate and control.should_save
+    assert (
+        control.should_epoch_stop and control.should_log and control.should_evaluate and control.should_save
+    )
 
     control = handler.on_epoch_begin(None, state, _all_set())
     assert not control.should_epoch_stop
-    assert control.should_training_stop and control.should_log and control.should_evaluate and control.should_save
+    assert (
+        control.should_training_stop
+        and control.should_log
+        and control.should_evaluate
+        and control.should_save
+    )
 
     control = handler.on_step_begin(None, state, _all_set())
     assert not (control.should_log or control.should_evaluate or control.should_save)
@@ -315,8 +348,14 @@ def test_default_callbacks_in_order(make_args):
     quiet = Trainer(model=DigitsMLP(), args=make_args(disable_tqdm=True), train_dataset=train)
     assert [type(cb) for cb in quiet.callback_handler.callbacks] == [DefaultFlowCallback, PrinterCallback]
     rec = Recorder()
-    bars = Trainer(model=DigitsMLP(), args=make_args(disable_tqdm=False), train_dataset=train, callbacks=[rec])
-    assert [type(cb) for cb in bars.callback_handler.callbacks] == [DefaultFlowCallback, Recorder, ProgressCallback]
+    bars = Trainer(
+        model=DigitsMLP(), args=make_args(disable_tqdm=False), train_dataset=train, callbacks=[rec]
+    )
+    assert [type(cb) for cb in bars.callback_handler.callbacks] == [
+        DefaultFlowCallback,
+        Recorder,
+        ProgressCallback,
+    ]
 
 
 def test_add_pop_remove_by_class_and_instance(make_args):
@@ -358,9 +397,15 @@ def test_pop_by_instance_leaves_another_instance_of_the_class(make_args):
 def test_progress_callback_runs_with_tqdm(make_args, capsys):
     train, val = _small_sets(16, 4)
     args = make_args(
-        disable_tqdm=False, per_device_train_batch_size=4, num_train_epochs=2, eval_strategy="epoch", logging_steps=2
+        disable_tqdm=False,
+        per_device_train_batch_size=4,
+        num_train_epochs=2,
+        eval_strategy="epoch",
+        logging_steps=2,
     )
-    trainer = Trainer(model=DigitsMLP(), args=args, train_dataset=train, eval_dataset=val, compute_metrics=accuracy)
+    trainer = Trainer(
+        model=DigitsMLP(), args=args, train_dataset=train, eval_dataset=val, compute_metrics=accuracy
+    )
     trainer.train()
     trainer.evaluate()
     trainer.predict(val)
@@ -407,7 +452,12 @@ def test_early_stopping_with_an_improving_metric_runs_to_the_end(make_args):
     )  # fmt: skip
     early = EarlyStoppingCallback(early_stopping_patience=3, early_stopping_threshold=0.0)
     trainer = Trainer(
-        model=DigitsMLP(), args=args, train_dataset=train, eval_dataset=val, compute_metrics=accuracy, callbacks=[early]
+        model=DigitsMLP(),
+        args=args,
+        train_dataset=train,
+        eval_dataset=val,
+        compute_metrics=accuracy,
+        callbacks=[early],
     )
     assert trainer.train().global_step == 12
 
@@ -434,7 +484,9 @@ def test_early_stopping_check_metric_value_counts_against_the_states_best():
     early.check_metric_value(Args(), TrainerState(best_metric=0.8), TrainerControl(), 0.95)
     assert early.early_stopping_patience_counter == 0
     strict = EarlyStoppingCallback(early_stopping_patience=3, early_stopping_threshold=0.1)
-    strict.check_metric_value(Args(), TrainerState(best_metric=0.8), TrainerControl(), 0.85)  # better, not by 0.1
+    strict.check_metric_value(
+        Args(), TrainerState(best_metric=0.8), TrainerControl(), 0.85
+    )  # better, not by 0.1
     assert strict.early_stopping_patience_counter == 1
     Args.greater_is_better = False
     strict.check_metric_value(Args(), TrainerState(), TrainerControl(), 3.0)  # no best yet: improves
@@ -445,15 +497,24 @@ def test_early_stopping_needs_metric_for_best_model(make_args):
     train, val = _small_sets()
     args = make_args(eval_strategy="steps", eval_steps=1, max_steps=2)
     trainer = Trainer(
-        model=DigitsMLP(), args=args, train_dataset=train, eval_dataset=val, callbacks=[EarlyStoppingCallback()]
+        model=DigitsMLP(),
+        args=args,
+        train_dataset=train,
+        eval_dataset=val,
+        callbacks=[EarlyStoppingCallback()],
     )
     with pytest.raises(ValueError, match="metric_for_best_model"):
         trainer.train()
 
 
-@pytest.mark.parametrize(("kwargs", "field"), [({"early_stopping_patience": 0}, "early_stopping_patience"),
-                                               ({"early_stopping_threshold": -1.0}, "early_stopping_threshold"),
-                                               ({"early_stopping_threshold": math.nan}, "early_stopping_threshold")])
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"early_stopping_patience": 0}, "early_stopping_patience"),
+        ({"early_stopping_threshold": -1.0}, "early_stopping_threshold"),
+        ({"early_stopping_threshold": math.nan}, "early_stopping_threshold"),
+    ],
+)
 def test_early_stopping_rejects_bad_arguments(kwargs, field):
     with pytest.raises(ValueError, match=field):
         EarlyStoppingCallback(**kwargs)
@@ -487,8 +548,12 @@ def test_step_events_follow_callbacks_added_removed_replaced_or_patched_during_a
             if state.global_step == 3:
                 handler.remove_callback(late)
 
-    trainer = Trainer(model=DigitsMLP(), args=make_args(max_steps=5, per_device_train_batch_size=2),
-                      train_dataset=train, callbacks=[Editor(), replaced])
+    trainer = Trainer(
+        model=DigitsMLP(),
+        args=make_args(max_steps=5, per_device_train_batch_size=2),
+        train_dataset=train,
+        callbacks=[Editor(), replaced],
+    )
     trainer.train()
     assert late.steps == [1, 2]  # step_begin of the 2nd and 3rd steps (global_step 1 and 2 when they begin)
     assert replaced.steps == [0, 1]
@@ -539,14 +604,19 @@ def test_a_callback_added_during_a_step_gets_the_rest_of_that_steps_events(make_
                 self.callback_handler.add_callback(in_step)
             return super().training_step(model, inputs, num_items_in_batch)
 
-    trainer = StepAdder(model=DigitsMLP(), args=make_args(max_steps=5, per_device_train_batch_size=2),
-                        train_dataset=train, callbacks=[Adder()])
+    trainer = StepAdder(
+        model=DigitsMLP(),
+        args=make_args(max_steps=5, per_device_train_batch_size=2),
+        train_dataset=train,
+        callbacks=[Adder()],
+    )
     trainer.train()
     assert in_begin.events == [(kind, step) for step in (1, 2, 3, 4) for kind in ("pre", "post")]
     assert in_step.events == [(kind, step) for step in (2, 3, 4) for kind in ("pre", "post")]
     # Added in the last callback of an event: the next event of the same step reaches it.
-    trainer.callback_handler.callbacks[:] = [cb for cb in trainer.callback_handler.callbacks
-                                             if not isinstance(cb, _OptimizerEvents)]
+    trainer.callback_handler.callbacks[:] = [
+        cb for cb in trainer.callback_handler.callbacks if not isinstance(cb, _OptimizerEvents)
+    ]
     trainer.add_callback(AdderAtPre())
     trainer.train()
     assert in_pre.events == [("post", 3), ("pre", 4), ("post", 4)]
@@ -568,15 +638,27 @@ def test_every_callback_gets_the_event_arguments_whatever_an_earlier_one_did_wit
         def on_log(self, args, state, control, logs=None, **kwargs):
             seen.append({"logs": logs, **kwargs})
 
-    trainer = Trainer(model=DigitsMLP(), args=make_args(max_steps=1, per_device_train_batch_size=2, logging_steps=1),
-                      train_dataset=train, callbacks=[Greedy(), Reader()], processing_class="a tokenizer")
+    trainer = Trainer(
+        model=DigitsMLP(),
+        args=make_args(max_steps=1, per_device_train_batch_size=2, logging_steps=1),
+        train_dataset=train,
+        callbacks=[Greedy(), Reader()],
+        processing_class="a tokenizer",
+    )
     trainer.train()
     step, log = seen[0], seen[1]
     assert step["model"] is trainer.model and step["optimizer"] is trainer.optimizer
     assert step["lr_scheduler"] is trainer.lr_scheduler and step["train_dataloader"] is not None
     assert step["processing_class"] == step["tokenizer"] == "a tokenizer" and step["eval_dataloader"] is None
-    assert set(step) == {"model", "optimizer", "lr_scheduler", "train_dataloader", "eval_dataloader",
-                         "processing_class", "tokenizer"}
+    assert set(step) == {
+        "model",
+        "optimizer",
+        "lr_scheduler",
+        "train_dataloader",
+        "eval_dataloader",
+        "processing_class",
+        "tokenizer",
+    }
     assert "loss" in log["logs"] and log["model"] is trainer.model  # an event's own arguments join them
     handler = trainer.callback_handler
     handler.processing_class = "another"
@@ -612,12 +694,26 @@ def test_events_after_an_evaluation_or_training_get_its_loader_as_transformers_h
         def on_predict(self, args, state, control, **kwargs):
             self._note("predict", kwargs)
 
-    args = make_args(max_steps=2, per_device_train_batch_size=2, eval_strategy="steps", eval_steps=2,
-                     save_strategy="steps", save_steps=2)
-    trainer = Trainer(model=DigitsMLP(), args=args, train_dataset=train, eval_dataset=val, callbacks=[Loaders()])
+    args = make_args(
+        max_steps=2,
+        per_device_train_batch_size=2,
+        eval_strategy="steps",
+        eval_steps=2,
+        save_strategy="steps",
+        save_steps=2,
+    )
+    trainer = Trainer(
+        model=DigitsMLP(), args=args, train_dataset=train, eval_dataset=val, callbacks=[Loaders()]
+    )
     trainer.train()
     trainer.predict(val)
-    assert seen == {"evaluate": (True, True), "save": (True, True), "train_end": (True, True),
-                    "predict": (False, True)}
+    assert seen == {
+        "evaluate": (True, True),
+        "save": (True, True),
+        "train_end": (True, True),
+        "predict": (False, True),
+    }
     trainer.release_memory()
-    assert trainer.callback_handler.train_dataloader is None and trainer.callback_handler.eval_dataloader is None
+    assert (
+        trainer.callback_handler.train_dataloader is None and trainer.callback_handler.eval_dataloader is None
+    )

@@ -47,7 +47,9 @@ def make_args(output_dir: Any, **overrides: Any) -> TrainingArguments:
     return TrainingArguments(**base)
 
 
-def make_trainer(data, output_dir, dropout: float = 0.0, callbacks=None, compute_metrics=None, **overrides) -> Trainer:
+def make_trainer(
+    data, output_dir, dropout: float = 0.0, callbacks=None, compute_metrics=None, **overrides
+) -> Trainer:
     train, evaluation = data
     return Trainer(
         model_init=lambda: DigitsMLP(hidden=32, dropout=dropout),
@@ -92,10 +94,17 @@ def test_checkpoint_folder_contents(data, tmp_path):
     trainer.train()
     assert checkpoint_names(tmp_path) == ["checkpoint-5", "checkpoint-10"]
     folder = tmp_path / "checkpoint-10"
-    assert sorted(os.listdir(folder)) == sorted([
-        "model.safetensors", "optimizer.pt", "scheduler.pt", "rng_state.pth", "trainer_state.json",
-        "training_args.json", "training_args.bin",
-    ])
+    assert sorted(os.listdir(folder)) == sorted(
+        [
+            "model.safetensors",
+            "optimizer.pt",
+            "scheduler.pt",
+            "rng_state.pth",
+            "trainer_state.json",
+            "training_args.json",
+            "training_args.bin",
+        ]
+    )
     # training_args.bin is the arguments object, as transformers saves it (its tests look for the file).
     assert torch.load(folder / "training_args.bin", weights_only=False) == trainer.args
     state = json.loads((folder / "trainer_state.json").read_text())
@@ -116,7 +125,10 @@ def test_save_only_model_writes_weights_and_state_only(data, tmp_path):
     trainer = make_trainer(data, tmp_path, max_steps=5, save_only_model=True)
     trainer.train()
     assert sorted(os.listdir(tmp_path / "checkpoint-5")) == [
-        "model.safetensors", "trainer_state.json", "training_args.bin", "training_args.json"
+        "model.safetensors",
+        "trainer_state.json",
+        "training_args.bin",
+        "training_args.json",
     ]
 
 
@@ -174,7 +186,11 @@ def test_save_model_and_save_state(data, tmp_path):
     trainer = make_trainer(data, tmp_path / "run", max_steps=3, save_strategy="no")
     trainer.train()
     trainer.save_model(str(tmp_path / "export"))
-    assert sorted(os.listdir(tmp_path / "export")) == ["model.safetensors", "training_args.bin", "training_args.json"]
+    assert sorted(os.listdir(tmp_path / "export")) == [
+        "model.safetensors",
+        "training_args.bin",
+        "training_args.json",
+    ]
     fresh = DigitsMLP(hidden=32)
     ckpt.load_model_weights(fresh, str(tmp_path / "export"))
     assert_weights_equal(weights(fresh), weights(trainer.model))
@@ -400,13 +416,17 @@ def test_accelerate_prepares_a_built_optimizer_only_when_it_has_work_to_do(data,
     direct = make_trainer(data, tmp_path / "direct", max_steps=12, full_determinism=True)
     direct.train()
     assert prepared == []
-    with monkeypatch.context() as m:  # as if accelerate had work to do: prepared, stepped and clipped through it
+    with (
+        monkeypatch.context() as m
+    ):  # as if accelerate had work to do: prepared, stepped and clipped through it
         m.setattr(_loop, "wrapper_only_forwards", lambda accelerator: False)
         wrapped = make_trainer(data, tmp_path / "wrapped", max_steps=12, full_determinism=True)
         wrapped.train()
     assert prepared == [wrapped.optimizer]
     assert_weights_equal(weights(direct.model), weights(wrapped.model))
-    assert [e.get("loss") for e in direct.state.log_history] == [e.get("loss") for e in wrapped.state.log_history]
+    assert [e.get("loss") for e in direct.state.log_history] == [
+        e.get("loss") for e in wrapped.state.log_history
+    ]
     # An optimizer with state (a second train() without model_init keeps it) is prepared: its state may need placing.
     direct.model_init = None
     direct.args = direct.args.replace(max_steps=2)
@@ -478,7 +498,10 @@ def test_rotation_keeps_best_and_newest_and_the_best_weights_are_loaded(data, tm
             saved[state.global_step] = weights(model)
 
     trainer = make_trainer(
-        data, tmp_path, callbacks=[Snapshot()], compute_metrics=ScriptedMetric(scores),
+        data,
+        tmp_path,
+        callbacks=[Snapshot()],
+        compute_metrics=ScriptedMetric(scores),
         **best_args(save_total_limit=2, load_best_model_at_end=True, greater_is_better=greater),
     )
     trainer.train()
@@ -488,7 +511,9 @@ def test_rotation_keeps_best_and_newest_and_the_best_weights_are_loaded(data, tm
     assert state.best_global_step == 10
     assert state.best_model_checkpoint == str(tmp_path / "checkpoint-10")
     assert_weights_equal(weights(trainer.model), saved[10])
-    assert_weights_equal(weights(trainer.model), load_file(str(tmp_path / "checkpoint-10" / "model.safetensors")))
+    assert_weights_equal(
+        weights(trainer.model), load_file(str(tmp_path / "checkpoint-10" / "model.safetensors"))
+    )
     assert not torch.equal(trainer.model.state_dict()["net.0.weight"], saved[20]["net.0.weight"])
     # The state saved in the newest checkpoint knows the best one too (resume keeps tracking it).
     newest = json.loads((tmp_path / "checkpoint-20" / "trainer_state.json").read_text())
@@ -503,7 +528,9 @@ def test_rotation_without_a_best_keeps_the_newest(data, tmp_path):
 
 def test_save_strategy_best_saves_only_on_improvement(data, tmp_path):
     trainer = make_trainer(
-        data, tmp_path, compute_metrics=ScriptedMetric([0.5, 0.9, 0.7, 0.95]),
+        data,
+        tmp_path,
+        compute_metrics=ScriptedMetric([0.5, 0.9, 0.7, 0.95]),
         **best_args(save_strategy="best", greater_is_better=True),
     )
     trainer.train()
@@ -514,7 +541,9 @@ def test_save_strategy_best_saves_only_on_improvement(data, tmp_path):
 
 def test_best_model_settings_are_checked_up_front(tmp_path):
     with pytest.raises(ValueError, match="save_strategy"):
-        make_args(tmp_path, load_best_model_at_end=True, eval_strategy="steps", eval_steps=5, save_strategy="epoch")
+        make_args(
+            tmp_path, load_best_model_at_end=True, eval_strategy="steps", eval_steps=5, save_strategy="epoch"
+        )
     with pytest.raises(ValueError, match="eval_strategy"):
         make_args(tmp_path, load_best_model_at_end=True)
 
@@ -542,5 +571,7 @@ def test_a_corrupt_trainer_state_names_the_file(tmp_path):
 
     path = tmp_path / "trainer_state.json"
     path.write_text("{not json")
-    with pytest.raises(ValueError, match=r"trainer_state.json.*not a readable trainer state.*another checkpoint"):
+    with pytest.raises(
+        ValueError, match=r"trainer_state.json.*not a readable trainer state.*another checkpoint"
+    ):
         TrainerState.load_from_json(str(path))

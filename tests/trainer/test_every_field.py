@@ -75,14 +75,21 @@ class Env:
         self.tmp = tmp
 
     def args(self, **kw: Any) -> TrainingArguments:
-        base: dict[str, Any] = {"output_dir": str(self.tmp / "out"), "disable_tqdm": True, "save_strategy": "no",
-                                "report_to": "none", "max_steps": 4, "per_device_train_batch_size": 8}
+        base: dict[str, Any] = {
+            "output_dir": str(self.tmp / "out"),
+            "disable_tqdm": True,
+            "save_strategy": "no",
+            "report_to": "none",
+            "max_steps": 4,
+            "per_device_train_batch_size": 8,
+        }
         base.update(kw)
         return TrainingArguments(**base)
 
     def trainer(self, model: nn.Module | None = None, **kw: Any) -> Trainer:
-        trainer_kw = {k: kw.pop(k) for k in ("callbacks", "compute_metrics", "eval_dataset", "train_dataset")
-                      if k in kw}
+        trainer_kw = {
+            k: kw.pop(k) for k in ("callbacks", "compute_metrics", "eval_dataset", "train_dataset") if k in kw
+        }
         trainer_kw.setdefault("train_dataset", Data())
         return Trainer(model=model or Model(), args=self.args(**kw), **trainer_kw)
 
@@ -96,7 +103,9 @@ class Env:
 
     def checkpoints(self) -> list[str]:
         out = self.tmp / "out"
-        return sorted(p.name for p in out.iterdir() if p.name.startswith("checkpoint-")) if out.exists() else []
+        return (
+            sorted(p.name for p in out.iterdir() if p.name.startswith("checkpoint-")) if out.exists() else []
+        )
 
 
 def refused(field: str, value: Any, needle: str, **kw: Any) -> Callable[[Env], None]:
@@ -131,14 +140,16 @@ def c_output_dir(env: Env) -> None:
 
 
 def c_eval_strategy(env: Env) -> None:
-    assert env.steps_with("eval_loss", env.train(eval_strategy="steps", eval_steps=2, eval_dataset=Data(8))) == [2, 4]
+    assert env.steps_with(
+        "eval_loss", env.train(eval_strategy="steps", eval_steps=2, eval_dataset=Data(8))
+    ) == [2, 4]
     assert env.steps_with("eval_loss", env.train(eval_strategy="no", eval_dataset=Data(8))) == []
 
 
 def c_eval_steps(env: Env) -> None:
-    assert env.steps_with("eval_loss", env.train(eval_strategy="steps", eval_steps=1, eval_dataset=Data(8))) == [
-        1, 2, 3, 4
-    ]
+    assert env.steps_with(
+        "eval_loss", env.train(eval_strategy="steps", eval_steps=1, eval_dataset=Data(8))
+    ) == [1, 2, 3, 4]
 
 
 def c_eval_delay(env: Env) -> None:
@@ -221,11 +232,16 @@ def c_scheduler_kwargs(env: Env) -> None:
 
 
 def c_warmup_ratio(env: Env) -> None:
-    assert lr_after(env, warmup_ratio=0.5, learning_rate=0.1, lr_scheduler_type="constant_with_warmup")[0] == 0.05
+    assert (
+        lr_after(env, warmup_ratio=0.5, learning_rate=0.1, lr_scheduler_type="constant_with_warmup")[0]
+        == 0.05
+    )
 
 
 def c_warmup_steps(env: Env) -> None:
-    assert lr_after(env, warmup_steps=4, learning_rate=0.1, lr_scheduler_type="constant_with_warmup")[0] == 0.025
+    assert (
+        lr_after(env, warmup_steps=4, learning_rate=0.1, lr_scheduler_type="constant_with_warmup")[0] == 0.025
+    )
 
 
 def c_log_level(env: Env) -> None:
@@ -251,13 +267,17 @@ def c_log_on_each_node(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def c_logging_dir(env: Env) -> None:
     import tensorboard  # noqa: F401 - installed with the tensorboard extra
+
     env.train(report_to="tensorboard", logging_dir=str(env.tmp / "tb"))
     assert any(name.startswith("events.out.tfevents") for name in os.listdir(env.tmp / "tb"))
 
 
 def c_logging_strategy(env: Env) -> None:
     assert env.steps_with("loss", env.train(logging_strategy="no")) == []
-    assert env.steps_with("loss", env.train(logging_strategy="epoch", max_steps=-1, num_train_epochs=2)) == [4, 8]
+    assert env.steps_with("loss", env.train(logging_strategy="epoch", max_steps=-1, num_train_epochs=2)) == [
+        4,
+        8,
+    ]
 
 
 def c_logging_first_step(env: Env) -> None:
@@ -273,7 +293,9 @@ def c_nan_filter(env: Env) -> None:
         def forward(self, x, labels=None, mems=None):
             out = super().forward(x, labels)
             if len(self.calls) == 1:
-                out["loss"] = out["loss"] + torch.tensor(float("nan"))  # the value only: gradients stay finite
+                out["loss"] = out["loss"] + torch.tensor(
+                    float("nan")
+                )  # the value only: gradients stay finite
             return out
 
     def first_loss(flag: bool) -> float:
@@ -360,7 +382,9 @@ def c_num_workers(env: Env) -> None:
 
 def c_drop_last(env: Env) -> None:
     def steps(drop: bool) -> int:
-        return env.train(max_steps=-1, num_train_epochs=1, dataloader_drop_last=drop, train_dataset=Data(30)).state.global_step
+        return env.train(
+            max_steps=-1, num_train_epochs=1, dataloader_drop_last=drop, train_dataset=Data(30)
+        ).state.global_step
 
     assert (steps(True), steps(False)) == (3, 4)
 
@@ -443,8 +467,11 @@ def c_batch_eval_metrics(env: Env) -> None:
         calls.append(compute_result)
         return {"n": 1.0}
 
-    Trainer(model=Model(), args=env.args(batch_eval_metrics=True, per_device_eval_batch_size=4),
-            compute_metrics=metrics).evaluate(Data(8))
+    Trainer(
+        model=Model(),
+        args=env.args(batch_eval_metrics=True, per_device_eval_batch_size=4),
+        compute_metrics=metrics,
+    ).evaluate(Data(8))
     assert calls == [False, True]
 
 
@@ -457,14 +484,20 @@ def c_optim_args(env: Env) -> None:
 
 
 def c_report_to(env: Env) -> None:
-    assert any(isinstance(cb, JsonlCallback) for cb in env.trainer(report_to="jsonl").callback_handler.callbacks)
+    assert any(
+        isinstance(cb, JsonlCallback) for cb in env.trainer(report_to="jsonl").callback_handler.callbacks
+    )
     env.train(report_to="jsonl")
     assert (env.tmp / "out" / "log_history.jsonl").is_file()
 
 
 def c_disable_tqdm(env: Env) -> None:
-    assert any(isinstance(c, PrinterCallback) for c in env.trainer(disable_tqdm=True).callback_handler.callbacks)
-    assert any(isinstance(c, ProgressCallback) for c in env.trainer(disable_tqdm=False).callback_handler.callbacks)
+    assert any(
+        isinstance(c, PrinterCallback) for c in env.trainer(disable_tqdm=True).callback_handler.callbacks
+    )
+    assert any(
+        isinstance(c, ProgressCallback) for c in env.trainer(disable_tqdm=False).callback_handler.callbacks
+    )
 
 
 def c_run_name(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -493,7 +526,9 @@ def c_run_name(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
 def c_skip_memory(env: Env) -> None:
     logged = env.train(skip_memory_metrics=False).state.log_history[-1]
     assert "train_mem_cpu_alloc_delta" in logged
-    assert "init_mem_cpu_alloc_delta" in logged and "init_mem_cpu_peaked_delta" in logged  # the init_ stage too
+    assert (
+        "init_mem_cpu_alloc_delta" in logged and "init_mem_cpu_peaked_delta" in logged
+    )  # the init_ stage too
     assert "train_mem_cpu_alloc_delta" not in env.train(skip_memory_metrics=True).state.log_history[-1]
 
 
@@ -521,9 +556,13 @@ def c_tokens_seen(env: Env) -> None:
 
 
 def c_tokens_per_second(env: Env) -> None:
-    metrics = env.train(TokenModel(), include_tokens_per_second=True, train_dataset=Tokens()).state.log_history[-1]
+    metrics = env.train(
+        TokenModel(), include_tokens_per_second=True, train_dataset=Tokens()
+    ).state.log_history[-1]
     assert metrics["train_tokens_per_second"] > 0
-    assert "train_tokens_per_second" not in env.train(TokenModel(), train_dataset=Tokens()).state.log_history[-1]
+    assert (
+        "train_tokens_per_second" not in env.train(TokenModel(), train_dataset=Tokens()).state.log_history[-1]
+    )
 
 
 def c_shard_size(env: Env) -> None:
@@ -560,7 +599,11 @@ def c_fp16_full_eval(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
     torch.manual_seed(0)
     trainer = env.trainer(fp16_full_eval=True)  # on the CPU too: torch runs float16 there (issue 35, item 10)
     half = trainer.evaluate(Data(8))["eval_loss"]
-    assert trainer.model.linear.weight.dtype == torch.float16 and half != full and abs(half - full) < 1e-2 * abs(full)
+    assert (
+        trainer.model.linear.weight.dtype == torch.float16
+        and half != full
+        and abs(half - full) < 1e-2 * abs(full)
+    )
     if not torch.cuda.is_available():
         monkeypatch.setattr(_precision, "cpu_runs_fp16", lambda: False)  # an older torch build
         refused("fp16_full_eval", True, "needs a CUDA GPU or a torch that runs float16 on the CPU")(env)
@@ -624,8 +667,11 @@ def c_include_for_metrics(env: Env, flag: dict[str, Any] | None = None) -> None:
         seen["inputs"] = pred.inputs
         return {}
 
-    Trainer(model=TokenModel(), args=env.args(**(flag or {"include_for_metrics": ["inputs"]})),
-            compute_metrics=metrics).evaluate(Tokens())
+    Trainer(
+        model=TokenModel(),
+        args=env.args(**(flag or {"include_for_metrics": ["inputs"]})),
+        compute_metrics=metrics,
+    ).evaluate(Tokens())
     assert seen["inputs"].shape == (16, 5)
 
 
@@ -704,7 +750,10 @@ def c_broadcast(env: Env) -> None:
 
 
 def c_accelerator_config(env: Env) -> None:
-    assert env.trainer(accelerator_config={"even_batches": False}).accelerator.dataloader_config.even_batches is False
+    assert (
+        env.trainer(accelerator_config={"even_batches": False}).accelerator.dataloader_config.even_batches
+        is False
+    )
     refused("accelerator_config", {"use_configured_state": True}, "not supported")(env)
 
 
@@ -751,6 +800,7 @@ def _checkpointing(model: Any) -> bool:
 
 def c_gradient_checkpointing(env: Env) -> None:
     import transformers  # noqa: F401 - in the test extra
+
     model = env.train(tiny_bert(), gradient_checkpointing=True, train_dataset=BertTokens(), max_steps=1).model
     assert _checkpointing(model)
     assert not _checkpointing(env.train(tiny_bert(), train_dataset=BertTokens(), max_steps=1).model)
@@ -761,13 +811,18 @@ def c_gradient_checkpointing(env: Env) -> None:
 def c_activation_checkpointing(env: Env) -> None:
     # transformers 5's name; gradient_checkpointing is its older alias, mirrored both ways.
     import transformers  # noqa: F401 - in the test extra
-    model = env.train(tiny_bert(), activation_checkpointing=True, train_dataset=BertTokens(), max_steps=1).model
+
+    model = env.train(
+        tiny_bert(), activation_checkpointing=True, train_dataset=BertTokens(), max_steps=1
+    ).model
     assert _checkpointing(model)
     args = env.args(activation_checkpointing=True)
     assert args.gradient_checkpointing is True
     assert args.replace(gradient_checkpointing=False).activation_checkpointing is False
     assert env.args().replace(gradient_checkpointing=True).activation_checkpointing is True
-    assert env.args(activation_checkpointing=False, gradient_checkpointing=True).gradient_checkpointing is False
+    assert (
+        env.args(activation_checkpointing=False, gradient_checkpointing=True).gradient_checkpointing is False
+    )
 
 
 def c_activation_checkpointing_kwargs(env: Env) -> None:
@@ -779,10 +834,13 @@ def c_activation_checkpointing_kwargs(env: Env) -> None:
 
 def c_gradient_checkpointing_kwargs(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
     import transformers  # noqa: F401 - in the test extra
+
     seen = []
     model = tiny_bert()
     # transformers 5's name of gradient_checkpointing_enable, or the older one: whichever this release has.
-    name = next(n for n in ("activation_checkpointing_enable", "gradient_checkpointing_enable") if hasattr(model, n))
+    name = next(
+        n for n in ("activation_checkpointing_enable", "gradient_checkpointing_enable") if hasattr(model, n)
+    )
     original = getattr(model, name)
 
     def enable(*args, **kwargs):
@@ -829,7 +887,9 @@ def c_torch_compile_backend(env: Env) -> None:
 def c_torch_compile_mode(env: Env) -> None:
     args = env.args(torch_compile_mode="reduce-overhead")
     assert args.torch_compile is True
-    plugin = env.trainer(torch_compile_backend="eager", torch_compile_mode="max-autotune").accelerator.state.dynamo_plugin
+    plugin = env.trainer(
+        torch_compile_backend="eager", torch_compile_mode="max-autotune"
+    ).accelerator.state.dynamo_plugin
     assert plugin.mode == "max-autotune"
 
 
@@ -878,7 +938,11 @@ class PadTokens(nn.Module):
 def pad_collate(features):
     width = max(len(f["input_ids"]) for f in features)
     ids = torch.tensor([f["input_ids"] + [0] * (width - len(f["input_ids"])) for f in features])
-    return {"input_ids": ids, "attention_mask": (ids > 0).long(), "labels": torch.tensor([f["labels"] for f in features])}
+    return {
+        "input_ids": ids,
+        "attention_mask": (ids > 0).long(),
+        "labels": torch.tensor([f["labels"] for f in features]),
+    }
 
 
 def padding_of(widths: list[list[int]]) -> int:
@@ -929,18 +993,25 @@ class _TwoProcesses:
 def c_average_tokens(env: Env) -> None:
     batch = {"labels": torch.tensor([[1, 2, -100], [3, -100, -100]])}
     for value, expected in ((True, 3 + 5), (False, 3)):
-        trainer = types.SimpleNamespace(accelerator=_TwoProcesses(), args=env.args(average_tokens_across_devices=value))
+        trainer = types.SimpleNamespace(
+            accelerator=_TwoProcesses(), args=env.args(average_tokens_across_devices=value)
+        )
         assert int(loop_module._window_count(trainer, [batch], shift=False)) == expected  # type: ignore[arg-type]
 
 
 def c_multiprocessing_context(env: Env) -> None:
-    loader = env.trainer(dataloader_num_workers=1, dataloader_multiprocessing_context="spawn").get_train_dataloader()
+    loader = env.trainer(
+        dataloader_num_workers=1, dataloader_multiprocessing_context="spawn"
+    ).get_train_dataloader()
     assert loader.multiprocessing_context.get_start_method() == "spawn"
     refused("dataloader_multiprocessing_context", "thread", "dataloader_multiprocessing_context")(env)
 
 
 def c_in_order(env: Env) -> None:
-    assert env.trainer(dataloader_num_workers=1, dataloader_in_order=False).get_train_dataloader().in_order is False
+    assert (
+        env.trainer(dataloader_num_workers=1, dataloader_in_order=False).get_train_dataloader().in_order
+        is False
+    )
     assert env.trainer(dataloader_num_workers=1).get_train_dataloader().in_order is True
 
 
@@ -950,8 +1021,11 @@ def c_static_graph(env: Env) -> None:
 
 def c_use_cache(env: Env) -> None:
     import transformers  # noqa: F401 - in the test extra
+
     assert tiny_bert().config.use_cache is True  # the model's own default ...
-    assert Trainer(model=tiny_bert(), args=env.args()).model.config.use_cache is False  # ... the Trainer's default
+    assert (
+        Trainer(model=tiny_bert(), args=env.args()).model.config.use_cache is False
+    )  # ... the Trainer's default
     assert Trainer(model=tiny_bert(), args=env.args(use_cache=True)).model.config.use_cache is True
     built = Trainer(model_init=tiny_bert, args=env.args(), train_dataset=BertTokens())
     assert built.model.config.use_cache is False
@@ -1020,7 +1094,10 @@ def c_optim_target_modules(env: Env) -> None:
     with pytest.raises(ValueError, match=r"optim_target_modules.*only read by the GaLore.*remove it"):
         env.args(optim_target_modules=["attn"])
     optimizer = optimizer_of(env, optim="galore_adamw", optim_target_modules=["linear"], optim_args="rank=1")
-    assert [group.get("rank") for group in optimizer.param_groups] == [None, 1]  # the linear weight is projected
+    assert [group.get("rank") for group in optimizer.param_groups] == [
+        None,
+        1,
+    ]  # the linear weight is projected
 
 
 def c_deepspeed(env: Env) -> None:
@@ -1042,8 +1119,12 @@ def c_fsdp(env: Env) -> None:
 def c_fsdp_config(env: Env) -> None:
     # min_num_params, activation_checkpointing, sync_module_states, cpu_ram_efficient_loading and state_dict_type
     # act in tests/trainer/test_fsdp.py; FSDP1 switches and keys without fsdp are refused.
-    assert env.args(fsdp=True, fsdp_config={"fsdp_state_dict_type": "FULL_STATE_DICT"}).fsdp_config["state_dict_type"] \
+    assert (
+        env.args(fsdp=True, fsdp_config={"fsdp_state_dict_type": "FULL_STATE_DICT"}).fsdp_config[
+            "state_dict_type"
+        ]
         == "FULL_STATE_DICT"
+    )
     with pytest.raises(ValueError, match="fsdp_config must be empty while fsdp is off"):
         env.args(fsdp_config={"min_num_params": 10})
     with pytest.raises(ValueError, match="FSDP1 setting"):
@@ -1052,7 +1133,9 @@ def c_fsdp_config(env: Env) -> None:
 
 # --- transformers 4.x names: mapped onto their replacements with a FutureWarning (issue 35, item 7) ---
 def parsed(env: Env, *cli: str) -> TrainingArguments:
-    (args,) = HfArgumentParser(TrainingArguments).parse_args_into_dataclasses(["--output_dir", str(env.tmp), *cli])
+    (args,) = HfArgumentParser(TrainingArguments).parse_args_into_dataclasses(
+        ["--output_dir", str(env.tmp), *cli]
+    )
     return args
 
 
@@ -1067,7 +1150,9 @@ def c_no_cuda(env: Env) -> None:
 
 def c_use_mps_device(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
-    with pytest.raises(ValueError, match=r"use_mps_device=True asks for Apple's MPS device.*remove use_mps_device"):
+    with pytest.raises(
+        ValueError, match=r"use_mps_device=True asks for Apple's MPS device.*remove use_mps_device"
+    ):
         env.args(use_mps_device=True)
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)  # a Mac: the default device already
     with pytest.warns(FutureWarning, match="use_mps_device=True is deprecated"):
@@ -1082,8 +1167,13 @@ def c_per_gpu_train_batch_size(env: Env) -> None:
         assert parsed(env, "--per_gpu_train_batch_size", "2").per_device_train_batch_size == 2
     with pytest.raises(ValueError, match="per_gpu_train_batch_size"):
         env.args(per_gpu_train_batch_size=0)
-    with pytest.warns(FutureWarning, match=r"it replaces per_device_train_batch_size=16"):  # 4.x: the old name wins
-        assert env.args(per_gpu_train_batch_size=2, per_device_train_batch_size=16).per_device_train_batch_size == 2
+    with pytest.warns(
+        FutureWarning, match=r"it replaces per_device_train_batch_size=16"
+    ):  # 4.x: the old name wins
+        assert (
+            env.args(per_gpu_train_batch_size=2, per_device_train_batch_size=16).per_device_train_batch_size
+            == 2
+        )
 
 
 def c_per_gpu_eval_batch_size(env: Env) -> None:
@@ -1104,7 +1194,10 @@ def c_fsdp_min_num_params(env: Env) -> None:
     with pytest.warns(FutureWarning, match=r"fsdp_config=\{'min_num_params': 100\}"):
         args = env.args(fsdp="full_shard auto_wrap", fsdp_min_num_params=100)
     assert args.fsdp_config["min_num_params"] == 100 and args.fsdp_min_num_params == 0
-    with pytest.raises(ValueError, match="only applies with fsdp option 'auto_wrap'"), pytest.warns(FutureWarning):
+    with (
+        pytest.raises(ValueError, match="only applies with fsdp option 'auto_wrap'"),
+        pytest.warns(FutureWarning),
+    ):
         env.args(fsdp="full_shard", fsdp_min_num_params=100)
     with pytest.raises(ValueError, match="disagree"), pytest.warns(FutureWarning):
         env.args(fsdp="full_shard auto_wrap", fsdp_min_num_params=100, fsdp_config={"min_num_params": 5})
@@ -1112,7 +1205,9 @@ def c_fsdp_min_num_params(env: Env) -> None:
 
 def c_fsdp_transformer_layer_cls_to_wrap(env: Env) -> None:
     with pytest.warns(FutureWarning, match="transformer_layer_cls_to_wrap"):
-        args = parsed(env, "--fsdp", "full_shard auto_wrap", "--fsdp_transformer_layer_cls_to_wrap", "BertLayer,Block")
+        args = parsed(
+            env, "--fsdp", "full_shard auto_wrap", "--fsdp_transformer_layer_cls_to_wrap", "BertLayer,Block"
+        )
     assert args.fsdp_config["transformer_layer_cls_to_wrap"] == ["BertLayer", "Block"]
     assert args.fsdp_transformer_layer_cls_to_wrap is None
 
@@ -1138,7 +1233,9 @@ def hub_option(field: str, value: Any, bad: Any) -> Callable[[Env], None]:
         assert torch.equal(plain.model.linear.weight, hub.model.linear.weight)
         with pytest.raises(ValueError, match=field):
             env.args(**{field: bad})
-        with pytest.raises(ValueError, match=r"push_to_hub=True is not supported.*hub_\* arguments are accepted"):
+        with pytest.raises(
+            ValueError, match=r"push_to_hub=True is not supported.*hub_\* arguments are accepted"
+        ):
             env.args(**{field: value}, push_to_hub=True)
 
     return check
@@ -1314,4 +1411,3 @@ def test_field_has_an_effect_or_is_refused(field, tmp_path, monkeypatch):
         check(env, monkeypatch)
     else:
         check(env)
-

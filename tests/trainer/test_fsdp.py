@@ -42,8 +42,9 @@ def test_fsdp_config_keys_with_or_without_prefix_from_a_dict_or_a_json_file(make
     path = tmp_path / "fsdp.json"
     path.write_text(json.dumps({"fsdp_min_num_params": 100, "fsdp_state_dict_type": "full_state_dict"}))
     from_file = make_args(fsdp="full_shard auto_wrap", fsdp_config=str(path))
-    from_dict = make_args(fsdp="full_shard auto_wrap", fsdp_config={"min_num_params": 100,
-                                                                    "state_dict_type": "FULL_STATE_DICT"})
+    from_dict = make_args(
+        fsdp="full_shard auto_wrap", fsdp_config={"min_num_params": 100, "state_dict_type": "FULL_STATE_DICT"}
+    )
     assert from_file.fsdp_config == from_dict.fsdp_config == {
         "version": 2, "min_num_params": 100, "state_dict_type": "FULL_STATE_DICT", "sync_module_states": True,
         "cpu_ram_efficient_loading": False, "activation_checkpointing": False,
@@ -67,8 +68,12 @@ def test_fsdp_from_the_command_line(tmp_path):
 def test_the_plugin_carries_the_arguments(make_args):
     before = dict(os.environ)
     with fsdp.environment_kept():  # accelerate's plugin writes FSDP_CPU_RAM_EFFICIENT_LOADING into os.environ
-        plugin = fsdp.plugin(make_args(fsdp="shard_grad_op auto_wrap",
-                                       fsdp_config={"min_num_params": 100, "activation_checkpointing": True}))
+        plugin = fsdp.plugin(
+            make_args(
+                fsdp="shard_grad_op auto_wrap",
+                fsdp_config={"min_num_params": 100, "activation_checkpointing": True},
+            )
+        )
     assert dict(os.environ) == before
     assert plugin.fsdp_version == 2 and plugin.reshard_after_forward is False
     assert plugin.min_num_params == 100 and plugin.activation_checkpointing is True
@@ -89,13 +94,23 @@ def test_the_plugin_carries_the_arguments(make_args):
         ({"fsdp": "full_shard", "fsdp_config": {"version": 1}}, r"version'\]=1 is not supported on CPU"),
         ({"fsdp": "full_shard", "fsdp_config": {"version": 3}}, r"version'\] must be 1 .* or 2"),
         ({"fsdp_config": {"min_num_params": 10}}, "fsdp_config must be empty while fsdp is off"),
-        ({"fsdp": "full_shard", "fsdp_config": {"min_num_params": 10}}, "only applies with fsdp option 'auto_wrap'"),
-        ({"fsdp": "full_shard auto_wrap", "fsdp_config": {"min_num_params": 10,
-                                                          "transformer_layer_cls_to_wrap": ["Linear"]}},
-         "two wrapping policies"),
+        (
+            {"fsdp": "full_shard", "fsdp_config": {"min_num_params": 10}},
+            "only applies with fsdp option 'auto_wrap'",
+        ),
+        (
+            {
+                "fsdp": "full_shard auto_wrap",
+                "fsdp_config": {"min_num_params": 10, "transformer_layer_cls_to_wrap": ["Linear"]},
+            },
+            "two wrapping policies",
+        ),
         ({"fsdp": "full_shard", "fsdp_config": {"activation_checkpointing": True}}, "has no 'auto_wrap'"),
         ({"fsdp": "full_shard", "fsdp_config": {"forward_prefetch": True}}, "FSDP1 setting that FSDP2"),
-        ({"fsdp": "full_shard", "fsdp_config": {"backward_prefetch": "backward_pre"}}, "FSDP1 setting that FSDP2"),
+        (
+            {"fsdp": "full_shard", "fsdp_config": {"backward_prefetch": "backward_pre"}},
+            "FSDP1 setting that FSDP2",
+        ),
         ({"fsdp": "full_shard", "fsdp_config": {"limit_all_gathers": True}}, "FSDP1 setting that FSDP2"),
         ({"fsdp": "full_shard", "fsdp_config": {"use_orig_params": False}}, "FSDP1 setting that FSDP2"),
         ({"fsdp": "full_shard", "fsdp_config": {"state_dict_type": "LOCAL_STATE_DICT"}}, "LOCAL_STATE_DICT"),
@@ -103,8 +118,14 @@ def test_the_plugin_carries_the_arguments(make_args):
         ({"fsdp": "full_shard", "fsdp_config": {"colour": "blue"}}, "remove 'colour'"),
         ({"fsdp": "full_shard", "fsdp_config": {"min_num_params": 1, "fsdp_min_num_params": 2}}, "not both"),
         ({"fsdp": "full_shard", "fsdp_config": {"sync_module_states": "yes"}}, "must be a bool"),
-        ({"fsdp": "full_shard auto_wrap", "gradient_checkpointing": True,
-          "fsdp_config": {"min_num_params": 1, "activation_checkpointing": True}}, "both recompute activations"),
+        (
+            {
+                "fsdp": "full_shard auto_wrap",
+                "gradient_checkpointing": True,
+                "fsdp_config": {"min_num_params": 1, "activation_checkpointing": True},
+            },
+            "both recompute activations",
+        ),
     ],
 )
 def test_bad_fsdp_arguments_are_refused_with_the_fix(make_args, kwargs, needle):
@@ -121,27 +142,43 @@ def test_training_with_fsdp_in_a_single_process_is_refused_before_any_step(make_
     from tests._digits import DigitsMLP, digits_datasets
 
     train, _ = digits_datasets()
-    trainer = Trainer(model_init=lambda: DigitsMLP(hidden=8), args=make_args(fsdp=True, save_strategy="steps",
-                                                                          save_steps=1, max_steps=2),
-                      train_dataset=train)
+    trainer = Trainer(
+        model_init=lambda: DigitsMLP(hidden=8),
+        args=make_args(fsdp=True, save_strategy="steps", save_steps=1, max_steps=2),
+        train_dataset=train,
+    )
     with pytest.raises(ValueError, match="needs processes started by a launcher"):
         trainer.train()
     assert trainer.state.global_step == 0 and not (tmp_path / "out").exists()
 
 
 def test_an_accelerate_launch_fsdp_configuration_becomes_the_arguments(make_args, monkeypatch):
-    for key, value in {"ACCELERATE_USE_FSDP": "true", "FSDP_VERSION": "2", "FSDP_RESHARD_AFTER_FORWARD": "false",
-                       "FSDP_AUTO_WRAP_POLICY": "TRANSFORMER_BASED_WRAP", "FSDP_TRANSFORMER_CLS_TO_WRAP": "Linear",
-                       "FSDP_STATE_DICT_TYPE": "FULL_STATE_DICT", "FSDP_SHARDING_STRATEGY": "NO_SHARD",
-                       "FSDP_USE_ORIG_PARAMS": "false", "FSDP_ACTIVATION_CHECKPOINTING": "true"}.items():
+    for key, value in {
+        "ACCELERATE_USE_FSDP": "true",
+        "FSDP_VERSION": "2",
+        "FSDP_RESHARD_AFTER_FORWARD": "false",
+        "FSDP_AUTO_WRAP_POLICY": "TRANSFORMER_BASED_WRAP",
+        "FSDP_TRANSFORMER_CLS_TO_WRAP": "Linear",
+        "FSDP_STATE_DICT_TYPE": "FULL_STATE_DICT",
+        "FSDP_SHARDING_STRATEGY": "NO_SHARD",
+        "FSDP_USE_ORIG_PARAMS": "false",
+        "FSDP_ACTIVATION_CHECKPOINTING": "true",
+    }.items():
         monkeypatch.setenv(key, value)
     args = make_args()
     # FSDP_SHARDING_STRATEGY and FSDP_USE_ORIG_PARAMS are FSDP1 variables, which accelerate ignores for version 2.
     assert args.fsdp == ["shard_grad_op", "auto_wrap"]
-    assert args.fsdp_config == {"version": 2, "transformer_layer_cls_to_wrap": ["Linear"],
-                                "state_dict_type": "FULL_STATE_DICT", "sync_module_states": False,
-                                "cpu_ram_efficient_loading": False, "activation_checkpointing": True}
-    assert args.replace(learning_rate=1e-3).fsdp == args.fsdp  # derived again, not taken as the caller's choice
+    assert args.fsdp_config == {
+        "version": 2,
+        "transformer_layer_cls_to_wrap": ["Linear"],
+        "state_dict_type": "FULL_STATE_DICT",
+        "sync_module_states": False,
+        "cpu_ram_efficient_loading": False,
+        "activation_checkpointing": True,
+    }
+    assert (
+        args.replace(learning_rate=1e-3).fsdp == args.fsdp
+    )  # derived again, not taken as the caller's choice
     with pytest.raises(ValueError, match="both configure FSDP"):
         make_args(fsdp="full_shard")
 
@@ -183,8 +220,14 @@ def test_resuming_a_sharded_run_continues_it_exactly(fsdp_run, case):
 @pytest.mark.slow
 def test_checkpoint_layout_follows_state_dict_type(fsdp_run):
     out, (r0, _) = fsdp_run
-    common = ["rng_state_0.pth", "rng_state_1.pth", "scheduler.pt", "trainer_state.json", "training_args.bin",
-              "training_args.json"]
+    common = [
+        "rng_state_0.pth",
+        "rng_state_1.pth",
+        "scheduler.pt",
+        "trainer_state.json",
+        "training_args.bin",
+        "training_args.json",
+    ]
     # save_total_limit=2 keeps the last two; with load_best_model_at_end the best one is kept too.
     assert r0["sharded"]["checkpoints"] == {
         name: sorted([*common, "fsdp_model_rank0.safetensors", "fsdp_model_rank1.safetensors",

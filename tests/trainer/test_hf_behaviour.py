@@ -58,11 +58,18 @@ def test_evaluates_and_saves_at_the_last_step_off_the_interval(make_args, tmp_pa
     trainer.train()
     assert steps_with(trainer, "eval_loss") == [2, 4, 5]
     assert sorted(p.name for p in (tmp_path / "out").iterdir() if p.name.startswith("checkpoint")) == [
-        "checkpoint-2", "checkpoint-4", "checkpoint-5"
+        "checkpoint-2",
+        "checkpoint-4",
+        "checkpoint-5",
     ]
-    trainer = Trainer(model=Model(), args=args.replace(max_steps=4), train_dataset=Data(), eval_dataset=Data(8))
+    trainer = Trainer(
+        model=Model(), args=args.replace(max_steps=4), train_dataset=Data(), eval_dataset=Data(8)
+    )
     trainer.train()
-    assert steps_with(trainer, "eval_loss") == [2, 4]  # no second evaluation when the last step is on the interval
+    assert steps_with(trainer, "eval_loss") == [
+        2,
+        4,
+    ]  # no second evaluation when the last step is on the interval
 
 
 def test_best_checkpoint_found_by_an_epoch_evaluation_after_that_steps_save(make_args, tmp_path):
@@ -100,13 +107,23 @@ def test_resume_rebuilds_callbacks_with_their_saved_arguments_and_warns(make_arg
     args = make_args(max_steps=4, per_device_train_batch_size=8, eval_strategy="steps", eval_steps=2,
                      save_strategy="steps", save_steps=2, metric_for_best_model="loss",
                      restore_callback_states_from_checkpoint=True)  # fmt: skip
-    first = Trainer(model=Model(), args=args, train_dataset=Data(), eval_dataset=Data(8),
-                    callbacks=[EarlyStoppingCallback(early_stopping_patience=5, early_stopping_threshold=0.01)])
+    first = Trainer(
+        model=Model(),
+        args=args,
+        train_dataset=Data(),
+        eval_dataset=Data(8),
+        callbacks=[EarlyStoppingCallback(early_stopping_patience=5, early_stopping_threshold=0.01)],
+    )
     first.train()
     checkpoint = f"{args.output_dir}/checkpoint-2"
 
-    resumed = Trainer(model=Model(), args=args.replace(max_steps=6), train_dataset=Data(), eval_dataset=Data(8),
-                      callbacks=[EarlyStoppingCallback()])
+    resumed = Trainer(
+        model=Model(),
+        args=args.replace(max_steps=6),
+        train_dataset=Data(),
+        eval_dataset=Data(8),
+        callbacks=[EarlyStoppingCallback()],
+    )
     resumed.train(resume_from_checkpoint=checkpoint)
     (early,) = [cb for cb in resumed.callback_handler.callbacks if isinstance(cb, EarlyStoppingCallback)]
     assert (early.early_stopping_patience, early.early_stopping_threshold) == (5, 0.01)
@@ -118,7 +135,9 @@ def test_resume_rebuilds_callbacks_with_their_saved_arguments_and_warns(make_arg
                         train_dataset=Data(), eval_dataset=Data(8))  # fmt: skip
         other.train(resume_from_checkpoint=checkpoint)
     text = caplog.text
-    assert "Checkpoint included callbacks not included in current configuration (EarlyStoppingCallback)" in text
+    assert (
+        "Checkpoint included callbacks not included in current configuration (EarlyStoppingCallback)" in text
+    )
     assert "save_steps: 4 (from args) != 2 (from trainer_state.json)" in text
     assert "eval_steps: 4 (from args) != 2 (from trainer_state.json)" in text
     assert "per_device_train_batch_size: 4 (from args) != 8 (from trainer_state.json)" in text
@@ -128,8 +147,9 @@ def test_load_callback_state_restores_the_control_switches_of_a_loaded_state(mak
     # transformers' tests load a checkpoint's trainer_state.json into trainer.state and call _load_callback_state.
     args = make_args(max_steps=2, per_device_train_batch_size=8, save_strategy="steps", save_steps=2)
     Trainer(model=Model(), args=args, train_dataset=Data()).train()
-    trainer = Trainer(model=Model(), args=args.replace(restore_callback_states_from_checkpoint=True),
-                      train_dataset=Data())
+    trainer = Trainer(
+        model=Model(), args=args.replace(restore_callback_states_from_checkpoint=True), train_dataset=Data()
+    )
     trainer.state = TrainerState.load_from_json(f"{args.output_dir}/checkpoint-2/trainer_state.json")
     assert not trainer.control.should_training_stop
     trainer._load_callback_state()
@@ -161,8 +181,13 @@ def test_early_stopping_in_training_sees_the_best_before_the_evaluation(make_arg
 
     args = make_args(max_steps=20, per_device_train_batch_size=8, eval_strategy="steps", eval_steps=1,
                      metric_for_best_model="loss")  # fmt: skip
-    trainer = Trainer(model=Flat(), args=args, train_dataset=Data(), eval_dataset=Data(8),
-                      callbacks=[EarlyStoppingCallback(early_stopping_patience=2)])
+    trainer = Trainer(
+        model=Flat(),
+        args=args,
+        train_dataset=Data(),
+        eval_dataset=Data(8),
+        callbacks=[EarlyStoppingCallback(early_stopping_patience=2)],
+    )
     trainer.train()
     assert trainer.state.global_step == 3  # first evaluation sets the best, two more without improvement
 
@@ -264,7 +289,10 @@ def test_total_flos_is_taken_out_of_the_logs_by_the_printer_callback_only(make_a
     # transformers' PrinterCallback pops it from the dict it is given (the returned metrics); ProgressCallback copies.
     assert ("total_flos" in out.metrics) is not disable_tqdm
     assert ("total_flos" in after.keys) is not disable_tqdm
-    assert "total_flos" in before.keys and trainer.state.log_history[-1]["total_flos"] == trainer.state.total_flos
+    assert (
+        "total_flos" in before.keys
+        and trainer.state.log_history[-1]["total_flos"] == trainer.state.total_flos
+    )
 
 
 def test_evaluations_report_the_model_preparation_of_an_evaluation_before_training(make_args):
@@ -340,16 +368,20 @@ def test_an_epochs_last_short_accumulation_window_is_averaged_over_its_own_batch
     assert logged == pytest.approx(check.mean_losses, abs=1e-4)
 
 
-def test_a_trainer_given_no_arguments_writes_to_tmp_trainer_and_push_to_hub_is_refused_with_the_fix(monkeypatch,
-                                                                                                     tmp_path):
+def test_a_trainer_given_no_arguments_writes_to_tmp_trainer_and_push_to_hub_is_refused_with_the_fix(
+    monkeypatch, tmp_path
+):
     import transformers
 
     monkeypatch.chdir(tmp_path)
     ours = Trainer(model=Model())
     theirs = transformers.Trainer(model=Model())
     assert ours.args.output_dir == theirs.args.output_dir == "tmp_trainer"
-    with pytest.raises(NotImplementedError, match=r"does not push to the Hugging Face Hub; save the model with "
-                                                  r"trainer\.save_model"):
+    with pytest.raises(
+        NotImplementedError,
+        match=r"does not push to the Hugging Face Hub; save the model with "
+        r"trainer\.save_model",
+    ):
         ours.push_to_hub("End of training")
 
 
@@ -362,8 +394,14 @@ def test_compute_loss_func_and_optimizer_cls_and_kwargs_as_transformers_takes_th
 
     args = make_args(max_steps=2, per_device_train_batch_size=8, per_device_eval_batch_size=8)
     plain = Trainer(model=Model(), args=args, eval_dataset=Data(8))
-    trainer = Trainer(model=Model(), args=args, train_dataset=Data(), eval_dataset=Data(8),
-                      compute_loss_func=doubled_mse, optimizer_cls_and_kwargs=(torch.optim.SGD, {"lr": 0.1, "momentum": 0.9}))
+    trainer = Trainer(
+        model=Model(),
+        args=args,
+        train_dataset=Data(),
+        eval_dataset=Data(8),
+        compute_loss_func=doubled_mse,
+        optimizer_cls_and_kwargs=(torch.optim.SGD, {"lr": 0.1, "momentum": 0.9}),
+    )
     trainer.model.load_state_dict(plain.model.state_dict())
     assert trainer.evaluate()["eval_loss"] == pytest.approx(2 * plain.evaluate()["eval_loss"])
     assert seen == [None]  # one evaluation batch; no token count is passed (README, num_items_in_batch)
@@ -371,11 +409,18 @@ def test_compute_loss_func_and_optimizer_cls_and_kwargs_as_transformers_takes_th
     assert len(seen) == 3
     optimizer = trainer.optimizer.optimizer if hasattr(trainer.optimizer, "optimizer") else trainer.optimizer
     assert isinstance(optimizer, torch.optim.SGD)
-    assert [g["momentum"] for g in optimizer.param_groups] == [0.9, 0.9]  # both decay groups, the given kwargs
+    assert [g["momentum"] for g in optimizer.param_groups] == [
+        0.9,
+        0.9,
+    ]  # both decay groups, the given kwargs
     assert optimizer.param_groups[0]["initial_lr"] == 0.1
     with pytest.raises(RuntimeError, match="incompatible"):
-        Trainer(model=Model(), args=args, optimizers=(torch.optim.SGD(Model().parameters(), lr=0.1), None),
-                optimizer_cls_and_kwargs=(torch.optim.SGD, {"lr": 0.1}))
+        Trainer(
+            model=Model(),
+            args=args,
+            optimizers=(torch.optim.SGD(Model().parameters(), lr=0.1), None),
+            optimizer_cls_and_kwargs=(torch.optim.SGD, {"lr": 0.1}),
+        )
 
 
 class _OutOfMemoryFrom16(TrainerCallback):
@@ -385,8 +430,13 @@ class _OutOfMemoryFrom16(TrainerCallback):
 
 
 def test_a_resumed_auto_find_batch_size_run_goes_on_with_the_batch_size_it_found(make_args):
-    args = make_args(max_steps=2, save_strategy="steps", save_steps=1, per_device_train_batch_size=16,
-                     auto_find_batch_size=True)
+    args = make_args(
+        max_steps=2,
+        save_strategy="steps",
+        save_steps=1,
+        per_device_train_batch_size=16,
+        auto_find_batch_size=True,
+    )
     first = Trainer(model=Model(), args=args, train_dataset=Data(), callbacks=[_OutOfMemoryFrom16()])
     first.train()
     assert first._train_batch_size == 8  # transformers' attribute, lowered by the search
@@ -395,8 +445,11 @@ def test_a_resumed_auto_find_batch_size_run_goes_on_with_the_batch_size_it_found
     resumed.train(resume_from_checkpoint=True)
     assert resumed._train_batch_size == resumed.args.per_device_train_batch_size == 8
     # Without auto_find_batch_size the arguments' batch size is kept, as in transformers.
-    plain = Trainer(model=Model(), args=args.replace(auto_find_batch_size=False, per_device_train_batch_size=4,
-                                                     max_steps=3), train_dataset=Data())
+    plain = Trainer(
+        model=Model(),
+        args=args.replace(auto_find_batch_size=False, per_device_train_batch_size=4, max_steps=3),
+        train_dataset=Data(),
+    )
     plain.train(resume_from_checkpoint=f"{args.output_dir}/checkpoint-1")
     assert plain._train_batch_size == 4
 

@@ -86,8 +86,12 @@ def test_model_and_model_init_together_warn_that_train_replaces_the_model(make_a
     """transformers 4 warns (FutureWarning) and 5 refuses; the seed's 4.x behaviour with its warning."""
     given = Linear()
     with pytest.warns(FutureWarning, match="both model and model_init"):
-        trainer = Trainer(model=given, model_init=Linear, args=make_args(max_steps=1, use_cpu=True),
-                          train_dataset=Regression())
+        trainer = Trainer(
+            model=given,
+            model_init=Linear,
+            args=make_args(max_steps=1, use_cpu=True),
+            train_dataset=Regression(),
+        )
     assert trainer.model is given
     trainer.train()
     assert trainer.model is not given
@@ -98,8 +102,11 @@ def test_mixed_precision_may_differ_between_trainers_of_one_process(make_args):
     seen = []
     for precision in ("no", "bf16", "no", "bf16"):
         model = Linear()
-        trainer = Trainer(model=model, args=make_args(mixed_precision=precision, max_steps=2, use_cpu=True),
-                          train_dataset=Regression())
+        trainer = Trainer(
+            model=model,
+            args=make_args(mixed_precision=precision, max_steps=2, use_cpu=True),
+            train_dataset=Regression(),
+        )
         trainer.train()
         seen.append(set(model.autocast_dtypes))
     assert seen == [{None}, {torch.bfloat16}, {None}, {torch.bfloat16}]
@@ -107,7 +114,9 @@ def test_mixed_precision_may_differ_between_trainers_of_one_process(make_args):
 
 def test_a_trainer_rebuilds_its_accelerator_when_another_changed_the_precision(make_args):
     first = Trainer(model=Linear(), args=make_args(max_steps=1, use_cpu=True), train_dataset=Regression())
-    Trainer(model=Linear(), args=make_args(bf16=True, max_steps=1, use_cpu=True), train_dataset=Regression()).train()
+    Trainer(
+        model=Linear(), args=make_args(bf16=True, max_steps=1, use_cpu=True), train_dataset=Regression()
+    ).train()
     first.model.autocast_dtypes.clear()
     first.train()
     assert set(first.model.autocast_dtypes) == {None}
@@ -162,11 +171,15 @@ def test_accelerate_launch_cpu_trains_on_the_cpu_of_a_gpu_machine(make_args, mon
 def test_bf16_flag_maps_onto_mixed_precision_and_fp16_is_refused_on_cpu(make_args):
     assert make_args(bf16=True, use_cpu=True).mixed_precision == "bf16"
     assert make_args(bf16=True, use_cpu=True).replace(bf16=False).mixed_precision == "no"
-    with pytest.raises(ValueError, match=r"mixed_precision='fp16' needs a CUDA GPU.*pass mixed_precision='bf16'"):
+    with pytest.raises(
+        ValueError, match=r"mixed_precision='fp16' needs a CUDA GPU.*pass mixed_precision='bf16'"
+    ):
         make_args(fp16=True, use_cpu=True)
     with pytest.raises(ValueError, match=r"bf16=True and mixed_precision='no' disagree"):
         make_args(bf16=True, use_cpu=True).replace(mixed_precision="no")  # not silently kept as bf16
-    assert make_args(bf16=True, use_cpu=True).replace(bf16=False, mixed_precision="no").mixed_precision == "no"
+    assert (
+        make_args(bf16=True, use_cpu=True).replace(bf16=False, mixed_precision="no").mixed_precision == "no"
+    )
     assert make_args(bf16=True, use_cpu=True).replace(learning_rate=0.5).mixed_precision == "bf16"
     with pytest.raises(ValueError, match="fp16=True and bf16=True"):
         make_args(fp16=True, bf16=True)
@@ -177,7 +190,9 @@ def test_bf16_flag_maps_onto_mixed_precision_and_fp16_is_refused_on_cpu(make_arg
 
 
 def test_bf16_full_eval_casts_the_model_for_evaluation_outside_training(make_args):
-    trainer = Trainer(model=Linear(), args=make_args(bf16_full_eval=True, use_cpu=True), eval_dataset=Regression())
+    trainer = Trainer(
+        model=Linear(), args=make_args(bf16_full_eval=True, use_cpu=True), eval_dataset=Regression()
+    )
     trainer.evaluate()
     assert trainer.model.linear.weight.dtype == torch.bfloat16
     plain = Trainer(model=Linear(), args=make_args(use_cpu=True), eval_dataset=Regression())
@@ -190,7 +205,9 @@ def test_log_level_is_applied_and_training_says_it_is_running(make_args, caplog)
     logger = logging.getLogger("trainer")
     before = logger.level
     try:
-        trainer = Trainer(model=Linear(), args=make_args(log_level="info", max_steps=1), train_dataset=Regression())
+        trainer = Trainer(
+            model=Linear(), args=make_args(log_level="info", max_steps=1), train_dataset=Regression()
+        )
         assert logger.level == logging.INFO
         with caplog.at_level(logging.INFO, logger="trainer"):
             trainer.train()
@@ -241,12 +258,17 @@ def test_input_tokens_are_counted_all_or_non_padding(make_args):
 
 def test_total_flos_come_from_the_model_or_the_6_n_tokens_estimate(make_args):
     bert = tiny_bert()
-    trainer = Trainer(model=bert, args=make_args(max_steps=2, per_device_train_batch_size=4), train_dataset=Tokens())
+    trainer = Trainer(
+        model=bert, args=make_args(max_steps=2, per_device_train_batch_size=4), train_dataset=Tokens()
+    )
     out = trainer.train()
     # transformers models (v5 has no floating_point_ops): parameters without the embeddings x 4 x 6 tokens.
     assert trainer.state.total_flos == 2 * 6 * bert.num_parameters(exclude_embeddings=True) * 24 > 0
     # The printer callback (disable_tqdm) took total_flos out of the logged metrics, as transformers' does.
-    assert "total_flos" not in out.metrics and trainer.state.log_history[-1]["total_flos"] == trainer.state.total_flos
+    assert (
+        "total_flos" not in out.metrics
+        and trainer.state.log_history[-1]["total_flos"] == trainer.state.total_flos
+    )
 
     class OwnCount(Linear):
         def floating_point_ops(self, inputs):
@@ -256,8 +278,9 @@ def test_total_flos_come_from_the_model_or_the_6_n_tokens_estimate(make_args):
     trainer.train()
     assert trainer.state.total_flos == 3000.0
     linear = Linear()
-    trainer = Trainer(model=linear, args=make_args(max_steps=3, per_device_train_batch_size=8),
-                      train_dataset=Regression())
+    trainer = Trainer(
+        model=linear, args=make_args(max_steps=3, per_device_train_batch_size=8), train_dataset=Regression()
+    )
     trainer.train()
     assert trainer.state.total_flos == 6 * 5 * 8 * 3  # 5 parameters, 8 examples (no input_ids) per step
 
@@ -283,9 +306,9 @@ def test_eval_accumulation_steps_moves_predictions_to_the_host_every_n_batches(m
 
 
 def test_eval_do_concat_batches_false_keeps_one_array_per_batch(make_args):
-    out = Trainer(model=Linear(), args=make_args(eval_do_concat_batches=False, per_device_eval_batch_size=10)).predict(
-        Regression(25)
-    )
+    out = Trainer(
+        model=Linear(), args=make_args(eval_do_concat_batches=False, per_device_eval_batch_size=10)
+    ).predict(Regression(25))
     assert [p.shape for p in out.predictions] == [(10,), (10,), (5,)]
     assert [len(labels) for labels in out.label_ids] == [10, 10, 5]
 
@@ -308,8 +331,9 @@ def test_include_for_metrics_hands_inputs_and_losses_to_compute_metrics(make_arg
 # ------------------------------------------------------------------ saving
 def test_save_model_of_a_transformers_model_reloads_with_from_pretrained(make_args, tmp_path):
     model = tiny_bert()
-    trainer = Trainer(model=model, args=make_args(max_steps=2, save_strategy="steps", save_steps=2),
-                      train_dataset=Tokens())
+    trainer = Trainer(
+        model=model, args=make_args(max_steps=2, save_strategy="steps", save_steps=2), train_dataset=Tokens()
+    )
     trainer.train()
     trainer.save_model(str(tmp_path / "final"))
     batch = {"input_ids": Tokens().ids[:3]}
@@ -353,7 +377,12 @@ def test_unsupported_options_are_refused_with_the_reason(make_args, kwargs, need
 # ------------------------------------------------------------------ ported arguments
 def test_script_flags_are_stored_and_evaluation_implies_do_eval(make_args):
     args = make_args(do_train=True, do_predict=True, resume_from_checkpoint="ckpt", eval_strategy="epoch")
-    assert (args.do_train, args.do_eval, args.do_predict, args.resume_from_checkpoint) == (True, True, True, "ckpt")
+    assert (args.do_train, args.do_eval, args.do_predict, args.resume_from_checkpoint) == (
+        True,
+        True,
+        True,
+        "ckpt",
+    )
     assert args.replace(eval_strategy="no").do_eval is False  # derived, so re-derived
     with pytest.warns(FutureWarning, match="eval_strategy"):
         old = make_args(evaluation_strategy="steps", eval_steps=5)
@@ -366,7 +395,11 @@ def test_hf_argument_parser_and_process_properties(tmp_path):
         ["--output_dir", str(tmp_path), "--bf16", "true", "--use_cpu", "true", "--do_train", "true",
          "--optim_args", "momentum=0.9,nesterov=True", "--optim", "sgd"]
     )  # fmt: skip
-    assert args.mixed_precision == "bf16" and args.do_train and args.optim_args == {"momentum": 0.9, "nesterov": True}
+    assert (
+        args.mixed_precision == "bf16"
+        and args.do_train
+        and args.optim_args == {"momentum": 0.9, "nesterov": True}
+    )
     assert (args.device.type, args.n_gpu, args.world_size, args.process_index) == ("cpu", 0, 1, 0)
     assert args.get_warmup_steps(100) == 0 and json.loads(args.to_json_string())["bf16"] is True
     order = []
@@ -403,8 +436,12 @@ def test_ignore_data_skip_restarts_the_resumed_epoch_from_its_first_batch(make_a
     first_epoch = {}
     for ignore in (False, True):
         record = EpochAtSteps()
-        trainer = Trainer(model=Linear(), args=args.replace(ignore_data_skip=ignore), train_dataset=Regression(),
-                          callbacks=[record])
+        trainer = Trainer(
+            model=Linear(),
+            args=args.replace(ignore_data_skip=ignore),
+            train_dataset=Regression(),
+            callbacks=[record],
+        )
         trainer.train(resume_from_checkpoint=checkpoint)
         first_epoch[ignore] = record.epochs[0]
     # 4 batches per epoch; resuming at step 2 skips 2 batches (epoch 0.75 next) unless the skip is ignored.
@@ -421,7 +458,11 @@ def test_past_index_feeds_the_output_back_as_mems(make_args):
         def forward(self, x, labels=None, mems=None):
             self.mems_seen.append(None if mems is None else float(mems))
             preds = self.linear(x).squeeze(-1)
-            return {"loss": nn.functional.mse_loss(preds, labels), "preds": preds, "memory": preds.sum().detach()}
+            return {
+                "loss": nn.functional.mse_loss(preds, labels),
+                "preds": preds,
+                "memory": preds.sum().detach(),
+            }
 
     model = WithMems()
     Trainer(model=model, args=make_args(max_steps=3, past_index=2), train_dataset=Regression()).train()
@@ -446,7 +487,9 @@ def test_debug_underflow_overflow_names_the_first_module_producing_inf(make_args
     model = Blows()
     model.first.register_forward_hook(lambda m, i, o: o * torch.tensor(float("inf")))
     with pytest.raises(FloatingPointError, match=r"inf in the output of module 'first' \(Linear\)"):
-        Trainer(model=model, args=make_args(max_steps=2, debug="underflow_overflow"), train_dataset=Regression()).train()
+        Trainer(
+            model=model, args=make_args(max_steps=2, debug="underflow_overflow"), train_dataset=Regression()
+        ).train()
     assert not model.first._forward_hooks or len(model.first._forward_hooks) == 1  # ours were removed
     DebugUnderflowOverflow(nn.Linear(1, 1)).remove()
 
@@ -462,12 +505,19 @@ def test_more_optimizers_and_optim_args_in_the_k_v_form(make_args):
 
 
 def test_ddp_options_reach_accelerates_handlers(make_args):
-    args = make_args(ddp_find_unused_parameters=True, ddp_bucket_cap_mb=7, ddp_broadcast_buffers=False,
-                     ddp_timeout=60, ddp_backend="gloo")
+    args = make_args(
+        ddp_find_unused_parameters=True,
+        ddp_bucket_cap_mb=7,
+        ddp_broadcast_buffers=False,
+        ddp_timeout=60,
+        ddp_backend="gloo",
+    )
     accelerator = Trainer(model=Linear(), args=args).accelerator
     assert accelerator.ddp_handler.find_unused_parameters is True
     assert accelerator.ddp_handler.bucket_cap_mb == 7 and accelerator.ddp_handler.broadcast_buffers is False
-    assert accelerator.init_handler.timeout.total_seconds() == 60 and accelerator.init_handler.backend == "gloo"
+    assert (
+        accelerator.init_handler.timeout.total_seconds() == 60 and accelerator.init_handler.backend == "gloo"
+    )
 
 
 def test_ddp_backend_in_a_fresh_single_process_trains(tmp_path):
@@ -490,8 +540,14 @@ def test_ddp_backend_in_a_fresh_single_process_trains(tmp_path):
         " int(t.accelerator.init_handler.timeout.total_seconds()))\n"
     )
     env = {k: v for k, v in os.environ.items() if k not in ("LOCAL_RANK", "WORLD_SIZE", "RANK")}
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env,
-                            cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.split()[-4:] == ["2", "1", "gloo", "77"]
 
@@ -515,16 +571,25 @@ def test_a_trial_accelerator_leaves_the_environment_alone(make_args, monkeypatch
             yield
 
     monkeypatch.setattr(accelerate_environment, "clear_environment", counted)
-    Trainer(model=Linear(), args=make_args(gradient_accumulation_steps=4))  # the process's first, at the latest
+    Trainer(
+        model=Linear(), args=make_args(gradient_accumulation_steps=4)
+    )  # the process's first, at the latest
     cleared.clear()
     trainer = Trainer(model=Linear(), args=make_args(gradient_accumulation_steps=4))
     assert cleared == [] and trainer.accelerator.gradient_accumulation_steps == 4
     monkeypatch.setenv("ACCELERATE_GRADIENT_ACCUMULATION_STEPS", "2")
-    assert Trainer(model=Linear(), args=make_args(gradient_accumulation_steps=3)).accelerator.gradient_accumulation_steps == 2
+    assert (
+        Trainer(
+            model=Linear(), args=make_args(gradient_accumulation_steps=3)
+        ).accelerator.gradient_accumulation_steps
+        == 2
+    )
 
 
 def test_accelerator_config_and_batch_options_reach_the_data_loader_config(make_args):
-    trainer = Trainer(model=Linear(), args=make_args(accelerator_config={"even_batches": False}, split_batches=True))
+    trainer = Trainer(
+        model=Linear(), args=make_args(accelerator_config={"even_batches": False}, split_batches=True)
+    )
     config = trainer.accelerator.dataloader_config
     assert config.even_batches is False and config.split_batches is True
 
@@ -537,17 +602,23 @@ def test_trainer_helpers_ported_scripts_call(make_args):
     assert np.isclose(trainer.floating_point_ops({"x": torch.zeros(2, 4)}), 6 * 5 * 2)
 
 
-@pytest.mark.parametrize("batch", [
-    {"input_ids": torch.zeros(3, 7, dtype=torch.long), "labels": torch.zeros(3)},  # the main input's elements
-    {"x": torch.zeros(5, 4), "labels": torch.zeros(5)},  # no main input: the examples
-    {"x": torch.tensor(1.0)},  # a 0-d value: one example
-    {"x": [[1, 2], [3, 4]], "labels": torch.zeros(2)},  # a list first
-    {"x": {"a": torch.zeros(6, 2)}},  # nested
-    {"input_ids": None, "x": torch.zeros(4, 2)},
-    {"input_ids": [1, 2, 3]},
-    {},
-    (torch.zeros(9, 4), torch.zeros(9)),
-])
+@pytest.mark.parametrize(
+    "batch",
+    [
+        {
+            "input_ids": torch.zeros(3, 7, dtype=torch.long),
+            "labels": torch.zeros(3),
+        },  # the main input's elements
+        {"x": torch.zeros(5, 4), "labels": torch.zeros(5)},  # no main input: the examples
+        {"x": torch.tensor(1.0)},  # a 0-d value: one example
+        {"x": [[1, 2], [3, 4]], "labels": torch.zeros(2)},  # a list first
+        {"x": {"a": torch.zeros(6, 2)}},  # nested
+        {"input_ids": None, "x": torch.zeros(4, 2)},
+        {"input_ids": [1, 2, 3]},
+        {},
+        (torch.zeros(9, 4), torch.zeros(9)),
+    ],
+)
 def test_the_flop_count_of_a_dict_batch_is_the_general_count(make_args, batch):
     # floating_point_ops counts a dict batch without input_tokens' generality; it must agree with it on every shape.
     from trainer import _loop
@@ -560,8 +631,12 @@ def test_the_flop_count_of_a_dict_batch_is_the_general_count(make_args, batch):
 
 def test_trials_may_differ_in_precision(make_args, tmp_path):
     """for_trial (the search seam) and a whole Optuna search whose trials alternate precision."""
-    base = Trainer(model_init=Linear, args=make_args(max_steps=2, use_cpu=True), train_dataset=Regression(),
-                   eval_dataset=Regression(8))
+    base = Trainer(
+        model_init=Linear,
+        args=make_args(max_steps=2, use_cpu=True),
+        train_dataset=Regression(),
+        eval_dataset=Regression(8),
+    )
     for precision in ("bf16", "no", "bf16"):
         trial = base.for_trial(base.args.replace(mixed_precision=precision))
         trial.train()
@@ -591,8 +666,13 @@ def test_train_passes_ignore_keys_for_eval_to_the_evaluations(make_args):
         return {}
 
     args = make_args(max_steps=2, eval_strategy="steps", eval_steps=1)
-    trainer = Trainer(model=TwoOutputs(), args=args, train_dataset=Regression(), eval_dataset=Regression(8),
-                      compute_metrics=metrics)
+    trainer = Trainer(
+        model=TwoOutputs(),
+        args=args,
+        train_dataset=Regression(),
+        eval_dataset=Regression(8),
+        compute_metrics=metrics,
+    )
     trainer.train(ignore_keys_for_eval=["extra"])
     assert seen == ["ndarray", "ndarray"]  # only "preds" left: one array, not a tuple
     seen.clear()
@@ -626,11 +706,17 @@ def test_another_precision_is_refused_while_a_trainer_of_the_process_trains(make
             # The same precision is fine: nothing to reset.
             Trainer(model=Linear(), args=make_args(mixed_precision="bf16", use_cpu=True))
 
-    trainer = Trainer(model=Linear(), args=make_args(bf16=True, use_cpu=True, max_steps=1),
-                      train_dataset=Regression(), callbacks=[BuildAnother()])
+    trainer = Trainer(
+        model=Linear(),
+        args=make_args(bf16=True, use_cpu=True, max_steps=1),
+        train_dataset=Regression(),
+        callbacks=[BuildAnother()],
+    )
     trainer.train()
     assert len(errors) == 1 and "mixed_precision='bf16'" in errors[0] and "n_jobs=1" in errors[0]
-    Trainer(model=Linear(), args=make_args(mixed_precision="no"))  # once it finished, the precision may change
+    Trainer(
+        model=Linear(), args=make_args(mixed_precision="no")
+    )  # once it finished, the precision may change
 
 
 def test_tokens_are_only_warned_about_when_counting_them_was_asked_for(make_args, caplog):
@@ -638,8 +724,11 @@ def test_tokens_are_only_warned_about_when_counting_them_was_asked_for(make_args
         Trainer(model=Linear(), args=make_args(max_steps=2), train_dataset=Regression()).train()
     assert "Counting input tokens" not in caplog.text
     with caplog.at_level(logging.WARNING, logger="trainer"):
-        trainer = Trainer(model=Linear(), args=make_args(max_steps=2, include_num_input_tokens_seen=True),
-                          train_dataset=Regression())
+        trainer = Trainer(
+            model=Linear(),
+            args=make_args(max_steps=2, include_num_input_tokens_seen=True),
+            train_dataset=Regression(),
+        )
         trainer.train()
     assert caplog.text.count("Counting input tokens") == 1  # once, not per batch
     assert trainer.state.num_input_tokens_seen == 2 * 8  # examples counted instead
@@ -701,13 +790,17 @@ def test_a_language_models_cache_is_left_out_of_predictions(make_args):
             return {"input_ids": self.ids[i], "labels": self.ids[i]}
 
     torch.manual_seed(0)
-    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(vocab_size=50, n_embd=16, n_layer=1, n_head=2,
-                                                                 n_positions=16))
+    model = transformers.GPT2LMHeadModel(
+        transformers.GPT2Config(vocab_size=50, n_embd=16, n_layer=1, n_head=2, n_positions=16)
+    )
     outputs = model(input_ids=Sequences().ids[:2])
     cache_keys = [key for key, value in outputs.items() if not isinstance(value, torch.Tensor)]
     assert cache_keys, "the model returns a cache: what the test is about"
-    trainer = Trainer(model=model, args=make_args(per_device_eval_batch_size=4),
-                      compute_metrics=lambda p: {"width": float(p.predictions.shape[-1])})
+    trainer = Trainer(
+        model=model,
+        args=make_args(per_device_eval_batch_size=4),
+        compute_metrics=lambda p: {"width": float(p.predictions.shape[-1])},
+    )
     output = trainer.predict(Sequences())
     assert isinstance(output.predictions, np.ndarray) and output.predictions.shape == (6, 8, 50)
     assert output.metrics["test_width"] == 50.0
@@ -722,8 +815,11 @@ def test_a_language_models_cache_is_left_out_of_predictions(make_args):
 
 
 def test_transformers_helper_methods(make_args):
-    trainer = Trainer(model=Linear(), args=make_args(learning_rate=0.1, weight_decay=0.01, adam_beta1=0.8),
-                      train_dataset=Regression())
+    trainer = Trainer(
+        model=Linear(),
+        args=make_args(learning_rate=0.1, weight_decay=0.01, adam_beta1=0.8),
+        train_dataset=Regression(),
+    )
     cls, kwargs = Trainer.get_optimizer_cls_and_kwargs(trainer.args)
     assert cls is torch.optim.AdamW and kwargs == {"lr": 0.1, "betas": (0.8, 0.999), "eps": 1e-8}
     assert trainer.get_decay_parameter_names(trainer.model) == ["linear.weight"]
@@ -759,29 +855,41 @@ def test_training_step_overrides_of_either_transformers_signature(make_args):
 
 
 def test_evaluate_takes_the_name_of_one_of_several_eval_datasets(make_args):
-    trainer = Trainer(model=Linear(), args=make_args(), eval_dataset={"small": Regression(8), "big": Regression(32)})
+    trainer = Trainer(
+        model=Linear(), args=make_args(), eval_dataset={"small": Regression(8), "big": Regression(32)}
+    )
     assert set(trainer.evaluate()) >= {"eval_small_loss", "eval_big_loss"}
     assert trainer.evaluate(eval_dataset="big")["eval_loss"] == trainer.evaluate()["eval_big_loss"]
     assert len(trainer.get_eval_dataloader("small").dataset) == 8
-    with pytest.raises(ValueError, match=r"eval_dataset='medium' names no evaluation dataset .*\['big', 'small'\]"):
+    with pytest.raises(
+        ValueError, match=r"eval_dataset='medium' names no evaluation dataset .*\['big', 'small'\]"
+    ):
         trainer.evaluate(eval_dataset="medium")
 
 
 def test_arguments_and_callbacks_refuse_what_transformers_refuses(make_args):
     from trainer import EarlyStoppingCallback
 
-    with pytest.raises(ValueError, match=r"^lr_scheduler_type reduce_lr_on_plateau requires an eval strategy"):
+    with pytest.raises(
+        ValueError, match=r"^lr_scheduler_type reduce_lr_on_plateau requires an eval strategy"
+    ):
         make_args(lr_scheduler_type="reduce_lr_on_plateau")
     # transformers asserts the early-stopping requirements: an AssertionError, here also a ValueError.
-    trainer = Trainer(model=Linear(), args=make_args(max_steps=2), train_dataset=Regression(),
-                      callbacks=[EarlyStoppingCallback()])
+    trainer = Trainer(
+        model=Linear(),
+        args=make_args(max_steps=2),
+        train_dataset=Regression(),
+        callbacks=[EarlyStoppingCallback()],
+    )
     with pytest.raises(AssertionError, match="requires metric_for_best_model to be defined"):
         trainer.train()
 
 
 def test_paths_and_compile_backend_as_transformers_fills_them(make_args):
     args = make_args(output_dir="~/runs/a", logging_dir="~/logs")
-    assert args.output_dir == os.path.expanduser("~/runs/a") and args.logging_dir == os.path.expanduser("~/logs")
+    assert args.output_dir == os.path.expanduser("~/runs/a") and args.logging_dir == os.path.expanduser(
+        "~/logs"
+    )
     assert args.run_name == args.output_dir
     compiled = make_args(torch_compile=True)
     assert compiled.torch_compile_backend == "inductor"
@@ -790,8 +898,12 @@ def test_paths_and_compile_backend_as_transformers_fills_them(make_args):
 
 def test_loaders_say_their_total_batch_size(make_args):
     """transformers' loaders are accelerate's, which have ``total_batch_size``; a one-process loader here too."""
-    trainer = Trainer(model=Linear(), args=make_args(per_device_train_batch_size=4, per_device_eval_batch_size=8),
-                      train_dataset=Regression(), eval_dataset=Regression())
+    trainer = Trainer(
+        model=Linear(),
+        args=make_args(per_device_train_batch_size=4, per_device_eval_batch_size=8),
+        train_dataset=Regression(),
+        eval_dataset=Regression(),
+    )
     assert trainer.get_train_dataloader().total_batch_size == 4
     assert trainer.get_eval_dataloader().total_batch_size == 8
 

@@ -63,9 +63,16 @@ def test_report_to_selects_callback_classes():
     assert get_reporting_integration_callbacks(None) == []
     assert get_reporting_integration_callbacks([]) == []
     assert get_reporting_integration_callbacks("jsonl") == [JsonlCallback]
-    assert get_reporting_integration_callbacks(["mlflow", "tensorboard"]) == [MLflowCallback, TensorBoardCallback]
+    assert get_reporting_integration_callbacks(["mlflow", "tensorboard"]) == [
+        MLflowCallback,
+        TensorBoardCallback,
+    ]
     # Here every library is installed, so "all" starts with these three (the trackers follow: test_trackers.py).
-    assert get_reporting_integration_callbacks("all")[:3] == [JsonlCallback, TensorBoardCallback, MLflowCallback]
+    assert get_reporting_integration_callbacks("all")[:3] == [
+        JsonlCallback,
+        TensorBoardCallback,
+        MLflowCallback,
+    ]
     with pytest.raises(ValueError, match="azure_ml"):
         get_reporting_integration_callbacks(["azure_ml"])
 
@@ -73,7 +80,9 @@ def test_report_to_selects_callback_classes():
 def test_missing_library_named_explicitly_is_an_import_error_with_the_install_command(monkeypatch, tmp_path):
     # The availability checks live in trainer.integrations now; trainer._integrations only re-exports.
     real = integrations_base._installed
-    monkeypatch.setattr(integrations_base, "_installed", lambda module: module != "tensorboard" and real(module))
+    monkeypatch.setattr(
+        integrations_base, "_installed", lambda module: module != "tensorboard" and real(module)
+    )
     with pytest.raises(ImportError, match=r"pip install 'hpsearch\[tensorboard\]'"):
         get_reporting_integration_callbacks(["jsonl", "tensorboard"])
     # "all" quietly leaves out what is not installed.
@@ -136,7 +145,9 @@ def test_jsonl_after_a_resume_has_no_duplicate_lines(data, tmp_path):
                 control.should_training_stop = True
 
     # Checkpoint at 4, stopped at 6: steps 5-6 were logged but are not in the checkpoint.
-    make_trainer(data, tmp_path, report_to="jsonl", callbacks=[StopAt6()], save_strategy="steps", save_steps=4).train()
+    make_trainer(
+        data, tmp_path, report_to="jsonl", callbacks=[StopAt6()], save_strategy="steps", save_steps=4
+    ).train()
     assert 6 in [e["step"] for e in read_jsonl(tmp_path / "log_history.jsonl") if "loss" in e]
     resumed = make_trainer(data, tmp_path, report_to="jsonl", save_strategy="steps", save_steps=4)
     resumed.train(resume_from_checkpoint=True)
@@ -215,7 +226,9 @@ def test_mlflow_search_nests_trials_under_a_parent_and_logs_no_secrets(data, tmp
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.delenv("MLFLOW_EXPERIMENT_NAME", raising=False)
     out = tmp_path / "search"
-    trainer = make_trainer(data, out, report_to="mlflow", run_name="my-search", max_steps=4, eval_strategy="no")
+    trainer = make_trainer(
+        data, out, report_to="mlflow", run_name="my-search", max_steps=4, eval_strategy="no"
+    )
     secret = {"wandb_api_key": "s3cr3t-value", "db_password": "hunter2", "notes": "x" * 10_000}
     trainer.train(trial=FakeTrial("trial-0", {"hidden": 16, **secret}))
     trainer.train(trial=FakeTrial("trial-1", {"hidden": 32, **secret}))
@@ -235,7 +248,9 @@ def test_mlflow_search_nests_trials_under_a_parent_and_logs_no_secrets(data, tmp
     assert trials["metrics.loss"].notna().all()
     param_columns = [c for c in runs.columns if c.startswith("params.")]
     assert "params.wandb_api_key" not in param_columns and "params.db_password" not in param_columns
-    assert not runs[param_columns].astype(str).apply(lambda col: col.str.contains("s3cr3t|hunter2")).any().any()
+    assert (
+        not runs[param_columns].astype(str).apply(lambda col: col.str.contains("s3cr3t|hunter2")).any().any()
+    )
     from trainer.integrations._mlflow import _mlflow_limits  # mlflow's limit, read where this mlflow keeps it
 
     assert trials["params.notes"].str.len().tolist() == [_mlflow_limits()[0]] * 2

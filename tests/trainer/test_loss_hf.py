@@ -43,8 +43,16 @@ def tiny_gpt2(loss_type: str | None = "ForCausalLM") -> Any:
     type; a model built from a config names none (then the model still shifts, and only our count agrees with it)."""
     torch.manual_seed(0)
     config = transformers.GPT2Config(
-        vocab_size=VOCAB, n_positions=16, n_embd=16, n_layer=2, n_head=2,
-        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=1, eos_token_id=1,
+        vocab_size=VOCAB,
+        n_positions=16,
+        n_embd=16,
+        n_layer=2,
+        n_head=2,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        bos_token_id=1,
+        eos_token_id=1,
     )
     model = transformers.GPT2LMHeadModel(config)
     model.loss_type = loss_type
@@ -53,8 +61,16 @@ def tiny_gpt2(loss_type: str | None = "ForCausalLM") -> Any:
 
 # SGD: Adam would turn float rounding in near-zero gradients into lr-sized steps.
 COMMON: dict[str, Any] = {
-    "learning_rate": 0.5, "optim": "sgd", "max_steps": 3, "train_sampling_strategy": "sequential", "save_strategy": "no",
-    "report_to": "none", "disable_tqdm": True, "use_cpu": True, "seed": 0, "logging_steps": 1,
+    "learning_rate": 0.5,
+    "optim": "sgd",
+    "max_steps": 3,
+    "train_sampling_strategy": "sequential",
+    "save_strategy": "no",
+    "report_to": "none",
+    "disable_tqdm": True,
+    "use_cpu": True,
+    "seed": 0,
+    "logging_steps": 1,
 }
 
 
@@ -94,7 +110,9 @@ def test_label_smoothing_shifts_a_causal_lms_labels_as_transformers(tmp_path: Pa
 
 @pytest.mark.slow
 def test_gradient_accumulation_equals_the_larger_batch_and_transformers(tmp_path: Path) -> None:
-    accumulated, accumulated_log = train_ours(tmp_path, per_device_train_batch_size=1, gradient_accumulation_steps=4)
+    accumulated, accumulated_log = train_ours(
+        tmp_path, per_device_train_batch_size=1, gradient_accumulation_steps=4
+    )
     large, large_log = train_ours(tmp_path, per_device_train_batch_size=4, gradient_accumulation_steps=1)
     hf, hf_log = train_hf(tmp_path, per_device_train_batch_size=1, gradient_accumulation_steps=4)
     assert max_difference(accumulated, large) < 1e-6

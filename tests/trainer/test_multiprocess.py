@@ -37,8 +37,12 @@ def test_two_processes_train_with_data_parallelism(ddp_run):
 def test_process_zero_flags(ddp_run):
     _, (r0, r1) = ddp_run
     assert (r0["rank"], r1["rank"]) == (0, 1)
-    for key in ("is_world_process_zero", "is_local_process_zero", "state_is_world_process_zero",
-                "state_is_local_process_zero"):
+    for key in (
+        "is_world_process_zero",
+        "is_local_process_zero",
+        "state_is_world_process_zero",
+        "state_is_local_process_zero",
+    ):
         assert (r0[key], r1[key]) == (True, False), key
 
 
@@ -49,10 +53,18 @@ def test_one_set_of_checkpoints_written_by_the_main_process(ddp_run):
     assert list(r0["checkpoints"]) == ["checkpoint-10", "checkpoint-12", "checkpoint-8"]
     for files in r0["checkpoints"].values():
         # One RNG file per process, the rest once.
-        assert files == sorted([
-            "model.safetensors", "optimizer.pt", "scheduler.pt", "rng_state_0.pth", "rng_state_1.pth",
-            "trainer_state.json", "training_args.bin", "training_args.json",
-        ])
+        assert files == sorted(
+            [
+                "model.safetensors",
+                "optimizer.pt",
+                "scheduler.pt",
+                "rng_state_0.pth",
+                "rng_state_1.pth",
+                "trainer_state.json",
+                "training_args.bin",
+                "training_args.json",
+            ]
+        )
     assert not [n for n in r0["output_entries"] if n.startswith(".")]  # no temporary folders left
     # The log is written once (by the main process), one line per log call.
     lines = (out / "full" / "log_history.jsonl").read_text().splitlines()
@@ -77,7 +89,11 @@ def test_eval_metrics_match_a_single_process_evaluation_of_the_same_weights(ddp_
     single = Trainer(
         model=model,
         args=TrainingArguments(
-            output_dir=str(tmp_path), per_device_eval_batch_size=8, use_cpu=True, disable_tqdm=True, report_to="none"
+            output_dir=str(tmp_path),
+            per_device_eval_batch_size=8,
+            use_cpu=True,
+            disable_tqdm=True,
+            report_to="none",
         ),
         eval_dataset=Subset(evaluation, range(75)),
         compute_metrics=accuracy,
@@ -101,4 +117,3 @@ def test_ddp_arguments_reach_distributed_data_parallel(ddp_run):
         assert (ddp["world_size"], ddp["process_index"], ddp["should_save"]) == (2, rank, rank == 0)
         # The digits batches have no input_ids: examples are counted, over both processes (2 steps x 2 x 16).
         assert ddp["num_input_tokens_seen"] == 64
-

@@ -45,9 +45,16 @@ class Model(nn.Module):
 
 
 def args(tmp: Path, **kw: Any) -> TrainingArguments:
-    base: dict[str, Any] = {"output_dir": str(tmp), "report_to": "none", "disable_tqdm": True, "use_cpu": True,
-                            "max_steps": 3, "per_device_train_batch_size": 4, "save_strategy": "no",
-                            "learning_rate": 1e-2}
+    base: dict[str, Any] = {
+        "output_dir": str(tmp),
+        "report_to": "none",
+        "disable_tqdm": True,
+        "use_cpu": True,
+        "max_steps": 3,
+        "per_device_train_batch_size": 4,
+        "save_strategy": "no",
+        "learning_rate": 1e-2,
+    }
     return TrainingArguments(**{**base, **kw})
 
 
@@ -55,15 +62,24 @@ def train(tmp: Path, **kw: Any) -> Trainer:
     trainer = Trainer(model=Model(), args=args(tmp, **kw), train_dataset=Data(), eval_dataset=Data(8))
     before = [p.detach().clone() for p in trainer.model.parameters()]
     trainer.train()
-    assert any(not torch.equal(a, b) for a, b in zip(before, trainer.model.parameters(), strict=True)), "no update"
+    assert any(not torch.equal(a, b) for a, b in zip(before, trainer.model.parameters(), strict=True)), (
+        "no update"
+    )
     return trainer
 
 
 @pytest.mark.parametrize("optim", BNB)
 def test_bitsandbytes_optimizers_train_with_bitsandbytes(tmp_path: Path, optim: str) -> None:
     optimizer = train(tmp_path, optim=optim).optimizer
-    expected = (bitsandbytes.optim.AdEMAMix if "ademamix" in optim else bitsandbytes.optim.Lion if "lion" in optim
-                else bitsandbytes.optim.RMSprop if "rmsprop" in optim else bitsandbytes.optim.AdamW)
+    expected = (
+        bitsandbytes.optim.AdEMAMix
+        if "ademamix" in optim
+        else bitsandbytes.optim.Lion
+        if "lion" in optim
+        else bitsandbytes.optim.RMSprop
+        if "rmsprop" in optim
+        else bitsandbytes.optim.AdamW
+    )
     assert isinstance(optimizer, expected)
     assert optimizer.args.optim_bits == (8 if "8bit" in optim else 32)
     assert optimizer.is_paged == ("paged" in optim)
@@ -81,14 +97,30 @@ class ModeRecorder(Trainer):
         return super().prediction_step(model, inputs, prediction_loss_only, ignore_keys)
 
 
-@pytest.mark.parametrize(("optim", "cls"), [("schedule_free_adamw", schedulefree.AdamWScheduleFree),
-                                            ("schedule_free_sgd", schedulefree.SGDScheduleFree),
-                                            ("schedule_free_radam", schedulefree.RAdamScheduleFree)])
-def test_schedule_free_optimizers_train_in_train_mode_and_evaluate_in_eval_mode(tmp_path: Path, optim: str,
-                                                                               cls: type) -> None:
-    trainer = ModeRecorder(model=Model(), args=args(tmp_path, optim=optim, eval_strategy="steps", eval_steps=1,
-                                                    warmup_steps=1, lr_scheduler_type="constant"),
-                           train_dataset=Data(), eval_dataset=Data(8))
+@pytest.mark.parametrize(
+    ("optim", "cls"),
+    [
+        ("schedule_free_adamw", schedulefree.AdamWScheduleFree),
+        ("schedule_free_sgd", schedulefree.SGDScheduleFree),
+        ("schedule_free_radam", schedulefree.RAdamScheduleFree),
+    ],
+)
+def test_schedule_free_optimizers_train_in_train_mode_and_evaluate_in_eval_mode(
+    tmp_path: Path, optim: str, cls: type
+) -> None:
+    trainer = ModeRecorder(
+        model=Model(),
+        args=args(
+            tmp_path,
+            optim=optim,
+            eval_strategy="steps",
+            eval_steps=1,
+            warmup_steps=1,
+            lr_scheduler_type="constant",
+        ),
+        train_dataset=Data(),
+        eval_dataset=Data(8),
+    )
     trainer.modes = []
     trainer.train()
     assert isinstance(trainer.optimizer, cls)
@@ -98,10 +130,14 @@ def test_schedule_free_optimizers_train_in_train_mode_and_evaluate_in_eval_mode(
         assert trainer.optimizer.defaults["warmup_steps"] == 1  # transformers passes warmup_steps
 
 
-@pytest.mark.parametrize(("optim", "cls"), [("galore_adamw", galore_torch.GaLoreAdamW),
-                                            ("galore_adafactor", galore_torch.GaLoreAdafactor)])
+@pytest.mark.parametrize(
+    ("optim", "cls"),
+    [("galore_adamw", galore_torch.GaLoreAdamW), ("galore_adafactor", galore_torch.GaLoreAdafactor)],
+)
 def test_galore_projects_the_target_modules(tmp_path: Path, optim: str, cls: type) -> None:
-    trainer = train(tmp_path, optim=optim, optim_target_modules=["hidden"], optim_args="rank=2,update_proj_gap=1")
+    trainer = train(
+        tmp_path, optim=optim, optim_target_modules=["hidden"], optim_args="rank=2,update_proj_gap=1"
+    )
     optimizer = trainer.optimizer
     assert isinstance(optimizer, cls)
     projected = [group for group in optimizer.param_groups if "rank" in group]
@@ -111,8 +147,12 @@ def test_galore_projects_the_target_modules(tmp_path: Path, optim: str, cls: typ
 
 def test_galore_target_modules_by_regex_and_all_linear(tmp_path: Path) -> None:
     regex = Trainer(model=Model(), args=args(tmp_path, optim="galore_adamw", optim_target_modules=r"o.t"))
-    assert [g["params"] for g in regex.create_optimizer().param_groups if "rank" in g] == [[regex.model.out.weight]]
-    every = Trainer(model=Model(), args=args(tmp_path, optim="galore_adamw", optim_target_modules="all-linear"))
+    assert [g["params"] for g in regex.create_optimizer().param_groups if "rank" in g] == [
+        [regex.model.out.weight]
+    ]
+    every = Trainer(
+        model=Model(), args=args(tmp_path, optim="galore_adamw", optim_target_modules="all-linear")
+    )
     assert len(next(g for g in every.create_optimizer().param_groups if "rank" in g)["params"]) == 2
     nothing = Trainer(model=Model(), args=args(tmp_path, optim="galore_adamw", optim_target_modules=["attn"]))
     with pytest.raises(ValueError, match=r"optim_target_modules=\['attn'\] matches no nn.Linear"):
@@ -140,6 +180,10 @@ def test_adamw_hf_runs_torch_adamw_with_a_warning(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("optim", sorted(REFUSED))
-def test_optimizers_that_cannot_run_here_are_refused_naming_what_is_missing(tmp_path: Path, optim: str) -> None:
-    with pytest.raises(ValueError, match=rf"optim='{optim}' is not supported: it (needs|layer-wise|LOMO|AdaLomo)"):
+def test_optimizers_that_cannot_run_here_are_refused_naming_what_is_missing(
+    tmp_path: Path, optim: str
+) -> None:
+    with pytest.raises(
+        ValueError, match=rf"optim='{optim}' is not supported: it (needs|layer-wise|LOMO|AdaLomo)"
+    ):
         args(tmp_path, optim=optim)

@@ -47,11 +47,13 @@ class Recording(Trainer):
         self.calls: list[tuple[str, tuple[Any, ...]]] = []
         super().__init__(*args, **kwargs)
 
-    def _maybe_log_save_evaluate(self, tr_loss, grad_norm, model, trial, epoch, ignore_keys_for_eval, start_time,
-                                 learning_rate=None):
+    def _maybe_log_save_evaluate(
+        self, tr_loss, grad_norm, model, trial, epoch, ignore_keys_for_eval, start_time, learning_rate=None
+    ):
         self.calls.append(("_maybe_log_save_evaluate", (epoch, ignore_keys_for_eval)))
-        return super()._maybe_log_save_evaluate(tr_loss, grad_norm, model, trial, epoch, ignore_keys_for_eval,
-                                                start_time, learning_rate)
+        return super()._maybe_log_save_evaluate(
+            tr_loss, grad_norm, model, trial, epoch, ignore_keys_for_eval, start_time, learning_rate
+        )
 
     def _evaluate(self, trial, ignore_keys_for_eval, skip_scheduler=False):
         self.calls.append(("_evaluate", (skip_scheduler,)))
@@ -96,11 +98,22 @@ def names(trainer: Recording) -> list[str]:
 
 def make(tmp: Path, **kw: Any) -> Recording:
     base: dict[str, Any] = {
-        "output_dir": str(tmp / "out"), "report_to": "none", "disable_tqdm": True, "max_steps": 4,
-        "per_device_train_batch_size": 4, "logging_steps": 2, "eval_strategy": "steps", "eval_steps": 2,
-        "save_steps": 2, "metric_for_best_model": "loss", "load_best_model_at_end": True, "use_cpu": True,
+        "output_dir": str(tmp / "out"),
+        "report_to": "none",
+        "disable_tqdm": True,
+        "max_steps": 4,
+        "per_device_train_batch_size": 4,
+        "logging_steps": 2,
+        "eval_strategy": "steps",
+        "eval_steps": 2,
+        "save_steps": 2,
+        "metric_for_best_model": "loss",
+        "load_best_model_at_end": True,
+        "use_cpu": True,
     }
-    return Recording(model=Model(), args=TrainingArguments(**{**base, **kw}), train_dataset=Data(), eval_dataset=Data(8))
+    return Recording(
+        model=Model(), args=TrainingArguments(**{**base, **kw}), train_dataset=Data(), eval_dataset=Data(8)
+    )
 
 
 def test_every_honoured_hook_is_a_transformers_hook_with_its_signature() -> None:
@@ -117,19 +130,38 @@ def test_overrides_of_the_private_hooks_run_where_transformers_calls_them(tmp_pa
     trainer = make(tmp_path)
     trainer.train()
     called = names(trainer)
-    for hook in ("_get_train_sampler", "_remove_unused_columns", "_wrap_model", "_maybe_log_save_evaluate",
-                 "_evaluate", "_save_checkpoint", "_save", "store_flos", "_load_best_model"):
+    for hook in (
+        "_get_train_sampler",
+        "_remove_unused_columns",
+        "_wrap_model",
+        "_maybe_log_save_evaluate",
+        "_evaluate",
+        "_save_checkpoint",
+        "_save",
+        "store_flos",
+        "_load_best_model",
+    ):
         assert hook in called, hook
     assert ("_get_train_sampler", (True,)) in trainer.calls
     assert ("_remove_unused_columns", ("training",)) in trainer.calls
     assert ("_wrap_model", (True,)) in trainer.calls
-    assert [c for c in trainer.calls if c[0] == "_save_checkpoint"] == [("_save_checkpoint", (2,)),
-                                                                        ("_save_checkpoint", (4,))]
-    assert ("_save", (".tmp-checkpoint-2",)) in trainer.calls  # the checkpoint's model files (written, then renamed)
+    assert [c for c in trainer.calls if c[0] == "_save_checkpoint"] == [
+        ("_save_checkpoint", (2,)),
+        ("_save_checkpoint", (4,)),
+    ]
+    assert (
+        "_save",
+        (".tmp-checkpoint-2",),
+    ) in trainer.calls  # the checkpoint's model files (written, then renamed)
     # The checkpoint is saved after the step's evaluation, inside _maybe_log_save_evaluate, as transformers.
     first = called.index("_maybe_log_save_evaluate")
-    assert called[first:first + 5] == ["_maybe_log_save_evaluate", "store_flos", "_evaluate", "_save_checkpoint",
-                                       "store_flos"]
+    assert called[first : first + 5] == [
+        "_maybe_log_save_evaluate",
+        "store_flos",
+        "_evaluate",
+        "_save_checkpoint",
+        "store_flos",
+    ]
     assert called[-2:] == ["store_flos", "_load_best_model"]
     trainer.calls.clear()
     trainer.save_model(str(tmp_path / "final"))
@@ -148,15 +180,23 @@ def test_an_overridden_sampler_decides_the_order(tmp_path: Path) -> None:
         def _get_train_sampler(self, train_dataset=None):
             return list(reversed(range(len(train_dataset))))
 
-    trainer = Reversed(model=Model(), args=TrainingArguments(output_dir=str(tmp_path), report_to="none",
-                                                             per_device_train_batch_size=4, use_cpu=True),
-                       train_dataset=Data())
+    trainer = Reversed(
+        model=Model(),
+        args=TrainingArguments(
+            output_dir=str(tmp_path), report_to="none", per_device_train_batch_size=4, use_cpu=True
+        ),
+        train_dataset=Data(),
+    )
     first = next(iter(trainer.get_train_dataloader()))
     assert torch.equal(first["x"], Data().x[[15, 14, 13, 12]])
 
 
-@pytest.mark.parametrize("hook", ["_get_eval_sampler", "_save_rng_state", "_get_learning_rate", "_rotate_checkpoints"])
+@pytest.mark.parametrize(
+    "hook", ["_get_eval_sampler", "_save_rng_state", "_get_learning_rate", "_rotate_checkpoints"]
+)
 def test_an_override_of_a_hook_never_called_is_refused_at_construction(tmp_path: Path, hook: str) -> None:
     subclass = type("Custom", (Trainer,), {hook: lambda self, *a, **k: None})
     with pytest.raises(TypeError, match=rf"Custom overrides \['{hook}'\].*never calls"):
-        subclass(model=Model(), args=TrainingArguments(output_dir=str(tmp_path), report_to="none", use_cpu=True))
+        subclass(
+            model=Model(), args=TrainingArguments(output_dir=str(tmp_path), report_to="none", use_cpu=True)
+        )

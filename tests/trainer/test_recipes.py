@@ -36,7 +36,9 @@ def reviews(n: int, seed: int) -> datasets.Dataset:
     for _ in range(n):
         positive = bool(rng.integers(2))
         word = str(rng.choice(sorted(POSITIVE if positive else NEGATIVE)))
-        filler = [str(w) for w in rng.choice(["the", "movie", "film", "was", "very"], size=rng.integers(1, 6))]
+        filler = [
+            str(w) for w in rng.choice(["the", "movie", "film", "was", "very"], size=rng.integers(1, 6))
+        ]
         filler.insert(int(rng.integers(len(filler) + 1)), word)
         texts.append(" ".join(filler))
         labels.append(int(positive))
@@ -110,7 +112,9 @@ def test_text_classification_recipe(tmp_path, vocab_file):
     with torch.no_grad():
         torch.testing.assert_close(model_again(**inputs).logits, model(**inputs).logits)
     trainer.save_model(str(tmp_path / "final"))
-    assert {"config.json", "model.safetensors", "tokenizer_config.json"} <= set(os.listdir(tmp_path / "final"))
+    assert {"config.json", "model.safetensors", "tokenizer_config.json"} <= set(
+        os.listdir(tmp_path / "final")
+    )
 
 
 def test_processing_class_alone_gives_a_padding_collator_and_reaches_callbacks(tmp_path, vocab_file):
@@ -128,11 +132,15 @@ def test_processing_class_alone_gives_a_padding_collator_and_reaches_callbacks(t
     data = reviews(32, seed=2).map(lambda b: tokenizer(b["text"]), batched=True)
     args = TrainingArguments(output_dir=str(tmp_path), max_steps=2, per_device_train_batch_size=8,
                              report_to=None, disable_tqdm=True, save_strategy="no")  # fmt: skip
-    trainer = Trainer(model=tiny_bert(), args=args, train_dataset=data, tokenizer=tokenizer, callbacks=[Peek()])
+    trainer = Trainer(
+        model=tiny_bert(), args=args, train_dataset=data, tokenizer=tokenizer, callbacks=[Peek()]
+    )
     assert trainer.processing_class is tokenizer and trainer.tokenizer is tokenizer
     trainer.train()  # sequences of different lengths: the default collator pads with the tokenizer
     assert seen == {"processing_class": tokenizer, "tokenizer": tokenizer}
-    batch = trainer.data_collator([{k: data[i][k] for k in ("input_ids", "attention_mask", "label")} for i in (0, 1)])
+    batch = trainer.data_collator(
+        [{k: data[i][k] for k in ("input_ids", "attention_mask", "label")} for i in (0, 1)]
+    )
     assert batch["input_ids"].shape[1] == max(len(data[0]["input_ids"]), len(data[1]["input_ids"]))
     assert batch["labels"].tolist() == [data[0]["label"], data[1]["label"]]
 
@@ -157,7 +165,9 @@ def test_custom_compute_loss_recipe(tmp_path):
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(5, 16, (48, 8), generator=g)
     labels = ids[:, 0] % 3
-    train = datasets.Dataset.from_dict({"input_ids": ids.tolist(), "labels": labels.tolist()}).with_format("torch")
+    train = datasets.Dataset.from_dict({"input_ids": ids.tolist(), "labels": labels.tolist()}).with_format(
+        "torch"
+    )
     model = tiny_bert(num_labels=3)
     args = TrainingArguments(output_dir=str(tmp_path), num_train_epochs=1, per_device_train_batch_size=8,
                              report_to="none", disable_tqdm=True, save_strategy="no")  # fmt: skip

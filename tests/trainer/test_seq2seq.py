@@ -54,8 +54,18 @@ def model_init(trial=None):
     from transformers import T5Config, T5ForConditionalGeneration
 
     torch.manual_seed(0)
-    config = T5Config(vocab_size=VOCAB, d_model=32, d_kv=8, d_ff=64, num_layers=1, num_decoder_layers=1, num_heads=2,
-                      pad_token_id=PAD, eos_token_id=EOS, decoder_start_token_id=PAD)
+    config = T5Config(
+        vocab_size=VOCAB,
+        d_model=32,
+        d_kv=8,
+        d_ff=64,
+        num_layers=1,
+        num_decoder_layers=1,
+        num_heads=2,
+        pad_token_id=PAD,
+        eos_token_id=EOS,
+        decoder_start_token_id=PAD,
+    )
     return T5ForConditionalGeneration(config)
 
 
@@ -64,7 +74,9 @@ SEEN: list = []
 
 def exact_match(prediction) -> dict:
     preds, labels = prediction.predictions, prediction.label_ids
-    if isinstance(preds, tuple):  # without generation: (logits, encoder states): take the argmax of the logits
+    if isinstance(
+        preds, tuple
+    ):  # without generation: (logits, encoder states): take the argmax of the logits
         preds = np.concatenate([np.full((len(preds[0]), 1), PAD), preds[0].argmax(-1)], axis=1)
     SEEN.append((preds.dtype.kind, preds.shape))
     labels = np.where(labels == -100, PAD, labels)
@@ -73,12 +85,29 @@ def exact_match(prediction) -> dict:
 
 
 def make_trainer(out: Path, **args) -> Seq2SeqTrainer:
-    settings = dict(output_dir=str(out), predict_with_generate=True, generation_max_length=10, max_steps=30,
-                    learning_rate=3e-3, per_device_train_batch_size=16, per_device_eval_batch_size=8,
-                    eval_strategy="no", save_strategy="no", report_to="none", disable_tqdm=True, logging_strategy="no")
+    settings = dict(
+        output_dir=str(out),
+        predict_with_generate=True,
+        generation_max_length=10,
+        max_steps=30,
+        learning_rate=3e-3,
+        per_device_train_batch_size=16,
+        per_device_eval_batch_size=8,
+        eval_strategy="no",
+        save_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+        logging_strategy="no",
+    )
     settings.update(args)
-    return Seq2SeqTrainer(model_init=model_init, args=Seq2SeqTrainingArguments(**settings), train_dataset=CopyTask(64),
-                          eval_dataset=CopyTask(12, seed=1), data_collator=collate, compute_metrics=exact_match)
+    return Seq2SeqTrainer(
+        model_init=model_init,
+        args=Seq2SeqTrainingArguments(**settings),
+        train_dataset=CopyTask(64),
+        eval_dataset=CopyTask(12, seed=1),
+        data_collator=collate,
+        compute_metrics=exact_match,
+    )
 
 
 def test_evaluate_and_predict_generate_token_ids(tmp_path):
@@ -108,7 +137,7 @@ def test_sortish_sampler_batches_similar_lengths(tmp_path):
     lengths = [int(x) for x in np.random.default_rng(0).integers(1, 100, size=400)]
     order = list(SortishSampler(lengths, batch_size=8, seed=0, chunk_batches=10))
     assert sorted(order) == list(range(400))
-    spread = np.mean([np.ptp([lengths[i] for i in order[k:k + 8]]) for k in range(0, 400, 8)])
+    spread = np.mean([np.ptp([lengths[i] for i in order[k : k + 8]]) for k in range(0, 400, 8)])
     assert spread < 20  # random batches of 8 spread ~75
     trainer = make_trainer(tmp_path, sortish_sampler=True, predict_with_generate=False)
     assert isinstance(trainer.get_train_dataloader().sampler, SortishSampler)
@@ -118,8 +147,15 @@ def test_sortish_sampler_batches_similar_lengths(tmp_path):
 def test_a_search_can_vary_the_generation_settings(tmp_path):
     best = hpsearch.hyperparameter_search(
         make_trainer(tmp_path / "search", eval_strategy="steps", eval_steps=15),
-        hp_space={"generation_num_beams": spaces.Categorical([1, 2]), "generation_max_length": spaces.Int(6, 10)},
-        compute_objective="eval_exact_match", direction="maximize", n_trials=3, backend="random", seed=0,
+        hp_space={
+            "generation_num_beams": spaces.Categorical([1, 2]),
+            "generation_max_length": spaces.Int(6, 10),
+        },
+        compute_objective="eval_exact_match",
+        direction="maximize",
+        n_trials=3,
+        backend="random",
+        seed=0,
     )
     records = best.run_summary.records
     assert len(records) == 3 and all(r.state.value == "COMPLETE" for r in records)
@@ -147,9 +183,12 @@ def test_a_generation_config_is_written_as_its_dict(tmp_path):
     # transformers' to_dict writes the GenerationConfig's dict; it used to come out as str(config).
     from transformers import GenerationConfig
 
-    args = Seq2SeqTrainingArguments(str(tmp_path), generation_config=GenerationConfig(max_length=7, num_beams=2))
+    args = Seq2SeqTrainingArguments(
+        str(tmp_path), generation_config=GenerationConfig(max_length=7, num_beams=2)
+    )
     written = args.to_dict()["generation_config"]
     assert isinstance(written, dict) and (written["max_length"], written["num_beams"]) == (7, 2)
     assert json.loads(args.to_json_string())["generation_config"]["max_length"] == 7
-    assert Seq2SeqTrainingArguments(str(tmp_path), generation_config="some/folder").to_dict()["generation_config"] == (
-        "some/folder")
+    assert Seq2SeqTrainingArguments(str(tmp_path), generation_config="some/folder").to_dict()[
+        "generation_config"
+    ] == ("some/folder")

@@ -35,10 +35,26 @@ os.environ.setdefault("CLEARML_CACHE_DIR", tempfile.mkdtemp(prefix="clearml-cach
 
 TRACKERS = ["wandb", "comet_ml", "neptune", "clearml", "dvclive"]
 _TRACKER_ENV = (
-    "WANDB_MODE", "WANDB_PROJECT", "WANDB_NAME", "WANDB_RUN_GROUP", "WANDB_TAGS", "WANDB_DIR", "COMET_MODE",
-    "COMET_PROJECT_NAME", "COMET_OFFLINE_DIRECTORY", "NEPTUNE_MODE", "NEPTUNE_PROJECT", "NEPTUNE_DATA_DIRECTORY",
-    "CLEARML_OFFLINE_MODE", "CLEARML_PROJECT", "CLEARML_TASK", "DVCLIVE_DIR", "DVC_EXP_NAME",
-    "CODECARBON_COUNTRY_ISO_CODE", "CODECARBON_OUTPUT_DIR", "CODECARBON_PROJECT_NAME",
+    "WANDB_MODE",
+    "WANDB_PROJECT",
+    "WANDB_NAME",
+    "WANDB_RUN_GROUP",
+    "WANDB_TAGS",
+    "WANDB_DIR",
+    "COMET_MODE",
+    "COMET_PROJECT_NAME",
+    "COMET_OFFLINE_DIRECTORY",
+    "NEPTUNE_MODE",
+    "NEPTUNE_PROJECT",
+    "NEPTUNE_DATA_DIRECTORY",
+    "CLEARML_OFFLINE_MODE",
+    "CLEARML_PROJECT",
+    "CLEARML_TASK",
+    "DVCLIVE_DIR",
+    "DVC_EXP_NAME",
+    "CODECARBON_COUNTRY_ISO_CODE",
+    "CODECARBON_OUTPUT_DIR",
+    "CODECARBON_PROJECT_NAME",
 )
 
 
@@ -143,7 +159,9 @@ def test_the_arguments_accept_exactly_the_integrations_and_the_refused_names():
 
 def test_a_missing_library_is_refused_with_the_install_command_before_training(monkeypatch, data, tmp_path):
     real = _base._installed
-    monkeypatch.setattr(_base, "_installed", lambda module: module not in ("wandb", "comet_ml") and real(module))
+    monkeypatch.setattr(
+        _base, "_installed", lambda module: module not in ("wandb", "comet_ml") and real(module)
+    )
     with pytest.raises(ImportError, match=r"pip install 'hpsearch\[wandb\]'"):
         make_trainer(data, tmp_path, report_to=["dvclive", "wandb"])
     with pytest.raises(ImportError, match=r"pip install 'hpsearch\[comet\]'"):
@@ -192,7 +210,9 @@ def test_a_run_has_params_once_metrics_per_step_and_ends_complete(name, data, tm
 
 @pytest.mark.slow
 def test_codecarbon_writes_a_row_per_logging_step_in_the_chosen_country(data, tmp_path, monkeypatch):
-    trainer = make_trainer(data, tmp_path / "out", report_to="codecarbon", run_name="digits-run", eval_strategy="no")
+    trainer = make_trainer(
+        data, tmp_path / "out", report_to="codecarbon", run_name="digits-run", eval_strategy="no"
+    )
     trainer.train()
     rows = readers.read_codecarbon(str(tmp_path / "out"))
     assert len(rows) == 6  # the logging steps 2, 4, 6, 8, the training's summary log, then the end of the run
@@ -256,7 +276,9 @@ def test_a_run_the_search_never_closes_is_closed_by_the_next_training(data, tmp_
     assert readers.read_dvclive(str(tmp_path / "out" / "dvclive")).state is None  # still open
     trainer.train(trial=FakeTrial("t1", {"hidden": 16}))
     # The first run ended when the second began (same folder: the second run started from a closed one).
-    callback = next(cb for cb in trainer.callback_handler.callbacks if isinstance(cb, integrations.DVCLiveCallback))
+    callback = next(
+        cb for cb in trainer.callback_handler.callbacks if isinstance(cb, integrations.DVCLiveCallback)
+    )
     assert callback._open_run
     close_trackers(trainer)
     assert readers.read_dvclive(str(tmp_path / "out" / "dvclive")).state == "COMPLETE"
@@ -271,14 +293,16 @@ from tests._digits import digits_datasets
 from tests.trainer.test_trackers import make_trainer, FakeTrial, Boom
 train, ev = digits_datasets()
 data = (Subset(train, range(64)), Subset(ev, range(16)))
-make_trainer(data, {str(tmp_path / 'done')!r}, report_to='dvclive', eval_strategy='no', max_steps=2).train(
+make_trainer(data, {str(tmp_path / "done")!r}, report_to='dvclive', eval_strategy='no', max_steps=2).train(
     trial=FakeTrial('t0', {{}}))
 try:
-    make_trainer(data, {str(tmp_path / 'broken')!r}, report_to='dvclive', eval_strategy='no', callbacks=[Boom()]).train()
+    make_trainer(data, {str(tmp_path / "broken")!r}, report_to='dvclive', eval_strategy='no', callbacks=[Boom()]).train()
 except RuntimeError:
     pass
 """
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=os.getcwd(), env={**os.environ, "DVC_NO_ANALYTICS": "1"})
+    subprocess.run(
+        [sys.executable, "-c", code], check=True, cwd=os.getcwd(), env={**os.environ, "DVC_NO_ANALYTICS": "1"}
+    )
     assert readers.read_dvclive(str(tmp_path / "done" / "dvclive")).state == "COMPLETE"
     assert readers.read_dvclive(str(tmp_path / "broken" / "dvclive")).state == "FAIL"
 
@@ -314,8 +338,9 @@ def test_no_api_key_or_token_is_written(data, tmp_path, monkeypatch):
     for key, value in secrets.items():
         monkeypatch.setenv(key, value)
     search = tmp_path / "search"
-    base = make_trainer(data, search, report_to=[*TRACKERS, "codecarbon", "mlflow", "jsonl"], max_steps=2,
-                        eval_strategy="no")
+    base = make_trainer(
+        data, search, report_to=[*TRACKERS, "codecarbon", "mlflow", "jsonl"], max_steps=2, eval_strategy="no"
+    )
     trial = base.for_trial(base.args.replace(output_dir=str(search / "run-0")))
     trial.train(trial=FakeTrial("run-0", {"hidden": 16, "api_key": "param-secret-0123456789"}))
     assert close_trackers(trial, "COMPLETE", 0.5) == {}
@@ -353,12 +378,19 @@ def test_a_tracker_failing_at_every_step_is_logged_once(data, tmp_path, caplog):
                 os.rename(plots, tmp_path / "moved-plots")
                 plots.write_text("not a folder")
 
-    trainer = make_trainer(data, tmp_path / "out", report_to="dvclive", callbacks=[BreakDVCLive()], eval_strategy="no")
+    trainer = make_trainer(
+        data, tmp_path / "out", report_to="dvclive", callbacks=[BreakDVCLive()], eval_strategy="no"
+    )
     with caplog.at_level(logging.DEBUG, logger="trainer.integrations"):
         assert trainer.train().global_step == 8
     errors = tracker_errors(trainer)
-    assert len(errors) >= 4 and all(e.startswith("dvclive logging metrics") for e in errors)  # each step failed
-    assert len([r for r in caplog.records if r.levelno >= logging.ERROR and r.name == "trainer.integrations"]) == 1
+    assert len(errors) >= 4 and all(
+        e.startswith("dvclive logging metrics") for e in errors
+    )  # each step failed
+    assert (
+        len([r for r in caplog.records if r.levelno >= logging.ERROR and r.name == "trainer.integrations"])
+        == 1
+    )
 
 
 @pytest.mark.parametrize("name", [*TRACKERS, "codecarbon"])
@@ -404,7 +436,9 @@ def test_mlflow_records_the_trials_final_state_and_objective(data, tmp_path, mon
     assert set(runs[runs["tags.hpsearch.role"] == "trial"]["tags.mlflow.parentRunId"]) == set(parent.run_id)
     for name, status, objective in (("run-0", "KILLED", 0.25), ("run-1", "FAILED", None)):
         trial = runs[runs["tags.mlflow.runName"] == name].iloc[0]
-        assert trial["status"] == status and trial["tags.hpsearch.state"] == ("PRUNED" if objective else "FAIL")
+        assert trial["status"] == status and trial["tags.hpsearch.state"] == (
+            "PRUNED" if objective else "FAIL"
+        )
         if objective is not None:
             assert trial["metrics.objective"] == pytest.approx(objective)
 
@@ -436,4 +470,6 @@ def test_the_libraries_environment_variables_are_honoured(data, tmp_path, monkey
     task = readers.read_clearml(str(clearml.offline_folder))
     assert (task.group, task.name) == ("proj-cl", "task-cl")
     assert readers.read_dvclive(str(tmp_path / "dvclive-dir")).state == "COMPLETE"
-    assert not any((tmp_path / "out" / folder).exists() for folder in ("wandb", "comet", ".neptune", "dvclive"))
+    assert not any(
+        (tmp_path / "out" / folder).exists() for folder in ("wandb", "comet", ".neptune", "dvclive")
+    )

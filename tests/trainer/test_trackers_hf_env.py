@@ -17,11 +17,29 @@ from trainer.integrations import MLflowCallback
 
 pytestmark = pytest.mark.slow
 
-_ENV = ("MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_NAME", "MLFLOW_TAGS", "MLFLOW_FLATTEN_PARAMS", "MLFLOW_NESTED_RUN",
-        "MLFLOW_RUN_ID", "HF_MLFLOW_LOG_ARTIFACTS", "DISABLE_MLFLOW_INTEGRATION", "WANDB_LOG_MODEL", "WANDB_API_KEY",
-        "MLFLOW_TRACKING_TOKEN", "MLFLOW_TRACKING_USERNAME", "DATABRICKS_TOKEN", "DATABRICKS_HOST", "COMET_API_KEY",
-        "NEPTUNE_API_TOKEN", "CLEARML_API_ACCESS_KEY", "CLEARML_API_SECRET_KEY", "HF_DVCLIVE_LOG_MODEL",
-        "COMET_LOG_ASSETS", "CLEARML_LOG_MODEL")
+_ENV = (
+    "MLFLOW_TRACKING_URI",
+    "MLFLOW_EXPERIMENT_NAME",
+    "MLFLOW_TAGS",
+    "MLFLOW_FLATTEN_PARAMS",
+    "MLFLOW_NESTED_RUN",
+    "MLFLOW_RUN_ID",
+    "HF_MLFLOW_LOG_ARTIFACTS",
+    "DISABLE_MLFLOW_INTEGRATION",
+    "WANDB_LOG_MODEL",
+    "WANDB_API_KEY",
+    "MLFLOW_TRACKING_TOKEN",
+    "MLFLOW_TRACKING_USERNAME",
+    "DATABRICKS_TOKEN",
+    "DATABRICKS_HOST",
+    "COMET_API_KEY",
+    "NEPTUNE_API_TOKEN",
+    "CLEARML_API_ACCESS_KEY",
+    "CLEARML_API_SECRET_KEY",
+    "HF_DVCLIVE_LOG_MODEL",
+    "COMET_LOG_ASSETS",
+    "CLEARML_LOG_MODEL",
+)
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +72,9 @@ def test_mlflow_tags_and_flattened_params(digits, tmp_path, monkeypatch):
     client = mlflow_client(tmp_path, monkeypatch)
     monkeypatch.setenv("MLFLOW_TAGS", '{"release": "rc1", "team": "hp"}')
     monkeypatch.setenv("MLFLOW_FLATTEN_PARAMS", "true")
-    make_trainer(digits, tmp_path / "out", "mlflow", optim="sgd", optim_args="momentum=0.5", max_steps=2).train()
+    make_trainer(
+        digits, tmp_path / "out", "mlflow", optim="sgd", optim_args="momentum=0.5", max_steps=2
+    ).train()
     run = only_run(client)
     assert (run.data.tags["release"], run.data.tags["team"]) == ("rc1", "hp")
     assert run.data.params["optim_args.momentum"] == "0.5"
@@ -63,7 +83,9 @@ def test_mlflow_tags_and_flattened_params(digits, tmp_path, monkeypatch):
 
 def test_mlflow_nested_params_are_json_without_flattening(digits, tmp_path, monkeypatch):
     client = mlflow_client(tmp_path, monkeypatch)
-    make_trainer(digits, tmp_path / "out", "mlflow", optim="sgd", optim_args="momentum=0.5", max_steps=2).train()
+    make_trainer(
+        digits, tmp_path / "out", "mlflow", optim="sgd", optim_args="momentum=0.5", max_steps=2
+    ).train()
     assert only_run(client).data.params["optim_args"] == '{"momentum": 0.5}'
 
 
@@ -90,7 +112,9 @@ def test_mlflow_logs_into_the_active_run_or_nests_under_it(digits, tmp_path, mon
     mlflow.set_tracking_uri(client.tracking_uri)
     with mlflow.start_run(run_name="script") as parent:
         make_trainer(digits, tmp_path / "a", "mlflow", max_steps=2).train()
-        assert client.get_run(parent.info.run_id).info.status == "RUNNING"  # the script's run: the script ends it
+        assert (
+            client.get_run(parent.info.run_id).info.status == "RUNNING"
+        )  # the script's run: the script ends it
         monkeypatch.setenv("MLFLOW_NESTED_RUN", "1")
         make_trainer(digits, tmp_path / "b", "mlflow", max_steps=2).train()
     runs = client.search_runs(["0"])
@@ -131,7 +155,10 @@ def test_wandb_log_model_offline(digits, tmp_path, monkeypatch, setting):
     artifacts = run.raw.get("artifacts", [])
     assert all(a["type"] == "model" and a["name"].startswith("model-") for a in artifacts)
     if setting == "checkpoint":
-        steps = [next(alias for alias in a["aliases"] if alias.startswith("checkpoint_global_step_")) for a in artifacts]
+        steps = [
+            next(alias for alias in a["aliases"] if alias.startswith("checkpoint_global_step_"))
+            for a in artifacts
+        ]
         assert steps == [f"checkpoint_global_step_{s}" for s in (4, 8)]
         assert all("trainer_state.json" in a["files"] for a in artifacts)
     else:
@@ -145,15 +172,19 @@ def test_a_malformed_wandb_log_model_fails_when_the_trainer_is_built(digits, tmp
         make_trainer(digits, tmp_path / "out", "wandb")
 
 
-@pytest.mark.parametrize(("report_to", "key", "needle"), [
-    ("wandb", "WANDB_API_KEY", "W&B logs only on this machine"),
-    ("mlflow", "MLFLOW_TRACKING_TOKEN", "MLflow logs only on this machine"),
-    ("comet_ml", "COMET_API_KEY", "Comet logs only on this machine"),
-    ("neptune", "NEPTUNE_API_TOKEN", "Neptune logs only on this machine"),
-    ("clearml", "CLEARML_API_ACCESS_KEY", "ClearML logs only on this machine"),
-])
-def test_a_script_with_an_api_key_is_told_where_the_tracker_logs(digits, tmp_path, monkeypatch, caplog, report_to, key,
-                                                                 needle):
+@pytest.mark.parametrize(
+    ("report_to", "key", "needle"),
+    [
+        ("wandb", "WANDB_API_KEY", "W&B logs only on this machine"),
+        ("mlflow", "MLFLOW_TRACKING_TOKEN", "MLflow logs only on this machine"),
+        ("comet_ml", "COMET_API_KEY", "Comet logs only on this machine"),
+        ("neptune", "NEPTUNE_API_TOKEN", "Neptune logs only on this machine"),
+        ("clearml", "CLEARML_API_ACCESS_KEY", "ClearML logs only on this machine"),
+    ],
+)
+def test_a_script_with_an_api_key_is_told_where_the_tracker_logs(
+    digits, tmp_path, monkeypatch, caplog, report_to, key, needle
+):
     trainer = make_trainer(digits, tmp_path / "quiet", report_to, max_steps=2)
     with caplog.at_level(logging.INFO, logger="trainer.integrations"):
         trainer.train()
@@ -170,9 +201,13 @@ def test_a_script_with_an_api_key_is_told_where_the_tracker_logs(digits, tmp_pat
     assert "x" * 40 not in warned[0].getMessage()
 
 
-def test_a_model_upload_variable_this_trainer_does_not_read_is_warned_about(digits, tmp_path, monkeypatch, caplog):
+def test_a_model_upload_variable_this_trainer_does_not_read_is_warned_about(
+    digits, tmp_path, monkeypatch, caplog
+):
     monkeypatch.setenv("HF_DVCLIVE_LOG_MODEL", "true")
     trainer = make_trainer(digits, tmp_path / "out", "dvclive", max_steps=2)
     with caplog.at_level(logging.WARNING, logger="trainer.integrations"):
         trainer.train()
-    assert any("HF_DVCLIVE_LOG_MODEL=true asks dvclive to upload the model" in r.getMessage() for r in caplog.records)
+    assert any(
+        "HF_DVCLIVE_LOG_MODEL=true asks dvclive to upload the model" in r.getMessage() for r in caplog.records
+    )

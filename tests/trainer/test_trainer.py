@@ -85,7 +85,11 @@ class TargetModel(DictModel):
 
     def forward(self, x, target=None):
         preds = self.linear(x).squeeze(-1)
-        return {"loss": nn.functional.mse_loss(preds, target), "preds": preds} if target is not None else {"preds": preds}
+        return (
+            {"loss": nn.functional.mse_loss(preds, target), "preds": preds}
+            if target is not None
+            else {"preds": preds}
+        )
 
 
 class CountSteps(TrainerCallback):
@@ -134,7 +138,9 @@ def test_digits_mlp_reaches_95_percent(make_args):
 )
 def test_optimizer_steps_per_epoch(make_args, n, bs, accum, epochs):
     counter = CountSteps()
-    args = make_args(per_device_train_batch_size=bs, gradient_accumulation_steps=accum, num_train_epochs=epochs)
+    args = make_args(
+        per_device_train_batch_size=bs, gradient_accumulation_steps=accum, num_train_epochs=epochs
+    )
     trainer = Trainer(model=DictModel(), args=args, train_dataset=ToyDataset(n), callbacks=[counter])
     out = trainer.train()
     expected = math.ceil(n / (bs * accum)) * epochs
@@ -146,7 +152,9 @@ def test_optimizer_steps_per_epoch(make_args, n, bs, accum, epochs):
 
 def test_max_steps_overrides_epochs(make_args):
     counter = CountSteps()
-    args = make_args(per_device_train_batch_size=2, gradient_accumulation_steps=2, num_train_epochs=1, max_steps=7)
+    args = make_args(
+        per_device_train_batch_size=2, gradient_accumulation_steps=2, num_train_epochs=1, max_steps=7
+    )
     trainer = Trainer(model=DictModel(), args=args, train_dataset=ToyDataset(12), callbacks=[counter])
     assert trainer.train().global_step == 7  # 3 steps per epoch: runs into a third epoch
     assert counter.optimizer_steps == 7
@@ -181,7 +189,9 @@ def test_model_init_without_and_with_trial(make_args):
 
     calls = []
     trainer = Trainer(
-        model_init=lambda: calls.append(1) or DictModel(), args=make_args(max_steps=2), train_dataset=ToyDataset(8)
+        model_init=lambda: calls.append(1) or DictModel(),
+        args=make_args(max_steps=2),
+        train_dataset=ToyDataset(8),
     )
     trainer.train()
     assert len(calls) == 2
@@ -216,7 +226,9 @@ def test_custom_optimizer_and_scheduler(make_args):
     model = DictModel()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
-    trainer = Trainer(model=model, args=make_args(max_steps=3), train_dataset=ToyDataset(16), optimizers=(opt, sched))
+    trainer = Trainer(
+        model=model, args=make_args(max_steps=3), train_dataset=ToyDataset(16), optimizers=(opt, sched)
+    )
     trainer.train()
     assert trainer.optimizer is opt and trainer.lr_scheduler is sched
     assert opt.param_groups[0]["lr"] == pytest.approx(0.1 * 0.5**3)
@@ -267,7 +279,10 @@ def test_custom_label_names(make_args):
 
     data = TargetData(16)
     trainer = Trainer(
-        model=TargetModel(), args=make_args(max_steps=2, label_names=["target"]), train_dataset=data, eval_dataset=data
+        model=TargetModel(),
+        args=make_args(max_steps=2, label_names=["target"]),
+        train_dataset=data,
+        eval_dataset=data,
     )
     trainer.train()
     assert trainer.label_names == ["target"]
@@ -283,7 +298,9 @@ def test_remove_unused_columns_drops_keys_forward_does_not_take(make_args):
     assert trainer.train().global_step == 2
     assert "eval_loss" in trainer.evaluate()
 
-    keep_all = Trainer(model=DictModel(), args=make_args(max_steps=2, remove_unused_columns=False), train_dataset=data)
+    keep_all = Trainer(
+        model=DictModel(), args=make_args(max_steps=2, remove_unused_columns=False), train_dataset=data
+    )
     with pytest.raises(TypeError, match="idx"):
         keep_all.train()
 
@@ -310,7 +327,9 @@ def test_iterable_dataset_needs_max_steps(make_args):
     with pytest.raises(ValueError, match="max_steps"):
         trainer.train()
     trainer = Trainer(
-        model=DictModel(), args=make_args(max_steps=5, per_device_train_batch_size=2), train_dataset=ToyIterable(6)
+        model=DictModel(),
+        args=make_args(max_steps=5, per_device_train_batch_size=2),
+        train_dataset=ToyIterable(6),
     )
     counter = CountSteps()
     trainer.add_callback(counter)
@@ -329,7 +348,10 @@ def test_default_data_collator_returns_numpy_arrays_with_return_tensors_np():
     assert all(isinstance(v, np.ndarray) for v in batch.values())
     assert batch["x"].shape == (4, 3) and batch["x"].dtype == np.int64
     assert batch["labels"].dtype == np.int64 and batch["labels"].tolist() == [0, 1, 2, 3]
-    assert default_data_collator([{"label": 0.5}, {"label": 1.0}], return_tensors="np")["labels"].dtype == np.float32
+    assert (
+        default_data_collator([{"label": 0.5}, {"label": 1.0}], return_tensors="np")["labels"].dtype
+        == np.float32
+    )
     assert isinstance(default_data_collator(features, return_tensors="pt")["x"], torch.Tensor)
     tuples = default_data_collator([(torch.zeros(2), 1), (torch.ones(2), 0)], return_tensors="np")
     assert isinstance(tuples[0], np.ndarray) and tuples[1].tolist() == [1, 0]
@@ -339,8 +361,24 @@ def test_default_data_collator_returns_numpy_arrays_with_return_tensors_np():
 
 def test_default_data_collator():
     features = [
-        {"t": torch.tensor([1.0, 2.0]), "a": np.array([1, 2]), "i": 3, "f": 0.5, "label": 1, "s": "x", "n": None},
-        {"t": torch.tensor([3.0, 4.0]), "a": np.array([3, 4]), "i": 4, "f": 1.5, "label": 0, "s": "y", "n": None},
+        {
+            "t": torch.tensor([1.0, 2.0]),
+            "a": np.array([1, 2]),
+            "i": 3,
+            "f": 0.5,
+            "label": 1,
+            "s": "x",
+            "n": None,
+        },
+        {
+            "t": torch.tensor([3.0, 4.0]),
+            "a": np.array([3, 4]),
+            "i": 4,
+            "f": 1.5,
+            "label": 0,
+            "s": "y",
+            "n": None,
+        },
     ]
     batch = default_data_collator(features)
     assert set(batch) == {"t", "a", "i", "f", "labels"}  # strings and None are left out, as transformers does
@@ -366,8 +404,12 @@ def test_default_data_collator():
 @pytest.fixture
 def trained_digits(make_args):
     train, val = _small_digits(256, 40)
-    args = make_args(per_device_train_batch_size=32, per_device_eval_batch_size=16, num_train_epochs=2, learning_rate=1e-2)
-    trainer = Trainer(model=DigitsMLP(), args=args, train_dataset=train, eval_dataset=val, compute_metrics=accuracy)
+    args = make_args(
+        per_device_train_batch_size=32, per_device_eval_batch_size=16, num_train_epochs=2, learning_rate=1e-2
+    )
+    trainer = Trainer(
+        model=DigitsMLP(), args=args, train_dataset=train, eval_dataset=val, compute_metrics=accuracy
+    )
     trainer.train()
     return trainer, val
 
@@ -388,8 +430,11 @@ def test_compute_metrics_may_return_arrays(trained_digits, make_args):
     # size 1 to a Python scalar"; transformers keeps such values as they are and turns one-element ones into numbers.
     trainer, _ = trained_digits
     trainer.compute_metrics = lambda p: {
-        "confusion": np.array([[1, 2], [3, 4]]), "per_class": torch.tensor([0.5, 0.25]),
-        "acc": np.float32(0.5), "one": np.array([0.75]), "scalar_tensor": torch.tensor(0.125),
+        "confusion": np.array([[1, 2], [3, 4]]),
+        "per_class": torch.tensor([0.5, 0.25]),
+        "acc": np.float32(0.5),
+        "one": np.array([0.75]),
+        "scalar_tensor": torch.tensor(0.125),
     }
     metrics = trainer.evaluate()
     assert isinstance(metrics["eval_confusion"], np.ndarray) and metrics["eval_confusion"].shape == (2, 2)
@@ -397,19 +442,36 @@ def test_compute_metrics_may_return_arrays(trained_digits, make_args):
     assert [type(metrics[k]) for k in ("eval_acc", "eval_one", "eval_scalar_tensor")] == [float, float, float]
     assert (metrics["eval_acc"], metrics["eval_one"], metrics["eval_scalar_tensor"]) == (0.5, 0.75, 0.125)
 
-    trainer.compute_metrics = lambda p: [0.5, 0.25]  # was "cannot convert dictionary update sequence element #0"
-    with pytest.raises(TypeError, match=r"compute_metrics must return a dict of metric name -> value, got list \[0\.5"):
+    trainer.compute_metrics = lambda p: [
+        0.5,
+        0.25,
+    ]  # was "cannot convert dictionary update sequence element #0"
+    with pytest.raises(
+        TypeError, match=r"compute_metrics must return a dict of metric name -> value, got list \[0\.5"
+    ):
         trainer.evaluate()
     trainer.compute_metrics = t_metrics = lambda p: {"confusion": np.array([[1, 2], [3, 4]])}
 
     # Logged and saved too: checkpoints' trainer_state.json and the jsonl log hold the array as nested lists.
     train, val = _small_digits(64)
-    args = make_args(max_steps=2, eval_strategy="steps", eval_steps=1, save_strategy="steps", save_steps=1,
-                     report_to="jsonl", per_device_train_batch_size=32)
-    t = Trainer(model=DigitsMLP(), args=args, train_dataset=train, eval_dataset=val, compute_metrics=t_metrics)
+    args = make_args(
+        max_steps=2,
+        eval_strategy="steps",
+        eval_steps=1,
+        save_strategy="steps",
+        save_steps=1,
+        report_to="jsonl",
+        per_device_train_batch_size=32,
+    )
+    t = Trainer(
+        model=DigitsMLP(), args=args, train_dataset=train, eval_dataset=val, compute_metrics=t_metrics
+    )
     t.train()
     saved = json.loads((Path(args.output_dir) / "checkpoint-2" / "trainer_state.json").read_text())
-    assert [e["eval_confusion"] for e in saved["log_history"] if "eval_confusion" in e][-1] == [[1, 2], [3, 4]]
+    assert [e["eval_confusion"] for e in saved["log_history"] if "eval_confusion" in e][-1] == [
+        [1, 2],
+        [3, 4],
+    ]
 
 
 def test_evaluate_a_dict_of_datasets(trained_digits, make_args):
@@ -509,7 +571,10 @@ def test_predict(trained_digits):
 def test_prediction_loss_only(make_args):
     _, val = _small_digits(32)
     trainer = Trainer(
-        model=DigitsMLP(), args=make_args(prediction_loss_only=True), eval_dataset=val, compute_metrics=accuracy
+        model=DigitsMLP(),
+        args=make_args(prediction_loss_only=True),
+        eval_dataset=val,
+        compute_metrics=accuracy,
     )
     out = trainer.predict(val)
     assert out.predictions is None and "test_loss" in out.metrics
@@ -550,7 +615,9 @@ def test_logged_loss_is_the_mean_since_the_last_log(make_args):
 
 
 def test_logged_loss_with_gradient_accumulation(make_args):
-    args = make_args(per_device_train_batch_size=2, gradient_accumulation_steps=2, max_steps=4, logging_steps=2)
+    args = make_args(
+        per_device_train_batch_size=2, gradient_accumulation_steps=2, max_steps=4, logging_steps=2
+    )
     trainer = RecordingTrainer(model=DictModel(), args=args, train_dataset=ToyDataset(40))
     trainer.step_losses = []
     trainer.train()
@@ -579,7 +646,9 @@ class FlaggedData(ToyDataset):
 
 @pytest.mark.parametrize("nan_filter", [True, False])
 def test_logging_nan_inf_filter(make_args, nan_filter):
-    args = make_args(per_device_train_batch_size=1, max_steps=4, logging_steps=4, logging_nan_inf_filter=nan_filter)
+    args = make_args(
+        per_device_train_batch_size=1, max_steps=4, logging_steps=4, logging_nan_inf_filter=nan_filter
+    )
     trainer = Trainer(model=NaNOnFlag(), args=args, train_dataset=FlaggedData(4))
     trainer.train()
     (loss,) = [h["loss"] for h in trainer.state.log_history if "loss" in h]
@@ -632,7 +701,9 @@ def test_logging_steps_as_a_ratio(make_args):
 
 def test_memory_metrics(make_args):
     data = ToyDataset(16)
-    trainer = Trainer(model=DictModel(), args=make_args(max_steps=2, skip_memory_metrics=False), train_dataset=data)
+    trainer = Trainer(
+        model=DictModel(), args=make_args(max_steps=2, skip_memory_metrics=False), train_dataset=data
+    )
     out = trainer.train()
     assert "train_mem_cpu_alloc_delta" in out.metrics and "train_mem_cpu_peaked_delta" in out.metrics
     assert "eval_mem_cpu_alloc_delta" in trainer.evaluate(data)
@@ -652,8 +723,15 @@ def test_device_memory_metrics_follow_the_accelerator_torch_reports(make_args):
         with pytest.raises(ValueError, match=f"Memory metrics of {other} need it to be torch's accelerator"):
             MemoryTracker(skip=False, device=other)
     data = ToyDataset(16)
-    on_cpu = Trainer(model=DictModel(), args=make_args(max_steps=2, skip_memory_metrics=False, use_cpu=True),
-                     train_dataset=data).train().metrics
+    on_cpu = (
+        Trainer(
+            model=DictModel(),
+            args=make_args(max_steps=2, skip_memory_metrics=False, use_cpu=True),
+            train_dataset=data,
+        )
+        .train()
+        .metrics
+    )
     assert "train_mem_cpu_alloc_delta" in on_cpu and "init_mem_cpu_alloc_delta" in on_cpu
     assert not any("_mem_gpu_" in k for k in on_cpu)
     if accelerator is None:
@@ -662,20 +740,37 @@ def test_device_memory_metrics_follow_the_accelerator_torch_reports(make_args):
     metrics: dict[str, float] = {}
     tracker.start("probe")
     kept = torch.empty(2**20, dtype=torch.float32, device=accelerator)  # 4 MiB kept
-    assert float(torch.ones(2**22, dtype=torch.float32, device=accelerator).sum()) == 2**22  # 16 MiB, then freed
+    assert (
+        float(torch.ones(2**22, dtype=torch.float32, device=accelerator).sum()) == 2**22
+    )  # 16 MiB, then freed
     tracker.stop_and_update_metrics("probe", metrics)
     assert metrics["probe_mem_gpu_alloc_delta"] >= kept.numel() * 4
     assert metrics["probe_mem_gpu_peaked_delta"] >= 2**24 - 2**22
-    on_device = Trainer(model=DictModel(), args=make_args(max_steps=2, skip_memory_metrics=False),
-                        train_dataset=data).train().metrics
-    assert {"train_mem_gpu_alloc_delta", "train_mem_gpu_peaked_delta", "init_mem_gpu_alloc_delta"} <= set(on_device)
+    on_device = (
+        Trainer(model=DictModel(), args=make_args(max_steps=2, skip_memory_metrics=False), train_dataset=data)
+        .train()
+        .metrics
+    )
+    assert {"train_mem_gpu_alloc_delta", "train_mem_gpu_peaked_delta", "init_mem_gpu_alloc_delta"} <= set(
+        on_device
+    )
 
 
 def test_log_metrics_save_metrics_and_metrics_format(make_args, capsys, tmp_path):
     trainer = Trainer(model=DictModel(), args=make_args(output_dir=str(tmp_path / "m")))
-    metrics = {"train_runtime": 3725.5, "train_mem_cpu_alloc_delta": 5 * 2**20, "train_loss": 0.123456789, "epoch": 3}
+    metrics = {
+        "train_runtime": 3725.5,
+        "train_mem_cpu_alloc_delta": 5 * 2**20,
+        "train_loss": 0.123456789,
+        "epoch": 3,
+    }
     formatted = trainer.metrics_format(metrics)
-    assert formatted == {"train_runtime": "1:02:05.50", "train_mem_cpu_alloc_delta": "5MB", "train_loss": 0.1235, "epoch": 3}
+    assert formatted == {
+        "train_runtime": "1:02:05.50",
+        "train_mem_cpu_alloc_delta": "5MB",
+        "train_loss": 0.1235,
+        "epoch": 3,
+    }
     trainer.log_metrics("train", metrics)
     out = capsys.readouterr().out
     assert "***** train metrics *****" in out and "1:02:05.50" in out and "0.1235" in out

@@ -23,14 +23,14 @@ def _shares(num_samples: int, world_size: int, multiple: int = 1) -> list[list[i
     total = -(-num_samples // unit) * unit
     indices = list(range(num_samples)) + list(range(total - num_samples))
     per = total // world_size
-    return [indices[r * per:(r + 1) * per] for r in range(world_size)]
+    return [indices[r * per : (r + 1) * per] for r in range(world_size)]
 
 
 def _gathered_steps(shares: list[list[int]], batch: int) -> list[np.ndarray]:
     """What a gather across processes returns at each step: the processes' batches one after the other."""
     steps = []
     for start in range(0, len(shares[0]), batch):
-        steps.append(np.concatenate([np.array(share[start:start + batch]) for share in shares]))
+        steps.append(np.concatenate([np.array(share[start : start + batch]) for share in shares]))
     return steps
 
 
@@ -46,8 +46,12 @@ def test_the_documented_example_comes_back_in_dataset_order():
     assert gatherer.finalize().tolist() == list(range(16))
 
 
-@pytest.mark.parametrize("num_samples,world_size,batch,multiple", [(21, 4, 3, None), (10, 2, 4, 4), (7, 1, 2, None)])
-def test_nested_arrays_with_growing_sequences_are_placed_padded_and_truncated(num_samples, world_size, batch, multiple):
+@pytest.mark.parametrize(
+    "num_samples,world_size,batch,multiple", [(21, 4, 3, None), (10, 2, 4, 4), (7, 1, 2, None)]
+)
+def test_nested_arrays_with_growing_sequences_are_placed_padded_and_truncated(
+    num_samples, world_size, batch, multiple
+):
     shares = _shares(num_samples, world_size, multiple or 1)
     gatherer = DistributedTensorGatherer(world_size, num_samples, make_multiple_of=multiple, padding_index=-7)
     for n, ids in enumerate(_gathered_steps(shares, batch)):

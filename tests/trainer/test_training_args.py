@@ -125,7 +125,9 @@ def test_eval_steps_0_falls_back_on_logging_steps_as_none_does():
     args = TrainingArguments(eval_strategy="steps", eval_steps=0, logging_steps=10)
     assert args.eval_steps == 10
     assert args.replace(logging_steps=20).eval_steps == 20
-    assert TrainingArguments(eval_strategy="epoch", eval_steps=0).eval_steps == 0  # unused there, kept as given
+    assert (
+        TrainingArguments(eval_strategy="epoch", eval_steps=0).eval_steps == 0
+    )  # unused there, kept as given
 
 
 def test_best_model_defaults():
@@ -484,8 +486,15 @@ def test_resolve_steps():
 def test_grouped_setters_set_their_fields_in_place_and_chain(tmp_path):
     args = TrainingArguments(str(tmp_path))
     same = (
-        args.set_training(learning_rate=1e-3, batch_size=16, weight_decay=0.1, num_epochs=2, max_steps=50,
-                          gradient_accumulation_steps=2, seed=7)
+        args.set_training(
+            learning_rate=1e-3,
+            batch_size=16,
+            weight_decay=0.1,
+            num_epochs=2,
+            max_steps=50,
+            gradient_accumulation_steps=2,
+            seed=7,
+        )
         .set_evaluate(strategy="steps", steps=10, batch_size=4, accumulation_steps=2, delay=3, loss_only=True)
         .set_save(strategy="epoch", total_limit=2)
         .set_logging(strategy="steps", steps=5, first_step=True, level="info")
@@ -496,19 +505,37 @@ def test_grouped_setters_set_their_fields_in_place_and_chain(tmp_path):
     assert same is args
     # set_lr_scheduler sets the training length again (max_steps back to its default -1), as in transformers.
     assert (args.do_train, args.gradient_accumulation_steps, args.seed, args.max_steps) == (True, 2, 7, -1)
-    assert (args.eval_strategy, args.eval_steps, args.eval_accumulation_steps, args.eval_delay) == ("steps", 10, 2, 3)
+    assert (args.eval_strategy, args.eval_steps, args.eval_accumulation_steps, args.eval_delay) == (
+        "steps",
+        10,
+        2,
+        3,
+    )
     assert args.do_eval and args.prediction_loss_only
     assert (args.save_strategy, args.save_total_limit) == ("epoch", 2)
-    assert (args.logging_strategy, args.logging_steps, args.logging_first_step, args.log_level) == ("steps", 5, True, "info")
+    assert (args.logging_strategy, args.logging_steps, args.logging_first_step, args.log_level) == (
+        "steps",
+        5,
+        True,
+        "info",
+    )
     assert args.logging_nan_inf_filter is False  # transformers' setter default, unlike the constructor's
-    assert (args.optim, args.learning_rate, args.adam_beta1, args.adam_beta2, args.adam_epsilon) == ("sgd", 0.1, 0.8, 0.9, 1e-6)
+    assert (args.optim, args.learning_rate, args.adam_beta1, args.adam_beta2, args.adam_epsilon) == (
+        "sgd",
+        0.1,
+        0.8,
+        0.9,
+        1e-6,
+    )
     assert args.optim_args == {"momentum": 0.5}
     assert (args.lr_scheduler_type, args.num_train_epochs, args.warmup_steps) == ("cosine", 4, 3)
     assert (args.per_device_train_batch_size, args.per_device_eval_batch_size) == (3, 6)
     assert (args.dataloader_drop_last, args.data_seed) == (True, 5)
     assert args.set_testing(batch_size=9).do_predict and args.per_device_eval_batch_size == 9
     assert args.set_evaluate("no").do_eval is False
-    assert args.set_training(activation_checkpointing=True).gradient_checkpointing is True  # transformers 5's name
+    assert (
+        args.set_training(activation_checkpointing=True).gradient_checkpointing is True
+    )  # transformers 5's name
 
 
 def test_grouped_setters_validate_like_the_constructor_and_leave_refused_values_out(tmp_path):
@@ -541,13 +568,21 @@ def test_fields_normalised_as_transformers_does(tmp_path):
     assert make(str(tmp_path)).include_num_input_tokens_seen == "no"
     assert make(str(tmp_path), include_num_input_tokens_seen=True).include_num_input_tokens_seen == "all"
     assert make(str(tmp_path), include_num_input_tokens_seen=False).include_num_input_tokens_seen == "no"
-    assert make(str(tmp_path), include_num_input_tokens_seen="non_padding").include_num_input_tokens_seen == "non_padding"
+    assert (
+        make(str(tmp_path), include_num_input_tokens_seen="non_padding").include_num_input_tokens_seen
+        == "non_padding"
+    )
     with pytest.raises(ValueError, match="include_num_input_tokens_seen"):
         make(str(tmp_path), include_num_input_tokens_seen="some")
     on_cpu = make(str(tmp_path), use_cpu=True)
     assert on_cpu.dataloader_pin_memory is False
     assert on_cpu.replace(use_cpu=False).dataloader_pin_memory is True
-    assert make(str(tmp_path), use_cpu=True, dataloader_pin_memory=False).replace(use_cpu=False).dataloader_pin_memory is False
+    assert (
+        make(str(tmp_path), use_cpu=True, dataloader_pin_memory=False)
+        .replace(use_cpu=False)
+        .dataloader_pin_memory
+        is False
+    )
 
     @dataclasses.dataclass
     class WithDtype(TrainingArguments):
@@ -561,22 +596,43 @@ def test_fields_normalised_as_transformers_does(tmp_path):
 def test_grouped_setters_as_transformers_names_them(tmp_path):
     # transformers' set_training/set_evaluate/...: set the fields, validate, return the arguments (calls chain).
     args = TrainingArguments(str(tmp_path))
-    same = (args.set_training(learning_rate=1e-4, batch_size=16, gradient_checkpointing=True)
-            .set_evaluate(strategy="steps", steps=100, delay=None)
-            .set_save(strategy="steps", steps=200, total_limit=2)
-            .set_logging(strategy="steps", steps=10, first_step=True)
-            .set_optimizer(name="sgd", learning_rate=0.1, args="momentum=0.9")
-            .set_lr_scheduler(name="cosine", warmup_steps=0.05)
-            .set_dataloader(train_batch_size=4, sampler_seed=3)
-            .set_testing(batch_size=2))  # after set_dataloader, which sets the evaluation batch size too
+    same = (
+        args.set_training(learning_rate=1e-4, batch_size=16, gradient_checkpointing=True)
+        .set_evaluate(strategy="steps", steps=100, delay=None)
+        .set_save(strategy="steps", steps=200, total_limit=2)
+        .set_logging(strategy="steps", steps=10, first_step=True)
+        .set_optimizer(name="sgd", learning_rate=0.1, args="momentum=0.9")
+        .set_lr_scheduler(name="cosine", warmup_steps=0.05)
+        .set_dataloader(train_batch_size=4, sampler_seed=3)
+        .set_testing(batch_size=2)
+    )  # after set_dataloader, which sets the evaluation batch size too
     assert same is args
-    assert (args.do_train, args.activation_checkpointing, args.eval_strategy, args.do_eval, args.eval_steps) == (
-        True, True, IntervalStrategy.STEPS, True, 100)
-    assert (args.do_predict, args.per_device_eval_batch_size, args.save_steps, args.save_total_limit) == (True, 2, 200, 2)
-    assert (args.logging_steps, args.logging_first_step, args.optim, args.learning_rate) == (10, True, "sgd", 0.1)
+    assert (
+        args.do_train,
+        args.activation_checkpointing,
+        args.eval_strategy,
+        args.do_eval,
+        args.eval_steps,
+    ) == (True, True, IntervalStrategy.STEPS, True, 100)
+    assert (args.do_predict, args.per_device_eval_batch_size, args.save_steps, args.save_total_limit) == (
+        True,
+        2,
+        200,
+        2,
+    )
+    assert (args.logging_steps, args.logging_first_step, args.optim, args.learning_rate) == (
+        10,
+        True,
+        "sgd",
+        0.1,
+    )
     assert args.optim_args == {"momentum": 0.9}
     assert (args.lr_scheduler_type, args.warmup_steps, args.per_device_train_batch_size, args.data_seed) == (
-        SchedulerType.COSINE, 0.05, 4, 3)
+        SchedulerType.COSINE,
+        0.05,
+        4,
+        3,
+    )
     with pytest.raises(ValueError, match="requires a positive value for `steps`"):
         args.set_save(strategy="steps", steps=0)
     with pytest.raises(ValueError, match="learning_rate"):

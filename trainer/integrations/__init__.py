@@ -131,7 +131,9 @@ def _trackers(trainer_or_callbacks: Any) -> list[TrackerCallback]:
     return [cb for cb in callbacks if isinstance(cb, TrackerCallback)]
 
 
-def close_trackers(trainer_or_callbacks: Any, state: str = "COMPLETE", objective: Any = None) -> dict[str, Any]:
+def close_trackers(
+    trainer_or_callbacks: Any, state: str = "COMPLETE", objective: Any = None
+) -> dict[str, Any]:
     """End every tracker run of a trainer (or of a list of callbacks) as ``state``, with ``objective``.
 
     ``state`` is ``"COMPLETE"``, ``"PRUNED"`` or ``"FAIL"`` (an enum whose value is one of them works too). The

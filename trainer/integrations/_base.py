@@ -37,7 +37,6 @@ logger = logging.getLogger("trainer.integrations")
 STATES = ("COMPLETE", "PRUNED", "FAIL")
 
 
-
 # ---------------------------------------------------------------------------------------------- availability
 def _installed(module: str) -> bool:
     try:
@@ -82,7 +81,10 @@ def numeric_logs(logs: Mapping[str, Any], owner: TrainerCallback) -> dict[str, f
                 warned.add(key)
                 logger.warning(
                     "%s logs numbers only; %r=%r (a %s) is not logged.",
-                    type(owner).__name__, key, value, type(value).__name__,
+                    type(owner).__name__,
+                    key,
+                    value,
+                    type(value).__name__,
                 )
             continue
         out[key] = number
@@ -232,9 +234,14 @@ class TrackerCallback(TrainerCallback):
     def _start(self, args: TrainingArguments, state: TrainerState) -> None:
         for variable in self.unread_uploads:
             if os.environ.get(variable, "").strip().upper() in ("1", "TRUE", "YES", "ON", "ALL"):
-                logger.warning("%s=%s asks %s to upload the model, which this trainer's %s callback does not do (see "
-                               "README, experiment trackers); nothing is uploaded.", variable, os.environ[variable],
-                               self.name, self.name)
+                logger.warning(
+                    "%s=%s asks %s to upload the model, which this trainer's %s callback does not do (see "
+                    "README, experiment trackers); nothing is uploaded.",
+                    variable,
+                    os.environ[variable],
+                    self.name,
+                    self.name,
+                )
         self._search = bool(state.is_hyper_param_search)
         self._trained = False
         if self._guard("opening the run", self._open, args, state):

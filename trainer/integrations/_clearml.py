@@ -45,11 +45,15 @@ class ClearMLCallback(TrackerCallback):
         env = os.environ
         # ClearML reports from a forked process by default; forked next to torch's threads it can stall closing
         # the task for minutes. Report from this process instead.
-        if hasattr(Task, "_report_subprocess_enabled"):  # a private switch: set only where this release has it
+        if hasattr(
+            Task, "_report_subprocess_enabled"
+        ):  # a private switch: set only where this release has it
             Task._report_subprocess_enabled = False  # type: ignore[assignment]
         else:
-            logger.warning("This clearml has no Task._report_subprocess_enabled; it reports from a forked process, "
-                           "which can stall closing a run next to torch's threads.")
+            logger.warning(
+                "This clearml has no Task._report_subprocess_enabled; it reports from a forked process, "
+                "which can stall closing a run next to torch's threads."
+            )
         if (env.get("CLEARML_OFFLINE_MODE") or "1").strip().lower() not in _FALSE:
             Task.set_offline(offline_mode=True)
         project = env.get("CLEARML_PROJECT") or "hpsearch"
@@ -70,9 +74,13 @@ class ClearMLCallback(TrackerCallback):
         self._task = task
         if Task.is_offline():
             self.offline_folder = str(task.get_offline_mode_folder())
-            announce_destination("ClearML", f"an offline session in {self.offline_folder}",
-                                 "set CLEARML_OFFLINE_MODE=0 to upload, or import the session later "
-                                 "(Task.import_offline_session)", ("CLEARML_API_ACCESS_KEY", "CLEARML_API_SECRET_KEY"))
+            announce_destination(
+                "ClearML",
+                f"an offline session in {self.offline_folder}",
+                "set CLEARML_OFFLINE_MODE=0 to upload, or import the session later "
+                "(Task.import_offline_session)",
+                ("CLEARML_API_ACCESS_KEY", "CLEARML_API_SECRET_KEY"),
+            )
         task.connect(run_params(args, state), name="Args")
 
     def _log(self, metrics: dict[str, float], step: int) -> None:

@@ -68,9 +68,12 @@ class CometCallback(TrackerCallback):
             os.makedirs(folder, exist_ok=True)
             experiment = comet_ml.OfflineExperiment(offline_directory=folder, **common)
             if mode == "OFFLINE":
-                announce_destination("Comet", f"an offline archive in {folder}",
-                                     "set COMET_MODE=ONLINE to upload, or `comet upload` the archive later",
-                                     ("COMET_API_KEY",))
+                announce_destination(
+                    "Comet",
+                    f"an offline archive in {folder}",
+                    "set COMET_MODE=ONLINE to upload, or `comet upload` the archive later",
+                    ("COMET_API_KEY",),
+                )
         self._experiment = experiment
         experiment.set_name(run_name(args, state))
         if state.is_hyper_param_search:

@@ -52,7 +52,9 @@ def _json_line(entry: Mapping[str, Any]) -> str:
 
 
 def _json_default(value: Any) -> Any:
-    if hasattr(value, "tolist"):  # an array or tensor (a confusion matrix) as lists, a numpy scalar as a number
+    if hasattr(
+        value, "tolist"
+    ):  # an array or tensor (a confusion matrix) as lists, a numpy scalar as a number
         return value.tolist()
     if hasattr(value, "item"):
         return value.item()

@@ -40,7 +40,9 @@ def _env_true(name: str) -> bool:
 
 def is_mlflow_available() -> bool:
     """mlflow installed and not switched off by ``DISABLE_MLFLOW_INTEGRATION`` (as transformers reads it)."""
-    return _base._installed("mlflow") and not _env_true("DISABLE_MLFLOW_INTEGRATION")  # looked up at call time
+    return _base._installed("mlflow") and not _env_true(
+        "DISABLE_MLFLOW_INTEGRATION"
+    )  # looked up at call time
 
 
 def _env_tags() -> dict[str, str]:
@@ -54,7 +56,7 @@ def _env_tags() -> dict[str, str]:
         tags = None
     if not isinstance(tags, dict):
         raise ValueError(
-            f"MLFLOW_TAGS={text!r} is not a JSON object; set it to e.g. '{{\"release\": \"rc1\"}}' or unset it."
+            f'MLFLOW_TAGS={text!r} is not a JSON object; set it to e.g. \'{{"release": "rc1"}}\' or unset it.'
         )
     return {str(k): str(v) for k, v in tags.items()}
 
@@ -125,8 +127,10 @@ class MLflowCallback(TrackerCallback):
     def disabled_reason() -> str | None:
         if not _env_true("DISABLE_MLFLOW_INTEGRATION"):
             return None
-        return (f"report_to names 'mlflow' but DISABLE_MLFLOW_INTEGRATION={os.environ['DISABLE_MLFLOW_INTEGRATION']!r} "
-                "switches MLflow off; unset the variable or remove 'mlflow' from report_to.")
+        return (
+            f"report_to names 'mlflow' but DISABLE_MLFLOW_INTEGRATION={os.environ['DISABLE_MLFLOW_INTEGRATION']!r} "
+            "switches MLflow off; unset the variable or remove 'mlflow' from report_to."
+        )
 
     def __init__(self) -> None:
         reason = self.disabled_reason()
@@ -167,8 +171,15 @@ class MLflowCallback(TrackerCallback):
                 os.makedirs(folder, exist_ok=True)
                 uri = "sqlite:///" + os.path.join(folder, "mlflow.db")
                 _base.announce_destination(
-                    "MLflow", f"a local store, {uri}", "set MLFLOW_TRACKING_URI to log to a tracking server",
-                    ("MLFLOW_TRACKING_TOKEN", "MLFLOW_TRACKING_USERNAME", "DATABRICKS_TOKEN", "DATABRICKS_HOST"),
+                    "MLflow",
+                    f"a local store, {uri}",
+                    "set MLFLOW_TRACKING_URI to log to a tracking server",
+                    (
+                        "MLFLOW_TRACKING_TOKEN",
+                        "MLFLOW_TRACKING_USERNAME",
+                        "DATABRICKS_TOKEN",
+                        "DATABRICKS_HOST",
+                    ),
                 )
             self._tracking_uri = uri
         return MlflowClient(tracking_uri=self._tracking_uri)
@@ -184,7 +195,7 @@ class MLflowCallback(TrackerCallback):
         local = self._tracking_uri or ""
         if local.startswith("sqlite:///") and not os.environ.get("MLFLOW_TRACKING_URI"):
             # Artifacts beside our local store, not in mlflow's default ./mlruns of the working directory.
-            folder = os.path.join(os.path.dirname(local[len("sqlite:///"):]), "artifacts")
+            folder = os.path.join(os.path.dirname(local[len("sqlite:///") :]), "artifacts")
             return client.create_experiment(name, artifact_location=Path(folder).as_uri())
         return client.create_experiment(name)
 
@@ -215,7 +226,10 @@ class MLflowCallback(TrackerCallback):
             with _PARENT_LOCK:
                 parent_id = _PARENT_RUNS.get(key)
                 if parent_id is None:
-                    parent_tags = {**tags, "hpsearch.role": "search"}  # nested under the script's run, if asked
+                    parent_tags = {
+                        **tags,
+                        "hpsearch.role": "search",
+                    }  # nested under the script's run, if asked
                     parent = client.create_run(experiment_id, run_name=parent_name, tags=parent_tags)
                     parent_id = _PARENT_RUNS[key] = parent.info.run_id
                 else:

@@ -46,8 +46,12 @@ class NeptuneCallback(TrackerCallback):
             run["sys/group_tags"].add([search_group(args)])
         run["parameters"] = run_params(args, state)
         if (os.environ.get("NEPTUNE_MODE") or "offline") == "offline":
-            announce_destination("Neptune", "offline files under NEPTUNE_DATA_DIRECTORY (default output_dir/.neptune)",
-                                 "set NEPTUNE_MODE=async to upload, or `neptune sync` later", ("NEPTUNE_API_TOKEN",))
+            announce_destination(
+                "Neptune",
+                "offline files under NEPTUNE_DATA_DIRECTORY (default output_dir/.neptune)",
+                "set NEPTUNE_MODE=async to upload, or `neptune sync` later",
+                ("NEPTUNE_API_TOKEN",),
+            )
 
     @staticmethod
     def _init_run(neptune: Any, args: TrainingArguments, state: TrainerState, tags: list[str]) -> Any:

@@ -96,5 +96,5 @@ class TensorBoardCallback(TrainerCallback):
 def _tb_tag(key: str) -> str:
     for prefix in ("eval_", "test_"):
         if key.startswith(prefix):
-            return f"{prefix[:-1]}/{key[len(prefix):]}"
+            return f"{prefix[:-1]}/{key[len(prefix) :]}"
     return f"train/{key}"

@@ -15,7 +15,15 @@ if TYPE_CHECKING:
 
 
 logger = logging.getLogger(__name__)
-_LOG_MODEL = {"": None, "false": None, "0": None, "checkpoint": "checkpoint", "end": "end", "true": "end", "1": "end"}
+_LOG_MODEL = {
+    "": None,
+    "false": None,
+    "0": None,
+    "checkpoint": "checkpoint",
+    "end": "end",
+    "true": "end",
+    "1": "end",
+}
 
 
 def _log_model_setting() -> str | None:
@@ -81,8 +89,10 @@ class WandbCallback(TrackerCallback):
         os.makedirs(init["dir"], exist_ok=True)
         if init["mode"] == "offline":
             announce_destination(
-                "W&B", f"an offline run under {os.path.join(init['dir'], 'wandb')}",
-                "set WANDB_MODE=online to upload, or upload this run later with `wandb sync`", ("WANDB_API_KEY",),
+                "W&B",
+                f"an offline run under {os.path.join(init['dir'], 'wandb')}",
+                "set WANDB_MODE=online to upload, or upload this run later with `wandb sync`",
+                ("WANDB_API_KEY",),
             )
         self._run = wandb.init(**init)
 
@@ -93,7 +103,12 @@ class WandbCallback(TrackerCallback):
             self._guard("logging the checkpoint", self._log_folder, folder, aliases)
 
     def on_train_end(self, args, state, control, model=None, **kwargs):
-        if self._log_model == "end" and state.is_world_process_zero and self._run is not None and model is not None:
+        if (
+            self._log_model == "end"
+            and state.is_world_process_zero
+            and self._run is not None
+            and model is not None
+        ):
             self._guard("logging the model", self._log_final_model, model)
         super().on_train_end(args, state, control, **kwargs)
 

@@ -72,16 +72,24 @@ class OptunaBackend(SearchBackend):
     options = (
         Option("sampler", (object,), "an optuna.samplers sampler", build_from=("optuna.samplers",)),
         Option("pruner", (object,), "an optuna.pruners pruner", build_from=("optuna.pruners",)),
-        Option("storage", (str, object), "a database URL, a journal file path (*.log) or an Optuna storage",
-               path=True),
+        Option(
+            "storage",
+            (str, object),
+            "a database URL, a journal file path (*.log) or an Optuna storage",
+            path=True,
+        ),
         Option("study_name", (str,), "the study's name in the storage"),
         Option("load_if_exists", (bool,), "continue a study of that name found in the storage"),
         Option("timeout", (int, float), "seconds after which no new trial starts"),
         Option("n_jobs", (int,), "trials run at once in threads (-1: one per CPU)", concurrency=True),
         Option("gc_after_trial", (bool,), "run the garbage collector after every trial"),
         Option("callbacks", (list, tuple), "callables (study, frozen_trial) called after every trial"),
-        Option("catch", (type, tuple, list), "exception classes raised around a trial (e.g. by a storage) that fail "
-               "it instead of the search; errors inside a trial always fail only that trial"),
+        Option(
+            "catch",
+            (type, tuple, list),
+            "exception classes raised around a trial (e.g. by a storage) that fail "
+            "it instead of the search; errors inside a trial always fail only that trial",
+        ),
         Option("show_progress_bar", (bool,), "Optuna's own progress bar"),
     )
     _OPTIMIZE = ("timeout", "n_jobs", "gc_after_trial", "show_progress_bar")
@@ -99,7 +107,9 @@ class OptunaBackend(SearchBackend):
             "learning_rate": trial.suggest_float("learning_rate", 1e-6, 1e-4, log=True),
             "num_train_epochs": trial.suggest_int("num_train_epochs", 1, 5),
             "seed": trial.suggest_int("seed", 1, 40),
-            "per_device_train_batch_size": trial.suggest_categorical("per_device_train_batch_size", [4, 8, 16, 32, 64]),
+            "per_device_train_batch_size": trial.suggest_categorical(
+                "per_device_train_batch_size", [4, 8, 16, 32, 64]
+            ),
         }
 
     @classmethod
@@ -129,7 +139,9 @@ class OptunaBackend(SearchBackend):
     def discard_existing_run(cls, options: Mapping[str, Any]) -> None:
         import optuna
 
-        optuna.delete_study(study_name=options["study_name"], storage=_storage.build_storage(options["storage"]))
+        optuna.delete_study(
+            study_name=options["study_name"], storage=_storage.build_storage(options["storage"])
+        )
 
     def continues_earlier_run(self) -> bool:
         return continues_study(self.kwargs, self.settings.output_dir)
@@ -181,14 +193,20 @@ class OptunaBackend(SearchBackend):
                 f"{args.gradient_accumulation_steps}; use n_jobs=1, or run several worker processes on one storage."
             )
         timeout = kw.get("timeout")
-        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0):
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
+        ):
             raise SearchConfigError(f"timeout must be a positive number of seconds or None, got {timeout!r}.")
         study_name = kw.get("study_name")
         if study_name is not None and (not isinstance(study_name, str) or not study_name):
             raise SearchConfigError(f"study_name must be a non-empty string, got {study_name!r}.")
         callbacks = kw.get("callbacks")
-        if callbacks is not None and (not isinstance(callbacks, list | tuple) or not all(map(callable, callbacks))):
-            raise SearchConfigError(f"callbacks must be a list of callables (study, trial), got {callbacks!r}.")
+        if callbacks is not None and (
+            not isinstance(callbacks, list | tuple) or not all(map(callable, callbacks))
+        ):
+            raise SearchConfigError(
+                f"callbacks must be a list of callables (study, trial), got {callbacks!r}."
+            )
         catch = kw.get("catch", ())
         catch_items = catch if isinstance(catch, tuple | list) else (catch,)
         if not all(isinstance(c, type) and issubclass(c, Exception) for c in catch_items):
@@ -216,7 +234,9 @@ class OptunaBackend(SearchBackend):
     def resolve_space(self, hp_space: Any) -> tuple[SearchSpace | None, Any]:
         space, native_space = super().resolve_space(hp_space)
         if space is None:
-            probe_native_space(native_space, _study_directions(self.settings.directions), self.settings.trainer)
+            probe_native_space(
+                native_space, _study_directions(self.settings.directions), self.settings.trainer
+            )
         return space, native_space
 
     # ------------------------------------------------------------------ run
@@ -237,13 +257,20 @@ class OptunaBackend(SearchBackend):
         # Running trials count too (other workers' trials). Waiting ones (retries) do not: running one takes one of
         # this call's optimize iterations, like a new trial would.
         waiting = optuna.trial.TrialState.WAITING
-        done = len([t for t in _storage.budget_trials(study.get_trials(deepcopy=False)) if t.state != waiting])
+        done = len(
+            [t for t in _storage.budget_trials(study.get_trials(deepcopy=False)) if t.state != waiting]
+        )
         remaining = max(n_trials - done, 0)
         if done > n_trials:
             # n_trials is the study's whole budget, not a number of trials to add: a smaller one runs nothing.
-            logger.warning("Study %r already has %d trials, more than n_trials=%d (the study's whole budget, earlier "
-                           "trials included), so none runs; pass n_trials=%d or more to run more.",
-                           study.study_name, done, n_trials, done + 1)
+            logger.warning(
+                "Study %r already has %d trials, more than n_trials=%d (the study's whole budget, earlier "
+                "trials included), so none runs; pass n_trials=%d or more to run more.",
+                study.study_name,
+                done,
+                n_trials,
+                done + 1,
+            )
         elif done:
             logger.info("Study %r already has %d trials; running %d more.", study.study_name, done, remaining)
         multi = settings.n_objectives > 1
@@ -273,11 +300,15 @@ class OptunaBackend(SearchBackend):
                 try:
                     params = native_params(asked, native_space, settings.trainer)
                 except Exception as error:  # hp_space failed on this trial: it fails, the search goes on
-                    record = failed_record(settings, asked, f"hp_space(trial) raised {type(error).__name__}: {error}")
+                    record = failed_record(
+                        settings, asked, f"hp_space(trial) raised {type(error).__name__}: {error}"
+                    )
                     optuna_trial.set_user_attr(_storage.RECORD_ATTR, _storage.record_attr(record))
                     pending[optuna_trial.number] = record
                     raise _Failed(record.error or "hp_space failed") from error
-            trial = _lockstep.lead(Trial(optuna_trial.number, optuna_trial.number, params, self.name, native=optuna_trial))
+            trial = _lockstep.lead(
+                Trial(optuna_trial.number, optuna_trial.number, params, self.name, native=optuna_trial)
+            )
             _lockstep.announce(trial)
             record = self.executor.run(settings, trial, _OptunaReporter(optuna_trial, multi))
             if self._space is None:  # a native hp_space: what each parameter was drawn from, for the report
@@ -320,7 +351,9 @@ class OptunaBackend(SearchBackend):
             stop_at_budget(study_, frozen)
 
         catch = tuple(catch) if isinstance(catch := self.kwargs.get("catch", ()), list | tuple) else (catch,)
-        with _storage.storage_errors(self.kwargs.get("storage")):  # a database lost mid-search: its cause, named
+        with _storage.storage_errors(
+            self.kwargs.get("storage")
+        ):  # a database lost mid-search: its cause, named
             try:
                 if remaining and session.stop_reason is None:  # a budget the earlier runs spent stays spent
                     study.optimize(
@@ -363,8 +396,12 @@ class OptunaBackend(SearchBackend):
             if isinstance(origin, int):
                 retries[origin] = t.number
         for frozen in trials:
-            if frozen.user_attrs.get(_storage.OVER_BUDGET_ATTR) or frozen.user_attrs.get(_storage.INTERRUPTED_ATTR) \
-                    or frozen.number in self._interrupted or frozen.state == optuna.trial.TrialState.WAITING:
+            if (
+                frozen.user_attrs.get(_storage.OVER_BUDGET_ATTR)
+                or frozen.user_attrs.get(_storage.INTERRUPTED_ATTR)
+                or frozen.number in self._interrupted
+                or frozen.state == optuna.trial.TrialState.WAITING
+            ):
                 continue  # never finished here (queued trials have not started)
             state = states[frozen.state]
             record = session.known(str(frozen.number))
@@ -373,8 +410,10 @@ class OptunaBackend(SearchBackend):
                 # earlier run saved (killed between the two): the study is the truth.
                 record = self._stored_record(frozen, state)
                 if record.state is TrialState.FAIL and frozen.number in retries:
-                    record.error = (f"its driver process died while it ran; re-enqueued with the same parameters "
-                                    f"as trial {retries[frozen.number]}")
+                    record.error = (
+                        f"its driver process died while it ran; re-enqueued with the same parameters "
+                        f"as trial {retries[frozen.number]}"
+                    )
             records.append(record)
         return records
 
@@ -391,12 +430,15 @@ class OptunaBackend(SearchBackend):
             trial_id=str(frozen.number),
             number=frozen.number,
             name=fields.get("name", f"run-{frozen.number}"),
-            state=state, params=params,
+            state=state,
+            params=params,
             objective=objective,
             started=frozen.datetime_start,
             finished=frozen.datetime_complete,
-            intermediates=[Evaluation(step=s, epoch=None, objective=v)
-                           for s, v in sorted(frozen.intermediate_values.items())],
+            intermediates=[
+                Evaluation(step=s, epoch=None, objective=v)
+                for s, v in sorted(frozen.intermediate_values.items())
+            ],
             last_step=fields.get("last_step"),
             checkpoint=fields.get("checkpoint"),
             node=fields.get("node"),

@@ -33,7 +33,9 @@ def install(connect_s: float, statement_s: float) -> None:
         return
     current = psycopg2.extensions.get_wait_callback()
     if current is not None and current is not _wait:
-        logger.debug("psycopg2 already has a wait callback (%r); PostgreSQL waits are not bounded here.", current)
+        logger.debug(
+            "psycopg2 already has a wait callback (%r); PostgreSQL waits are not bounded here.", current
+        )
         return
     _limits = (connect_s, statement_s)
     psycopg2.extensions.set_wait_callback(_wait)

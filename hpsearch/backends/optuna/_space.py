@@ -36,9 +36,13 @@ class OptunaSpace:
         for name in space.order:
             domain = space[name]
             if isinstance(domain, Float):
-                self.distributions[name] = FloatDistribution(domain.low, domain.high, log=domain.log, step=domain.step)
+                self.distributions[name] = FloatDistribution(
+                    domain.low, domain.high, log=domain.log, step=domain.step
+                )
             elif isinstance(domain, Int):
-                self.distributions[name] = IntDistribution(domain.low, domain.high, log=domain.log, step=domain.step)
+                self.distributions[name] = IntDistribution(
+                    domain.low, domain.high, log=domain.log, step=domain.step
+                )
             elif isinstance(domain, Categorical):
                 choices = list(domain.choices)
                 if all(isinstance(c, _OPTUNA_SCALARS) for c in choices):

@@ -126,7 +126,8 @@ def budget_trials(trials: list[Any], below: int | None = None) -> list[Any]:
 
     superseded = superseded_numbers(trials)
     return [
-        t for t in trials
+        t
+        for t in trials
         if (below is None or t.number < below)
         and not t.user_attrs.get(OVER_BUDGET_ATTR)
         and t.user_attrs.get(SOURCE_ATTR) != "warm_start"
@@ -165,6 +166,7 @@ def _requeue_stale(study: Any, frozen: Any) -> None:
 
 def check_storage_url(url: str, output_dir: str) -> None:
     """A malformed storage URL or a missing folder fails before anything is written."""
+
     def missing(folder: str) -> bool:
         # output_dir itself is created before the storage is opened.
         return not os.path.isdir(folder) and os.path.abspath(folder) != os.path.abspath(output_dir)
@@ -182,10 +184,12 @@ def check_storage_url(url: str, output_dir: str) -> None:
             )
         parent = os.path.dirname(os.path.abspath(url))
         if missing(parent):
-            raise SearchConfigError(f"storage journal file {url!r}: folder {parent!r} does not exist; create it.")
+            raise SearchConfigError(
+                f"storage journal file {url!r}: folder {parent!r} does not exist; create it."
+            )
         return
     if url.startswith("sqlite://") and not url.startswith("sqlite:///"):
-        fixed = "sqlite:///" + url[len("sqlite://"):]
+        fixed = "sqlite:///" + url[len("sqlite://") :]
         raise SearchConfigError(
             f"storage={url!r}: a SQLite URL has three slashes before a relative path and four before an absolute "
             f"one (sqlite:///study.db, sqlite:////tmp/study.db); write {fixed!r}."
@@ -293,12 +297,22 @@ def _engine_kwargs(url: str) -> dict[str, Any]:
         if driver == "psycopg2":
             # statement_timeout is the server's: it cannot end a wait on a frozen server (see _pg_wait).
             _pg_wait.install(CONNECT_TIMEOUT_S, STATEMENT_TIMEOUT_S + CONNECT_TIMEOUT_S)
-        return {"connect_args": {"connect_timeout": CONNECT_TIMEOUT_S,
-                                 "options": f"-c statement_timeout={STATEMENT_TIMEOUT_S * 1000}"},
-                "pool_timeout": CONNECT_TIMEOUT_S}
+        return {
+            "connect_args": {
+                "connect_timeout": CONNECT_TIMEOUT_S,
+                "options": f"-c statement_timeout={STATEMENT_TIMEOUT_S * 1000}",
+            },
+            "pool_timeout": CONNECT_TIMEOUT_S,
+        }
     if scheme == "mysql":
-        return {"connect_args": {"connect_timeout": CONNECT_TIMEOUT_S, "read_timeout": STATEMENT_TIMEOUT_S,
-                                 "write_timeout": STATEMENT_TIMEOUT_S}, "pool_timeout": CONNECT_TIMEOUT_S}
+        return {
+            "connect_args": {
+                "connect_timeout": CONNECT_TIMEOUT_S,
+                "read_timeout": STATEMENT_TIMEOUT_S,
+                "write_timeout": STATEMENT_TIMEOUT_S,
+            },
+            "pool_timeout": CONNECT_TIMEOUT_S,
+        }
     if scheme == "sqlite":
         return {"connect_args": {"timeout": STATEMENT_TIMEOUT_S}}
     return {}
@@ -330,15 +344,22 @@ def recover_dead_drivers(study: Any) -> None:
             study.tell(frozen.number, state=optuna.trial.TrialState.FAIL)
         except (ValueError, RuntimeError, optuna.exceptions.UpdateFinishedTrialError):
             continue  # another driver recovered it first
-        logger.warning("Trial %d was left RUNNING by a driver that died (%s); marked FAIL%s.", frozen.number,
-                       frozen.user_attrs[OWNER_ATTR], " and re-enqueued" if again else " (already queued again)")
+        logger.warning(
+            "Trial %d was left RUNNING by a driver that died (%s); marked FAIL%s.",
+            frozen.number,
+            frozen.user_attrs[OWNER_ATTR],
+            " and re-enqueued" if again else " (already queued again)",
+        )
         if again:
             requeue(study, frozen.number, frozen.params)
     trials = study.get_trials(deepcopy=False)
     superseded = superseded_numbers(trials)
     for frozen in trials:
-        if frozen.state == optuna.trial.TrialState.FAIL and frozen.user_attrs.get(REQUEUE_ATTR) \
-                and frozen.number not in superseded:
+        if (
+            frozen.state == optuna.trial.TrialState.FAIL
+            and frozen.user_attrs.get(REQUEUE_ATTR)
+            and frozen.number not in superseded
+        ):
             requeue(study, frozen.number, frozen.params)
 
 
@@ -363,7 +384,9 @@ def stored_trials(storage: Any, study_name: str) -> int | None:
             engine = sqlalchemy.create_engine(url, **_engine_kwargs(url))
             if not sqlalchemy.inspect(engine).has_table("studies"):
                 return None
-            storage = optuna.storages.RDBStorage(url, engine_kwargs=_engine_kwargs(url), skip_table_creation=True)
+            storage = optuna.storages.RDBStorage(
+                url, engine_kwargs=_engine_kwargs(url), skip_table_creation=True
+            )
         except Exception as error:
             raise SearchConfigError(
                 f"storage={redact_url(url)!r}: cannot open the storage ({redact(str(error)).splitlines()[0]}); check "
@@ -390,8 +413,11 @@ def storage_errors(storage: Any) -> Iterator[None]:
     try:
         yield
     except (optuna.exceptions.StorageInternalError, _sqlalchemy_errors()) as error:
-        cause = error.__cause__ if isinstance(error, optuna.exceptions.StorageInternalError) and error.__cause__ \
+        cause = (
+            error.__cause__
+            if isinstance(error, optuna.exceptions.StorageInternalError) and error.__cause__
             else error
+        )
         where = redact_url(storage) if isinstance(storage, str) else type(storage).__name__
         first = (redact(str(getattr(cause, "orig", None) or cause)).strip().splitlines() or [""])[0]
         raise HPSearchError(

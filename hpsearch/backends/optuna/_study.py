@@ -93,7 +93,9 @@ def open_study(kwargs: dict[str, Any], settings: TrialSettings, session: SearchS
             if not isinstance(error, sqlalchemy.exc.SQLAlchemyError):
                 raise
             if attempt + 1 < _CREATE_ATTEMPTS and _lost_creation_race(error):
-                logger.debug("Another worker was creating the storage's tables (%s); opening it again.", error)
+                logger.debug(
+                    "Another worker was creating the storage's tables (%s); opening it again.", error
+                )
                 time.sleep(0.05 * (attempt + 1) + random.random() * 0.1)
                 continue
             raise SearchConfigError(
@@ -166,8 +168,12 @@ def warm_start(study: Any, priors: list[Any], mode: str, space: OptunaSpace | No
     for prior, record in zip(priors, prior_records(priors)):
         encoded = space.encode(prior.params)
         values = prior.objective if isinstance(prior.objective, list) else [prior.objective]
-        trials.append(optuna.trial.create_trial(
-            params=encoded, distributions={k: space.distributions[k] for k in encoded}, values=values,
-            user_attrs={marker: "warm_start", _storage.RECORD_ATTR: _storage.record_attr(record)},
-        ))
+        trials.append(
+            optuna.trial.create_trial(
+                params=encoded,
+                distributions={k: space.distributions[k] for k in encoded},
+                values=values,
+                user_attrs={marker: "warm_start", _storage.RECORD_ATTR: _storage.record_attr(record)},
+            )
+        )
     study.add_trials(trials)

@@ -74,11 +74,21 @@ class RayBackend(SearchBackend):
         "trial_workers."
     )
     options = (
-        Option("address", (str,), "'auto', 'host:port' or 'ray://host:port' (default: a local Ray on 127.0.0.1); "
-               "a token-authenticated cluster needs its token here (RAY_AUTH_TOKEN_PATH, RAY_AUTH_TOKEN)"),
-        Option("resources_per_trial", (dict,), "resources of each trial (or each worker), e.g. {'cpu': 1, 'gpu': 0.5}"),
+        Option(
+            "address",
+            (str,),
+            "'auto', 'host:port' or 'ray://host:port' (default: a local Ray on 127.0.0.1); "
+            "a token-authenticated cluster needs its token here (RAY_AUTH_TOKEN_PATH, RAY_AUTH_TOKEN)",
+        ),
+        Option(
+            "resources_per_trial",
+            (dict,),
+            "resources of each trial (or each worker), e.g. {'cpu': 1, 'gpu': 0.5}",
+        ),
         Option("max_concurrent_trials", (int,), "trials run at once"),
-        Option("scheduler", (object,), "a ray.tune.schedulers scheduler", build_from=("ray.tune.schedulers",)),
+        Option(
+            "scheduler", (object,), "a ray.tune.schedulers scheduler", build_from=("ray.tune.schedulers",)
+        ),
         Option("search_alg", (object,), "a ray.tune.search searcher", build_from=("ray.tune.search",)),
         Option("storage_path", (str,), "Tune's storage (default output_dir/ray_results)", path=True),
         Option("name", (str,), "the experiment's folder name in storage_path"),
@@ -88,8 +98,13 @@ class RayBackend(SearchBackend):
         Option("time_budget_s", (int, float), "seconds after which Tune stops the search"),
         Option("stop", (dict, object), "Tune's stop criteria: a dict, a Stopper or a callable"),
         Option("scope", (str,), f"Ray's name for objective_scope: {', '.join(_checks.SCOPES)}"),
-        Option("resume", (bool, str), "restore the interrupted experiment (True: this search's own, started when "
-               "there is none yet; or its folder)", path=True),
+        Option(
+            "resume",
+            (bool, str),
+            "restore the interrupted experiment (True: this search's own, started when "
+            "there is none yet; or its folder)",
+            path=True,
+        ),
         Option("workers_per_trial", (int,), "processes per trial (a Ray Train run, data-parallel)"),
     )
 
@@ -115,8 +130,11 @@ class RayBackend(SearchBackend):
         _checks.check_scope_given(kwargs)
 
     def validate(self) -> None:
-        conditional = {n for n in self.settings.space if self.settings.space[n].is_conditional} \
-            if self.settings.space is not None else set()
+        conditional = (
+            {n for n in self.settings.space if self.settings.space[n].is_conditional}
+            if self.settings.space is not None
+            else set()
+        )
         _checks.validate(self.kwargs, self.settings, conditional)
         scope = _checks.objective_scope(self.kwargs, self.settings)
         if scope != self.settings.objective_scope:
@@ -131,8 +149,11 @@ class RayBackend(SearchBackend):
                 "when a searcher is built (points_to_evaluate, evaluated_rewards); build it with them yourself and "
                 "drop warm_start, or drop search_alg (the ray backend then builds the searcher)."
             )
-        if mode == "inform" and self.settings.space is not None and any(
-                self.settings.space[n].is_conditional for n in self.settings.space):
+        if (
+            mode == "inform"
+            and self.settings.space is not None
+            and any(self.settings.space[n].is_conditional for n in self.settings.space)
+        ):
             raise SearchConfigError(
                 "warm_start_mode='inform' on the ray backend uses Tune's OptunaSearch, which cannot read the "
                 "conditional parameters of this hp_space; use warm_start_mode='evaluate' or a space without conditions."
@@ -148,9 +169,13 @@ class RayBackend(SearchBackend):
             return self._random_search(limit, points[: session.n_trials])
         from ray.tune.search.optuna import OptunaSearch
 
-        logger.info("warm_start: Tune's OptunaSearch (TPE) runs this search, told the %d earlier trials.", len(points))
+        logger.info(
+            "warm_start: Tune's OptunaSearch (TPE) runs this search, told the %d earlier trials.", len(points)
+        )
         session.adopt(prior_records(self.priors))
-        return OptunaSearch(points_to_evaluate=points, evaluated_rewards=[float(p.objective) for p in self.priors])
+        return OptunaSearch(
+            points_to_evaluate=points, evaluated_rewards=[float(p.objective) for p in self.priors]
+        )
 
     def describe(self) -> dict[str, Any]:
         out = super().describe()
@@ -165,14 +190,19 @@ class RayBackend(SearchBackend):
 
         if isinstance(hp_space, Mapping):
             # tune.grid_search(...) is a plain {"grid_search": [...]} dict, not a Domain.
-            return any(isinstance(v, Domain) or (isinstance(v, Mapping) and set(v) == {"grid_search"})
-                       for v in hp_space.values())
+            return any(
+                isinstance(v, Domain) or (isinstance(v, Mapping) and set(v) == {"grid_search"})
+                for v in hp_space.values()
+            )
         return callable(hp_space)
 
     def resolve_space(self, hp_space: Any) -> tuple[SearchSpace | None, Any]:
         if hp_space is not None and self.is_native_space(hp_space):
-            native = (call_native_space(hp_space, self.name) if callable(hp_space) and not isinstance(hp_space, Mapping)
-                      else hp_space)
+            native = (
+                call_native_space(hp_space, self.name)
+                if callable(hp_space) and not isinstance(hp_space, Mapping)
+                else hp_space
+            )
             if not isinstance(native, Mapping):
                 raise SearchConfigError(
                     f"hp_space(None) must return a dict of Ray Tune domains (tune.uniform(...), ...), got "
@@ -194,7 +224,11 @@ class RayBackend(SearchBackend):
 
     def _storage(self) -> tuple[str, str]:
         storage = self.kwargs.get("storage_path")
-        storage = os.fspath(storage) if storage is not None else os.path.join(self.settings.output_dir, "ray_results")
+        storage = (
+            os.fspath(storage)
+            if storage is not None
+            else os.path.join(self.settings.output_dir, "ray_results")
+        )
         if "://" not in storage:
             storage = os.path.abspath(storage)
         return storage, self.kwargs.get("name") or _DEFAULT_NAME
@@ -224,16 +258,24 @@ class RayBackend(SearchBackend):
                 )
             else:
                 _checks.check_fits(resources, connection.local)
-                runnable = tune.with_resources(tune.with_parameters(trainable, settings=self.settings), resources)
+                runnable = tune.with_resources(
+                    tune.with_parameters(trainable, settings=self.settings), resources
+                )
             storage, name = self._storage()
             resume = kw.get("resume")
-            path = os.path.abspath(os.fspath(resume)) if isinstance(resume, str | os.PathLike) \
+            path = (
+                os.path.abspath(os.fspath(resume))
+                if isinstance(resume, str | os.PathLike)
                 else os.path.join(storage, name)
+            )
             if resume is True and _restorable(path) and not _trust.is_signed(path):
                 # Nothing this user's searches signed (a driver killed before Tune's first step, or a planted
                 # folder): start the search there without unpickling any of it.
-                logger.warning("resume=True: the Ray Tune state in %s was not signed by this user's searches; it "
-                               "is not loaded (not unpickled) and the search starts anew there.", path)
+                logger.warning(
+                    "resume=True: the Ray Tune state in %s was not signed by this user's searches; it "
+                    "is not loaded (not unpickled) and the search starts anew there.",
+                    path,
+                )
                 resume = False
             if resume and not _restorable(path):
                 if resume is not True:
@@ -243,7 +285,10 @@ class RayBackend(SearchBackend):
                     )
                 # A rerun loop passes resume=True from its first run on, and a driver killed before Tune's first
                 # experiment snapshot leaves nothing to restore (no trial of it counts): both start the search.
-                logger.info("resume=True: no Ray Tune experiment to restore in %s yet; starting a new one there.", path)
+                logger.info(
+                    "resume=True: no Ray Tune experiment to restore in %s yet; starting a new one there.",
+                    path,
+                )
                 resume = False
             recorder.state_dir = path
             if resume:
@@ -282,8 +327,11 @@ class RayBackend(SearchBackend):
         import numpy as np
         from ray.tune.search.basic_variant import BasicVariantGenerator
 
-        return BasicVariantGenerator(points_to_evaluate=points, max_concurrent=limit or 0,
-                                     random_state=np.random.default_rng(self.settings.trainer.args.seed))
+        return BasicVariantGenerator(
+            points_to_evaluate=points,
+            max_concurrent=limit or 0,
+            random_state=np.random.default_rng(self.settings.trainer.args.seed),
+        )
 
     def _tune_config(self, n_trials: int, limit: int | None, searcher: Any = None) -> Any:
         """``n_trials`` is Tune's num_samples, as transformers passes it: a space with ``tune.grid_search`` values runs
@@ -321,10 +369,10 @@ class RayBackend(SearchBackend):
             failure_config=tune.FailureConfig(max_failures=kw.get("max_failures") or 0),
             checkpoint_config=tune.CheckpointConfig(
                 num_to_keep=kw.get("keep_checkpoints_num"),
-                checkpoint_score_attribute=score if score is not None or kw.get("keep_checkpoints_num") is None
+                checkpoint_score_attribute=score
+                if score is not None or kw.get("keep_checkpoints_num") is None
                 else "objective",
                 checkpoint_score_order=order,
             ),
             verbose=0,
         )
-

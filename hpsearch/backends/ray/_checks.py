@@ -16,7 +16,13 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 #: Ray's ``scope`` (which results are a trial's objective) as the shared ``objective_scope``.
-SCOPES = {"last": "last", "all": "best", "avg": "avg", "last-5-avg": "last-5-avg", "last-10-avg": "last-10-avg"}
+SCOPES = {
+    "last": "last",
+    "all": "best",
+    "avg": "avg",
+    "last-5-avg": "last-5-avg",
+    "last-10-avg": "last-10-avg",
+}
 
 
 def validate(kw: Mapping[str, Any], settings: TrialSettings, conditional: set[str]) -> None:
@@ -32,7 +38,9 @@ def validate(kw: Mapping[str, Any], settings: TrialSettings, conditional: set[st
         )
     address = kw.get("address")
     if address is not None and (not isinstance(address, str) or not address):
-        raise SearchConfigError(f"address must be a string such as 'auto' or '127.0.0.1:6379', got {address!r}.")
+        raise SearchConfigError(
+            f"address must be a string such as 'auto' or '127.0.0.1:6379', got {address!r}."
+        )
     resources = kw.get("resources_per_trial")
     if resources is not None:
         if not isinstance(resources, Mapping) or not resources:
@@ -40,8 +48,13 @@ def validate(kw: Mapping[str, Any], settings: TrialSettings, conditional: set[st
                 f"resources_per_trial must be a dict such as {{'cpu': 1, 'gpu': 0.5}}, got {resources!r}."
             )
         for key, value in resources.items():
-            if not isinstance(key, str) or isinstance(value, bool) or not isinstance(value, int | float) \
-                    or not math.isfinite(value) or value < 0:
+            if (
+                not isinstance(key, str)
+                or isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not math.isfinite(value)
+                or value < 0
+            ):
                 raise SearchConfigError(
                     f"resources_per_trial[{key!r}]={value!r}: each resource must be a finite number >= 0 "
                     "(fractional GPUs such as 0.5 are allowed)."
@@ -51,25 +64,35 @@ def validate(kw: Mapping[str, Any], settings: TrialSettings, conditional: set[st
                 f"resources_per_trial={dict(resources)!r} asks for nothing, and a trial needs some resource to be "
                 "placed; ask for at least part of one, e.g. {'cpu': 1}."
             )
-    for key, minimum in (("max_concurrent_trials", 1), ("max_failures", -1), ("keep_checkpoints_num", 1),
-                         ("workers_per_trial", 1)):
+    for key, minimum in (
+        ("max_concurrent_trials", 1),
+        ("max_failures", -1),
+        ("keep_checkpoints_num", 1),
+        ("workers_per_trial", 1),
+    ):
         value = kw.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < minimum):
             raise SearchConfigError(f"{key} must be an integer >= {minimum} (or None), got {value!r}.")
     if (kw.get("workers_per_trial") or 1) > 1:
         _check_distributed(kw["workers_per_trial"])
     budget = kw.get("time_budget_s")
-    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int | float) or budget <= 0):
+    if budget is not None and (
+        isinstance(budget, bool) or not isinstance(budget, int | float) or budget <= 0
+    ):
         raise SearchConfigError(f"time_budget_s must be a positive number of seconds, got {budget!r}.")
     for key in ("name", "checkpoint_score_attr"):
         value = kw.get(key)
         folder = key == "name" and isinstance(value, str) and (os.sep in value or value in (".", ".."))
         if value is not None and (not isinstance(value, str) or not value or folder):
             # name is the experiment's folder under storage_path: "." or ".." would put Tune's files beside others.
-            raise SearchConfigError(f"{key} must be a non-empty string (a folder name for name), got {value!r}.")
+            raise SearchConfigError(
+                f"{key} must be a non-empty string (a folder name for name), got {value!r}."
+            )
     storage = kw.get("storage_path")
     if storage is not None and (not isinstance(storage, str | os.PathLike) or not os.fspath(storage)):
-        raise SearchConfigError(f"storage_path must be a folder path or a URI such as 's3://...', got {storage!r}.")
+        raise SearchConfigError(
+            f"storage_path must be a folder path or a URI such as 's3://...', got {storage!r}."
+        )
     stop = kw.get("stop")
     from ray.tune.stopper import Stopper
 
@@ -113,6 +136,7 @@ def validate(kw: Mapping[str, Any], settings: TrialSettings, conditional: set[st
                 "search_alg (Tune's random search handles them) or give a space without conditions."
             )
 
+
 def _check_distributed(n: int) -> None:
     try:
         from ray.train.v2._internal.constants import V2_ENABLED_ENV_VAR, is_v2_enabled
@@ -135,6 +159,7 @@ def _check_distributed(n: int) -> None:
             f"workers_per_trial={n} needs torch.distributed, which this torch build lacks; use "
             "workers_per_trial=1 or a torch build with distributed support."
         )
+
 
 def _check_unset_metric(key: str, obj: Any) -> None:
     metric = getattr(obj, "metric", None) or getattr(obj, "_metric", None)
@@ -225,8 +250,10 @@ def check_fits(resources: Mapping[str, Any], local: bool) -> None:
     if not nodes or any(all(node.get(k, 0.0) >= v for k, v in wanted.items()) for node in nodes):
         return
     most = {k: max(node.get(k, 0.0) for node in nodes) for k in wanted}
-    problem = (f"resources_per_trial={dict(resources)!r}: no node of the Ray cluster has that much for one trial "
-               f"(the most one node has: {most})")
+    problem = (
+        f"resources_per_trial={dict(resources)!r}: no node of the Ray cluster has that much for one trial "
+        f"(the most one node has: {most})"
+    )
     if local:
         raise SearchConfigError(f"{problem}; ask for at most that (a trial runs on one node).")
     logger.warning("%s; its trials wait until a node that has it joins the cluster.", problem)

@@ -86,19 +86,33 @@ def connect(address: str | None) -> Connection:
     connection = Connection(opened=True, mode_before=os.environ.get(_MODE))
     try:
         if address is None and not os.environ.get("RAY_ADDRESS"):
-            ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=False,
-                     _node_ip_address="127.0.0.1", log_to_driver=False, configure_logging=False)
+            ray.init(
+                address="local",
+                num_cpus=os.cpu_count(),
+                include_dashboard=False,
+                _node_ip_address="127.0.0.1",
+                log_to_driver=False,
+                configure_logging=False,
+            )
             connection.local = True
-            logger.info("Ray: started a private local Ray for this search (%s CPUs); pass address='auto' or an "
-                        "address to join a running cluster instead.", os.cpu_count())
+            logger.info(
+                "Ray: started a private local Ray for this search (%s CPUs); pass address='auto' or an "
+                "address to join a running cluster instead.",
+                os.cpu_count(),
+            )
             return connection
         if target is not None:
             _prepare_token_auth(target)
         try:
             ray.init(address=address or "auto", log_to_driver=False, configure_logging=False)
-        except Exception as error:  # Ray raises ConnectionError, RuntimeError, ValueError, AuthenticationError...
-            fix = ("unset RAY_ADDRESS to start a private local Ray, or pass address" if address is None else
-                   "leave address unset to start a private local Ray")
+        except (
+            Exception
+        ) as error:  # Ray raises ConnectionError, RuntimeError, ValueError, AuthenticationError...
+            fix = (
+                "unset RAY_ADDRESS to start a private local Ray, or pass address"
+                if address is None
+                else "leave address unset to start a private local Ray"
+            )
             raise SearchConfigError(
                 f"{named}: could not connect to a Ray cluster ({type(error).__name__}: {_first_line(error)}). Start "
                 f"one with `ray start --head`, or {fix}. If the cluster uses token authentication (Ray's default): "
@@ -136,13 +150,17 @@ def probe(address: str, named: str | None = None) -> None:
         raise SearchConfigError(
             f"{named} is not 'auto', 'ray://host:port' or 'host:port' (e.g. '127.0.0.1:6379')."
         )
-    fix = ("check the address printed by `ray start --head`, or leave address unset (and RAY_ADDRESS unset) to "
-           "start a private local Ray")
+    fix = (
+        "check the address printed by `ray start --head`, or leave address unset (and RAY_ADDRESS unset) to "
+        "start a private local Ray"
+    )
     try:
         with socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S):
             pass
     except OSError as error:
-        raise SearchConfigError(f"{named}: no Ray cluster answers there ({error.strerror or error}); {fix}.") from error
+        raise SearchConfigError(
+            f"{named}: no Ray cluster answers there ({error.strerror or error}); {fix}."
+        ) from error
     if _gcs_silent(address):
         raise SearchConfigError(
             f"{named}: something accepts connections there but no Ray cluster answered within "
@@ -161,8 +179,10 @@ def _gcs_silent(address: str) -> bool:
     try:
         with grpc.insecure_channel(address) as channel:
             stub = gcs_service_pb2_grpc.NodeInfoGcsServiceStub(channel)
-            stub.GetClusterId(gcs_service_pb2.GetClusterIdRequest(),  # type: ignore[attr-defined]
-                              timeout=CONNECT_TIMEOUT_S)
+            stub.GetClusterId(
+                gcs_service_pb2.GetClusterIdRequest(),  # type: ignore[attr-defined]
+                timeout=CONNECT_TIMEOUT_S,
+            )
     except grpc.RpcError as error:
         return bool(error.code() == grpc.StatusCode.DEADLINE_EXCEEDED)
     except Exception:
@@ -202,8 +222,11 @@ def _gcs_call(address: str, metadata: list[tuple[str, str]]) -> bool | None:
     try:
         with grpc.insecure_channel(address) as channel:
             stub = gcs_service_pb2_grpc.NodeInfoGcsServiceStub(channel)
-            stub.GetClusterId(gcs_service_pb2.GetClusterIdRequest(),  # type: ignore[attr-defined]
-                              timeout=CONNECT_TIMEOUT_S, metadata=metadata)
+            stub.GetClusterId(
+                gcs_service_pb2.GetClusterIdRequest(),  # type: ignore[attr-defined]
+                timeout=CONNECT_TIMEOUT_S,
+                metadata=metadata,
+            )
     except grpc.RpcError as error:
         return True if error.code() == grpc.StatusCode.UNAUTHENTICATED else None
     except Exception:  # a channel problem is ray.init's to report
@@ -244,7 +267,9 @@ def _prepare_token_auth(address: str) -> None:
             )
         if mode is None:
             _set_mode("token")
-            logger.info("address=%r uses token authentication: connecting with the token from %s.", address, source)
+            logger.info(
+                "address=%r uses token authentication: connecting with the token from %s.", address, source
+            )
     elif answer == REQUIRED:
         raise SearchConfigError(
             f"address={address!r}: the Ray cluster there uses token authentication (Ray's default since 2.60) and "

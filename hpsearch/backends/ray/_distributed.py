@@ -48,7 +48,9 @@ _TRAIN_STOP_TIMEOUT_S = 30.0
 class Workers:
     """What a distributed trial needs: the payload's object-store reference and the Ray Train worker group."""
 
-    settings: Any  # ray.ObjectRef of the TrialSettings, put once by the driver and read by every trial and worker
+    settings: (
+        Any  # ray.ObjectRef of the TrialSettings, put once by the driver and read by every trial and worker
+    )
     count: int
     resources: dict[str, float]  # per worker, in Ray's names (CPU, GPU, custom)
 
@@ -109,8 +111,14 @@ def distributed_trainable(config: dict[str, Any], workers: Workers) -> None:
     channel = _Channel()
     trainer = TorchTrainer(
         _worker_loop,
-        train_loop_config={"workers": workers, "trial_id": trial_id, "params": trial.params, "resume": resume,
-                           "extra": restart, "channel": channel},
+        train_loop_config={
+            "workers": workers,
+            "trial_id": trial_id,
+            "params": trial.params,
+            "resume": resume,
+            "extra": restart,
+            "channel": channel,
+        },
         scaling_config=ray.train.ScalingConfig(
             num_workers=workers.count, use_gpu=workers.use_gpu, resources_per_worker=dict(workers.resources)
         ),
@@ -162,7 +170,8 @@ def distributed_trainable(config: dict[str, Any], workers: Workers) -> None:
                         logger.warning(
                             "Trial %s: rank 0 saved %s on another node, where this Tune trial cannot read it; its "
                             "results go to Tune without checkpoints. Put output_dir on storage every node shares.",
-                            name, folder,
+                            name,
+                            folder,
                         )
                         unseen_warned = True
                     folder = None
@@ -227,9 +236,13 @@ def _set_distributed_env() -> None:
     import ray.train
 
     context = ray.train.get_context()
-    for key, value in (("RANK", context.get_world_rank()), ("WORLD_SIZE", context.get_world_size()),
-                       ("LOCAL_RANK", context.get_local_rank()), ("LOCAL_WORLD_SIZE", context.get_local_world_size()),
-                       ("NODE_RANK", context.get_node_rank())):
+    for key, value in (
+        ("RANK", context.get_world_rank()),
+        ("WORLD_SIZE", context.get_world_size()),
+        ("LOCAL_RANK", context.get_local_rank()),
+        ("LOCAL_WORLD_SIZE", context.get_local_world_size()),
+        ("NODE_RANK", context.get_node_rank()),
+    ):
         os.environ.setdefault(key, str(value))
 
 
@@ -249,13 +262,19 @@ def _worker_loop(config: dict[str, Any]) -> None:
     trial = Trial(trial_id, trial_number(trial_id), dict(config["params"]), "ray")
     rank = ray.train.get_context().get_world_rank()
     channel: _Channel = config["channel"]
-    facts: dict[str, Any] = {**node_facts(), "ray_trial_id": trial_id, "workers": workers.count, **config["extra"]}
+    facts: dict[str, Any] = {
+        **node_facts(),
+        "ray_trial_id": trial_id,
+        "workers": workers.count,
+        **config["extra"],
+    }
     if rank == 0:
         channel.hello(ray.util.get_current_placement_group())
     reporter = RayReporter(facts, send=channel.send if rank == 0 else _rank_zero_only)
     start = checkpoint_step(config["resume"]) if config["resume"] is not None else 0
-    record = run_trial(settings, trial, reporter, resume_from_checkpoint=config["resume"],
-                       callbacks=[MaxSteps(reporter)])
+    record = run_trial(
+        settings, trial, reporter, resume_from_checkpoint=config["resume"], callbacks=[MaxSteps(reporter)]
+    )
     if rank != 0:
         if record.state is TrialState.FAIL:
             raise TrialError(record.error or "the trial failed")

@@ -32,7 +32,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-_current: Recorder | None = None  # the search running in this driver (Tune pickles callbacks: they look it up)
+_current: Recorder | None = (
+    None  # the search running in this driver (Tune pickles callbacks: they look it up)
+)
 
 
 def _now() -> datetime:
@@ -57,7 +59,7 @@ def record_in_error(text: str | None) -> TrialRecord | None:
         at = line.find(RECORD_MARKER)
         if at >= 0:
             with contextlib.suppress(ValueError, KeyError, TypeError):
-                return TrialRecord.from_dict(json.loads(line[at + len(RECORD_MARKER):]))
+                return TrialRecord.from_dict(json.loads(line[at + len(RECORD_MARKER) :]))
     return None
 
 
@@ -66,7 +68,7 @@ def config_error_in(text: str | None) -> SearchConfigError | None:
     for line in reversed((text or "").splitlines()):
         at = line.find(CONFIG_ERROR_MARKER)
         if at >= 0:
-            return SearchConfigError(line[at + len(CONFIG_ERROR_MARKER):])
+            return SearchConfigError(line[at + len(CONFIG_ERROR_MARKER) :])
     return None
 
 
@@ -91,13 +93,23 @@ class Recorder:
         self.tune_checkpoints: dict[str, dict[int, str]] = {}
         self.started: dict[str, datetime] = {}  # when Tune started each trial (in this driver)
         self.first_started: dict[str, datetime | None] = {}  # a restarted trial's first attempt's start
-        self.earlier_cost: dict[str, dict[str, float]] = {}  # the cost of a restarted trial's earlier attempts
+        self.earlier_cost: dict[
+            str, dict[str, float]
+        ] = {}  # the cost of a restarted trial's earlier attempts
         self.failure: HPSearchError | None = None
-        self.provisional: set[str] = set()  # trials adopted from search.json, kept at the end only if Tune has them
-        self._saved: dict[str, TrialRecord] | None = None  # search.json's records, when Tune lost a trial's files
-        self.unseen: set[str] = set()  # trials whose earlier attempts this driver did not see (see `_unseen_attempts`)
+        self.provisional: set[str] = (
+            set()
+        )  # trials adopted from search.json, kept at the end only if Tune has them
+        self._saved: dict[str, TrialRecord] | None = (
+            None  # search.json's records, when Tune lost a trial's files
+        )
+        self.unseen: set[str] = (
+            set()
+        )  # trials whose earlier attempts this driver did not see (see `_unseen_attempts`)
         self.paths: dict[str, str] = {}  # each trial's folder in Tune's storage
-        self.state_dir: str | None = None  # Tune's experiment folder, signed as Tune writes it (see `sign_state`)
+        self.state_dir: str | None = (
+            None  # Tune's experiment folder, signed as Tune writes it (see `sign_state`)
+        )
         self._signed: object = None
 
     # ------------------------------------------------------------------ state
@@ -108,8 +120,11 @@ class Recorder:
         if folder is None or "://" in folder or not os.path.isdir(folder):
             return
         with os.scandir(folder) as entries:
-            seen = sorted((e.name, e.stat().st_mtime_ns, e.stat().st_size) for e in entries if e.is_file()
-                          and e.name != _trust.DIGEST_FILE)
+            seen = sorted(
+                (e.name, e.stat().st_mtime_ns, e.stat().st_size)
+                for e in entries
+                if e.is_file() and e.name != _trust.DIGEST_FILE
+            )
         if seen != self._signed:
             _trust.sign_folder(folder)
             self._signed = seen
@@ -246,10 +261,16 @@ class Recorder:
         try:
             grid = tuner.get_results()
         except RuntimeError as error:
-            logger.warning("Ray Tune could not read back the results of the experiment it restores (%s); the trials "
-                           "it had finished are taken from %s until it reports them.", error, self.session.output_dir)
+            logger.warning(
+                "Ray Tune could not read back the results of the experiment it restores (%s); the trials "
+                "it had finished are taken from %s until it reports them.",
+                error,
+                self.session.output_dir,
+            )
             # Failed trials are left out: Tune runs an errored trial again on resume.
-            saved = [r for r in self.session.saved_records() if r.state in (TrialState.COMPLETE, TrialState.PRUNED)]
+            saved = [
+                r for r in self.session.saved_records() if r.state in (TrialState.COMPLETE, TrialState.PRUNED)
+            ]
             self.provisional = {r.trial_id for r in saved}
             return saved
         return self.finished(grid)
@@ -304,7 +325,9 @@ class Recorder:
         known = {r.trial_id for r in records}
         # A trial search.json had but Tune's restored experiment does not (its last snapshot predates the trial)
         # was not counted by Tune, which ran another in its place: the results agree with Tune's store.
-        records.extend(r for r in self.session.records if r.trial_id not in known and r.trial_id not in self.provisional)
+        records.extend(
+            r for r in self.session.records if r.trial_id not in known and r.trial_id not in self.provisional
+        )
         return records
 
 
@@ -414,7 +437,9 @@ def _build_stopper() -> type:
             return bool(user(trial_id, result))
 
         def stop_all(self):
-            if _current is not None and (_current.failure is not None or _current.session.stop_reason is not None):
+            if _current is not None and (
+                _current.failure is not None or _current.session.stop_reason is not None
+            ):
                 return True
             return bool(getattr(self.user, "stop_all", lambda: False)())
 

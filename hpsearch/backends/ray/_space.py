@@ -57,7 +57,11 @@ def _domain(name: str, domain: Any) -> Any:
         return tune.choice(list(range(domain.low, domain.high + 1, domain.step)))
     if isinstance(domain, Float):
         if domain.step is None:
-            return tune.loguniform(domain.low, domain.high) if domain.log else tune.uniform(domain.low, domain.high)
+            return (
+                tune.loguniform(domain.low, domain.high)
+                if domain.log
+                else tune.uniform(domain.low, domain.high)
+            )
         k = domain.low / domain.step
         if abs(k - round(k)) <= 1e-9 * max(1.0, abs(k)):
             return tune.quniform(domain.low, domain.high, domain.step)  # quantization: inclusive upper bound

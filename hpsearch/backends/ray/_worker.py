@@ -36,8 +36,18 @@ RECORD_MARKER = "hpsearch-record: "
 CONFIG_ERROR_MARKER = "hpsearch-config-error: "
 MAX_STEPS_KEY = "hpsearch_max_steps"
 # Keys of a Tune result that are ours or Ray's bookkeeping, not eval metrics.
-_OWN_KEYS = frozenset({"objective", "step", "done", "trial_id", "experiment_id", "should_checkpoint",
-                       "experiment_tag", "__duplicate__"})
+_OWN_KEYS = frozenset(
+    {
+        "objective",
+        "step",
+        "done",
+        "trial_id",
+        "experiment_id",
+        "should_checkpoint",
+        "experiment_tag",
+        "__duplicate__",
+    }
+)
 
 
 class TrialError(TrialFailed):
@@ -67,7 +77,9 @@ class RayReporter(TrialReporter):
     """Sends each evaluation, with the record so far, to Tune; ``send(result, folder)`` delivers one result
     (`tune.report` in a trial's own process, or the channel to the Tune trial for rank 0 of a distributed one)."""
 
-    def __init__(self, facts: Mapping[str, Any], send: Callable[[dict[str, Any], str | None], None] = tune_send) -> None:
+    def __init__(
+        self, facts: Mapping[str, Any], send: Callable[[dict[str, Any], str | None], None] = tune_send
+    ) -> None:
         self.facts = dict(facts)  # node, node_ip, workers, restored_from: written into the record
         self.send = send
         self.count = 0
@@ -162,7 +174,9 @@ def trainable(config: dict[str, Any], settings: TrialSettings) -> None:
         facts.update(restart)
     reporter = RayReporter(facts)
     start = checkpoint_step(resume) if resume is not None else 0
-    record = run_trial(settings, trial, reporter, resume_from_checkpoint=resume, callbacks=[MaxSteps(reporter)])
+    record = run_trial(
+        settings, trial, reporter, resume_from_checkpoint=resume, callbacks=[MaxSteps(reporter)]
+    )
     if resume is not None:
         shutil.rmtree(resume, ignore_errors=True)
     conclude(record, reporter, trained=(record.last_step or 0) > start)
@@ -170,7 +184,10 @@ def trainable(config: dict[str, Any], settings: TrialSettings) -> None:
 
 def checkpoint_step(folder: str) -> int:
     """The global step of the checkpoint in ``folder`` (0 when its trainer_state.json cannot be read)."""
-    with contextlib.suppress(OSError, ValueError, TypeError), open(os.path.join(folder, "trainer_state.json")) as f:
+    with (
+        contextlib.suppress(OSError, ValueError, TypeError),
+        open(os.path.join(folder, "trainer_state.json")) as f,
+    ):
         return int(json.load(f).get("global_step") or 0)
     return 0
 
@@ -192,5 +209,12 @@ def conclude(record: TrialRecord, reporter: RayReporter, trained: bool = True) -
     if reporter.count == 0 and trained:
         last = record.intermediates[-1] if record.intermediates else None
         reporter.report(objective, record.last_step or 0, last.metrics if last else {}, None)
-    reporter.send({"objective": objective, "step": int(record.last_step or 0), "done": True,
-                   RECORD_KEY: reporter.payload()}, None)
+    reporter.send(
+        {
+            "objective": objective,
+            "step": int(record.last_step or 0),
+            "done": True,
+            RECORD_KEY: reporter.payload(),
+        },
+        None,
+    )

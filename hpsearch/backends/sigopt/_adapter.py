@@ -37,9 +37,7 @@ _MAX_OBJECTIVES = 2
 class SigOptBackend(SearchBackend):
     name = "sigopt"
     requirement = "sigopt"
-    install_command = (
-        "make setup (or: pip install 'hpsearch[sigopt]' && pip install --no-deps sigoptlite libsigopt qmcpy==1.2)"
-    )
+    install_command = "make setup (or: pip install 'hpsearch[sigopt]' && pip install --no-deps sigoptlite libsigopt qmcpy==1.2)"
     warm_start_modes = ("inform", "evaluate")
     can_resume = True
     resume_hint = "resume=True"
@@ -48,8 +46,17 @@ class SigOptBackend(SearchBackend):
         Option("proxies", (dict,), "scheme -> proxy URL for driver='http'"),
         Option("name", (str,), "the experiment's name"),
         Option("observation_budget", (int,), "SigOpt's observation budget (default: n_trials)"),
-        Option("parallel_bandwidth", (int,), "trials run at once in threads (driver='http' only)", concurrency=True),
-        Option("resume", (bool,), "continue the killed search in output_dir (its search.json) in a new experiment"),
+        Option(
+            "parallel_bandwidth",
+            (int,),
+            "trials run at once in threads (driver='http' only)",
+            concurrency=True,
+        ),
+        Option(
+            "resume",
+            (bool,),
+            "continue the killed search in output_dir (its search.json) in a new experiment",
+        ),
     )
 
     def __init__(self, settings, options) -> None:
@@ -63,13 +70,20 @@ class SigOptBackend(SearchBackend):
         self._id_offset = 0  # set by a resume on lite: new trial ids continue after the recorded ones
         driver = self.kwargs.get("driver")
         # The token decides the default, but its value is never read here: the sigopt client reads it.
-        self.driver = driver if driver is not None else ("http" if os.environ.get("SIGOPT_API_TOKEN") else "lite")
+        self.driver = (
+            driver if driver is not None else ("http" if os.environ.get("SIGOPT_API_TOKEN") else "lite")
+        )
 
     @staticmethod
     def default_space(trial: Any = None) -> list[dict[str, Any]]:
         """The default space as SigOpt parameters (categorical values are strings, mapped back by the adapter)."""
         return [
-            {"bounds": {"min": 1e-6, "max": 1e-4}, "name": "learning_rate", "type": "double", "transformation": "log"},
+            {
+                "bounds": {"min": 1e-6, "max": 1e-4},
+                "name": "learning_rate",
+                "type": "double",
+                "transformation": "log",
+            },
             {"bounds": {"min": 1, "max": 5}, "name": "num_train_epochs", "type": "int"},
             {"bounds": {"min": 1, "max": 40}, "name": "seed", "type": "int"},
             {
@@ -110,7 +124,9 @@ class SigOptBackend(SearchBackend):
                 )
         name = kw.get("name")
         if name is not None and (not isinstance(name, str) or not name.strip() or len(name) > _MAX_NAME):
-            raise SearchConfigError(f"name must be a non-empty string of at most {_MAX_NAME} characters, got {name!r}.")
+            raise SearchConfigError(
+                f"name must be a non-empty string of at most {_MAX_NAME} characters, got {name!r}."
+            )
         budget = kw.get("observation_budget")
         if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 1):
             raise SearchConfigError(
@@ -232,7 +248,9 @@ class SigOptBackend(SearchBackend):
         try:
             if previous is not None:
                 if self.priors:
-                    logger.info("resume=True: warm_start is not applied again; the earlier run's trials carry it.")
+                    logger.info(
+                        "resume=True: warm_start is not applied again; the earlier run's trials carry it."
+                    )
                 used, first = tell_previous(self, session, conn, experiment.id, previous, native_space)
             else:
                 used = first = warm_start(self, session, conn, experiment.id) if self.priors else 0
@@ -246,12 +264,15 @@ class SigOptBackend(SearchBackend):
                 self._run_concurrently(session, conn, experiment.id, numbers, bandwidth)
         finally:
             _lockstep.announce_end()
-        with contextlib.suppress(Exception):  # the snapshot taken at creation stays if SigOpt cannot be reached
+        with contextlib.suppress(
+            Exception
+        ):  # the snapshot taken at creation stays if SigOpt cannot be reached
             session.result.native = conn.experiments(experiment.id).fetch()  # with its final progress
         self._mark_best(session, conn, experiment.id)
 
-    def _run_concurrently(self, session: SearchSession, conn: Any, experiment_id: str, trial_numbers: range,
-                          bandwidth: int) -> None:
+    def _run_concurrently(
+        self, session: SearchSession, conn: Any, experiment_id: str, trial_numbers: range, bandwidth: int
+    ) -> None:
         """``bandwidth`` workers, each asking SigOpt for a trial as soon as its last one is told (http only)."""
         numbers = iter(trial_numbers)
         lock = threading.Lock()
@@ -269,7 +290,9 @@ class SigOptBackend(SearchBackend):
                     stop.set()  # the others finish their trial and stop; the error is raised below
                     raise
 
-        with concurrent.futures.ThreadPoolExecutor(max_workers=bandwidth, thread_name_prefix="sigopt") as pool:
+        with concurrent.futures.ThreadPoolExecutor(
+            max_workers=bandwidth, thread_name_prefix="sigopt"
+        ) as pool:
             futures = [pool.submit(worker) for _ in range(bandwidth)]
         for future in futures:
             future.result()
@@ -292,8 +315,12 @@ class SigOptBackend(SearchBackend):
             self._abandon(experiment, suggestion_id)
             raise
         try:
-            self._observe(experiment, record.objective, record.state is not TrialState.COMPLETE,
-                          suggestion=suggestion_id)
+            self._observe(
+                experiment,
+                record.objective,
+                record.state is not TrialState.COMPLETE,
+                suggestion=suggestion_id,
+            )
             record.extra["sigopt_observation"] = "value" if record.state is TrialState.COMPLETE else "failed"
         finally:
             session.record(record)
@@ -382,7 +409,9 @@ class SigOptBackend(SearchBackend):
         for entry in best.iterate_pages():  # every page (a server may page a long Pareto front)
             assignments = dict(entry.assignments)
             for trial_id, record in finished.items():
-                if trial_id not in matched and same_assignments(self._assignments.get(trial_id, {}), assignments):
+                if trial_id not in matched and same_assignments(
+                    self._assignments.get(trial_id, {}), assignments
+                ):
                     record.extra["sigopt_best"] = True
                     matched.append(trial_id)
                     break
@@ -391,5 +420,8 @@ class SigOptBackend(SearchBackend):
         ours = session.result.best_trial if settings.n_objectives == 1 else None
         if ours is not None and matched and ours.trial_id not in matched:
             # Ties, or a server that reports best assignments its own way: our records stay the truth.
-            logger.info("SigOpt's best assignment (trial %s) differs from the best record (%s).",
-                        matched[0], ours.trial_id)
+            logger.info(
+                "SigOpt's best assignment (trial %s) differs from the best record (%s).",
+                matched[0],
+                ours.trial_id,
+            )

@@ -54,7 +54,9 @@ def load_previous(adapter: SigOptBackend, native_space: Any) -> SearchResult | N
     try:
         previous = SearchResult.load(output_dir)
     except FileNotFoundError:
-        logger.info("resume=True: there is no earlier search in %s (no search.json); starting a new one.", output_dir)
+        logger.info(
+            "resume=True: there is no earlier search in %s (no search.json); starting a new one.", output_dir
+        )
         return None
     except ValueError as error:
         raise SearchConfigError(
@@ -67,8 +69,12 @@ def load_previous(adapter: SigOptBackend, native_space: Any) -> SearchResult | N
             "output_dir to start from its trials."
         )
     ours = search_identity(adapter.settings)
-    stored: dict[str, Any] = {"directions": previous.directions, "objective": previous.objective,
-                              "space": previous.space, "objective_scope": previous.settings.get("objective_scope")}
+    stored: dict[str, Any] = {
+        "directions": previous.directions,
+        "objective": previous.objective,
+        "space": previous.space,
+        "objective_scope": previous.settings.get("objective_scope"),
+    }
     if adapter.settings.space is None and previous.space is None and NATIVE_SPACE in previous.settings:
         stored["space"], ours["space"] = previous.settings[NATIVE_SPACE], _plain(list(native_space))
     problems = identity_differences(stored, ours)
@@ -90,7 +96,9 @@ def _native_assignments(params: Mapping[str, Any], parameters: Sequence[Mapping[
             continue  # inactive (conditional)
         value = params[name]
         if spec.get("type") == "categorical" and not isinstance(value, str):
-            labels = [v.get("name") if isinstance(v, Mapping) else v for v in spec.get("categorical_values") or []]
+            labels = [
+                v.get("name") if isinstance(v, Mapping) else v for v in spec.get("categorical_values") or []
+            ]
             value = next((label for label in labels if _same_number(label, value)), str(value))
         out[name] = value
     return out
@@ -103,8 +111,14 @@ def _same_number(label: Any, value: Any) -> bool:
         return False
 
 
-def tell_previous(adapter: SigOptBackend, session: SearchSession, conn: Any, experiment_id: str,
-                  previous: SearchResult, native_space: Any) -> tuple[int, int]:
+def tell_previous(
+    adapter: SigOptBackend,
+    session: SearchSession,
+    conn: Any,
+    experiment_id: str,
+    previous: SearchResult,
+    native_space: Any,
+) -> tuple[int, int]:
     """Tell the new experiment the earlier run's trials and adopt their records; returns (trials of the budget
     used, the first number for a new trial)."""
     from sigopt.exception import SigOptException
@@ -117,8 +131,9 @@ def tell_previous(adapter: SigOptBackend, session: SearchSession, conn: Any, exp
         else:
             assignments = _native_assignments(record.params, native_space)
         try:
-            adapter._observe(experiment, record.objective, record.state is not TrialState.COMPLETE,
-                             assignments=assignments)
+            adapter._observe(
+                experiment, record.objective, record.state is not TrialState.COMPLETE, assignments=assignments
+            )
         except SigOptException as error:
             raise SearchConfigError(
                 f"resume=True: SigOpt refused trial {record.name} of the earlier search ({assignments}) as an "
@@ -139,8 +154,10 @@ def tell_previous(adapter: SigOptBackend, session: SearchSession, conn: Any, exp
     remaining = max(session.n_trials - len(budget), 0)
     logger.info(
         "Resuming SigOpt search in %s: %d finished trials told to a new experiment%s, %d to run.",
-        adapter.settings.output_dir, len(records),
-        " on the server (the earlier one is left as it was)" if adapter.driver == "http" else "", remaining,
+        adapter.settings.output_dir,
+        len(records),
+        " on the server (the earlier one is left as it was)" if adapter.driver == "http" else "",
+        remaining,
     )
     session.save()  # search.json says it resumed, with the same records the experiment was just told
     return len(budget), max((r.number for r in budget), default=-1) + 1

@@ -30,8 +30,15 @@ _MAX_NAME = 100  # SigOpt's limit on experiment, parameter and categorical value
 class Encoding:
     """How one portable parameter travels through SigOpt and back."""
 
-    def __init__(self, kind: str, labels: dict[str, Any] | None = None, low: float = 0.0,
-                 step: float | None = None, high: float = 0.0, constant: Any = None) -> None:
+    def __init__(
+        self,
+        kind: str,
+        labels: dict[str, Any] | None = None,
+        low: float = 0.0,
+        step: float | None = None,
+        high: float = 0.0,
+        constant: Any = None,
+    ) -> None:
         self.kind = kind  # "float", "int", "grid_float", "grid_int", "categorical", "constant"
         self.labels = labels or {}
         self.low = low
@@ -89,7 +96,9 @@ def labels_for(name: str, choices: Sequence[Any]) -> dict[str, Any]:
             text = f"{i}:{choice!r}"[:_MAX_NAME]
         out[text] = choice
     if len(out) != len(choices):  # cannot happen with the position prefix, but never map two values to one
-        raise SearchConfigError(f"hp_space parameter {name!r}: could not label its choices {list(choices)!r}.")
+        raise SearchConfigError(
+            f"hp_space parameter {name!r}: could not label its choices {list(choices)!r}."
+        )
     return out
 
 
@@ -105,8 +114,12 @@ def _label_of(labels: Mapping[str, Any], value: Any) -> str:
 class Converted:
     """The SigOpt form of a portable space: parameters, conditionals, and how to read an assignment back."""
 
-    def __init__(self, parameters: list[dict[str, Any]], conditionals: list[dict[str, Any]],
-                 encodings: dict[str, Encoding]) -> None:
+    def __init__(
+        self,
+        parameters: list[dict[str, Any]],
+        conditionals: list[dict[str, Any]],
+        encodings: dict[str, Encoding],
+    ) -> None:
         self.parameters = parameters
         self.conditionals = conditionals
         self.encodings = encodings
@@ -257,7 +270,9 @@ def check_native(hp_space: Any, trainer: Trainer) -> tuple[list[dict[str, Any]],
     out: list[dict[str, Any]] = []
     for i, raw in enumerate(parameters):
         if not isinstance(raw, Mapping) or not isinstance(raw.get("name"), str) or not raw.get("name"):
-            raise SearchConfigError(f"hp_space parameter #{i} must be a dict with a 'name' string, got {raw!r}.")
+            raise SearchConfigError(
+                f"hp_space parameter #{i} must be a dict with a 'name' string, got {raw!r}."
+            )
         spec = dict(raw)
         name = spec["name"]
         if spec.get("type") not in _NATIVE_TYPES:
@@ -265,8 +280,10 @@ def check_native(hp_space: Any, trainer: Trainer) -> tuple[list[dict[str, Any]],
                 f"hp_space parameter {name!r}: type={spec.get('type')!r} must be one of {list(_NATIVE_TYPES)}."
             )
         if "transformamtion" in spec:  # transformers' default space misspells the key; SigOpt rejects it
-            logger.warning("hp_space parameter %r: reading the misspelled key 'transformamtion' as "
-                           "'transformation'.", name)
+            logger.warning(
+                "hp_space parameter %r: reading the misspelled key 'transformamtion' as 'transformation'.",
+                name,
+            )
             spec.setdefault("transformation", spec.pop("transformamtion"))
         check_param_names([name], trainer)
         if spec["type"] in ("int", "double"):
@@ -306,7 +323,9 @@ def _bounds_domain(name: str, spec: Mapping[str, Any]) -> Any:
     try:
         return (Int if spec["type"] == "int" else Float)(bounds["min"], bounds["max"])
     except (TypeError, ValueError) as error:
-        raise SearchConfigError(f"hp_space parameter {name!r}: bounds {dict(bounds)!r} are not valid: {error}") from None
+        raise SearchConfigError(
+            f"hp_space parameter {name!r}: bounds {dict(bounds)!r} are not valid: {error}"
+        ) from None
 
 
 def same_assignments(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:

@@ -30,8 +30,12 @@ def warm_start(adapter: SigOptBackend, session: SearchSession, conn: Any, experi
         _lockstep.announce(trial)
         record = adapter.executor.run(adapter.settings, trial, NullReporter())
         record.extra["source"] = "warm_start_evaluate"
-        adapter._observe(experiment, record.objective, record.state is not TrialState.COMPLETE,
-                         assignments=assignments(record.params))
+        adapter._observe(
+            experiment,
+            record.objective,
+            record.state is not TrialState.COMPLETE,
+            assignments=assignments(record.params),
+        )
         session.record(record)
         used += 1
     return used
