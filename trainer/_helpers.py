@@ -88,7 +88,7 @@ class TrainerHelpers:
         from . import _model_card
 
         _model_card.write(
-            self,
+            self,  # type: ignore[arg-type]
             language=language,
             license=license,
             tags=tags,
