@@ -252,6 +252,7 @@ class SearchSession:
         with self._lock:
             for record in records:
                 self._keep(record)
+            self.tally.recount(self.result)  # the budgets read the tally
             self._check_budgets()
 
     def replace_all(self, records: Iterable[TrialRecord]) -> None:

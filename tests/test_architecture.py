@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -21,6 +23,7 @@ def test_no_engine_is_named_outside_the_backends():
     assert checks.engine_mentions(checks.modules()) == []
 
 
+@pytest.mark.slow
 def test_there_is_no_import_circle():
     checks = _checks()
     modules = checks.modules()

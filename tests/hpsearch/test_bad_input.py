@@ -747,6 +747,7 @@ def _without_eval(trainer: Trainer) -> Trainer:
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.slow
 def test_bad_input_is_refused_before_anything_happens(case, tmp_path, monkeypatch, capsys):
     _, run, fragments = case
     env = Env(tmp_path=tmp_path, monkeypatch=monkeypatch, built=[])

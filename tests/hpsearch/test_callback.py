@@ -17,6 +17,7 @@ def attach(trainer, settings, reporter) -> tuple[ReportingCallback, TrialRecord]
     return callback, record
 
 
+@pytest.mark.slow
 def test_the_objective_of_every_evaluation_is_recorded_and_reported(make_trainer, make_settings):
     trainer = make_trainer()
     settings = make_settings(

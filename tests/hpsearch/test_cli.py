@@ -152,6 +152,7 @@ def test_output_dir_in_the_file_is_relative_to_the_file(tmp_path, monkeypatch):
     assert (sub / "results" / "search.json").is_file()
 
 
+@pytest.mark.slow
 def test_resume_continues_the_study(tmp_path, capsys):
     text = TINY + "  storage: sqlite:///{output_dir}/study.db\n"
     path = write(tmp_path, text)
@@ -314,6 +315,7 @@ def test_resume_continues_a_random_sweep_with_the_parameters_a_whole_run_draws(t
     assert [r.params for r in resumed] == [r.params for r in expected]
 
 
+@pytest.mark.slow
 def test_resume_continues_a_sigopt_sweep(tmp_path, capsys):
     path = write(
         tmp_path,
@@ -336,6 +338,7 @@ def test_resume_continues_a_sigopt_sweep(tmp_path, capsys):
     assert len({r.trial_id for r in result.records}) == 3
 
 
+@pytest.mark.slow
 def test_rerun_of_a_sweep_recorded_only_in_its_folder_is_refused_until_resume_or_fresh(tmp_path, capsys):
     """Backends without a store of their own (random, SigOpt's lite driver): the folder's search.json is the earlier
     run, and a plain rerun must not replace it."""
@@ -364,6 +367,7 @@ def test_rerun_of_a_sweep_recorded_only_in_its_folder_is_refused_until_resume_or
         assert again.started != trial.started
 
 
+@pytest.mark.slow
 def test_fresh_deletes_only_the_folders_its_trials_made(tmp_path, capsys):
     """--fresh deleted every folder of output_dir that a record of search.json names: a search.json naming the
     user's folder (an hp_name of the Python API, or a file tampered with) took that folder with it."""
@@ -412,6 +416,7 @@ def test_usage_errors_exit_2(capsys):
     assert main(["--help"]) == 0
 
 
+@pytest.mark.multiprocess
 def test_subprocess_config_error_exit_code_and_no_traceback(tmp_path):
     path = write(tmp_path, TINY.replace("backend: optuna", "backend: hyperopt"))
     proc = subprocess.run(
@@ -457,6 +462,7 @@ def synthetic(folder: Path, backend: str = "ray", best: float = 0.9) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_report_one_search(example_run, tmp_path, capsys):
     _, out = example_run
     target = tmp_path / "r.html"
@@ -482,6 +488,7 @@ def test_report_compares_several_searches(example_run, tmp_path, capsys):
     assert f"Report: {target}" in capsys.readouterr().out
 
 
+@pytest.mark.multiprocess
 def test_report_into_a_pipe_closed_early_exits_quietly(tmp_path):
     """`hpsearch report A --markdown | head -1`: the reader goes away; no BrokenPipeError traceback."""
     folder = synthetic(tmp_path / "search")
@@ -552,6 +559,7 @@ def test_report_into_a_folder_or_an_unwritable_path(tmp_path, capsys):
     assert "cannot write the report" in err and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_report_never_replaces_a_file_that_is_no_html_page(tmp_path, capsys):
     # -o OUTPUT_DIR/search.json replaced the search's own results with the HTML page (the search was then unreadable).
     folder = synthetic(tmp_path / "search")
@@ -568,6 +576,7 @@ def test_report_never_replaces_a_file_that_is_no_html_page(tmp_path, capsys):
         assert main(["report", str(folder), "-o", str(target)]) == 0
 
 
+@pytest.mark.multiprocess
 def test_report_subprocess_markdown(tmp_path):
     folder = synthetic(tmp_path / "search")
     proc = subprocess.run(

@@ -107,6 +107,7 @@ def test_an_hp_name_of_a_file_in_output_dir_gets_a_folder_of_its_own(
     assert sorted(r.name for r in saved().records) == sorted(r.name for r in records)
 
 
+@pytest.mark.slow
 def test_an_hp_name_of_a_users_folder_in_output_dir_gets_a_folder_of_its_own(
     backend, make_trainer, tiny_space, output_dir
 ):
@@ -156,6 +157,7 @@ def test_model_init_and_hp_name_get_the_same_trial_type(backend, make_trainer, t
 
 
 # ---------------------------------------------------------------------------------------------- trial_timeout
+@pytest.mark.slow
 def test_trial_timeout_fails_the_trial_and_the_search_goes_on(backend, make_trainer, tiny_space, tmp_path):
     timeout = _trials.TIMEOUT_S
     sleeper = _trials.SleepInFirstTrial(str(tmp_path / "slept"), seconds=timeout + 2)
@@ -396,6 +398,7 @@ def test_results_have_one_schema_and_reload_equal(backend, make_trainer, output_
 SINGLE_OBJECTIVE = {"ray"}
 
 
+@pytest.mark.slow
 def test_several_objectives_give_the_pareto_front_or_are_refused_up_front(
     backend, make_trainer, tiny_space, output_dir
 ):
@@ -442,6 +445,7 @@ def _checkpoint_step(folder: str) -> int:
         return int(json.load(f)["global_step"])
 
 
+@pytest.mark.slow
 def test_best_run_checkpoint_is_the_one_of_its_objective(backend, make_trainer, tiny_space):
     """With save_strategy = eval_strategy, `BestRun.checkpoint` holds the evaluation that gave `BestRun.objective`
     (the best of each trial here: step 4 of 6, not the last one)."""
@@ -509,6 +513,7 @@ def _common_options(backend) -> dict[str, object]:
     return options
 
 
+@pytest.mark.slow
 def test_common_options_through_the_api(backend, make_trainer, tiny_space, output_dir):
     # Counts and seconds as numpy scalars (from an array or a grid), as users pass them: the same search as with
     # Python numbers (hpsearch run, below, passes Python numbers), and its results still save as JSON.
@@ -575,6 +580,7 @@ def _sweep_file(
     return path
 
 
+@pytest.mark.slow
 def test_common_options_through_hpsearch_run(backend, tmp_path, output_dir, capsys, monkeypatch):
     """The scenario of `test_common_options_through_the_api`, from a sweep file: the same records."""
     from hpsearch.cli import main

@@ -43,6 +43,7 @@ def _trainer(out) -> Trainer:
 
 
 @pytest.mark.parametrize("backend", ["optuna", "sigopt", "random"])
+@pytest.mark.slow
 def test_cost_columns_are_measured_and_typed_alike(backend, tmp_path):
     best = hpsearch.hyperparameter_search(
         _trainer(tmp_path / "out"), hp_space=SPACE, n_trials=2, backend=backend, compute_objective="eval_loss"
@@ -82,6 +83,7 @@ def test_a_search_stops_when_its_device_hours_are_spent(backend, tmp_path):
     assert math.isfinite(result.total_cost()["device_hours"])
 
 
+@pytest.mark.multiprocess
 def test_a_search_stops_when_its_energy_budget_is_spent(tmp_path):
     # CodeCarbon measures each trial; any trial uses more than a picowatt-hour.
     best = hpsearch.hyperparameter_search(
@@ -142,6 +144,7 @@ def test_the_resident_set_size_is_the_one_psutil_reads_with_or_without_proc(monk
     del ballast
 
 
+@pytest.mark.slow
 def test_the_meter_samples_the_resident_set_size_in_the_background_while_a_trial_runs(monkeypatch):
     import torch
 
@@ -231,6 +234,7 @@ def test_a_spent_device_budget_stays_spent_across_reruns(backend, tmp_path):
     assert len(hpsearch.SearchResult.load(out).records) == 1
 
 
+@pytest.mark.multiprocess
 def test_codecarbon_start_up_is_charged_to_the_search_not_to_the_first_trial(tmp_path):
     """CodeCarbon takes seconds to start, once per process: it starts before the first trial's clock (the first
     trial's device_s was 2.63 s against 0.08 s for identical ones), and the search records what it cost."""

@@ -82,6 +82,7 @@ def _write_events(folder: str, worker: int, n: int) -> None:
         )  # type: ignore[dict-item]
 
 
+@pytest.mark.multiprocess
 def test_event_log_lines_stay_whole_under_concurrent_processes_and_threads(tmp_path):
     folder = str(tmp_path)
     ctx = multiprocessing.get_context("spawn")
@@ -229,6 +230,7 @@ def test_reader_starts_over_when_the_log_is_replaced(tmp_path):
     assert [r.trial_id for r in reader.snapshot().records] == ["7"]
 
 
+@pytest.mark.multiprocess
 def test_reader_never_writes_to_the_folder(tmp_path):
     _search(tmp_path, [_record(0), _record(1)])
     _events.trial_started(tmp_path, _record(2, TrialState.RUNNING))
@@ -264,6 +266,7 @@ def served(tmp_path):
         stop()
 
 
+@pytest.mark.multiprocess
 def test_server_serves_the_views_escaped_with_security_headers(served):
     url, _ = served
     assert url.startswith("http://127.0.0.1:")
@@ -298,6 +301,7 @@ def test_server_serves_the_views_escaped_with_security_headers(served):
         "api/views/search-1",
     ],
 )
+@pytest.mark.multiprocess
 def test_server_serves_nothing_outside_its_own_files(served, path):
     url, _ = served
     status, _, body = _get(url + path)
@@ -305,6 +309,7 @@ def test_server_serves_nothing_outside_its_own_files(served, path):
     assert b"format" not in body and b"root:" not in body
 
 
+@pytest.mark.multiprocess
 def test_server_refuses_foreign_host_headers(served):
     url, _ = served
     status, _, _ = _get(url, headers={"Host": "attacker.example:8765"})
@@ -326,6 +331,7 @@ def _events_reader(url: str, out: list[dict], stop: threading.Event) -> None:
                 data = []
 
 
+@pytest.mark.multiprocess
 def test_event_stream_sends_the_view_then_only_changed_sections(served):
     url, folder = served
     messages: list[dict] = []
@@ -359,6 +365,7 @@ def test_event_stream_sends_the_view_then_only_changed_sections(served):
     assert not sent("parallel")  # complete trials did not change: not sent again
 
 
+@pytest.mark.multiprocess
 def test_two_folders_get_a_comparison_view(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     _search(a, [_record(0), _record(1)])

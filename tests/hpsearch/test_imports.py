@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HEAVY = (
     "optuna",
@@ -28,12 +30,14 @@ def _modules_after(statement: str) -> list[str]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.multiprocess
 def test_import_hpsearch_loads_no_backend_and_no_torch():
     loaded = set(_modules_after("import hpsearch, spaces"))
     assert not {m for m in HEAVY if m in loaded}, sorted(m for m in HEAVY if m in loaded)
     assert "hpsearch" in loaded
 
 
+@pytest.mark.multiprocess
 def test_public_names_resolve_without_backends():
     loaded = set(
         _modules_after(
@@ -45,6 +49,7 @@ def test_public_names_resolve_without_backends():
     assert not {m for m in ("optuna", "ray", "sigopt") if m in loaded}
 
 
+@pytest.mark.multiprocess
 def test_report_and_dashboard_are_reachable_after_a_plain_import():
     """The README's `import hpsearch` then `hpsearch.report.write_html(...)`: the subpackages load on first use."""
     loaded = set(

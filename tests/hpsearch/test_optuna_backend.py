@@ -48,6 +48,7 @@ SPACE = {
 }
 
 
+@pytest.mark.slow
 def test_pruned_search_finds_accurate_model_and_checkpoint_reproduces(tmp_path):
     trainer = make_trainer(tmp_path)
     best = trainer.hyperparameter_search(
@@ -147,6 +148,7 @@ def test_default_space_in_both_forms(tmp_path):
         assert 0 <= best.objective <= 1
 
 
+@pytest.mark.slow
 def test_resume_study_from_sqlite_continues_numbering(tmp_path):
     storage = f"sqlite:///{tmp_path}/study.db"
     common = dict(
@@ -176,6 +178,7 @@ def test_resume_study_from_sqlite_continues_numbering(tmp_path):
     assert len(third.run_summary.records) == 4
 
 
+@pytest.mark.slow
 def test_resuming_with_a_budget_below_the_trials_done_runs_nothing_and_says_so(tmp_path, caplog):
     storage = f"sqlite:///{tmp_path}/study.db"
     common = dict(
@@ -195,6 +198,7 @@ def test_resuming_with_a_budget_below_the_trials_done_runs_nothing_and_says_so(t
     assert "already has 2 trials, more than n_trials=1" in caplog.text and "n_trials=3 or more" in caplog.text
 
 
+@pytest.mark.slow
 def test_a_storage_without_the_study_does_not_continue_the_search_in_output_dir(tmp_path):
     """A storage that would load the study named after output_dir continues the search there only if it holds that
     study: a new (empty) database continues nothing, and the earlier search.json is kept."""
@@ -243,6 +247,7 @@ def test_journal_storage(tmp_path):
     assert os.path.getsize(journal) > 0
 
 
+@pytest.mark.slow
 def test_multi_objective_returns_pareto_front(tmp_path):
     trainer = make_trainer(tmp_path, num_train_epochs=2)
     front = trainer.hyperparameter_search(
@@ -264,6 +269,7 @@ def test_multi_objective_returns_pareto_front(tmp_path):
         assert not any(a >= acc and lo <= loss and (a, lo) != (acc, loss) for a, lo in points)
 
 
+@pytest.mark.slow
 def test_failing_trial_is_recorded_and_search_completes(tmp_path):
     def model_init(trial):
         if trial is not None and trial["hidden"] == 16:
@@ -328,6 +334,7 @@ def test_nan_objective_fails_the_trial(tmp_path):
     assert "not finite" in best.run_summary.records[0].error
 
 
+@pytest.mark.slow
 def test_objective_scope_best_and_hp_name(tmp_path):
     trainer = make_trainer(tmp_path, num_train_epochs=3)
     best = trainer.hyperparameter_search(
@@ -345,6 +352,7 @@ def test_objective_scope_best_and_hp_name(tmp_path):
         assert os.path.isdir(os.path.join(trainer.args.output_dir, record.name))
 
 
+@pytest.mark.slow
 def test_concurrent_trials_get_their_own_trainer(tmp_path):
     trainer = make_trainer(tmp_path, num_train_epochs=1)
     best = trainer.hyperparameter_search(
@@ -362,6 +370,7 @@ def test_concurrent_trials_get_their_own_trainer(tmp_path):
     assert trainer.state.global_step == 0
 
 
+@pytest.mark.slow
 def test_search_files_are_json_and_secret_free(tmp_path):
     trainer = make_trainer(tmp_path, num_train_epochs=1)
     storage = f"sqlite:///{tmp_path}/s.db"
@@ -489,6 +498,7 @@ def test_default_compute_objective_follows_the_seed(caplog):
     assert hpsearch.default_compute_objective({"eval_loss": 0.5, "eval_confusion": np.eye(2)}) == 0.5
 
 
+@pytest.mark.slow
 def test_hanging_and_memory_error_trials_fail_and_search_goes_on(tmp_path):
     import time
 
@@ -561,6 +571,7 @@ print(study.study_name)
 """
 
 
+@pytest.mark.multiprocess
 def test_workers_started_at_once_on_a_new_sqlite_database_all_open_the_study(tmp_path):
     """Four workers starting together on a database file that does not exist yet race to create Optuna's tables;
     the losers stopped with "table studies already exists" or "UNIQUE constraint failed: alembic_version" (5 of 12

@@ -59,11 +59,14 @@ def test_the_cli_bar_replaces_the_lines(tmp_path, caplog):
         def counts(self):
             return {"COMPLETE": 0, "PRUNED": 0, "FAIL": 1}
 
+    from hpsearch._tally import RunningTally
     from hpsearch.trial import TrialRecord, TrialState
 
     record = TrialRecord(trial_id="0", number=0, name="run-0", state=TrialState.FAIL, params={}, error="boom")
     session = SearchSession.__new__(SearchSession)
     session.result, session.n_trials = _Result(), 4
+    session.tally = RunningTally()
+    session.tally.counts["FAIL"] = 1
     _progress.trial_line(session, record)
     assert [r.getMessage() for r in caplog.records] == ["[1/4] run-0 FAIL objective - | best - | boom"]
     caplog.clear()

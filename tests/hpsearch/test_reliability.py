@@ -117,6 +117,7 @@ KILL_CASES = {
 
 
 @pytest.mark.parametrize("case", list(KILL_CASES))
+@pytest.mark.multiprocess
 def test_driver_killed_mid_trial_then_rerun_keeps_finished_trials(case, tmp_path, request, digits_npz):
     kind, heartbeat_only = KILL_CASES[case]
     if kind == "sqlite":
@@ -273,6 +274,7 @@ def test_four_workers_share_one_postgres_study_and_its_budget(postgres, tmp_path
     assert best.objective == min(t.value for t in complete)
 
 
+@pytest.mark.slow
 def test_a_worker_that_loses_the_race_for_the_last_slot_trains_nothing(tmp_path, monkeypatch):
     """Deterministic version of the race above: another worker claims the last slot between our check and ask."""
     storage = f"sqlite:///{tmp_path}/race.db"
@@ -335,6 +337,7 @@ class _FirstStep(TrainerCallback):
             self.first_step = state.global_step
 
 
+@pytest.mark.multiprocess
 def test_process_killed_while_writing_a_checkpoint_resumes_from_the_previous_one(tmp_path, digits_npz):
     from safetensors.torch import load_file
 
@@ -445,6 +448,7 @@ def _full_disk(tmp_path: Path):
             subprocess.run(["umount", "-l", str(mount_point)], check=False)
 
 
+@pytest.mark.multiprocess
 def test_full_disk_is_refused_before_training(tmp_path, monkeypatch):
     with _full_disk(tmp_path) as (mount_point, fake_fsync):
         if fake_fsync is not None:

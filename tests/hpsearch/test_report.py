@@ -172,6 +172,7 @@ def test_figure_json_cannot_close_its_script():
     assert '<div class="hp-plot" id="p">' in div
 
 
+@pytest.mark.slow
 def test_write_html_to_a_path_and_to_output_dir(tmp_path):
     result = rich_result()
     path = write_html(result, tmp_path / "sub" / "report.html")
@@ -245,6 +246,7 @@ DEGENERATE = {
 
 
 @pytest.mark.parametrize("case", list(DEGENERATE))
+@pytest.mark.slow
 def test_degenerate_inputs_render(case):
     build, expected = DEGENERATE[case]
     result = build()
@@ -255,6 +257,7 @@ def test_degenerate_inputs_render(case):
 
 
 @pytest.mark.parametrize("optuna_importable", [True, False])
+@pytest.mark.slow
 def test_a_none_choice_among_numbers_is_a_category(monkeypatch, optuna_importable):
     # A native space (no portable spec) may offer None beside numbers, e.g. suggest_categorical("wd", [None, 0.1]):
     # the report drew it as a number and failed on float(None).
@@ -278,6 +281,7 @@ def test_a_none_choice_among_numbers_is_a_category(monkeypatch, optuna_importabl
 
 
 @pytest.mark.parametrize("with_space", [True, False])
+@pytest.mark.slow
 def test_an_int_beyond_64_bits_is_drawn(with_space):
     # plotly's JSON encoder and an Int64 column refuse such an int; the report draws it (as a float or a category).
     space = {"s": {"type": "categorical", "choices": [10**30, 5, 7]}} if with_space else None
@@ -287,6 +291,7 @@ def test_an_int_beyond_64_bits_is_drawn(with_space):
     assert render_markdown(search(records, space=space))
 
 
+@pytest.mark.slow
 def test_pareto_section_lists_the_front():
     result = _multi(2)
     assert [r.number for r in result.best_trials] == [0, 1, 3]
@@ -309,6 +314,7 @@ def test_importance_uses_fanova_when_optuna_is_importable():
     assert sum(per.values()) == pytest.approx(1.0)
 
 
+@pytest.mark.slow
 def test_importance_falls_back_to_spearman_without_optuna(monkeypatch):
     monkeypatch.setitem(sys.modules, "optuna", None)
     importances = compute_importances(rich_result())

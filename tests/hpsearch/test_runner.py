@@ -188,6 +188,7 @@ class _SlowFirstStep(TrainerCallback):
             time.sleep(self.seconds)
 
 
+@pytest.mark.slow
 def test_trial_timeout_stops_training_at_a_step_outside_the_main_thread(make_trainer, make_settings):
     settings = make_settings(make_trainer(callbacks=[_SlowFirstStep(2.0)]), trial_timeout=1)
     records = []

@@ -58,6 +58,7 @@ def _trainer(out: Path, model_init=None, callbacks=(), **args) -> Trainer:
     )
 
 
+@pytest.mark.slow
 def test_rerun_of_the_readme_call_resumes(tmp_path, caplog):
     built: list[int] = []
 
@@ -91,6 +92,7 @@ def test_rerun_of_the_readme_call_resumes(tmp_path, caplog):
     assert len(optuna.get_all_study_summaries(storage)) == 1
 
 
+@pytest.mark.slow
 def test_interrupted_trial_is_retried_and_does_not_use_the_budget(tmp_path):
     class Interrupt(TrainerCallback):
         def on_step_end(self, args, state, control, **kwargs):
@@ -119,6 +121,7 @@ def test_interrupted_trial_is_retried_and_does_not_use_the_budget(tmp_path):
     assert sorted(r.number for r in records) == sorted(t.number for t in finished)  # interrupted stays out
 
 
+@pytest.mark.slow
 def test_a_second_ctrl_c_while_the_interrupted_trial_is_queued_again_loses_no_trial(tmp_path, monkeypatch):
     """Ctrl-C in trial 1, then another Ctrl-C while its parameters are being queued again: the queueing completes
     (the second Ctrl-C is held off), so a rerun still trains it and finishes exactly n_trials."""
@@ -162,6 +165,7 @@ def test_a_second_ctrl_c_while_the_interrupted_trial_is_queued_again_loses_no_tr
 
 
 @pytest.mark.parametrize("moment", ["sampling", "storing"])
+@pytest.mark.slow
 def test_ctrl_c_outside_a_trials_training_also_queues_it_again(tmp_path, monkeypatch, moment):
     """Ctrl-C while the trial's parameters are suggested, or after it trained and before its record is stored in
     the study, interrupts the trial as Ctrl-C during training does: it uses no budget and a rerun trains it."""
@@ -214,6 +218,7 @@ def test_ctrl_c_outside_a_trials_training_also_queues_it_again(tmp_path, monkeyp
 
 
 @pytest.mark.parametrize("interrupted_first", [False, True], ids=["killed", "interrupted-then-killed"])
+@pytest.mark.multiprocess
 def test_a_dead_drivers_trial_is_queued_again_exactly_once(tmp_path, interrupted_first):
     """A rerun fails the RUNNING trial of a driver that died and queues its parameters again, once: also when Ctrl-C
     had already queued them again just before the kill (it used to queue them a second time, so one set of
@@ -238,6 +243,7 @@ def test_a_dead_drivers_trial_is_queued_again_exactly_once(tmp_path, interrupted
 
 
 @pytest.mark.parametrize("change", ["direction", "objective", "space"])
+@pytest.mark.slow
 def test_reusing_a_study_of_another_search_is_refused(change, tmp_path):
     storage = f"sqlite:///{tmp_path}/study.db"
     base = dict(
@@ -337,6 +343,7 @@ def test_exit_inside_a_threaded_trial_fails_only_that_trial(exit_kind, tmp_path)
     assert all(records[n].state is TrialState.COMPLETE for n in (1, 2))
 
 
+@pytest.mark.slow
 def test_trial_timeout_stops_a_threaded_trial_stuck_before_its_first_step(tmp_path):
     looped_to_the_end: list[bool] = []
 
@@ -391,6 +398,7 @@ def _silent_server():
         server.close()
 
 
+@pytest.mark.slow
 def test_a_database_that_never_answers_is_an_error_not_a_hang(tmp_path, monkeypatch):
     from hpsearch.backends.optuna import _storage
 
@@ -490,6 +498,7 @@ class _MemoryCap(TrainerCallback):
 
 
 @pytest.mark.parametrize("rescue", [True, False])
+@pytest.mark.slow
 def test_an_out_of_memory_trial_is_rescued_by_auto_find_batch_size(rescue, tmp_path):
     space = {"per_device_train_batch_size": spaces.Categorical([8, 64])}
     best = hpsearch.hyperparameter_search(

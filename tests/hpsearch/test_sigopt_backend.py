@@ -65,6 +65,7 @@ def test_install_lite_driver_runs_on_numpy_2():
     assert not hasattr(numpy, "product")
 
 
+@pytest.mark.slow
 def test_portable_search_finds_accurate_model_with_original_values(tmp_path):
     space = {
         # Adam on the digits reaches >= 0.93 within 2-3 epochs at these rates; the search must find such a trial.
@@ -165,6 +166,7 @@ def test_failed_trial_is_a_failed_observation_and_conditionals_work(tmp_path):
     assert best.run_id != failed.trial_id
 
 
+@pytest.mark.slow
 def test_a_discrete_space_sampled_through_ends_the_search_with_the_trials_it_has(tmp_path, caplog):
     """sigoptlite proposes only points it has not sampled: once the two values of the only parameter were tried it
     has no suggestion left (an IndexError inside the lite optimizer). The search ends there as a spent budget ends
@@ -189,6 +191,7 @@ def test_a_discrete_space_sampled_through_ends_the_search_with_the_trials_it_has
     assert reason in caplog.text
 
 
+@pytest.mark.slow
 def test_two_objectives_return_the_pareto_front(tmp_path):
     def objectives(metrics):
         return metrics["eval_accuracy"], metrics["eval_loss"]
@@ -408,6 +411,7 @@ def _resume_search(tmp_path, n_trials, calls=None, **kwargs):
     return trainer.hyperparameter_search(**call)
 
 
+@pytest.mark.slow
 def test_resume_continues_a_search_from_its_search_json(tmp_path, caplog):
     with caplog.at_level(logging.INFO, logger="hpsearch.backends.sigopt"):
         first = _resume_search(tmp_path, 2).run_summary

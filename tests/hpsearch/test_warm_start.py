@@ -62,6 +62,7 @@ def _earlier(tmp_path: Path, backend: str = "optuna", n: int = 6, space=SPACE) -
 @pytest.mark.parametrize(
     ("before", "after"), [("optuna", "sigopt"), ("sigopt", "optuna"), ("optuna", "optuna")]
 )
+@pytest.mark.slow
 def test_inform_tells_the_new_engine_and_trains_only_new_trials(before, after, tmp_path):
     earlier = _earlier(tmp_path, before)
     built: list = []
@@ -114,6 +115,7 @@ def test_a_search_named_twice_is_told_once(tmp_path):
     assert len(_results([same[2], same[2]])) == 1
 
 
+@pytest.mark.slow
 def test_evaluate_trains_the_best_earlier_configurations_first(tmp_path):
     earlier = _earlier(tmp_path)
     ranked = sorted(
@@ -135,6 +137,7 @@ def test_evaluate_trains_the_best_earlier_configurations_first(tmp_path):
     assert built[0] == ranked[0].params and built[1] == ranked[1].params
 
 
+@pytest.mark.slow
 def test_evaluate_on_the_random_backend_and_inform_refused_there(tmp_path):
     earlier = _earlier(tmp_path)
     best_earlier = min(
@@ -180,6 +183,7 @@ def test_evaluate_on_the_random_backend_and_inform_refused_there(tmp_path):
     assert built[0] == best_earlier.params and len(built) == 2
 
 
+@pytest.mark.slow
 def test_changed_spaces_are_mapped_and_what_does_not_fit_is_left_out(tmp_path, caplog):
     earlier = _earlier(tmp_path)
     records = SearchResult.load(earlier).records
@@ -263,6 +267,7 @@ def test_bad_warm_starts_are_refused_before_any_trial(tmp_path):
         assert built == [] and not (tmp_path / "refused").exists()
 
 
+@pytest.mark.slow
 def test_cli_warm_start_flag(tmp_path, capsys, caplog):
     earlier = _earlier(tmp_path)
     planted = SearchResult.load(earlier)  # one earlier trial marked pruned: it must be left out, and said so

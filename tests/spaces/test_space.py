@@ -52,6 +52,7 @@ def test_facade_exports_exactly_the_public_api():
         assert getattr(spaces, name) is not None
 
 
+@pytest.mark.multiprocess
 def test_import_spaces_pulls_in_no_torch_and_no_backend():
     code = (
         "import sys, spaces\n"

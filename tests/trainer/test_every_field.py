@@ -1404,6 +1404,7 @@ def test_every_field_has_a_check():
 
 
 @pytest.mark.parametrize("field", FIELDS)
+@pytest.mark.multiprocess
 def test_field_has_an_effect_or_is_refused(field, tmp_path, monkeypatch):
     check = CHECKS[field]
     env = Env(tmp_path)

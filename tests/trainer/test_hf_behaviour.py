@@ -368,6 +368,7 @@ def test_an_epochs_last_short_accumulation_window_is_averaged_over_its_own_batch
     assert logged == pytest.approx(check.mean_losses, abs=1e-4)
 
 
+@pytest.mark.slow
 def test_a_trainer_given_no_arguments_writes_to_tmp_trainer_and_push_to_hub_is_refused_with_the_fix(
     monkeypatch, tmp_path
 ):
@@ -429,6 +430,7 @@ class _OutOfMemoryFrom16(TrainerCallback):
             raise RuntimeError("CUDA out of memory.")
 
 
+@pytest.mark.slow
 def test_a_resumed_auto_find_batch_size_run_goes_on_with_the_batch_size_it_found(make_args):
     args = make_args(
         max_steps=2,
@@ -479,6 +481,7 @@ def test_save_model_takes_transformers_internal_call_flag(make_args, tmp_path):
     assert (tmp_path / "a" / "model.safetensors").is_file()
 
 
+@pytest.mark.multiprocess
 def test_with_persistent_workers_an_eval_loader_is_built_once_per_dataset(make_args):
     # As transformers: each new loader would start another set of worker processes.
     first, second = Data(8), Data(8)

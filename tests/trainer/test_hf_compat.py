@@ -520,6 +520,7 @@ def test_ddp_options_reach_accelerates_handlers(make_args):
     )
 
 
+@pytest.mark.multiprocess
 def test_ddp_backend_in_a_fresh_single_process_trains(tmp_path):
     # The first accelerator of a process sets up accelerate's process state. Given a backend there, accelerate took a
     # single process for a launched group and failed ("Default process group has not been initialized"); the

@@ -97,6 +97,7 @@ def test_the_trainer_registers_the_chosen_callbacks(data, tmp_path):
     assert JsonlCallback in kinds and TensorBoardCallback in kinds and MLflowCallback not in kinds
 
 
+@pytest.mark.multiprocess
 def test_importing_the_trainer_loads_no_logging_library():
     code = (
         "import sys, trainer\n"
@@ -194,6 +195,7 @@ class FakeTrial:
         self.params = params
 
 
+@pytest.mark.slow
 def test_mlflow_run_has_params_once_and_metrics_per_step(data, tmp_path, monkeypatch):
     import mlflow
     from mlflow.tracking import MlflowClient
@@ -220,6 +222,7 @@ def test_mlflow_run_has_params_once_and_metrics_per_step(data, tmp_path, monkeyp
     assert sorted(m.step for m in accuracy_history) == [4, 8]
 
 
+@pytest.mark.slow
 def test_mlflow_search_nests_trials_under_a_parent_and_logs_no_secrets(data, tmp_path, monkeypatch):
     import mlflow
 

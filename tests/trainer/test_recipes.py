@@ -55,6 +55,7 @@ def tiny_bert(num_labels: int = 2):
 
 
 # ------------------------------------------------------------------ recipe 1: text classification
+@pytest.mark.slow
 def test_text_classification_recipe(tmp_path, vocab_file):
     from transformers import BertTokenizer, DataCollatorWithPadding
 

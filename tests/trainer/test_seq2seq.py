@@ -110,6 +110,7 @@ def make_trainer(out: Path, **args) -> Seq2SeqTrainer:
     )
 
 
+@pytest.mark.slow
 def test_evaluate_and_predict_generate_token_ids(tmp_path):
     trainer = make_trainer(tmp_path)
     trainer.train()
@@ -123,6 +124,7 @@ def test_evaluate_and_predict_generate_token_ids(tmp_path):
     assert out.label_ids.shape[0] == 5
 
 
+@pytest.mark.slow
 def test_without_predict_with_generate_the_logits_are_returned(tmp_path):
     trainer = make_trainer(tmp_path, predict_with_generate=False)
     trainer.train()
@@ -131,6 +133,7 @@ def test_without_predict_with_generate_the_logits_are_returned(tmp_path):
     assert predictions.dtype.kind == "f" and predictions.shape[-1] == VOCAB
 
 
+@pytest.mark.slow
 def test_sortish_sampler_batches_similar_lengths(tmp_path):
     from trainer._seq2seq import SortishSampler
 
@@ -144,6 +147,7 @@ def test_sortish_sampler_batches_similar_lengths(tmp_path):
     trainer.train()
 
 
+@pytest.mark.slow
 def test_a_search_can_vary_the_generation_settings(tmp_path):
     best = hpsearch.hyperparameter_search(
         make_trainer(tmp_path / "search", eval_strategy="steps", eval_steps=15),

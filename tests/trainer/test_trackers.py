@@ -177,6 +177,7 @@ def test_aim_is_refused_with_the_reason_and_the_install_command(data, tmp_path):
     assert "aim" not in integrations.get_available_reporting_integrations()
 
 
+@pytest.mark.multiprocess
 def test_importing_the_integrations_loads_no_tracker_library():
     code = (
         "import sys, trainer\n"
@@ -284,6 +285,7 @@ def test_a_run_the_search_never_closes_is_closed_by_the_next_training(data, tmp_
     assert readers.read_dvclive(str(tmp_path / "out" / "dvclive")).state == "COMPLETE"
 
 
+@pytest.mark.multiprocess
 def test_an_open_run_is_closed_when_the_process_exits(tmp_path):
     code = f"""
 import sys
@@ -308,6 +310,7 @@ except RuntimeError:
 
 
 # ---------------------------------------------------------------------------------------------- faults
+@pytest.mark.slow
 def test_a_tracker_that_raises_is_logged_once_and_training_goes_on(data, tmp_path, monkeypatch, caplog):
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("a file where DVCLive wants its folder")
@@ -326,6 +329,7 @@ def test_a_tracker_that_raises_is_logged_once_and_training_goes_on(data, tmp_pat
     assert blocker.read_text().startswith("a file")
 
 
+@pytest.mark.multiprocess
 def test_no_api_key_or_token_is_written(data, tmp_path, monkeypatch):
     secrets = {
         "WANDB_API_KEY": "wandb-secret-0123456789abcdef0123456789abcdef01234567",

@@ -846,6 +846,7 @@ def test_set_seed_seeds_every_device_where_torch_has_one(monkeypatch):
 
 
 # ------------------------------------------------------------------ import weight
+@pytest.mark.multiprocess
 def test_import_trainer_is_light():
     code = (
         "import sys, trainer\n"

@@ -131,6 +131,7 @@ def _zero_first_worker(rank: int, port: int, folder: str) -> None:
         torch.distributed.destroy_process_group()
 
 
+@pytest.mark.multiprocess
 def test_zero_first_makes_the_other_ranks_wait_for_rank_0(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 import transformers  # in the `test` extra
 from torch.utils.data import Dataset
@@ -48,6 +49,7 @@ def _accuracy(eval_pred):
     return {"accuracy": float((np.argmax(logits, -1) == labels).mean())}
 
 
+@pytest.mark.slow
 def test_tiny_bert_trains_and_evaluates(make_args):
     train, val = TokenData(128), TokenData(32, seed=1)
     args = make_args(
