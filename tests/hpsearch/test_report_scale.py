@@ -64,7 +64,9 @@ def test_report_of_a_large_search_is_paginated_sampled_and_uses_ped_anova(monkey
     result = synthetic(400)
     page = render_html(result)
     table = page[page.index('id="trials"') :]
-    assert len(re.findall(r"<tr(?: class=\"best\" title=\"best\")?><td", table)) == 50  # the 50 best rows, not 400
+    assert (
+        len(re.findall(r"<tr(?: class=\"best\" title=\"best\")?><td", table)) == 50
+    )  # the 50 best rows, not 400
     assert "The 50 best of 400 trials" in table and "every trial is in trials.csv" in table
     best = result.best_trial
     assert best is not None and f">{best.name}<" in table  # the best trial is on the page

@@ -267,7 +267,9 @@ def test_torch_loads_in_this_codebase_are_weights_only():
                 # Pickles cross only the pipes between the driver and the worker processes it spawned (as
                 # multiprocessing's own connections do), never a file: no pickle.load of a file anywhere.
                 private_pipe = path.relative_to(root).parts[:2] == ("hpsearch", "executor")
-                if "pickle.load(" in line or (("pickle.loads" in line or "import pickle" in line) and not private_pipe):
+                if "pickle.load(" in line or (
+                    ("pickle.loads" in line or "import pickle" in line) and not private_pipe
+                ):
                     offenders.append(f"{path.relative_to(root)}:{number}: {line.strip()}")
     assert not offenders, offenders
     assert torch.load  # the check above is only meaningful while torch.load is what loads tensors
