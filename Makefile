@@ -39,10 +39,13 @@ TEST_WORKERS ?= 2
 test-fast: setup
 	$(PYTEST) --tier fast -n $(TEST_WORKERS) --dist load $(PYTEST_ARGS)
 
-# Services and launched processes run one at a time on one worker (xdist_group "serial"), in-process slow tests
-# on the others.
+# One at a time by default: a Ray cluster or a process launch beside another test's training misses Ray's own
+# start-up deadlines on 2 cores. REST_WORKERS=2 runs services and launched processes on one pytest-xdist worker
+# (xdist_group "serial") and in-process slow tests on the other.
+REST_WORKERS ?= 0
+
 test-rest: setup system-deps
-	bash scripts/isolated.sh $(PYTEST) --tier rest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	bash scripts/isolated.sh $(PYTEST) --tier rest -n $(REST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 test: setup system-deps lint typecheck test-fast test-rest
 
