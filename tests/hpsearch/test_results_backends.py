@@ -110,8 +110,10 @@ def test_search_killed_after_k_trials_loads_k_rows(tmp_path):
     assert len(frame) == K
     assert list(frame["number"]) == list(range(K))
     assert set(frame["state"]) <= {"COMPLETE", "PRUNED"}
-    # The CSV exports are complete too.
+    # The CSV exports are the last snapshot's (written at bounded intervals and at the end, not after every trial:
+    # issue 32); the trials since are in the journal, which SearchResult.load above read. No row is ever wrong.
     import pandas as pd
 
-    assert len(pd.read_csv(out / "trials.csv")) == K
-    assert set(pd.read_csv(out / "intermediates.csv")["trial_id"].astype(str)) == {str(i) for i in range(K)}
+    rows = pd.read_csv(out / "trials.csv")
+    assert len(rows) <= K and list(rows["number"]) == list(range(len(rows)))
+    assert (out / "search.journal.jsonl").is_file()

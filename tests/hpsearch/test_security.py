@@ -402,3 +402,15 @@ def test_tracker_errors_and_tracker_params_hold_no_secret(tmp_path, monkeypatch,
     for secret in (uri_password, *param_secrets.values()):
         tracker_files = {k: v for k, v in texts.items() if "tfevents" in k or k.startswith("<")}
         _assert_absent(secret, tracker_files if secret in param_secrets.values() else texts)
+
+
+def test_hpsearch_names_the_trainers_masking_rule_and_its_mask():
+    """hpsearch imports the rule on first use (so `import hpsearch` loads no torch): the same mask, the same rule."""
+    from hpsearch import _redact
+    from trainer import redact as rule
+
+    assert _redact.MASK == rule.MASK
+    url = f"postgresql://u:{SPECIAL}@127.0.0.1:5432/db"
+    assert _redact.redact_url(url) == rule.redact_url(url) == "postgresql://u:***@127.0.0.1:5432/db"
+    assert _redact.safe_params({"api_key": "k", "lr": 1}) == rule.safe_params({"api_key": "k", "lr": 1})
+    assert _redact.is_secret_name("hf_token") and not _redact.is_secret_name("learning_rate")

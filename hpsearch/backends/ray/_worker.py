@@ -162,11 +162,17 @@ def trainable(config: dict[str, Any], settings: TrialSettings) -> None:
 
     trial_id = tune.get_context().get_trial_id()
     trial = ray_trial(settings, trial_id, config)
+    facts = {**node_facts(), "ray_trial_id": trial_id}
     try:
         name = settings.trial_name(trial)
     except SearchConfigError as error:  # stops the search, as `run_trial` raising it does on other backends
         raise TrialError(f"{error}\n{CONFIG_ERROR_MARKER}{error}") from error
-    facts = {**node_facts(), "ray_trial_id": trial_id}
+    except (
+        Exception
+    ):  # hp_name raised on this trial: `run_trial` records it FAIL, with its cost; the search goes on
+        reporter = RayReporter(facts)
+        conclude(run_trial(settings, trial, reporter), reporter, trained=False)
+        return
     resume = None
     checkpoint = tune.get_checkpoint()
     if checkpoint is not None:
