@@ -6,8 +6,9 @@ an HMAC-SHA256 of each of its files (``hpsearch-state.digest``), keyed by a secr
 ``output_dir``: ``$HPSEARCH_STATE_KEY_FILE``, else ``$XDG_CACHE_HOME/hpsearch/state.key`` (``~/.cache/...``),
 created on first use with mode 0600 (its folder 0700). Before restoring, every file of the state must match its
 digest: a file added, changed or unsigned (someone else's folder, another user's or machine's key) is refused
-before anything is unpickled. Only the folder's top-level files are covered (what the engine unpickles there);
-trial checkpoints are read without pickle anyway.
+before anything is unpickled. Only the folder's top-level pickles are covered: Tune's JSON experiment state is
+rewritten after every event, later than the driver can sign it, so covering it made every resume after a kill
+fail; it is not covered (README, Reliability). Trial checkpoints are read without pickle anyway.
 """
 
 from __future__ import annotations
@@ -58,10 +59,17 @@ def _key() -> bytes:
     return data
 
 
+def _covered(path: Path) -> bool:
+    """The files a digest covers: the pickles (``tuner.pkl``, a searcher's ``*.pkl``). The engine's JSON state
+    (Tune's ``experiment_state-*.json``, rewritten after every event, after the driver's last chance to sign it) is
+    left out: a driver killed between Tune's write and the next signature would otherwise never resume."""
+    return path.is_file() and path.suffix == ".pkl"
+
+
 def _digests(folder: Path, key: bytes) -> dict[str, str]:
     out = {}
     for path in sorted(folder.iterdir()):
-        if path.name == DIGEST_FILE or not path.is_file():
+        if path.name == DIGEST_FILE or not _covered(path):
             continue
         out[path.name] = hmac.new(
             key, path.name.encode() + b"\0" + path.read_bytes(), hashlib.sha256
