@@ -11,6 +11,7 @@ import os
 import time
 from collections.abc import Mapping
 from contextlib import nullcontext
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 import torch
@@ -61,161 +62,237 @@ def num_update_steps(trainer: Trainer, train_dataloader: DataLoader) -> tuple[in
 
 
 def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: Any) -> TrainOutput:
-    args = trainer.args
-    accelerator = trainer.accelerator
-    assert accelerator is not None
-    start_time = time.perf_counter()
-    train_dataloader = trainer.get_train_dataloader()
-    max_steps, num_train_epochs, per_epoch = num_update_steps(trainer, train_dataloader)
-    if max_steps <= 0:
-        raise ValueError(
-            f"num_train_epochs={args.num_train_epochs} gives 0 training steps; train for more epochs or set max_steps."
+    """transformers' ``_inner_training_loop``: set one run up, resume it, train its epochs and report."""
+    run = _Run.start(trainer, resume_from_checkpoint, trial)
+    run.resume()
+    run.begin()
+    for epoch in range(run.epochs_trained, run.num_train_epochs):
+        run.train_epoch(epoch)
+        if trainer.control.should_training_stop:
+            break
+    return run.finish()
+
+
+@dataclass(eq=False)
+class _Run:
+    """One call of `Trainer.train`: what it prepared (the wrapped model, the optimizer it steps and how, how it
+    decides gradient synchronization) and what it counts (epochs and batches to skip on resume, the running loss,
+    samples and tokens). The trainer keeps what outlives the run or what its hooks read (state, control, the loss
+    total since the last log)."""
+
+    trainer: Trainer
+    trial: Any
+    resume_from: str | None
+    start_time: float
+    loader: Any
+    max_steps: int
+    num_train_epochs: int
+    per_epoch: int | None  # update steps per epoch; None for unsized data
+
+    # Set by start(): the prepared objects.
+    args: Any = field(init=False)
+    accelerator: Any = field(init=False)
+    model: nn.Module = field(init=False)  # as accelerate prepared it (trainer.model_wrapped)
+    step_optimizer: Any = field(
+        init=False
+    )  # what the loop steps: the bare optimizer where a wrapper only forwards
+    clip: Any = field(init=False)
+    neftune: Any = field(init=False)
+    debug_hook: Any = field(init=False)
+    # Set by start(): how a micro-batch is fed and stepped (see _choose_step_variant).
+    plain: bool = field(init=False)
+    fast_loop: bool = field(init=False)
+    counting: bool = field(init=False)
+    shift_count: bool = field(init=False)
+    flagged: bool = field(init=False)
+    move_batches: bool = field(init=False)
+    step_takes_items: bool = field(init=False)
+    to_train: Any = field(init=False)  # a schedule-free optimizer's train(), else None
+    count_tokens: bool = field(init=False)
+
+    # Counters.
+    epochs_trained: int = 0
+    steps_to_skip: int = 0
+    tr_loss: torch.Tensor = field(
+        init=False
+    )  # summed step losses since the last log (log_save_evaluate resets it)
+    loss_sum: float = 0.0  # the finite step losses not yet added to tr_loss (see _add_loss)
+    total_batched_samples: int = 0
+    tokens_this_run: int = 0
+
+    @classmethod
+    def start(cls, trainer: Trainer, resume_from: str | None, trial: Any) -> _Run:
+        start_time = time.perf_counter()
+        loader = trainer.get_train_dataloader()
+        max_steps, num_train_epochs, per_epoch = num_update_steps(trainer, loader)
+        if max_steps <= 0:
+            raise ValueError(
+                f"num_train_epochs={trainer.args.num_train_epochs} gives 0 training steps; train for more epochs or "
+                "set max_steps."
+            )
+        run = cls(trainer, trial, resume_from, start_time, loader, max_steps, num_train_epochs, per_epoch)
+        run.args, run.accelerator = trainer.args, trainer.accelerator
+        assert run.accelerator is not None
+        run._new_state_and_optimizer()
+        run._prepare_model_and_optimizer()
+        run._choose_step_variant()
+        run._attach_to_trainer()
+        return run
+
+    def _new_state_and_optimizer(self) -> None:
+        trainer = self.trainer
+        # epoch is 0 from here (as transformers' state is): callbacks may format it at on_train_begin; a resume
+        # restores it.
+        trainer.state = TrainerState(
+            epoch=0,
+            is_local_process_zero=trainer.is_local_process_zero(),
+            is_world_process_zero=trainer.is_world_process_zero(),
         )
+        trainer.state.init_training_references(trainer, self.max_steps, self.num_train_epochs, self.trial)
+        trainer.state.compute_steps(self.args, self.max_steps)
+        trainer.control = TrainerControl()
+        if getattr(trainer, "_created_lr_scheduler", False):
+            # A schedule we built for a previous train() ended at lr=0 (linear) or elsewhere: start a new one.
+            trainer.lr_scheduler = None
+            trainer._created_lr_scheduler = False
+        trainer.create_optimizer_and_scheduler(num_training_steps=self.max_steps)
 
-    # epoch is 0 from here (as transformers' state is): callbacks may format it at on_train_begin; a resume restores it.
-    trainer.state = TrainerState(
-        epoch=0,
-        is_local_process_zero=trainer.is_local_process_zero(),
-        is_world_process_zero=trainer.is_world_process_zero(),
-    )
-    trainer.state.init_training_references(trainer, max_steps, num_train_epochs, trial)
-    trainer.state.compute_steps(args, max_steps)
-    trainer.control = TrainerControl()
-
-    if getattr(trainer, "_created_lr_scheduler", False):
-        # A schedule we built for a previous train() ended at lr=0 (linear) or elsewhere: start a new one.
-        trainer.lr_scheduler = None
-        trainer._created_lr_scheduler = False
-    trainer.create_optimizer_and_scheduler(num_training_steps=max_steps)
-    if args.activation_checkpointing:
-        kwargs = args.activation_checkpointing_kwargs or None
-        # transformers 5 renamed it activation_checkpointing_enable (the old name warns); older models have only
-        # gradient_checkpointing_enable.
-        enable = getattr(trainer.model, "activation_checkpointing_enable", None)
-        if enable is not None:
-            enable(activation_checkpointing_kwargs=kwargs)
+    def _prepare_model_and_optimizer(self) -> None:
+        trainer, args, accelerator = self.trainer, self.args, self.accelerator
+        if args.activation_checkpointing:
+            _enable_activation_checkpointing(trainer.model, args.activation_checkpointing_kwargs or None)
+        self.neftune = (
+            _neftune_hook(trainer.model, args.neftune_noise_alpha) if args.neftune_noise_alpha else None
+        )
+        built = trainer.optimizer if trainer._created_optimizer else None
+        if built is not None and not built.state and wrapper_only_forwards(accelerator):
+            # An optimizer we just built, with no state for accelerate to place on the device, and a wrapper that
+            # would only forward its calls (see wrapper_only_forwards): accelerate's preparation of it (a package
+            # search and a state_dict round trip, ~0.1 ms per trial) is skipped and the loop steps it directly.
+            self.model = accelerator.prepare(trainer._wrap_model(trainer.model))
+            self.step_optimizer, self.clip = built, torch.nn.utils.clip_grad_norm_
         else:
-            enable = getattr(trainer.model, "gradient_checkpointing_enable", None)
-            if enable is None:
-                raise ValueError(
-                    f"activation_checkpointing=True (gradient_checkpointing) needs a model with "
-                    f"gradient_checkpointing_enable() (a transformers model), but {type(trainer.model).__name__} has "
-                    "none; use torch.utils.checkpoint in its forward and pass activation_checkpointing=False."
-                )
-            enable(gradient_checkpointing_kwargs=kwargs)
-    neftune = _neftune_hook(trainer.model, args.neftune_noise_alpha) if args.neftune_noise_alpha else None
-    built = trainer.optimizer if trainer._created_optimizer else None
-    if built is not None and not built.state and wrapper_only_forwards(accelerator):
-        # An optimizer we just built, with no state for accelerate to place on the device, and a wrapper that would
-        # only forward its calls (see wrapper_only_forwards): accelerate's preparation of it (a package search and a
-        # state_dict round trip, ~0.1 ms per trial) is skipped and the loop steps it directly.
-        model, optimizer = accelerator.prepare(trainer._wrap_model(trainer.model)), built
-        step_optimizer, clip = built, torch.nn.utils.clip_grad_norm_
-    else:
-        model, optimizer = accelerator.prepare(trainer._wrap_model(trainer.model), trainer.optimizer)
-        step_optimizer = direct_optimizer(accelerator, optimizer)
-        # Where accelerate's wrappers only forward (see direct_optimizer), clip with torch directly too.
-        clip = (
-            torch.nn.utils.clip_grad_norm_ if step_optimizer is not optimizer else accelerator.clip_grad_norm_
+            # Several processes, FSDP, DeepSpeed, XLA or a gradient scaler: accelerate's wrappers step and clip.
+            self.model, optimizer = accelerator.prepare(trainer._wrap_model(trainer.model), trainer.optimizer)
+            self.step_optimizer = direct_optimizer(accelerator, optimizer)
+            # Where accelerate's wrappers only forward (see direct_optimizer), clip with torch directly too.
+            self.clip = (
+                torch.nn.utils.clip_grad_norm_
+                if self.step_optimizer is not optimizer
+                else accelerator.clip_grad_norm_
+            )
+
+    def _choose_step_variant(self) -> None:
+        trainer, accelerator = self.trainer, self.accelerator
+        accum = self.args.gradient_accumulation_steps
+        # Single process with nothing for accelerate to do (see accelerate_only_forwards): backward without
+        # accelerate's wrapper, and, when the train loader is a plain one (ours is, then), the loop decides gradient
+        # synchronization itself instead of entering accelerator.accumulate() per micro-batch. Several processes,
+        # XLA, DeepSpeed, FSDP or a gradient scaler keep accelerate's prepare/accumulate/backward as they are.
+        self.plain = accelerate_only_forwards(accelerator)
+        trainer._plain_backward = self.plain
+        self.fast_loop = self.plain and getattr(self.loader, "gradient_state", None) is None
+        self.move_batches = self.fast_loop and accelerator.device.type != "cpu"
+        # transformers (4.46+) calls training_step(model, inputs, num_items_in_batch); an override written for it may
+        # require the third argument, one written for older versions may not take it.
+        self.step_takes_items = _positional_parameters(trainer.training_step) >= 3
+        trainer.model_accepts_loss_kwargs = accepts_loss_kwargs(trainer.model)
+        # Token-count normalisation (transformers 4.46+): each accumulation window is read ahead and its label tokens
+        # counted (see _loss). Where it cannot change the loss (one micro-batch per step in one process, the model's
+        # mean being that count's quotient already) the loop does not count, except for compute_loss_func, which
+        # transformers always hands the count.
+        self.counting = self.step_takes_items and (
+            trainer.compute_loss_func is not None
+            or (trainer.model_accepts_loss_kwargs and (accum > 1 or accelerator.num_processes > 1))
         )
-    # Single process with nothing for accelerate to do (see accelerate_only_forwards): backward without
-    # accelerate's wrapper, and, when the train loader is a plain one (ours is, then), the loop decides gradient
-    # synchronization itself instead of entering accelerator.accumulate() per micro-batch. Several processes,
-    # XLA, DeepSpeed, FSDP or a gradient scaler keep accelerate's prepare/accumulate/backward as they are.
-    plain = accelerate_only_forwards(accelerator)
-    trainer._plain_backward = plain
-    fast_loop = plain and getattr(train_dataloader, "gradient_state", None) is None
-    accum = args.gradient_accumulation_steps
-    move_batches = fast_loop and accelerator.device.type != "cpu"
-    # transformers (4.46+) calls training_step(model, inputs, num_items_in_batch); an override written for it may
-    # require the third argument, one written for older versions may not take it.
-    step_takes_items = _positional_parameters(trainer.training_step) >= 3
-    trainer.model_accepts_loss_kwargs = accepts_loss_kwargs(trainer.model)
-    # Token-count normalisation (transformers 4.46+): each accumulation window is read ahead and its label tokens
-    # counted (see _loss). Where it cannot change the loss (one micro-batch per step in one process, the model's
-    # mean being that count's quotient already) the loop does not count, except for compute_loss_func, which
-    # transformers always hands the count.
-    counting = step_takes_items and (
-        trainer.compute_loss_func is not None
-        or (trainer.model_accepts_loss_kwargs and (accum > 1 or accelerator.num_processes > 1))
-    )
-    shift_count = counting and loss_shifts_labels(trainer.model)
-    # Batches come flagged (batch, is_last) and the loop decides synchronization itself: the fast loop, and a
-    # counting one (reading a window ahead would end accelerate's accumulate() windows early).
-    flagged = fast_loop or counting
-    # Schedule-free optimizers train and evaluate different weights: train() before each step, as transformers.
-    to_train: Any = getattr(trainer.optimizer, "train", None)
-    modal_optimizer = callable(to_train)
-    no_accumulate_context = nullcontext()
-    trainer.model_wrapped = model
-    handler = trainer.callback_handler
-    handler.model = trainer.model
-    handler.optimizer = trainer.optimizer
-    handler.lr_scheduler = trainer.lr_scheduler
-    handler.train_dataloader = train_dataloader
-    _log_running_training(trainer, train_dataloader, max_steps, num_train_epochs)
-    debug_hook = None
-    if "underflow_overflow" in args.debug:
-        from ._debug import DebugUnderflowOverflow
+        self.shift_count = self.counting and loss_shifts_labels(trainer.model)
+        # Batches come flagged (batch, is_last) and the loop decides synchronization itself: the fast loop, and a
+        # counting one (reading a window ahead would end accelerate's accumulate() windows early).
+        self.flagged = self.fast_loop or self.counting
+        # Schedule-free optimizers train and evaluate different weights: train() before each step, as transformers.
+        to_train: Any = getattr(trainer.optimizer, "train", None)
+        self.to_train = to_train if callable(to_train) else None
 
-        debug_hook = DebugUnderflowOverflow(trainer.model)
-    count_tokens = args.include_num_input_tokens_seen != "no" or args.include_tokens_per_second
-    num_processes = accelerator.num_processes
-    tokens_this_run = 0
-    # The model's own flop count (transformers' floating_point_ops) or 6 x parameters x tokens; see floating_point_ops.
-    trainer._flops_of = None  # floating_point_ops looks at this run's model afresh
-    trainer._train_modules = None  # and training_step at its modules
-    trainer._past = None
-    trainer._last_saved_step = -1
+    def _attach_to_trainer(self) -> None:
+        trainer, args = self.trainer, self.args
+        trainer.model_wrapped = self.model
+        handler = trainer.callback_handler
+        handler.model = trainer.model
+        handler.optimizer = trainer.optimizer
+        handler.lr_scheduler = trainer.lr_scheduler
+        handler.train_dataloader = self.loader
+        _log_running_training(trainer, self.loader, self.max_steps, self.num_train_epochs)
+        self.debug_hook = None
+        if "underflow_overflow" in args.debug:
+            from ._debug import DebugUnderflowOverflow
 
-    epochs_trained, steps_to_skip = 0, 0
-    trainer._resumed_step = 0
-    if resume_from_checkpoint is not None:
-        ckpt.load_optimizer_and_scheduler(trainer, resume_from_checkpoint)
-        saved = TrainerState.load_from_json(os.path.join(resume_from_checkpoint, ckpt.TRAINER_STATE_NAME))
+            self.debug_hook = DebugUnderflowOverflow(trainer.model)
+        self.count_tokens = args.include_num_input_tokens_seen != "no" or args.include_tokens_per_second
+        # The model's own flop count (transformers' floating_point_ops) or 6 x parameters x tokens; see
+        # floating_point_ops.
+        trainer._flops_of = None  # floating_point_ops looks at this run's model afresh
+        trainer._train_modules = None  # and training_step at its modules
+        trainer._past = None
+        trainer._last_saved_step = -1
+
+    def resume(self) -> None:
+        """Take the checkpoint's optimizer, schedule, state and callbacks over, and count what to skip."""
+        trainer, checkpoint = self.trainer, self.resume_from
+        trainer._resumed_step = 0
+        if checkpoint is None:
+            return
+        ckpt.load_optimizer_and_scheduler(trainer, checkpoint)
+        saved = TrainerState.load_from_json(os.path.join(checkpoint, ckpt.TRAINER_STATE_NAME))
         warn_if_arguments_differ(trainer, saved)
-        restore_state(trainer, saved, max_steps)
-        if per_epoch is not None:
-            epochs_trained = trainer.state.global_step // per_epoch
-            steps_to_skip = (trainer.state.global_step % per_epoch) * args.gradient_accumulation_steps
-            if args.ignore_data_skip:
-                steps_to_skip = 0  # the resumed epoch sees its data from the start again
+        restore_state(trainer, saved, self.max_steps)
+        if self.per_epoch is not None:
+            self.epochs_trained = trainer.state.global_step // self.per_epoch
+            self.steps_to_skip = (
+                trainer.state.global_step % self.per_epoch
+            ) * self.args.gradient_accumulation_steps
+            if self.args.ignore_data_skip:
+                self.steps_to_skip = 0  # the resumed epoch sees its data from the start again
         trainer._load_callback_state()  # from the state restore_state took over
 
-    trainer.control = trainer.callback_handler.on_train_begin(args, trainer.state, trainer.control)
-    if args.eval_on_start and trainer.state.global_step == 0:
-        trainer._evaluate(
-            trial, trainer._ignore_keys_for_eval, skip_scheduler=True
-        )  # as transformers' eval_on_start
-    tr_loss = torch.zeros((), device=accelerator.device)
-    loss_sum = 0.0  # the finite step losses not yet added to tr_loss (see the step)
-    trainer._total_loss_scalar = 0.0
-    trainer._globalstep_last_logged = trainer.state.global_step
-    trainer._grad_norm = None
-    total_batched_samples = 0
-    model.zero_grad(set_to_none=True)
+    def begin(self) -> None:
+        trainer, args = self.trainer, self.args
+        trainer.control = trainer.callback_handler.on_train_begin(args, trainer.state, trainer.control)
+        if args.eval_on_start and trainer.state.global_step == 0:
+            # as transformers' eval_on_start
+            trainer._evaluate(self.trial, trainer._ignore_keys_for_eval, skip_scheduler=True)
+        self.tr_loss = torch.zeros((), device=self.accelerator.device)
+        self.loss_sum = 0.0
+        trainer._total_loss_scalar = 0.0
+        trainer._globalstep_last_logged = trainer.state.global_step
+        trainer._grad_norm = None
+        self.total_batched_samples = 0
+        self.model.zero_grad(set_to_none=True)
 
-    for epoch in range(epochs_trained, num_train_epochs):
-        set_loader_epoch(train_dataloader, epoch, data_seed(trainer))
+    def train_epoch(self, epoch: int) -> None:
+        trainer, args, accelerator = self.trainer, self.args, self.accelerator
+        handler = trainer.callback_handler
+        model, trial, accum = self.model, self.trial, args.gradient_accumulation_steps
+        flagged, counting, fast_loop = self.flagged, self.counting, self.fast_loop
+        set_loader_epoch(self.loader, epoch, data_seed(trainer))
         trainer._past = None  # past_index: memories do not cross epochs
-        epoch_iterator: Any = train_dataloader
+        epoch_iterator: Any = self.loader
         skipped = 0
-        if steps_to_skip > 0 and epoch == epochs_trained:
-            epoch_iterator = accelerator.skip_first_batches(train_dataloader, steps_to_skip)
-            skipped = steps_to_skip
-            steps_to_skip = 0
+        if self.steps_to_skip > 0 and epoch == self.epochs_trained:
+            epoch_iterator = accelerator.skip_first_batches(self.loader, self.steps_to_skip)
+            skipped = self.steps_to_skip
+            self.steps_to_skip = 0
         restore_rng_at_first_batch = False
-        if resume_from_checkpoint is not None and epoch == epochs_trained:
+        if self.resume_from is not None and epoch == self.epochs_trained:
             if skipped:
                 # Mid-epoch checkpoint: the original run had already built this epoch's iterator (which draws
                 # the loader's base seed from the global RNG) when it saved, so restore once ours exists too.
                 restore_rng_at_first_batch = True
             else:
-                ckpt.load_rng_state(resume_from_checkpoint, accelerator.process_index)
+                ckpt.load_rng_state(self.resume_from, accelerator.process_index)
         try:
-            steps_in_epoch = len(train_dataloader)
+            steps_in_epoch = len(self.loader)
         except TypeError:
-            steps_in_epoch = max_steps * args.gradient_accumulation_steps
+            steps_in_epoch = self.max_steps * args.gradient_accumulation_steps
         # The epoch's last accumulation window is shorter when accum does not divide its batches; its losses are
         # divided by its own size, as transformers' current_gradient_accumulation_steps. Positions count from the
         # epoch's start, so a resumed epoch (which skips whole windows) has the same windows.
@@ -227,25 +304,25 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
         # training, so the global RNG is drawn in the same sequence), to know the epoch's last batch.
         batches: Any = flag_last(epoch_iterator) if flagged else epoch_iterator
         if counting:
-            batches = counted_windows(batches, accum, shift_count, trainer, skipped)
+            batches = counted_windows(batches, accum, self.shift_count, trainer, skipped)
         num_items: Any = None
         for step, inputs in enumerate(batches):
             if counting:
                 inputs, num_items = inputs
             if restore_rng_at_first_batch:
-                assert resume_from_checkpoint is not None  # the flag is only set when resuming
-                ckpt.load_rng_state(resume_from_checkpoint, accelerator.process_index)
+                assert self.resume_from is not None  # the flag is only set when resuming
+                ckpt.load_rng_state(self.resume_from, accelerator.process_index)
                 restore_rng_at_first_batch = False
-            total_batched_samples += 1
-            if count_tokens:
+            self.total_batched_samples += 1
+            if self.count_tokens:
                 tokens = input_tokens(
                     trainer, inputs[0] if flagged else inputs, args.include_num_input_tokens_seen
                 )
-                tokens_this_run += tokens
+                self.tokens_this_run += tokens
                 if args.include_num_input_tokens_seen != "no":
                     trainer.state.num_input_tokens_seen += tokens
             trainer.state.total_flos += (
-                trainer.floating_point_ops(inputs[0] if flagged else inputs) * num_processes
+                trainer.floating_point_ops(inputs[0] if flagged else inputs) * accelerator.num_processes
             )
             if not step_started:
                 # Step events that no callback overrides are not dispatched (see step_listeners); which those are
@@ -268,20 +345,20 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
                 sync = is_last or (step + 1) % accum == 0
                 if fast_loop:
                     accelerator.sync_gradients = sync  # kept truthful for code that reads it
-                    context: Any = no_accumulate_context
+                    context: Any = _NO_CONTEXT
                 else:  # what accumulate() does, with the window decided here (transformers' way since it reads ahead)
                     accelerator.gradient_state._set_sync_gradients(sync)
-                    context = no_accumulate_context if sync else accelerator.no_sync(model)
-                if move_batches:
+                    context = _NO_CONTEXT if sync else accelerator.no_sync(model)
+                if self.move_batches:
                     inputs = send_to_device(inputs, accelerator.device)
             else:
                 context = accelerator.accumulate(model)
-            if modal_optimizer:
-                to_train()  # schedule-free: the training weights (an evaluation switched to eval)
+            if self.to_train is not None:
+                self.to_train()  # schedule-free: the training weights (an evaluation switched to eval)
             with context:
                 loss_step = (
                     trainer.training_step(model, inputs, num_items)
-                    if step_takes_items
+                    if self.step_takes_items
                     else trainer.training_step(model, inputs)
                 )
                 if args.logging_nan_inf_filter:
@@ -290,31 +367,31 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
                     # tr_loss takes the sum before anything reads it.
                     value = loss_step.item()
                     if math.isfinite(value):
-                        loss_sum += value
+                        self.loss_sum += value
                     else:
                         # Count a NaN/inf step as the running mean so one bad batch does not poison the log.
-                        tr_loss, loss_sum = tr_loss + loss_sum, 0.0
-                        tr_loss = tr_loss + tr_loss / (
+                        self.tr_loss, self.loss_sum = self.tr_loss + self.loss_sum, 0.0
+                        self.tr_loss = self.tr_loss + self.tr_loss / (
                             1 + trainer.state.global_step - trainer._globalstep_last_logged
                         )
                 else:
-                    tr_loss = tr_loss + loss_step
+                    self.tr_loss = self.tr_loss + loss_step
                 listening = handler.step_listeners()
                 if sync if flagged else accelerator.sync_gradients:
                     if args.max_grad_norm is not None and args.max_grad_norm > 0:
-                        trainer._grad_norm = clip(model.parameters(), args.max_grad_norm)
+                        trainer._grad_norm = self.clip(model.parameters(), args.max_grad_norm)
                     if "on_pre_optimizer_step" in listening:
                         trainer.control = handler.on_pre_optimizer_step(args, trainer.state, trainer.control)
                         listening = handler.step_listeners()
-                    step_optimizer.step()
+                    self.step_optimizer.step()
                     if "on_optimizer_step" in listening:
                         trainer.control = handler.on_optimizer_step(args, trainer.state, trainer.control)
                     # Only a gradient scaler skips steps, and the plain path has none.
-                    if (plain or not accelerator.optimizer_step_was_skipped) and not isinstance(
+                    if (self.plain or not accelerator.optimizer_step_was_skipped) and not isinstance(
                         trainer.lr_scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau
                     ):
                         trainer.lr_scheduler.step()
-                    step_optimizer.zero_grad(set_to_none=True)
+                    self.step_optimizer.zero_grad(set_to_none=True)
                     trainer.state.global_step += 1
                     trainer.state.epoch = epoch + (step + 1 + skipped) / steps_in_epoch
                     if (
@@ -324,15 +401,15 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
                         clear_device_cache()
                     control = trainer.control = handler.on_step_end(args, trainer.state, trainer.control)
                     if control.should_log or control.should_evaluate or control.should_save:
-                        tr_loss, loss_sum = tr_loss + loss_sum, 0.0
+                        self.tr_loss, self.loss_sum = self.tr_loss + self.loss_sum, 0.0
                         trainer._maybe_log_save_evaluate(
-                            tr_loss,
+                            self.tr_loss,
                             trainer._grad_norm,
                             model,
                             trial,
                             epoch,
                             trainer._ignore_keys_for_eval,
-                            start_time,
+                            self.start_time,
                         )
                     step_started = False
                 elif "on_substep_end" in listening:
@@ -344,41 +421,74 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
             logger.warning("The train dataloader yielded no batches in epoch %d; stopping.", epoch)
             trainer.control.should_training_stop = True
         trainer.control = trainer.callback_handler.on_epoch_end(args, trainer.state, trainer.control)
-        tr_loss, loss_sum = tr_loss + loss_sum, 0.0
+        self.tr_loss, self.loss_sum = self.tr_loss + self.loss_sum, 0.0
         trainer._maybe_log_save_evaluate(
-            tr_loss, trainer._grad_norm, model, trial, epoch, trainer._ignore_keys_for_eval, start_time
+            self.tr_loss,
+            trainer._grad_norm,
+            model,
+            trial,
+            epoch,
+            trainer._ignore_keys_for_eval,
+            self.start_time,
         )
-        if trainer.control.should_training_stop:
-            break
 
-    trainer._total_loss_scalar += float(gather_mean(trainer, tr_loss))
-    train_loss = trainer._total_loss_scalar / max(trainer.state.global_step - trainer._resumed_step, 1)
-    trainer.store_flos()
-    if args.load_best_model_at_end and trainer.state.best_model_checkpoint is not None:
-        trainer._load_best_model()
-    num_samples = total_batched_samples * args.per_device_train_batch_size * accelerator.num_processes
-    metrics = speed_metrics("train", start_time, num_samples=num_samples, num_steps=trainer.state.global_step)
-    if args.include_tokens_per_second:
-        runtime = metrics["train_runtime"]
-        metrics["train_tokens_per_second"] = round(tokens_this_run / runtime, 3) if runtime > 0 else 0.0
-    metrics["total_flos"] = trainer.state.total_flos
-    metrics["train_loss"] = train_loss
-    trainer._memory_tracker.stop_and_update_metrics("train", metrics)
-    if neftune is not None:
-        neftune.remove()
-    metrics.update(
-        getattr(trainer, "_init_mem_metrics", None) or {}
-    )  # the init_ stage, as transformers reports it
-    trainer._init_mem_metrics = {}
-    trainer.log(metrics)
-    if debug_hook is not None:
-        debug_hook.remove()
-    trainer._past = None
-    if args.save_total_limit is not None and ckpt.writes_checkpoints(trainer):
-        ckpt.rotate_checkpoints(trainer, args.output_dir)
-    trainer.control = trainer.callback_handler.on_train_end(args, trainer.state, trainer.control)
-    trainer.callback_handler.train_dataloader = None
-    return TrainOutput(trainer.state.global_step, train_loss, metrics)
+    def finish(self) -> TrainOutput:
+        """Load the best model if asked, report the run's metrics, rotate checkpoints, end the callbacks' run."""
+        trainer, args = self.trainer, self.args
+        trainer._total_loss_scalar += float(gather_mean(trainer, self.tr_loss))
+        train_loss = trainer._total_loss_scalar / max(trainer.state.global_step - trainer._resumed_step, 1)
+        trainer.store_flos()
+        if args.load_best_model_at_end and trainer.state.best_model_checkpoint is not None:
+            trainer._load_best_model()
+        num_samples = (
+            self.total_batched_samples * args.per_device_train_batch_size * self.accelerator.num_processes
+        )
+        metrics = speed_metrics(
+            "train", self.start_time, num_samples=num_samples, num_steps=trainer.state.global_step
+        )
+        if args.include_tokens_per_second:
+            runtime = metrics["train_runtime"]
+            metrics["train_tokens_per_second"] = (
+                round(self.tokens_this_run / runtime, 3) if runtime > 0 else 0.0
+            )
+        metrics["total_flos"] = trainer.state.total_flos
+        metrics["train_loss"] = train_loss
+        trainer._memory_tracker.stop_and_update_metrics("train", metrics)
+        if self.neftune is not None:
+            self.neftune.remove()
+        metrics.update(
+            getattr(trainer, "_init_mem_metrics", None) or {}
+        )  # the init_ stage, as transformers reports it
+        trainer._init_mem_metrics = {}
+        trainer.log(metrics)
+        if self.debug_hook is not None:
+            self.debug_hook.remove()
+        trainer._past = None
+        if args.save_total_limit is not None and ckpt.writes_checkpoints(trainer):
+            ckpt.rotate_checkpoints(trainer, args.output_dir)
+        trainer.control = trainer.callback_handler.on_train_end(args, trainer.state, trainer.control)
+        trainer.callback_handler.train_dataloader = None
+        return TrainOutput(trainer.state.global_step, train_loss, metrics)
+
+
+_NO_CONTEXT = nullcontext()
+
+
+def _enable_activation_checkpointing(model: Any, kwargs: Any) -> None:
+    # transformers 5 renamed it activation_checkpointing_enable (the old name warns); older models have only
+    # gradient_checkpointing_enable.
+    enable = getattr(model, "activation_checkpointing_enable", None)
+    if enable is not None:
+        enable(activation_checkpointing_kwargs=kwargs)
+        return
+    enable = getattr(model, "gradient_checkpointing_enable", None)
+    if enable is None:
+        raise ValueError(
+            f"activation_checkpointing=True (gradient_checkpointing) needs a model with "
+            f"gradient_checkpointing_enable() (a transformers model), but {type(model).__name__} has "
+            "none; use torch.utils.checkpoint in its forward and pass activation_checkpointing=False."
+        )
+    enable(gradient_checkpointing_kwargs=kwargs)
 
 
 def restore_state(trainer: Trainer, saved: TrainerState, max_steps: int) -> None:
