@@ -100,8 +100,9 @@ class _Run:
     neftune: Any = field(init=False)
     debug_hook: Any = field(init=False)
     # Set by start(): how a micro-batch is fed and stepped (see _choose_step_variant).
+    accum: int = field(init=False)
     plain: bool = field(init=False)
-    fast_loop: bool = field(init=False)
+    feed: Any = field(init=False)  # one of the step variants, _feed_plain, _feed_windowed or _feed_accelerate
     counting: bool = field(init=False)
     shift_count: bool = field(init=False)
     flagged: bool = field(init=False)
@@ -119,6 +120,13 @@ class _Run:
     loss_sum: float = 0.0  # the finite step losses not yet added to tr_loss (see _add_loss)
     total_batched_samples: int = 0
     tokens_this_run: int = 0
+    # This epoch's (set by _begin_epoch).
+    epoch: int = 0
+    skipped: int = 0  # batches a resume skipped at the epoch's start
+    steps_in_epoch: int = 0
+    last_window_start: int = 0
+    restore_rng_at_first_batch: bool = False
+    step_started: bool = False  # a micro-batch of the current optimizer step has run
 
     @classmethod
     def start(cls, trainer: Trainer, resume_from: str | None, trial: Any) -> _Run:
@@ -184,15 +192,15 @@ class _Run:
 
     def _choose_step_variant(self) -> None:
         trainer, accelerator = self.trainer, self.accelerator
-        accum = self.args.gradient_accumulation_steps
+        accum = self.accum = self.args.gradient_accumulation_steps
         # Single process with nothing for accelerate to do (see accelerate_only_forwards): backward without
         # accelerate's wrapper, and, when the train loader is a plain one (ours is, then), the loop decides gradient
         # synchronization itself instead of entering accelerator.accumulate() per micro-batch. Several processes,
         # XLA, DeepSpeed, FSDP or a gradient scaler keep accelerate's prepare/accumulate/backward as they are.
         self.plain = accelerate_only_forwards(accelerator)
         trainer._plain_backward = self.plain
-        self.fast_loop = self.plain and getattr(self.loader, "gradient_state", None) is None
-        self.move_batches = self.fast_loop and accelerator.device.type != "cpu"
+        fast_loop = self.plain and getattr(self.loader, "gradient_state", None) is None
+        self.move_batches = fast_loop and accelerator.device.type != "cpu"
         # transformers (4.46+) calls training_step(model, inputs, num_items_in_batch); an override written for it may
         # require the third argument, one written for older versions may not take it.
         self.step_takes_items = _positional_parameters(trainer.training_step) >= 3
@@ -208,7 +216,11 @@ class _Run:
         self.shift_count = self.counting and loss_shifts_labels(trainer.model)
         # Batches come flagged (batch, is_last) and the loop decides synchronization itself: the fast loop, and a
         # counting one (reading a window ahead would end accelerate's accumulate() windows early).
-        self.flagged = self.fast_loop or self.counting
+        self.flagged = fast_loop or self.counting
+        if fast_loop:
+            self.feed = self._feed_plain
+        else:
+            self.feed = self._feed_windowed if self.counting else self._feed_accelerate
         # Schedule-free optimizers train and evaluate different weights: train() before each step, as transformers.
         to_train: Any = getattr(trainer.optimizer, "train", None)
         self.to_train = to_train if callable(to_train) else None
@@ -269,165 +281,188 @@ class _Run:
         self.model.zero_grad(set_to_none=True)
 
     def train_epoch(self, epoch: int) -> None:
-        trainer, args, accelerator = self.trainer, self.args, self.accelerator
-        handler = trainer.callback_handler
-        model, trial, accum = self.model, self.trial, args.gradient_accumulation_steps
-        flagged, counting, fast_loop = self.flagged, self.counting, self.fast_loop
-        set_loader_epoch(self.loader, epoch, data_seed(trainer))
-        trainer._past = None  # past_index: memories do not cross epochs
-        epoch_iterator: Any = self.loader
-        skipped = 0
-        if self.steps_to_skip > 0 and epoch == self.epochs_trained:
-            epoch_iterator = accelerator.skip_first_batches(self.loader, self.steps_to_skip)
-            skipped = self.steps_to_skip
-            self.steps_to_skip = 0
-        restore_rng_at_first_batch = False
-        if self.resume_from is not None and epoch == self.epochs_trained:
-            if skipped:
-                # Mid-epoch checkpoint: the original run had already built this epoch's iterator (which draws
-                # the loader's base seed from the global RNG) when it saved, so restore once ours exists too.
-                restore_rng_at_first_batch = True
-            else:
-                ckpt.load_rng_state(self.resume_from, accelerator.process_index)
-        try:
-            steps_in_epoch = len(self.loader)
-        except TypeError:
-            steps_in_epoch = self.max_steps * args.gradient_accumulation_steps
-        # The epoch's last accumulation window is shorter when accum does not divide its batches; its losses are
-        # divided by its own size, as transformers' current_gradient_accumulation_steps. Positions count from the
-        # epoch's start, so a resumed epoch (which skips whole windows) has the same windows.
-        last_window_start = steps_in_epoch - steps_in_epoch % accum
-        trainer.control = trainer.callback_handler.on_epoch_begin(args, trainer.state, trainer.control)
-        step_started = False
+        trainer = self.trainer
+        iterator, batches = self._begin_epoch(epoch)
         step = -1
-        # The fast loop reads one batch ahead, as accelerate's loader does (the same order of data loading and
-        # training, so the global RNG is drawn in the same sequence), to know the epoch's last batch.
-        batches: Any = flag_last(epoch_iterator) if flagged else epoch_iterator
-        if counting:
-            batches = counted_windows(batches, accum, self.shift_count, trainer, skipped)
-        num_items: Any = None
-        for step, inputs in enumerate(batches):
-            if counting:
-                inputs, num_items = inputs
-            if restore_rng_at_first_batch:
-                assert self.resume_from is not None  # the flag is only set when resuming
-                ckpt.load_rng_state(self.resume_from, accelerator.process_index)
-                restore_rng_at_first_batch = False
-            self.total_batched_samples += 1
-            if self.count_tokens:
-                tokens = input_tokens(
-                    trainer, inputs[0] if flagged else inputs, args.include_num_input_tokens_seen
-                )
-                self.tokens_this_run += tokens
-                if args.include_num_input_tokens_seen != "no":
-                    trainer.state.num_input_tokens_seen += tokens
-            trainer.state.total_flos += (
-                trainer.floating_point_ops(inputs[0] if flagged else inputs) * accelerator.num_processes
-            )
-            if not step_started:
-                # Step events that no callback overrides are not dispatched (see step_listeners); which those are
-                # is asked again after any callback ran and after the training step, which may add callbacks.
-                listening = handler.step_listeners()
-                if "on_step_begin" in listening:
-                    trainer.control = handler.on_step_begin(args, trainer.state, trainer.control)
-                else:
-                    trainer.control._new_step()
-                step_started = True
-                position = step + skipped
-                trainer.current_gradient_accumulation_steps = (
-                    accum if position < last_window_start else steps_in_epoch - last_window_start
-                )
-            if flagged:
-                inputs, is_last = inputs
-                # accelerate's rule: every accum-th micro-batch, and the last one of the epoch. A resume skips
-                # whole optimizer steps (a multiple of accum batches), so counting from the epoch's first
-                # yielded batch agrees with counting from the epoch's start.
-                sync = is_last or (step + 1) % accum == 0
-                if fast_loop:
-                    accelerator.sync_gradients = sync  # kept truthful for code that reads it
-                    context: Any = _NO_CONTEXT
-                else:  # what accumulate() does, with the window decided here (transformers' way since it reads ahead)
-                    accelerator.gradient_state._set_sync_gradients(sync)
-                    context = _NO_CONTEXT if sync else accelerator.no_sync(model)
-                if self.move_batches:
-                    inputs = send_to_device(inputs, accelerator.device)
-            else:
-                context = accelerator.accumulate(model)
-            if self.to_train is not None:
-                self.to_train()  # schedule-free: the training weights (an evaluation switched to eval)
-            with context:
-                loss_step = (
-                    trainer.training_step(model, inputs, num_items)
-                    if self.step_takes_items
-                    else trainer.training_step(model, inputs)
-                )
-                if args.logging_nan_inf_filter:
-                    # The value is read for the check anyway (math.isfinite: torch.isfinite's test on this scalar,
-                    # without a kernel), so it is summed as a Python float, without an add kernel per step;
-                    # tr_loss takes the sum before anything reads it.
-                    value = loss_step.item()
-                    if math.isfinite(value):
-                        self.loss_sum += value
-                    else:
-                        # Count a NaN/inf step as the running mean so one bad batch does not poison the log.
-                        self.tr_loss, self.loss_sum = self.tr_loss + self.loss_sum, 0.0
-                        self.tr_loss = self.tr_loss + self.tr_loss / (
-                            1 + trainer.state.global_step - trainer._globalstep_last_logged
-                        )
-                else:
-                    self.tr_loss = self.tr_loss + loss_step
-                listening = handler.step_listeners()
-                if sync if flagged else accelerator.sync_gradients:
-                    if args.max_grad_norm is not None and args.max_grad_norm > 0:
-                        trainer._grad_norm = self.clip(model.parameters(), args.max_grad_norm)
-                    if "on_pre_optimizer_step" in listening:
-                        trainer.control = handler.on_pre_optimizer_step(args, trainer.state, trainer.control)
-                        listening = handler.step_listeners()
-                    self.step_optimizer.step()
-                    if "on_optimizer_step" in listening:
-                        trainer.control = handler.on_optimizer_step(args, trainer.state, trainer.control)
-                    # Only a gradient scaler skips steps, and the plain path has none.
-                    if (self.plain or not accelerator.optimizer_step_was_skipped) and not isinstance(
-                        trainer.lr_scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau
-                    ):
-                        trainer.lr_scheduler.step()
-                    self.step_optimizer.zero_grad(set_to_none=True)
-                    trainer.state.global_step += 1
-                    trainer.state.epoch = epoch + (step + 1 + skipped) / steps_in_epoch
-                    if (
-                        args.torch_empty_cache_steps
-                        and trainer.state.global_step % args.torch_empty_cache_steps == 0
-                    ):
-                        clear_device_cache()
-                    control = trainer.control = handler.on_step_end(args, trainer.state, trainer.control)
-                    if control.should_log or control.should_evaluate or control.should_save:
-                        self.tr_loss, self.loss_sum = self.tr_loss + self.loss_sum, 0.0
-                        trainer._maybe_log_save_evaluate(
-                            self.tr_loss,
-                            trainer._grad_norm,
-                            model,
-                            trial,
-                            epoch,
-                            trainer._ignore_keys_for_eval,
-                            self.start_time,
-                        )
-                    step_started = False
-                elif "on_substep_end" in listening:
-                    trainer.control = handler.on_substep_end(args, trainer.state, trainer.control)
+        for step, item in enumerate(batches):
+            self._train_micro_batch(step, item)
             if trainer.control.should_epoch_stop or trainer.control.should_training_stop:
                 break
-        release_dataloader(epoch_iterator)
+        release_dataloader(iterator)
         if step < 0:
             logger.warning("The train dataloader yielded no batches in epoch %d; stopping.", epoch)
             trainer.control.should_training_stop = True
-        trainer.control = trainer.callback_handler.on_epoch_end(args, trainer.state, trainer.control)
+        trainer.control = trainer.callback_handler.on_epoch_end(self.args, trainer.state, trainer.control)
+        self._log_save_evaluate()
+
+    def _begin_epoch(self, epoch: int) -> tuple[Any, Any]:
+        """Seed and position the epoch's data (skipping what a resumed epoch trained already); return the loader's
+        iterator (to release after the epoch) and the batches the epoch trains on."""
+        trainer, accelerator, accum = self.trainer, self.accelerator, self.accum
+        self.epoch, self.skipped, self.step_started = epoch, 0, False
+        set_loader_epoch(self.loader, epoch, data_seed(trainer))
+        trainer._past = None  # past_index: memories do not cross epochs
+        iterator: Any = self.loader
+        if self.steps_to_skip > 0 and epoch == self.epochs_trained:
+            iterator = accelerator.skip_first_batches(self.loader, self.steps_to_skip)
+            self.skipped, self.steps_to_skip = self.steps_to_skip, 0
+        self.restore_rng_at_first_batch = False
+        if self.resume_from is not None and epoch == self.epochs_trained:
+            if self.skipped:
+                # Mid-epoch checkpoint: the original run had already built this epoch's iterator (which draws
+                # the loader's base seed from the global RNG) when it saved, so restore once ours exists too.
+                self.restore_rng_at_first_batch = True
+            else:
+                ckpt.load_rng_state(self.resume_from, accelerator.process_index)
+        try:
+            self.steps_in_epoch = len(self.loader)
+        except TypeError:
+            self.steps_in_epoch = self.max_steps * accum
+        # The epoch's last accumulation window is shorter when accum does not divide its batches; its losses are
+        # divided by its own size, as transformers' current_gradient_accumulation_steps. Positions count from the
+        # epoch's start, so a resumed epoch (which skips whole windows) has the same windows.
+        self.last_window_start = self.steps_in_epoch - self.steps_in_epoch % accum
+        trainer.control = trainer.callback_handler.on_epoch_begin(self.args, trainer.state, trainer.control)
+        # The loop-decided variants read one batch ahead, as accelerate's loader does (the same order of data loading and
+        # training, so the global RNG is drawn in the same sequence), to know the epoch's last batch.
+        batches: Any = flag_last(iterator) if self.flagged else iterator
+        if self.counting:
+            batches = counted_windows(batches, accum, self.shift_count, trainer, self.skipped)
+        return iterator, batches
+
+    def _train_micro_batch(self, step: int, item: Any) -> None:
+        """Count the batch, run the training step on it, and step the optimizer where its window ends."""
+        trainer, handler = self.trainer, self.trainer.callback_handler
+        item, num_items = item if self.counting else (item, None)
+        if self.restore_rng_at_first_batch:
+            assert self.resume_from is not None  # the flag is only set when resuming
+            ckpt.load_rng_state(self.resume_from, self.accelerator.process_index)
+            self.restore_rng_at_first_batch = False
+        self._count_batch(item[0] if self.flagged else item)
+        if not self.step_started:
+            self._begin_step(step)
+        inputs, sync, context = self.feed(step, item)
+        if self.to_train is not None:
+            self.to_train()  # schedule-free: the training weights (an evaluation switched to eval)
+        with context:
+            if self.step_takes_items:
+                self._add_loss(trainer.training_step(self.model, inputs, num_items))
+            else:
+                self._add_loss(trainer.training_step(self.model, inputs))
+            listening = handler.step_listeners()
+            if sync if sync is not None else self.accelerator.sync_gradients:
+                self._optimizer_step(step, listening)
+            elif "on_substep_end" in listening:
+                trainer.control = handler.on_substep_end(self.args, trainer.state, trainer.control)
+
+    def _count_batch(self, inputs: Any) -> None:
+        trainer, args = self.trainer, self.args
+        self.total_batched_samples += 1
+        if self.count_tokens:
+            tokens = input_tokens(trainer, inputs, args.include_num_input_tokens_seen)
+            self.tokens_this_run += tokens
+            if args.include_num_input_tokens_seen != "no":
+                trainer.state.num_input_tokens_seen += tokens
+        trainer.state.total_flos += trainer.floating_point_ops(inputs) * self.accelerator.num_processes
+
+    def _begin_step(self, step: int) -> None:
+        """The first micro-batch of an optimizer step: on_step_begin, and the size of this accumulation window."""
+        trainer, handler = self.trainer, self.trainer.callback_handler
+        # Step events that no callback overrides are not dispatched (see step_listeners); which those are is asked
+        # again after any callback ran and after the training step, which may add callbacks.
+        if "on_step_begin" in handler.step_listeners():
+            trainer.control = handler.on_step_begin(self.args, trainer.state, trainer.control)
+        else:
+            trainer.control._new_step()
+        self.step_started = True
+        position = step + self.skipped
+        trainer.current_gradient_accumulation_steps = (
+            self.accum if position < self.last_window_start else self.steps_in_epoch - self.last_window_start
+        )
+
+    # The step variants: (inputs, whether this micro-batch ends its window, the context its step runs in). The
+    # window's end is None where accelerate's accumulate() decides it (read after entering the context).
+
+    def _feed_plain(self, step: int, item: Any) -> tuple[Any, bool | None, Any]:
+        """One process and nothing for accelerate to do: the loop decides synchronization and moves the batch."""
+        inputs, is_last = item
+        sync = self._window_ends(step, is_last)
+        self.accelerator.sync_gradients = sync  # kept truthful for code that reads it
+        if self.move_batches:
+            inputs = send_to_device(inputs, self.accelerator.device)
+        return inputs, sync, _NO_CONTEXT
+
+    def _feed_windowed(self, step: int, item: Any) -> tuple[Any, bool | None, Any]:
+        """Windows read ahead to count their label tokens, with accelerate's wrappers: what accumulate() does, with
+        the window decided here (transformers' way since it reads ahead)."""
+        inputs, is_last = item
+        sync = self._window_ends(step, is_last)
+        self.accelerator.gradient_state._set_sync_gradients(sync)
+        return inputs, sync, _NO_CONTEXT if sync else self.accelerator.no_sync(self.model)
+
+    def _feed_accelerate(self, step: int, item: Any) -> tuple[Any, bool | None, Any]:
+        """accelerate decides (several processes, FSDP, DeepSpeed, XLA, a gradient scaler, its own loaders)."""
+        return item, None, self.accelerator.accumulate(self.model)
+
+    def _window_ends(self, step: int, is_last: bool) -> bool:
+        # accelerate's rule: every accum-th micro-batch, and the last one of the epoch. A resume skips whole
+        # optimizer steps (a multiple of accum batches), so counting from the epoch's first yielded batch agrees
+        # with counting from the epoch's start.
+        return is_last or (step + 1) % self.accum == 0
+
+    def _add_loss(self, loss_step: torch.Tensor) -> None:
+        if not self.args.logging_nan_inf_filter:
+            self.tr_loss = self.tr_loss + loss_step
+            return
+        # The value is read for the check anyway (math.isfinite: torch.isfinite's test on this scalar, without a
+        # kernel), so it is summed as a Python float, without an add kernel per step; tr_loss takes the sum before
+        # anything reads it.
+        value = loss_step.item()
+        if math.isfinite(value):
+            self.loss_sum += value
+        else:
+            # Count a NaN/inf step as the running mean so one bad batch does not poison the log.
+            trainer = self.trainer
+            self.tr_loss, self.loss_sum = self.tr_loss + self.loss_sum, 0.0
+            self.tr_loss = self.tr_loss + self.tr_loss / (
+                1 + trainer.state.global_step - trainer._globalstep_last_logged
+            )
+
+    def _optimizer_step(self, step: int, listening: frozenset[str]) -> None:
+        """The window's last micro-batch: clip, step the optimizer and the schedule, end the step."""
+        trainer, args, handler = self.trainer, self.args, self.trainer.callback_handler
+        if args.max_grad_norm is not None and args.max_grad_norm > 0:
+            trainer._grad_norm = self.clip(self.model.parameters(), args.max_grad_norm)
+        if "on_pre_optimizer_step" in listening:
+            trainer.control = handler.on_pre_optimizer_step(args, trainer.state, trainer.control)
+            listening = handler.step_listeners()
+        self.step_optimizer.step()
+        if "on_optimizer_step" in listening:
+            trainer.control = handler.on_optimizer_step(args, trainer.state, trainer.control)
+        # Only a gradient scaler skips steps, and the plain path has none.
+        if (self.plain or not self.accelerator.optimizer_step_was_skipped) and not isinstance(
+            trainer.lr_scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau
+        ):
+            trainer.lr_scheduler.step()
+        self.step_optimizer.zero_grad(set_to_none=True)
+        trainer.state.global_step += 1
+        trainer.state.epoch = self.epoch + (step + 1 + self.skipped) / self.steps_in_epoch
+        if args.torch_empty_cache_steps and trainer.state.global_step % args.torch_empty_cache_steps == 0:
+            clear_device_cache()
+        control = trainer.control = handler.on_step_end(args, trainer.state, trainer.control)
+        if control.should_log or control.should_evaluate or control.should_save:
+            self._log_save_evaluate()
+        self.step_started = False
+
+    def _log_save_evaluate(self) -> None:
+        trainer = self.trainer
         self.tr_loss, self.loss_sum = self.tr_loss + self.loss_sum, 0.0
         trainer._maybe_log_save_evaluate(
             self.tr_loss,
             trainer._grad_norm,
-            model,
-            trial,
-            epoch,
+            self.model,
+            self.trial,
+            self.epoch,
             trainer._ignore_keys_for_eval,
             self.start_time,
         )
