@@ -11,8 +11,8 @@ from __future__ import annotations
 import functools
 import inspect
 import math
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import torch
 from torch.optim.lr_scheduler import LambdaLR, LRScheduler, ReduceLROnPlateau
@@ -132,42 +132,9 @@ def _wsd_factor(
 
 
 # ----------------------------------------------------------------------------------------------------------
-# get_scheduler
+# get_scheduler: one builder per schedule, in a table with the options each accepts
 # ----------------------------------------------------------------------------------------------------------
 
-# The scheduler_specific_kwargs each schedule accepts (reduce_lr_on_plateau: those of torch's class).
-_SPECIFIC_KWARGS: dict[SchedulerType, tuple[str, ...]] = {
-    SchedulerType.LINEAR: (),
-    SchedulerType.CONSTANT: (),
-    SchedulerType.CONSTANT_WITH_WARMUP: (),
-    SchedulerType.COSINE: ("num_cycles",),
-    SchedulerType.COSINE_WITH_RESTARTS: ("num_cycles",),
-    SchedulerType.POLYNOMIAL: ("lr_end", "power"),
-    SchedulerType.INVERSE_SQRT: ("timescale",),
-    SchedulerType.COSINE_WITH_MIN_LR: ("num_cycles", "min_lr", "min_lr_rate"),
-    SchedulerType.WARMUP_STABLE_DECAY: (
-        "num_decay_steps",
-        "num_stable_steps",
-        "warmup_type",
-        "decay_type",
-        "min_lr_ratio",
-        "num_cycles",
-    ),
-    SchedulerType.REDUCE_ON_PLATEAU: tuple(
-        name
-        for name in inspect.signature(ReduceLROnPlateau.__init__).parameters
-        if name not in ("self", "optimizer")
-    ),
-}
-_NEEDS_TRAINING_STEPS = frozenset(
-    {
-        SchedulerType.LINEAR,
-        SchedulerType.COSINE,
-        SchedulerType.COSINE_WITH_RESTARTS,
-        SchedulerType.POLYNOMIAL,
-        SchedulerType.COSINE_WITH_MIN_LR,
-    }
-)
 _WSD_SHAPES = ("linear", "cosine", "1-sqrt")
 
 
@@ -186,6 +153,180 @@ def _check_number(name: str, value: Any, *, minimum: float, maximum: float | Non
         bounds = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
         raise ValueError(f"{name} must be a number {bounds}, got {value!r}; pass a value {bounds}.")
     return float(value)
+
+
+class _Request(NamedTuple):
+    """What a schedule builder reads: the checked arguments of `get_scheduler`."""
+
+    optimizer: torch.optim.Optimizer
+    warmup: int  # num_warmup_steps, checked (0 for the schedules without warmup)
+    total: Any  # num_training_steps: checked where the schedule needs it, else as passed
+    options: dict[str, Any]  # scheduler_specific_kwargs, all of them accepted by the schedule
+
+    def lambda_lr(self, factor: Any, **bound: Any) -> LRScheduler:
+        return LambdaLR(self.optimizer, functools.partial(factor, **bound))
+
+    def num_cycles(self, default: float) -> float:
+        return _check_number("num_cycles", self.options.get("num_cycles", default), minimum=0)
+
+
+def _reduce_on_plateau(r: _Request) -> LRScheduler:
+    return ReduceLROnPlateau(r.optimizer, **r.options)
+
+
+def _constant(r: _Request) -> LRScheduler:
+    return LambdaLR(r.optimizer, _constant_factor)
+
+
+def _constant_with_warmup(r: _Request) -> LRScheduler:
+    return r.lambda_lr(_constant_with_warmup_factor, num_warmup_steps=r.warmup)
+
+
+def _linear(r: _Request) -> LRScheduler:
+    return r.lambda_lr(_linear_factor, num_warmup_steps=r.warmup, num_training_steps=r.total)
+
+
+def _cosine(r: _Request) -> LRScheduler:
+    return r.lambda_lr(
+        _cosine_factor, num_warmup_steps=r.warmup, num_training_steps=r.total, num_cycles=r.num_cycles(0.5)
+    )
+
+
+def _cosine_with_restarts(r: _Request) -> LRScheduler:
+    cycles = _check_step_count("num_cycles", r.options.get("num_cycles", 1), minimum=1)
+    return r.lambda_lr(
+        _cosine_hard_restarts_factor, num_warmup_steps=r.warmup, num_training_steps=r.total, num_cycles=cycles
+    )
+
+
+def _polynomial(r: _Request) -> LRScheduler:
+    lr_init = r.optimizer.defaults["lr"]
+    lr_end = _check_number("lr_end", r.options.get("lr_end", 1e-7), minimum=0)
+    if not lr_end < lr_init:
+        raise ValueError(
+            f"lr_end must be smaller than the optimizer's initial lr ({lr_init}), got {lr_end}; pass a "
+            "smaller lr_end in scheduler_specific_kwargs."
+        )
+    return r.lambda_lr(
+        _polynomial_factor,
+        num_warmup_steps=r.warmup,
+        num_training_steps=r.total,
+        lr_init=lr_init,
+        lr_end=lr_end,
+        power=_check_number("power", r.options.get("power", 1.0), minimum=0),
+    )
+
+
+def _inverse_sqrt(r: _Request) -> LRScheduler:
+    timescale = r.options.get("timescale")
+    if timescale is None:
+        timescale = r.warmup or 10_000
+    timescale = _check_step_count("timescale", timescale, minimum=1)
+    return r.lambda_lr(_inverse_sqrt_factor, num_warmup_steps=r.warmup, timescale=timescale)
+
+
+def _cosine_with_min_lr(r: _Request) -> LRScheduler:
+    options = r.options
+    has_min_lr, has_rate = options.get("min_lr") is not None, options.get("min_lr_rate") is not None
+    if has_min_lr == has_rate:
+        raise ValueError(
+            "The 'cosine_with_min_lr' schedule needs exactly one of min_lr and min_lr_rate in "
+            f"scheduler_specific_kwargs, got {options}; pass e.g. {{'min_lr_rate': 0.1}} or {{'min_lr': 1e-6}}."
+        )
+    if has_min_lr:
+        min_lr = _check_number("min_lr", options["min_lr"], minimum=0)
+        lr = r.optimizer.defaults["lr"]
+        rate = min_lr / lr if lr else 0.0
+    else:
+        rate = _check_number("min_lr_rate", options["min_lr_rate"], minimum=0, maximum=1)
+    return r.lambda_lr(
+        _cosine_factor,
+        num_warmup_steps=r.warmup,
+        num_training_steps=r.total,
+        num_cycles=r.num_cycles(0.5),
+        min_lr_rate=rate,
+    )
+
+
+def _warmup_stable_decay(r: _Request) -> LRScheduler:
+    options = r.options
+    if "num_decay_steps" not in options:
+        raise ValueError(
+            "The 'warmup_stable_decay' schedule needs num_decay_steps in scheduler_specific_kwargs, got "
+            f"{options}; pass e.g. {{'num_decay_steps': 100}}."
+        )
+    decay = _check_step_count("num_decay_steps", options["num_decay_steps"], minimum=0)
+    stable = options.get("num_stable_steps")
+    if stable is None:
+        stable = _wsd_stable_steps(r.warmup, decay, r.total)
+    stable = _check_step_count("num_stable_steps", stable, minimum=0)
+    shapes = {}
+    for key, default in (("warmup_type", "linear"), ("decay_type", "cosine")):
+        shapes[key] = options.get(key, default)
+        if shapes[key] not in _WSD_SHAPES:
+            raise ValueError(f"{key} must be one of {_WSD_SHAPES}, got {shapes[key]!r}; pass one of those.")
+    return r.lambda_lr(
+        _wsd_factor,
+        num_warmup_steps=r.warmup,
+        num_stable_steps=stable,
+        num_decay_steps=decay,
+        warmup_type=shapes["warmup_type"],
+        decay_type=shapes["decay_type"],
+        min_lr_ratio=_check_number("min_lr_ratio", options.get("min_lr_ratio", 0.0), minimum=0, maximum=1),
+        num_cycles=r.num_cycles(0.5),
+    )
+
+
+def _wsd_stable_steps(warmup: int, decay: int, num_training_steps: Any) -> int:
+    """The stable phase of warmup_stable_decay when not given: the steps left after warmup and decay."""
+    if num_training_steps is None:
+        raise ValueError(
+            "The 'warmup_stable_decay' schedule needs num_training_steps or num_stable_steps, got "
+            "neither; pass num_training_steps (stable steps = total - warmup - decay)."
+        )
+    total = _check_step_count("num_training_steps", num_training_steps, minimum=1)
+    stable = total - warmup - decay
+    if stable < 0:
+        raise ValueError(
+            f"num_warmup_steps + num_decay_steps ({warmup} + {decay}) must not exceed "
+            f"num_training_steps ({total}); pass fewer warmup or decay steps."
+        )
+    return stable
+
+
+class _Schedule(NamedTuple):
+    build: Callable[[_Request], LRScheduler]
+    options: tuple[str, ...] = ()  # the scheduler_specific_kwargs it accepts
+    needs_total: bool = False  # num_training_steps is required
+    warms_up: bool = True  # num_warmup_steps is read (and checked)
+
+
+_SCHEDULES: dict[SchedulerType, _Schedule] = {
+    SchedulerType.LINEAR: _Schedule(_linear, needs_total=True),
+    SchedulerType.CONSTANT: _Schedule(_constant, warms_up=False),
+    SchedulerType.CONSTANT_WITH_WARMUP: _Schedule(_constant_with_warmup),
+    SchedulerType.COSINE: _Schedule(_cosine, ("num_cycles",), needs_total=True),
+    SchedulerType.COSINE_WITH_RESTARTS: _Schedule(_cosine_with_restarts, ("num_cycles",), needs_total=True),
+    SchedulerType.POLYNOMIAL: _Schedule(_polynomial, ("lr_end", "power"), needs_total=True),
+    SchedulerType.INVERSE_SQRT: _Schedule(_inverse_sqrt, ("timescale",)),
+    SchedulerType.COSINE_WITH_MIN_LR: _Schedule(
+        _cosine_with_min_lr, ("num_cycles", "min_lr", "min_lr_rate"), needs_total=True
+    ),
+    SchedulerType.WARMUP_STABLE_DECAY: _Schedule(
+        _warmup_stable_decay,
+        ("num_decay_steps", "num_stable_steps", "warmup_type", "decay_type", "min_lr_ratio", "num_cycles"),
+    ),
+    # reduce_lr_on_plateau: the keyword arguments of torch's class.
+    SchedulerType.REDUCE_ON_PLATEAU: _Schedule(
+        _reduce_on_plateau,
+        tuple(
+            name
+            for name in inspect.signature(ReduceLROnPlateau.__init__).parameters
+            if name not in ("self", "optimizer")
+        ),
+        warms_up=False,
+    ),
+}
 
 
 def get_scheduler(
@@ -228,133 +369,24 @@ def get_scheduler(
         raise ValueError(f"name must be one of {accepted}, got {name!r}; pass one of those.") from None
     if not isinstance(optimizer, torch.optim.Optimizer):
         raise ValueError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}.")
+    schedule = _SCHEDULES[kind]
     options = dict(scheduler_specific_kwargs or {})
-    unknown = sorted(set(options) - set(_SPECIFIC_KWARGS[kind]))
+    unknown = sorted(set(options) - set(schedule.options))
     if unknown:
-        accepted = ", ".join(_SPECIFIC_KWARGS[kind]) or "none"
+        accepted = ", ".join(schedule.options) or "none"
         raise ValueError(
             f"scheduler_specific_kwargs has option(s) {unknown} that the {kind.value!r} schedule does not "
             f"accept; remove them. Accepted: {accepted}."
         )
-
-    if kind == SchedulerType.REDUCE_ON_PLATEAU:
-        return ReduceLROnPlateau(optimizer, **options)
-    if kind == SchedulerType.CONSTANT:
-        return LambdaLR(optimizer, _constant_factor)
-
-    warmup = _check_step_count("num_warmup_steps", num_warmup_steps, minimum=0)
-    if kind in _NEEDS_TRAINING_STEPS:
+    warmup = _check_step_count("num_warmup_steps", num_warmup_steps, minimum=0) if schedule.warms_up else 0
+    if schedule.needs_total:
         if num_training_steps is None:
             raise ValueError(
                 f"The {kind.value!r} schedule needs num_training_steps, got None; pass the total number of "
                 "optimizer steps."
             )
-        total = _check_step_count("num_training_steps", num_training_steps, minimum=1)
-
-    if kind == SchedulerType.CONSTANT_WITH_WARMUP:
-        factor = functools.partial(_constant_with_warmup_factor, num_warmup_steps=warmup)
-    elif kind == SchedulerType.LINEAR:
-        factor = functools.partial(_linear_factor, num_warmup_steps=warmup, num_training_steps=total)
-    elif kind == SchedulerType.COSINE:
-        factor = functools.partial(
-            _cosine_factor,
-            num_warmup_steps=warmup,
-            num_training_steps=total,
-            num_cycles=_check_number("num_cycles", options.get("num_cycles", 0.5), minimum=0),
-        )
-    elif kind == SchedulerType.COSINE_WITH_RESTARTS:
-        factor = functools.partial(
-            _cosine_hard_restarts_factor,
-            num_warmup_steps=warmup,
-            num_training_steps=total,
-            num_cycles=_check_step_count("num_cycles", options.get("num_cycles", 1), minimum=1),
-        )
-    elif kind == SchedulerType.POLYNOMIAL:
-        lr_init = optimizer.defaults["lr"]
-        lr_end = _check_number("lr_end", options.get("lr_end", 1e-7), minimum=0)
-        if not lr_end < lr_init:
-            raise ValueError(
-                f"lr_end must be smaller than the optimizer's initial lr ({lr_init}), got {lr_end}; pass a "
-                "smaller lr_end in scheduler_specific_kwargs."
-            )
-        factor = functools.partial(
-            _polynomial_factor,
-            num_warmup_steps=warmup,
-            num_training_steps=total,
-            lr_init=lr_init,
-            lr_end=lr_end,
-            power=_check_number("power", options.get("power", 1.0), minimum=0),
-        )
-    elif kind == SchedulerType.INVERSE_SQRT:
-        timescale = options.get("timescale")
-        if timescale is None:
-            timescale = warmup or 10_000
-        factor = functools.partial(
-            _inverse_sqrt_factor,
-            num_warmup_steps=warmup,
-            timescale=_check_step_count("timescale", timescale, minimum=1),
-        )
-    elif kind == SchedulerType.COSINE_WITH_MIN_LR:
-        has_min_lr, has_rate = options.get("min_lr") is not None, options.get("min_lr_rate") is not None
-        if has_min_lr == has_rate:
-            raise ValueError(
-                "The 'cosine_with_min_lr' schedule needs exactly one of min_lr and min_lr_rate in "
-                f"scheduler_specific_kwargs, got {options}; pass e.g. {{'min_lr_rate': 0.1}} or {{'min_lr': 1e-6}}."
-            )
-        if has_min_lr:
-            min_lr = _check_number("min_lr", options["min_lr"], minimum=0)
-            rate = min_lr / optimizer.defaults["lr"] if optimizer.defaults["lr"] else 0.0
-        else:
-            rate = _check_number("min_lr_rate", options["min_lr_rate"], minimum=0, maximum=1)
-        factor = functools.partial(
-            _cosine_factor,
-            num_warmup_steps=warmup,
-            num_training_steps=total,
-            num_cycles=_check_number("num_cycles", options.get("num_cycles", 0.5), minimum=0),
-            min_lr_rate=rate,
-        )
-    else:  # WARMUP_STABLE_DECAY
-        if "num_decay_steps" not in options:
-            raise ValueError(
-                "The 'warmup_stable_decay' schedule needs num_decay_steps in scheduler_specific_kwargs, got "
-                f"{options}; pass e.g. {{'num_decay_steps': 100}}."
-            )
-        decay = _check_step_count("num_decay_steps", options["num_decay_steps"], minimum=0)
-        stable = options.get("num_stable_steps")
-        if stable is None:
-            if num_training_steps is None:
-                raise ValueError(
-                    "The 'warmup_stable_decay' schedule needs num_training_steps or num_stable_steps, got "
-                    "neither; pass num_training_steps (stable steps = total - warmup - decay)."
-                )
-            total = _check_step_count("num_training_steps", num_training_steps, minimum=1)
-            stable = total - warmup - decay
-            if stable < 0:
-                raise ValueError(
-                    f"num_warmup_steps + num_decay_steps ({warmup} + {decay}) must not exceed "
-                    f"num_training_steps ({total}); pass fewer warmup or decay steps."
-                )
-        stable = _check_step_count("num_stable_steps", stable, minimum=0)
-        shapes = {}
-        for key, default in (("warmup_type", "linear"), ("decay_type", "cosine")):
-            shapes[key] = options.get(key, default)
-            if shapes[key] not in _WSD_SHAPES:
-                raise ValueError(
-                    f"{key} must be one of {_WSD_SHAPES}, got {shapes[key]!r}; pass one of those."
-                )
-        factor = functools.partial(
-            _wsd_factor,
-            num_warmup_steps=warmup,
-            num_stable_steps=stable,
-            num_decay_steps=decay,
-            warmup_type=shapes["warmup_type"],
-            decay_type=shapes["decay_type"],
-            min_lr_ratio=_check_number(
-                "min_lr_ratio", options.get("min_lr_ratio", 0.0), minimum=0, maximum=1
-            ),
-            num_cycles=_check_number("num_cycles", options.get("num_cycles", 0.5), minimum=0),
-        )
-    return LambdaLR(optimizer, factor)
+        _check_step_count("num_training_steps", num_training_steps, minimum=1)
+    return schedule.build(_Request(optimizer, warmup, num_training_steps, options))
 
 
 # ----------------------------------------------------------------------------------------------------------
