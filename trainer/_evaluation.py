@@ -227,6 +227,37 @@ def evaluation_loop(
         prediction_loss_only if prediction_loss_only is not None else args.prediction_loss_only
     )
     full_eval_dtype = _full_eval_dtype(trainer)
+    model = _model_to_evaluate(trainer, full_eval_dtype)
+    trainer._past = None
+    trainer.callback_handler.eval_dataloader = dataloader
+    if accelerator.num_processes > 1 and args.eval_use_gather_object:
+        raise ValueError(
+            "eval_use_gather_object=True is not supported when evaluating on several processes: predictions are "
+            "gathered as padded tensors; pass False (outputs that are not tensors are left out of predictions)."
+        )
+    collected = _Collected(trainer, prediction_loss_only, description)
+    # accelerate's loaders place batches on the device; a plain one (ours in a single process) is placed here.
+    move_batches = accelerator.device.type != "cpu" and getattr(dataloader, "gradient_state", None) is None
+    for inputs, is_last in flag_last(dataloader):
+        collected.num_steps += 1
+        if move_batches:
+            inputs = send_to_device(inputs, accelerator.device)
+        if full_eval_dtype is not None:
+            inputs = _cast_floats(inputs, full_eval_dtype)
+        loss, logits, labels = trainer.prediction_step(
+            model, inputs, prediction_loss_only, ignore_keys=ignore_keys
+        )
+        collected.add(inputs, loss, logits, labels, is_last)
+        trainer.control = trainer.callback_handler.on_prediction_step(args, trainer.state, trainer.control)
+    # The loader stays the handler's eval_dataloader (until the next evaluation or release_memory): on_evaluate,
+    # on_predict and the events after them get it, as in transformers.
+    return collected.output(metric_key_prefix)
+
+
+def _model_to_evaluate(trainer: Trainer, full_eval_dtype: torch.dtype | None) -> nn.Module:
+    """The model to evaluate, in eval mode: cast for fp16/bf16_full_eval, prepared by accelerate outside train()."""
+    accelerator = trainer.accelerator
+    assert accelerator is not None
     if full_eval_dtype is not None:
         # fp16_full_eval/bf16_full_eval: the model itself is cast (as transformers does outside training).
         trainer.model = trainer.model.to(dtype=full_eval_dtype)
@@ -249,111 +280,120 @@ def evaluation_loop(
     to_eval = getattr(trainer.optimizer, "eval", None)
     if callable(to_eval):
         to_eval()  # schedule-free: evaluate its averaged weights, as transformers
-    trainer._past = None
-    trainer.callback_handler.eval_dataloader = dataloader
-    distributed = accelerator.num_processes > 1
-    if distributed and args.eval_use_gather_object:
-        raise ValueError(
-            "eval_use_gather_object=True is not supported when evaluating on several processes: predictions are "
-            "gathered as padded tensors; pass False (outputs that are not tensors are left out of predictions)."
+    return model
+
+
+class _Collected:
+    """What one evaluation pass gathers batch by batch (across processes): losses, the outputs to return or to
+    compute metrics on, the metrics of ``batch_eval_metrics``, and the sample and step counts."""
+
+    def __init__(self, trainer: Trainer, prediction_loss_only: bool, description: str) -> None:
+        args = trainer.args
+        assert trainer.accelerator is not None
+        self.trainer, self.accelerator = trainer, trainer.accelerator
+        self.distributed = self.accelerator.num_processes > 1
+        self.losses: list[torch.Tensor] = []
+        concat, every = args.eval_do_concat_batches, args.eval_accumulation_steps
+        self.preds, self.labels = Accumulator(concat, every), Accumulator(concat, every)
+        self.inputs, self.input_losses = Accumulator(concat, every), Accumulator(concat, every)
+        self.keep_inputs = "inputs" in args.include_for_metrics
+        self.keep_losses = "loss" in args.include_for_metrics
+        self.main_input = getattr(trainer.model, "main_input_name", "input_ids") if self.keep_inputs else None
+        self.metrics: dict[str, Any] | None = None
+        self.num_samples = 0
+        self.num_steps = 0
+        self.batch_metrics = (
+            args.batch_eval_metrics and trainer.compute_metrics is not None and not prediction_loss_only
         )
-    losses: list[torch.Tensor] = []
-    concat, every = args.eval_do_concat_batches, args.eval_accumulation_steps
-    all_preds, all_labels = Accumulator(concat, every), Accumulator(concat, every)
-    all_inputs, all_losses = Accumulator(concat, every), Accumulator(concat, every)
-    keep_inputs = "inputs" in args.include_for_metrics
-    keep_losses = "loss" in args.include_for_metrics
-    main_input = getattr(trainer.model, "main_input_name", "input_ids") if keep_inputs else None
-    metrics: dict[str, Any] | None = None
-    num_samples = 0
-    num_steps = 0
-    batch_metrics = (
-        args.batch_eval_metrics and trainer.compute_metrics is not None and not prediction_loss_only
-    )
-    # predict() returns predictions and labels also when metrics are computed batch by batch.
-    keep_outputs = not prediction_loss_only and (not batch_metrics or description == "Prediction")
-    # accelerate's loaders place batches on the device; a plain one (ours in a single process) is placed here.
-    move_batches = accelerator.device.type != "cpu" and getattr(dataloader, "gradient_state", None) is None
-    for inputs, is_last in flag_last(dataloader):
-        num_steps += 1
-        if move_batches:
-            inputs = send_to_device(inputs, accelerator.device)
-        if full_eval_dtype is not None:
-            inputs = _cast_floats(inputs, full_eval_dtype)
-        loss, logits, labels = trainer.prediction_step(
-            model, inputs, prediction_loss_only, ignore_keys=ignore_keys
+        # predict() returns predictions and labels also when metrics are computed batch by batch.
+        self.keep_outputs = not prediction_loss_only and (
+            not self.batch_metrics or description == "Prediction"
         )
+
+    def add(self, inputs: Any, loss: torch.Tensor | None, logits: Any, labels: Any, is_last: bool) -> None:
+        trainer, accelerator, distributed = self.trainer, self.accelerator, self.distributed
         batch_size = batch_size_of(inputs)
         batch_loss = None
         if loss is not None:
             batch_loss = loss.reshape(1).repeat(batch_size)
             batch_loss = accelerator.gather_for_metrics(batch_loss) if distributed else batch_loss
-            losses.append(batch_loss)
+            self.losses.append(batch_loss)
         batch_inputs = None
-        if keep_inputs:
-            batch_inputs = inputs.get(main_input) if isinstance(inputs, Mapping) else inputs
+        if self.keep_inputs:
+            batch_inputs = inputs.get(self.main_input) if isinstance(inputs, Mapping) else inputs
             if distributed and batch_inputs is not None:
-                batch_inputs = accelerator.gather_for_metrics(
-                    accelerator.pad_across_processes(batch_inputs, dim=1, pad_index=-100)
-                )
+                batch_inputs = self._gather_padded(batch_inputs)
         if logits is not None and trainer.preprocess_logits_for_metrics is not None:
             logits = trainer.preprocess_logits_for_metrics(logits, labels)
         if distributed:
             if logits is not None:
-                logits = accelerator.gather_for_metrics(
-                    accelerator.pad_across_processes(logits, dim=1, pad_index=-100)
-                )
+                logits = self._gather_padded(logits)
             if labels is not None:
-                labels = accelerator.gather_for_metrics(
-                    accelerator.pad_across_processes(labels, dim=1, pad_index=-100)
-                )
-        num_samples += (
+                labels = self._gather_padded(labels)
+        self.num_samples += (
             batch_size_of(labels)
             if labels is not None
             else (batch_size_of(logits) if logits is not None else batch_size)
         )
-        if batch_metrics:
+        if self.batch_metrics:
             assert trainer.compute_metrics is not None  # batch_metrics requires it
+            losses = batch_loss if self.keep_losses else None
+            prediction = EvalPrediction(
+                predictions=logits, label_ids=labels, inputs=batch_inputs, losses=losses
+            )
+            self.metrics = trainer.compute_metrics(prediction, compute_result=is_last)
+        if self.keep_outputs:
+            self._keep(logits, labels, batch_inputs, batch_loss)
+
+    def _gather_padded(self, value: Any) -> Any:
+        return self.accelerator.gather_for_metrics(
+            self.accelerator.pad_across_processes(value, dim=1, pad_index=-100)
+        )
+
+    def _keep(self, logits: Any, labels: Any, batch_inputs: Any, batch_loss: torch.Tensor | None) -> None:
+        if logits is not None:
+            self.preds.add(logits)
+        if labels is not None:
+            self.labels.add(labels)
+        if batch_inputs is not None:
+            self.inputs.add(batch_inputs)
+        if self.keep_losses and batch_loss is not None:
+            self.input_losses.add(batch_loss)
+
+    def output(self, metric_key_prefix: str) -> EvalLoopOutput:
+        """The predictions, labels and metrics (named ``<metric_key_prefix>_<name>``) of the pass."""
+        trainer = self.trainer
+        predictions = self.preds.result()
+        label_ids = self.labels.result()
+        metrics = self.metrics
+        if (
+            not self.batch_metrics
+            and trainer.compute_metrics is not None
+            and predictions is not None
+            and label_ids is not None
+        ):
             metrics = trainer.compute_metrics(
                 EvalPrediction(
-                    predictions=logits,
-                    label_ids=labels,
-                    inputs=batch_inputs,
-                    losses=batch_loss if keep_losses else None,
-                ),
-                compute_result=is_last,
+                    predictions=predictions,
+                    label_ids=label_ids,
+                    inputs=self.inputs.result() if self.keep_inputs else None,
+                    losses=self.input_losses.result() if self.keep_losses else None,
+                )
             )
-        if keep_outputs:
-            if logits is not None:
-                all_preds.add(logits)
-            if labels is not None:
-                all_labels.add(labels)
-            if batch_inputs is not None:
-                all_inputs.add(batch_inputs)
-            if keep_losses and batch_loss is not None:
-                all_losses.add(batch_loss)
-        trainer.control = trainer.callback_handler.on_prediction_step(args, trainer.state, trainer.control)
-    # The loader stays the handler's eval_dataloader (until the next evaluation or release_memory): on_evaluate,
-    # on_predict and the events after them get it, as in transformers.
-
-    predictions = all_preds.result()
-    label_ids = all_labels.result()
-    if (
-        not batch_metrics
-        and trainer.compute_metrics is not None
-        and predictions is not None
-        and label_ids is not None
-    ):
-        metrics = trainer.compute_metrics(
-            EvalPrediction(
-                predictions=predictions,
-                label_ids=label_ids,
-                inputs=all_inputs.result() if keep_inputs else None,
-                losses=all_losses.result() if keep_losses else None,
-            )
+        elif metrics is None:
+            metrics = {}
+        return EvalLoopOutput(
+            predictions,
+            label_ids,
+            _named_metrics(trainer, metrics, self.losses, metric_key_prefix),
+            self.num_samples,
+            self.num_steps,
         )
-    elif metrics is None:
-        metrics = {}
+
+
+def _named_metrics(
+    trainer: Trainer, metrics: Any, losses: list[torch.Tensor], metric_key_prefix: str
+) -> dict[str, Any]:
     if not isinstance(metrics, Mapping):
         raise TypeError(
             f"compute_metrics must return a dict of metric name -> value, got {type(metrics).__name__} "
@@ -364,11 +404,10 @@ def evaluation_loop(
         metrics[f"{metric_key_prefix}_loss"] = float(torch.cat(losses).float().mean())
     if hasattr(trainer, "model_preparation_time"):
         metrics[f"{metric_key_prefix}_model_preparation_time"] = trainer.model_preparation_time
-    metrics = {
+    return {
         (k if k.startswith(f"{metric_key_prefix}_") else f"{metric_key_prefix}_{k}"): v
         for k, v in metrics.items()
     }
-    return EvalLoopOutput(predictions, label_ids, metrics, num_samples, num_steps)
 
 
 def prediction_step(
