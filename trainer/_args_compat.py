@@ -85,6 +85,20 @@ def before(args: TrainingArguments, derived: dict[str, Any], previous: dict[str,
 def after(args: TrainingArguments, derived: dict[str, Any], previous: dict[str, Any]) -> None:
     """Every ported field checked, normalised, and refused with the reason where this trainer cannot honour it."""
     _resolve_checkpointing_aliases(args, derived, previous)
+    _check_flags(args)
+    _check_run_options(args, derived)
+    _check_backends(args, derived, previous)
+    _check_data_and_processes(args, derived, previous)
+    _check_metrics_and_debug(args, derived)
+    _check_checkpointing_kwargs(args, derived)
+    _resolve_torch_compile(args, derived, previous)
+    args.optim_args = _optim_args(args.optim_args)
+    args.accelerator_config = _accelerator_config(args.accelerator_config)
+    _refusals(args)
+
+
+def _check_flags(args: TrainingArguments) -> None:
+    """Booleans (nullable where transformers allows None) and the replicas' log level."""
     for name in (
         "log_on_each_node",
         "fp16_full_eval",
@@ -121,6 +135,9 @@ def after(args: TrainingArguments, derived: dict[str, Any], previous: dict[str, 
         _fail("log_level_replica", level, f"one of {', '.join(map(repr, LOG_LEVELS))}", "pass one of those")
     args.log_level_replica = level.strip().lower()  # type: ignore[assignment]
 
+
+def _check_run_options(args: TrainingArguments, derived: dict[str, Any]) -> None:
+    """do_eval implied by evaluating, the checkpoint to resume from, NEFTune's noise."""
     if str(args.eval_strategy) != "no" and not args.do_eval:
         args.do_eval = derived["do_eval"] = (
             True  # as transformers: evaluating during training implies do_eval
@@ -142,6 +159,10 @@ def after(args: TrainingArguments, derived: dict[str, Any], previous: dict[str, 
             _fail(
                 "neftune_noise_alpha", 0, "a positive number or None", "pass e.g. 5.0, or None for no noise"
             )
+
+
+def _check_backends(args: TrainingArguments, derived: dict[str, Any], previous: dict[str, Any]) -> None:
+    """The optimizer family, FSDP and DeepSpeed."""
     from ._optim_families import check_optim
 
     check_optim(
@@ -165,6 +186,12 @@ def after(args: TrainingArguments, derived: dict[str, Any], previous: dict[str, 
                 f"deepspeed={args.deepspeed!r} needs the DeepSpeed package, which is not installed => run "
                 "`pip install deepspeed` (DeepSpeed needs a GPU build of torch), or remove deepspeed."
             )
+
+
+def _check_data_and_processes(
+    args: TrainingArguments, derived: dict[str, Any], previous: dict[str, Any]
+) -> None:
+    """Loss and data options, sampling, the loader's workers, the cache emptying and DDP's settings."""
     args.label_smoothing_factor = _as_float(
         "label_smoothing_factor",
         args.label_smoothing_factor,
@@ -204,6 +231,9 @@ def after(args: TrainingArguments, derived: dict[str, Any], previous: dict[str, 
             "pass one of those (None lets accelerate choose)",
         )
 
+
+def _check_metrics_and_debug(args: TrainingArguments, derived: dict[str, Any]) -> None:
+    """What metrics see, debug options, pinned memory and the input tokens counted."""
     args.include_for_metrics = _string_list(
         "include_for_metrics", args.include_for_metrics, INCLUDE_FOR_METRICS
     )
@@ -211,7 +241,7 @@ def after(args: TrainingArguments, derived: dict[str, Any], previous: dict[str, 
         warnings.warn(
             "include_inputs_for_metrics is deprecated (transformers replaced it); pass include_for_metrics=['inputs'].",
             FutureWarning,
-            stacklevel=4,
+            stacklevel=5,
         )
         if "inputs" not in args.include_for_metrics:
             args.include_for_metrics = [*args.include_for_metrics, "inputs"]
@@ -240,6 +270,9 @@ def after(args: TrainingArguments, derived: dict[str, Any], previous: dict[str, 
         )
     args.include_num_input_tokens_seen = seen
 
+
+def _check_checkpointing_kwargs(args: TrainingArguments, derived: dict[str, Any]) -> None:
+    """Activation checkpointing's kwargs (under both names) and the length column."""
     from ._validation import _as_dict
 
     kwargs = _as_dict("activation_checkpointing_kwargs", args.activation_checkpointing_kwargs or {})
@@ -252,6 +285,12 @@ def after(args: TrainingArguments, derived: dict[str, Any], previous: dict[str, 
         )
     if not isinstance(args.length_column_name, str) or not args.length_column_name:
         _fail("length_column_name", args.length_column_name, "a non-empty string", 'pass e.g. "length"')
+
+
+def _resolve_torch_compile(
+    args: TrainingArguments, derived: dict[str, Any], previous: dict[str, Any]
+) -> None:
+    """torch_compile, implied by a backend or mode (as transformers), and the backend checked against accelerate's."""
     rederive = args.torch_compile is None  # derived before and untouched since: derive it again
     args.torch_compile = _as_bool("torch_compile", False if rederive else args.torch_compile)
     for name in ("torch_compile_backend", "torch_compile_mode"):
@@ -285,9 +324,6 @@ def after(args: TrainingArguments, derived: dict[str, Any], previous: dict[str, 
                 f"one of {', '.join(accepted)}",
                 "pass one of those (or None for 'inductor')",
             )
-    args.optim_args = _optim_args(args.optim_args)
-    args.accelerator_config = _accelerator_config(args.accelerator_config)
-    _refusals(args)
 
 
 def _resolve_checkpointing_aliases(
