@@ -422,7 +422,26 @@ class TrainingArguments(ArgumentSetters, LegacyFields):
     _derived: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        """Validate and normalise every field, and derive the defaults that depend on others. A re-validation
+        (`replace`, a trial's overrides) derives anew what was derived last time and not changed since."""
         previous = self._derived if isinstance(self._derived, dict) else {}
+        run_folder = self._forget_derived(previous)
+        derived: dict[str, Any] = {}
+        _args_compat.before(self, derived, previous)
+        self._check_paths_and_names(derived, run_folder)
+        self._check_choices()
+        self._check_flags()
+        self._check_counts()
+        self._check_numbers()
+        self._check_containers()
+        self._derive_dependent_defaults(derived)
+        _args_compat.after(self, derived, previous)
+        self._check_consistency()
+        self._derived = derived
+
+    def _forget_derived(self, previous: dict[str, Any]) -> str | None:
+        """Unset the fields still equal to what the last validation derived (the caller did not choose them), so
+        that they are derived anew; return the timestamped logging folder's name to keep."""
         run_folder = None
         for name in _DERIVABLE:
             # Still equal to what was derived last time -> it was not chosen by the caller: derive it anew.
@@ -431,10 +450,10 @@ class TrainingArguments(ArgumentSetters, LegacyFields):
                     # Keep the timestamped folder name so that re-validating the same arguments is a no-op.
                     run_folder = os.path.basename(previous[name])
                 setattr(self, name, None)
-        derived: dict[str, Any] = {}
-        _args_compat.before(self, derived, previous)
+        return run_folder
 
-        # --- paths and names ---
+    def _check_paths_and_names(self, derived: dict[str, Any], run_folder: str | None) -> None:
+        """Output and logging folders ("~" expanded) and the run name."""
         # "~" expanded, as transformers does (os.makedirs would otherwise create a folder named "~").
         self.output_dir = os.path.expanduser(
             _as_str("output_dir", self.output_dir, allow_none=True, path=True) or "trainer_output"
@@ -447,7 +466,8 @@ class TrainingArguments(ArgumentSetters, LegacyFields):
         if self.run_name is None:
             self.run_name = derived["run_name"] = self.output_dir
 
-        # --- enums and choices ---
+    def _check_choices(self) -> None:
+        """The enum fields and the log level."""
         self.eval_strategy = _as_enum("eval_strategy", self.eval_strategy, IntervalStrategy)
         self.logging_strategy = _as_enum("logging_strategy", self.logging_strategy, IntervalStrategy)
         self.save_strategy = _as_enum("save_strategy", self.save_strategy, SaveStrategy)
@@ -463,7 +483,8 @@ class TrainingArguments(ArgumentSetters, LegacyFields):
             )
         self.log_level = cast(Any, self.log_level.strip().lower())
 
-        # --- booleans ---
+    def _check_flags(self) -> None:
+        """The boolean fields."""
         for name in (
             "overwrite_output_dir",
             "logging_first_step",
@@ -487,7 +508,8 @@ class TrainingArguments(ArgumentSetters, LegacyFields):
         self.disable_tqdm = bool(_as_bool("disable_tqdm", self.disable_tqdm, allow_none=True))
         self.greater_is_better = _as_bool("greater_is_better", self.greater_is_better, allow_none=True)
 
-        # --- integers ---
+    def _check_counts(self) -> None:
+        """The integer fields: batch sizes, accumulation, max_steps, limits, seeds, loader workers."""
         self.per_device_train_batch_size = _as_int(
             "per_device_train_batch_size", self.per_device_train_batch_size, minimum=1
         )
@@ -518,7 +540,8 @@ class TrainingArguments(ArgumentSetters, LegacyFields):
             "dataloader_prefetch_factor", self.dataloader_prefetch_factor, minimum=1, allow_none=True
         )
 
-        # --- real numbers ---
+    def _check_numbers(self) -> None:
+        """The real numbers, and the step counts (integers, or ratios of the total when in (0, 1))."""
         self.learning_rate = _as_float("learning_rate", self.learning_rate, minimum=0.0)
         self.weight_decay = _as_float("weight_decay", self.weight_decay, minimum=0.0)
         self.adam_beta1 = _as_float(
@@ -539,7 +562,8 @@ class TrainingArguments(ArgumentSetters, LegacyFields):
         self.save_steps = _as_steps("save_steps", self.save_steps, allow_zero=True)
         self.eval_steps = _as_steps("eval_steps", self.eval_steps, allow_zero=True, allow_none=True)
 
-        # --- containers ---
+    def _check_containers(self) -> None:
+        """Lists, dicts and sizes."""
         self.lr_scheduler_kwargs = _as_dict("lr_scheduler_kwargs", self.lr_scheduler_kwargs)
         self.report_to = self._normalise_report_to(self.report_to)
         self.label_names = self._normalise_label_names(self.label_names)
@@ -548,7 +572,8 @@ class TrainingArguments(ArgumentSetters, LegacyFields):
             "metric_for_best_model", self.metric_for_best_model, allow_none=True
         )
 
-        # --- defaults that depend on other fields ---
+    def _derive_dependent_defaults(self, derived: dict[str, Any]) -> None:
+        """The defaults that depend on other fields: eval_steps, metric_for_best_model, greater_is_better."""
         # eval_steps 0 is unset too, as in transformers.
         if self.eval_strategy == IntervalStrategy.STEPS and not self.eval_steps:
             if self.logging_steps == 0:
@@ -563,10 +588,6 @@ class TrainingArguments(ArgumentSetters, LegacyFields):
             self.greater_is_better = derived["greater_is_better"] = not self.metric_for_best_model.endswith(
                 "loss"
             )
-
-        _args_compat.after(self, derived, previous)
-        self._check_consistency()
-        self._derived = derived
 
     # ------------------------------------------------------------------------------------------------------
 
