@@ -206,6 +206,25 @@ def _config(value: Any) -> dict[str, Any]:
 
 def _checked(args: TrainingArguments, options: list[str], config: dict[str, Any]) -> dict[str, Any]:
     """The config with its values checked and the defaults of the version filled in; refusals name the fix."""
+    _refuse_other_sharding(args, options, config)
+    version = _version(args, config)
+    out: dict[str, Any] = {"version": version}
+    for name in _BOOLS:
+        if name in config:
+            config[name] = _as_bool(f"fsdp_config[{name!r}]", config[name])
+    out.update(_wrap_policy(options, config))
+    _check_strategy(args, options, version)
+    out["state_dict_type"] = _state_dict_type(config, version)
+    if version == 1:
+        out.update(_v1_settings(config))
+    else:
+        _refuse_v1_only(config)
+    out.update(_loading_and_checkpointing(args, options, config, version))
+    return out
+
+
+def _refuse_other_sharding(args: TrainingArguments, options: list[str], config: dict[str, Any]) -> None:
+    """DeepSpeed together with FSDP, and the TPU (XLA) keys."""
     if args.deepspeed is not None:
         raise ValueError(
             f"fsdp={options!r} and deepspeed={args.deepspeed!r} ask for two ways of sharding the model; pass one."
@@ -221,22 +240,27 @@ def _checked(args: TrainingArguments, options: list[str], config: dict[str, Any]
             "fsdp_config['xla_fsdp_settings'] is not supported: this trainer does not run on TPUs "
             "(PyTorch/XLA); remove the key."
         )
+
+
+def _version(args: TrainingArguments, config: dict[str, Any]) -> int:
+    """FSDP's version: 2 (fully_shard) by default, 1 (FullyShardedDataParallel) on GPUs only."""
     version = config.get("version", 2)
     if isinstance(version, str) and version.strip().isdigit():
         version = int(version)
     if version not in (1, 2) or isinstance(version, bool):
         _fail("fsdp_config['version']", version, "1 (FullyShardedDataParallel) or 2 (fully_shard)", "pass 2")
-    cpu = on_cpu(args)
-    if version == 1 and cpu:
+    if version == 1 and on_cpu(args):
         raise ValueError(
             "fsdp_config['version']=1 is not supported on CPU: torch's FSDP1 fails on a CPU process group in "
             "accelerate (device 'cpu' vs 'cpu:0', then crashes saving or loading its state); pass version 2 "
             "(the default; in an accelerate config file, fsdp_version: 2), or train on GPUs."
         )
-    out: dict[str, Any] = {"version": version}
-    for name in _BOOLS:
-        if name in config:
-            config[name] = _as_bool(f"fsdp_config[{name!r}]", config[name])
+    return version
+
+
+def _wrap_policy(options: list[str], config: dict[str, Any]) -> dict[str, Any]:
+    """Auto wrapping's policy: by parameter count or by layer class (None: the model's _no_split_modules)."""
+    out: dict[str, Any] = {}
     min_params = _as_int("fsdp_config['min_num_params']", config.get("min_num_params", 0), minimum=0)
     layers = config.get("transformer_layer_cls_to_wrap")
     if isinstance(layers, str):
@@ -274,6 +298,12 @@ def _checked(args: TrainingArguments, options: list[str], config: dict[str, Any]
             out["transformer_layer_cls_to_wrap"] = (
                 list(layers) if layers else None
             )  # None: model._no_split_modules
+    return out
+
+
+def _check_strategy(args: TrainingArguments, options: list[str], version: int) -> None:
+    """CPU offload and the sharding strategy, against the device and FSDP's version."""
+    cpu = on_cpu(args)
     strategy = next(o for o in options if o in STRATEGIES)
     if "offload" in options:
         if cpu:
@@ -294,6 +324,9 @@ def _checked(args: TrainingArguments, options: list[str], config: dict[str, Any]
             "(no_shard is plain data parallelism; hybrid sharding needs a 2-D device mesh); pass 'full_shard' or "
             "'shard_grad_op', or fsdp_config={'version': 1} on GPUs."
         )
+
+
+def _state_dict_type(config: dict[str, Any], version: int) -> str:
     state_dict_type = str(
         config.get("state_dict_type", "FULL_STATE_DICT" if version == 1 else "SHARDED_STATE_DICT")
     )
@@ -304,42 +337,53 @@ def _checked(args: TrainingArguments, options: list[str], config: dict[str, Any]
             f"one of {', '.join(STATE_DICT_TYPES)}",
             "pass one of those (LOCAL_STATE_DICT checkpoints are not supported)",
         )
-    out["state_dict_type"] = state_dict_type.upper()
-    if version == 1:
-        prefetch = config.get("backward_prefetch")
-        if isinstance(prefetch, str) and prefetch.strip().lower() == "no_prefetch":
-            prefetch = None
-        if prefetch is not None and (
-            not isinstance(prefetch, str) or prefetch.strip().lower() not in BACKWARD_PREFETCH
-        ):
-            _fail(
-                "fsdp_config['backward_prefetch']",
-                prefetch,
-                f"None or one of {', '.join(BACKWARD_PREFETCH)}",
-                "pass one of those",
+    return state_dict_type.upper()
+
+
+def _v1_settings(config: dict[str, Any]) -> dict[str, Any]:
+    """FSDP1's prefetching and parameter switches, with their defaults."""
+    out: dict[str, Any] = {}
+    prefetch = config.get("backward_prefetch")
+    if isinstance(prefetch, str) and prefetch.strip().lower() == "no_prefetch":
+        prefetch = None
+    if prefetch is not None and (
+        not isinstance(prefetch, str) or prefetch.strip().lower() not in BACKWARD_PREFETCH
+    ):
+        _fail(
+            "fsdp_config['backward_prefetch']",
+            prefetch,
+            f"None or one of {', '.join(BACKWARD_PREFETCH)}",
+            "pass one of those",
+        )
+    out["backward_prefetch"] = prefetch.strip().lower() if prefetch else None
+    for name, default in (
+        ("forward_prefetch", False),
+        ("limit_all_gathers", False),
+        ("use_orig_params", True),
+    ):
+        out[name] = config.get(name, default)
+    return out
+
+
+def _refuse_v1_only(config: dict[str, Any]) -> None:
+    """FSDP1 settings that FSDP2 has no switch for, unless set to what FSDP2 does."""
+    for name, fsdp2 in _V1_ONLY.items():
+        value = config.get(name, fsdp2)
+        if name == "backward_prefetch" and isinstance(value, str) and value.strip().lower() == "no_prefetch":
+            value = None
+        if value != fsdp2:
+            raise ValueError(
+                f"fsdp_config[{name!r}]={value!r} is an FSDP1 setting that FSDP2 (version 2, the default) has "
+                f"no switch for (FSDP2 behaves as {name}={fsdp2!r}); remove the key, or pass "
+                "fsdp_config={'version': 1} on GPUs."
             )
-        out["backward_prefetch"] = prefetch.strip().lower() if prefetch else None
-        for name, default in (
-            ("forward_prefetch", False),
-            ("limit_all_gathers", False),
-            ("use_orig_params", True),
-        ):
-            out[name] = config.get(name, default)
-    else:
-        for name, fsdp2 in _V1_ONLY.items():
-            value = config.get(name, fsdp2)
-            if (
-                name == "backward_prefetch"
-                and isinstance(value, str)
-                and value.strip().lower() == "no_prefetch"
-            ):
-                value = None
-            if value != fsdp2:
-                raise ValueError(
-                    f"fsdp_config[{name!r}]={value!r} is an FSDP1 setting that FSDP2 (version 2, the default) has "
-                    f"no switch for (FSDP2 behaves as {name}={fsdp2!r}); remove the key, or pass "
-                    "fsdp_config={'version': 1} on GPUs."
-                )
+
+
+def _loading_and_checkpointing(
+    args: TrainingArguments, options: list[str], config: dict[str, Any], version: int
+) -> dict[str, Any]:
+    """Module state syncing, CPU-RAM-efficient loading and FSDP's activation checkpointing."""
+    out: dict[str, Any] = {}
     out["sync_module_states"] = config.get("sync_module_states", True)
     out["cpu_ram_efficient_loading"] = config.get("cpu_ram_efficient_loading", False)
     if version == 1 and out["cpu_ram_efficient_loading"] and not out["sync_module_states"]:
