@@ -167,57 +167,21 @@ class Trainer(TrainerHelpers, PrivateHooks):
         init_tracker = MemoryTracker(skip=args.skip_memory_metrics, device=_precision.training_device(args))
         init_tracker.start("init")
         try:
-            if tokenizer is not None:
-                if processing_class is not None and processing_class is not tokenizer:
-                    raise ValueError(
-                        "tokenizer= and processing_class= were both given; pass only processing_class."
-                    )
-                processing_class = tokenizer  # transformers' older name for the same argument
-            later = {
-                "compute_metrics": compute_metrics,
-                "callbacks": callbacks,
-                "preprocess_logits_for_metrics": preprocess_logits_for_metrics,
-                "optimizers": None if optimizers == (None, None) else optimizers,
-            }
-            model_init, processing_class = _data.processor_given_as_model_init(
-                model_init, processing_class, [name for name, value in later.items() if value is not None]
+            model_init, processing_class = _checked_arguments(
+                model,
+                model_init,
+                processing_class,
+                tokenizer,
+                {
+                    "compute_metrics": compute_metrics,
+                    "callbacks": callbacks,
+                    "preprocess_logits_for_metrics": preprocess_logits_for_metrics,
+                    "optimizers": None if optimizers == (None, None) else optimizers,
+                },
+                optimizers,
+                optimizer_cls_and_kwargs,
             )
             self.processing_class = processing_class
-            if model is None and model_init is None:
-                raise _SetupError("Trainer needs a model or a model_init; pass one of them.")
-            if model is not None and not isinstance(model, nn.Module):
-                raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}.")
-            if model is not None and model_init is not None:
-                warnings.warn(
-                    "Trainer got both model and model_init: train() replaces the model with a fresh one "
-                    "from model_init (transformers 5 refuses the pair); pass only one of them.",
-                    FutureWarning,
-                    stacklevel=2,
-                )
-            if model_init is not None and (optimizers[0] is not None or optimizers[1] is not None):
-                raise _SetupError(
-                    "Passing optimizers together with model_init is not supported: every train() builds a fresh model, so "
-                    "an optimizer made beforehand would hold the wrong parameters. Override create_optimizer/"
-                    "create_scheduler (or set optim/lr_scheduler_type in TrainingArguments) instead."
-                )
-            if optimizers[1] is not None and optimizers[0] is None:
-                raise ValueError("optimizers=(None, scheduler): a scheduler needs its optimizer; pass both.")
-            if optimizer_cls_and_kwargs is not None:
-                if optimizers[0] is not None:
-                    raise RuntimeError(
-                        "Passing both `optimizers` and `optimizer_cls_and_kwargs` arguments is incompatible: the "
-                        "first is a built optimizer, the second says how to build one; pass only one of them."
-                    )
-                cls, kwargs = optimizer_cls_and_kwargs
-                if not (
-                    isinstance(cls, type)
-                    and issubclass(cls, torch.optim.Optimizer)
-                    and isinstance(kwargs, Mapping)
-                ):
-                    raise TypeError(
-                        f"optimizer_cls_and_kwargs must be (a torch.optim.Optimizer subclass, a dict of its keyword "
-                        f"arguments), got {optimizer_cls_and_kwargs!r}; pass e.g. (torch.optim.SGD, {{'lr': 0.1}})."
-                    )
             self.optimizer_cls_and_kwargs = optimizer_cls_and_kwargs
             self.compute_loss_func = compute_loss_func
             self._model_init_arity = _model_init_arity(model_init)
@@ -241,34 +205,9 @@ class Trainer(TrainerHelpers, PrivateHooks):
                 args
             )  # after the accelerator: it sets up the process group with the ddp_* arguments
             self._set_seed()
-            if model is None:
-                model = self.call_model_init()
-            self.model: nn.Module = model
-            self._check_placement()
-            self.model_accepts_loss_kwargs = _loss.accepts_loss_kwargs(model)
-            _set_use_cache(model, args)
-            if args.label_smoothing_factor and _is_multi_label(model):
-                warnings.warn(
-                    "Label smoothing is not compatible with multi-label classification. Disabling label "
-                    "smoothing for this training run.",
-                    UserWarning,
-                    stacklevel=2,
-                )  # transformers' words
-            self.model_wrapped: nn.Module = model
+            self._set_up_model(model)
             self.hp_search_backend: Any = None
-
-            default_callbacks: list[Any] = [
-                DefaultFlowCallback,
-                *get_reporting_integration_callbacks(args.report_to),
-            ]
-            self.callback_handler = CallbackHandler(
-                default_callbacks + list(callbacks or []),
-                self.model,
-                processing_class,
-                self.optimizer,
-                self.lr_scheduler,
-            )
-            self.add_callback(PrinterCallback if args.disable_tqdm else ProgressCallback)
+            self._set_up_callbacks(callbacks)
             self.state = TrainerState(
                 is_local_process_zero=self.is_local_process_zero(),
                 is_world_process_zero=self.is_world_process_zero(),
@@ -280,6 +219,39 @@ class Trainer(TrainerHelpers, PrivateHooks):
             self._init_mem_metrics: dict[str, float] = {}
             init_tracker.stop_and_update_metrics("init", self._init_mem_metrics)
         self.control = self.callback_handler.on_init_end(self.args, self.state, self.control)
+
+    def _set_up_model(self, model: nn.Module | None) -> None:
+        """The model given, or model_init's; checked for its placement and read for its loss and cache options."""
+        args = self.args
+        if model is None:
+            model = self.call_model_init()
+        self.model: nn.Module = model
+        self._check_placement()
+        self.model_accepts_loss_kwargs = _loss.accepts_loss_kwargs(model)
+        _set_use_cache(model, args)
+        if args.label_smoothing_factor and _is_multi_label(model):
+            warnings.warn(
+                "Label smoothing is not compatible with multi-label classification. Disabling label "
+                "smoothing for this training run.",
+                UserWarning,
+                stacklevel=3,
+            )  # transformers' words
+        self.model_wrapped: nn.Module = model
+
+    def _set_up_callbacks(self, callbacks: list[TrainerCallback | type[TrainerCallback]] | None) -> None:
+        """The flow callback, the report_to integrations, the caller's callbacks, then progress or printing."""
+        default_callbacks: list[Any] = [
+            DefaultFlowCallback,
+            *get_reporting_integration_callbacks(self.args.report_to),
+        ]
+        self.callback_handler = CallbackHandler(
+            default_callbacks + list(callbacks or []),
+            self.model,
+            self.processing_class,
+            self.optimizer,
+            self.lr_scheduler,
+        )
+        self.add_callback(PrinterCallback if self.args.disable_tqdm else ProgressCallback)
 
     @property
     def tokenizer(self) -> Any:
@@ -850,6 +822,61 @@ class Trainer(TrainerHelpers, PrivateHooks):
             hp_name=hp_name,
             **kwargs,
         )
+
+
+def _checked_arguments(
+    model: Any,
+    model_init: Callable[..., nn.Module] | None,
+    processing_class: Any,
+    tokenizer: Any,
+    later: dict[str, Any],
+    optimizers: tuple[Any, Any],
+    optimizer_cls_and_kwargs: Any,
+) -> tuple[Callable[..., nn.Module] | None, Any]:
+    """`Trainer`'s arguments checked against each other; returns (model_init, processing_class), a processor given
+    as model_init (transformers' older positional order) moved to its place. ``later``: the arguments after
+    model_init in that order, by name."""
+    if tokenizer is not None:
+        if processing_class is not None and processing_class is not tokenizer:
+            raise ValueError("tokenizer= and processing_class= were both given; pass only processing_class.")
+        processing_class = tokenizer  # transformers' older name for the same argument
+    model_init, processing_class = _data.processor_given_as_model_init(
+        model_init, processing_class, [name for name, value in later.items() if value is not None]
+    )
+    if model is None and model_init is None:
+        raise _SetupError("Trainer needs a model or a model_init; pass one of them.")
+    if model is not None and not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}.")
+    if model is not None and model_init is not None:
+        warnings.warn(
+            "Trainer got both model and model_init: train() replaces the model with a fresh one "
+            "from model_init (transformers 5 refuses the pair); pass only one of them.",
+            FutureWarning,
+            stacklevel=3,
+        )
+    if model_init is not None and (optimizers[0] is not None or optimizers[1] is not None):
+        raise _SetupError(
+            "Passing optimizers together with model_init is not supported: every train() builds a fresh model, so "
+            "an optimizer made beforehand would hold the wrong parameters. Override create_optimizer/"
+            "create_scheduler (or set optim/lr_scheduler_type in TrainingArguments) instead."
+        )
+    if optimizers[1] is not None and optimizers[0] is None:
+        raise ValueError("optimizers=(None, scheduler): a scheduler needs its optimizer; pass both.")
+    if optimizer_cls_and_kwargs is not None:
+        if optimizers[0] is not None:
+            raise RuntimeError(
+                "Passing both `optimizers` and `optimizer_cls_and_kwargs` arguments is incompatible: the "
+                "first is a built optimizer, the second says how to build one; pass only one of them."
+            )
+        cls, kwargs = optimizer_cls_and_kwargs
+        if not (
+            isinstance(cls, type) and issubclass(cls, torch.optim.Optimizer) and isinstance(kwargs, Mapping)
+        ):
+            raise TypeError(
+                f"optimizer_cls_and_kwargs must be (a torch.optim.Optimizer subclass, a dict of its keyword "
+                f"arguments), got {optimizer_cls_and_kwargs!r}; pass e.g. (torch.optim.SGD, {{'lr': 0.1}})."
+            )
+    return model_init, processing_class
 
 
 def _is_multi_label(model: nn.Module | None) -> bool:
