@@ -77,8 +77,8 @@ def training_loop(trainer: Trainer, resume_from_checkpoint: str | None, trial: A
 class _Run:
     """One call of `Trainer.train`: what it prepared (the wrapped model, the optimizer it steps and how, how it
     decides gradient synchronization) and what it counts (epochs and batches to skip on resume, the running loss,
-    samples and tokens). The trainer keeps what outlives the run or what its hooks read (state, control, the loss
-    total since the last log)."""
+    samples and tokens). The trainer keeps what outlives the run or what its hooks read (state, control, the
+    logged loss total, the step last logged, the last gradient norm)."""
 
     trainer: Trainer
     trial: Any
@@ -93,9 +93,8 @@ class _Run:
     args: Any = field(init=False)
     accelerator: Any = field(init=False)
     model: nn.Module = field(init=False)  # as accelerate prepared it (trainer.model_wrapped)
-    step_optimizer: Any = field(
-        init=False
-    )  # what the loop steps: the bare optimizer where a wrapper only forwards
+    # What the loop steps: the bare optimizer where accelerate's wrapper would only forward.
+    step_optimizer: Any = field(init=False)
     clip: Any = field(init=False)
     neftune: Any = field(init=False)
     debug_hook: Any = field(init=False)
@@ -114,9 +113,8 @@ class _Run:
     # Counters.
     epochs_trained: int = 0
     steps_to_skip: int = 0
-    tr_loss: torch.Tensor = field(
-        init=False
-    )  # summed step losses since the last log (log_save_evaluate resets it)
+    # The step losses summed since the last log (log_save_evaluate resets it in place).
+    tr_loss: torch.Tensor = field(init=False)
     loss_sum: float = 0.0  # the finite step losses not yet added to tr_loss (see _add_loss)
     total_batched_samples: int = 0
     tokens_this_run: int = 0
