@@ -139,7 +139,8 @@ class SearchSession:
             self._warn_unread(record)
             if record.extra.get("config_error"):
                 raise SearchConfigError(
-                    f"Trial {record.name} failed on a setting no trial can satisfy; the search stops: {record.error}"
+                    f"Trial {record.name} failed on a setting no trial can satisfy; the search stops: {record.error}",
+                    about=tuple(record.extra.get("config_error_about", ())),
                 )
             self._count_failure(record)
 
