@@ -85,12 +85,14 @@ def check_param_names(names: Iterable[Any], trainer: Trainer) -> None:
         if name in RESERVED_PARAMS:
             raise SearchConfigError(
                 f"hp_space parameter {name!r} is reserved: the search sets it for every trial "
-                f"(reserved: {sorted(RESERVED_PARAMS)}); rename the parameter (rename it e.g. to {name + '_'!r})."
+                f"(reserved: {sorted(RESERVED_PARAMS)}); rename the parameter (rename it e.g. to {name + '_'!r}).",
+                about=("hp_space", name),
             )
         if name not in fields and not takes_trial:
             raise SearchConfigError(
                 f"hp_space parameter {name!r} is not a TrainingArguments field and model_init takes no trial, so "
-                f"nothing would use it; give model_init a `trial` parameter and read trial[{name!r}], or remove it."
+                f"nothing would use it; give model_init a `trial` parameter and read trial[{name!r}], or remove it.",
+                about=("hp_space", name),
             )
 
 
@@ -144,7 +146,8 @@ def check_space_against_trainer(space: SearchSpace, trainer: Trainer, processes:
         if isinstance(domain, Float) and base == {int}:
             raise SearchConfigError(
                 f"hp_space parameter {name!r} is {domain!r}, a Float domain, but TrainingArguments.{name} is an "
-                f"integer; use spaces.Int({int(domain.low)}, {int(domain.high)}) (or Categorical of integers)."
+                f"integer; use spaces.Int({int(domain.low)}, {int(domain.high)}) (or Categorical of integers).",
+                about=("hp_space", name),
             )
         if name in _POSITIVE and not (name == "num_train_epochs" and trainer.args.max_steps > 0):
             low = min(
@@ -154,19 +157,22 @@ def check_space_against_trainer(space: SearchSpace, trainer: Trainer, processes:
             if low is not None and low <= 0:
                 raise SearchConfigError(
                     f"hp_space parameter {name!r} can take {low!r}, but a trial needs {name} > 0 to train; start "
-                    f"the domain above 0 (e.g. {type(domain).__name__}(1, ...)), or set max_steps."
+                    f"the domain above 0 (e.g. {type(domain).__name__}(1, ...)), or set max_steps.",
+                    about=("hp_space", name),
                 )
         for value in _domain_probes(domain):
             try:
                 build_trial_args(trainer.args, {name: value}, trainer.args.output_dir, "probe")
             except (ValueError, TypeError) as error:
                 raise SearchConfigError(
-                    f"hp_space parameter {name!r} can take {value!r}, which TrainingArguments rejects: {error}"
+                    f"hp_space parameter {name!r} can take {value!r}, which TrainingArguments rejects: {error}",
+                    about=("hp_space", name),
                 ) from error
             if name in _NEEDS_PROCESSES and value and processes < 2:
                 raise SearchConfigError(
                     f"hp_space parameter {name!r} can take {value!r}, but {name}={value!r} needs a trial trained by "
                     "several processes (`accelerate launch`/torchrun, or an engine's workers_per_trial) and this search "
                     f"trains each trial in one process, so every such trial would fail; remove {value!r} from the "
-                    "domain, or launch the search that way."
+                    "domain, or launch the search that way.",
+                    about=("hp_space", name),
                 )

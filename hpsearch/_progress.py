@@ -3,7 +3,8 @@ sweep-level progress bar of `hpsearch run` (trials done/pruned/failed, best so f
 
 `trial_line` is called by `SearchSession.record` after each recorded trial, in the process that records it,
 whatever the backend: it logs ``[3/10] run-2 COMPLETE objective 0.9721 | best 0.9810 (run-1)`` on the
-``hpsearch.progress`` logger (INFO, shown on stderr when the program configured no logging). Silence it with
+``hpsearch.progress`` logger (``[3/10 +6 warm]`` when 6 earlier trials were told by warm start: they are not among
+the ``n_trials`` and never the best) (INFO, shown on stderr when the program configured no logging). Silence it with
 ``logging.getLogger("hpsearch.progress").setLevel(logging.WARNING)``; while the CLI's bar is shown, the bar says it.
 
 It is a CLI feature, hooked in without touching any backend: `SweepProgress` registers itself in
@@ -69,7 +70,8 @@ def trial_line(session: SearchSession, record: TrialRecord) -> None:
         if isinstance(objective, list)
         else _format_value(objective)
     )
-    text = f"[{finished}/{session.n_trials}] {record.name} {record.state.value} objective {shown} | "
+    warm = f" +{tally.warm} warm" if tally.warm else ""  # told, not trained: not among the n_trials
+    text = f"[{finished}/{session.n_trials}{warm}] {record.name} {record.state.value} objective {shown} | "
     text += SweepProgress.best_text(result, tally)
     if record.error and record.state.value == "FAIL":
         text += f" | {record.error.splitlines()[-1][:200]}"
@@ -169,6 +171,8 @@ class SweepProgress:
         """``"done 5, pruned 3, failed 0, best 0.9721 (run-4)"`` (Pareto size for several objectives); ``tally``:
         the best trial / front kept up to date per trial (else computed from the records)."""
         text = f"done {counts['COMPLETE']}, pruned {counts['PRUNED']}, failed {counts['FAIL']}"
+        if tally is not None and tally.warm:
+            text += f", +{tally.warm} warm"
         return f"{text}, {SweepProgress.best_text(result, tally)}"
 
     @staticmethod

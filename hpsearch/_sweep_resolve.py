@@ -275,7 +275,8 @@ class MetricVector:
                     break
             else:  # a configuration error: the search stops at the first trial, as for a single metric name
                 raise SearchConfigError(
-                    f"objective {name!r} is not among the evaluation metrics {sorted(metrics)}; use one of those names."
+                    f"objective {name!r} is not among the evaluation metrics {sorted(metrics)}; use one of those names.",
+                    about="compute_objective",
                 )
         return out
 

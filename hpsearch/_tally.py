@@ -1,12 +1,14 @@
 """`RunningTally`: a search's counts per state, its best trial (or Pareto front) and the compute it spent, kept up to
 date per trial in O(1) (O(front size) for several objectives) instead of recomputed from every record after each
-trial. The session keeps one (`SearchSession.tally`): its budgets and the sweep's progress bar read it.
+trial. The session keeps one (`SearchSession.tally`): its budgets, the progress lines and the sweep's progress bar
+read it. Warm-start rows (earlier searches' trials told to the engine) are counted apart, in ``warm``, as
+`hpsearch.warmstart.own_counts` does: ``counts`` are this search's own trials, the ones ``n_trials`` asks for.
 
 It follows a `SearchResult` that grows one record at a time (what `SearchSession.record` does): `update` with the
 record just kept. When the records changed otherwise (a record replaced an earlier one of the same trial, records
 adopted from an earlier run, the engine's final list), it notices (the trial is known already, or the number of
 records is not one more than it saw) and recounts from the records, as `SearchResult.counts` / `best_trial` /
-`best_trials` / `total_cost` would, so its answers are always theirs.
+`best_trials` / `total_cost` (and `own_counts`) would, so its answers are always theirs.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import math
 from typing import TYPE_CHECKING
 
 from .trial import TrialState
+from .warmstart import is_warm
 
 #: The cost columns whose sums a search's budgets compare with their limits.
 BUDGET_COLUMNS = ("device_s", "energy_kwh")
@@ -28,7 +31,8 @@ __all__ = ["RunningTally"]
 
 class RunningTally:
     def __init__(self) -> None:
-        self.counts: dict[str, int] = {}
+        self.counts: dict[str, int] = {}  # this search's own trials per state
+        self.warm = 0  # warm-start rows: never in ``counts``, never the best
         self._seen: set[str] = set()
         self._best: tuple[float, int, TrialRecord] | None = None  # (signed objective, number, record)
         self._front: list[tuple[list[float], TrialRecord]] = []  # signed vectors: smaller is better
@@ -65,15 +69,20 @@ class RunningTally:
 
     def _add(self, result: SearchResult, record: TrialRecord) -> None:
         self._seen.add(record.trial_id)
-        state = TrialState(record.state).value
-        self.counts[state] = self.counts.get(state, 0) + 1
         for column, tally in self._spent.items():
             value = _number(record.cost.get(column))
             if not math.isnan(value):
                 tally[0] += value
                 tally[1] += 1
-        if record.state != TrialState.COMPLETE or record.extra.get("source") == "warm_start":
-            return  # as SearchResult.scored_trials: earlier searches' trials are never this one's best
+        if is_warm(
+            record
+        ):  # as SearchResult.scored_trials: earlier searches' trials are never this one's best
+            self.warm += 1
+            return
+        state = TrialState(record.state).value
+        self.counts[state] = self.counts.get(state, 0) + 1
+        if record.state != TrialState.COMPLETE:
+            return
         values = result.objective_values(record)
         if values is None or any(math.isnan(v) for v in values):
             return

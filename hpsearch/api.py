@@ -54,7 +54,8 @@ def _directions(direction: Any) -> list[str]:
     values = [direction] if isinstance(direction, str) else direction
     if not isinstance(values, list | tuple) or not values:
         raise SearchConfigError(
-            f"direction={direction!r} must be 'minimize', 'maximize' or a non-empty list of them."
+            f"direction={direction!r} must be 'minimize', 'maximize' or a non-empty list of them.",
+            about="direction",
         )
     out = []
     for value in values:
@@ -62,7 +63,8 @@ def _directions(direction: Any) -> list[str]:
         aliases = {"min": "minimize", "max": "maximize", "minimize": "minimize", "maximize": "maximize"}
         if text not in aliases:
             raise SearchConfigError(
-                f"direction={direction!r}: {value!r} is not 'minimize' or 'maximize'; pass one of them (or a list)."
+                f"direction={direction!r}: {value!r} is not 'minimize' or 'maximize'; pass one of them (or a list).",
+                about="direction",
             )
         out.append(aliases[text])
     return out
@@ -79,7 +81,9 @@ def _python_scalar(value: Any) -> Any:
 
 def _check_int(name: str, value: Any, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise SearchConfigError(f"{name} must be an integer >= {minimum}, got {value!r}; pass e.g. {name}=3.")
+        raise SearchConfigError(
+            f"{name} must be an integer >= {minimum}, got {value!r}; pass e.g. {name}=3.", about=name
+        )
     return value
 
 
@@ -108,7 +112,8 @@ def _probe_writable(output_dir: str) -> str | None:
             raise SearchConfigError(
                 f"output_dir={output_dir!r} has a {kind} named {name!r}, where the search writes its results "
                 f"({', '.join(RESULT_FILES)}); move it away, or choose another output_dir via "
-                "TrainingArguments(output_dir=...)."
+                "TrainingArguments(output_dir=...).",
+                about="output_dir",
             )
     # The first folder the probe creates: removed again if the probe fails, so a refused search leaves nothing.
     created = None
@@ -131,7 +136,8 @@ def _probe_writable(output_dir: str) -> str | None:
             shutil.rmtree(created, ignore_errors=True)
         raise SearchConfigError(
             f"output_dir={output_dir!r} is not writable ({error.strerror or error}); choose a writable folder "
-            "with free space via TrainingArguments(output_dir=...)."
+            "with free space via TrainingArguments(output_dir=...).",
+            about="output_dir",
         ) from error
     return created
 
@@ -144,7 +150,8 @@ def _output_dir(value: Any) -> str:
         raise SearchConfigError(
             f"output_dir={os.fspath(value)!r} contains {bad[0]!r}, which a storage URL built from it (e.g. "
             "'sqlite:///{output_dir}/study.db') would read as the start of a query or fragment, moving the study "
-            "elsewhere; choose a folder name without '?' and '#'."
+            "elsewhere; choose a folder name without '?' and '#'.",
+            about="output_dir",
         )
     return text
 
@@ -388,13 +395,15 @@ def _check_warm_start_options(common: dict[str, Any], given: list[str]) -> None:
         others = f" (and {', '.join(given[1:])})" if given[1:] else ""
         raise SearchConfigError(
             f"{given[0]}={common[given[0]]!r}{others} needs warm_start (the earlier searches to start from), without "
-            "which it does nothing; pass warm_start=... or remove it."
+            "which it does nothing; pass warm_start=... or remove it.",
+            about=given[0],
         )
     if "warm_start_top_k" in given and common["warm_start_mode"] != "evaluate":
         raise SearchConfigError(
             f"warm_start_top_k={common['warm_start_top_k']} needs warm_start_mode='evaluate' (which trains the best "
             f"earlier trials again); warm_start_mode={common['warm_start_mode']!r} tells the engine every earlier "
-            "trial. Pass warm_start_mode='evaluate' or remove warm_start_top_k."
+            "trial. Pass warm_start_mode='evaluate' or remove warm_start_top_k.",
+            about="warm_start_top_k",
         )
 
 
@@ -411,21 +420,24 @@ def _check_takes_one(name: str, function: Any, what: str) -> None:
     except TypeError as error:
         raise SearchConfigError(
             f"{name}={getattr(function, '__qualname__', function)!r} cannot be called with one argument ({what}): "
-            f"{error}; give it exactly one parameter."
+            f"{error}; give it exactly one parameter.",
+            about=name,
         ) from None
 
 
 def _check_dashboard(dashboard: Any, port: Any) -> None:
     if not isinstance(dashboard, bool):
-        raise SearchConfigError(f"dashboard must be True or False, got {dashboard!r}.")
+        raise SearchConfigError(f"dashboard must be True or False, got {dashboard!r}.", about="dashboard")
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
         raise SearchConfigError(
-            f"dashboard_port must be an integer from 0 to 65535 (0: any free port), got {port!r}."
+            f"dashboard_port must be an integer from 0 to 65535 (0: any free port), got {port!r}.",
+            about="dashboard_port",
         )
     if port and not dashboard:
         raise SearchConfigError(
             f"dashboard_port={port} is the live dashboard's port, but dashboard=False; pass dashboard=True, or remove "
-            "dashboard_port."
+            "dashboard_port.",
+            about="dashboard_port",
         )
 
 
@@ -484,7 +496,8 @@ def _check_earlier_search(output_dir: str, adapter: SearchBackend) -> None:
                 f"output_dir={output_dir!r} holds an earlier search that this one cannot continue: it has "
                 f"{'; '.join(problems)}. Continuing it would mix results of different searches, so nothing was "
                 "started; give this search another output_dir (TrainingArguments(output_dir=...)), or the same "
-                "backend, direction, objective and hp_space as the earlier one."
+                "backend, direction, objective and hp_space as the earlier one.",
+                about="output_dir",
             )
         if problems:
             hint = None
@@ -492,7 +505,8 @@ def _check_earlier_search(output_dir: str, adapter: SearchBackend) -> None:
     raise SearchConfigError(
         f"output_dir={output_dir!r} holds {what}; this search would replace its results and its trials' "
         "checkpoints, so nothing was started. Give this search another output_dir (TrainingArguments(output_dir=...)), "
-        f"delete that folder to start over{again}."
+        f"delete that folder to start over{again}.",
+        about="output_dir",
     )
 
 

@@ -18,7 +18,6 @@ import json
 import logging
 import math
 import os
-import re
 import shutil
 import sys
 import time
@@ -43,28 +42,19 @@ EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 # ---------------------------------------------------------------------------------------------- run
-def _locate(message: str, config: SweepConfig) -> tuple[Any, ...]:
-    """The sweep-file key a `SearchConfigError` of the search is about (best effort: the message has the fix)."""
-    space_names = set(config.space) if config.space is not None else set()
-    found = re.search(r"(?:hp_space parameter|hp_space returned|parameter) '([^']+)'", message)
-    if found and found.group(1) in space_names:
-        return ("space", found.group(1))
-    unknown = re.search(r"Unknown keyword argument\(s\) \['([^']+)'", message)
-    if unknown:
-        return ("backend_options", unknown.group(1))
-    # A setting no trial could satisfy stops the search with the trial's error quoted after its own words.
-    head = re.match(r"^(\w+)\s*(?:=|must|is|needs|cannot)", message.rsplit("SearchConfigError: ", 1)[-1])
-    if head:
-        word = head.group(1)
-        if word in config.backend_options:
-            return ("backend_options", word)
-        if word in config.training_args:
-            return ("training_args", word)
-        aliases = {"compute_objective": "objective", "hp_space": "space", "output_dir": "output_dir"}
-        word = aliases.get(word, word)
-        if word in KEYS:
-            return (word,)
-    return ()
+def _locate(error: SearchConfigError, config: SweepConfig) -> tuple[Any, ...]:
+    """The sweep-file key a `SearchConfigError` of the search is about, from the argument it names (``about``)."""
+    if not error.about:
+        return ()
+    argument, *rest = error.about
+    if argument == "hp_space" and rest and config.space is not None and rest[0] in config.space:
+        return ("space", rest[0])
+    if argument in config.backend_options:
+        return ("backend_options", argument)
+    if argument in config.training_args:
+        return ("training_args", argument)
+    key = {"compute_objective": "objective", "hp_space": "space"}.get(argument, argument)
+    return (key,) if key in KEYS else ()
 
 
 def _prepare_store(config: SweepConfig, resume: bool, fresh: bool = False) -> str | None:
@@ -85,7 +75,7 @@ def _prepare_store(config: SweepConfig, resume: bool, fresh: bool = False) -> st
     try:
         found = backend_cls.existing_run(config.backend_options)
     except SearchConfigError as error:
-        raise config.error(str(error), *(_locate(str(error), config) or ("backend_options",))) from None
+        raise config.error(str(error), *(_locate(error, config) or ("backend_options",))) from None
     finally:
         if created and not any(out.iterdir()):
             out.rmdir()
@@ -308,7 +298,7 @@ def run(args: argparse.Namespace) -> int:
     except SearchConfigError as error:
         if isinstance(error, ConfigError):
             raise
-        keys = _locate(str(error), config)
+        keys = _locate(error, config)
         if not keys:  # no key to point at: no line either (the document's first line would mislead)
             raise ConfigError(str(error), path=str(config.path)) from None
         raise config.error(str(error), *keys) from None

@@ -10,7 +10,16 @@ class HPSearchError(Exception):
 
 
 class SearchConfigError(HPSearchError, ValueError):
-    """An argument of the search is invalid; raised before any trial starts."""
+    """An argument of the search is invalid; raised before any trial starts.
+
+    ``about`` says which argument, where the raiser knows it: the name of a `hyperparameter_search` argument or
+    backend option (``("pruner",)``), or ``("hp_space", name)`` for one parameter of the space; ``()`` when the
+    error is about no one argument. `hpsearch run` points at the sweep file's key from it.
+    """
+
+    def __init__(self, *args: object, about: str | tuple[str, ...] = ()) -> None:
+        super().__init__(*args)
+        self.about: tuple[str, ...] = (about,) if isinstance(about, str) else tuple(about)
 
 
 class BackendNotAvailable(HPSearchError, ImportError):

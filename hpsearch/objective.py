@@ -75,7 +75,8 @@ class _Metric:
                 return float(metrics[key])
         raise SearchConfigError(
             f"compute_objective={self.name!r} is not among the evaluation metrics {sorted(metrics)}; "
-            "pass one of those names (or a callable)."
+            "pass one of those names (or a callable).",
+            about="compute_objective",
         )
 
     def __repr__(self) -> str:
@@ -93,7 +94,8 @@ def resolve_compute_objective(compute_objective: Any) -> tuple[Callable[[Mapping
     if isinstance(compute_objective, str):
         if not compute_objective:
             raise SearchConfigError(
-                "compute_objective='' is empty; pass a metric name such as 'eval_accuracy'."
+                "compute_objective='' is empty; pass a metric name such as 'eval_accuracy'.",
+                about="compute_objective",
             )
         return _metric_getter(compute_objective), compute_objective
     if callable(compute_objective):
@@ -101,7 +103,8 @@ def resolve_compute_objective(compute_objective: Any) -> tuple[Callable[[Mapping
         return compute_objective, name
     raise SearchConfigError(
         f"compute_objective must be a callable on the metrics dict, a metric name or None, got "
-        f"{compute_objective!r}."
+        f"{compute_objective!r}.",
+        about="compute_objective",
     )
 
 

@@ -58,17 +58,20 @@ def check_reevaluation(top_k: int | None, seeds: int | None, n_trials: int) -> R
     if seeds is None:
         raise SearchConfigError(
             f"reevaluate_top_k={top_k} needs reevaluate_seeds (how many extra seeds each of the top {top_k} "
-            "configurations trains with); pass e.g. reevaluate_seeds=2, or remove reevaluate_top_k."
+            "configurations trains with); pass e.g. reevaluate_seeds=2, or remove reevaluate_top_k.",
+            about="reevaluate_top_k",
         )
     if top_k is None:
         raise SearchConfigError(
             f"reevaluate_seeds={seeds} needs reevaluate_top_k (how many of the best configurations train again); "
-            "pass e.g. reevaluate_top_k=3, or remove reevaluate_seeds."
+            "pass e.g. reevaluate_top_k=3, or remove reevaluate_seeds.",
+            about="reevaluate_seeds",
         )
     if top_k > n_trials:
         raise SearchConfigError(
             f"reevaluate_top_k={top_k} is more than n_trials={n_trials}: at most {n_trials} configurations can "
-            f"complete; pass reevaluate_top_k <= {n_trials}, or more trials."
+            f"complete; pass reevaluate_top_k <= {n_trials}, or more trials.",
+            about="reevaluate_top_k",
         )
     return Reevaluation(top_k, seeds)
 
@@ -87,7 +90,8 @@ class Reevaluation:
             raise SearchConfigError(
                 f"hp_space searches {searched[0]!r}, which re-evaluation (reevaluate_top_k={self.top_k}, "
                 f"reevaluate_seeds={self.seeds}) sets to other values for each run of a configuration; remove "
-                f"{searched[0]!r} from hp_space, or drop reevaluate_top_k and reevaluate_seeds."
+                f"{searched[0]!r} from hp_space, or drop reevaluate_top_k and reevaluate_seeds.",
+                about="hp_space",
             )
 
     def describe(self, settings: TrialSettings) -> dict[str, int]:

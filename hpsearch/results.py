@@ -314,7 +314,7 @@ class SearchResult:
         goes first because it is what `load` reads, and it names the journal started after it (see
         ``hpsearch._journal``: a journal that search.json does not name is older and ignored). The CSVs are exports,
         replaced the same way, not fsynced. A running search appends each trial to the journal instead
-        (`_record_trial`) and calls this only now and then.
+        (`record_trial`) and calls this only now and then.
 
         Returns:
             The folder written to.
@@ -327,9 +327,9 @@ class SearchResult:
             )
         return self._write(Path(target), durable=True)
 
-    def _record_trial(self, output_dir: str | os.PathLike[str], record: TrialRecord) -> str:
-        """Persist ``record`` (already in `records`) as a running search does after each trial, in O(1): one journal
-        line, not fsynced (only a power cut could lose it; the engine's durable store, from which a resume rebuilds
+    def record_trial(self, output_dir: str | os.PathLike[str], record: TrialRecord) -> str:
+        """Persist ``record`` (already in `records`) as a running search does after each trial (the session calls
+        this; `save` is for a whole result), in O(1): one journal line, not fsynced (only a power cut could lose it; the engine's durable store, from which a resume rebuilds
         the results, covers that; the search's last save is durable). A snapshot when `SnapshotSchedule` says so, or
         when this folder has no journal of ours (none yet, or another writer replaced or extended it). Returns the
         record's JSON text (the event feed reuses it)."""

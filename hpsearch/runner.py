@@ -41,6 +41,14 @@ def _now() -> datetime:
     return datetime.now(timezone.utc)
 
 
+def _mark_config_error(record: TrialRecord, error: SearchConfigError) -> None:
+    """Mark ``record`` as failed on a setting no trial can satisfy (the session then stops the search), keeping
+    which argument the error is about for the session's error."""
+    record.extra["config_error"] = True
+    if error.about:
+        record.extra["config_error_about"] = list(error.about)
+
+
 def _error_text(error: BaseException) -> str:
     lines = traceback.format_exception_only(type(error), error)
     return _bounded(redact("".join(lines).strip()))  # an error may quote a connection URL
@@ -247,7 +255,7 @@ def run_trial(
         # setting no trial can satisfy, so the session stops the search.
         failed = failed_record(settings, trial, f"hp_name(trial) failed: {_error_text(exc)}")
         if isinstance(exc, SearchConfigError):
-            failed.extra["config_error"] = True
+            _mark_config_error(failed, exc)
         failed.cost = meter.stop(_dist.world_size())
         return failed
     try:
@@ -319,7 +327,7 @@ def run_trial(
         error = _error_text(TrialTimeout(watchdog._message()) if isinstance(exc, TrialTimeout) else exc)
         if isinstance(exc, SearchConfigError):
             # A setting no trial can satisfy (an objective no evaluation produces): the session stops the search.
-            record.extra["config_error"] = True
+            _mark_config_error(record, exc)
         logger.warning("Trial %s failed: %s", record.name, error)
         logger.debug("Trial %s traceback", record.name, exc_info=True)
     except BaseException as exc:  # GeneratorExit or a custom BaseException from the trial's code: its failure

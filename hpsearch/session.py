@@ -1,7 +1,7 @@
 """`SearchSession`: the driver's ledger of one search.
 
 The session alone records trials and writes the results (a line in the results journal after every trial, and
-now and then a snapshot: ``search.json`` and its exports, see `SearchResult._record_trial`),
+now and then a snapshot: ``search.json`` and its exports, see `SearchResult.record_trial`),
 counts consecutive failures (`TooManyFailedTrials` after ``max_failed_trials``) and the budget, and calls the
 trial-end hooks. Backends hand it the `TrialRecord` that `run_trial` produced, unchanged; they never write
 results themselves. In a multi-process trial only the main process writes.
@@ -127,7 +127,7 @@ class SearchSession:
             self.result.finished = _now()
             if _dist.is_main_process():
                 # One journal line per trial, a snapshot now and then (fsynced by the search's last save).
-                line = self.result._record_trial(self.output_dir, record)
+                line = self.result.record_trial(self.output_dir, record)
                 # The live dashboard's feed, with the record's JSON as the journal has just stored it.
                 _events.trial_finished(self.output_dir, record, line)
                 for hook in [_progress_line, *TRIAL_END_HOOKS]:
@@ -139,7 +139,8 @@ class SearchSession:
             self._warn_unread(record)
             if record.extra.get("config_error"):
                 raise SearchConfigError(
-                    f"Trial {record.name} failed on a setting no trial can satisfy; the search stops: {record.error}"
+                    f"Trial {record.name} failed on a setting no trial can satisfy; the search stops: {record.error}",
+                    about=tuple(record.extra.get("config_error_about", ())),
                 )
             self._count_failure(record)
 

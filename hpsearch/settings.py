@@ -99,14 +99,17 @@ _WORDS: dict[type, str] = {
 def _check_max_failed(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise SearchConfigError(
-            f"max_failed_trials must be an integer >= 1, got {value!r}; pass e.g. max_failed_trials=3."
+            f"max_failed_trials must be an integer >= 1, got {value!r}; pass e.g. max_failed_trials=3.",
+            about="max_failed_trials",
         )
     return value
 
 
 def _check_scope(value: Any) -> str:
     if value not in OBJECTIVE_SCOPES:
-        raise SearchConfigError(f"objective_scope={value!r} must be one of {list(OBJECTIVE_SCOPES)}.")
+        raise SearchConfigError(
+            f"objective_scope={value!r} must be one of {list(OBJECTIVE_SCOPES)}.", about="objective_scope"
+        )
     return str(value)
 
 
@@ -121,12 +124,14 @@ def _check_timeout(value: Any) -> float | None:
     ):
         raise SearchConfigError(
             f"trial_timeout must be a positive, finite number of seconds or None, got {value!r}; pass e.g. "
-            "trial_timeout=600 (or None for no limit)."
+            "trial_timeout=600 (or None for no limit).",
+            about="trial_timeout",
         )
     if value > _LONGEST_TIMEOUT_S:
         raise SearchConfigError(
             f"trial_timeout={value!r} seconds is longer than a trial's timer can count (at most "
-            f"{_LONGEST_TIMEOUT_S:.0e} s, ~31 years); pass None for no limit."
+            f"{_LONGEST_TIMEOUT_S:.0e} s, ~31 years); pass None for no limit.",
+            about="trial_timeout",
         )
     return float(value)
 
@@ -140,7 +145,8 @@ def _check_positive_int(name: str, example: int) -> Callable[[Any], int | None]:
             return None
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise SearchConfigError(
-                f"{name} must be an integer >= 1 or None, got {value!r}; pass e.g. {name}={example}."
+                f"{name} must be an integer >= 1 or None, got {value!r}; pass e.g. {name}={example}.",
+                about=name,
             )
         return int(value)
 
@@ -158,7 +164,8 @@ def _check_budget(name: str) -> Callable[[Any], float | None]:
             or not math.isfinite(value)
         ):
             raise SearchConfigError(
-                f"{name} must be a positive, finite number or None, got {value!r}; pass e.g. {name}=2."
+                f"{name} must be a positive, finite number or None, got {value!r}; pass e.g. {name}=2.",
+                about=name,
             )
         return float(value)
 
@@ -174,21 +181,25 @@ def _check_warm_start(value: Any) -> Any:
     for item in items:
         if value is not None and not isinstance(item, str | os.PathLike | SearchResult):
             raise SearchConfigError(
-                f"warm_start={item!r}: expected the output_dir of an earlier search, a SearchResult, or a list of them."
+                f"warm_start={item!r}: expected the output_dir of an earlier search, a SearchResult, or a list of them.",
+                about="warm_start",
             )
     return value
 
 
 def _check_mode(value: Any) -> str:
     if value not in ("inform", "evaluate"):
-        raise SearchConfigError(f"warm_start_mode={value!r} must be 'inform' or 'evaluate'.")
+        raise SearchConfigError(
+            f"warm_start_mode={value!r} must be 'inform' or 'evaluate'.", about="warm_start_mode"
+        )
     return str(value)
 
 
 def _check_top_k(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise SearchConfigError(
-            f"warm_start_top_k must be an integer >= 1, got {value!r}; pass e.g. warm_start_top_k=5."
+            f"warm_start_top_k must be an integer >= 1, got {value!r}; pass e.g. warm_start_top_k=5.",
+            about="warm_start_top_k",
         )
     return value
 
@@ -196,7 +207,8 @@ def _check_top_k(value: Any) -> int:
 def _check_defaults(value: Any) -> dict[str, Any]:
     if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
         raise SearchConfigError(
-            f"warm_start_defaults must be a dict of parameter name -> value, got {value!r}; pass e.g. {{'dropout': 0.1}}."
+            f"warm_start_defaults must be a dict of parameter name -> value, got {value!r}; pass e.g. {{'dropout': 0.1}}.",
+            about="warm_start_defaults",
         )
     return dict(value)
 
@@ -208,7 +220,8 @@ def _check_reevaluate(name: str, example: int) -> Callable[[Any], int | None]:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise SearchConfigError(
                 f"{name} must be an integer >= 1, got {value!r}; pass e.g. {name}={example} (or remove both "
-                "reevaluate_top_k and reevaluate_seeds for no re-evaluation)."
+                "reevaluate_top_k and reevaluate_seeds for no re-evaluation).",
+                about=name,
             )
         return value
 

@@ -76,7 +76,8 @@ def _results(warm_start: Any) -> list[tuple[str, SearchResult]]:
     items = list(warm_start) if isinstance(warm_start, list | tuple) else [warm_start]
     if not items:
         raise SearchConfigError(
-            "warm_start=[] names no earlier search; pass an output_dir, a SearchResult or a list."
+            "warm_start=[] names no earlier search; pass an output_dir, a SearchResult or a list.",
+            about="warm_start",
         )
     out = []
     seen: set[Any] = set()  # a search named twice (its folder, or the same result) is read once
@@ -88,7 +89,8 @@ def _results(warm_start: Any) -> list[tuple[str, SearchResult]]:
             continue
         if not isinstance(item, str | os.PathLike):
             raise SearchConfigError(
-                f"warm_start={item!r}: expected the output_dir of an earlier search, a SearchResult, or a list of them."
+                f"warm_start={item!r}: expected the output_dir of an earlier search, a SearchResult, or a list of them.",
+                about="warm_start",
             )
         folder = os.path.expanduser(os.fspath(item))
         if os.path.realpath(folder) in seen:
@@ -99,10 +101,11 @@ def _results(warm_start: Any) -> list[tuple[str, SearchResult]]:
         except FileNotFoundError:
             raise SearchConfigError(
                 f"warm_start={os.fspath(item)!r} is not a search: it has no search.json; pass the output_dir of an "
-                "earlier search."
+                "earlier search.",
+                about="warm_start",
             ) from None
         except ValueError as error:
-            raise SearchConfigError(f"warm_start={os.fspath(item)!r}: {error}") from None
+            raise SearchConfigError(f"warm_start={os.fspath(item)!r}: {error}", about="warm_start") from None
     return out
 
 
@@ -111,24 +114,29 @@ def load_priors(
 ) -> list[Prior]:
     """The earlier trials to start from; `SearchConfigError` for anything that cannot be used, before any trial."""
     if mode not in MODES:
-        raise SearchConfigError(f"warm_start_mode={mode!r} must be one of {list(MODES)}.")
+        raise SearchConfigError(
+            f"warm_start_mode={mode!r} must be one of {list(MODES)}.", about="warm_start_mode"
+        )
     space = settings.space
     if space is None:
         raise SearchConfigError(
             "warm_start needs a portable hp_space (a spaces.SearchSpace or a dict of spaces domains) to map earlier "
-            "trials into; a backend-native hp_space cannot be compared with another search's parameters."
+            "trials into; a backend-native hp_space cannot be compared with another search's parameters.",
+            about="warm_start",
         )
     unknown = sorted(set(defaults) - set(space))
     if unknown:
         raise SearchConfigError(
-            f"warm_start_defaults names {unknown}, which the hp_space does not have; remove them."
+            f"warm_start_defaults names {unknown}, which the hp_space does not have; remove them.",
+            about="warm_start_defaults",
         )
     outside = {name: value for name, value in defaults.items() if not space[name].contains(value)}
     if outside:
         name = next(iter(outside))
         raise SearchConfigError(
             f"warm_start_defaults gives {outside}, outside the hp_space ({name}: {space[name]!r}); give values the "
-            "space can take."
+            "space can take.",
+            about="warm_start_defaults",
         )
     priors: list[Prior] = []
     left_out: collections.Counter[str] = collections.Counter()
@@ -142,19 +150,22 @@ def load_priors(
             raise SearchConfigError(
                 f"warm_start={origin!r} optimized {result.objective!r} ({'/'.join(result.directions)}) but this search "
                 f"optimizes {settings.objective_name!r} ({'/'.join(settings.directions)}); only trials of the same "
-                "objective and direction can be used. Pass a search of the same objective, or none."
+                "objective and direction can be used. Pass a search of the same objective, or none.",
+                about="warm_start",
             )
         scope = result.settings.get("objective_scope")
         if scope is not None and scope != settings.objective_scope:
             raise SearchConfigError(
                 f"warm_start={origin!r} scored its trials with objective_scope={scope!r} but this search uses "
                 f"objective_scope={settings.objective_scope!r}: two definitions of a trial's objective cannot be "
-                f"ranked together. Pass objective_scope={scope!r}, or warm-start from a search of the same scope."
+                f"ranked together. Pass objective_scope={scope!r}, or warm-start from a search of the same scope.",
+                about="warm_start",
             )
         if not set(result.param_names) & set(space):
             raise SearchConfigError(
                 f"warm_start={origin!r} has no parameter in common with this hp_space (it has "
-                f"{result.param_names}, this search {list(space)}); nothing of it can be used."
+                f"{result.param_names}, this search {list(space)}); nothing of it can be used.",
+                about="warm_start",
             )
         taken, skipped = _take(origin, result, space, defaults, mode, told)
         priors += taken
@@ -171,7 +182,8 @@ def load_priors(
     if not priors:
         raise SearchConfigError(
             f"warm_start: none of the earlier trials fits this hp_space ({dict(left_out) or 'no finished trial'}); "
-            "widen the space, give warm_start_defaults for new parameters, or drop warm_start."
+            "widen the space, give warm_start_defaults for new parameters, or drop warm_start.",
+            about="warm_start",
         )
     if mode == "evaluate":
         sign = 1.0 if settings.directions[0] == "minimize" else -1.0

@@ -269,8 +269,119 @@ class Domain(abc.ABC):
         return f"{type(self).__name__}({', '.join(args)})"
 
 
+class _Numeric(Domain):
+    """A number in ``[low, high]`` (both bounds inclusive), drawn uniformly, log-uniformly (``log=True``) or from
+    the grid ``low + k * step``: the bounds, log and step rules ``Float`` and ``Int`` share, checked once here.
+
+    A subclass is the dataclass that declares the fields, and says what differs with the kind of number:
+    ``_number`` (check a bound), ``_step_value`` (check the step; ``_NO_STEP`` is its "no step"), ``_LOG_LOW``
+    (what ``log=True`` asks of ``low``), ``_check_divides``, ``_grid_size`` and ``_on_grid`` (the grid, exact for
+    integers, within a relative 1e-9 for reals), ``_number_or_none`` and ``_log_draw``.
+    """
+
+    low: float
+    high: float
+    log: bool
+    step: float | None
+    #: the ``step`` value that means "no grid beyond the numbers' own" (written by neither ``to_dict`` nor repr)
+    _NO_STEP: float | None = None
+    #: what ``log=True`` asks of ``low``, and the fix that meets it
+    _LOG_LOW: tuple[str, str] = ("low > 0", "raise low above 0")
+
+    def __post_init__(self) -> None:
+        owner = type(self).__name__
+        low = self._number("low", self.low)
+        high = self._number("high", self.high)
+        _check_log(self.log, owner)
+        if low >= high:
+            fix = "swap them or widen the range" if low > high else "use Fixed(value) for a constant"
+            raise ValueError(f"{owner}: low must be < high, got low={low!r}, high={high!r}; {fix}.")
+        if not math.isfinite(high - low):  # only reals overflow; a log range (low > 0) never does
+            raise ValueError(
+                f"{owner}: high - low must be a finite number, got low={low!r}, high={high!r} (high - low "
+                f"overflows to inf, so no value can be drawn uniformly); narrow the range (high - low at most "
+                f"{sys.float_info.max:.4g})."
+            )
+        if self.log and low <= 0:
+            need, fix = self._LOG_LOW
+            raise ValueError(f"{owner}: log=True needs {need}, got low={low!r}; {fix} or use log=False.")
+        step = self._step_value(self.step)
+        if self.log and step != self._NO_STEP:
+            raise ValueError(
+                f"{owner}: log=True together with step={step!r} is not supported (a log scale has no even "
+                "step); drop step or set log=False."
+            )
+        if step is not None:
+            if step <= 0:
+                raise ValueError(f"{owner}: step must be > 0, got step={step!r}; give a positive step.")
+            self._check_divides(low, high, step)
+        object.__setattr__(self, "low", low)
+        object.__setattr__(self, "high", high)
+        object.__setattr__(self, "step", step)
+        object.__setattr__(self, "when", _normalize_when(self.when, owner))
+
+    @abc.abstractmethod
+    def _number(self, name: str, value: Any) -> float:
+        """``value`` (the argument ``name``) as a number of this kind; `TypeError`/`ValueError` saying the fix."""
+
+    @abc.abstractmethod
+    def _step_value(self, step: Any) -> float | None:
+        """``step`` as this kind's step (``None`` where there is no grid); `TypeError` saying the fix."""
+
+    @abc.abstractmethod
+    def _check_divides(self, low: float, high: float, step: float) -> None:
+        """Raise `ValueError`, with a fix, when ``step`` does not divide ``high - low``."""
+
+    @abc.abstractmethod
+    def _grid_size(self) -> int:
+        """How many steps lie between ``low`` and ``high``."""
+
+    @abc.abstractmethod
+    def _on_grid(self, value: float) -> bool:
+        """Whether ``value`` (within the bounds) is ``low + k * step`` for a whole ``k``."""
+
+    @abc.abstractmethod
+    def _number_or_none(self, value: Any) -> float | None:
+        """``value`` as a number of this kind, or ``None`` when it is not one (``contains`` is then false)."""
+
+    @abc.abstractmethod
+    def _log_draw(self, rng: random.Random) -> float:
+        """One log-uniform draw, before it is clamped to the bounds."""
+
+    def contains(self, value: Any) -> bool:
+        v = self._number_or_none(value)
+        if v is None or not (self.low <= v <= self.high):
+            return False
+        return self.step is None or self._on_grid(v)
+
+    def sample(self, rng: random.Random) -> Any:
+        if self.log:
+            return min(max(self._log_draw(rng), self.low), self.high)
+        if self.step is None:
+            return min(max(rng.uniform(self.low, self.high), self.low), self.high)
+        n = self._grid_size()
+        k = rng.randint(0, n)
+        # The top grid point is returned as ``high`` itself rather than low + n * step, which floating-point
+        # error can push just above the bound.
+        return self.high if k == n else min(self.low + k * self.step, self.high)
+
+    def _fields_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"low": self.low, "high": self.high, "log": self.log}
+        if self.step != self._NO_STEP:
+            out["step"] = self.step
+        return out
+
+    def _repr_args(self) -> list[str]:
+        args = [f"low={self.low!r}", f"high={self.high!r}"]
+        if self.log:
+            args.append("log=True")
+        if self.step != self._NO_STEP:
+            args.append(f"step={self.step!r}")
+        return args
+
+
 @dataclass(frozen=True, repr=False)
-class Float(Domain):
+class Float(_Numeric):
     """A real number in ``[low, high]`` (both bounds inclusive).
 
     Args:
@@ -289,86 +400,41 @@ class Float(Domain):
 
     kind = "float"
 
-    def __post_init__(self) -> None:
-        low = _check_real("low", self.low, "Float")
-        high = _check_real("high", self.high, "Float")
-        _check_log(self.log, "Float")
-        if low >= high:
-            fix = "swap them or widen the range" if low > high else "use Fixed(value) for a constant"
-            raise ValueError(f"Float: low must be < high, got low={low!r}, high={high!r}; {fix}.")
-        if not math.isfinite(high - low):  # a log range (low > 0) never overflows
-            raise ValueError(
-                f"Float: high - low must be a finite number, got low={low!r}, high={high!r} (high - low overflows "
-                f"to inf, so no value can be drawn uniformly); narrow the range (high - low at most "
-                f"{sys.float_info.max:.4g})."
-            )
-        if self.log and low <= 0:
-            raise ValueError(
-                f"Float: log=True needs low > 0, got low={low!r}; raise low above 0 or use log=False."
-            )
-        step = self.step
-        if step is not None:
-            step = _check_real("step", step, "Float")
-            if self.log:
-                raise ValueError(
-                    f"Float: log=True together with step={step!r} is not supported (a log scale has no "
-                    "even step); drop step or set log=False."
-                )
-            if step <= 0:
-                raise ValueError(f"Float: step must be > 0, got step={step!r}; give a positive step.")
-            n = (high - low) / step
-            if round(n) < 1 or abs(n - round(n)) > 1e-9 * max(1.0, n):
-                raise ValueError(
-                    f"Float: step must divide high - low, got step={step!r} for low={low!r}, "
-                    f"high={high!r} (high - low = {high - low!r}); choose a step such that "
-                    "(high - low) / step is a whole number."
-                )
-        object.__setattr__(self, "low", low)
-        object.__setattr__(self, "high", high)
-        object.__setattr__(self, "step", step)
-        object.__setattr__(self, "when", _normalize_when(self.when, "Float"))
+    def _number(self, name: str, value: Any) -> float:
+        return _check_real(name, value, "Float")
 
-    def contains(self, value: Any) -> bool:
-        if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            return False
-        v = float(value)
-        if not (self.low <= v <= self.high):
-            return False
-        if self.step is None:
-            return True
-        k = (v - self.low) / self.step
+    def _step_value(self, step: Any) -> float | None:
+        return None if step is None else _check_real("step", step, "Float")
+
+    def _check_divides(self, low: float, high: float, step: float) -> None:
+        n = (high - low) / step
+        if round(n) < 1 or abs(n - round(n)) > 1e-9 * max(1.0, n):
+            raise ValueError(
+                f"Float: step must divide high - low, got step={step!r} for low={low!r}, "
+                f"high={high!r} (high - low = {high - low!r}); choose a step such that "
+                "(high - low) / step is a whole number."
+            )
+
+    def _grid_size(self) -> int:
+        assert self.step is not None  # only asked of a grid
+        return round((self.high - self.low) / self.step)
+
+    def _on_grid(self, value: float) -> bool:
+        assert self.step is not None
+        k = (value - self.low) / self.step
         return abs(k - round(k)) <= 1e-9 * max(1.0, abs(k))
 
-    def sample(self, rng: random.Random) -> float:
-        if self.step is not None:
-            n = round((self.high - self.low) / self.step)
-            k = rng.randint(0, n)
-            # The top grid point is returned as ``high`` itself rather than low + n * step, which
-            # floating-point error can push just above the bound.
-            return self.high if k == n else min(self.low + k * self.step, self.high)
-        if self.log:
-            value = math.exp(rng.uniform(math.log(self.low), math.log(self.high)))
-        else:
-            value = rng.uniform(self.low, self.high)
-        return min(max(value, self.low), self.high)
+    def _number_or_none(self, value: Any) -> float | None:
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            return None
+        return float(value)
 
-    def _fields_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"low": self.low, "high": self.high, "log": self.log}
-        if self.step is not None:
-            out["step"] = self.step
-        return out
-
-    def _repr_args(self) -> list[str]:
-        args = [f"low={self.low!r}", f"high={self.high!r}"]
-        if self.log:
-            args.append("log=True")
-        if self.step is not None:
-            args.append(f"step={self.step!r}")
-        return args
+    def _log_draw(self, rng: random.Random) -> float:
+        return math.exp(rng.uniform(math.log(self.low), math.log(self.high)))
 
 
 @dataclass(frozen=True, repr=False)
-class Int(Domain):
+class Int(_Numeric):
     """An integer in ``[low, high]`` (both bounds inclusive).
 
     Args:
@@ -381,37 +447,27 @@ class Int(Domain):
     low: int
     high: int
     log: bool = False
-    step: int = 1  # None is taken as 1 (see __post_init__)
+    step: int = 1  # None is taken as 1 (see _step_value)
     when: Mapping[str, Any] | None = None  # stored as an immutable {parent: (values, ...)}
 
     kind = "int"
+    _NO_STEP = 1
+    _LOG_LOW = ("low >= 1", "raise low to 1")
 
-    def __post_init__(self) -> None:
-        low = _check_integer("low", self.low, "Int")
-        high = _check_integer("high", self.high, "Int")
-        _check_log(self.log, "Int")
-        if low >= high:
-            fix = "swap them or widen the range" if low > high else "use Fixed(value) for a constant"
-            raise ValueError(f"Int: low must be < high, got low={low!r}, high={high!r}; {fix}.")
-        if self.log and low <= 0:
-            raise ValueError(
-                f"Int: log=True needs low >= 1, got low={low!r}; raise low to 1 or use log=False."
-            )
-        if self.step is None:  # as Float's step=None: no step beyond the integers' own
-            object.__setattr__(self, "step", 1)
-        if isinstance(self.step, bool) or not isinstance(self.step, numbers.Integral):
+    def _number(self, name: str, value: Any) -> int:
+        return _check_integer(name, value, "Int")
+
+    def _step_value(self, step: Any) -> int:
+        if step is None:  # as Float's step=None: no step beyond the integers' own
+            return 1
+        if isinstance(step, bool) or not isinstance(step, numbers.Integral):
             raise TypeError(
-                f"Int: step must be an int, got {type(self.step).__name__} {self.step!r}; "
+                f"Int: step must be an int, got {type(step).__name__} {step!r}; "
                 "pass a whole number such as step=2 (or use Float for a real step)."
             )
-        step = int(self.step)
-        if step <= 0:
-            raise ValueError(f"Int: step must be > 0, got step={step!r}; give a positive step.")
-        if self.log and step != 1:
-            raise ValueError(
-                f"Int: log=True together with step={step!r} is not supported (a log scale has no even "
-                "step); drop step or set log=False."
-            )
+        return int(step)
+
+    def _check_divides(self, low: float, high: float, step: float) -> None:
         if (high - low) % step:
             lower = low + (high - low) // step * step  # the last value of the grid below high
             fix = (
@@ -423,38 +479,22 @@ class Int(Domain):
                 f"Int: step must divide high - low, got step={step!r} for low={low!r}, high={high!r} "
                 f"(high - low = {high - low}); pick a step that divides it, or {fix}."
             )
-        object.__setattr__(self, "low", low)
-        object.__setattr__(self, "high", high)
-        object.__setattr__(self, "step", step)
-        object.__setattr__(self, "when", _normalize_when(self.when, "Int"))
 
-    def contains(self, value: Any) -> bool:
+    def _grid_size(self) -> int:
+        return (self.high - self.low) // self.step
+
+    def _on_grid(self, value: float) -> bool:
+        return (value - self.low) % self.step == 0
+
+    def _number_or_none(self, value: Any) -> int | None:
         if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-            return False
-        v = int(value)
-        return self.low <= v <= self.high and (v - self.low) % self.step == 0
+            return None
+        return int(value)
 
-    def sample(self, rng: random.Random) -> int:
-        if self.log:
-            # Widen by half a unit on each side so that rounding gives both bounds a fair share,
-            # then clamp against floating-point drift.
-            u = rng.uniform(math.log(self.low - 0.5), math.log(self.high + 0.5))
-            return min(max(round(math.exp(u)), self.low), self.high)
-        return self.low + self.step * rng.randint(0, (self.high - self.low) // self.step)
-
-    def _fields_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"low": self.low, "high": self.high, "log": self.log}
-        if self.step != 1:
-            out["step"] = self.step
-        return out
-
-    def _repr_args(self) -> list[str]:
-        args = [f"low={self.low!r}", f"high={self.high!r}"]
-        if self.log:
-            args.append("log=True")
-        if self.step != 1:
-            args.append(f"step={self.step!r}")
-        return args
+    def _log_draw(self, rng: random.Random) -> float:
+        # Widen by half a unit on each side so that rounding gives both bounds a fair share (then clamped
+        # against floating-point drift).
+        return round(math.exp(rng.uniform(math.log(self.low - 0.5), math.log(self.high + 0.5))))
 
 
 @dataclass(frozen=True, repr=False)

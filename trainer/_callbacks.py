@@ -107,7 +107,7 @@ class TrainerState:
             self.stateful_callbacks = states
 
     def save_to_json(self, json_path: str) -> None:
-        text = json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True, default=_json_default) + "\n"
+        text = json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True, default=json_default) + "\n"
         with open(json_path, "w", encoding="utf-8") as f:
             f.write(text)
 
@@ -148,8 +148,12 @@ class TrainerState:
             self.trial_params = dict(getattr(trial, "params", {}) or {})
 
 
-def _json_default(value: Any) -> Any:
-    # numpy scalars and other number-likes sneak into log_history through compute_metrics.
+def json_default(value: Any) -> Any:
+    """JSON for a ``log_history`` value ``json`` cannot encode, in ``trainer_state.json`` and ``log_history.jsonl``.
+
+    numpy scalars and other number-likes sneak into ``log_history`` through ``compute_metrics``. (hpsearch keeps
+    its own, wider default in ``hpsearch/_files.py``: it must not import trainer, which loads torch.)
+    """
     if hasattr(
         value, "tolist"
     ):  # an array or tensor (a confusion matrix) as lists, a numpy scalar as a number

@@ -43,7 +43,7 @@ def get_backend(name: str) -> type[SearchBackend]:
         target = _REGISTRY[name]
     except (KeyError, TypeError):
         raise SearchConfigError(
-            f"backend={name!r} is not a known backend; use one of {backend_names()} or None."
+            f"backend={name!r} is not a known backend; use one of {backend_names()} or None.", about="backend"
         ) from None
     if isinstance(target, str):
         module, _, attr = target.partition(":")

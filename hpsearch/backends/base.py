@@ -118,7 +118,8 @@ class SearchBackend(abc.ABC):
             raise SearchConfigError(
                 f"Unknown keyword argument(s) {unknown} for backend={cls.name!r}"
                 f"{' (' + '; '.join(hints) + ')' if hints else ''}; it accepts {sorted(cls.option_names())} plus "
-                f"{', '.join(COMMON_OPTIONS)}."
+                f"{', '.join(COMMON_OPTIONS)}.",
+                about=unknown[0],
             )
         for option in cls.options:
             if option.name in kwargs:
@@ -196,7 +197,8 @@ class SearchBackend(abc.ABC):
         if mode not in self.warm_start_modes:
             raise SearchConfigError(
                 f"warm_start_mode={mode!r} is not supported by backend={self.name!r} (it supports "
-                f"{list(self.warm_start_modes) or 'none'}); use another mode or backend."
+                f"{list(self.warm_start_modes) or 'none'}); use another mode or backend.",
+                about="warm_start_mode",
             )
 
     def continues_earlier_run(self) -> bool:
@@ -230,7 +232,7 @@ class SearchBackend(abc.ABC):
         try:
             space = SearchSpace.coerce(hp_space)
         except (TypeError, ValueError) as error:
-            raise SearchConfigError(f"hp_space: {error}") from error
+            raise SearchConfigError(f"hp_space: {error}", about="hp_space") from error
         _check_savable(space)
         return space, self.convert_space(space)
 
@@ -313,10 +315,12 @@ def _check_savable(space: SearchSpace) -> None:
                     f"hp_space[{name!r}]={value!r} is a native {engine} object ({type(value).__name__}), not a "
                     "spaces domain, so a portable hp_space would hold it as one fixed value; write it as a spaces "
                     f"domain (spaces.Float, Int or Categorical), or give the whole hp_space in {engine}'s own form "
-                    "(e.g. a callable hp_space(trial))."
+                    "(e.g. a callable hp_space(trial)).",
+                    about=("hp_space", name),
                 ) from None
             raise SearchConfigError(
-                f"hp_space[{name!r}] cannot be saved with the results (search.json): {error}"
+                f"hp_space[{name!r}] cannot be saved with the results (search.json): {error}",
+                about=("hp_space", name),
             ) from None
 
 

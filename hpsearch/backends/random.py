@@ -64,7 +64,8 @@ class RandomBackend(SearchBackend):
                 pass
             raise SearchConfigError(
                 "backend='random' takes a portable hp_space (a spaces.SearchSpace or a dict of spaces domains), "
-                f"not a callable ({hp_space!r}); it has no native space form."
+                f"not a callable ({hp_space!r}); it has no native space form.",
+                about="hp_space",
             )
         return False
 
@@ -74,7 +75,9 @@ class RandomBackend(SearchBackend):
     def validate(self) -> None:
         seed = self.kwargs.get("seed")
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-            raise SearchConfigError(f"seed must be an integer or None, got {seed!r}; pass e.g. seed=0.")
+            raise SearchConfigError(
+                f"seed must be an integer or None, got {seed!r}; pass e.g. seed=0.", about="seed"
+            )
 
     def run(self, session: SearchSession, native_space: Any) -> None:
         settings = self.settings

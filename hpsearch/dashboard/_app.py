@@ -43,7 +43,8 @@ _HEADERS = {
     # Scripts only from this server (no inline script anywhere); plotly sets inline styles. 'unsafe-eval': plotly
     # draws parallel coordinates with regl, which compiles its WebGL drawing code with `new Function`; without it
     # that figure showed "WebGL is not supported". No string of a search is ever evaluated: the page's only code
-    # is this server's two files, and what it receives is parsed with JSON.parse.
+    # is this server's two files, and what it receives is parsed with JSON.parse. plotly.js's "strict" build would
+    # need no eval, but no Python package ships it (README, *Live dashboard*: why 'unsafe-eval' stays).
     "Content-Security-Policy": (
         "default-src 'none'; script-src 'self' 'unsafe-eval'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
         "connect-src 'self'; font-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"

@@ -34,31 +34,36 @@ def check_trial_workers(
             raise SearchConfigError(
                 f"trial_worker_max_trials={max_trials} replaces worker processes after that many trials, but "
                 "trial_workers is not set (trials run in this process); set trial_workers=N too, or drop "
-                "trial_worker_max_trials."
+                "trial_worker_max_trials.",
+                about="trial_worker_max_trials",
             )
         return
     if adapter.trial_workers_refusal is not None:
         raise SearchConfigError(
             f"trial_workers={trial_workers} cannot be used with backend={settings.backend!r}: "
-            f"{adapter.trial_workers_refusal}"
+            f"{adapter.trial_workers_refusal}",
+            about="trial_workers",
         )
     for concurrency in (o.name for o in adapter.options if o.concurrency and o.name in adapter.kwargs):
         raise SearchConfigError(
             f"{concurrency}={adapter.kwargs[concurrency]!r} and trial_workers={trial_workers} both set how many "
-            f"trials run at once; trial_workers runs {trial_workers} at once in worker processes: drop {concurrency}."
+            f"trials run at once; trial_workers runs {trial_workers} at once in worker processes: drop {concurrency}.",
+            about=concurrency,
         )
     cores = usable_cores()
     if trial_workers > cores:
         raise SearchConfigError(
             f"trial_workers={trial_workers} is more than the {cores} CPU core(s) this process may use: each worker "
-            f"needs a core of its own for its threads; pass trial_workers={cores} or fewer."
+            f"needs a core of its own for its threads; pass trial_workers={cores} or fewer.",
+            about="trial_workers",
         )
     world = max(_dist.world_size(), int(os.environ.get("WORLD_SIZE", "1") or 1))
     if world > 1:
         raise SearchConfigError(
             f"trial_workers={trial_workers} cannot be combined with a search under accelerate launch ({world} "
             "processes that train each trial together): every rank would start its own workers; drop trial_workers "
-            "(the launched processes already train each trial), or run without accelerate launch."
+            "(the launched processes already train each trial), or run without accelerate launch.",
+            about="trial_workers",
         )
     _check_picklable(settings, trial_workers)
 
@@ -74,7 +79,8 @@ def _check_picklable(settings: TrialSettings, trial_workers: int) -> None:
         f"trial_workers={trial_workers} sends the trainer and its functions to worker processes by pickle, but "
         f"{culprit} cannot be pickled ({type(cause).__name__}: {cause}); define it at module level in an importable "
         "file (not a lambda, a nested function or an object holding an open resource), or leave trial_workers unset "
-        "to run the trials in this process."
+        "to run the trials in this process.",
+        about="trial_workers",
     )
 
 

@@ -709,3 +709,29 @@ def test_a_data_factory_returning_no_dataset_is_refused_at_the_data_line(
         in err
     )
     assert not (tmp_path / "out" / "search.json").exists()
+
+
+def test_a_search_error_is_located_by_the_argument_it_names_not_by_its_wording(tmp_path):
+    import pickle
+
+    from hpsearch.cli import _locate
+    from hpsearch.errors import SearchConfigError
+    from hpsearch.sweep import load_sweep
+
+    config = load_sweep(write(tmp_path, TINY))
+    # The key comes from `about`, whatever the message says: a reworded message cannot lose its line.
+    assert _locate(SearchConfigError("a sampler problem", about="sampler"), config) == (
+        "backend_options",
+        "sampler",
+    )
+    assert _locate(SearchConfigError("too big", about=("hp_space", "hidden")), config) == ("space", "hidden")
+    assert _locate(SearchConfigError("too big", about=("hp_space", "absent")), config) == ("space",)
+    assert _locate(SearchConfigError("x", about="max_steps"), config) == ("training_args", "max_steps")
+    assert _locate(SearchConfigError("x", about="compute_objective"), config) == ("objective",)
+    assert _locate(SearchConfigError("x", about="n_trials"), config) == ("n_trials",)
+    # A message that starts with a key's name but names no argument points nowhere (no guessing from its text).
+    assert _locate(SearchConfigError("sampler=TPESampler must be seeded"), config) == ()
+    assert _locate(SearchConfigError("x", about="not_a_key"), config) == ()
+    # It survives the pipe to a worker process and back.
+    again = pickle.loads(pickle.dumps(SearchConfigError("x", about=("hp_space", "hidden"))))
+    assert again.about == ("hp_space", "hidden") and str(again) == "x"

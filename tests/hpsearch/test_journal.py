@@ -21,7 +21,7 @@ def _running(tmp_path, n=3):
     result = single_result(records=[])
     for record in records[:n]:
         result.records.append(record)
-        result._record_trial(tmp_path, record)
+        result.record_trial(tmp_path, record)
     return result
 
 
@@ -76,7 +76,7 @@ def test_snapshot_and_journal_disagree_journal_lines_newer_than_the_snapshot_win
     )
     result.records[0] = changed
     result.finished = T0 + timedelta(hours=5)
-    result._record_trial(tmp_path, changed)
+    result.record_trial(tmp_path, changed)
     loaded = SearchResult.load(tmp_path)
     assert loaded.records[0].state is TrialState.FAIL and loaded.records[0].error == "CUDA out of memory"
     assert [r.trial_id for r in loaded.records] == ["id-0", "id-1"] and loaded.finished == result.finished
@@ -140,7 +140,7 @@ def test_another_writer_in_the_folder_makes_the_next_trial_take_a_snapshot(tmp_p
     other.save(tmp_path)  # someone else wrote this folder (a new snapshot and journal)
     record = single_records()[2]
     result.records.append(record)
-    result._record_trial(
+    result.record_trial(
         tmp_path, record
     )  # ours: not appended to the other's journal, a snapshot of ours instead
     assert SearchResult.load(tmp_path).records == result.records

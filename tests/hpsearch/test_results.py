@@ -488,7 +488,7 @@ def test_interrupted_save_leaves_complete_files(tmp_path, monkeypatch, caplog, d
 def test_a_running_search_appends_to_the_journal_and_snapshots_at_growing_intervals(tmp_path):
     records = single_records()
     result = single_result(records=records[:1])
-    result._record_trial(tmp_path, records[0])  # the first trial: a snapshot naming a new, empty journal
+    result.record_trial(tmp_path, records[0])  # the first trial: a snapshot naming a new, empty journal
     search, trials, journal = (
         tmp_path / "search.json",
         tmp_path / "trials.csv",
@@ -498,7 +498,7 @@ def test_a_running_search_appends_to_the_journal_and_snapshots_at_growing_interv
     assert len(journal.read_text().splitlines()) == 1  # the header
     for record in records[1:]:  # the next trials: one journal line each; search.json and the CSVs untouched
         result.records.append(record)
-        result._record_trial(tmp_path, record)
+        result.record_trial(tmp_path, record)
     assert {path: (os.stat(path).st_ino, os.stat(path).st_mtime_ns) for path in (search, trials)} == kept
     lines = journal.read_text().splitlines()
     assert [json.loads(line)["seq"] for line in lines[1:]] == [1, 2, 3, 4, 5]
@@ -512,7 +512,7 @@ def test_a_running_search_appends_to_the_journal_and_snapshots_at_growing_interv
     result.records[0] = make_record(
         0, TrialState.FAIL, None, dict(result.records[0].params)
     )  # a changed trial
-    result._record_trial(tmp_path, result.records[0])
+    result.record_trial(tmp_path, result.records[0])
     assert os.stat(search).st_ino != kept[search][0] and len(pd.read_csv(trials)) == 6
     assert pd.read_csv(trials)["state"].tolist()[0] == "FAIL"
     assert len(journal.read_text().splitlines()) == 1
@@ -548,7 +548,7 @@ def test_only_the_searchs_last_save_is_fsynced(tmp_path, monkeypatch):
     monkeypatch.setattr(files.os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
     result = single_result()
     for record in result.records:  # after each trial: a journal line (or a snapshot), not fsynced
-        result._record_trial(tmp_path, record)
+        result.record_trial(tmp_path, record)
     assert synced == [] and len(SearchResult.load(tmp_path).records) == 6
     result.save(
         tmp_path

@@ -12,6 +12,7 @@ from hpsearch._progress import SweepProgress
 from hpsearch._tally import RunningTally
 from hpsearch.results import SearchResult
 from hpsearch.trial import TrialRecord, TrialState
+from hpsearch.warmstart import own_counts, prior_records
 
 STATES = [TrialState.COMPLETE, TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL]
 
@@ -57,7 +58,9 @@ def test_tally_agrees_with_the_records_after_every_trial(directions):
             result.records.append(_record(rng, 10_000 + step, len(directions)))
             continue
         tally.update(result, record)
-        assert {s: n for s, n in tally.counts.items() if n} == {s: n for s, n in result.counts().items() if n}
+        own, warm = own_counts(result)  # warm-start rows apart: not among this search's n_trials
+        assert {s: n for s, n in tally.counts.items() if n} == {s: n for s, n in own.items() if n}
+        assert tally.warm == warm
         if len(directions) == 1:
             assert tally.best_trial is result.best_trial
         else:
@@ -87,3 +90,35 @@ def test_the_progress_bar_reads_the_tally_not_every_record(monkeypatch):
         session.tally.update(session.result, record)
         progress.on_trial_end(session, record)  # type: ignore[arg-type]
     assert progress.postfix.startswith("done ")
+
+
+def test_warm_start_rows_are_counted_apart_in_the_progress_line_and_bar(caplog):
+    # n_trials=5 after 3 earlier trials told by warm start: "[2/5 +3 warm]", never "[5/5]" after two trials.
+    from hpsearch import _progress
+    from hpsearch.warmstart import Prior
+
+    class Session:
+        n_trials = 5
+
+        def __init__(self) -> None:
+            self.result = SearchResult("optuna", ["maximize"], [])
+            self.tally = RunningTally()
+
+    session = Session()
+    priors = [Prior(params={"x": i}, objective=0.99, origin="earlier") for i in range(3)]
+    session.result.records.extend(prior_records(priors))
+    session.tally.recount(session.result)  # as SearchSession.adopt
+    caplog.set_level("INFO", logger="hpsearch.progress")
+    rng = random.Random(1)
+    for number in range(2):
+        record = _record(rng, number, 1)
+        record.state, record.objective, record.extra = TrialState.COMPLETE, 0.5 + number / 10, {}
+        session.result.records.append(record)
+        session.tally.update(session.result, record)
+        _progress.trial_line(session, record)  # type: ignore[arg-type]
+    lines = [r.getMessage() for r in caplog.records]
+    assert [line.split("]")[0] for line in lines] == ["[1/5 +3 warm", "[2/5 +3 warm"], lines
+    assert lines[-1].endswith("| best 0.6 (run-1)")  # the warm rows' 0.99 is not this search's best
+    progress = SweepProgress(total=5, enabled=False)
+    progress.on_trial_end(session, record)  # type: ignore[arg-type]
+    assert progress.postfix == "done 2, pruned 0, failed 0, +3 warm, best 0.6 (run-1)"

@@ -63,6 +63,9 @@ INVALID = [
     (lambda: Int(True, 5), TypeError, r"low must be an int, got bool True"),
     (lambda: Int(0, 10, log=True), ValueError, r"log=True needs low >= 1, got low=0"),
     (lambda: Int(1, 9, log=True, step=2), ValueError, r"log=True together with step=2 is not supported"),
+    # Two faults at once: Float and Int report the same one, the one whose fix (drop step) mends both.
+    (lambda: Int(1, 9, log=True, step=0), ValueError, r"log=True together with step=0 is not supported"),
+    (lambda: Float(0.1, 1.0, log=True, step=-0.1), ValueError, r"log=True together with step=-0\.1 is not"),
     (lambda: Int(0, 10, step=0), ValueError, r"step must be > 0, got step=0"),
     (lambda: Int(0, 10, step=-2), ValueError, r"step must be > 0, got step=-2"),
     (lambda: Int(0, 10, step=3), ValueError, r"step must divide high - low, got step=3 .*move high to 9"),

@@ -7,7 +7,7 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .._callbacks import TrainerCallback
+from .._callbacks import TrainerCallback, json_default
 
 if TYPE_CHECKING:
     from .._training_args import TrainingArguments
@@ -48,14 +48,4 @@ class JsonlCallback(TrainerCallback):
 
 
 def _json_line(entry: Mapping[str, Any]) -> str:
-    return json.dumps(dict(entry), default=_json_default, allow_nan=True) + "\n"
-
-
-def _json_default(value: Any) -> Any:
-    if hasattr(
-        value, "tolist"
-    ):  # an array or tensor (a confusion matrix) as lists, a numpy scalar as a number
-        return value.tolist()
-    if hasattr(value, "item"):
-        return value.item()
-    return str(value)
+    return json.dumps(dict(entry), default=json_default, allow_nan=True) + "\n"

@@ -122,7 +122,8 @@ class OptunaBackend(SearchBackend):
             if storage is None:
                 raise SearchConfigError(
                     "--resume continues a study saved in storage, but backend_options has no storage; add "
-                    "`storage: sqlite:///{output_dir}/study.db`."
+                    "`storage: sqlite:///{output_dir}/study.db`.",
+                    about="storage",
                 )
             options["load_if_exists"] = True
         return options
@@ -155,25 +156,32 @@ class OptunaBackend(SearchBackend):
         multi = self.settings.n_objectives > 1
         pruner = kw.get("pruner")
         if pruner is not None and not isinstance(pruner, optuna.pruners.BasePruner):
-            raise SearchConfigError(f"pruner must be an optuna.pruners.BasePruner, got {pruner!r}.")
+            raise SearchConfigError(
+                f"pruner must be an optuna.pruners.BasePruner, got {pruner!r}.", about="pruner"
+            )
         sampler = kw.get("sampler")
         if sampler is not None and not isinstance(sampler, optuna.samplers.BaseSampler):
-            raise SearchConfigError(f"sampler must be an optuna.samplers.BaseSampler, got {sampler!r}.")
+            raise SearchConfigError(
+                f"sampler must be an optuna.samplers.BaseSampler, got {sampler!r}.", about="sampler"
+            )
         if kw.get("load_if_exists") and kw.get("storage") is None:
             raise SearchConfigError(
                 "load_if_exists=True continues a study kept in a storage, but no storage is given (a study in memory "
-                "starts empty); pass storage='sqlite:///study.db' (or a journal file), or remove load_if_exists."
+                "starts empty); pass storage='sqlite:///study.db' (or a journal file), or remove load_if_exists.",
+                about="load_if_exists",
             )
         if pruner is not None and not isinstance(pruner, optuna.pruners.NopPruner):
             if multi:
                 raise SearchConfigError(
                     f"pruner={type(pruner).__name__}: Optuna cannot prune trials of a multi-objective study "
-                    f"(direction={list(self.settings.directions)}); remove the pruner or optimize one objective."
+                    f"(direction={list(self.settings.directions)}); remove the pruner or optimize one objective.",
+                    about="pruner",
                 )
             if str(args.eval_strategy) == "no":
                 raise SearchConfigError(
                     f"pruner={type(pruner).__name__} needs intermediate results, but eval_strategy='no' never "
-                    "evaluates during training; set eval_strategy='epoch' or 'steps' (or drop the pruner)."
+                    "evaluates during training; set eval_strategy='epoch' or 'steps' (or drop the pruner).",
+                    about="pruner",
                 )
         storage = kw.get("storage")
         if isinstance(storage, str):
@@ -181,38 +189,47 @@ class OptunaBackend(SearchBackend):
         elif storage is not None and not isinstance(storage, optuna.storages.BaseStorage):
             raise SearchConfigError(
                 f"storage must be a URL such as 'sqlite:///study.db', a journal file path ending in .log, or an "
-                f"optuna storage object; got {type(storage).__name__}."
+                f"optuna storage object; got {type(storage).__name__}.",
+                about="storage",
             )
         n_jobs = kw.get("n_jobs", 1)
         if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0 or n_jobs < -1:
-            raise SearchConfigError(f"n_jobs must be a positive integer or -1, got {n_jobs!r}.")
+            raise SearchConfigError(
+                f"n_jobs must be a positive integer or -1, got {n_jobs!r}.", about="n_jobs"
+            )
         if n_jobs != 1 and args.gradient_accumulation_steps > 1:
             raise SearchConfigError(
                 f"n_jobs={n_jobs} runs trials in threads, and accelerate keeps gradient-accumulation state per "
                 f"process, so concurrent trials would corrupt each other with gradient_accumulation_steps="
-                f"{args.gradient_accumulation_steps}; use n_jobs=1, or run several worker processes on one storage."
+                f"{args.gradient_accumulation_steps}; use n_jobs=1, or run several worker processes on one storage.",
+                about="n_jobs",
             )
         timeout = kw.get("timeout")
         if timeout is not None and (
             isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
         ):
-            raise SearchConfigError(f"timeout must be a positive number of seconds or None, got {timeout!r}.")
+            raise SearchConfigError(
+                f"timeout must be a positive number of seconds or None, got {timeout!r}.", about="timeout"
+            )
         study_name = kw.get("study_name")
         if study_name is not None and (not isinstance(study_name, str) or not study_name):
-            raise SearchConfigError(f"study_name must be a non-empty string, got {study_name!r}.")
+            raise SearchConfigError(
+                f"study_name must be a non-empty string, got {study_name!r}.", about="study_name"
+            )
         callbacks = kw.get("callbacks")
         if callbacks is not None and (
             not isinstance(callbacks, list | tuple) or not all(map(callable, callbacks))
         ):
             raise SearchConfigError(
-                f"callbacks must be a list of callables (study, trial), got {callbacks!r}."
+                f"callbacks must be a list of callables (study, trial), got {callbacks!r}.", about="callbacks"
             )
         catch = kw.get("catch", ())
         catch_items = catch if isinstance(catch, tuple | list) else (catch,)
         if not all(isinstance(c, type) and issubclass(c, Exception) for c in catch_items):
             raise SearchConfigError(
                 f"catch must be an Exception class or a tuple of them, got {catch!r} (KeyboardInterrupt and other "
-                "BaseExceptions stop a search and cannot be caught per trial)."
+                "BaseExceptions stop a search and cannot be caught per trial).",
+                about="catch",
             )
 
     def describe(self) -> dict[str, Any]:

@@ -54,7 +54,10 @@ class OptunaSpace:
             elif isinstance(domain, Fixed):
                 continue
             else:
-                raise SearchConfigError(f"hp_space parameter {name!r}: Optuna cannot express {domain!r}.")
+                raise SearchConfigError(
+                    f"hp_space parameter {name!r}: Optuna cannot express {domain!r}.",
+                    about=("hp_space", name),
+                )
 
     def sample(self, optuna_trial: Any) -> dict[str, Any]:
         from optuna.distributions import CategoricalDistribution, FloatDistribution

@@ -175,30 +175,34 @@ def check_storage_url(url: str, output_dir: str) -> None:
         if os.path.isdir(url):
             raise SearchConfigError(
                 f"storage={url!r} is a folder; a journal storage is a file: pass a file path such as "
-                f"{os.path.join(url, 'study.log')!r}."
+                f"{os.path.join(url, 'study.log')!r}.",
+                about="storage",
             )
         if not url.endswith(JOURNAL_SUFFIXES):
             raise SearchConfigError(
                 f"storage={url!r} is neither a database URL nor a journal file; use e.g. 'sqlite:///study.db', "
-                "'postgresql+psycopg2://user@host/db' or a path ending in .log."
+                "'postgresql+psycopg2://user@host/db' or a path ending in .log.",
+                about="storage",
             )
         parent = os.path.dirname(os.path.abspath(url))
         if missing(parent):
             raise SearchConfigError(
-                f"storage journal file {url!r}: folder {parent!r} does not exist; create it."
+                f"storage journal file {url!r}: folder {parent!r} does not exist; create it.", about="storage"
             )
         return
     if url.startswith("sqlite://") and not url.startswith("sqlite:///"):
         fixed = "sqlite:///" + url[len("sqlite://") :]
         raise SearchConfigError(
             f"storage={url!r}: a SQLite URL has three slashes before a relative path and four before an absolute "
-            f"one (sqlite:///study.db, sqlite:////tmp/study.db); write {fixed!r}."
+            f"one (sqlite:///study.db, sqlite:////tmp/study.db); write {fixed!r}.",
+            about="storage",
         )
     scheme = url.split("://", 1)[0].split("+", 1)[0] if "://" in url else ""
     if scheme not in _RDB_SCHEMES:
         raise SearchConfigError(
             f"storage={redact_url(url)!r} is not a database URL or journal file; use e.g. "
-            "'sqlite:///study.db', 'postgresql+psycopg2://user@host/db' or a path ending in .log."
+            "'sqlite:///study.db', 'postgresql+psycopg2://user@host/db' or a path ending in .log.",
+            about="storage",
         )
     import sqlalchemy.engine
 
@@ -208,20 +212,23 @@ def check_storage_url(url: str, output_dir: str) -> None:
     except Exception as error:
         raise SearchConfigError(
             f"storage={redact_url(url)!r} is not a valid database URL ({type(error).__name__}); write it as "
-            "'dialect+driver://user:password@host:port/database', e.g. 'postgresql+psycopg2://me:pw@127.0.0.1:5432/db'."
+            "'dialect+driver://user:password@host:port/database', e.g. 'postgresql+psycopg2://me:pw@127.0.0.1:5432/db'.",
+            about="storage",
         ) from None
     _check_driver(url, parsed)
     if scheme == "sqlite" and "?" in url and not all("=" in item for item in url.split("?", 1)[1].split("&")):
         raise SearchConfigError(
             f"storage={url!r}: the '?' starts a query in a URL, so the SQLite file would be "
-            f"{parsed.database!r}; choose a path without '?'."
+            f"{parsed.database!r}; choose a path without '?'.",
+            about="storage",
         )
     if scheme == "sqlite" and parsed.database not in (None, "", ":memory:"):
         parent = os.path.dirname(os.path.abspath(parsed.database))
         if missing(parent):
             raise SearchConfigError(
                 f"storage={redact_url(url)!r}: folder {parent!r} of the SQLite file does not exist; create it or use "
-                "another path."
+                "another path.",
+                about="storage",
             )
 
 
@@ -242,7 +249,8 @@ def _check_driver(url: str, parsed: Any) -> None:
             fix = "install it"
         raise SearchConfigError(
             f"storage={redact_url(url)!r}: its database driver {parsed.get_driver_name()!r} is not installed "
-            f"({error}); {fix}."
+            f"({error}); {fix}.",
+            about="storage",
         ) from None
     except Exception:  # a dialect SQLAlchemy cannot load fails with its own message when the study is opened
         pass
@@ -390,7 +398,8 @@ def stored_trials(storage: Any, study_name: str) -> int | None:
         except Exception as error:
             raise SearchConfigError(
                 f"storage={redact_url(url)!r}: cannot open the storage ({redact(str(error)).splitlines()[0]}); check "
-                "the URL and that the database answers."
+                "the URL and that the database answers.",
+                about="storage",
             ) from None
         finally:
             if engine is not None:

@@ -85,7 +85,8 @@ def open_study(kwargs: dict[str, Any], settings: TrialSettings, session: SearchS
         except optuna.exceptions.DuplicatedStudyError:
             raise SearchConfigError(
                 f"study_name={study_name!r} already exists in storage={_describe(storage)!r} and load_if_exists is "
-                "not set; pass load_if_exists=True to continue it, or a new study_name."
+                "not set; pass load_if_exists=True to continue it, or a new study_name.",
+                about="study_name",
             ) from None
         except Exception as error:
             import sqlalchemy.exc
@@ -101,7 +102,8 @@ def open_study(kwargs: dict[str, Any], settings: TrialSettings, session: SearchS
             raise SearchConfigError(
                 f"storage={_describe(storage)!r}: the database did not answer ({type(error).__name__}: "
                 f"{redact(str(error)).splitlines()[0]}); check that the server is up and reachable (connections and "
-                f"statements wait at most {_storage.CONNECT_TIMEOUT_S} s and {_storage.STATEMENT_TIMEOUT_S} s)."
+                f"statements wait at most {_storage.CONNECT_TIMEOUT_S} s and {_storage.STATEMENT_TIMEOUT_S} s).",
+                about="storage",
             ) from None
     _check_same_search(study, settings, study_name)
     return study
@@ -130,7 +132,8 @@ def _check_same_search(study: Any, settings: TrialSettings, study_name: str | No
         raise SearchConfigError(
             f"study {study_name!r} in this storage belongs to another search: it has {'; '.join(problems)}. "
             "Reusing it would mix results of different searches; pass a new study_name (or output_dir), or the "
-            "same direction, objective and hp_space as the stored study."
+            "same direction, objective and hp_space as the stored study.",
+            about="study_name",
         )
     if stored is None:
         if study.trials and stored_directions == ours["directions"]:

@@ -147,7 +147,8 @@ class RayBackend(SearchBackend):
             raise SearchConfigError(
                 f"warm_start with search_alg={type(self.kwargs['search_alg']).__name__}: Tune takes earlier points only "
                 "when a searcher is built (points_to_evaluate, evaluated_rewards); build it with them yourself and "
-                "drop warm_start, or drop search_alg (the ray backend then builds the searcher)."
+                "drop warm_start, or drop search_alg (the ray backend then builds the searcher).",
+                about="warm_start",
             )
         if (
             mode == "inform"
@@ -156,7 +157,8 @@ class RayBackend(SearchBackend):
         ):
             raise SearchConfigError(
                 "warm_start_mode='inform' on the ray backend uses Tune's OptunaSearch, which cannot read the "
-                "conditional parameters of this hp_space; use warm_start_mode='evaluate' or a space without conditions."
+                "conditional parameters of this hp_space; use warm_start_mode='evaluate' or a space without conditions.",
+                about="warm_start_mode",
             )
 
     def _warm_searcher(self, session: SearchSession, limit: int | None) -> Any:
@@ -281,7 +283,8 @@ class RayBackend(SearchBackend):
                 if resume is not True:
                     raise SearchConfigError(
                         f"resume={resume!r}: there is no Ray Tune experiment to restore in {path!r}; pass the "
-                        "experiment folder (storage_path/name), or resume=True to continue this search's own."
+                        "experiment folder (storage_path/name), or resume=True to continue this search's own.",
+                        about="resume",
                     )
                 # A rerun loop passes resume=True from its first run on, and a driver killed before Tune's first
                 # experiment snapshot leaves nothing to restore (no trial of it counts): both start the search.

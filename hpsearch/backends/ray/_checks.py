@@ -34,18 +34,20 @@ def validate(kw: Mapping[str, Any], settings: TrialSettings, conditional: set[st
         raise SearchConfigError(
             f"direction={list(settings.directions)}: Ray Tune optimizes one metric, so the ray backend cannot run a "
             "multi-objective search; pass one direction (combine the objectives in compute_objective) or use "
-            "backend='optuna'."
+            "backend='optuna'.",
+            about="direction",
         )
     address = kw.get("address")
     if address is not None and (not isinstance(address, str) or not address):
         raise SearchConfigError(
-            f"address must be a string such as 'auto' or '127.0.0.1:6379', got {address!r}."
+            f"address must be a string such as 'auto' or '127.0.0.1:6379', got {address!r}.", about="address"
         )
     resources = kw.get("resources_per_trial")
     if resources is not None:
         if not isinstance(resources, Mapping) or not resources:
             raise SearchConfigError(
-                f"resources_per_trial must be a dict such as {{'cpu': 1, 'gpu': 0.5}}, got {resources!r}."
+                f"resources_per_trial must be a dict such as {{'cpu': 1, 'gpu': 0.5}}, got {resources!r}.",
+                about="resources_per_trial",
             )
         for key, value in resources.items():
             if (
@@ -57,12 +59,14 @@ def validate(kw: Mapping[str, Any], settings: TrialSettings, conditional: set[st
             ):
                 raise SearchConfigError(
                     f"resources_per_trial[{key!r}]={value!r}: each resource must be a finite number >= 0 "
-                    "(fractional GPUs such as 0.5 are allowed)."
+                    "(fractional GPUs such as 0.5 are allowed).",
+                    about="resources_per_trial",
                 )
         if not any(resources.values()):
             raise SearchConfigError(
                 f"resources_per_trial={dict(resources)!r} asks for nothing, and a trial needs some resource to be "
-                "placed; ask for at least part of one, e.g. {'cpu': 1}."
+                "placed; ask for at least part of one, e.g. {'cpu': 1}.",
+                about="resources_per_trial",
             )
     for key, minimum in (
         ("max_concurrent_trials", 1),
@@ -72,26 +76,31 @@ def validate(kw: Mapping[str, Any], settings: TrialSettings, conditional: set[st
     ):
         value = kw.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < minimum):
-            raise SearchConfigError(f"{key} must be an integer >= {minimum} (or None), got {value!r}.")
+            raise SearchConfigError(
+                f"{key} must be an integer >= {minimum} (or None), got {value!r}.", about=key
+            )
     if (kw.get("workers_per_trial") or 1) > 1:
         _check_distributed(kw["workers_per_trial"])
     budget = kw.get("time_budget_s")
     if budget is not None and (
         isinstance(budget, bool) or not isinstance(budget, int | float) or budget <= 0
     ):
-        raise SearchConfigError(f"time_budget_s must be a positive number of seconds, got {budget!r}.")
+        raise SearchConfigError(
+            f"time_budget_s must be a positive number of seconds, got {budget!r}.", about="time_budget_s"
+        )
     for key in ("name", "checkpoint_score_attr"):
         value = kw.get(key)
         folder = key == "name" and isinstance(value, str) and (os.sep in value or value in (".", ".."))
         if value is not None and (not isinstance(value, str) or not value or folder):
             # name is the experiment's folder under storage_path: "." or ".." would put Tune's files beside others.
             raise SearchConfigError(
-                f"{key} must be a non-empty string (a folder name for name), got {value!r}."
+                f"{key} must be a non-empty string (a folder name for name), got {value!r}.", about=key
             )
     storage = kw.get("storage_path")
     if storage is not None and (not isinstance(storage, str | os.PathLike) or not os.fspath(storage)):
         raise SearchConfigError(
-            f"storage_path must be a folder path or a URI such as 's3://...', got {storage!r}."
+            f"storage_path must be a folder path or a URI such as 's3://...', got {storage!r}.",
+            about="storage_path",
         )
     stop = kw.get("stop")
     from ray.tune.stopper import Stopper
@@ -99,41 +108,49 @@ def validate(kw: Mapping[str, Any], settings: TrialSettings, conditional: set[st
     if stop is not None and not isinstance(stop, Mapping | Stopper) and not callable(stop):
         raise SearchConfigError(
             f"stop must be a dict of result thresholds, a ray.tune.stopper.Stopper or a callable "
-            f"(trial_id, result) -> bool, got {stop!r}."
+            f"(trial_id, result) -> bool, got {stop!r}.",
+            about="stop",
         )
     resume = kw.get("resume")
     if resume is not None and not isinstance(resume, bool | str | os.PathLike):
-        raise SearchConfigError(f"resume must be True/False or an experiment folder, got {resume!r}.")
+        raise SearchConfigError(
+            f"resume must be True/False or an experiment folder, got {resume!r}.", about="resume"
+        )
     scheduler = kw.get("scheduler")
     if scheduler is not None:
         if not isinstance(scheduler, TrialScheduler):
             raise SearchConfigError(
-                f"scheduler must be a ray.tune.schedulers.TrialScheduler (ASHAScheduler(), ...), got {scheduler!r}."
+                f"scheduler must be a ray.tune.schedulers.TrialScheduler (ASHAScheduler(), ...), got {scheduler!r}.",
+                about="scheduler",
             )
         _check_unset_metric("scheduler", scheduler)
         # ASHA and the other schedulers subclass FIFOScheduler: only plain FIFO needs no intermediate results.
         if type(scheduler) is not FIFOScheduler and strategy(args.eval_strategy) == "no":
             raise SearchConfigError(
                 f"scheduler={type(scheduler).__name__} needs intermediate results, but eval_strategy='no' never "
-                "evaluates during training; set eval_strategy='epoch' or 'steps' (or drop the scheduler)."
+                "evaluates during training; set eval_strategy='epoch' or 'steps' (or drop the scheduler).",
+                about="scheduler",
             )
         if is_pbt(scheduler) and strategy(args.save_strategy) == "no":
             raise SearchConfigError(
                 f"scheduler={type(scheduler).__name__} restarts trials from each other's checkpoints, but "
-                "save_strategy='no' saves none; set save_strategy to eval_strategy's value."
+                "save_strategy='no' saves none; set save_strategy to eval_strategy's value.",
+                about="scheduler",
             )
     search_alg = kw.get("search_alg")
     if search_alg is not None:
         if not isinstance(search_alg, Searcher | SearchAlgorithm):
             raise SearchConfigError(
-                f"search_alg must be a ray.tune.search.Searcher (e.g. OptunaSearch()), got {search_alg!r}."
+                f"search_alg must be a ray.tune.search.Searcher (e.g. OptunaSearch()), got {search_alg!r}.",
+                about="search_alg",
             )
         _check_unset_metric("search_alg", search_alg)
         if conditional:
             raise SearchConfigError(
                 f"search_alg={type(search_alg).__name__} cannot read conditional parameters "
                 f"({sorted(conditional)}), which the ray backend expresses with tune.sample_from; drop "
-                "search_alg (Tune's random search handles them) or give a space without conditions."
+                "search_alg (Tune's random search handles them) or give a space without conditions.",
+                about="search_alg",
             )
 
 
@@ -150,14 +167,16 @@ def _check_distributed(n: int) -> None:
         raise SearchConfigError(
             f"workers_per_trial={n} runs each trial as a Ray Train run, which needs Ray Train v2 (Ray's "
             f"default), but {V2_ENABLED_ENV_VAR}={os.environ.get(V2_ENABLED_ENV_VAR)!r} turned it off; unset it "
-            "or set it to 1."
+            "or set it to 1.",
+            about="workers_per_trial",
         )
     import torch.distributed
 
     if not torch.distributed.is_available():
         raise SearchConfigError(
             f"workers_per_trial={n} needs torch.distributed, which this torch build lacks; use "
-            "workers_per_trial=1 or a torch build with distributed support."
+            "workers_per_trial=1 or a torch build with distributed support.",
+            about="workers_per_trial",
         )
 
 
@@ -168,7 +187,8 @@ def _check_unset_metric(key: str, obj: Any) -> None:
         raise SearchConfigError(
             f"{key}={type(obj).__name__} was built with metric={metric!r}, mode={mode!r}; the search sets "
             f"them (metric='objective', mode from direction), and Tune refuses them twice. Build it without "
-            "metric and mode."
+            "metric and mode.",
+            about=key,
         )
 
 
@@ -188,11 +208,12 @@ def objective_scope(kw: Mapping[str, Any], settings: TrialSettings) -> str:
     if scope is None:
         return settings.objective_scope
     if scope not in SCOPES:
-        raise SearchConfigError(f"scope={scope!r} must be one of {list(SCOPES)}.")
+        raise SearchConfigError(f"scope={scope!r} must be one of {list(SCOPES)}.", about="scope")
     if settings.objective_scope != "last" and SCOPES[scope] != settings.objective_scope:
         raise SearchConfigError(
             f"objective_scope={settings.objective_scope!r} and scope={scope!r} disagree on which evaluation is a "
-            f"trial's objective; drop one of them (scope={scope!r} is objective_scope={SCOPES[scope]!r})."
+            f"trial's objective; drop one of them (scope={scope!r} is objective_scope={SCOPES[scope]!r}).",
+            about="objective_scope",
         )
     return SCOPES[scope]
 
@@ -204,7 +225,8 @@ def check_scope_given(kwargs: Mapping[str, Any]) -> None:
     if given is not None and scope in SCOPES and SCOPES[scope] != given:
         raise SearchConfigError(
             f"objective_scope={given!r} and scope={scope!r} disagree on which evaluation is a trial's objective "
-            f"(scope={scope!r} is objective_scope={SCOPES[scope]!r}); drop one of them."
+            f"(scope={scope!r} is objective_scope={SCOPES[scope]!r}); drop one of them.",
+            about="objective_scope",
         )
 
 

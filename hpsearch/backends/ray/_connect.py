@@ -116,7 +116,8 @@ def connect(address: str | None) -> Connection:
             raise SearchConfigError(
                 f"{named}: could not connect to a Ray cluster ({type(error).__name__}: {_first_line(error)}). Start "
                 f"one with `ray start --head`, or {fix}. If the cluster uses token authentication (Ray's default): "
-                f"{_token_fix()}"
+                f"{_token_fix()}",
+                about="address",
             ) from error
         logger.info("Ray: joined the cluster at %s (%s).", target or address, named)
     except BaseException:
@@ -148,7 +149,8 @@ def probe(address: str, named: str | None = None) -> None:
     host, _, port = address.rpartition(":")
     if not host or not port.isdigit():
         raise SearchConfigError(
-            f"{named} is not 'auto', 'ray://host:port' or 'host:port' (e.g. '127.0.0.1:6379')."
+            f"{named} is not 'auto', 'ray://host:port' or 'host:port' (e.g. '127.0.0.1:6379').",
+            about="address",
         )
     fix = (
         "check the address printed by `ray start --head`, or leave address unset (and RAY_ADDRESS unset) to "
@@ -159,12 +161,13 @@ def probe(address: str, named: str | None = None) -> None:
             pass
     except OSError as error:
         raise SearchConfigError(
-            f"{named}: no Ray cluster answers there ({error.strerror or error}); {fix}."
+            f"{named}: no Ray cluster answers there ({error.strerror or error}); {fix}.", about="address"
         ) from error
     if _gcs_silent(address):
         raise SearchConfigError(
             f"{named}: something accepts connections there but no Ray cluster answered within "
-            f"{CONNECT_TIMEOUT_S:g} s; {fix}."
+            f"{CONNECT_TIMEOUT_S:g} s; {fix}.",
+            about="address",
         )
 
 
@@ -263,7 +266,8 @@ def _prepare_token_auth(address: str) -> None:
         if mode is not None and mode.lower() != "token":
             raise SearchConfigError(
                 f"address={address!r}: the Ray cluster there uses token authentication but this process has "
-                f"{_MODE}={mode}, so Ray would not send the token; unset {_MODE} (or `export {_MODE}=token`)."
+                f"{_MODE}={mode}, so Ray would not send the token; unset {_MODE} (or `export {_MODE}=token`).",
+                about="address",
             )
         if mode is None:
             _set_mode("token")
@@ -274,12 +278,14 @@ def _prepare_token_auth(address: str) -> None:
         raise SearchConfigError(
             f"address={address!r}: the Ray cluster there uses token authentication (Ray's default since 2.60) and "
             f"no token was found for this process (looked in RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH and "
-            f"~/.ray/auth_token). {_token_fix()}"
+            f"~/.ray/auth_token). {_token_fix()}",
+            about="address",
         )
     elif answer == REJECTED:
         raise SearchConfigError(
             f"address={address!r}: the Ray cluster there uses token authentication and refused the token from "
-            f"{source}: it is not that cluster's token. {_token_fix()}"
+            f"{source}: it is not that cluster's token. {_token_fix()}",
+            about="address",
         )
 
 

@@ -70,10 +70,13 @@ def _domain(name: str, domain: Any) -> Any:
             raise SearchConfigError(
                 f"hp_space parameter {name!r}: Ray quantizes to multiples of the step, and low={domain.low} is not "
                 f"one of step={domain.step}; the grid has {n + 1} values, too many for tune.choice. Make low a "
-                "multiple of step."
+                "multiple of step.",
+                about=("hp_space", name),
             )
         return tune.choice([min(domain.low + i * domain.step, domain.high) for i in range(n + 1)])
-    raise SearchConfigError(f"hp_space parameter {name!r}: the ray backend cannot express {domain!r}.")
+    raise SearchConfigError(
+        f"hp_space parameter {name!r}: the ray backend cannot express {domain!r}.", about=("hp_space", name)
+    )
 
 
 class _ConditionalSample:

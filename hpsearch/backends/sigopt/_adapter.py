@@ -100,13 +100,15 @@ class SigOptBackend(SearchBackend):
         if self.driver not in _DRIVERS:
             raise SearchConfigError(
                 f"driver={self.driver!r} is not a SigOpt driver; use 'lite' (in-process, no account) or 'http' "
-                "(the hosted API or a self-hosted server; needs SIGOPT_API_TOKEN)."
+                "(the hosted API or a self-hosted server; needs SIGOPT_API_TOKEN).",
+                about="driver",
             )
         if settings.n_objectives > _MAX_OBJECTIVES:
             raise SearchConfigError(
                 f"direction={list(settings.directions)}: SigOpt optimizes at most {_MAX_OBJECTIVES} metrics at once (its "
                 "multimetric mode gives a two-dimensional Pareto front); combine objectives in compute_objective "
-                "so that it returns one or two values, or use backend='optuna' for more."
+                "so that it returns one or two values, or use backend='optuna' for more.",
+                about="direction",
             )
         proxies = kw.get("proxies")
         if proxies is not None:
@@ -115,48 +117,59 @@ class SigOptBackend(SearchBackend):
             ):
                 raise SearchConfigError(
                     "proxies must be a dict of scheme -> proxy URL such as {'https': 'http://proxy:3128'}, got "
-                    f"{type(proxies).__name__}."
+                    f"{type(proxies).__name__}.",
+                    about="proxies",
                 )
             if self.driver == "lite":
                 raise SearchConfigError(
                     "proxies are for driver='http' (a SigOpt server); the lite driver runs in this process and "
-                    "makes no requests. Drop proxies or pass driver='http'."
+                    "makes no requests. Drop proxies or pass driver='http'.",
+                    about="proxies",
                 )
         name = kw.get("name")
         if name is not None and (not isinstance(name, str) or not name.strip() or len(name) > _MAX_NAME):
             raise SearchConfigError(
-                f"name must be a non-empty string of at most {_MAX_NAME} characters, got {name!r}."
+                f"name must be a non-empty string of at most {_MAX_NAME} characters, got {name!r}.",
+                about="name",
             )
         budget = kw.get("observation_budget")
         if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 1):
             raise SearchConfigError(
-                f"observation_budget must be a positive integer (default: n_trials), got {budget!r}."
+                f"observation_budget must be a positive integer (default: n_trials), got {budget!r}.",
+                about="observation_budget",
             )
         bandwidth = kw.get("parallel_bandwidth", 1)
         if isinstance(bandwidth, bool) or not isinstance(bandwidth, int) or bandwidth < 1:
-            raise SearchConfigError(f"parallel_bandwidth must be a positive integer, got {bandwidth!r}.")
+            raise SearchConfigError(
+                f"parallel_bandwidth must be a positive integer, got {bandwidth!r}.",
+                about="parallel_bandwidth",
+            )
         if bandwidth > 1 and self.driver == "lite":
             raise SearchConfigError(
                 f"parallel_bandwidth={bandwidth}: the lite driver suggests one trial at a time; use "
-                "parallel_bandwidth=1, or driver='http' with a SigOpt server to run trials concurrently."
+                "parallel_bandwidth=1, or driver='http' with a SigOpt server to run trials concurrently.",
+                about="parallel_bandwidth",
             )
         if (self.trial_workers or 1) > 1 and self.driver == "lite":
             raise SearchConfigError(
                 f"trial_workers={self.trial_workers}: the lite driver suggests one trial at a time, so only one worker "
                 "would ever train; use trial_workers=1 (each trial isolated in a worker process), or driver='http' "
-                "with a SigOpt server to run trials concurrently."
+                "with a SigOpt server to run trials concurrently.",
+                about="trial_workers",
             )
         if bandwidth > 1 and _dist.world_size() > 1:
             raise SearchConfigError(
                 f"parallel_bandwidth={bandwidth} runs trials in threads, which a search under accelerate launch "
-                f"({_dist.world_size()} processes training each trial together) cannot do; use parallel_bandwidth=1."
+                f"({_dist.world_size()} processes training each trial together) cannot do; use parallel_bandwidth=1.",
+                about="parallel_bandwidth",
             )
         accumulation = settings.trainer.args.gradient_accumulation_steps
         if bandwidth > 1 and accumulation > 1:
             raise SearchConfigError(
                 f"parallel_bandwidth={bandwidth} runs trials in threads, and accelerate keeps gradient-accumulation "
                 f"state per process, so concurrent trials would corrupt each other with "
-                f"gradient_accumulation_steps={accumulation}; use parallel_bandwidth=1."
+                f"gradient_accumulation_steps={accumulation}; use parallel_bandwidth=1.",
+                about="parallel_bandwidth",
             )
         # Building the connection checks the driver now (lite installed; http has its token) without any request.
         self._connect()
@@ -175,7 +188,8 @@ class SigOptBackend(SearchBackend):
                 import sigoptlite  # noqa: F401
             except ImportError as error:
                 raise SearchConfigError(
-                    f"driver='lite' needs sigoptlite, which is not installed ({error}); run `{self.install_command}`."
+                    f"driver='lite' needs sigoptlite, which is not installed ({error}); run `{self.install_command}`.",
+                    about="driver",
                 ) from error
             numpy2_compat()
             return sigopt.Connection(driver="lite")
@@ -185,7 +199,8 @@ class SigOptBackend(SearchBackend):
             # The client's own message names the missing token; it never contains one.
             raise SearchConfigError(
                 f"driver='http' could not connect: {error}. Set SIGOPT_API_TOKEN (and SIGOPT_API_URL for a "
-                "self-hosted sigopt-server) in the environment, or use driver='lite'."
+                "self-hosted sigopt-server) in the environment, or use driver='lite'.",
+                about="driver",
             ) from error
 
     # ------------------------------------------------------------------ space

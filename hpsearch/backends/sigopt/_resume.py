@@ -60,13 +60,15 @@ def load_previous(adapter: SigOptBackend, native_space: Any) -> SearchResult | N
         return None
     except ValueError as error:
         raise SearchConfigError(
-            f"resume=True: {error} Move it away to start a new search in this output_dir, or pass resume=False."
+            f"resume=True: {error} Move it away to start a new search in this output_dir, or pass resume=False.",
+            about="resume",
         ) from None
     if previous.backend != adapter.name:
         raise SearchConfigError(
             f"resume=True: the earlier search in {output_dir!r} ran on backend={previous.backend!r}, not "
             f"{adapter.name!r}; continue it on its own backend, or use warm_start={output_dir!r} with another "
-            "output_dir to start from its trials."
+            "output_dir to start from its trials.",
+            about="resume",
         )
     ours = search_identity(adapter.settings)
     stored: dict[str, Any] = {
@@ -82,7 +84,8 @@ def load_previous(adapter: SigOptBackend, native_space: Any) -> SearchResult | N
         raise SearchConfigError(
             f"resume=True: the earlier search in {output_dir!r} is another search: it has {'; '.join(problems)}. "
             "Continuing it would mix results of different searches; pass the same direction, objective and hp_space, "
-            "or another output_dir (resume=False starts over in this one, replacing its search.json)."
+            "or another output_dir (resume=False starts over in this one, replacing its search.json).",
+            about="resume",
         )
     return previous
 
@@ -138,7 +141,8 @@ def tell_previous(
             raise SearchConfigError(
                 f"resume=True: SigOpt refused trial {record.name} of the earlier search ({assignments}) as an "
                 f"observation: {error}. Its search.json does not fit this experiment; start over with resume=False "
-                "or another output_dir."
+                "or another output_dir.",
+                about="resume",
             ) from None
         adapter._assignments[record.trial_id] = assignments
     session.adopt(records)

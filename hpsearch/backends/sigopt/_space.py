@@ -97,7 +97,8 @@ def labels_for(name: str, choices: Sequence[Any]) -> dict[str, Any]:
         out[text] = choice
     if len(out) != len(choices):  # cannot happen with the position prefix, but never map two values to one
         raise SearchConfigError(
-            f"hp_space parameter {name!r}: could not label its choices {list(choices)!r}."
+            f"hp_space parameter {name!r}: could not label its choices {list(choices)!r}.",
+            about=("hp_space", name),
         )
     return out
 
@@ -147,13 +148,15 @@ def portable_to_sigopt(space: SearchSpace) -> Converted:
         if not isinstance(domain, Categorical):
             raise SearchConfigError(
                 f"hp_space parameter {name!r} ({domain!r}) has conditional parameters, but SigOpt conditionals "
-                f"take only string values chosen from a list; make {name!r} a spaces.Categorical of its values."
+                f"take only string values chosen from a list; make {name!r} a spaces.Categorical of its values.",
+                about=("hp_space", name),
             )
         if domain.when:
             raise SearchConfigError(
                 f"hp_space parameter {name!r} is itself conditional ({dict(domain.when)!r}) and has conditional "
                 "parameters; SigOpt conditionals cannot be nested. Flatten the conditions (e.g. one Categorical "
-                "whose values combine both choices)."
+                "whose values combine both choices).",
+                about=("hp_space", name),
             )
         labels = labels_for(name, domain.choices)
         encodings[name] = Encoding("categorical", labels)
@@ -193,7 +196,8 @@ def portable_to_sigopt(space: SearchSpace) -> Converted:
                 raise SearchConfigError(
                     f"hp_space parameter {name!r} is {domain!r}, but SigOpt has no log scale for integers; use "
                     f"spaces.Float({domain.low}, {domain.high}, log=True) and round it in model_init "
-                    "(int(round(trial[name]))), or drop log=True."
+                    "(int(round(trial[name]))), or drop log=True.",
+                    about=("hp_space", name),
                 )
             if domain.step != 1:
                 n = (domain.high - domain.low) // domain.step
@@ -207,25 +211,30 @@ def portable_to_sigopt(space: SearchSpace) -> Converted:
             spec.update(type="categorical", categorical_values=[{"name": text} for text in labels])
             encodings[name] = Encoding("categorical", labels)
         else:
-            raise SearchConfigError(f"hp_space parameter {name!r}: SigOpt cannot express {domain!r}.")
+            raise SearchConfigError(
+                f"hp_space parameter {name!r}: SigOpt cannot express {domain!r}.", about=("hp_space", name)
+            )
         if conditions:
             spec["conditions"] = conditions
         if len(name) > _MAX_NAME:
             raise SearchConfigError(
                 f"hp_space parameter name {name[:40]!r}... is {len(name)} characters; SigOpt accepts at most "
-                f"{_MAX_NAME}; shorten it."
+                f"{_MAX_NAME}; shorten it.",
+                about=("hp_space", name),
             )
         parameters.append(spec)
 
     if not parameters and not conditionals:
         raise SearchConfigError(
             "hp_space has nothing for SigOpt to search (every parameter is fixed); add at least one Float, Int "
-            "or Categorical with two or more choices."
+            "or Categorical with two or more choices.",
+            about="hp_space",
         )
     if not parameters:
         raise SearchConfigError(
             f"hp_space has only the categorical(s) {[c['name'] for c in conditionals]} that other parameters "
-            "depend on, and SigOpt needs at least one parameter besides its conditionals; add one."
+            "depend on, and SigOpt needs at least one parameter besides its conditionals; add one.",
+            about="hp_space",
         )
     _check_conditionals_covered(parameters, conditionals)
     return Converted(parameters, conditionals, encodings)
@@ -242,7 +251,8 @@ def _check_conditionals_covered(parameters: list[dict[str, Any]], conditionals: 
             raise SearchConfigError(
                 f"hp_space: when {chosen} no parameter is active, which SigOpt refuses (every combination of "
                 "conditional values needs at least one parameter); add an unconditional parameter or a "
-                "parameter for that case."
+                "parameter for that case.",
+                about="hp_space",
             )
 
 
@@ -277,7 +287,8 @@ def check_native(hp_space: Any, trainer: Trainer) -> tuple[list[dict[str, Any]],
         name = spec["name"]
         if spec.get("type") not in _NATIVE_TYPES:
             raise SearchConfigError(
-                f"hp_space parameter {name!r}: type={spec.get('type')!r} must be one of {list(_NATIVE_TYPES)}."
+                f"hp_space parameter {name!r}: type={spec.get('type')!r} must be one of {list(_NATIVE_TYPES)}.",
+                about=("hp_space", name),
             )
         if "transformamtion" in spec:  # transformers' default space misspells the key; SigOpt rejects it
             logger.warning(
@@ -300,7 +311,8 @@ def check_native(hp_space: Any, trainer: Trainer) -> tuple[list[dict[str, Any]],
                         raise SearchConfigError(
                             f"hp_space parameter {name!r} is a TrainingArguments field of type {target.__name__}, but "
                             f"its categorical value {text!r} cannot be read as {target.__name__}; list values "
-                            "such as '32'."
+                            "such as '32'.",
+                            about=("hp_space", name),
                         ) from None
         out.append(spec)
     if numeric:  # the bounds must be values the trainer's arguments accept, as for a portable space
@@ -318,13 +330,15 @@ def _bounds_domain(name: str, spec: Mapping[str, Any]) -> Any:
     if not isinstance(bounds, Mapping) or not {"min", "max"} <= set(bounds):
         raise SearchConfigError(
             f"hp_space parameter {name!r} (type {spec['type']!r}) needs bounds {{'min': ..., 'max': ...}}, got "
-            f"{bounds!r}; e.g. {{'name': {name!r}, 'type': {spec['type']!r}, 'bounds': {{'min': 1, 'max': 8}}}}."
+            f"{bounds!r}; e.g. {{'name': {name!r}, 'type': {spec['type']!r}, 'bounds': {{'min': 1, 'max': 8}}}}.",
+            about=("hp_space", name),
         )
     try:
         return (Int if spec["type"] == "int" else Float)(bounds["min"], bounds["max"])
     except (TypeError, ValueError) as error:
         raise SearchConfigError(
-            f"hp_space parameter {name!r}: bounds {dict(bounds)!r} are not valid: {error}"
+            f"hp_space parameter {name!r}: bounds {dict(bounds)!r} are not valid: {error}",
+            about=("hp_space", name),
         ) from None
 
 
