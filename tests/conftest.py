@@ -102,8 +102,12 @@ def _no_processes_in_fast_tier(request: pytest.FixtureRequest):
         yield
         return
     import multiprocessing.process
+    import platform
     import subprocess
 
+    # The standard library's own lazy probe (`platform.processor()` runs `uname -p` once per process, and libraries
+    # such as transformers call it on import) is not the test starting a process: answered before tracking starts.
+    platform.processor()
     started: list[str] = []
     popen_init = subprocess.Popen.__init__
     process_start = multiprocessing.process.BaseProcess.start
