@@ -126,7 +126,6 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
     on_stack: set[str] = set()
     found: list[list[str]] = []
     counter = [0]
-    sys.setrecursionlimit(10_000)
 
     def visit(v: str) -> None:
         index[v] = low[v] = counter[0]
@@ -150,9 +149,15 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
             if len(component) > 1:
                 found.append(sorted(component))
 
-    for v in edges:
-        if v not in index:
-            visit(v)
+    # Deep import chains recurse past the default limit; restored after, as a test may run in the same process.
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 10_000))
+    try:
+        for v in edges:
+            if v not in index:
+                visit(v)
+    finally:
+        sys.setrecursionlimit(limit)
     return found
 
 
