@@ -14,7 +14,7 @@ __all__ = ["add_option_flags", "option_flag_overrides"]
 
 def add_option_flags(parser: argparse.ArgumentParser) -> None:
     """The flags that override the sweep file's keys: one per flagged common option, and ``--set KEY=VALUE``."""
-    for name, (option, _, _) in COMMON_OPTIONS.items():
+    for name, option in COMMON_OPTIONS.items():
         if option.cli_flag:
             parser.add_argument(
                 "--" + name.replace("_", "-"),
@@ -37,6 +37,6 @@ def option_flag_overrides(args: argparse.Namespace) -> list[str]:
     """``--set``-style overrides (``backend_options.<name>=<JSON value>``) for the flags given."""
     return [
         f"backend_options.{name}={json.dumps(getattr(args, name))}"
-        for name, (option, _, _) in COMMON_OPTIONS.items()
+        for name, option in COMMON_OPTIONS.items()
         if option.cli_flag and getattr(args, name, None) is not None
     ]

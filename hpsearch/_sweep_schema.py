@@ -31,7 +31,7 @@ def _default(name: str, field: Any) -> str:
     from .settings import COMMON_OPTIONS
 
     if name in COMMON_OPTIONS:
-        default = COMMON_OPTIONS[name][1]
+        default = COMMON_OPTIONS[name].default
         return f"`{default!r}`" if default not in (None, {}) else "-"
     if field.is_required():
         return "required"
@@ -49,9 +49,9 @@ def _top_level() -> list[str]:
         what = field.description or ""
         if name in COMMON_OPTIONS:
             what += " (every backend; here or under `backend_options`)"
-            if COMMON_OPTIONS[name][0].path:
+            if COMMON_OPTIONS[name].path:
                 what += "; *path*"
-        expected = COMMON_OPTIONS[name][0].expected() if name in COMMON_OPTIONS else extra.get("expected", "")
+        expected = COMMON_OPTIONS[name].expected() if name in COMMON_OPTIONS else extra.get("expected", "")
         rows.append(f"| `{name}` | {_cell(what)} | {_cell(expected)} | {_default(name, field)} |")
     return rows
 
@@ -85,7 +85,7 @@ def _paths() -> tuple[str, str]:
     from .settings import COMMON_OPTIONS
     from .sweep import TRAINING_ARG_PATHS
 
-    marked = [f"`{n}`" for n, (o, _, _) in COMMON_OPTIONS.items() if o.path]
+    marked = [f"`{n}`" for n, o in COMMON_OPTIONS.items() if o.path]
     for name in backend_names():
         marked += [f"`{o.name}` ({name})" for o in get_backend(name).options if o.path]
     return ", ".join(f"`{n}`" for n in TRAINING_ARG_PATHS), ", ".join(marked)

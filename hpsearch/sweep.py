@@ -211,7 +211,7 @@ def _option_type(option: Option) -> Any:
         kind = members[0] if len(members) == 1 else Union[tuple(members)]
     common = COMMON_OPTIONS.get(option.name)
     if common is not None:
-        kind = Annotated[kind, AfterValidator(_keep(common[2]))]
+        kind = Annotated[kind, AfterValidator(_keep(common.check))]
     return kind | None
 
 
@@ -238,7 +238,7 @@ def _common_key(option: Option) -> Any:
 SweepFile: type[_SweepKeys] = create_model(
     "SweepFile",
     __base__=_SweepKeys,
-    **{name: _common_key(option) for name, (option, _, _) in COMMON_OPTIONS.items()},  # type: ignore[call-overload]
+    **{name: _common_key(option) for name, option in COMMON_OPTIONS.items()},  # type: ignore[call-overload]
 )
 
 #: The top-level keys, in order.

@@ -104,7 +104,7 @@ class SearchBackend(abc.ABC):
     @classmethod
     def all_options(cls) -> dict[str, Option]:
         """Every option this backend accepts, the common ones first."""
-        out = {name: spec[0] for name, spec in COMMON_OPTIONS.items()}
+        out = dict(COMMON_OPTIONS)
         out.update({option.name: option for option in cls.options})
         return out
 

@@ -356,12 +356,12 @@ CASES: list[tuple[str, Callable[[Env], Any], tuple[str, ...]]] = [
     (
         "max-failed-trials",
         lambda e: e.search(max_failed_trials=0),
-        ("max_failed_trials", "got 0", "pass e.g."),
+        ("max_failed_trials=0", "must be an integer >= 1", "pass e.g."),
     ),
     (
         "trial-timeout",
         lambda e: e.search(trial_timeout=-1),
-        ("trial_timeout", "-1", "positive, finite number of seconds"),
+        ("trial_timeout=-1", "must be a finite number > 0", "seconds", "pass e.g."),
     ),
     ("hp-name", lambda e: e.search(hp_name="run"), ("hp_name", "'run'", "callable taking the trial")),
     ("trial-timeout-inf", lambda e: e.search(trial_timeout=float("inf")), ("trial_timeout", "inf", "finite")),
