@@ -212,8 +212,11 @@ class SearchBackend(abc.ABC):
 
         return world_size()
 
-    def validate(self) -> None:  # noqa: B027 - an optional hook, a no-op unless a backend needs checks
-        """Backend-specific checks of the options against the settings (e.g. a pruner needs evaluations)."""
+    def validate(self) -> None:
+        """Backend-specific checks that span several options or need the engine (e.g. a pruner needs evaluations);
+        each option alone was checked by its declaration (`check_options`). An adapter that overrides it calls
+        ``super().validate()`` first: an option given as None is dropped, so that it means its default."""
+        self.kwargs = {name: value for name, value in self.kwargs.items() if value is not None}
 
     @abc.abstractmethod
     def convert_space(self, space: SearchSpace) -> Any:
