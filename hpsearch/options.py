@@ -118,11 +118,12 @@ class Option:
         number = isinstance(value, numbers.Real) and not isinstance(value, bool)
         if self.choices and value not in self.choices:
             raise self.refusal(value)
-        if number and value not in self.also:
-            if not math.isfinite(float(value)) or not self._within(float(value)):
-                raise self.refusal(value)
-        if self.non_empty and isinstance(value, str | Mapping | list | tuple) and not (
-            value.strip() if isinstance(value, str) else len(value)
+        if number and value not in self.also and not self._within(float(value)):
+            raise self.refusal(value)
+        if (
+            self.non_empty
+            and isinstance(value, str | Mapping | list | tuple)
+            and not (value.strip() if isinstance(value, str) else len(value))
         ):
             raise self.refusal(value)
         if self.rule is not None:
@@ -132,7 +133,7 @@ class Option:
         return value
 
     def _within(self, value: float) -> bool:
-        return not (
+        return math.isfinite(value) and not (
             (self.minimum is not None and value < self.minimum)
             or (self.above is not None and value <= self.above)
             or (self.maximum is not None and value > self.maximum)
