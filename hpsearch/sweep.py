@@ -19,8 +19,9 @@ A sweep file names everything by import path, so the command needs no Python glu
 
 The top-level keys are the `SweepFile` model. ``training_args`` is checked against the fields of
 `trainer.TrainingArguments`, and ``backend_options`` against the model `options_model` builds from the registry
-(`SearchBackend.all_options`: the common options with their checks, and the backend's own with their types), so
-the file accepts exactly what `hyperparameter_search` accepts. Every problem is a `ConfigError`
+(`SearchBackend.all_options`: the common options and the backend's own, each checked by its one declaration,
+`hpsearch.options.Option`), so the file accepts exactly what `hyperparameter_search` accepts and refuses a value
+with the same message. Every problem is a `ConfigError`
 ``file:line: key: message``, the line taken from the YAML node marks; the YAML itself is read with bounded alias
 expansion, no recursive aliases and no duplicate keys (`hpsearch._yaml`).
 """
@@ -35,16 +36,13 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Union
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import (
     AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
-    InstanceOf,
-    StrictBool,
-    StrictFloat,
     StrictInt,
     StrictStr,
     create_model,
@@ -187,32 +185,23 @@ class _SweepKeys(BaseModel):
     )
 
 
-_STRICT: dict[type, Any] = {bool: StrictBool, int: StrictInt, float: StrictFloat, str: StrictStr}
+def _option_type(option: Option) -> Any:
+    """The type of an option's key: any value, checked by the option's own declaration (`Option.check`, so the file
+    is refused with the message `hyperparameter_search` gives) and kept as written."""
+    return Annotated[Any, AfterValidator(_checked(option))]
 
 
-def _keep(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    """A validator running the API's own check of a common option, keeping the value as written."""
-
+def _checked(option: Option) -> Callable[[Any], Any]:
     def validate(value: Any) -> Any:
-        check(value)
+        if option.build_from and value is not None:
+            # A file cannot hold an object, so an option built from modules takes {name: Class, ...} there instead.
+            if not isinstance(value, dict):
+                raise ValueError(f"expected {_option_expected(option)}, got {show(value)}.")
+            return value
+        option.check(value)
         return value
 
     return validate
-
-
-def _option_type(option: Option) -> Any:
-    # A file cannot hold an object, so an option built from modules takes {name: Class, ...} there instead.
-    types = [t for t in option.types if not (option.build_from and t is object)]
-    members = [_STRICT.get(t) or InstanceOf[t] for t in types]  # type: ignore[valid-type,misc]
-    if option.build_from:
-        members.insert(0, dict[str, Any])
-    kind: Any = Any
-    if members and object not in types:
-        kind = members[0] if len(members) == 1 else Union[tuple(members)]
-    common = COMMON_OPTIONS.get(option.name)
-    if common is not None:
-        kind = Annotated[kind, AfterValidator(_keep(common.check))]
-    return kind | None
 
 
 def _option_expected(option: Option) -> str:
@@ -247,7 +236,7 @@ KEYS: tuple[str, ...] = tuple(SweepFile.model_fields)
 
 def options_model(backend: str) -> type[BaseModel]:
     """The schema of ``backend_options`` for ``backend``: every keyword argument `hyperparameter_search` accepts
-    for it (`SearchBackend.all_options`), typed by `Option.types`; None is always allowed (the default)."""
+    for it (`SearchBackend.all_options`), checked by `Option.check`; None is always allowed (the default)."""
     return _options_model(get_backend(backend))
 
 
