@@ -377,7 +377,10 @@ def _read(path: Path) -> tuple[dict[str, Any], Lines]:
     return data, lines
 
 
-def _apply_override(data: dict[str, Any], lines: Lines, override: str) -> None:
+def _apply_override(data: dict[str, Any], lines: Lines, override: str | tuple[str, str]) -> None:
+    """``KEY.PATH=VALUE`` into ``data``; a pair is (that override, the flag that gave it, e.g. ``--trial-workers``),
+    which an error about the key names."""
+    override, flag = override if isinstance(override, tuple) else (override, None)
     key, sep, text = override.partition("=")
     keys = tuple(k for k in key.strip().split("."))
     if not sep or not all(keys):
@@ -398,7 +401,7 @@ def _apply_override(data: dict[str, Any], lines: Lines, override: str) -> None:
             raise ConfigError(f"--set {override!r}: {where} is a {type(child).__name__}, not a mapping.")
         target = child
     target[keys[-1]] = value
-    lines.overridden[keys] = f"--set {'.'.join(keys)}=..."
+    lines.overridden[keys] = flag or f"--set {'.'.join(keys)}=..."
 
 
 def _backend(name: str | None, lines: Lines) -> type[SearchBackend]:
@@ -607,12 +610,13 @@ def load_sweep(
     n_trials: int | None = None,
     output_dir: str | None = None,
     resume: bool = False,
-    overrides: Sequence[str] = (),
+    overrides: Sequence[str | tuple[str, str]] = (),
 ) -> SweepConfig:
     """Read and check a sweep file; command-line values (when not None) override the file's.
 
     ``overrides`` are ``KEY.PATH=VALUE`` strings (``training_args.num_train_epochs=2``); each value is read
-    as YAML (``2`` is an int, ``[1, 2]`` a list, ``"no"`` a string). ``resume`` asks the backend to continue an
+    as YAML (``2`` is an int, ``[1, 2]`` a list, ``"no"`` a string); an ``(override, flag)`` pair names the flag
+    that gave it (``--trial-workers``) in errors. ``resume`` asks the backend to continue an
     earlier run (`SearchBackend.sweep_options`).
 
     Raises:
