@@ -27,12 +27,15 @@ def _cell(text: Any) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+def _declared_default(option: Any) -> str:
+    return f"`{option.default!r}`" if option.default not in (None, {}) else "-"
+
+
 def _default(name: str, field: Any) -> str:
     from .settings import COMMON_OPTIONS
 
     if name in COMMON_OPTIONS:
-        default = COMMON_OPTIONS[name].default
-        return f"`{default!r}`" if default not in (None, {}) else "-"
+        return _declared_default(COMMON_OPTIONS[name])
     if field.is_required():
         return "required"
     default = field.default
@@ -66,8 +69,8 @@ def _backend_options() -> list[str]:
             "",
             f"`backend_options` of `{name}` (besides the options every backend takes):",
             "",
-            "| option | what it does | value |",
-            "|---|---|---|",
+            "| option | what it does | value | default |",
+            "|---|---|---|---|",
         ]
         for option in backend.options:
             kinds = (
@@ -76,7 +79,9 @@ def _backend_options() -> list[str]:
                 else (f"{{name: Class, ...}} naming a class of {' or '.join(option.build_from)}")
             )
             what = option.help + ("; *path*" if option.path else "")
-            lines.append(f"| `{option.name}` | {_cell(what)} | {_cell(kinds)} |")
+            lines.append(
+                f"| `{option.name}` | {_cell(what)} | {_cell(kinds)} | {_declared_default(option)} |"
+            )
     return lines
 
 
