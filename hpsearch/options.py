@@ -139,14 +139,14 @@ class Option:
             or (self.maximum is not None and value > self.maximum)
         )
 
-    def refusal(self, value: Any, typed: bool = False, why: str | None = None) -> SearchConfigError:
+    def refusal(self, value: Any, typed: bool = False) -> SearchConfigError:
         """The error for a value this option does not take: the option, the value, what it must be, an example."""
         shown = f"{value!r} ({type(value).__name__})" if typed else repr(value)
         example = self.suggestion()
         fix = f"pass e.g. {self.name}={example!r}, or None" if example is not None else "pass None"
         default = " for the default" if self.default is None else f" for the default ({self.default!r})"
         return SearchConfigError(
-            f"{self.name}={shown} {why or 'must be ' + self.expected()} ({self.help}); {fix}{default}."
+            f"{self.name}={shown} must be {self.expected()} ({self.help}); {fix}{default}."
         )
 
 

@@ -210,8 +210,9 @@ def _option_expected(option: Option) -> str:
         if option.build_from
         else []
     )
-    plain = Option(
-        option.name, tuple(t for t in option.types if not (t is object and option.build_from)), option.help
+    # What the file may hold besides the spec (a file cannot hold an object), with the declared bounds and choices.
+    plain = dataclasses.replace(
+        option, types=tuple(t for t in option.types if not (t is object and option.build_from))
     )
     if plain.types:
         words.append(plain.expected())
