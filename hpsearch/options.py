@@ -100,6 +100,8 @@ class Option:
             return self.choices[0]
         if self.minimum is not None:
             return self.minimum
+        if bool in self.types:
+            return True
         return None
 
     # ------------------------------------------------------------------ the check
