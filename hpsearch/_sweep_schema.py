@@ -59,6 +59,18 @@ def _top_level() -> list[str]:
     return rows
 
 
+#: The types a YAML file can hold.
+_FILE_TYPES = (bool, int, float, str, list, tuple, dict)
+
+
+def _in_a_file(option: Any) -> str:
+    """What the option's value may be in a sweep file: its declaration without the objects a file cannot hold."""
+    import dataclasses
+
+    kept = tuple(t for t in option.types if t in _FILE_TYPES)
+    return dataclasses.replace(option, types=kept, classes=()).expected() if kept else option.expected()
+
+
 def _backend_options() -> list[str]:
     from .backends import backend_names, get_backend
 
@@ -74,7 +86,7 @@ def _backend_options() -> list[str]:
         ]
         for option in backend.options:
             kinds = (
-                option.expected()
+                _in_a_file(option)
                 if not option.build_from
                 else (f"{{name: Class, ...}} naming a class of {' or '.join(option.build_from)}")
             )

@@ -12,6 +12,7 @@ span several options or need its engine.
 
 from __future__ import annotations
 
+import importlib
 import math
 import numbers
 import os
@@ -21,11 +22,18 @@ from typing import Any
 
 from .errors import SearchConfigError
 
-__all__ = ["COMMON_OPTIONS", "OBJECTIVE_SCOPES", "Option", "check_common_options"]
+__all__ = ["COMMON_OPTIONS", "OBJECTIVE_SCOPES", "Code", "Option", "check_common_options"]
 
 #: Which evaluation of a trial is its objective: the last one, the best one, the mean of all of them, or the
 #: mean of the last 5 / 10 (the checkpoint is the one of the last evaluation for the means).
 OBJECTIVE_SCOPES = ("last", "best", "avg", "last-5-avg", "last-10-avg")
+
+
+class Code(str):
+    """An example that is code, not a value (``MedianPruner()``, an engine's constructor): an error shows it unquoted."""
+
+    def __repr__(self) -> str:
+        return str(self)
 
 
 @dataclass(frozen=True)
@@ -33,7 +41,8 @@ class Option:
     """One keyword argument of `hyperparameter_search`, as the API, the sweep file and the command line see it.
 
     ``types`` are the Python types a value may have (after a sweep file is read; ``object``: any value, checked by
-    the adapter, which needs its engine to); None is always accepted and means ``default``. A number must be finite,
+    the adapter); ``classes`` are the engine's own classes a value may be an instance of, as ``module:Class`` (imported
+    only to check a value that is none of ``types``); None is always accepted and means ``default``. A number must be finite,
     at least ``minimum`` (``above``: greater than it) and at most ``maximum``, unless it is one of ``also`` (e.g.
     -1 for "one per CPU"); ``choices`` are the only values taken; ``non_empty`` refuses an empty string or mapping;
     ``rule`` is a further check of this option alone (it raises `SearchConfigError` naming the value and the fix,
@@ -47,9 +56,10 @@ class Option:
     """
 
     name: str
-    types: tuple[type, ...]
+    types: tuple[Any, ...]  # classes, or ABCs such as collections.abc.Mapping and Callable
     help: str
     default: Any = field(default=None, compare=False)
+    classes: tuple[str, ...] = ()
     minimum: float | None = None
     above: float | None = None
     maximum: float | None = None
@@ -79,6 +89,7 @@ class Option:
                 word += self._bounds()
             if word not in words:
                 words.append(word)
+        words += [f"an instance of {name.replace(':', '.')}" for name in self.classes]
         return " or ".join(words)
 
     def _bounds(self) -> str:
@@ -112,11 +123,8 @@ class Option:
         number; numpy's integers and floats count as int and float."""
         if value is None:
             return None
-        if object not in self.types:
-            accepted = tuple(_NUMBERS.get(t, t) for t in self.types)
-            ok = isinstance(value, accepted) and not (isinstance(value, bool) and bool not in self.types)
-            if not ok:
-                raise self.refusal(value, typed=True)
+        if object not in self.types and not self._typed(value):
+            raise self.refusal(value, typed=True)
         number = isinstance(value, numbers.Real) and not isinstance(value, bool)
         if self.choices and value not in self.choices:
             raise self.refusal(value)
@@ -133,6 +141,12 @@ class Option:
         if number and float in self.types and int in self.types:
             return float(value)
         return value
+
+    def _typed(self, value: Any) -> bool:
+        accepted = tuple(_NUMBERS.get(t, t) for t in self.types)
+        if isinstance(value, accepted) and not (isinstance(value, bool) and bool not in self.types):
+            return True
+        return any(isinstance(value, _class(name)) for name in self.classes)
 
     def _within(self, value: float) -> bool:
         return math.isfinite(value) and not (
@@ -152,11 +166,18 @@ class Option:
         )
 
 
+def _class(name: str) -> type:
+    """The class ``module:Class`` names (an engine's: installed, as its backend was chosen)."""
+    module, _, attr = name.partition(":")
+    return getattr(importlib.import_module(module), attr)  # type: ignore[no-any-return]
+
+
 _NUMBERS: dict[type, type] = {int: numbers.Integral, float: numbers.Real}
-_WORDS: dict[type, str] = {
+_WORDS: dict[Any, str] = {
     bool: "true or false",
     int: "an integer",
     float: "a finite number",
+    Callable: "a callable",
     str: "a string",
     list: "a list",
     tuple: "a list",

@@ -212,7 +212,7 @@ def _option_expected(option: Option) -> str:
     )
     # What the file may hold besides the spec (a file cannot hold an object), with the declared bounds and choices.
     plain = dataclasses.replace(
-        option, types=tuple(t for t in option.types if not (t is object and option.build_from))
+        option, types=tuple(t for t in option.types if not (t is object and option.build_from)), classes=()
     )
     if plain.types:
         words.append(plain.expected())

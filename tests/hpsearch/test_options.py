@@ -45,7 +45,8 @@ def bad_values(option: Option) -> list[Any]:
     """Values the declaration refuses, derived from it: another type, one past each bound, a value outside the
     choices, an empty one."""
     bad: list[Any] = []
-    if object not in option.types:
+    # An option built from modules takes {name: Class, ...} in a file, which cannot hold its objects: no type case.
+    if object not in option.types and not option.build_from:
         bad += [v for v, kinds in _OTHER_TYPES if not any(t in option.types for t in kinds)][:1]
     if option.minimum is not None:
         bad.append(int(option.minimum) - 1 if float not in option.types else option.minimum - 0.5)
@@ -150,3 +151,23 @@ def test_the_option_flags_help_is_the_declaration(capsys):
     for option in flagged:
         assert flag_of(option) in words
         assert " ".join(f"{option.help}; {option.expected()}".split()) in words
+
+
+def test_an_engine_object_is_checked_against_the_engine_class_it_declares():
+    """``classes`` name the engine's own classes (imported only to check such a value): an object of another kind is
+    refused by the declaration, naming the class and an example, before any adapter is built."""
+    import optuna
+
+    options = {option.name: option for option in get_backend("optuna").options}
+    assert isinstance(
+        options["sampler"].check(optuna.samplers.RandomSampler(seed=0)), optuna.samplers.BaseSampler
+    )
+    with pytest.raises(SearchConfigError) as refused:
+        options["pruner"].check(optuna.samplers.RandomSampler(seed=0))
+    assert "(RandomSampler) must be an instance of optuna.pruners.BasePruner" in str(refused.value)
+    assert "pass e.g. pruner=optuna.pruners.MedianPruner()" in str(refused.value)
+    assert options["storage"].check("sqlite:///study.db") == "sqlite:///study.db"
+    with pytest.raises(
+        SearchConfigError, match=r"storage=5 \(int\) must be a string or an instance of optuna"
+    ):
+        options["storage"].check(5)

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 from ... import _lockstep
 from ...errors import SearchConfigError, TrialFailed
+from ...options import Code, Option
 from ...runner import failed_record
-from ...settings import Option
 from ...trial import Evaluation, Trial, TrialRecord, TrialReporter, TrialState
 from ..base import SearchBackend
 from . import _storage
@@ -88,12 +88,28 @@ class OptunaBackend(SearchBackend):
     trial_api = ("suggest_",)
     replay_trial = replay_trial  # re-evaluation: a FixedTrial answering model_init's trial.suggest_*
     options = (
-        Option("sampler", (object,), "an optuna.samplers sampler", build_from=("optuna.samplers",)),
-        Option("pruner", (object,), "an optuna.pruners pruner", build_from=("optuna.pruners",)),
+        Option(
+            "sampler",
+            (),
+            "an optuna.samplers sampler",
+            classes=("optuna.samplers:BaseSampler",),
+            example=Code("optuna.samplers.TPESampler(seed=0)"),
+            build_from=("optuna.samplers",),
+        ),
+        Option(
+            "pruner",
+            (),
+            "an optuna.pruners pruner",
+            classes=("optuna.pruners:BasePruner",),
+            example=Code("optuna.pruners.MedianPruner()"),
+            build_from=("optuna.pruners",),
+        ),
         Option(
             "storage",
-            (str, object),
+            (str,),
             "a database URL, a journal file path (*.log) or an Optuna storage",
+            classes=("optuna.storages:BaseStorage",),
+            example="sqlite:///study.db",
             path=True,
         ),
         Option("study_name", (str,), "the study's name in the storage", non_empty=True, example="my-study"),
@@ -187,11 +203,6 @@ class OptunaBackend(SearchBackend):
         args = self.settings.trainer.args
         multi = self.settings.n_objectives > 1
         pruner = kw.get("pruner")
-        if pruner is not None and not isinstance(pruner, optuna.pruners.BasePruner):
-            raise SearchConfigError(f"pruner must be an optuna.pruners.BasePruner, got {pruner!r}.")
-        sampler = kw.get("sampler")
-        if sampler is not None and not isinstance(sampler, optuna.samplers.BaseSampler):
-            raise SearchConfigError(f"sampler must be an optuna.samplers.BaseSampler, got {sampler!r}.")
         if kw.get("load_if_exists") and kw.get("storage") is None:
             raise SearchConfigError(
                 "load_if_exists=True continues a study kept in a storage, but no storage is given (a study in memory "
@@ -211,11 +222,6 @@ class OptunaBackend(SearchBackend):
         storage = kw.get("storage")
         if isinstance(storage, str):
             _storage.check_storage_url(storage, self.settings.output_dir)
-        elif storage is not None and not isinstance(storage, optuna.storages.BaseStorage):
-            raise SearchConfigError(
-                f"storage must be a URL such as 'sqlite:///study.db', a journal file path ending in .log, or an "
-                f"optuna storage object; got {type(storage).__name__}."
-            )
         n_jobs = kw.get("n_jobs", 1)
         if n_jobs != 1 and args.gradient_accumulation_steps > 1:
             raise SearchConfigError(

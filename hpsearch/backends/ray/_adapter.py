@@ -25,13 +25,13 @@ import dataclasses
 import glob
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ... import _trust
 from ..._params import check_param_names
 from ...errors import SearchConfigError
-from ...settings import Option
+from ...options import Code, Option
 from ..base import SearchBackend, call_native_space
 from . import _checks, _driver
 from ._connect import Connection, connect
@@ -92,9 +92,21 @@ class RayBackend(SearchBackend):
         ),
         Option("max_concurrent_trials", (int,), "trials run at once", minimum=1),
         Option(
-            "scheduler", (object,), "a ray.tune.schedulers scheduler", build_from=("ray.tune.schedulers",)
+            "scheduler",
+            (),
+            "a ray.tune.schedulers scheduler",
+            classes=("ray.tune.schedulers:TrialScheduler",),
+            example=Code("ASHAScheduler()"),
+            build_from=("ray.tune.schedulers",),
         ),
-        Option("search_alg", (object,), "a ray.tune.search searcher", build_from=("ray.tune.search",)),
+        Option(
+            "search_alg",
+            (),
+            "a ray.tune.search searcher",
+            classes=("ray.tune.search:Searcher", "ray.tune.search:SearchAlgorithm"),
+            example=Code("OptunaSearch()"),
+            build_from=("ray.tune.search",),
+        ),
         Option(
             "storage_path",
             (str, os.PathLike),
@@ -122,7 +134,13 @@ class RayBackend(SearchBackend):
         Option(
             "time_budget_s", (int, float), "seconds after which Tune stops the search", above=0, example=3600
         ),
-        Option("stop", (dict, object), "Tune's stop criteria: a dict, a Stopper or a callable"),
+        Option(
+            "stop",
+            (dict, Callable),
+            "Tune's stop criteria: a dict of result thresholds, a ray.tune.stopper.Stopper or a callable "
+            "(trial_id, result) -> bool",
+            example={"training_iteration": 10},
+        ),
         Option(
             "scope", (str,), "Ray's name for objective_scope ('all' is 'best')", choices=tuple(_checks.SCOPES)
         ),
