@@ -441,13 +441,21 @@ CASES: list[tuple[str, Callable[[Env], Any], tuple[str, ...]]] = [
         lambda e: e.search(storage="/nonexistent/folder/study.log"),
         ("storage journal file", "/nonexistent/folder", "create it"),
     ),
-    ("optuna-n-jobs", lambda e: e.search(n_jobs=0), ("n_jobs=0", "must be an integer >= 1 or -1", "pass e.g. n_jobs=1")),
+    (
+        "optuna-n-jobs",
+        lambda e: e.search(n_jobs=0),
+        ("n_jobs=0", "must be an integer >= 1 or -1", "pass e.g. n_jobs=1"),
+    ),
     (
         "optuna-n-jobs-accumulation",
         lambda e: e.search(e.trainer(gradient_accumulation_steps=2), n_jobs=2),
         ("n_jobs=2", "gradient_accumulation_steps=2", "use n_jobs=1"),
     ),
-    ("optuna-timeout", lambda e: e.search(timeout=-5), ("timeout=-5", "must be a finite number > 0", "seconds", "pass e.g. timeout=3600")),
+    (
+        "optuna-timeout",
+        lambda e: e.search(timeout=-5),
+        ("timeout=-5", "must be a finite number > 0", "seconds", "pass e.g. timeout=3600"),
+    ),
     ("optuna-study-name", lambda e: e.search(study_name=""), ("study_name", "''", "non-empty string")),
     # ------------------------------------------------------------ Ray and SigOpt keyword arguments
     (
