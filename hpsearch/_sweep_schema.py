@@ -27,12 +27,15 @@ def _cell(text: Any) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+def _declared_default(option: Any) -> str:
+    return f"`{option.default!r}`" if option.default not in (None, {}) else "-"
+
+
 def _default(name: str, field: Any) -> str:
     from .settings import COMMON_OPTIONS
 
     if name in COMMON_OPTIONS:
-        default = COMMON_OPTIONS[name][1]
-        return f"`{default!r}`" if default not in (None, {}) else "-"
+        return _declared_default(COMMON_OPTIONS[name])
     if field.is_required():
         return "required"
     default = field.default
@@ -49,11 +52,23 @@ def _top_level() -> list[str]:
         what = field.description or ""
         if name in COMMON_OPTIONS:
             what += " (every backend; here or under `backend_options`)"
-            if COMMON_OPTIONS[name][0].path:
+            if COMMON_OPTIONS[name].path:
                 what += "; *path*"
-        expected = COMMON_OPTIONS[name][0].expected() if name in COMMON_OPTIONS else extra.get("expected", "")
+        expected = COMMON_OPTIONS[name].expected() if name in COMMON_OPTIONS else extra.get("expected", "")
         rows.append(f"| `{name}` | {_cell(what)} | {_cell(expected)} | {_default(name, field)} |")
     return rows
+
+
+#: The types a YAML file can hold.
+_FILE_TYPES = (bool, int, float, str, list, tuple, dict)
+
+
+def _in_a_file(option: Any) -> str:
+    """What the option's value may be in a sweep file: its declaration without the objects a file cannot hold."""
+    import dataclasses
+
+    kept = tuple(t for t in option.types if t in _FILE_TYPES)
+    return dataclasses.replace(option, types=kept, classes=()).expected() if kept else option.expected()
 
 
 def _backend_options() -> list[str]:
@@ -66,17 +81,19 @@ def _backend_options() -> list[str]:
             "",
             f"`backend_options` of `{name}` (besides the options every backend takes):",
             "",
-            "| option | what it does | value |",
-            "|---|---|---|",
+            "| option | what it does | value | default |",
+            "|---|---|---|---|",
         ]
         for option in backend.options:
             kinds = (
-                option.expected()
+                _in_a_file(option)
                 if not option.build_from
                 else (f"{{name: Class, ...}} naming a class of {' or '.join(option.build_from)}")
             )
             what = option.help + ("; *path*" if option.path else "")
-            lines.append(f"| `{option.name}` | {_cell(what)} | {_cell(kinds)} |")
+            lines.append(
+                f"| `{option.name}` | {_cell(what)} | {_cell(kinds)} | {_declared_default(option)} |"
+            )
     return lines
 
 
@@ -85,7 +102,7 @@ def _paths() -> tuple[str, str]:
     from .settings import COMMON_OPTIONS
     from .sweep import TRAINING_ARG_PATHS
 
-    marked = [f"`{n}`" for n, (o, _, _) in COMMON_OPTIONS.items() if o.path]
+    marked = [f"`{n}`" for n, o in COMMON_OPTIONS.items() if o.path]
     for name in backend_names():
         marked += [f"`{o.name}` ({name})" for o in get_backend(name).options if o.path]
     return ", ".join(f"`{n}`" for n in TRAINING_ARG_PATHS), ", ".join(marked)

@@ -212,7 +212,10 @@ def _print_summary(result: Any, started: float, report: str | None, out: Any) ->
 
 def run(args: argparse.Namespace) -> int:
     """``hpsearch run``: the whole sweep, then report.html; returns the exit code."""
-    overrides = [*args.set, *option_flag_overrides(args)]  # --set KEY=VALUE, --trial-workers N
+    overrides: list[str | tuple[str, str]] = [
+        *args.set,
+        *option_flag_overrides(args),
+    ]  # --set, --trial-workers
     for flag, value in (("--output-dir", args.output_dir), *(("--warm-start", d) for d in args.warm_start)):
         if value is not None and not value.strip():  # abspath('') is the current directory, whatever it holds
             raise ConfigError(f"{flag} {value!r} is empty; pass a folder path, e.g. {flag} out.")

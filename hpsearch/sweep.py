@@ -19,8 +19,9 @@ A sweep file names everything by import path, so the command needs no Python glu
 
 The top-level keys are the `SweepFile` model. ``training_args`` is checked against the fields of
 `trainer.TrainingArguments`, and ``backend_options`` against the model `options_model` builds from the registry
-(`SearchBackend.all_options`: the common options with their checks, and the backend's own with their types), so
-the file accepts exactly what `hyperparameter_search` accepts. Every problem is a `ConfigError`
+(`SearchBackend.all_options`: the common options and the backend's own, each checked by its one declaration,
+`hpsearch.options.Option`), so the file accepts exactly what `hyperparameter_search` accepts and refuses a value
+with the same message. Every problem is a `ConfigError`
 ``file:line: key: message``, the line taken from the YAML node marks; the YAML itself is read with bounded alias
 expansion, no recursive aliases and no duplicate keys (`hpsearch._yaml`).
 """
@@ -35,16 +36,13 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Union
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import (
     AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
-    InstanceOf,
-    StrictBool,
-    StrictFloat,
     StrictInt,
     StrictStr,
     create_model,
@@ -187,32 +185,23 @@ class _SweepKeys(BaseModel):
     )
 
 
-_STRICT: dict[type, Any] = {bool: StrictBool, int: StrictInt, float: StrictFloat, str: StrictStr}
+def _option_type(option: Option) -> Any:
+    """The type of an option's key: any value, checked by the option's own declaration (`Option.check`, so the file
+    is refused with the message `hyperparameter_search` gives) and kept as written."""
+    return Annotated[Any, AfterValidator(_checked(option))]
 
 
-def _keep(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    """A validator running the API's own check of a common option, keeping the value as written."""
-
+def _checked(option: Option) -> Callable[[Any], Any]:
     def validate(value: Any) -> Any:
-        check(value)
+        if option.build_from and value is not None:
+            # A file cannot hold an object, so an option built from modules takes {name: Class, ...} there instead.
+            if not isinstance(value, dict):
+                raise ValueError(f"expected {_option_expected(option)}, got {show(value)}.")
+            return value
+        option.check(value)
         return value
 
     return validate
-
-
-def _option_type(option: Option) -> Any:
-    # A file cannot hold an object, so an option built from modules takes {name: Class, ...} there instead.
-    types = [t for t in option.types if not (option.build_from and t is object)]
-    members = [_STRICT.get(t) or InstanceOf[t] for t in types]  # type: ignore[valid-type,misc]
-    if option.build_from:
-        members.insert(0, dict[str, Any])
-    kind: Any = Any
-    if members and object not in types:
-        kind = members[0] if len(members) == 1 else Union[tuple(members)]
-    common = COMMON_OPTIONS.get(option.name)
-    if common is not None:
-        kind = Annotated[kind, AfterValidator(_keep(common[2]))]
-    return kind | None
 
 
 def _option_expected(option: Option) -> str:
@@ -221,8 +210,9 @@ def _option_expected(option: Option) -> str:
         if option.build_from
         else []
     )
-    plain = Option(
-        option.name, tuple(t for t in option.types if not (t is object and option.build_from)), option.help
+    # What the file may hold besides the spec (a file cannot hold an object), with the declared bounds and choices.
+    plain = dataclasses.replace(
+        option, types=tuple(t for t in option.types if not (t is object and option.build_from)), classes=()
     )
     if plain.types:
         words.append(plain.expected())
@@ -238,7 +228,7 @@ def _common_key(option: Option) -> Any:
 SweepFile: type[_SweepKeys] = create_model(
     "SweepFile",
     __base__=_SweepKeys,
-    **{name: _common_key(option) for name, (option, _, _) in COMMON_OPTIONS.items()},  # type: ignore[call-overload]
+    **{name: _common_key(option) for name, option in COMMON_OPTIONS.items()},  # type: ignore[call-overload]
 )
 
 #: The top-level keys, in order.
@@ -247,7 +237,7 @@ KEYS: tuple[str, ...] = tuple(SweepFile.model_fields)
 
 def options_model(backend: str) -> type[BaseModel]:
     """The schema of ``backend_options`` for ``backend``: every keyword argument `hyperparameter_search` accepts
-    for it (`SearchBackend.all_options`), typed by `Option.types`; None is always allowed (the default)."""
+    for it (`SearchBackend.all_options`), checked by `Option.check`; None is always allowed (the default)."""
     return _options_model(get_backend(backend))
 
 
@@ -388,7 +378,10 @@ def _read(path: Path) -> tuple[dict[str, Any], Lines]:
     return data, lines
 
 
-def _apply_override(data: dict[str, Any], lines: Lines, override: str) -> None:
+def _apply_override(data: dict[str, Any], lines: Lines, override: str | tuple[str, str]) -> None:
+    """``KEY.PATH=VALUE`` into ``data``; a pair is (that override, the flag that gave it, e.g. ``--trial-workers``),
+    which an error about the key names."""
+    override, flag = override if isinstance(override, tuple) else (override, None)
     key, sep, text = override.partition("=")
     keys = tuple(k for k in key.strip().split("."))
     if not sep or not all(keys):
@@ -409,7 +402,7 @@ def _apply_override(data: dict[str, Any], lines: Lines, override: str) -> None:
             raise ConfigError(f"--set {override!r}: {where} is a {type(child).__name__}, not a mapping.")
         target = child
     target[keys[-1]] = value
-    lines.overridden[keys] = f"--set {'.'.join(keys)}=..."
+    lines.overridden[keys] = flag or f"--set {'.'.join(keys)}=..."
 
 
 def _backend(name: str | None, lines: Lines) -> type[SearchBackend]:
@@ -618,12 +611,13 @@ def load_sweep(
     n_trials: int | None = None,
     output_dir: str | None = None,
     resume: bool = False,
-    overrides: Sequence[str] = (),
+    overrides: Sequence[str | tuple[str, str]] = (),
 ) -> SweepConfig:
     """Read and check a sweep file; command-line values (when not None) override the file's.
 
     ``overrides`` are ``KEY.PATH=VALUE`` strings (``training_args.num_train_epochs=2``); each value is read
-    as YAML (``2`` is an int, ``[1, 2]`` a list, ``"no"`` a string). ``resume`` asks the backend to continue an
+    as YAML (``2`` is an int, ``[1, 2]`` a list, ``"no"`` a string); an ``(override, flag)`` pair names the flag
+    that gave it (``--trial-workers``) in errors. ``resume`` asks the backend to continue an
     earlier run (`SearchBackend.sweep_options`).
 
     Raises:

@@ -104,7 +104,7 @@ class SearchBackend(abc.ABC):
     @classmethod
     def all_options(cls) -> dict[str, Option]:
         """Every option this backend accepts, the common ones first."""
-        out = {name: spec[0] for name, spec in COMMON_OPTIONS.items()}
+        out = dict(COMMON_OPTIONS)
         out.update({option.name: option for option in cls.options})
         return out
 
@@ -214,8 +214,11 @@ class SearchBackend(abc.ABC):
 
         return world_size()
 
-    def validate(self) -> None:  # noqa: B027 - an optional hook, a no-op unless a backend needs checks
-        """Backend-specific checks of the options against the settings (e.g. a pruner needs evaluations)."""
+    def validate(self) -> None:
+        """Backend-specific checks that span several options or need the engine (e.g. a pruner needs evaluations);
+        each option alone was checked by its declaration (`check_options`). An adapter that overrides it calls
+        ``super().validate()`` first: an option given as None is dropped, so that it means its default."""
+        self.kwargs = {name: value for name, value in self.kwargs.items() if value is not None}
 
     @abc.abstractmethod
     def convert_space(self, space: SearchSpace) -> Any:

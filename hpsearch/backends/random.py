@@ -37,7 +37,7 @@ class RandomBackend(SearchBackend):
     can_resume = True
     resume_hint = "resume=True"
     options = (
-        Option("seed", (int,), "seed of the parameter draws (default: the trainer's args.seed)"),
+        Option("seed", (int,), "seed of the parameter draws (default: the trainer's args.seed)", example=0),
         Option(
             "resume",
             (bool,),
@@ -71,13 +71,6 @@ class RandomBackend(SearchBackend):
 
     def convert_space(self, space: SearchSpace) -> SearchSpace:
         return space
-
-    def validate(self) -> None:
-        seed = self.kwargs.get("seed")
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-            raise SearchConfigError(
-                f"seed must be an integer or None, got {seed!r}; pass e.g. seed=0.", about="seed"
-            )
 
     def run(self, session: SearchSession, native_space: Any) -> None:
         settings = self.settings

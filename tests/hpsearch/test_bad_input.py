@@ -356,12 +356,12 @@ CASES: list[tuple[str, Callable[[Env], Any], tuple[str, ...]]] = [
     (
         "max-failed-trials",
         lambda e: e.search(max_failed_trials=0),
-        ("max_failed_trials", "got 0", "pass e.g."),
+        ("max_failed_trials=0", "must be an integer >= 1", "pass e.g."),
     ),
     (
         "trial-timeout",
         lambda e: e.search(trial_timeout=-1),
-        ("trial_timeout", "-1", "positive, finite number of seconds"),
+        ("trial_timeout=-1", "must be a finite number > 0", "seconds", "pass e.g."),
     ),
     ("hp-name", lambda e: e.search(hp_name="run"), ("hp_name", "'run'", "callable taking the trial")),
     ("trial-timeout-inf", lambda e: e.search(trial_timeout=float("inf")), ("trial_timeout", "inf", "finite")),
@@ -441,13 +441,21 @@ CASES: list[tuple[str, Callable[[Env], Any], tuple[str, ...]]] = [
         lambda e: e.search(storage="/nonexistent/folder/study.log"),
         ("storage journal file", "/nonexistent/folder", "create it"),
     ),
-    ("optuna-n-jobs", lambda e: e.search(n_jobs=0), ("n_jobs", "0", "positive integer or -1")),
+    (
+        "optuna-n-jobs",
+        lambda e: e.search(n_jobs=0),
+        ("n_jobs=0", "must be an integer >= 1 or -1", "pass e.g. n_jobs=1"),
+    ),
     (
         "optuna-n-jobs-accumulation",
         lambda e: e.search(e.trainer(gradient_accumulation_steps=2), n_jobs=2),
         ("n_jobs=2", "gradient_accumulation_steps=2", "use n_jobs=1"),
     ),
-    ("optuna-timeout", lambda e: e.search(timeout=-5), ("timeout", "-5", "positive number of seconds")),
+    (
+        "optuna-timeout",
+        lambda e: e.search(timeout=-5),
+        ("timeout=-5", "must be a finite number > 0", "seconds", "pass e.g. timeout=3600"),
+    ),
     ("optuna-study-name", lambda e: e.search(study_name=""), ("study_name", "''", "non-empty string")),
     # ------------------------------------------------------------ Ray and SigOpt keyword arguments
     (
@@ -482,7 +490,7 @@ CASES: list[tuple[str, Callable[[Env], Any], tuple[str, ...]]] = [
     (
         "sigopt-driver",
         lambda e: e.search(backend="sigopt", driver="carrier-pigeon"),
-        ("driver=", "'carrier-pigeon'", "use 'lite'"),
+        ("driver=", "'carrier-pigeon'", "one of 'lite', 'http'", "pass e.g. driver='lite'"),
     ),
     (
         "optuna-bool-option",

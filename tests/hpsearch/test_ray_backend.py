@@ -310,7 +310,7 @@ def test_bad_kwarg_types_are_named(tmp_path):
     with pytest.raises(SearchConfigError, match="scope"):
         hyperparameter_search(trainer, hp_space=_space(), backend="ray", scope="best-ever")
     for name in ("..", ".", "a/b"):  # the experiment's folder under storage_path
-        with pytest.raises(SearchConfigError, match=r"name must be a non-empty string \(a folder name"):
+        with pytest.raises(SearchConfigError, match=r"name='.*' must be a non-empty string \(a folder name"):
             hyperparameter_search(trainer, hp_space=_space(), backend="ray", name=name)
 
 

@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 import pytest
 
 from hpsearch.errors import SearchConfigError
-from hpsearch.settings import COMMON_OPTIONS, OBJECTIVE_SCOPES, TrialSettings, check_common_options
+from hpsearch.settings import COMMON_OPTIONS, OBJECTIVE_SCOPES, Option, TrialSettings, check_common_options
 from hpsearch.trial import Evaluation, Trial, TrialRecord, TrialState
 
 
@@ -307,10 +307,31 @@ def test_backend_options_are_checked_against_their_declared_types():
     for option, value, message in (
         (count, True, r"n_jobs=True \(bool\) must be an integer"),
         (count, 2.0, r"n_jobs=2.0 \(float\) must be an integer"),
-        (seconds, "10", r"timeout='10' \(str\) must be a number"),
+        (seconds, "10", r"timeout='10' \(str\) must be a finite number"),
         (seconds, float("nan"), r"timeout=nan must be a finite number"),
         (seconds, np.float32("inf"), r"timeout=.*inf\)? must be a finite number"),
         (flag, "no", r"gc_after_trial='no' \(str\) must be true or false"),
+    ):
+        with pytest.raises(SearchConfigError, match=message):
+            option.check(value)
+
+
+def test_an_option_declares_its_bounds_choices_and_example():
+    """Bounds, choices and emptiness are part of the declaration: the refusal names the option, the value, what it
+    must be, the option's help and a value to pass instead."""
+    jobs = Option("n_jobs", (int,), "trials at once", minimum=1, also=(-1,), example=2)
+    seconds = Option("timeout", (int, float), "seconds", above=0)
+    driver = Option("driver", (str,), "the driver", choices=("lite", "http"))
+    name = Option("name", (str,), "the name", non_empty=True)
+    assert jobs.check(-1) == -1 and jobs.check(3) == 3 and driver.check("http") == "http"
+    assert seconds.check(7) == 7.0 and type(seconds.check(7)) is float  # an option that takes floats
+    for option, value, message in (
+        (jobs, 0, r"^n_jobs=0 must be an integer >= 1 or -1 \(trials at once\); pass e.g. n_jobs=2, or None"),
+        (jobs, -2, r"n_jobs=-2 must be an integer >= 1 or -1"),
+        (seconds, 0, r"timeout=0 must be a finite number > 0 \(seconds\)"),
+        (seconds, -math.inf, r"timeout=-inf must be a finite number > 0"),
+        (driver, "ftp", r"driver='ftp' must be one of 'lite', 'http' .*pass e.g. driver='lite'"),
+        (name, "  ", r"name='  ' must be a non-empty string"),
     ):
         with pytest.raises(SearchConfigError, match=message):
             option.check(value)

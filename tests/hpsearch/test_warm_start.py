@@ -250,7 +250,7 @@ def test_bad_warm_starts_are_refused_before_any_trial(tmp_path):
             "only trials of the same objective",
         ),
         (dict(warm_start=42), "expected the output_dir of an earlier search"),
-        (dict(warm_start=str(earlier), warm_start_mode="replay"), "'inform' or 'evaluate'"),
+        (dict(warm_start=str(earlier), warm_start_mode="replay"), "must be one of 'inform', 'evaluate'"),
         (
             dict(warm_start=str(earlier), warm_start_defaults={"hidden": 999}),
             r"warm_start_defaults gives \{'hidden': 999\}, "

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 from ... import _lockstep
 from ...errors import SearchConfigError, TrialFailed
+from ...options import Code, Option
 from ...runner import failed_record
-from ...settings import Option
 from ...trial import Evaluation, Trial, TrialRecord, TrialReporter, TrialState
 from ..base import SearchBackend
 from . import _storage
@@ -46,6 +46,24 @@ def _study_directions(directions: Any) -> list[Literal["minimize", "maximize"]]:
     return cast('list[Literal["minimize", "maximize"]]', list(directions))
 
 
+def _callables(value: Any) -> Any:
+    if not all(map(callable, value)):
+        raise SearchConfigError(f"callbacks must be a list of callables (study, trial), got {value!r}.")
+    return value
+
+
+def _exception_classes(value: Any) -> Any:
+    if not all(
+        isinstance(c, type) and issubclass(c, Exception)
+        for c in (value if isinstance(value, tuple | list) else (value,))
+    ):
+        raise SearchConfigError(
+            f"catch must be an Exception class or a tuple of them, got {value!r} (KeyboardInterrupt and other "
+            "BaseExceptions stop a search and cannot be caught per trial)."
+        )
+    return value
+
+
 class _OptunaReporter(TrialReporter):
     def __init__(self, trial: Any, multi_objective: bool) -> None:
         self.trial = trial
@@ -70,27 +88,57 @@ class OptunaBackend(SearchBackend):
     trial_api = ("suggest_",)
     replay_trial = replay_trial  # re-evaluation: a FixedTrial answering model_init's trial.suggest_*
     options = (
-        Option("sampler", (object,), "an optuna.samplers sampler", build_from=("optuna.samplers",)),
-        Option("pruner", (object,), "an optuna.pruners pruner", build_from=("optuna.pruners",)),
+        Option(
+            "sampler",
+            (),
+            "an optuna.samplers sampler",
+            classes=("optuna.samplers:BaseSampler",),
+            example=Code("optuna.samplers.TPESampler(seed=0)"),
+            build_from=("optuna.samplers",),
+        ),
+        Option(
+            "pruner",
+            (),
+            "an optuna.pruners pruner",
+            classes=("optuna.pruners:BasePruner",),
+            example=Code("optuna.pruners.MedianPruner()"),
+            build_from=("optuna.pruners",),
+        ),
         Option(
             "storage",
-            (str, object),
+            (str,),
             "a database URL, a journal file path (*.log) or an Optuna storage",
+            classes=("optuna.storages:BaseStorage",),
+            example="sqlite:///study.db",
             path=True,
         ),
-        Option("study_name", (str,), "the study's name in the storage"),
+        Option("study_name", (str,), "the study's name in the storage", non_empty=True, example="my-study"),
         Option("load_if_exists", (bool,), "continue a study of that name found in the storage"),
-        Option("timeout", (int, float), "seconds after which no new trial starts"),
-        Option("n_jobs", (int,), "trials run at once in threads (-1: one per CPU)", concurrency=True),
-        Option("gc_after_trial", (bool,), "run the garbage collector after every trial"),
-        Option("callbacks", (list, tuple), "callables (study, frozen_trial) called after every trial"),
+        Option("timeout", (int, float), "seconds after which no new trial starts", above=0, example=3600),
+        Option(
+            "n_jobs",
+            (int,),
+            "trials run at once in threads (-1: one per CPU)",
+            default=1,
+            minimum=1,
+            also=(-1,),
+            concurrency=True,
+        ),
+        Option("gc_after_trial", (bool,), "run the garbage collector after every trial", default=False),
+        Option(
+            "callbacks",
+            (list, tuple),
+            "callables (study, frozen_trial) called after every trial",
+            rule=_callables,
+        ),
         Option(
             "catch",
             (type, tuple, list),
             "exception classes raised around a trial (e.g. by a storage) that fail "
             "it instead of the search; errors inside a trial always fail only that trial",
+            rule=_exception_classes,
         ),
-        Option("show_progress_bar", (bool,), "Optuna's own progress bar"),
+        Option("show_progress_bar", (bool,), "Optuna's own progress bar", default=False),
     )
     _OPTIMIZE = ("timeout", "n_jobs", "gc_after_trial", "show_progress_bar")
 
@@ -151,19 +199,11 @@ class OptunaBackend(SearchBackend):
     def validate(self) -> None:
         import optuna
 
+        super().validate()
         kw = self.kwargs
         args = self.settings.trainer.args
         multi = self.settings.n_objectives > 1
         pruner = kw.get("pruner")
-        if pruner is not None and not isinstance(pruner, optuna.pruners.BasePruner):
-            raise SearchConfigError(
-                f"pruner must be an optuna.pruners.BasePruner, got {pruner!r}.", about="pruner"
-            )
-        sampler = kw.get("sampler")
-        if sampler is not None and not isinstance(sampler, optuna.samplers.BaseSampler):
-            raise SearchConfigError(
-                f"sampler must be an optuna.samplers.BaseSampler, got {sampler!r}.", about="sampler"
-            )
         if kw.get("load_if_exists") and kw.get("storage") is None:
             raise SearchConfigError(
                 "load_if_exists=True continues a study kept in a storage, but no storage is given (a study in memory "
@@ -186,50 +226,13 @@ class OptunaBackend(SearchBackend):
         storage = kw.get("storage")
         if isinstance(storage, str):
             _storage.check_storage_url(storage, self.settings.output_dir)
-        elif storage is not None and not isinstance(storage, optuna.storages.BaseStorage):
-            raise SearchConfigError(
-                f"storage must be a URL such as 'sqlite:///study.db', a journal file path ending in .log, or an "
-                f"optuna storage object; got {type(storage).__name__}.",
-                about="storage",
-            )
         n_jobs = kw.get("n_jobs", 1)
-        if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0 or n_jobs < -1:
-            raise SearchConfigError(
-                f"n_jobs must be a positive integer or -1, got {n_jobs!r}.", about="n_jobs"
-            )
         if n_jobs != 1 and args.gradient_accumulation_steps > 1:
             raise SearchConfigError(
                 f"n_jobs={n_jobs} runs trials in threads, and accelerate keeps gradient-accumulation state per "
                 f"process, so concurrent trials would corrupt each other with gradient_accumulation_steps="
                 f"{args.gradient_accumulation_steps}; use n_jobs=1, or run several worker processes on one storage.",
                 about="n_jobs",
-            )
-        timeout = kw.get("timeout")
-        if timeout is not None and (
-            isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
-        ):
-            raise SearchConfigError(
-                f"timeout must be a positive number of seconds or None, got {timeout!r}.", about="timeout"
-            )
-        study_name = kw.get("study_name")
-        if study_name is not None and (not isinstance(study_name, str) or not study_name):
-            raise SearchConfigError(
-                f"study_name must be a non-empty string, got {study_name!r}.", about="study_name"
-            )
-        callbacks = kw.get("callbacks")
-        if callbacks is not None and (
-            not isinstance(callbacks, list | tuple) or not all(map(callable, callbacks))
-        ):
-            raise SearchConfigError(
-                f"callbacks must be a list of callables (study, trial), got {callbacks!r}.", about="callbacks"
-            )
-        catch = kw.get("catch", ())
-        catch_items = catch if isinstance(catch, tuple | list) else (catch,)
-        if not all(isinstance(c, type) and issubclass(c, Exception) for c in catch_items):
-            raise SearchConfigError(
-                f"catch must be an Exception class or a tuple of them, got {catch!r} (KeyboardInterrupt and other "
-                "BaseExceptions stop a search and cannot be caught per trial).",
-                about="catch",
             )
 
     def describe(self) -> dict[str, Any]:

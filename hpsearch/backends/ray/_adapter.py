@@ -25,13 +25,13 @@ import dataclasses
 import glob
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ... import _trust
 from ..._params import check_param_names
 from ...errors import SearchConfigError
-from ...settings import Option
+from ...options import Code, Option
 from ..base import SearchBackend, call_native_space
 from . import _checks, _driver
 from ._connect import Connection, connect
@@ -79,33 +79,85 @@ class RayBackend(SearchBackend):
             (str,),
             "'auto', 'host:port' or 'ray://host:port' (default: a local Ray on 127.0.0.1); "
             "a token-authenticated cluster needs its token here (RAY_AUTH_TOKEN_PATH, RAY_AUTH_TOKEN)",
+            non_empty=True,
+            example="auto",
         ),
         Option(
             "resources_per_trial",
             (dict,),
             "resources of each trial (or each worker), e.g. {'cpu': 1, 'gpu': 0.5}",
+            non_empty=True,
+            rule=_checks.resources,
+            example={"cpu": 1},
         ),
-        Option("max_concurrent_trials", (int,), "trials run at once"),
+        Option("max_concurrent_trials", (int,), "trials run at once", minimum=1),
         Option(
-            "scheduler", (object,), "a ray.tune.schedulers scheduler", build_from=("ray.tune.schedulers",)
+            "scheduler",
+            (),
+            "a ray.tune.schedulers scheduler",
+            classes=("ray.tune.schedulers:TrialScheduler",),
+            example=Code("ASHAScheduler()"),
+            build_from=("ray.tune.schedulers",),
         ),
-        Option("search_alg", (object,), "a ray.tune.search searcher", build_from=("ray.tune.search",)),
-        Option("storage_path", (str,), "Tune's storage (default output_dir/ray_results)", path=True),
-        Option("name", (str,), "the experiment's folder name in storage_path"),
-        Option("max_failures", (int,), "retries of a failed trial (-1: forever)"),
-        Option("keep_checkpoints_num", (int,), "checkpoints Tune keeps per trial"),
-        Option("checkpoint_score_attr", (str,), "the result that ranks checkpoints"),
-        Option("time_budget_s", (int, float), "seconds after which Tune stops the search"),
-        Option("stop", (dict, object), "Tune's stop criteria: a dict, a Stopper or a callable"),
-        Option("scope", (str,), f"Ray's name for objective_scope: {', '.join(_checks.SCOPES)}"),
+        Option(
+            "search_alg",
+            (),
+            "a ray.tune.search searcher",
+            classes=("ray.tune.search:Searcher", "ray.tune.search:SearchAlgorithm"),
+            example=Code("OptunaSearch()"),
+            build_from=("ray.tune.search",),
+        ),
+        Option(
+            "storage_path",
+            (str, os.PathLike),
+            "Tune's storage: a folder or a URI such as 's3://...' (default output_dir/ray_results)",
+            non_empty=True,
+            path=True,
+        ),
+        Option(
+            "name",
+            (str,),
+            "the experiment's folder name in storage_path",
+            non_empty=True,
+            rule=_checks.folder_name,
+            example=_DEFAULT_NAME,
+        ),
+        Option("max_failures", (int,), "retries of a failed trial (-1: forever)", minimum=-1),
+        Option("keep_checkpoints_num", (int,), "checkpoints Tune keeps per trial", minimum=1),
+        Option(
+            "checkpoint_score_attr",
+            (str,),
+            "the result that ranks checkpoints",
+            non_empty=True,
+            example="objective",
+        ),
+        Option(
+            "time_budget_s", (int, float), "seconds after which Tune stops the search", above=0, example=3600
+        ),
+        Option(
+            "stop",
+            (dict, Callable),
+            "Tune's stop criteria: a dict of result thresholds, a ray.tune.stopper.Stopper or a callable "
+            "(trial_id, result) -> bool",
+            example={"training_iteration": 10},
+        ),
+        Option(
+            "scope", (str,), "Ray's name for objective_scope ('all' is 'best')", choices=tuple(_checks.SCOPES)
+        ),
         Option(
             "resume",
-            (bool, str),
+            (bool, str, os.PathLike),
             "restore the interrupted experiment (True: this search's own, started when "
             "there is none yet; or its folder)",
             path=True,
         ),
-        Option("workers_per_trial", (int,), "processes per trial (a Ray Train run, data-parallel)"),
+        Option(
+            "workers_per_trial",
+            (int,),
+            "processes per trial (a Ray Train run, data-parallel)",
+            minimum=1,
+            example=2,
+        ),
     )
 
     @staticmethod
@@ -130,6 +182,7 @@ class RayBackend(SearchBackend):
         _checks.check_scope_given(kwargs)
 
     def validate(self) -> None:
+        super().validate()
         conditional = (
             {n for n in self.settings.space if self.settings.space[n].is_conditional}
             if self.settings.space is not None

@@ -26,8 +26,7 @@ SCOPES = {
 
 
 def validate(kw: Mapping[str, Any], settings: TrialSettings, conditional: set[str]) -> None:
-    from ray.tune.schedulers import FIFOScheduler, TrialScheduler
-    from ray.tune.search import SearchAlgorithm, Searcher
+    from ray.tune.schedulers import FIFOScheduler
 
     args = settings.trainer.args
     if settings.n_objectives > 1:
@@ -37,92 +36,10 @@ def validate(kw: Mapping[str, Any], settings: TrialSettings, conditional: set[st
             "backend='optuna'.",
             about="direction",
         )
-    address = kw.get("address")
-    if address is not None and (not isinstance(address, str) or not address):
-        raise SearchConfigError(
-            f"address must be a string such as 'auto' or '127.0.0.1:6379', got {address!r}.", about="address"
-        )
-    resources = kw.get("resources_per_trial")
-    if resources is not None:
-        if not isinstance(resources, Mapping) or not resources:
-            raise SearchConfigError(
-                f"resources_per_trial must be a dict such as {{'cpu': 1, 'gpu': 0.5}}, got {resources!r}.",
-                about="resources_per_trial",
-            )
-        for key, value in resources.items():
-            if (
-                not isinstance(key, str)
-                or isinstance(value, bool)
-                or not isinstance(value, int | float)
-                or not math.isfinite(value)
-                or value < 0
-            ):
-                raise SearchConfigError(
-                    f"resources_per_trial[{key!r}]={value!r}: each resource must be a finite number >= 0 "
-                    "(fractional GPUs such as 0.5 are allowed).",
-                    about="resources_per_trial",
-                )
-        if not any(resources.values()):
-            raise SearchConfigError(
-                f"resources_per_trial={dict(resources)!r} asks for nothing, and a trial needs some resource to be "
-                "placed; ask for at least part of one, e.g. {'cpu': 1}.",
-                about="resources_per_trial",
-            )
-    for key, minimum in (
-        ("max_concurrent_trials", 1),
-        ("max_failures", -1),
-        ("keep_checkpoints_num", 1),
-        ("workers_per_trial", 1),
-    ):
-        value = kw.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < minimum):
-            raise SearchConfigError(
-                f"{key} must be an integer >= {minimum} (or None), got {value!r}.", about=key
-            )
     if (kw.get("workers_per_trial") or 1) > 1:
         _check_distributed(kw["workers_per_trial"])
-    budget = kw.get("time_budget_s")
-    if budget is not None and (
-        isinstance(budget, bool) or not isinstance(budget, int | float) or budget <= 0
-    ):
-        raise SearchConfigError(
-            f"time_budget_s must be a positive number of seconds, got {budget!r}.", about="time_budget_s"
-        )
-    for key in ("name", "checkpoint_score_attr"):
-        value = kw.get(key)
-        folder = key == "name" and isinstance(value, str) and (os.sep in value or value in (".", ".."))
-        if value is not None and (not isinstance(value, str) or not value or folder):
-            # name is the experiment's folder under storage_path: "." or ".." would put Tune's files beside others.
-            raise SearchConfigError(
-                f"{key} must be a non-empty string (a folder name for name), got {value!r}.", about=key
-            )
-    storage = kw.get("storage_path")
-    if storage is not None and (not isinstance(storage, str | os.PathLike) or not os.fspath(storage)):
-        raise SearchConfigError(
-            f"storage_path must be a folder path or a URI such as 's3://...', got {storage!r}.",
-            about="storage_path",
-        )
-    stop = kw.get("stop")
-    from ray.tune.stopper import Stopper
-
-    if stop is not None and not isinstance(stop, Mapping | Stopper) and not callable(stop):
-        raise SearchConfigError(
-            f"stop must be a dict of result thresholds, a ray.tune.stopper.Stopper or a callable "
-            f"(trial_id, result) -> bool, got {stop!r}.",
-            about="stop",
-        )
-    resume = kw.get("resume")
-    if resume is not None and not isinstance(resume, bool | str | os.PathLike):
-        raise SearchConfigError(
-            f"resume must be True/False or an experiment folder, got {resume!r}.", about="resume"
-        )
     scheduler = kw.get("scheduler")
     if scheduler is not None:
-        if not isinstance(scheduler, TrialScheduler):
-            raise SearchConfigError(
-                f"scheduler must be a ray.tune.schedulers.TrialScheduler (ASHAScheduler(), ...), got {scheduler!r}.",
-                about="scheduler",
-            )
         _check_unset_metric("scheduler", scheduler)
         # ASHA and the other schedulers subclass FIFOScheduler: only plain FIFO needs no intermediate results.
         if type(scheduler) is not FIFOScheduler and strategy(args.eval_strategy) == "no":
@@ -139,11 +56,6 @@ def validate(kw: Mapping[str, Any], settings: TrialSettings, conditional: set[st
             )
     search_alg = kw.get("search_alg")
     if search_alg is not None:
-        if not isinstance(search_alg, Searcher | SearchAlgorithm):
-            raise SearchConfigError(
-                f"search_alg must be a ray.tune.search.Searcher (e.g. OptunaSearch()), got {search_alg!r}.",
-                about="search_alg",
-            )
         _check_unset_metric("search_alg", search_alg)
         if conditional:
             raise SearchConfigError(
@@ -152,6 +64,39 @@ def validate(kw: Mapping[str, Any], settings: TrialSettings, conditional: set[st
                 "search_alg (Tune's random search handles them) or give a space without conditions.",
                 about="search_alg",
             )
+
+
+def resources(value: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The rule of ``resources_per_trial``: finite amounts >= 0, and some resource asked for."""
+    for key, amount in value.items():
+        if (
+            not isinstance(key, str)
+            or isinstance(amount, bool)
+            or not isinstance(amount, int | float)
+            or not math.isfinite(amount)
+            or amount < 0
+        ):
+            raise SearchConfigError(
+                f"resources_per_trial[{key!r}]={amount!r}: each resource must be a finite number >= 0 "
+                "(fractional GPUs such as 0.5 are allowed); pass e.g. {'cpu': 1, 'gpu': 0.5}."
+            )
+    if not any(value.values()):
+        raise SearchConfigError(
+            f"resources_per_trial={dict(value)!r} asks for nothing, and a trial needs some resource to be "
+            "placed; ask for at least part of one, e.g. {'cpu': 1}."
+        )
+    return value
+
+
+def folder_name(value: str) -> str:
+    """The rule of ``name``: the experiment's folder under storage_path ("." or ".." would put Tune's files beside
+    others)."""
+    if os.sep in value or value in (".", ".."):
+        raise SearchConfigError(
+            f"name={value!r} must be a non-empty string (a folder name under storage_path, without {os.sep!r}, not "
+            "'.' or '..'); pass e.g. name='hpsearch'."
+        )
+    return value
 
 
 def _check_distributed(n: int) -> None:
@@ -207,8 +152,6 @@ def objective_scope(kw: Mapping[str, Any], settings: TrialSettings) -> str:
     scope = kw.get("scope")
     if scope is None:
         return settings.objective_scope
-    if scope not in SCOPES:
-        raise SearchConfigError(f"scope={scope!r} must be one of {list(SCOPES)}.", about="scope")
     if settings.objective_scope != "last" and SCOPES[scope] != settings.objective_scope:
         raise SearchConfigError(
             f"objective_scope={settings.objective_scope!r} and scope={scope!r} disagree on which evaluation is a "

@@ -34,6 +34,24 @@ _DRIVERS = ("lite", "http")
 _MAX_OBJECTIVES = 2
 
 
+def _proxies(value: Any) -> Any:
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise SearchConfigError(
+            "proxies must be a dict of scheme -> proxy URL such as {'https': 'http://proxy:3128'}, got a dict of "
+            f"{sorted({type(v).__name__ for v in value.values()})} values."
+        )
+    return value
+
+
+def _experiment_name(value: str) -> str:
+    if len(value) > _MAX_NAME:
+        raise SearchConfigError(
+            f"name={value[:40]!r}... has {len(value)} characters, more than the {_MAX_NAME} SigOpt allows for an "
+            "experiment's name; pass a shorter name."
+        )
+    return value
+
+
 class SigOptBackend(SearchBackend):
     name = "sigopt"
     requirement = "sigopt"
@@ -42,14 +60,35 @@ class SigOptBackend(SearchBackend):
     can_resume = True
     resume_hint = "resume=True"
     options = (
-        Option("driver", (str,), "'lite' (SigOpt's optimizer in this process) or 'http' (a SigOpt server)"),
-        Option("proxies", (dict,), "scheme -> proxy URL for driver='http'"),
-        Option("name", (str,), "the experiment's name"),
-        Option("observation_budget", (int,), "SigOpt's observation budget (default: n_trials)"),
+        Option(
+            "driver",
+            (str,),
+            "'lite': SigOpt's optimizer in this process, no account; 'http': the hosted API or a self-hosted "
+            "server, needs SIGOPT_API_TOKEN (default: 'http' when SIGOPT_API_TOKEN is set)",
+            choices=_DRIVERS,
+        ),
+        Option("proxies", (dict,), "scheme -> proxy URL for driver='http'", rule=_proxies),
+        Option(
+            "name",
+            (str,),
+            f"the experiment's name, at most {_MAX_NAME} characters",
+            non_empty=True,
+            rule=_experiment_name,
+            example="my-sweep",
+        ),
+        Option(
+            "observation_budget",
+            (int,),
+            "SigOpt's observation budget (default: n_trials)",
+            minimum=1,
+            example=30,
+        ),
         Option(
             "parallel_bandwidth",
             (int,),
             "trials run at once in threads (driver='http' only)",
+            default=1,
+            minimum=1,
             concurrency=True,
         ),
         Option(
@@ -95,14 +134,9 @@ class SigOptBackend(SearchBackend):
 
     # ------------------------------------------------------------------ checks
     def validate(self) -> None:
+        super().validate()
         kw = self.kwargs
         settings = self.settings
-        if self.driver not in _DRIVERS:
-            raise SearchConfigError(
-                f"driver={self.driver!r} is not a SigOpt driver; use 'lite' (in-process, no account) or 'http' "
-                "(the hosted API or a self-hosted server; needs SIGOPT_API_TOKEN).",
-                about="driver",
-            )
         if settings.n_objectives > _MAX_OBJECTIVES:
             raise SearchConfigError(
                 f"direction={list(settings.directions)}: SigOpt optimizes at most {_MAX_OBJECTIVES} metrics at once (its "
@@ -110,40 +144,12 @@ class SigOptBackend(SearchBackend):
                 "so that it returns one or two values, or use backend='optuna' for more.",
                 about="direction",
             )
-        proxies = kw.get("proxies")
-        if proxies is not None:
-            if not isinstance(proxies, Mapping) or not all(
-                isinstance(k, str) and isinstance(v, str) for k, v in proxies.items()
-            ):
-                raise SearchConfigError(
-                    "proxies must be a dict of scheme -> proxy URL such as {'https': 'http://proxy:3128'}, got "
-                    f"{type(proxies).__name__}.",
-                    about="proxies",
-                )
-            if self.driver == "lite":
-                raise SearchConfigError(
-                    "proxies are for driver='http' (a SigOpt server); the lite driver runs in this process and "
-                    "makes no requests. Drop proxies or pass driver='http'.",
-                    about="proxies",
-                )
-        name = kw.get("name")
-        if name is not None and (not isinstance(name, str) or not name.strip() or len(name) > _MAX_NAME):
+        if kw.get("proxies") is not None and self.driver == "lite":
             raise SearchConfigError(
-                f"name must be a non-empty string of at most {_MAX_NAME} characters, got {name!r}.",
-                about="name",
-            )
-        budget = kw.get("observation_budget")
-        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 1):
-            raise SearchConfigError(
-                f"observation_budget must be a positive integer (default: n_trials), got {budget!r}.",
-                about="observation_budget",
+                "proxies are for driver='http' (a SigOpt server); the lite driver runs in this process and "
+                "makes no requests. Drop proxies or pass driver='http'."
             )
         bandwidth = kw.get("parallel_bandwidth", 1)
-        if isinstance(bandwidth, bool) or not isinstance(bandwidth, int) or bandwidth < 1:
-            raise SearchConfigError(
-                f"parallel_bandwidth must be a positive integer, got {bandwidth!r}.",
-                about="parallel_bandwidth",
-            )
         if bandwidth > 1 and self.driver == "lite":
             raise SearchConfigError(
                 f"parallel_bandwidth={bandwidth}: the lite driver suggests one trial at a time; use "
