@@ -226,6 +226,8 @@ def objective_vector(objective: Any, k: int) -> list[float] | None:
     """An objective (float, list of floats or None) as exactly ``k`` floats, or None if absent."""
     if objective is None:
         return None
+    if type(objective) is float:  # the common case, read for every trial by every view and report figure
+        return [objective] if k == 1 else [math.nan] * k
     values = list(objective) if isinstance(objective, (list, tuple)) else [objective]
     out = [math.nan if v is None else float(v) for v in values]
     if len(out) != k:
