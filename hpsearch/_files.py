@@ -7,6 +7,7 @@ import io
 import math
 import os
 import tempfile
+from collections.abc import Iterable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,12 +27,12 @@ __all__ = [
     "TRIALS_FILE",
     "CsvExports",
     "atomic_write_text",
-    "csv_row",
-    "inter_csv_lines",
+    "csv_text",
+    "inter_csv_cells",
     "json_default",
     "objective_vector",
     "plain",
-    "trial_csv_line",
+    "trial_csv_cells",
 ]
 
 #: A search's files in its output folder: the results (what `SearchResult.load` reads: the snapshot and its journal,
@@ -45,6 +46,13 @@ RESULT_FILES = (SEARCH_FILE, JOURNAL_FILE, TRIALS_FILE, INTERMEDIATES_FILE, EVEN
 
 
 def csv_cell(value: Any) -> Any:
+    if value is None:
+        return ""
+    kind = type(value)
+    if kind is str or kind is int:  # the common cells first: a snapshot writes tens of them per trial
+        return value
+    if kind is float:
+        return "" if math.isnan(value) else repr(value)
     value = plain(value)
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
@@ -55,51 +63,46 @@ def csv_cell(value: Any) -> Any:
     return value if isinstance(value, str | int) else str(value)
 
 
-def csv_row(cells: list[Any]) -> str:
+def csv_text(rows: Iterable[list[Any]]) -> str:
+    """Rows of cells as CSV text (one writer for all of them: a snapshot writes a row per trial and evaluation)."""
     buffer = io.StringIO()
-    csv.writer(buffer, lineterminator="\n").writerow([csv_cell(c) for c in cells])
+    csv.writer(buffer, lineterminator="\n").writerows([csv_cell(c) for c in cells] for cells in rows)
     return buffer.getvalue()
 
 
-def trial_csv_line(record: TrialRecord, k: int, params: tuple[str, ...]) -> str:
+def trial_csv_cells(record: TrialRecord, k: int, params: tuple[str, ...]) -> list[Any]:
     objectives = objective_vector(record.objective, k) or [math.nan] * k
-    return csv_row(
-        [
+    return [
+        str(record.trial_id),
+        str(record.name),
+        int(record.number),
+        TrialState(record.state).value,
+        str(record.extra.get("source", "search")),
+        str(record.extra.get("config_id", record.trial_id)),
+        record.extra.get("seed"),
+        *objectives,
+        *(record.params.get(name) for name in params),
+        record.started,
+        record.finished,
+        record.duration_s,
+        *(record.cost.get(c) for c in COST_COLUMNS),
+        len(record.intermediates),
+        record.last_step,
+        record.checkpoint,
+        record.node,
+        record.error,
+    ]
+
+
+def inter_csv_cells(record: TrialRecord, k: int, metrics: tuple[str, ...]) -> Iterator[list[Any]]:
+    for ev in record.intermediates:
+        yield [
             str(record.trial_id),
-            str(record.name),
-            int(record.number),
-            TrialState(record.state).value,
-            str(record.extra.get("source", "search")),
-            str(record.extra.get("config_id", record.trial_id)),
-            record.extra.get("seed"),
-            *objectives,
-            *(record.params.get(name) for name in params),
-            record.started,
-            record.finished,
-            record.duration_s,
-            *(record.cost.get(c) for c in COST_COLUMNS),
-            len(record.intermediates),
-            record.last_step,
-            record.checkpoint,
-            record.node,
-            record.error,
+            int(ev.step),
+            ev.epoch,
+            *(objective_vector(ev.objective, k) or [math.nan] * k),
+            *(ev.metrics.get(m) for m in metrics),
         ]
-    )
-
-
-def inter_csv_lines(record: TrialRecord, k: int, metrics: tuple[str, ...]) -> str:
-    return "".join(
-        csv_row(
-            [
-                str(record.trial_id),
-                int(ev.step),
-                ev.epoch,
-                *(objective_vector(ev.objective, k) or [math.nan] * k),
-                *(ev.metrics.get(m) for m in metrics),
-            ]
-        )
-        for ev in record.intermediates
-    )
 
 
 def plain(value: Any) -> Any:
@@ -217,15 +220,19 @@ class CsvExports:
         ]
         inter_header = [*fixed, *(f"metric_{m}" if m in fixed else m for m in metrics)]
         ordered = sorted(records, key=lambda r: (r.number, r.trial_id))
-        trial_lines = "".join(trial_csv_line(r, k, params) for r in ordered)
-        inter_lines = "".join(inter_csv_lines(r, k, metrics) for r in ordered)
-        return csv_row(trials_header) + trial_lines, csv_row(inter_header) + inter_lines
+        trials = csv_text([trials_header, *(trial_csv_cells(r, k, params) for r in ordered)])
+        inter = csv_text(
+            [inter_header, *(cells for r in ordered for cells in inter_csv_cells(r, k, metrics))]
+        )
+        return trials, inter
 
 
 def objective_vector(objective: Any, k: int) -> list[float] | None:
     """An objective (float, list of floats or None) as exactly ``k`` floats, or None if absent."""
     if objective is None:
         return None
+    if type(objective) is float:  # the common case, read for every trial by every view and report figure
+        return [objective] if k == 1 else [math.nan] * k
     values = list(objective) if isinstance(objective, (list, tuple)) else [objective]
     out = [math.nan if v is None else float(v) for v in values]
     if len(out) != k:

@@ -371,6 +371,7 @@ def report(args: argparse.Namespace) -> int:
             results.append(SearchResult.load(folder))
         except (FileNotFoundError, ValueError) as error:
             raise ConfigError(str(error)) from None
+        results[-1].refresh_exports()  # a killed search's CSVs gain the trials its journal holds
     if args.markdown:
         for folder, result in zip(args.dirs, results):
             if len(results) > 1:

@@ -15,7 +15,9 @@ A running search appends each finished trial to the journal (O(1) per trial) and
 a new journal, the CSVs) at intervals that grow with the search, and at its end (`SearchResult.save`); see
 ``hpsearch._journal`` for the layout and the rule when the two disagree (journal lines newer than the snapshot win).
 `SearchResult.load` reads the snapshot and the journal: the CSVs are exports, so a search killed between two writes
-still loads as the consistent state of its files.
+still loads as the consistent state of its files. After a kill the CSVs lack the trials recorded since the last
+snapshot until something rewrites them from snapshot + journal: resuming the search (its first snapshot), or
+``hpsearch report DIR`` (`refresh_exports`).
 """
 
 from __future__ import annotations
@@ -94,6 +96,10 @@ class SearchResult:
     _journal: JournalWriter | None = field(default=None, init=False, repr=False, compare=False)
     _schedule: SnapshotSchedule = field(
         default_factory=SnapshotSchedule, init=False, repr=False, compare=False
+    )
+    # Set by `load`: (search.json's (inode, size, mtime) as read, journal lines applied), for `refresh_exports`.
+    _loaded: tuple[tuple[int, int, int], int] | None = field(
+        default=None, init=False, repr=False, compare=False
     )
 
     def __post_init__(self) -> None:
@@ -414,7 +420,9 @@ class SearchResult:
                 "Point load() at the output_dir of a search (it holds search.json, trials.csv, intermediates.csv)."
             )
         try:
-            text = path.read_text(encoding="utf-8")
+            with open(path, "rb") as handle:
+                snapshot = _stamp(os.fstat(handle.fileno()))
+                text = handle.read().decode("utf-8")
         except UnicodeDecodeError as exc:
             raise ValueError(f"{os.fspath(path)!r} is not valid JSON ({exc}); the file is corrupt.") from exc
         data = _parse(text, os.fspath(path))
@@ -423,7 +431,33 @@ class SearchResult:
         if entries:
             apply_journal(data, entries)
             source = f"{source} (with {JOURNAL_FILE})"
-        return cls._from_data(data, output_dir, source)
+        result = cls._from_data(data, output_dir, source)
+        result._loaded = (snapshot, len(entries))
+        return result
+
+    def refresh_exports(self) -> bool:
+        """Rewrite ``trials.csv`` and ``intermediates.csv`` in `output_dir` from this loaded result when its journal
+        held trials that those exports (the last snapshot's) lack: a search killed between two snapshots then has
+        every recorded trial in its CSVs too. Only the exports are written (never ``search.json`` or the journal),
+        and only while ``search.json`` is still the file `load` read (a running search's newer snapshot wins).
+
+        Returns:
+            True when the CSVs were rewritten; False when there was nothing to add, the result was not loaded from
+            a folder, search.json changed since, or the folder is not writable (the CSVs stay as they were).
+        """
+        if self._loaded is None or self._loaded[1] == 0 or self.output_dir is None:
+            return False
+        folder = Path(self.output_dir)
+        try:
+            if _stamp(os.stat(folder / SEARCH_FILE)) != self._loaded[0]:
+                return False
+            CsvExports.write(
+                folder, self.records, len(self.directions), tuple(self.param_names), self.objective_columns
+            )
+        except OSError:
+            return False
+        self._loaded = (self._loaded[0], 0)
+        return True
 
     @classmethod
     def from_json(
@@ -491,6 +525,12 @@ def _parse(text: str, path: str) -> dict[str, Any]:
             f"{FORMAT_VERSION}; upgrade hpsearch to read it."
         )
     return data
+
+
+def _stamp(stat: os.stat_result) -> tuple[int, int, int]:
+    """What identifies one version of a file: a save replaces search.json (a new inode), and a rewrite in place
+    changes its size or modification time."""
+    return stat.st_ino, stat.st_size, stat.st_mtime_ns
 
 
 def _param_dtype(values: list[Any]) -> str:

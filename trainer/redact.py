@@ -38,6 +38,11 @@ _HOST = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.\-_%]+)(:\d*)?(?=[/?#]|$)")
 _MIN_SECRET = 4  # shorter values ("pw") would mask ordinary words
 _SEEN: set[str] = set()  # passwords seen in URLs: masked wherever they appear later
 _SEEN_LOCK = threading.Lock()
+_SECRET_ENV: dict[str, bool] = {}  # environment variable name -> is_secret_name(name), checked once per name
+_KNOWN: tuple[frozenset[str], list[str]] = (
+    frozenset(),
+    [],
+)  # the last secrets found, and their masking order
 
 
 def is_secret_name(key: Any) -> bool:
@@ -120,12 +125,25 @@ def _redact_match(match: re.Match[str]) -> str:
 
 
 def _known_secrets() -> list[str]:
-    values = [v for k, v in os.environ.items() if len(v) >= 6 and is_secret_name(k)]
+    """The secret values to mask, longest first (a secret holding another is masked whole). Read at each call (the
+    environment may change), but cheaply: every text a search writes goes through here, several times per trial,
+    so variable names are checked once each and only secret-named variables' values are read."""
+    global _KNOWN
+    values = set()
+    for name in os.environ:
+        secret = _SECRET_ENV.get(name)
+        if secret is None:
+            secret = _SECRET_ENV[name] = is_secret_name(name)
+        if secret:
+            value = os.environ.get(name)
+            if value is not None and len(value) >= 6:
+                values.add(value)
     with _SEEN_LOCK:
-        values.extend(_SEEN)
-    return sorted(
-        set(values), key=len, reverse=True
-    )  # longest first: a secret holding another is masked whole
+        values.update(_SEEN)
+    known = _KNOWN
+    if known[0] != values:
+        known = _KNOWN = (frozenset(values), sorted(values, key=len, reverse=True))
+    return known[1]
 
 
 def _redact_text(text: str) -> str:

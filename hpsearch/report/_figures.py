@@ -54,16 +54,17 @@ def objective_names(result: SearchResult) -> list[str]:
             if values is None:
                 continue
             for i, value in enumerate(values):
-                equal = {
+                seen = candidates[i]
+                # After the first evaluation only the metrics still equal everywhere are checked (a few, not all).
+                names = ev.metrics if seen is None else [m for m in seen if m in ev.metrics]
+                candidates[i] = {
                     m
-                    for m, v in ev.metrics.items()
-                    if isinstance(v, int | float)
+                    for m in names
+                    if isinstance(v := ev.metrics[m], int | float)
                     and not isinstance(v, bool)
                     and math.isfinite(value)
                     and math.isclose(v, value, rel_tol=1e-9, abs_tol=1e-12)
                 }
-                seen = candidates[i]
-                candidates[i] = equal if seen is None else seen & equal
     names = []
     for i, found in enumerate(candidates):
         if k == 1 and found is not None and result.objective in found:
@@ -502,9 +503,11 @@ def cost_figure(result: SearchResult) -> Any | None:
 def leaders_figure(result: SearchResult) -> Any | None:
     """Re-evaluated configurations (one objective): each run as a dot, the mean with its 95% interval as an error
     bar, the chosen configuration in red; None without re-evaluated configurations."""
-    from hpsearch.reevaluate import choose, summarize
+    from hpsearch.reevaluate import SOURCE, choose, summarize
 
     go = require_plotly()
+    if result.is_multi_objective or not any(r.extra.get("source") == SOURCE for r in result.records):
+        return None  # summarize() of every configuration costs more than the rest of a large report
     leaders = [s for s in summarize(result) if s.n_seeds >= 2]
     if not leaders or result.is_multi_objective:
         return None

@@ -145,3 +145,34 @@ def test_another_writer_in_the_folder_makes_the_next_trial_take_a_snapshot(tmp_p
     )  # ours: not appended to the other's journal, a snapshot of ours instead
     assert SearchResult.load(tmp_path).records == result.records
     assert len(_journal_lines(tmp_path)) == 1
+
+
+def test_hpsearch_report_rewrites_the_csvs_of_a_killed_search_from_snapshot_and_journal(tmp_path):
+    import pandas as pd
+
+    from hpsearch.cli import main as cli_main
+
+    result = _running(tmp_path, n=4)  # a snapshot at the first trial, then 3 journal lines: killed here
+    assert list(pd.read_csv(tmp_path / "trials.csv")["trial_id"].astype(str)) == [result.records[0].trial_id]
+
+    assert cli_main(["report", str(tmp_path), "--markdown"]) == 0
+    rows = pd.read_csv(tmp_path / "trials.csv")
+    assert list(rows["trial_id"].astype(str)) == [r.trial_id for r in result.records]
+    evaluations = pd.read_csv(tmp_path / "intermediates.csv")
+    assert len(evaluations) == sum(len(r.intermediates) for r in result.records)
+    assert SearchResult.load(tmp_path).records == result.records  # search.json and the journal are untouched
+
+
+def test_refresh_exports_writes_only_when_the_journal_added_trials_and_search_json_is_unchanged(tmp_path):
+    result = _running(tmp_path, n=1)
+    assert not SearchResult.load(tmp_path).refresh_exports()  # nothing beyond the snapshot: no write
+
+    record = single_records()[1]
+    result.records.append(record)
+    result._record_trial(tmp_path, record)
+    stale = SearchResult.load(tmp_path)
+    result.save(tmp_path)  # a running search's newer snapshot after that load: its CSVs win
+    (tmp_path / "trials.csv").write_text("newer\n", encoding="utf-8")
+    assert not stale.refresh_exports()
+    assert (tmp_path / "trials.csv").read_text(encoding="utf-8") == "newer\n"
+    assert not single_result(records=result.records).refresh_exports()  # not loaded from a folder

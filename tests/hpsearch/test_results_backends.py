@@ -117,3 +117,6 @@ def test_search_killed_after_k_trials_loads_k_rows(tmp_path):
     rows = pd.read_csv(out / "trials.csv")
     assert len(rows) <= K and list(rows["number"]) == list(range(len(rows)))
     assert (out / "search.journal.jsonl").is_file()
+    # `hpsearch report` rewrites them from snapshot + journal: every recorded trial, in trials.csv too.
+    assert loaded.refresh_exports() == (len(rows) < K)
+    assert list(pd.read_csv(out / "trials.csv")["number"]) == list(range(K))

@@ -313,6 +313,19 @@ def test_a_password_seen_in_a_url_is_masked_where_it_appears_alone():
     )
 
 
+def test_secret_environment_values_are_read_at_each_redaction(monkeypatch):
+    from hpsearch._redact import redact
+
+    assert redact("key k3y-v4lue-one") == "key k3y-v4lue-one"  # the variable is not set yet
+    monkeypatch.setenv("SCALE_TEST_API_KEY", "k3y-v4lue-one")
+    assert redact("key k3y-v4lue-one") == "key ***"
+    monkeypatch.setenv("SCALE_TEST_API_KEY", "k3y-v4lue-two")  # rotated: the new value is masked
+    assert redact("keys k3y-v4lue-one k3y-v4lue-two") == "keys k3y-v4lue-one ***"
+    monkeypatch.setenv("SCALE_TEST_NOTE", "k3y-v4lue-two")  # not a secret name: its own value stays
+    monkeypatch.delenv("SCALE_TEST_API_KEY")
+    assert redact("note k3y-v4lue-two") == "note k3y-v4lue-two"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("form", ["raw", "percent-encoded"])
 def test_a_password_holding_slash_hash_and_question_mark_is_written_nowhere(
