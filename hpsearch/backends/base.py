@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
     from ..session import SearchSession
     from ..settings import TrialSettings
+    from ..trial import Trial, TrialRecord
 
 __all__ = ["SEARCH_PARAMETERS", "NullReporter", "Option", "SearchBackend", "TrialReporter"]
 
@@ -52,8 +53,9 @@ class SearchBackend(abc.ABC):
     - ``__init__(settings, options)``; `resolve_space` (a portable space is converted with `convert_space`,
       abstract; a native one is checked); `validate` (optional: backend-specific checks, before any trial);
       `describe` (the settings worth saving with the results, no secrets);
-    - `run` (abstract): drive the engine until the session's budget is used, calling ``run_trial`` for each
-      trial and `SearchSession.record` with each record.
+    - `run`: the shared loop (`hpsearch._search_loop`), which calls `start` once, then `ask` for each trial,
+      `reporter` for its evaluations, `tell` with its record (then records it in the session), `abandon` for a
+      trial stopped by Ctrl-C, and `finish` at the end; an engine that owns its loop (Ray Tune) overrides `run`.
 
     Class-level facts read without running anything: ``options`` (keyword arguments and their types, used by
     the API and the sweep file), `default_space` (the engine's native default space, as transformers spells
@@ -237,9 +239,56 @@ class SearchBackend(abc.ABC):
     def is_native_space(self, hp_space: Any) -> bool:
         return callable(hp_space) and not isinstance(hp_space, Mapping)
 
-    @abc.abstractmethod
     def run(self, session: SearchSession, native_space: Any) -> None:
-        """Run trials until ``session.n_trials`` are done (or the engine stops), recording each in ``session``."""
+        """Run trials until ``session.n_trials`` are done (or the engine stops), recording each in ``session``: the
+        shared loop (`hpsearch._search_loop`) asking and telling this adapter. An engine that owns its loop (Ray
+        Tune) overrides this and hands each trial to ``run_trial`` where the engine runs it."""
+        from .._search_loop import run_search
+
+        run_search(self, session, native_space, self.executor)
+
+    # ------------------------------------------------------------------ the shared loop's questions
+    def start(self, session: SearchSession, native_space: Any) -> int:
+        """Open the engine for this search (resume it, warm start it) and return how many trials this run may
+        start; called once, on rank 0, before the first `ask`. By default: ``session.n_trials``."""
+        return session.n_trials
+
+    def ask(self, session: SearchSession) -> Trial | None:
+        """The next trial to train, or None when the engine has nothing more to run. A trial that fails before it
+        can train (its ``hp_space`` raised) is told to the engine here, and `hpsearch._search_loop.NotStarted`
+        raised with its record. Called on rank 0, one at a time, only while the budget and the session allow."""
+        raise NotImplementedError(
+            f"{type(self).__name__} runs its own loop (run), or must answer ask and tell"
+        )
+
+    def reporter(self, trial: Trial) -> TrialReporter:
+        """What ``trial``'s evaluations are reported to (the engine's pruning decision); by default nothing."""
+        return NullReporter()
+
+    def tell(self, trial: Trial, record: TrialRecord) -> None:
+        """The engine hears how ``trial`` ended (``record`` as `run_trial` produced it); the loop then records it in
+        the session. Called on rank 0, one at a time, in the order trials end."""
+        raise NotImplementedError(
+            f"{type(self).__name__} runs its own loop (run), or must answer ask and tell"
+        )
+
+    def abandon(self, trial: Trial, error: BaseException) -> None:  # noqa: B027 - an optional hook
+        """``trial`` stopped with ``error`` (Ctrl-C) before it ended; the error is raised after. A no-op by default."""
+
+    def finish(self, session: SearchSession, completed: bool) -> None:  # noqa: B027 - an optional hook
+        """The loop is over (``completed``), or stopped on an error: the adapter's last word (e.g. the engine's
+        final list of trials); the loop saves the results after. A no-op by default."""
+
+    def slots(self, executor: Executor) -> int:
+        """How many trials run at once: the backend's own concurrency option where given (e.g. ``n_jobs``, -1:
+        one per CPU), else the executor's slots (``trial_workers``)."""
+        import os
+
+        for option in self.options:
+            if option.concurrency and self.kwargs.get(option.name) is not None:
+                value = int(self.kwargs[option.name])
+                return (os.cpu_count() or 1) if value == -1 else value
+        return executor.slots
 
     def describe(self) -> dict[str, Any]:
         """The backend settings worth keeping in the results (secrets in URLs masked)."""
