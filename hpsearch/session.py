@@ -255,12 +255,13 @@ class SearchSession:
             self.tally.recount(self.result)  # the budgets read the tally
             self._check_budgets()
 
-    def replace_all(self, records: Iterable[TrialRecord]) -> None:
-        """The engine's final list of trials (in its order), then save: the search's last word on disk."""
+    def replace_all(self, records: Iterable[TrialRecord], save: bool = True) -> None:
+        """The engine's final list of trials (in its order), then save (unless the caller saves next): the search's
+        last word on disk."""
         with self._lock:
             self.result.records[:] = list(records)
             self.result.finished = _now()
-            if self.result.records and _dist.is_main_process():
+            if save and self.result.records and _dist.is_main_process():
                 self.result.save(self.output_dir)
 
     def save(self) -> None:
