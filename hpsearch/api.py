@@ -262,8 +262,7 @@ def hyperparameter_search(
         trial_timeout=common["trial_timeout"],
         measure_energy=wants_energy(common["max_energy_kwh"] is not None),
     )
-    adapter = backend_cls(settings, kwargs)
-    adapter.trial_workers = common["trial_workers"]
+    adapter = backend_cls(settings, kwargs, trial_workers=common["trial_workers"])
     space, native_space = adapter.resolve_space(hp_space)
     if space is not None:
         epochs_ignored = (
@@ -286,7 +285,6 @@ def hyperparameter_search(
         check_space_against_trainer(space, trainer, adapter.processes_per_trial())
         if reevaluation is not None:
             reevaluation.check_space(space)
-        adapter.settings = settings = _with_space(settings, space)
     adapter.validate()
     settings = adapter.settings  # an adapter may map its own options onto the shared settings (e.g. a scope)
     if settings.objective_scope == "best" and len(directions) > 1:
@@ -294,18 +292,7 @@ def hyperparameter_search(
             f"objective_scope='best' picks a trial's best evaluation, which several objectives (direction="
             f"{directions}) do not define; use 'last', 'avg', 'last-5-avg' or 'last-10-avg'."
         )
-    if common["warm_start"] is not None:
-        from .warmstart import load_priors
-
-        adapter.check_warm_start(common["warm_start_mode"])
-        adapter.priors = load_priors(
-            common["warm_start"],
-            common["warm_start_mode"],
-            common["warm_start_top_k"],
-            common["warm_start_defaults"],
-            settings,
-        )
-        adapter.warm_start_mode = common["warm_start_mode"]
+    adapter.prepare(**{k: common[k] for k in ("warm_start", *_WARM_START_OPTIONS)})
     # Before any trial: the backend can hand trials to workers, and the settings can be pickled for them.
     check_trial_workers(settings, common["trial_workers"], common["trial_worker_max_trials"], adapter)
     _check_earlier_search(output_dir, adapter)
@@ -350,8 +337,7 @@ def hyperparameter_search(
             reevaluation.earlier_runs(session) if reevaluation and adapter.continues_earlier_run() else []
         )
         with make_executor(settings, common["trial_workers"], common["trial_worker_max_trials"]) as executor:
-            adapter.executor = executor
-            adapter.run(session, native_space)
+            adapter.run(session, native_space, executor)
         if reevaluation is not None:
             reevaluation.run(session, earlier, adapter.replay_trial)
     except KeyboardInterrupt:
@@ -494,9 +480,3 @@ def _check_earlier_search(output_dir: str, adapter: SearchBackend) -> None:
         "checkpoints, so nothing was started. Give this search another output_dir (TrainingArguments(output_dir=...)), "
         f"delete that folder to start over{again}."
     )
-
-
-def _with_space(settings: TrialSettings, space: Any) -> TrialSettings:
-    import dataclasses
-
-    return dataclasses.replace(settings, space=space)

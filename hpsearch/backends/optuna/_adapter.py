@@ -31,6 +31,7 @@ from ._study import continues_study, open_study, replay_trial, warm_start
 if TYPE_CHECKING:
     from spaces import SearchSpace
 
+    from ...executor import Executor
     from ...session import SearchSession
 
 __all__ = ["OptunaBackend"]
@@ -112,8 +113,8 @@ class OptunaBackend(SearchBackend):
         Option("show_progress_bar", (bool,), "Optuna's own progress bar"),
     )
 
-    def __init__(self, settings, options) -> None:
-        super().__init__(settings, options)
+    def __init__(self, settings, options, *, trial_workers=None) -> None:
+        super().__init__(settings, options, trial_workers=trial_workers)
         self._space: OptunaSpace | None = None
         self._interrupted: set[int] = set()
         # One search's state, set by `start`.
@@ -268,10 +269,10 @@ class OptunaBackend(SearchBackend):
         return space, native_space
 
     # ------------------------------------------------------------------ the search loop's questions
-    def run(self, session: SearchSession, native_space: Any) -> None:
+    def run(self, session: SearchSession, native_space: Any, executor: Executor) -> None:
         # A database lost mid-search stops it naming its cause.
         with _storage.storage_errors(self.kwargs.get("storage")):
-            super().run(session, native_space)
+            super().run(session, native_space, executor)
 
     def start(self, session: SearchSession, native_space: Any) -> int:
         import optuna

@@ -15,6 +15,7 @@ from ...errors import HPSearchError, SearchConfigError
 from ...settings import Option
 from ...trial import Trial, TrialRecord, TrialState
 from ..base import SearchBackend
+from . import _warm
 from ._compat import create_suggestion, numpy2_compat
 from ._resume import NATIVE_SPACE, load_previous, tell_previous
 from ._space import _MAX_NAME, Converted, check_native, portable_to_sigopt, same_assignments
@@ -59,8 +60,8 @@ class SigOptBackend(SearchBackend):
         ),
     )
 
-    def __init__(self, settings, options) -> None:
-        super().__init__(settings, options)
+    def __init__(self, settings, options, *, trial_workers=None) -> None:
+        super().__init__(settings, options, trial_workers=trial_workers)
         self._converted: Converted | None = None
         self._native_fields: dict[str, Any] = {}
         self._assignments: dict[str, dict[str, Any]] = {}
@@ -72,6 +73,7 @@ class SigOptBackend(SearchBackend):
         self._conn: Any = None
         self._experiment_id: Any = None
         self._numbers: Iterator[int] = iter(())
+        self._warm: Iterator[Trial] = iter(())  # warm_start_mode='evaluate': trials that run first
         driver = self.kwargs.get("driver")
         # The token decides the default, but its value is never read here: the sigopt client reads it.
         self.driver = (
@@ -251,11 +253,17 @@ class SigOptBackend(SearchBackend):
                 )
             used, first = tell_previous(self, session, conn, experiment.id, previous, native_space)
         else:
-            used = first = warm_start(self, session, conn, experiment.id) if self.priors else 0
+            used = first = 0
+            if self.priors:
+                self._warm = warm_start(self, session, self._experiment())
         self._numbers = itertools.count(first)
         return max(n_trials - used, 0)
 
     def ask(self, session: SearchSession) -> Trial | None:
+        warm = next(self._warm, None)  # warm_start_mode='evaluate': the earlier configurations first
+        if warm is not None:
+            next(self._numbers)
+            return warm
         experiment = self._experiment()
         suggestion = self._suggest(experiment, session)
         if suggestion is None:
@@ -272,12 +280,16 @@ class SigOptBackend(SearchBackend):
         return Trial(trial_id, next(self._numbers), params, self.name, native=suggestion)
 
     def tell(self, trial: Trial, record: TrialRecord) -> None:
+        if trial.native is None:  # a warm 'evaluate' trial: SigOpt did not suggest it
+            _warm.observe(self, self._experiment(), record)
+            return
         complete = record.state is TrialState.COMPLETE
         self._observe(self._experiment(), record.objective, not complete, suggestion=str(trial.native.id))
         record.extra["sigopt_observation"] = "value" if complete else "failed"
 
     def abandon(self, trial: Trial, error: BaseException) -> None:
-        self._abandon(self._experiment(), str(trial.native.id))
+        if trial.native is not None:
+            self._abandon(self._experiment(), str(trial.native.id))
 
     def finish(self, session: SearchSession, completed: bool) -> None:
         if not completed or self._conn is None:
