@@ -12,10 +12,10 @@ adapter (`hpsearch.backends.base.SearchBackend`) answers only:
   whose trial fails before it can train (its ``hp_space`` raised) tells the engine and raises `NotStarted`;
 - ``reporter(trial)``: what the trial's evaluations are reported to (pruning), `NullReporter` by default;
 - ``tell(trial, record)``: the engine hears the trial's end; the driver then records it in the session;
-- ``abandon(trial, error)``: the trial stopped with ``error`` (Ctrl-C) before its end; ``finish(session,
+- ``abandon(trial, error)``: the trial stopped with ``error`` (Ctrl-C) before it was told; ``finish(session,
   completed)``: the loop is over (also after an error), the adapter's last word before the driver saves.
 
-Engines that own their loop (Ray Tune) run it themselves and do not come here.
+Engines that own their loop run it themselves (their adapter overrides ``run``) and do not come here.
 """
 
 from __future__ import annotations
@@ -106,12 +106,18 @@ class _Loop:
             raise
 
     def tell(self, trial: Trial, record: TrialRecord) -> None:
-        # The engine first: an engine that stores the record too (Optuna) never says less than search.json. The
-        # session keeps a trained trial even when the engine could not be told (the error is raised after).
+        # The engine first: an engine that stores the record too never says less than search.json. The
+        # session keeps a trained trial even when the engine could not be told (the error is raised after), but
+        # Ctrl-C while telling interrupts the trial as during its training: it is abandoned and not recorded.
         try:
             self.adapter.tell(trial, record)
-        finally:
+        except KeyboardInterrupt as interrupt:
+            self.adapter.abandon(trial, interrupt)
+            raise
+        except BaseException:
             self.session.record(record)
+            raise
+        self.session.record(record)
 
     def sequential(self) -> None:
         while (trial := self.next_trial()) is not None:

@@ -202,7 +202,7 @@ def hyperparameter_search(
         _check_space(space, hp_space, trainer, adapter)
         if reevaluation is not None:
             reevaluation.check_space(space)
-    adapter.validate()  # an adapter may map its own options onto its settings (e.g. Ray's scope)
+    adapter.validate()  # an adapter may map its own options onto its settings (e.g. a scope)
     _check_scope(adapter.settings)
     adapter.prepare(**{k: common[k] for k in ("warm_start", *_WARM_START_OPTIONS)})
     # Before any trial: the backend can hand trials to workers, and the settings can be pickled for them.

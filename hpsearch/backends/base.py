@@ -297,7 +297,8 @@ class SearchBackend(abc.ABC):
         )
 
     def abandon(self, trial: Trial, error: BaseException) -> None:  # noqa: B027 - an optional hook
-        """``trial`` stopped with ``error`` (Ctrl-C) before it ended; the error is raised after. A no-op by default."""
+        """``trial`` stopped with ``error`` (Ctrl-C) before the engine was told its end (while it trained, or while
+        telling); the error is raised after, and the trial is not recorded. A no-op by default."""
 
     def finish(self, session: SearchSession, completed: bool) -> None:  # noqa: B027 - an optional hook
         """The loop is over (``completed``), or stopped on an error: the adapter's last word (e.g. the engine's

@@ -125,7 +125,7 @@ class OptunaBackend(SearchBackend):
         self._asked: dict[int, tuple[Any, Callable[[], None]]] = {}
         self._catch: tuple[type[BaseException], ...] = ()
         self._deadline: float | None = None
-        self._full = False  # the study holds its n_trials (other workers' included)
+        self._full = False  # the study holds its n_trials (other workers' included), or a callback stopped it
         self._bar: _ProgressBar | None = None
 
     # ------------------------------------------------------------------ class-level facts
@@ -316,7 +316,8 @@ class OptunaBackend(SearchBackend):
         import optuna
 
         if self._full or (self._deadline is not None and time.monotonic() >= self._deadline):
-            return None  # the study has its n_trials (other workers' included), or timeout: no new trial
+            # The study has its n_trials (other workers' included), a callback stopped it, or timeout: no new trial.
+            return None
         study = self._study
         _storage.fail_stale(study)
         # Optuna warns that a heartbeat storage is meant for study.optimize: this loop keeps the heartbeat itself.
@@ -378,6 +379,8 @@ class OptunaBackend(SearchBackend):
     def abandon(self, trial: Trial, error: BaseException) -> None:
         import optuna
 
+        if trial.number not in self._asked:
+            return  # told already (Ctrl-C landed after the tell)
         if isinstance(error, KeyboardInterrupt):
             self._interrupt(trial.number)
         else:
@@ -428,14 +431,30 @@ class OptunaBackend(SearchBackend):
             stop_heartbeat()
             if self.kwargs.get("gc_after_trial"):
                 gc.collect()
-        for callback in self.kwargs.get("callbacks") or ():
-            callback(self._study, copy.deepcopy(frozen))
+        self._callbacks(frozen)
         if self._bar is not None:
             self._bar.update(self._study)
         # Reading the study costs a storage round trip per trial, so only when the budget can be full.
         n_trials = self._n_trials
-        if number + 1 >= n_trials:
+        if number + 1 >= n_trials and not self._full:
             self._full = len(_storage.budget_trials(self._study.get_trials(deepcopy=False))) >= n_trials
+
+    def _callbacks(self, frozen: Any) -> None:
+        """The user's ``callbacks(study, frozen_trial)``, each with its own copy as Optuna gives it; a callback may
+        call ``study.stop()`` as inside ``optimize`` (Optuna allows it only there, by a flag of its own): no new
+        trial is asked for after it."""
+        study = self._study
+        callbacks = self.kwargs.get("callbacks") or ()
+        if not callbacks:
+            return
+        study._thread_local.in_optimize_loop = True
+        try:
+            for callback in callbacks:
+                callback(study, copy.deepcopy(frozen))
+        finally:
+            study._thread_local.in_optimize_loop = False
+        if study._stop_flag:
+            self._full = True
 
     def _interrupt(self, number: int) -> None:
         """Wherever Ctrl-C landed (sampling, training, storing the record), not a finished trial: it stays out of
