@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from trainer import Trainer
 
     from .backends.base import SearchBackend
-    from .session import SearchSession
+    from .session import SearchSession, TrialEndHook
     from .trial import Trial
 
 __all__ = ["BestRun", "HPSearchBackend", "hyperparameter_search"]
@@ -169,6 +169,7 @@ def hyperparameter_search(
     hp_name: Callable[[Trial], str] | None = None,
     dashboard: bool = False,
     dashboard_port: int = 0,
+    on_trial_end: Callable[..., None] | list[Callable[..., None]] | None = None,
     **kwargs: Any,
 ) -> BestRun | list[BestRun]:
     """Search the hyperparameters of ``trainer`` (which must have a ``model_init``).
@@ -184,7 +185,8 @@ def hyperparameter_search(
     'best', 'avg', 'last-5-avg', 'last-10-avg') and ``trial_timeout`` (seconds; a trial running longer is stopped
     and recorded FAIL); other keyword arguments go to the backend (an unknown one is an error naming the accepted ones).
     ``dashboard=True`` serves the live dashboard of this search on 127.0.0.1 (``dashboard_port``, 0 = any free port)
-    from a daemon thread and prints its address.
+    from a daemon thread and prints its address. ``on_trial_end(session, record)`` (a callable or a list of them) is
+    called after each trial is recorded and saved, in the driver (e.g. a display; one that raises is logged).
     """
     _check_trainer(trainer)
     # numpy scalars as Python numbers, before any check: n_trials=np.int64(3) from an array is a valid count.
@@ -209,7 +211,7 @@ def hyperparameter_search(
     check_trial_workers(adapter.settings, common["trial_workers"], common["trial_worker_max_trials"], adapter)
     output_dir = _output_dir(trainer.args.output_dir)
     _check_earlier_search(output_dir, adapter)
-    session = _open_session(adapter, space, n_trials, output_dir, common)
+    session = _open_session(adapter, space, n_trials, output_dir, common, _hooks(on_trial_end))
     if reevaluation is not None:
         session.result.settings["reevaluate"] = reevaluation.describe(adapter.settings)
     _run(adapter, session, native_space, common, reevaluation, dashboard, dashboard_port)
@@ -350,6 +352,7 @@ def _open_session(
     n_trials: int,
     output_dir: str,
     common: dict[str, Any],
+    hooks: list[TrialEndHook],
 ) -> SearchSession:
     """The driver's ledger, with the empty results it fills."""
     from .results import SearchResult
@@ -375,7 +378,23 @@ def _open_session(
         max_failed_trials=common["max_failed_trials"],
         max_device_hours=common["max_device_hours"],
         max_energy_kwh=common["max_energy_kwh"],
+        trial_end_hooks=hooks,
     )
+
+
+def _hooks(on_trial_end: Any) -> list[TrialEndHook]:
+    hooks = (
+        on_trial_end
+        if isinstance(on_trial_end, list | tuple)
+        else []
+        if on_trial_end is None
+        else [on_trial_end]
+    )
+    if not all(callable(hook) for hook in hooks):
+        raise SearchConfigError(
+            f"on_trial_end must be a callable (session, record) or a list of them, got {on_trial_end!r}."
+        )
+    return list(hooks)
 
 
 def _run(

@@ -41,6 +41,7 @@ SEARCH_PARAMETERS = (
     "hp_name",
     "dashboard",
     "dashboard_port",
+    "on_trial_end",
 )
 
 
