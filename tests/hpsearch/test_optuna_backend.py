@@ -406,6 +406,19 @@ def test_optimize_options_hold_under_ask_and_tell(tmp_path, capsys):
         )
 
 
+def test_a_sampler_that_stops_the_study_ends_the_search(tmp_path):
+    """GridSampler calls study.stop() once its grid is done (Optuna allows that only inside optimize): the search
+    ends there, short of n_trials, instead of failing."""
+    best = make_trainer(tmp_path, num_train_epochs=1).hyperparameter_search(
+        hp_space={"hidden": spaces.Categorical([16, 64])},
+        compute_objective="eval_loss",
+        n_trials=4,
+        backend="optuna",
+        sampler=optuna.samplers.GridSampler({"hidden": [16, 64]}, seed=0),
+    )
+    assert sorted(r.params["hidden"] for r in best.run_summary.records) == [16, 64]
+
+
 @pytest.mark.slow
 def test_search_files_are_json_and_secret_free(tmp_path):
     trainer = make_trainer(tmp_path, num_train_epochs=1)

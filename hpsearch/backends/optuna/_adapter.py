@@ -10,12 +10,12 @@ marked ``hpsearch_over_budget``, which the budget and the results ignore).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import gc
 import logging
 import time
-import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from ..._search_loop import NotStarted
@@ -56,6 +56,20 @@ class _OptunaReporter(TrialReporter):
         self._steps.add(step)
         self.trial.report(float(objective), step)
         return bool(self.trial.should_prune())
+
+
+@contextlib.contextmanager
+def _as_in_optimize(study: Any) -> Iterator[None]:
+    """Asking and telling as ``study.optimize`` would, by Optuna's own flag: a sampler or callback may call
+    ``study.stop()`` (read back from ``study._stop_flag``), and Optuna does not warn that a heartbeat storage is meant
+    for optimize (this loop keeps the heartbeat)."""
+    local = study._thread_local
+    before = local.in_optimize_loop
+    local.in_optimize_loop = True
+    try:
+        yield
+    finally:
+        local.in_optimize_loop = before
 
 
 class _ProgressBar:
@@ -320,9 +334,7 @@ class OptunaBackend(SearchBackend):
             return None
         study = self._study
         _storage.fail_stale(study)
-        # Optuna warns that a heartbeat storage is meant for study.optimize: this loop keeps the heartbeat itself.
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="Heartbeat of storage", category=UserWarning)
+        with _as_in_optimize(study):  # this loop keeps the heartbeat that Optuna expects optimize to keep
             optuna_trial = study.ask()
         number = optuna_trial.number
         self._asked[number] = (optuna_trial, _storage.heartbeat(study, optuna_trial))
@@ -424,37 +436,26 @@ class OptunaBackend(SearchBackend):
         """Tell the study how the trial numbered ``number`` ended, then what ``study.optimize`` does after each
         trial: garbage collection (``gc_after_trial``), the user's ``callbacks(study, frozen_trial)``, the progress
         bar, and whether the study is full (other workers' trials included: no new trial is asked for)."""
+        study = self._study
         optuna_trial, stop_heartbeat = self._asked.pop(number)
-        try:
-            frozen = self._study.tell(optuna_trial, **outcome)
-        finally:
-            stop_heartbeat()
-            if self.kwargs.get("gc_after_trial"):
-                gc.collect()
-        self._callbacks(frozen)
+        # A sampler (BruteForceSampler, GridSampler once its grid is done) or a callback may call study.stop(), which
+        # Optuna allows only inside optimize: no new trial is asked for after it.
+        with _as_in_optimize(study):
+            try:
+                frozen = study.tell(optuna_trial, **outcome)
+            finally:
+                stop_heartbeat()
+                if self.kwargs.get("gc_after_trial"):
+                    gc.collect()
+            for callback in self.kwargs.get("callbacks") or ():
+                callback(study, copy.deepcopy(frozen))  # each its own copy, as Optuna gives it
+        self._full = self._full or study._stop_flag
         if self._bar is not None:
             self._bar.update(self._study)
         # Reading the study costs a storage round trip per trial, so only when the budget can be full.
         n_trials = self._n_trials
         if number + 1 >= n_trials and not self._full:
             self._full = len(_storage.budget_trials(self._study.get_trials(deepcopy=False))) >= n_trials
-
-    def _callbacks(self, frozen: Any) -> None:
-        """The user's ``callbacks(study, frozen_trial)``, each with its own copy as Optuna gives it; a callback may
-        call ``study.stop()`` as inside ``optimize`` (Optuna allows it only there, by a flag of its own): no new
-        trial is asked for after it."""
-        study = self._study
-        callbacks = self.kwargs.get("callbacks") or ()
-        if not callbacks:
-            return
-        study._thread_local.in_optimize_loop = True
-        try:
-            for callback in callbacks:
-                callback(study, copy.deepcopy(frozen))
-        finally:
-            study._thread_local.in_optimize_loop = False
-        if study._stop_flag:
-            self._full = True
 
     def _interrupt(self, number: int) -> None:
         """Wherever Ctrl-C landed (sampling, training, storing the record), not a finished trial: it stays out of
