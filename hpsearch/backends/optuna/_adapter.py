@@ -10,12 +10,11 @@ marked ``hpsearch_over_budget``, which the budget and the results ignore).
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import gc
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from ..._search_loop import NotStarted
@@ -25,6 +24,7 @@ from ...settings import Option
 from ...trial import Evaluation, Trial, TrialRecord, TrialReporter, TrialState
 from ..base import SearchBackend
 from . import _storage
+from ._optimize import ProgressBar, as_in_optimize, fail_stale, heartbeat
 from ._space import SPACE_EXTRA, OptunaSpace, native_params, native_space_spec, probe_native_space
 from ._study import continues_study, open_study, replay_trial, warm_start
 
@@ -56,42 +56,6 @@ class _OptunaReporter(TrialReporter):
         self._steps.add(step)
         self.trial.report(float(objective), step)
         return bool(self.trial.should_prune())
-
-
-@contextlib.contextmanager
-def _as_in_optimize(study: Any) -> Iterator[None]:
-    """Asking and telling as ``study.optimize`` would, by Optuna's own flag: a sampler or callback may call
-    ``study.stop()`` (read back from ``study._stop_flag``), and Optuna does not warn that a heartbeat storage is meant
-    for optimize (this loop keeps the heartbeat)."""
-    local = study._thread_local
-    before = local.in_optimize_loop
-    local.in_optimize_loop = True
-    try:
-        yield
-    finally:
-        local.in_optimize_loop = before
-
-
-class _ProgressBar:
-    """``show_progress_bar=True``: a tqdm bar of this run's trials with the best trial so far, as Optuna draws it."""
-
-    def __init__(self, total: int, single: bool) -> None:
-        from tqdm.auto import tqdm
-
-        self.bar = tqdm(total=total)
-        self.single = single
-
-    def update(self, study: Any) -> None:
-        self.bar.update(1)
-        if self.single:
-            try:
-                best = study.best_trial
-            except ValueError:  # no trial completed yet
-                return
-            self.bar.set_description(f"Best trial: {best.number}. Best value: {best.value:.6g}")
-
-    def close(self) -> None:
-        self.bar.close()
 
 
 class OptunaBackend(SearchBackend):
@@ -140,7 +104,7 @@ class OptunaBackend(SearchBackend):
         self._catch: tuple[type[BaseException], ...] = ()
         self._deadline: float | None = None
         self._full = False  # the study holds its n_trials (other workers' included), or a callback stopped it
-        self._bar: _ProgressBar | None = None
+        self._bar: ProgressBar | None = None
 
     # ------------------------------------------------------------------ class-level facts
     @staticmethod
@@ -323,7 +287,7 @@ class OptunaBackend(SearchBackend):
         timeout = self.kwargs.get("timeout")
         self._deadline = time.monotonic() + timeout if timeout is not None else None
         if self.kwargs.get("show_progress_bar") and remaining:
-            self._bar = _ProgressBar(remaining, single=self.settings.n_objectives == 1)
+            self._bar = ProgressBar(remaining, single=self.settings.n_objectives == 1)
         return remaining
 
     def ask(self, session: SearchSession) -> Trial | None:
@@ -333,11 +297,11 @@ class OptunaBackend(SearchBackend):
             # The study has its n_trials (other workers' included), a callback stopped it, or timeout: no new trial.
             return None
         study = self._study
-        _storage.fail_stale(study)
-        with _as_in_optimize(study):  # this loop keeps the heartbeat that Optuna expects optimize to keep
+        fail_stale(study)
+        with as_in_optimize(study):  # this loop keeps the heartbeat that Optuna expects optimize to keep
             optuna_trial = study.ask()
         number = optuna_trial.number
-        self._asked[number] = (optuna_trial, _storage.heartbeat(study, optuna_trial))
+        self._asked[number] = (optuna_trial, heartbeat(study, optuna_trial))
         if not self._within_budget(number):
             # Another worker claimed the last trial first: this one stays an empty FAIL that no count includes.
             optuna_trial.set_user_attr(_storage.OVER_BUDGET_ATTR, True)
@@ -440,7 +404,7 @@ class OptunaBackend(SearchBackend):
         optuna_trial, stop_heartbeat = self._asked.pop(number)
         # A sampler (BruteForceSampler, GridSampler once its grid is done) or a callback may call study.stop(), which
         # Optuna allows only inside optimize: no new trial is asked for after it.
-        with _as_in_optimize(study):
+        with as_in_optimize(study):
             try:
                 frozen = study.tell(optuna_trial, **outcome)
             finally:

@@ -15,9 +15,8 @@ import json
 import logging
 import os
 import socket
-import threading
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ..._files import json_default
@@ -362,50 +361,6 @@ def recover_dead_drivers(study: Any) -> None:
             and frozen.number not in superseded
         ):
             requeue(study, frozen.number, frozen.params)
-
-
-def _heartbeat_interval(study: Any) -> int | None:
-    interval = getattr(study._storage, "get_heartbeat_interval", None)
-    return interval() if interval is not None else None
-
-
-def fail_stale(study: Any) -> None:
-    """Before a trial is asked for, as ``study.optimize`` does on a heartbeat storage: fail (and, through
-    ``_requeue_stale``, queue again) the trials of drivers whose heartbeat stopped."""
-    import optuna
-
-    if _heartbeat_interval(study):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            optuna.storages.fail_stale_trials(study)
-
-
-def heartbeat(study: Any, optuna_trial: Any) -> Callable[[], None]:
-    """Record ``optuna_trial``'s heartbeat every heartbeat interval while it runs (what ``study.optimize`` does
-    around each trial), so that other drivers fail it once this one dies; returns what stops it (a no-op on
-    storages without heartbeat)."""
-    interval = _heartbeat_interval(study)
-    if not interval:
-        return lambda: None
-    storage, trial_id, stopped = study._storage, optuna_trial._trial_id, threading.Event()
-
-    def beat() -> None:
-        while True:
-            try:
-                storage.record_heartbeat(trial_id)
-            except Exception as error:  # a lost database: the trial's tell names it
-                logger.debug("Heartbeat of trial %d not recorded: %s", optuna_trial.number, error)
-            if stopped.wait(interval):
-                return
-
-    thread = threading.Thread(target=beat, name=f"hpsearch-heartbeat-{optuna_trial.number}", daemon=True)
-    thread.start()
-
-    def stop() -> None:
-        stopped.set()
-        thread.join()
-
-    return stop
 
 
 def stored_trials(storage: Any, study_name: str) -> int | None:
