@@ -90,7 +90,6 @@ def run_ours(n_total: int, output_dir: str, storage: Any, marks: list[tuple[floa
 
     import spaces
     from hpsearch import hyperparameter_search
-    from hpsearch.session import TRIAL_END_HOOKS
     from trainer import Trainer, TrainingArguments
 
     args = TrainingArguments(
@@ -105,15 +104,11 @@ def run_ours(n_total: int, output_dir: str, storage: Any, marks: list[tuple[floa
     def mark(session: Any, record: Any) -> None:
         marks.append((time.perf_counter(), time.process_time()))
 
-    TRIAL_END_HOOKS.append(mark)
-    try:
-        hyperparameter_search(
-            trainer, hp_space={"learning_rate": spaces.Float(1e-4, 1e-1, log=True)}, compute_objective="eval_loss",
-            n_trials=n_total, backend="optuna", storage=storage, study_name="scale", load_if_exists=True,
-            sampler=optuna.samplers.RandomSampler(seed=0),
-        )  # fmt: skip
-    finally:
-        TRIAL_END_HOOKS.remove(mark)
+    hyperparameter_search(
+        trainer, hp_space={"learning_rate": spaces.Float(1e-4, 1e-1, log=True)}, compute_objective="eval_loss",
+        n_trials=n_total, backend="optuna", storage=storage, study_name="scale", load_if_exists=True,
+        sampler=optuna.samplers.RandomSampler(seed=0), on_trial_end=mark,
+    )  # fmt: skip
 
 
 def plain_objective() -> Any:

@@ -7,9 +7,9 @@ whatever the backend: it logs ``[3/10] run-2 COMPLETE objective 0.9721 | best 0.
 the ``n_trials`` and never the best) (INFO, shown on stderr when the program configured no logging). Silence it with
 ``logging.getLogger("hpsearch.progress").setLevel(logging.WARNING)``; while the CLI's bar is shown, the bar says it.
 
-It is a CLI feature, hooked in without touching any backend: `SweepProgress` registers itself in
-``hpsearch._hooks.TRIAL_END_HOOKS``, which `SearchSession.record` calls after every recorded trial (in the
-driver process, whatever the backend), and reads the counts and best so far from the session's `RunningTally`
+It is a CLI feature, hooked in without touching any backend: the CLI hands `SweepProgress.on_trial_end` to the
+search (``hyperparameter_search(on_trial_end=...)``), whose session calls it after every recorded trial (in the
+driver process, whatever the backend), and it reads the counts and best so far from the session's `RunningTally`
 (kept in O(1) per trial; it recounts from the records when a trial is recorded twice, a restart, so it is not
 counted twice). `TrialProgressCallback` replaces the trainer's per-trial bar during a
 sweep with a transient one (no log lines), so thirty trials do not leave thirty bars and hundreds of metric
@@ -116,8 +116,6 @@ class SweepProgress:
 
     def __enter__(self) -> SweepProgress:
         global _bars
-        from ._hooks import TRIAL_END_HOOKS
-
         if self.enabled:
             _bars += 1
             from tqdm.auto import tqdm
@@ -131,17 +129,10 @@ class SweepProgress:
                 position=0,
                 leave=True,
             )
-        TRIAL_END_HOOKS.append(self.on_trial_end)
         return self
 
     def __exit__(self, *exc: Any) -> None:
         global _bars
-        from ._hooks import TRIAL_END_HOOKS
-
-        try:
-            TRIAL_END_HOOKS.remove(self.on_trial_end)
-        except ValueError:
-            pass
         if self.bar is not None:
             _bars -= 1
             self.bar.close()

@@ -31,9 +31,11 @@ from .reevaluate import check_reevaluation
 from .settings import COMMON_OPTIONS, TrialSettings, check_common_options
 
 if TYPE_CHECKING:
+    from spaces import SearchSpace
     from trainer import Trainer
 
     from .backends.base import SearchBackend
+    from .session import SearchSession, TrialEndHook
     from .trial import Trial
 
 __all__ = ["BestRun", "HPSearchBackend", "hyperparameter_search"]
@@ -174,6 +176,7 @@ def hyperparameter_search(
     hp_name: Callable[[Trial], str] | None = None,
     dashboard: bool = False,
     dashboard_port: int = 0,
+    on_trial_end: Callable[..., None] | list[Callable[..., None]] | None = None,
     **kwargs: Any,
 ) -> BestRun | list[BestRun]:
     """Search the hyperparameters of ``trainer`` (which must have a ``model_init``).
@@ -189,12 +192,42 @@ def hyperparameter_search(
     'best', 'avg', 'last-5-avg', 'last-10-avg') and ``trial_timeout`` (seconds; a trial running longer is stopped
     and recorded FAIL); other keyword arguments go to the backend (an unknown one is an error naming the accepted ones).
     ``dashboard=True`` serves the live dashboard of this search on 127.0.0.1 (``dashboard_port``, 0 = any free port)
-    from a daemon thread and prints its address.
+    from a daemon thread and prints its address. ``on_trial_end(session, record)`` (a callable or a list of them) is
+    called after each trial is recorded and saved, in the driver (e.g. a display; one that raises is logged).
     """
-    from trainer import Trainer
+    _check_trainer(trainer)
+    # numpy scalars as Python numbers, before any check: n_trials=np.int64(3) from an array is a valid count.
+    n_trials, dashboard_port = _python_scalar(n_trials), _python_scalar(dashboard_port)
+    kwargs = {key: _python_scalar(value) for key, value in kwargs.items()}
+    n_trials, directions = _check_arguments(
+        hp_space, n_trials, direction, compute_objective, hp_name, dashboard, dashboard_port
+    )
+    backend_cls, common = _check_options(backend, kwargs)
+    reevaluation = check_reevaluation(common["reevaluate_top_k"], common["reevaluate_seeds"], n_trials)
+    settings = _settings(trainer, backend_cls, compute_objective, directions, hp_name, common)
+    adapter = backend_cls(settings, kwargs, trial_workers=common["trial_workers"])
+    space, native_space = adapter.resolve_space(hp_space)
+    if space is not None:
+        _check_space(space, hp_space, trainer, adapter)
+        if reevaluation is not None:
+            reevaluation.check_space(space)
+    adapter.validate()  # an adapter may map its own options onto its settings (e.g. a scope)
+    _check_scope(adapter.settings)
+    adapter.prepare(**{k: common[k] for k in ("warm_start", *_WARM_START_OPTIONS)})
+    # Before any trial: the backend can hand trials to workers, and the settings can be pickled for them.
+    check_trial_workers(adapter.settings, common["trial_workers"], common["trial_worker_max_trials"], adapter)
+    output_dir = _output_dir(trainer.args.output_dir)
+    _check_earlier_search(output_dir, adapter)
+    session = _open_session(adapter, space, n_trials, output_dir, common, _hooks(on_trial_end))
+    if reevaluation is not None:
+        session.result.settings["reevaluate"] = reevaluation.describe(adapter.settings)
+    _run(adapter, session, native_space, common, reevaluation, dashboard, dashboard_port)
+    return best_runs(session.result)
 
-    from .results import SearchResult
-    from .session import SearchSession
+
+def _check_trainer(trainer: Any) -> None:
+    """A trainer a search can run: built with ``model_init``, a train and an eval dataset."""
+    from trainer import Trainer
 
     if not isinstance(trainer, Trainer):
         raise SearchConfigError(f"trainer must be a trainer.Trainer, got {type(trainer).__name__}.")
@@ -212,9 +245,18 @@ def hyperparameter_search(
         raise SearchConfigError(
             "hyperparameter_search needs a train_dataset: every trial trains a model; pass Trainer(train_dataset=...)."
         )
-    # numpy scalars as Python numbers, before any check: n_trials=np.int64(3) from an array is a valid count.
-    n_trials, dashboard_port = _python_scalar(n_trials), _python_scalar(dashboard_port)
-    kwargs = {key: _python_scalar(value) for key, value in kwargs.items()}
+
+
+def _check_arguments(
+    hp_space: Any,
+    n_trials: Any,
+    direction: Any,
+    compute_objective: Any,
+    hp_name: Any,
+    dashboard: Any,
+    dashboard_port: Any,
+) -> tuple[int, list[str]]:
+    """`hyperparameter_search`'s own arguments: (n_trials, the directions normalised)."""
     if isinstance(hp_space, Mapping) and not hp_space:
         raise SearchConfigError(
             "hp_space={} has no parameter to search; pass at least one, or None for the default space."
@@ -228,12 +270,22 @@ def hyperparameter_search(
     _check_takes_one("hp_name", hp_name, "the trial")
     _check_takes_one("compute_objective", compute_objective, "the metrics dict")
     _check_dashboard(dashboard, dashboard_port)
+    if len(directions) > 1 and not callable(compute_objective):
+        raise SearchConfigError(
+            f"direction={directions} asks for {len(directions)} objectives, but compute_objective="
+            f"{compute_objective!r} gives one value; pass a callable returning {len(directions)} numbers (one per "
+            "direction), or a single direction."
+        )
+    return n_trials, directions
+
+
+def _check_options(backend: Any, kwargs: dict[str, Any]) -> tuple[type[SearchBackend], dict[str, Any]]:
+    """(the backend's adapter class, the common options with their defaults) for ``backend=`` and the keyword
+    arguments; an unknown or ill-typed one is refused."""
     warm_options = sorted(k for k in _WARM_START_OPTIONS if kwargs.get(k) is not None)
-    explicit = {
-        k: kwargs[k] for k in COMMON_OPTIONS if kwargs.get(k) is not None
-    }  # what the user set, defaults aside
+    # What the user set, defaults aside.
+    explicit = {k: kwargs[k] for k in COMMON_OPTIONS if kwargs.get(k) is not None}
     common = check_common_options(kwargs)
-    reevaluation = check_reevaluation(common["reevaluate_top_k"], common["reevaluate_seeds"], n_trials)
     backend_cls = resolve_backend(backend)
     if (
         "warm_start_mode" not in warm_options
@@ -243,122 +295,142 @@ def hyperparameter_search(
         common["warm_start_mode"] = (backend_cls.warm_start_modes or (common["warm_start_mode"],))[0]
     _check_warm_start_options(common, warm_options)
     backend_cls.check_options({**kwargs, **explicit})  # a backend option may contradict a common one given
-    objective_fn, objective_name = resolve_compute_objective(compute_objective)
-    if len(directions) > 1 and not callable(compute_objective):
-        raise SearchConfigError(
-            f"direction={directions} asks for {len(directions)} objectives, but compute_objective="
-            f"{compute_objective!r} gives one value; pass a callable returning {len(directions)} numbers (one per "
-            "direction), or a single direction."
-        )
-
     if common["max_energy_kwh"] is not None and not wants_energy(True):
         raise SearchConfigError(
             f"max_energy_kwh={common['max_energy_kwh']} needs CodeCarbon to measure energy, which is not installed; "
             "run `pip install 'hpsearch[codecarbon]'` (or drop max_energy_kwh)."
         )
-    output_dir = _output_dir(trainer.args.output_dir)
-    settings = TrialSettings(
+    return backend_cls, common
+
+
+def _settings(
+    trainer: Trainer,
+    backend_cls: type[SearchBackend],
+    compute_objective: Any,
+    directions: list[str],
+    hp_name: Any,
+    common: dict[str, Any],
+) -> TrialSettings:
+    """The frozen, picklable settings every trial runs with (the adapter adds the portable space)."""
+    objective_fn, objective_name = resolve_compute_objective(compute_objective)
+    return TrialSettings(
         trainer=trainer.recipe(),
         compute_objective=objective_fn,
         objective_name=objective_name,
         directions=tuple(directions),
-        output_dir=os.path.abspath(output_dir),
+        output_dir=os.path.abspath(_output_dir(trainer.args.output_dir)),
         backend=backend_cls.name,
         hp_name=hp_name,
         objective_scope=common["objective_scope"],
         trial_timeout=common["trial_timeout"],
         measure_energy=wants_energy(common["max_energy_kwh"] is not None),
     )
-    adapter = backend_cls(settings, kwargs)
-    adapter.trial_workers = common["trial_workers"]
-    space, native_space = adapter.resolve_space(hp_space)
-    if space is not None:
-        epochs_ignored = (
-            "num_train_epochs" in space and "max_steps" not in space and trainer.args.max_steps > 0
-        )
-        if (
-            hp_space is not None and epochs_ignored
-        ):  # the default space keeps it, as transformers' default spaces do
+
+
+def _check_space(space: SearchSpace, hp_space: Any, trainer: Trainer, adapter: SearchBackend) -> None:
+    """A portable space every trial can train with (the default space, ``hp_space=None``, is not checked here)."""
+    if hp_space is not None:
+        if "num_train_epochs" in space and "max_steps" not in space and trainer.args.max_steps > 0:
             raise SearchConfigError(
                 f"hp_space searches num_train_epochs, but max_steps={trainer.args.max_steps} decides how long every "
                 "trial trains (num_train_epochs is then ignored, as in transformers); set max_steps=-1 to search the "
                 "epochs, or remove num_train_epochs from hp_space."
             )
-        if hp_space is not None and all(isinstance(space[name], Fixed) for name in space):
+        if all(isinstance(space[name], Fixed) for name in space):
             raise SearchConfigError(
                 f"hp_space has no parameter to search: every one is fixed ({', '.join(space)}), so every trial would "
                 "train the same configuration; give at least one a range (spaces.Float, Int or Categorical), or set "
                 "fixed values in TrainingArguments or model_init."
             )
-        check_space_against_trainer(space, trainer, adapter.processes_per_trial())
-        if reevaluation is not None:
-            reevaluation.check_space(space)
-        adapter.settings = settings = _with_space(settings, space)
-    adapter.validate()
-    settings = adapter.settings  # an adapter may map its own options onto the shared settings (e.g. a scope)
-    if settings.objective_scope == "best" and len(directions) > 1:
+    check_space_against_trainer(space, trainer, adapter.processes_per_trial())
+
+
+def _check_scope(settings: TrialSettings) -> None:
+    if settings.objective_scope == "best" and settings.n_objectives > 1:
         raise SearchConfigError(
             f"objective_scope='best' picks a trial's best evaluation, which several objectives (direction="
-            f"{directions}) do not define; use 'last', 'avg', 'last-5-avg' or 'last-10-avg'."
+            f"{list(settings.directions)}) do not define; use 'last', 'avg', 'last-5-avg' or 'last-10-avg'."
         )
-    if common["warm_start"] is not None:
-        from .warmstart import load_priors
 
-        adapter.check_warm_start(common["warm_start_mode"])
-        adapter.priors = load_priors(
-            common["warm_start"],
-            common["warm_start_mode"],
-            common["warm_start_top_k"],
-            common["warm_start_defaults"],
-            settings,
-        )
-        adapter.warm_start_mode = common["warm_start_mode"]
-    # Before any trial: the backend can hand trials to workers, and the settings can be pickled for them.
-    check_trial_workers(settings, common["trial_workers"], common["trial_worker_max_trials"], adapter)
-    _check_earlier_search(output_dir, adapter)
+
+def _open_session(
+    adapter: SearchBackend,
+    space: SearchSpace | None,
+    n_trials: int,
+    output_dir: str,
+    common: dict[str, Any],
+    hooks: list[TrialEndHook],
+) -> SearchSession:
+    """The driver's ledger, with the empty results it fills."""
+    from .results import SearchResult
+    from .session import SearchSession
+
+    settings = adapter.settings
     result = SearchResult(
-        backend=backend_cls.name,
-        directions=directions,
+        backend=adapter.name,
+        directions=list(settings.directions),
         records=[],
         space=space.to_dict() if space is not None else None,
         n_trials=n_trials,
-        objective=objective_name,
+        objective=settings.objective_name,
         started=datetime.now(timezone.utc),
         output_dir=output_dir,
-        settings={**adapter.describe(), "objective_scope": adapter.settings.objective_scope},
-        versions=_versions(backend_cls),
+        settings={**adapter.describe(), "objective_scope": settings.objective_scope},
+        versions=_versions(type(adapter)),
     )
-    session = SearchSession(
+    return SearchSession(
         settings,
         result,
         n_trials,
         max_failed_trials=common["max_failed_trials"],
         max_device_hours=common["max_device_hours"],
         max_energy_kwh=common["max_energy_kwh"],
+        trial_end_hooks=hooks,
     )
-    if reevaluation is not None:
-        result.settings["reevaluate"] = reevaluation.describe(settings)
+
+
+def _hooks(on_trial_end: Any) -> list[TrialEndHook]:
+    hooks = (
+        on_trial_end
+        if isinstance(on_trial_end, list | tuple)
+        else []
+        if on_trial_end is None
+        else [on_trial_end]
+    )
+    if not all(callable(hook) for hook in hooks):
+        raise SearchConfigError(
+            f"on_trial_end must be a callable (session, record) or a list of them, got {on_trial_end!r}."
+        )
+    return list(hooks)
+
+
+def _run(
+    adapter: SearchBackend,
+    session: SearchSession,
+    native_space: Any,
+    common: dict[str, Any],
+    reevaluation: Any,
+    dashboard: bool,
+    dashboard_port: int,
+) -> None:
+    """The search itself, in output_dir (probed first): the backend's trials, then the re-evaluations. Ctrl-C after
+    a completed trial returns what finished; a search that fails before writing anything leaves no folder behind."""
+    settings, result = adapter.settings, session.result
+    output_dir = result.output_dir
+    assert output_dir is not None  # set by _open_session
     created = _probe_writable(output_dir)
     if settings.measure_energy and (startup := start_energy()) is not None:
         result.settings["energy_startup_s"] = round(startup, 3)  # the search's cost, not its first trial's
     stop_dashboard = None
     try:
         if dashboard:
-            from .dashboard import start_in_background
-
-            url, stop_dashboard = start_in_background(output_dir, port=dashboard_port)
-            print(
-                f"hpsearch dashboard: {url} (it stops when the search returns; `hpsearch dashboard {output_dir}` "
-                "serves it after)",
-                flush=True,
-            )
+            stop_dashboard = _start_dashboard(output_dir, dashboard_port)
         # Read before the backend runs: an engine that rebuilds the results from its own store drops them.
         earlier = (
             reevaluation.earlier_runs(session) if reevaluation and adapter.continues_earlier_run() else []
         )
         with make_executor(settings, common["trial_workers"], common["trial_worker_max_trials"]) as executor:
-            adapter.executor = executor
-            adapter.run(session, native_space)
+            adapter.run(session, native_space, executor)
         if reevaluation is not None:
             reevaluation.run(session, earlier, adapter.replay_trial)
     except KeyboardInterrupt:
@@ -366,8 +438,8 @@ def hyperparameter_search(
         if not any(r.state.value == "COMPLETE" for r in result.records):
             raise
         hint = (
-            f"; the same call with {backend_cls.resume_hint} continues it (the running trial trains again)"
-            if backend_cls.can_resume and backend_cls.resume_hint
+            f"; the same call with {adapter.resume_hint} continues it (the running trial trains again)"
+            if adapter.can_resume and adapter.resume_hint
             else ""
         )
         logger.warning(
@@ -383,7 +455,18 @@ def hyperparameter_search(
     finally:
         if stop_dashboard is not None:
             stop_dashboard()  # the port is free for the next search's dashboard
-    return best_runs(result)
+
+
+def _start_dashboard(output_dir: str, port: int) -> Callable[[], None]:
+    from .dashboard import start_in_background
+
+    url, stop = start_in_background(output_dir, port=port)
+    print(
+        f"hpsearch dashboard: {url} (it stops when the search returns; `hpsearch dashboard {output_dir}` serves it "
+        "after)",
+        flush=True,
+    )
+    return stop
 
 
 _WARM_START_OPTIONS = ("warm_start_mode", "warm_start_top_k", "warm_start_defaults")
@@ -508,9 +591,3 @@ def _check_earlier_search(output_dir: str, adapter: SearchBackend) -> None:
         f"delete that folder to start over{again}.",
         about="output_dir",
     )
-
-
-def _with_space(settings: TrialSettings, space: Any) -> TrialSettings:
-    import dataclasses
-
-    return dataclasses.replace(settings, space=space)

@@ -287,7 +287,7 @@ def run(args: argparse.Namespace) -> int:
     failure: BaseException | None = None
     interrupt = Interrupt()
     try:
-        with interrupt, SweepProgress(config.n_trials, enabled=interactive):
+        with interrupt, SweepProgress(config.n_trials, enabled=interactive) as progress:
             best = hyperparameter_search(
                 trainer,
                 hp_space=config.space,
@@ -295,6 +295,7 @@ def run(args: argparse.Namespace) -> int:
                 n_trials=config.n_trials,
                 direction=config.direction,
                 backend=config.backend,
+                on_trial_end=progress.on_trial_end,
                 **config.backend_options,
             )
         result = (best[0] if isinstance(best, list) else best).run_summary if best else None

@@ -2,7 +2,7 @@
 
 The session alone records trials and writes the results (a line in the results journal after every trial, and
 now and then a snapshot: ``search.json`` and its exports, see `SearchResult.record_trial`),
-counts consecutive failures (`TooManyFailedTrials` after ``max_failed_trials``) and the budget, and calls the
+counts consecutive failures (`TooManyFailedTrials` after ``max_failed_trials``) and the budget, and calls its
 trial-end hooks. Backends hand it the `TrialRecord` that `run_trial` produced, unchanged; they never write
 results themselves. In a multi-process trial only the main process writes.
 
@@ -16,13 +16,12 @@ import difflib
 import json
 import logging
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from . import _dist, _events
 from ._files import json_default
-from ._hooks import TRIAL_END_HOOKS
 from ._tally import RunningTally
 from .errors import SearchConfigError, TooManyFailedTrials
 from .trial import TrialRecord, TrialState
@@ -31,9 +30,12 @@ if TYPE_CHECKING:
     from .results import SearchResult
     from .settings import TrialSettings
 
-__all__ = ["TRIAL_END_HOOKS", "SearchSession", "identity_differences", "search_identity"]
+__all__ = ["SearchSession", "TrialEndHook", "identity_differences", "search_identity"]
 
 logger = logging.getLogger(__name__)
+
+#: ``hook(session, record)``: called after each recorded trial is saved (see `SearchSession.trial_end_hooks`).
+TrialEndHook = Callable[["SearchSession", TrialRecord], None]
 
 
 def _progress_line(session: SearchSession, record: TrialRecord) -> None:
@@ -94,6 +96,7 @@ class SearchSession:
         max_failed_trials: int = 3,
         max_device_hours: float | None = None,
         max_energy_kwh: float | None = None,
+        trial_end_hooks: Iterable[TrialEndHook] = (),
     ) -> None:
         self.settings = settings
         self.result = result
@@ -109,6 +112,10 @@ class SearchSession:
         self._index: dict[str, int] = {}  # trial_id -> its position in result.records (see `_position`)
         #: Counts, best so far and compute spent, updated per recorded trial in O(1) (budgets and hooks read it).
         self.tally = RunningTally()
+        #: Called as ``hook(self, record)`` once a trial is recorded and saved, in the process that records it: the
+        #: progress line, then the caller's (``hyperparameter_search(on_trial_end=...)``, e.g. the CLI's sweep bar).
+        #: A hook that raises is logged and ignored: a display must never stop a search.
+        self.trial_end_hooks: list[TrialEndHook] = [_progress_line, *trial_end_hooks]
 
     @property
     def output_dir(self) -> str:
@@ -130,7 +137,7 @@ class SearchSession:
                 line = self.result.record_trial(self.output_dir, record)
                 # The live dashboard's feed, with the record's JSON as the journal has just stored it.
                 _events.trial_finished(self.output_dir, record, line)
-                for hook in [_progress_line, *TRIAL_END_HOOKS]:
+                for hook in self.trial_end_hooks:
                     try:
                         hook(self, record)
                     except Exception:
@@ -256,12 +263,13 @@ class SearchSession:
             self.tally.recount(self.result)  # the budgets read the tally
             self._check_budgets()
 
-    def replace_all(self, records: Iterable[TrialRecord]) -> None:
-        """The engine's final list of trials (in its order), then save: the search's last word on disk."""
+    def replace_all(self, records: Iterable[TrialRecord], save: bool = True) -> None:
+        """The engine's final list of trials (in its order), then save (unless the caller saves next): the search's
+        last word on disk."""
         with self._lock:
             self.result.records[:] = list(records)
             self.result.finished = _now()
-            if self.result.records and _dist.is_main_process():
+            if save and self.result.records and _dist.is_main_process():
                 self.result.save(self.output_dir)
 
     def save(self) -> None:

@@ -8,6 +8,7 @@ engine runs it, and gives the `TrialRecord` that comes back to the `SearchSessio
 from __future__ import annotations
 
 import abc
+import dataclasses
 import difflib
 import functools
 import importlib.metadata
@@ -17,15 +18,16 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from .._redact import redact
 from ..errors import BackendNotAvailable, SearchConfigError
-from ..executor import Executor, InProcess
 from ..settings import COMMON_OPTIONS, Option
 from ..trial import NullReporter, TrialReporter
 
 if TYPE_CHECKING:
     from spaces import SearchSpace
 
+    from ..executor import Executor
     from ..session import SearchSession
     from ..settings import TrialSettings
+    from ..trial import Trial, TrialRecord
 
 __all__ = ["SEARCH_PARAMETERS", "NullReporter", "Option", "SearchBackend", "TrialReporter"]
 
@@ -39,6 +41,7 @@ SEARCH_PARAMETERS = (
     "hp_name",
     "dashboard",
     "dashboard_port",
+    "on_trial_end",
 )
 
 
@@ -49,11 +52,13 @@ class SearchBackend(abc.ABC):
 
     - `is_available` (class): when picking a backend; `check_options` (class): before anything else, an
       unknown keyword argument is an error naming the accepted ones;
-    - ``__init__(settings, options)``; `resolve_space` (a portable space is converted with `convert_space`,
-      abstract; a native one is checked); `validate` (optional: backend-specific checks, before any trial);
+    - ``__init__(settings, options, trial_workers=...)``; `resolve_space` (a portable space is converted with
+      `convert_space`, abstract, and kept in the adapter's settings; a native one is checked); `validate` (optional:
+      backend-specific checks, before any trial); `prepare` (the warm start, once the settings are final);
       `describe` (the settings worth saving with the results, no secrets);
-    - `run` (abstract): drive the engine until the session's budget is used, calling ``run_trial`` for each
-      trial and `SearchSession.record` with each record.
+    - `run`: the shared loop (`hpsearch._search_loop`), which calls `start` once, then `ask` for each trial,
+      `reporter` for its evaluations, `tell` with its record (then records it in the session), `abandon` for a
+      trial stopped by Ctrl-C, and `finish` at the end; an engine that owns its loop (Ray Tune) overrides `run`.
 
     Class-level facts read without running anything: ``options`` (keyword arguments and their types, used by
     the API and the sweep file), `default_space` (the engine's native default space, as transformers spells
@@ -175,16 +180,37 @@ class SearchBackend(abc.ABC):
         return None
 
     # ------------------------------------------------------------------ one search
-    def __init__(self, settings: TrialSettings, options: Mapping[str, Any]) -> None:
+    def __init__(
+        self, settings: TrialSettings, options: Mapping[str, Any], *, trial_workers: int | None = None
+    ) -> None:
+        #: The search's frozen settings; the adapter's own value gains the portable space (`resolve_space`) and what
+        #: `validate` maps onto them (e.g. Ray's scope), and is what its trials run with.
         self.settings = settings
         self.kwargs = dict(options)
-        #: Earlier trials to start from (`hpsearch.warmstart.Prior`), and how (set before `run`).
+        #: ``trial_workers`` as given (None: trials run in this process); `validate` may refuse it.
+        self.trial_workers = trial_workers
+        #: Earlier trials to start from (`hpsearch.warmstart.Prior`), and how: set by `prepare`.
         self.priors: list[Any] = []
         self.warm_start_mode = "inform"
-        #: ``trial_workers`` as given (set before `validate`), and the executor that runs each trial (set before
-        #: `run`): `run_trial` in this process unless ``trial_workers`` is set.
-        self.trial_workers: int | None = None
-        self.executor: Executor = InProcess()
+
+    def prepare(
+        self,
+        warm_start: Any = None,
+        warm_start_mode: str = "inform",
+        warm_start_top_k: int = 5,
+        warm_start_defaults: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Once, after `validate` (the settings are final) and before `run`: the earlier searches this one starts
+        from (``warm_start``, None for none), loaded as priors; a mode the adapter cannot honour is refused first."""
+        if warm_start is None:
+            return
+        from ..warmstart import load_priors
+
+        self.check_warm_start(warm_start_mode)
+        self.priors = load_priors(
+            warm_start, warm_start_mode, warm_start_top_k, warm_start_defaults or {}, self.settings
+        )
+        self.warm_start_mode = warm_start_mode
 
     def replay_trial(self, params: Mapping[str, Any]) -> Any:
         """The native trial handed to ``model_init`` when a finished configuration trains again (re-evaluation,
@@ -237,14 +263,63 @@ class SearchBackend(abc.ABC):
         except (TypeError, ValueError) as error:
             raise SearchConfigError(f"hp_space: {error}", about="hp_space") from error
         _check_savable(space)
+        self.settings = dataclasses.replace(self.settings, space=space)  # the space is part of the search
         return space, self.convert_space(space)
 
     def is_native_space(self, hp_space: Any) -> bool:
         return callable(hp_space) and not isinstance(hp_space, Mapping)
 
-    @abc.abstractmethod
-    def run(self, session: SearchSession, native_space: Any) -> None:
-        """Run trials until ``session.n_trials`` are done (or the engine stops), recording each in ``session``."""
+    def run(self, session: SearchSession, native_space: Any, executor: Executor) -> None:
+        """Run trials until ``session.n_trials`` are done (or the engine stops), recording each in ``session``: the
+        shared loop (`hpsearch._search_loop`) asking and telling this adapter, ``executor`` running each trial. An
+        engine that owns its loop (Ray Tune) overrides this and hands each trial to ``run_trial`` where it runs it."""
+        from .._search_loop import run_search
+
+        run_search(self, session, native_space, executor)
+
+    # ------------------------------------------------------------------ the shared loop's questions
+    def start(self, session: SearchSession, native_space: Any) -> int:
+        """Open the engine for this search (resume it, warm start it) and return how many trials this run may
+        start; called once, on rank 0, before the first `ask`. By default: ``session.n_trials``."""
+        return session.n_trials
+
+    def ask(self, session: SearchSession) -> Trial | None:
+        """The next trial to train, or None when the engine has nothing more to run. A trial that fails before it
+        can train (its ``hp_space`` raised) is told to the engine here, and `hpsearch._search_loop.NotStarted`
+        raised with its record. Called on rank 0, one at a time, only while the budget and the session allow."""
+        raise NotImplementedError(
+            f"{type(self).__name__} runs its own loop (run), or must answer ask and tell"
+        )
+
+    def reporter(self, trial: Trial) -> TrialReporter:
+        """What ``trial``'s evaluations are reported to (the engine's pruning decision); by default nothing."""
+        return NullReporter()
+
+    def tell(self, trial: Trial, record: TrialRecord) -> None:
+        """The engine hears how ``trial`` ended (``record`` as `run_trial` produced it); the loop then records it in
+        the session. Called on rank 0, one at a time, in the order trials end."""
+        raise NotImplementedError(
+            f"{type(self).__name__} runs its own loop (run), or must answer ask and tell"
+        )
+
+    def abandon(self, trial: Trial, error: BaseException) -> None:  # noqa: B027 - an optional hook
+        """``trial`` stopped with ``error`` (Ctrl-C) before the engine was told its end (while it trained, or while
+        telling); the error is raised after, and the trial is not recorded. A no-op by default."""
+
+    def finish(self, session: SearchSession, completed: bool) -> None:  # noqa: B027 - an optional hook
+        """The loop is over (``completed``), or stopped on an error: the adapter's last word (e.g. the engine's
+        final list of trials); the loop saves the results after. A no-op by default."""
+
+    def slots(self, executor: Executor) -> int:
+        """How many trials run at once: the backend's own concurrency option where given (e.g. ``n_jobs``, -1:
+        one per CPU), else the executor's slots (``trial_workers``)."""
+        import os
+
+        for option in self.options:
+            if option.concurrency and self.kwargs.get(option.name) is not None:
+                value = int(self.kwargs[option.name])
+                return (os.cpu_count() or 1) if value == -1 else value
+        return executor.slots
 
     def describe(self) -> dict[str, Any]:
         """The backend settings worth keeping in the results (secrets in URLs masked)."""

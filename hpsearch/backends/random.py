@@ -8,15 +8,13 @@ prunes: every trial trains to its end.
 
 from __future__ import annotations
 
-import concurrent.futures
 import random
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from .. import _lockstep
 from ..errors import SearchConfigError
 from ..settings import Option
-from ..trial import NullReporter, Trial, TrialState
+from ..trial import Trial, TrialRecord, TrialState
 from .base import SearchBackend, call_native_space
 
 if TYPE_CHECKING:
@@ -72,15 +70,11 @@ class RandomBackend(SearchBackend):
     def convert_space(self, space: SearchSpace) -> SearchSpace:
         return space
 
-    def run(self, session: SearchSession, native_space: Any) -> None:
-        settings = self.settings
-        if _lockstep.is_follower():
-            _lockstep.follow(settings, session)
-            return
-        space = settings.space
+    def start(self, session: SearchSession, native_space: Any) -> int:
+        space = self.settings.space
         assert space is not None  # a portable space: is_native_space refuses everything else
         seed = self.kwargs.get("seed")
-        rng = random.Random(settings.trainer.args.seed if seed is None else seed)
+        rng = random.Random(self.settings.trainer.args.seed if seed is None else seed)
         done = self._resumed(session)
         first = [dict(p.params) for p in self.priors][
             : session.n_trials
@@ -88,19 +82,16 @@ class RandomBackend(SearchBackend):
         # Drawn here, in order, whatever order the trials end in: the same seed gives the same trials. A resumed
         # run draws its finished trials all the same, so the trials after them get the parameters they would have had.
         drawn = ((n, first[n] if n < len(first) else space.sample(rng)) for n in range(session.n_trials))
-        trials = (Trial(str(n), n, params, self.name) for n, params in drawn if n not in done)
-        try:
-            if self.executor.slots == 1:
-                for trial in trials:
-                    if session.stop_reason is not None:
-                        break
-                    _lockstep.announce(_lockstep.lead(trial))
-                    session.record(self.executor.run(settings, trial, NullReporter()))
-            else:
-                self._run_concurrently(session, trials)
-        finally:
-            _lockstep.announce_end()
-        session.save()
+        self._trials: Iterator[Trial] = (
+            Trial(str(n), n, params, self.name) for n, params in drawn if n not in done
+        )
+        return session.n_trials
+
+    def ask(self, session: SearchSession) -> Trial | None:
+        return next(self._trials, None)
+
+    def tell(self, trial: Trial, record: TrialRecord) -> None:
+        pass  # nothing learns from the trials
 
     def _resumed(self, session: SearchSession) -> set[int]:
         """With ``resume=True``, the trials the earlier run finished (kept in the results): their numbers."""
@@ -113,21 +104,3 @@ class RandomBackend(SearchBackend):
         ]
         session.adopt(kept)
         return {r.number for r in kept}
-
-    def _run_concurrently(self, session: SearchSession, trials: Iterator[Trial]) -> None:
-        """``executor.slots`` trials at once (worker processes: a search under accelerate launch has one slot)."""
-        slots = self.executor.slots
-        with concurrent.futures.ThreadPoolExecutor(max_workers=slots, thread_name_prefix="random") as pool:
-            running: set[concurrent.futures.Future] = set()
-            for trial in trials:
-                if session.stop_reason is not None:
-                    break
-                running.add(pool.submit(self.executor.run, self.settings, trial, NullReporter()))
-                if len(running) >= slots:
-                    done, running = concurrent.futures.wait(
-                        running, return_when=concurrent.futures.FIRST_COMPLETED
-                    )
-                    for future in done:
-                        session.record(future.result())
-            for future in concurrent.futures.as_completed(running):
-                session.record(future.result())

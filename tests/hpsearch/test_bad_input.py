@@ -556,6 +556,11 @@ CASES: list[tuple[str, Callable[[Env], Any], tuple[str, ...]]] = [
     ),
     ("dashboard-port-in-use", _dashboard_port_in_use, ("port", "is already in use", "--port 0")),
     (
+        "on-trial-end-type",
+        lambda e: e.search(on_trial_end="print"),
+        ("on_trial_end", "'print'", "a callable (session, record)"),
+    ),
+    (
         "dashboard-port-alone",
         lambda e: e.search(dashboard_port=8765),
         ("dashboard_port=8765", "dashboard=False", "pass dashboard=True"),

@@ -169,7 +169,7 @@ def test_refresh_exports_writes_only_when_the_journal_added_trials_and_search_js
 
     record = single_records()[1]
     result.records.append(record)
-    result._record_trial(tmp_path, record)
+    result.record_trial(tmp_path, record)
     stale = SearchResult.load(tmp_path)
     result.save(tmp_path)  # a running search's newer snapshot after that load: its CSVs win
     (tmp_path / "trials.csv").write_text("newer\n", encoding="utf-8")

@@ -370,6 +370,55 @@ def test_concurrent_trials_get_their_own_trainer(tmp_path):
     assert trainer.state.global_step == 0
 
 
+def test_optimize_options_hold_under_ask_and_tell(tmp_path, capsys):
+    """What study.optimize gave before the loop asked and told the study itself: callbacks(study, FrozenTrial) after
+    every tell (the trial already finished in the study; one may stop the study), gc_after_trial, Optuna's progress
+    bar, and timeout."""
+    seen = []
+
+    def callback(study, frozen):
+        assert isinstance(study, optuna.Study) and isinstance(frozen, optuna.trial.FrozenTrial)
+        seen.append((frozen.number, frozen.state, study.trials[frozen.number].state))
+
+    def stop_after_two(study, frozen):
+        if frozen.number == 1:
+            study.stop()
+
+    trainer = make_trainer(tmp_path, num_train_epochs=1)
+    best = trainer.hyperparameter_search(
+        hp_space=SPACE,
+        compute_objective="eval_loss",
+        n_trials=4,
+        backend="optuna",
+        sampler=optuna.samplers.RandomSampler(seed=0),
+        callbacks=[callback, stop_after_two],
+        gc_after_trial=True,
+        show_progress_bar=True,
+    )
+    complete = optuna.trial.TrialState.COMPLETE
+    assert seen == [(n, complete, complete) for n in range(2)]
+    assert len(best.run_summary.records) == 2
+    assert "Best trial: " in capsys.readouterr().err
+    # timeout: no trial starts once it has passed (here, before the first one could).
+    with pytest.raises(hpsearch.HPSearchError, match="No trial completed"):
+        make_trainer(tmp_path / "late", num_train_epochs=1).hyperparameter_search(
+            hp_space=SPACE, compute_objective="eval_loss", n_trials=3, backend="optuna", timeout=1e-9
+        )
+
+
+def test_a_sampler_that_stops_the_study_ends_the_search(tmp_path):
+    """GridSampler calls study.stop() once its grid is done (Optuna allows that only inside optimize): the search
+    ends there, short of n_trials, instead of failing."""
+    best = make_trainer(tmp_path, num_train_epochs=1).hyperparameter_search(
+        hp_space={"hidden": spaces.Categorical([16, 64])},
+        compute_objective="eval_loss",
+        n_trials=4,
+        backend="optuna",
+        sampler=optuna.samplers.GridSampler({"hidden": [16, 64]}, seed=0),
+    )
+    assert sorted(r.params["hidden"] for r in best.run_summary.records) == [16, 64]
+
+
 @pytest.mark.slow
 def test_search_files_are_json_and_secret_free(tmp_path):
     trainer = make_trainer(tmp_path, num_train_epochs=1)

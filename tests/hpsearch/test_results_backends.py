@@ -79,7 +79,7 @@ KILLED_SEARCH = """
 import os, signal, sys
 sys.path.insert(0, {root!r})
 from pathlib import Path
-from hpsearch import hyperparameter_search, session
+from hpsearch import hyperparameter_search
 from tests.hpsearch.test_results_backends import K, make_trainer, space
 
 def kill_after_k(search, record):
@@ -87,10 +87,10 @@ def kill_after_k(search, record):
     if len(search.result.records) == K:
         os.kill(os.getpid(), signal.SIGKILL)
 
-session.TRIAL_END_HOOKS.append(kill_after_k)
 hyperparameter_search(
     make_trainer(Path({out!r})), hp_space=space(), compute_objective="eval_accuracy", n_trials=6,
     direction="maximize", backend="optuna", storage="sqlite:///" + {out!r} + "/study.db", study_name="killed",
+    on_trial_end=kill_after_k,
 )
 """
 

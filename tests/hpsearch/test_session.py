@@ -7,7 +7,6 @@ import logging
 
 import pytest
 
-from hpsearch import session as session_module
 from hpsearch.errors import TooManyFailedTrials
 from hpsearch.results import SearchResult
 from hpsearch.session import SearchSession
@@ -19,7 +18,7 @@ from hpsearch.trial import Evaluation, TrialRecord, TrialState
 def new_session(output_dir):
     """``new_session(max_failed_trials=3)`` -> an empty session writing to `output_dir` (no trainer needed)."""
 
-    def make(max_failed_trials: int = 3) -> SearchSession:
+    def make(max_failed_trials: int = 3, trial_end_hooks=()) -> SearchSession:
         settings = TrialSettings(
             trainer=None,
             compute_objective=lambda m: m["eval_accuracy"],  # type: ignore[arg-type]
@@ -31,7 +30,13 @@ def new_session(output_dir):
         result = SearchResult(
             backend="random", directions=["maximize"], records=[], n_trials=10, output_dir=str(output_dir)
         )
-        return SearchSession(settings, result, n_trials=10, max_failed_trials=max_failed_trials)
+        return SearchSession(
+            settings,
+            result,
+            n_trials=10,
+            max_failed_trials=max_failed_trials,
+            trial_end_hooks=trial_end_hooks,
+        )
 
     return make
 
@@ -109,9 +114,7 @@ def test_max_failed_trials_one_stops_at_the_first_failure(new_session):
         session.record(failed(1))
 
 
-def test_trial_end_hooks_run_after_the_save_and_a_raising_hook_is_logged(
-    new_session, output_dir, monkeypatch, caplog
-):
+def test_trial_end_hooks_run_after_the_save_and_a_raising_hook_is_logged(new_session, output_dir, caplog):
     seen = []
 
     def watcher(session, finished):
@@ -120,8 +123,8 @@ def test_trial_end_hooks_run_after_the_save_and_a_raising_hook_is_logged(
     def broken(session, finished):
         raise RuntimeError("display crashed")
 
-    monkeypatch.setattr(session_module, "TRIAL_END_HOOKS", [broken, watcher])
-    session = new_session()
+    session = new_session(trial_end_hooks=[broken, watcher])
+    assert new_session().trial_end_hooks == session.trial_end_hooks[:1]  # owned by each session, not shared
     with caplog.at_level(logging.WARNING, logger="hpsearch.session"):
         session.record(record(0))
         session.record(record(1))

@@ -1,4 +1,5 @@
-"""The Optuna adapter: converts the space, drives ``study.optimize``, translates the study into records.
+"""The Optuna adapter: converts the space, answers the search loop with ``study.ask``/``study.tell``, translates the
+study into records.
 
 ``n_trials`` is the study's budget: a study loaded from storage runs only the trials it still lacks, so a rerun
 after a crash completes the search without repeating finished trials. The budget is claimed by trial number,
@@ -9,36 +10,33 @@ marked ``hpsearch_over_budget``, which the budget and the results ignore).
 
 from __future__ import annotations
 
+import copy
+import gc
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, cast
 
-from ... import _lockstep
-from ...errors import SearchConfigError, TrialFailed
+from ..._search_loop import NotStarted
+from ...errors import SearchConfigError
 from ...options import Code, Option
 from ...runner import failed_record
 from ...trial import Evaluation, Trial, TrialRecord, TrialReporter, TrialState
 from ..base import SearchBackend
 from . import _storage
+from ._optimize import ProgressBar, as_in_optimize, fail_stale, heartbeat
 from ._space import SPACE_EXTRA, OptunaSpace, native_params, native_space_spec, probe_native_space
 from ._study import continues_study, open_study, replay_trial, warm_start
 
 if TYPE_CHECKING:
     from spaces import SearchSpace
 
+    from ...executor import Executor
     from ...session import SearchSession
 
 __all__ = ["OptunaBackend"]
 
 logger = logging.getLogger(__name__)
-
-
-class _Failed(TrialFailed):
-    pass
-
-
-class _OverBudget(_Failed):
-    """The trial was numbered past the budget because another worker claimed the last slot first."""
 
 
 def _study_directions(directions: Any) -> list[Literal["minimize", "maximize"]]:
@@ -140,12 +138,21 @@ class OptunaBackend(SearchBackend):
         ),
         Option("show_progress_bar", (bool,), "Optuna's own progress bar", default=False),
     )
-    _OPTIMIZE = ("timeout", "n_jobs", "gc_after_trial", "show_progress_bar")
 
-    def __init__(self, settings, options) -> None:
-        super().__init__(settings, options)
+    def __init__(self, settings, options, *, trial_workers=None) -> None:
+        super().__init__(settings, options, trial_workers=trial_workers)
         self._space: OptunaSpace | None = None
         self._interrupted: set[int] = set()
+        # One search's state, set by `start`.
+        self._study: Any = None
+        self._native_space: Any = None
+        self._n_trials = 0
+        #: Trials asked and not yet told: number -> (Optuna's trial, what stops its heartbeat).
+        self._asked: dict[int, tuple[Any, Callable[[], None]]] = {}
+        self._catch: tuple[type[BaseException], ...] = ()
+        self._deadline: float | None = None
+        self._full = False  # the study holds its n_trials (other workers' included), or a callback stopped it
+        self._bar: ProgressBar | None = None
 
     # ------------------------------------------------------------------ class-level facts
     @staticmethod
@@ -259,23 +266,25 @@ class OptunaBackend(SearchBackend):
             )
         return space, native_space
 
-    # ------------------------------------------------------------------ run
-    def run(self, session: SearchSession, native_space: Any) -> None:
+    # ------------------------------------------------------------------ the search loop's questions
+    def run(self, session: SearchSession, native_space: Any, executor: Executor) -> None:
+        # A database lost mid-search stops it naming its cause.
+        with _storage.storage_errors(self.kwargs.get("storage")):
+            super().run(session, native_space, executor)
+
+    def start(self, session: SearchSession, native_space: Any) -> int:
         import optuna
 
-        settings = self.settings
-        if _lockstep.is_follower():
-            _lockstep.follow(settings, session)
-            return
-        n_trials = session.n_trials
-        study = open_study(self.kwargs, settings, session)
+        n_trials = self._n_trials = session.n_trials
+        study = self._study = open_study(self.kwargs, self.settings, session)
+        self._native_space = native_space
         session.result.native = study
         _storage.recover_dead_drivers(study)
         if self.priors:
             warm_start(study, self.priors, self.warm_start_mode, self._space)
         self._adopt_previous(study, session)
         # Running trials count too (other workers' trials). Waiting ones (retries) do not: running one takes one of
-        # this call's optimize iterations, like a new trial would.
+        # this run's trials, like a new trial would.
         waiting = optuna.trial.TrialState.WAITING
         done = len(
             [t for t in _storage.budget_trials(study.get_trials(deepcopy=False)) if t.state != waiting]
@@ -293,102 +302,153 @@ class OptunaBackend(SearchBackend):
             )
         elif done:
             logger.info("Study %r already has %d trials; running %d more.", study.study_name, done, remaining)
-        multi = settings.n_objectives > 1
+        catch = self.kwargs.get("catch", ())
+        self._catch = tuple(catch) if isinstance(catch, list | tuple) else (catch,)
+        timeout = self.kwargs.get("timeout")
+        self._deadline = time.monotonic() + timeout if timeout is not None else None
+        if self.kwargs.get("show_progress_bar") and remaining:
+            self._bar = ProgressBar(remaining, single=self.settings.n_objectives == 1)
+        return remaining
 
-        def within_budget(optuna_trial: Any) -> bool:
-            # Trial numbers are handed out in order by the storage, so "the budget trials numbered below mine"
-            # is the same answer for every worker: exactly n_trials trials pass, whatever the race.
-            if optuna_trial.number < n_trials:
-                return True  # fewer trials than that are numbered below it: no need to read them all
-            trials = study.get_trials(deepcopy=False)
-            return len(_storage.budget_trials(trials, below=optuna_trial.number)) < n_trials
+    def ask(self, session: SearchSession) -> Trial | None:
+        import optuna
 
-        def stop_at_budget(study_: Any, frozen: Any) -> None:
-            # Reading the study costs a storage round trip per trial, so only when the budget can be full.
-            if frozen.number + 1 < n_trials:
-                return
-            if len(_storage.budget_trials(study_.get_trials(deepcopy=False))) >= n_trials:
-                study_.stop()
-
-        def attempt(optuna_trial: Any) -> TrialRecord:
+        if self._full or (self._deadline is not None and time.monotonic() >= self._deadline):
+            # The study has its n_trials (other workers' included), a callback stopped it, or timeout: no new trial.
+            return None
+        study = self._study
+        fail_stale(study)
+        with as_in_optimize(study):  # this loop keeps the heartbeat that Optuna expects optimize to keep
+            optuna_trial = study.ask()
+        number = optuna_trial.number
+        self._asked[number] = (optuna_trial, heartbeat(study, optuna_trial))
+        if not self._within_budget(number):
+            # Another worker claimed the last trial first: this one stays an empty FAIL that no count includes.
+            optuna_trial.set_user_attr(_storage.OVER_BUDGET_ATTR, True)
+            self._tell(number, state=optuna.trial.TrialState.FAIL)
+            return None
+        try:
             optuna_trial.set_user_attr(_storage.OWNER_ATTR, _storage.owner())
-            if self._space is not None:
-                params = self._space.sample(optuna_trial)
-            else:
-                # Only rank 0 calls hp_space: its suggestions reach the other ranks with the announced trial.
-                asked = Trial(optuna_trial.number, optuna_trial.number, {}, self.name, native=optuna_trial)
-                try:
-                    params = native_params(asked, native_space, settings.trainer)
-                except Exception as error:  # hp_space failed on this trial: it fails, the search goes on
-                    record = failed_record(
-                        settings, asked, f"hp_space(trial) raised {type(error).__name__}: {error}"
-                    )
-                    optuna_trial.set_user_attr(_storage.RECORD_ATTR, _storage.record_attr(record))
-                    pending[optuna_trial.number] = record
-                    raise _Failed(record.error or "hp_space failed") from error
-            trial = _lockstep.lead(
-                Trial(optuna_trial.number, optuna_trial.number, params, self.name, native=optuna_trial)
-            )
-            _lockstep.announce(trial)
-            record = self.executor.run(settings, trial, _OptunaReporter(optuna_trial, multi))
-            if self._space is None:  # a native hp_space: what each parameter was drawn from, for the report
-                record.extra[SPACE_EXTRA] = native_space_spec(optuna_trial.distributions)
-            # The whole record goes into the study before it is told: the study alone can rebuild search.json.
+            params = self._params(optuna_trial)
+        except KeyboardInterrupt:
+            self._interrupt(number)
+            raise
+        except NotStarted:
+            raise
+        except self._catch as error:
+            # e.g. a storage error while sampling: the trial fails, the search goes on.
+            logger.warning("Trial %d failed before training (caught by catch=...): %r", number, error)
+            self._tell(number, state=optuna.trial.TrialState.FAIL)
+            raise NotStarted(None) from error
+        except BaseException:
+            self._tell(number, state=optuna.trial.TrialState.FAIL)
+            raise
+        return Trial(number, number, params, self.name, native=optuna_trial)
+
+    def reporter(self, trial: Trial) -> TrialReporter:
+        return _OptunaReporter(trial.native, self.settings.n_objectives > 1)
+
+    def tell(self, trial: Trial, record: TrialRecord) -> None:
+        import optuna
+
+        optuna_trial = trial.native
+        if self._space is None:  # a native hp_space: what each parameter was drawn from, for the report
+            record.extra[SPACE_EXTRA] = native_space_spec(optuna_trial.distributions)
+        # The whole record goes into the study before it is told: the study alone can rebuild search.json.
+        try:
             optuna_trial.set_user_attr(_storage.RECORD_ATTR, _storage.record_attr(record))
-            pending[optuna_trial.number] = record
-            return record
+        except self._catch as error:
+            logger.warning(
+                "Trial %d's record could not be stored (caught by catch=...): %r", trial.number, error
+            )
+            self._tell(trial.number, state=optuna.trial.TrialState.FAIL)
+            return
+        states = {
+            TrialState.PRUNED: optuna.trial.TrialState.PRUNED,
+            TrialState.FAIL: optuna.trial.TrialState.FAIL,
+        }
+        if record.state in states:
+            self._tell(trial.number, state=states[record.state])
+        else:
+            self._tell(trial.number, values=record.objective)
 
-        def objective(optuna_trial: Any) -> Any:
-            if not within_budget(optuna_trial):
-                optuna_trial.set_user_attr(_storage.OVER_BUDGET_ATTR, True)
-                optuna_trial.study.stop()
-                raise _OverBudget(f"the study already has its {n_trials} trials")
+    def abandon(self, trial: Trial, error: BaseException) -> None:
+        import optuna
+
+        if trial.number not in self._asked:
+            return  # told already (Ctrl-C landed after the tell)
+        if isinstance(error, KeyboardInterrupt):
+            self._interrupt(trial.number)
+        else:
+            self._tell(trial.number, state=optuna.trial.TrialState.FAIL)
+
+    def finish(self, session: SearchSession, completed: bool) -> None:
+        if self._bar is not None:
+            self._bar.close()
+        if self._study is not None:
+            session.replace_all(self._translate(self._study, session), save=False)  # the loop saves
+
+    def _params(self, optuna_trial: Any) -> dict[str, Any]:
+        """The asked trial's parameters: sampled from the portable space, or what the native hp_space suggests (a
+        hp_space that raises fails the trial, told here, and the search goes on)."""
+        import optuna
+
+        if self._space is not None:
+            return self._space.sample(optuna_trial)
+        # Only rank 0 calls hp_space: its suggestions reach the other ranks with the announced trial.
+        asked = Trial(optuna_trial.number, optuna_trial.number, {}, self.name, native=optuna_trial)
+        try:
+            return native_params(asked, self._native_space, self.settings.trainer)
+        except Exception as error:
+            record = failed_record(
+                self.settings, asked, f"hp_space(trial) raised {type(error).__name__}: {error}"
+            )
+            optuna_trial.set_user_attr(_storage.RECORD_ATTR, _storage.record_attr(record))
+            self._tell(optuna_trial.number, state=optuna.trial.TrialState.FAIL)
+            raise NotStarted(record) from error
+
+    def _within_budget(self, number: int) -> bool:
+        # Trial numbers are handed out in order by the storage, so "the budget trials numbered below mine" is the
+        # same answer for every worker: exactly n_trials trials pass, whatever the race.
+        n_trials = self._n_trials
+        if number < n_trials:
+            return True  # fewer trials than that are numbered below it: no need to read them all
+        trials = self._study.get_trials(deepcopy=False)
+        return len(_storage.budget_trials(trials, below=number)) < n_trials
+
+    def _tell(self, number: int, **outcome: Any) -> None:
+        """Tell the study how the trial numbered ``number`` ended, then what ``study.optimize`` does after each
+        trial: garbage collection (``gc_after_trial``), the user's ``callbacks(study, frozen_trial)``, the progress
+        bar, and whether the study is full (other workers' trials included: no new trial is asked for)."""
+        study = self._study
+        optuna_trial, stop_heartbeat = self._asked.pop(number)
+        # A sampler (BruteForceSampler, GridSampler once its grid is done) or a callback may call study.stop(), which
+        # Optuna allows only inside optimize: no new trial is asked for after it.
+        with as_in_optimize(study):
             try:
-                record = attempt(optuna_trial)
-            except KeyboardInterrupt:
-                # Wherever Ctrl-C landed (sampling, training, storing the record), not a finished trial: it stays out
-                # of the results (Optuna marks it FAIL), and its parameters are queued again for a rerun to train.
-                pending.pop(optuna_trial.number, None)
-                self._interrupted.add(optuna_trial.number)
-                _storage.queue_interrupted(study, optuna_trial)
-                raise
-            if record.state is TrialState.FAIL:
-                raise _Failed(record.error or "failed")
-            if record.state is TrialState.PRUNED:
-                raise optuna.TrialPruned(f"pruned at step {record.last_step}")
-            return record.objective
-
-        pending: dict[int, TrialRecord] = {}
-
-        def after_tell(study_: Any, frozen: Any) -> None:
-            # Called once Optuna has stored the trial's end: search.json never says more than the study. One callback
-            # for both jobs: Optuna deep-copies the finished trial (its record included) for each callback.
-            record = pending.pop(frozen.number, None)
-            if record is not None:
-                session.record(record)
-            if session.stop_reason is not None:
-                study_.stop()  # a compute budget is spent: running trials finish, no new one starts
-            stop_at_budget(study_, frozen)
-
-        catch = tuple(catch) if isinstance(catch := self.kwargs.get("catch", ()), list | tuple) else (catch,)
-        with _storage.storage_errors(
-            self.kwargs.get("storage")
-        ):  # a database lost mid-search: its cause, named
-            try:
-                if remaining and session.stop_reason is None:  # a budget the earlier runs spent stays spent
-                    study.optimize(
-                        objective,
-                        n_trials=remaining,
-                        timeout=self.kwargs.get("timeout"),
-                        n_jobs=self.executor.slots if self.trial_workers else self.kwargs.get("n_jobs", 1),
-                        gc_after_trial=self.kwargs.get("gc_after_trial", False),
-                        callbacks=[after_tell, *(self.kwargs.get("callbacks") or ())],
-                        catch=(_Failed, *catch),
-                        show_progress_bar=self.kwargs.get("show_progress_bar", False),
-                    )
+                frozen = study.tell(optuna_trial, **outcome)
             finally:
-                _lockstep.announce_end()
-                session.replace_all(self._translate(study, session))
+                stop_heartbeat()
+                if self.kwargs.get("gc_after_trial"):
+                    gc.collect()
+            for callback in self.kwargs.get("callbacks") or ():
+                callback(study, copy.deepcopy(frozen))  # each its own copy, as Optuna gives it
+        self._full = self._full or study._stop_flag
+        if self._bar is not None:
+            self._bar.update(self._study)
+        # Reading the study costs a storage round trip per trial, so only when the budget can be full.
+        n_trials = self._n_trials
+        if number + 1 >= n_trials and not self._full:
+            self._full = len(_storage.budget_trials(self._study.get_trials(deepcopy=False))) >= n_trials
+
+    def _interrupt(self, number: int) -> None:
+        """Wherever Ctrl-C landed (sampling, training, storing the record), not a finished trial: it stays out of
+        the results (failed in the study), and its parameters are queued again for a rerun to train."""
+        import optuna
+
+        self._interrupted.add(number)
+        _storage.queue_interrupted(self._study, self._asked[number][0])
+        self._tell(number, state=optuna.trial.TrialState.FAIL)
 
     def _adopt_previous(self, study: Any, session: SearchSession) -> None:
         """Keep the detailed records a previous run of this study saved in output_dir."""

@@ -40,6 +40,7 @@ from ._space import check_native_values, convert_space
 if TYPE_CHECKING:
     from spaces import SearchSpace
 
+    from ...executor import Executor
     from ...session import SearchSession
 
 __all__ = ["RayBackend"]
@@ -288,7 +289,8 @@ class RayBackend(SearchBackend):
             storage = os.path.abspath(storage)
         return storage, self.kwargs.get("name") or _DEFAULT_NAME
 
-    def run(self, session: SearchSession, native_space: Any) -> None:
+    def run(self, session: SearchSession, native_space: Any, executor: Executor) -> None:
+        # Tune runs its own loop, each trial on Ray's actors (``trial_workers`` is refused: ``executor`` is unused).
         import ray
         from ray import tune
 

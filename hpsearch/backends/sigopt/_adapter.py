@@ -1,20 +1,21 @@
-"""The SigOpt adapter: an experiment drives the trials; see the package docstring for drivers and spaces."""
+"""The SigOpt adapter: the experiment's suggestions are the search loop's asks, its observations the tells; see the
+package docstring for drivers and spaces."""
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
+import itertools
 import logging
 import os
-import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ... import _dist, _lockstep
+from ... import _dist
 from ...errors import HPSearchError, SearchConfigError
 from ...settings import Option
-from ...trial import NullReporter, Trial, TrialState
+from ...trial import Trial, TrialRecord, TrialState
 from ..base import SearchBackend
+from . import _warm
 from ._compat import create_suggestion, numpy2_compat
 from ._resume import NATIVE_SPACE, load_previous, tell_previous
 from ._space import _MAX_NAME, Converted, check_native, portable_to_sigopt, same_assignments
@@ -98,8 +99,8 @@ class SigOptBackend(SearchBackend):
         ),
     )
 
-    def __init__(self, settings, options) -> None:
-        super().__init__(settings, options)
+    def __init__(self, settings, options, *, trial_workers=None) -> None:
+        super().__init__(settings, options, trial_workers=trial_workers)
         self._converted: Converted | None = None
         self._native_fields: dict[str, Any] = {}
         self._assignments: dict[str, dict[str, Any]] = {}
@@ -107,6 +108,11 @@ class SigOptBackend(SearchBackend):
         self._random_state: Any = None
         self._optimizer_seed: Any = None  # set by a resume: the first run's draws are not replayed
         self._id_offset = 0  # set by a resume on lite: new trial ids continue after the recorded ones
+        # One search's experiment, set by `start`, and the numbers its new trials take.
+        self._conn: Any = None
+        self._experiment_id: Any = None
+        self._numbers: Iterator[int] = iter(())
+        self._warm: Iterator[Trial] = iter(())  # warm_start_mode='evaluate': trials that run first
         driver = self.kwargs.get("driver")
         # The token decides the default, but its value is never read here: the sigopt client reads it.
         self.driver = (
@@ -245,106 +251,77 @@ class SigOptBackend(SearchBackend):
             body["conditionals"] = self._converted.conditionals
         return body
 
-    def run(self, session: SearchSession, native_space: Any) -> None:
+    def start(self, session: SearchSession, native_space: Any) -> int:
         from sigopt.exception import SigOptException
 
-        settings = self.settings
-        if _lockstep.is_follower():
-            _lockstep.follow(settings, session)
-            return
         n_trials = session.n_trials
         previous = load_previous(self, native_space) if self.kwargs.get("resume") else None
-        if settings.space is None:  # a native space: kept so that a resume can check it is the same
+        if self.settings.space is None:  # a native space: kept so that a resume can check it is the same
             session.result.settings[NATIVE_SPACE] = list(native_space)
-        conn = self._connect()
+        conn = self._conn = self._connect()
         try:
             experiment = conn.experiments().create(**self._experiment_body(n_trials, native_space))
         except SigOptException as error:
             raise SearchConfigError(f"SigOpt refused the experiment: {error}") from error
+        self._experiment_id = experiment.id
         session.result.native = experiment
         session.result.settings["experiment_id"] = str(experiment.id)
         logger.info("SigOpt experiment %s (driver=%s): %d trials.", experiment.id, self.driver, n_trials)
+        if previous is not None:
+            if self.priors:
+                logger.info(
+                    "resume=True: warm_start is not applied again; the earlier run's trials carry it."
+                )
+            used, first = tell_previous(self, session, conn, experiment.id, previous, native_space)
+        else:
+            used = first = 0
+            if self.priors:
+                self._warm = warm_start(self, session, self._experiment())
+        self._numbers = itertools.count(first)
+        return max(n_trials - used, 0)
 
-        bandwidth = self.executor.slots if self.trial_workers else self.kwargs.get("parallel_bandwidth", 1)
-        try:
-            if previous is not None:
-                if self.priors:
-                    logger.info(
-                        "resume=True: warm_start is not applied again; the earlier run's trials carry it."
-                    )
-                used, first = tell_previous(self, session, conn, experiment.id, previous, native_space)
-            else:
-                used = first = warm_start(self, session, conn, experiment.id) if self.priors else 0
-            numbers = range(first, first + max(n_trials - used, 0))
-            if bandwidth == 1:
-                for number in numbers:
-                    if session.stop_reason is not None:
-                        break
-                    self._one_trial(session, conn, experiment.id, number)
-            else:
-                self._run_concurrently(session, conn, experiment.id, numbers, bandwidth)
-        finally:
-            _lockstep.announce_end()
-        with contextlib.suppress(
-            Exception
-        ):  # the snapshot taken at creation stays if SigOpt cannot be reached
-            session.result.native = conn.experiments(experiment.id).fetch()  # with its final progress
-        self._mark_best(session, conn, experiment.id)
-
-    def _run_concurrently(
-        self, session: SearchSession, conn: Any, experiment_id: str, trial_numbers: range, bandwidth: int
-    ) -> None:
-        """``bandwidth`` workers, each asking SigOpt for a trial as soon as its last one is told (http only)."""
-        numbers = iter(trial_numbers)
-        lock = threading.Lock()
-        stop = threading.Event()
-
-        def worker() -> None:
-            while not stop.is_set() and session.stop_reason is None:
-                with lock:
-                    number = next(numbers, None)
-                if number is None:
-                    return
-                try:
-                    self._one_trial(session, conn, experiment_id, number)
-                except BaseException:
-                    stop.set()  # the others finish their trial and stop; the error is raised below
-                    raise
-
-        with concurrent.futures.ThreadPoolExecutor(
-            max_workers=bandwidth, thread_name_prefix="sigopt"
-        ) as pool:
-            futures = [pool.submit(worker) for _ in range(bandwidth)]
-        for future in futures:
-            future.result()
-
-    def _one_trial(self, session: SearchSession, conn: Any, experiment_id: str, number: int) -> None:
-        experiment = conn.experiments(experiment_id)
+    def ask(self, session: SearchSession) -> Trial | None:
+        warm = next(self._warm, None)  # warm_start_mode='evaluate': the earlier configurations first
+        if warm is not None:
+            next(self._numbers)
+            return warm
+        experiment = self._experiment()
         suggestion = self._suggest(experiment, session)
         if suggestion is None:
-            return  # nothing left to suggest: the session starts no more trials
+            return None  # nothing left to suggest: the session starts no more trials
         assignments = dict(suggestion.assignments)
         suggestion_id = str(suggestion.id)
         trial_id = str(int(suggestion_id) + self._id_offset) if self._id_offset else suggestion_id
         self._assignments[trial_id] = assignments
         try:
             params = self._params(assignments, self.settings.space)
-            trial = _lockstep.lead(Trial(trial_id, number, params, self.name, native=suggestion))
-            _lockstep.announce(trial)
-            record = self.executor.run(self.settings, trial, NullReporter())
         except BaseException:
             self._abandon(experiment, suggestion_id)
             raise
-        try:
-            self._observe(
-                experiment,
-                record.objective,
-                record.state is not TrialState.COMPLETE,
-                suggestion=suggestion_id,
-            )
-            record.extra["sigopt_observation"] = "value" if record.state is TrialState.COMPLETE else "failed"
-        finally:
-            session.record(record)
+        return Trial(trial_id, next(self._numbers), params, self.name, native=suggestion)
+
+    def tell(self, trial: Trial, record: TrialRecord) -> None:
+        if trial.native is None:  # a warm 'evaluate' trial: SigOpt did not suggest it
+            _warm.observe(self, self._experiment(), record)
+            return
+        complete = record.state is TrialState.COMPLETE
+        self._observe(self._experiment(), record.objective, not complete, suggestion=str(trial.native.id))
+        record.extra["sigopt_observation"] = "value" if complete else "failed"
+
+    def abandon(self, trial: Trial, error: BaseException) -> None:
+        if trial.native is not None:
+            self._abandon(self._experiment(), str(trial.native.id))
+
+    def finish(self, session: SearchSession, completed: bool) -> None:
+        if not completed or self._conn is None:
+            return
+        # The snapshot taken at creation stays if SigOpt cannot be reached.
+        with contextlib.suppress(Exception):
+            session.result.native = self._experiment().fetch()  # with its final progress
+        self._mark_best(session, self._conn, self._experiment_id)
+
+    def _experiment(self) -> Any:
+        return self._conn.experiments(self._experiment_id)
 
     def _suggest(self, experiment: Any, session: SearchSession) -> Any | None:
         """The next suggestion (None when there is none left: see `create_suggestion`), made by the lite optimizer
@@ -436,8 +413,6 @@ class SigOptBackend(SearchBackend):
                     record.extra["sigopt_best"] = True
                     matched.append(trial_id)
                     break
-        if matched:
-            session.save()
         ours = session.result.best_trial if settings.n_objectives == 1 else None
         if ours is not None and matched and ours.trial_id not in matched:
             # Ties, or a server that reports best assignments its own way: our records stay the truth.

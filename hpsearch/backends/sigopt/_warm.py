@@ -2,40 +2,42 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from ... import _lockstep
-from ...trial import NullReporter, Trial, TrialState
+from ...trial import Trial, TrialRecord, TrialState
 from ...warmstart import prior_records
 
 if TYPE_CHECKING:
     from ...session import SearchSession
     from ._adapter import SigOptBackend
 
+#: ``record.extra["source"]`` of an earlier configuration trained again first (``evaluate``).
+EVALUATE = "warm_start_evaluate"
 
-def warm_start(adapter: SigOptBackend, session: SearchSession, conn: Any, experiment_id: str) -> int:
-    """Earlier trials as observations (inform), or trained first and observed (evaluate); the trials used."""
-    assert adapter._converted is not None  # warm_start needs a portable space (checked before the run)
-    experiment = conn.experiments(experiment_id)
-    assignments = adapter._converted.assignments
 
+def warm_start(adapter: SigOptBackend, session: SearchSession, experiment: Any) -> Iterator[Trial]:
+    """Tell ``experiment`` the earlier trials (inform: no trial to run); or the trials that train the earlier
+    configurations first (evaluate: the search loop asks them before any suggestion, `observe` tells them)."""
     if adapter.warm_start_mode == "inform":
+        assert adapter._converted is not None  # warm_start needs a portable space (checked before the run)
         for prior in adapter.priors:
-            adapter._observe(experiment, prior.objective, assignments=assignments(prior.params))
+            adapter._observe(
+                experiment, prior.objective, assignments=adapter._converted.assignments(prior.params)
+            )
         session.adopt(prior_records(adapter.priors))
-        return 0
-    used = 0
-    for number, prior in enumerate(adapter.priors[: session.n_trials]):
-        trial = _lockstep.lead(Trial(f"warm-eval-{number}", number, prior.params, adapter.name))
-        _lockstep.announce(trial)
-        record = adapter.executor.run(adapter.settings, trial, NullReporter())
-        record.extra["source"] = "warm_start_evaluate"
-        adapter._observe(
-            experiment,
-            record.objective,
-            record.state is not TrialState.COMPLETE,
-            assignments=assignments(record.params),
-        )
-        session.record(record)
-        used += 1
-    return used
+        return iter(())
+    priors = adapter.priors[: session.n_trials]
+    return (Trial(f"warm-eval-{n}", n, prior.params, adapter.name) for n, prior in enumerate(priors))
+
+
+def observe(adapter: SigOptBackend, experiment: Any, record: TrialRecord) -> None:
+    """Tell ``experiment`` a warm ``evaluate`` trial by its assignments (SigOpt did not suggest it)."""
+    assert adapter._converted is not None
+    record.extra["source"] = EVALUATE
+    adapter._observe(
+        experiment,
+        record.objective,
+        record.state is not TrialState.COMPLETE,
+        assignments=adapter._converted.assignments(record.params),
+    )

@@ -1,0 +1,150 @@
+"""The search loop, written once for every backend whose engine can be asked for a trial and told its result.
+
+`run_search` owns what is the same on every such engine: lockstep across launched processes (rank 0 asks the
+engine and announces each trial, the other ranks follow it), the budget (at most the number of trials the
+adapter's `start` says this run may start), the session's `stop_reason` (checked before every new trial),
+running ``executor.run(settings, trial, reporter)`` one or ``slots`` at a time, and recording and saving. The
+adapter (`hpsearch.backends.base.SearchBackend`) answers only:
+
+- ``start(session, native_space) -> int``: open the engine (a study, an experiment, a generator), resume or warm
+  start it, and say how many trials this run may start;
+- ``ask(session) -> Trial | None``: the next trial to train (None: the engine has nothing more to run). An adapter
+  whose trial fails before it can train (its ``hp_space`` raised) tells the engine and raises `NotStarted`;
+- ``reporter(trial)``: what the trial's evaluations are reported to (pruning), `NullReporter` by default;
+- ``tell(trial, record)``: the engine hears the trial's end; the driver then records it in the session;
+- ``abandon(trial, error)``: the trial stopped with ``error`` (Ctrl-C) before it was told; ``finish(session,
+  completed)``: the loop is over (also after an error), the adapter's last word before the driver saves.
+
+Engines that own their loop run it themselves (their adapter overrides ``run``) and do not come here.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+from typing import TYPE_CHECKING
+
+from . import _lockstep
+
+if TYPE_CHECKING:
+    from .backends.base import SearchBackend
+    from .executor import Executor
+    from .session import SearchSession
+    from .trial import Trial, TrialRecord
+
+__all__ = ["NotStarted", "run_search"]
+
+logger = logging.getLogger(__name__)
+
+
+class NotStarted(Exception):
+    """Raised by ``ask`` for a trial the engine handed out that cannot train (its ``hp_space`` raised): the engine
+    has been told; ``record`` (its FAIL record, or None for one the session does not keep) is recorded, and the
+    trial counts against this run's budget."""
+
+    def __init__(self, record: TrialRecord | None) -> None:
+        super().__init__(record.error if record is not None else "trial not started")
+        self.record = record
+
+
+def run_search(
+    adapter: SearchBackend, session: SearchSession, native_space: object, executor: Executor
+) -> None:
+    """Run trials until the budget is used, the engine has none left, or the session says stop."""
+    if _lockstep.is_follower():
+        _lockstep.follow(adapter.settings, session)
+        return
+    completed = False
+    try:
+        budget = adapter.start(session, native_space)
+        slots = adapter.slots(executor)
+        loop = _Loop(adapter, session, executor, budget)
+        if slots == 1:
+            loop.sequential()
+        else:
+            loop.in_threads(slots)
+        completed = True
+    finally:
+        _lockstep.announce_end()
+        adapter.finish(session, completed)
+        if completed or session.records:
+            session.save()
+
+
+class _Loop:
+    def __init__(
+        self, adapter: SearchBackend, session: SearchSession, executor: Executor, budget: int
+    ) -> None:
+        self.adapter = adapter
+        self.session = session
+        self.executor = executor
+        self.left = budget  # trials this run may still start
+        self.exhausted = False  # the engine has nothing more to run
+
+    def next_trial(self) -> Trial | None:
+        """The next trial to run, or None when the budget, the engine or a stop reason says no more."""
+        while self.left > 0 and not self.exhausted and self.session.stop_reason is None:
+            self.left -= 1
+            try:
+                trial = self.adapter.ask(self.session)
+            except NotStarted as failed:
+                if failed.record is not None:
+                    self.session.record(failed.record)
+                continue
+            if trial is None:
+                self.exhausted = True
+                return None
+            return trial
+        return None
+
+    def run(self, trial: Trial) -> TrialRecord:
+        _lockstep.announce(_lockstep.lead(trial))
+        try:
+            return self.executor.run(self.adapter.settings, trial, self.adapter.reporter(trial))
+        except BaseException as error:
+            self.adapter.abandon(trial, error)
+            raise
+
+    def tell(self, trial: Trial, record: TrialRecord) -> None:
+        # The engine first: an engine that stores the record too never says less than search.json. The
+        # session keeps a trained trial even when the engine could not be told (the error is raised after), but
+        # Ctrl-C while telling interrupts the trial as during its training: it is abandoned and not recorded.
+        try:
+            self.adapter.tell(trial, record)
+        except KeyboardInterrupt as interrupt:
+            self.adapter.abandon(trial, interrupt)
+            raise
+        except BaseException:
+            self.session.record(record)
+            raise
+        self.session.record(record)
+
+    def sequential(self) -> None:
+        while (trial := self.next_trial()) is not None:
+            self.tell(trial, self.run(trial))
+
+    def in_threads(self, slots: int) -> None:
+        """``slots`` trials at once in threads: a new trial is asked for as soon as one ends (FIRST_COMPLETED)."""
+        name = f"hpsearch-{self.adapter.name}"
+        with concurrent.futures.ThreadPoolExecutor(max_workers=slots, thread_name_prefix=name) as pool:
+            running: dict[concurrent.futures.Future[TrialRecord], Trial] = {}
+            try:
+                while True:
+                    while len(running) < slots and (trial := self.next_trial()) is not None:
+                        running[pool.submit(self.run, trial)] = trial
+                    if not running:
+                        return
+                    done, _ = concurrent.futures.wait(running, return_when=concurrent.futures.FIRST_COMPLETED)
+                    for future in done:
+                        self.tell(running.pop(future), future.result())
+            except BaseException:
+                self._drain(running)
+                raise
+
+    def _drain(self, running: dict[concurrent.futures.Future[TrialRecord], Trial]) -> None:
+        """The search stops on an error: the trials still running finish, and those that trained are kept."""
+        for future in concurrent.futures.as_completed(running):
+            try:
+                self.tell(running[future], future.result())
+            except BaseException as error:  # the first error is the one raised
+                logger.debug("Trial %s after the search's error: %r", running[future].id, error)
