@@ -8,13 +8,12 @@ prunes: every trial trains to its end.
 
 from __future__ import annotations
 
-import concurrent.futures
 import random
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from .. import _lockstep
 from ..errors import SearchConfigError
+from ..executor import run_each
 from ..settings import Option
 from ..trial import NullReporter, Trial, TrialState
 from .base import SearchBackend, call_native_space
@@ -94,14 +93,14 @@ class RandomBackend(SearchBackend):
         drawn = ((n, first[n] if n < len(first) else space.sample(rng)) for n in range(session.n_trials))
         trials = (Trial(str(n), n, params, self.name) for n, params in drawn if n not in done)
         try:
-            if self.executor.slots == 1:
-                for trial in trials:
-                    if session.stop_reason is not None:
-                        break
-                    _lockstep.announce(_lockstep.lead(trial))
-                    session.record(self.executor.run(settings, trial, NullReporter()))
-            else:
-                self._run_concurrently(session, trials)
+            run_each(
+                self.executor.slots,
+                trials,
+                lambda trial: self.executor.run(settings, trial, NullReporter()),
+                session.record,
+                lambda: session.stop_reason is not None,
+                before=lambda trial: _lockstep.announce(_lockstep.lead(trial)),
+            )
         finally:
             _lockstep.announce_end()
         session.save()
@@ -117,21 +116,3 @@ class RandomBackend(SearchBackend):
         ]
         session.adopt(kept)
         return {r.number for r in kept}
-
-    def _run_concurrently(self, session: SearchSession, trials: Iterator[Trial]) -> None:
-        """``executor.slots`` trials at once (worker processes: a search under accelerate launch has one slot)."""
-        slots = self.executor.slots
-        with concurrent.futures.ThreadPoolExecutor(max_workers=slots, thread_name_prefix="random") as pool:
-            running: set[concurrent.futures.Future] = set()
-            for trial in trials:
-                if session.stop_reason is not None:
-                    break
-                running.add(pool.submit(self.executor.run, self.settings, trial, NullReporter()))
-                if len(running) >= slots:
-                    done, running = concurrent.futures.wait(
-                        running, return_when=concurrent.futures.FIRST_COMPLETED
-                    )
-                    for future in done:
-                        session.record(future.result())
-            for future in concurrent.futures.as_completed(running):
-                session.record(future.result())

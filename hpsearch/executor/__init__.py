@@ -12,13 +12,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._checks import check_trial_workers
+from ._each import run_each
 from ._pool import WorkerPool
 
 if TYPE_CHECKING:
     from ..settings import TrialSettings
     from ..trial import Trial, TrialRecord, TrialReporter
 
-__all__ = ["Executor", "InProcess", "WorkerPool", "check_trial_workers", "make_executor"]
+__all__ = ["Executor", "InProcess", "WorkerPool", "check_trial_workers", "make_executor", "run_each"]
 
 
 class Executor:
