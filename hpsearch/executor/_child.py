@@ -66,6 +66,8 @@ def main(conn: Connection, parent: int, slot: int, threads: int, device: str | N
         "threads": torch.get_num_threads(),
         "device": f"cuda (CUDA_VISIBLE_DEVICES={device})" if device is not None else _device(torch),
     }
+    if device is not None and torch.cuda.is_available():  # its GPU's size, for packing trials on it
+        where["memory_mb"] = round(torch.cuda.get_device_properties(0).total_memory / 2**20, 1)
     conn.send(("ready", where))
     while True:
         try:
@@ -94,4 +96,17 @@ def _run_one(conn: Connection, settings: TrialSettings, task: dict[str, Any]) ->
     except BaseException as error:  # KeyboardInterrupt or TooManyFailedTrials from the trial's code
         conn.send(("raised", type(error).__name__, str(error)))
         return
+    peak = _peak_reserved_mb()
+    if peak is not None:
+        record.extra["peak_reserved_mb"] = peak
     conn.send(("done", record))
+
+
+def _peak_reserved_mb() -> float | None:
+    """The trial's peak of CUDA memory reserved (the cost meter reset the count when the trial started), which
+    packing counts on; None where the trial used no GPU."""
+    import torch
+
+    if not torch.cuda.is_initialized():
+        return None
+    return round(torch.cuda.max_memory_reserved() / 2**20, 1)
