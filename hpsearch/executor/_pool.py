@@ -155,9 +155,7 @@ class WorkerPool:
                 device,
             )
             first = {k: record.extra.get(k) for k in ("device_id", "co_tenants", "worker_pid")}
-            first.update(
-                error=record.error, cost=dict(record.cost)
-            )  # the first attempt's cost is kept, apart
+            first.update(error=record.error, cost=dict(record.cost))  # the first attempt's cost, kept apart
             record = self._attempt(trial, reporter, alone=device)
             record.extra["oom_retry"] = first
         return record
