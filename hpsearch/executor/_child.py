@@ -86,7 +86,7 @@ def _device(torch: Any) -> str:
 def _run_one(conn: Connection, settings: TrialSettings, task: dict[str, Any]) -> None:
     from ..runner import run_trial
     from ..trial import Trial
-    from ._proxy import ProxyReporter, suggest_hook
+    from ._proxy import ProxyReporter, peak_reserved_mb, suggest_hook
 
     trial = Trial(task["id"], task["number"], task["params"], task["backend"], name=task["name"])
     if task["suggests"]:
@@ -96,17 +96,7 @@ def _run_one(conn: Connection, settings: TrialSettings, task: dict[str, Any]) ->
     except BaseException as error:  # KeyboardInterrupt or TooManyFailedTrials from the trial's code
         conn.send(("raised", type(error).__name__, str(error)))
         return
-    peak = _peak_reserved_mb()
+    peak = peak_reserved_mb()
     if peak is not None:
         record.extra["peak_reserved_mb"] = peak
     conn.send(("done", record))
-
-
-def _peak_reserved_mb() -> float | None:
-    """The trial's peak of CUDA memory reserved (the cost meter reset the count when the trial started), which
-    packing counts on; None where the trial used no GPU."""
-    import torch
-
-    if not torch.cuda.is_initialized():
-        return None
-    return round(torch.cuda.max_memory_reserved() / 2**20, 1)

@@ -3,7 +3,8 @@
 - **A device per worker.** `assign_devices` gives worker ``i`` the ``i % M``-th of the ``M`` visible GPUs (round
   robin: with more workers than GPUs, several workers share one); on a CPU machine no worker gets one.
 - **Packing by measured memory.** `DeviceLedger` admits a trial on a GPU that already runs others only when the
-  largest peak measured so far (``torch.cuda.max_memory_reserved`` of a finished trial), times the trials there plus
+  largest peak measured so far (``torch.cuda.max_memory_reserved`` of a trial, sent at each of its evaluations and
+  at its end: packing starts after the first trial's first evaluation), times the trials there plus
   this one, with `MARGIN` more, fits the device's memory. Until a peak is known, or without the device's size, a
   GPU runs one trial at a time: nothing is packed on a guess.
 - **CUDA out of memory.** A trial that fails with ``torch.cuda.OutOfMemoryError`` is trained again once, alone on
@@ -110,7 +111,12 @@ class DeviceLedger:
         d.running -= 1
         if alone:
             d.alone = False
-        if peak_mb is not None and (self.peak_mb is None or peak_mb > self.peak_mb):
+        if peak_mb is not None:
+            self.observe(peak_mb)
+
+    def observe(self, peak_mb: float) -> None:
+        """A trial's peak so far (at an evaluation, or at its end): the estimate is the largest seen."""
+        if self.peak_mb is None or peak_mb > self.peak_mb:
             self.peak_mb = float(peak_mb)
 
     def reserve(self, device: str) -> None:

@@ -186,7 +186,7 @@ class WorkerPool:
         try:
             with self._lock:
                 self._ledger.set_total(worker.device, (worker.where or {}).get("memory_mb"))
-            record, healthy = drive(worker, self.settings, trial, reporter)
+            record, healthy = drive(worker, self.settings, trial, reporter, self._measured)
             worker.trials += 1
             record.extra.update(worker.where or {})
             if worker.device is not None:
@@ -203,6 +203,12 @@ class WorkerPool:
                     self._changed.notify_all()
             else:
                 self._retire(worker, replace=True)
+
+    def _measured(self, peak_mb: float) -> None:
+        """A running trial's peak so far (at one of its evaluations): the ledger may pack more trials now."""
+        with self._lock:
+            self._ledger.observe(peak_mb)
+            self._changed.notify_all()
 
     def _release(self, worker: Worker, peak: float | None, alone: bool) -> None:
         with self._lock:

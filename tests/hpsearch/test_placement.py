@@ -144,3 +144,16 @@ def _failed(error: str, state: TrialState = TrialState.FAIL) -> TrialRecord:
 )
 def test_cuda_out_of_memory_is_told_from_other_failures(record, oom):
     assert is_cuda_oom(record) is oom
+
+
+def test_a_peak_heard_at_a_running_trials_evaluation_lets_the_next_trial_join_it():
+    ledger = DeviceLedger()
+    ledger.set_total("0", 10000)
+    ledger.enter("0")
+    assert not ledger.admits("0")
+    ledger.observe(1000)  # its first evaluation: 2 x 1000 x 1.15 fits
+    assert ledger.admits("0")
+    ledger.observe(500)  # a smaller reading does not lower the estimate
+    assert ledger.peak_mb == 1000
+    ledger.observe(5000)  # it grew: 2 x 5000 x 1.15 no longer fits
+    assert not ledger.admits("0")
