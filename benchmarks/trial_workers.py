@@ -12,8 +12,15 @@
    interruptible (the worker's own timer stops it) and once with SIGALRM blocked (only the kill stops it), from
    the trial's start in its worker to its FAIL record (the worker's start-up before it is not the trial's).
 
-    python -m benchmarks.trial_workers           # 30 trials of 2 epochs
-    python -m benchmarks.trial_workers --quick   # 8 trials of 1 epoch
+    python -m benchmarks.trial_workers             # 30 trials of 2 epochs
+    python -m benchmarks.trial_workers --quick     # 8 trials of 1 epoch
+    python -m benchmarks.trial_workers --scaling   # only 2 workers vs 1, side by side (see below)
+
+``--scaling`` measures the 2-vs-1 ratio alone, in one run, with the two ways interleaved 1, 2, 2, 1 (the same
+sweep each time, in fresh folders): on a shared machine whose load drifts, a drift that is linear over the run
+weighs on both ways alike, which one way after the other does not. The ratio is of the summed trials over the
+summed seconds of each way (whole calls, worker start-up included), printed beside the ratio of each pair and the
+ratio once the workers run (from each call's first trial end to its last).
 
 Targets (issue 31): >= 1.8x trials/hour with 2 workers vs 1 on 2 cores; overhead <= 20 ms; stuck trial FAIL
 <= 6 s. Timings are printed, never asserted.
@@ -126,6 +133,39 @@ def sweep_rates(tmp: str, n_trials: int, epochs: int) -> list[tuple[str, float, 
     return rows
 
 
+def scaling_side_by_side(tmp: str, n_trials: int, epochs: int) -> dict[str, Any]:
+    """``trial_workers`` 1, 2, 2, 1 (see the module): seconds of each call, trials/hour of each way, their ratio."""
+    _timed_runs()
+    _search(make_trainer(os.path.join(tmp, "warm"), num_train_epochs=1), 1)  # as in `sweep_rates`
+    seconds: dict[int, list[float]] = {1: [], 2: []}
+    spans: dict[int, list[float]] = {
+        1: [],
+        2: [],
+    }  # from the first trial's end to the last's: once the workers run
+    for i, workers in enumerate((1, 2, 2, 1)):
+        trainer = make_trainer(os.path.join(tmp, f"scaling-{i}-{workers}"), num_train_epochs=epochs)
+        took, best = _search(trainer, n_trials, trial_workers=workers)
+        ends = sorted(r.finished for r in best.run_summary.records)
+        seconds[workers].append(took)
+        spans[workers].append((ends[-1] - ends[0]).total_seconds())
+        print(
+            f"  round {i + 1}: trial_workers={workers}: {took:.1f} s in all, {spans[workers][-1]:.1f} s from the "
+            f"first trial's end to the last's, load {os.getloadavg()[0]:.1f}",
+            flush=True,
+        )
+    rate = {w: len(s) * n_trials / sum(s) * 3600 for w, s in seconds.items()}
+    running = {w: len(s) * (n_trials - 1) / sum(s) * 3600 for w, s in spans.items()}
+    pairs = [seconds[1][0] / seconds[2][0], seconds[1][1] / seconds[2][1]]  # (round 1 vs 2), (round 4 vs 3)
+    return {
+        "seconds": seconds,
+        "rate": rate,
+        "ratio": rate[2] / rate[1],
+        "pairs": pairs,
+        "running": running,
+        "running_ratio": running[2] / running[1],
+    }
+
+
 def overhead_ms(tmp: str, n_trials: int) -> tuple[float, float]:
     times = _timed_runs()
     per = {}
@@ -165,6 +205,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--trials", type=int)
+    parser.add_argument("--scaling", action="store_true", help="only 2 workers vs 1, interleaved 1, 2, 2, 1")
     args = parser.parse_args()
     limit_threads(1)
     logging.getLogger("hpsearch").setLevel(logging.ERROR)
@@ -173,6 +214,9 @@ def main() -> None:
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     n_trials, epochs = (args.trials or 8, 1) if args.quick else (args.trials or 30, 2)
     print(f"load average before: {os.getloadavg()}", flush=True)
+    if args.scaling:
+        _scaling_main(n_trials, epochs)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         rates = sweep_rates(tmp, n_trials, epochs)
         inproc, worker = overhead_ms(tmp, 10 if args.quick else 20)
@@ -233,6 +277,50 @@ def main() -> None:
     ]
     print(f"load average after: {os.getloadavg()}", flush=True)
     emit_json("trial_workers", rows)
+
+
+def _scaling_main(n_trials: int, epochs: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = scaling_side_by_side(tmp, n_trials, epochs)
+    print_table(
+        f"2 workers vs 1, side by side: digits sweep, {n_trials} trials x {epochs} epochs, pruning on, "
+        "order 1, 2, 2, 1",
+        ["way", "seconds per call", "trials/hour (whole calls)", "trials/hour (once the workers run)"],
+        [
+            (
+                f"trial_workers={w}",
+                ", ".join(f"{s:.1f}" for s in out["seconds"][w]),
+                out["rate"][w],
+                out["running"][w],
+            )
+            for w in (2, 1)
+        ],
+    )
+    print(
+        f"ratio 2 workers / 1: {out['ratio']:.2f}x over the whole calls (pairs: {out['pairs'][0]:.2f}x, "
+        f"{out['pairs'][1]:.2f}x), {out['running_ratio']:.2f}x once the workers run; "
+        f"{os.cpu_count()} cores; load average after: {os.getloadavg()}",
+        flush=True,
+    )
+    rows = [
+        result_row(
+            "2 workers vs 1, interleaved (trials/hour)",
+            out["rate"][2],
+            out["rate"][1],
+            out["ratio"],
+            ">= 1.8x",
+            out["ratio"] >= 1.8,
+        ),
+        result_row(
+            "2 workers vs 1, interleaved, once the workers run (trials/hour)",
+            out["running"][2],
+            out["running"][1],
+            out["running_ratio"],
+            ">= 1.8x",
+            out["running_ratio"] >= 1.8,
+        ),
+    ]
+    emit_json("trial_workers", rows, load_average=os.getloadavg())
 
 
 if __name__ == "__main__":

@@ -431,8 +431,8 @@ def _run(
         )
         with make_executor(settings, common["trial_workers"], common["trial_worker_max_trials"]) as executor:
             adapter.run(session, native_space, executor)
-        if reevaluation is not None:
-            reevaluation.run(session, earlier, adapter.replay_trial)
+            if reevaluation is not None:  # on the search's executor: its workers, its isolation and timeouts
+                reevaluation.run(session, earlier, adapter.replay_trial, executor)
     except KeyboardInterrupt:
         session.save()
         if not any(r.state.value == "COMPLETE" for r in result.records):

@@ -11,7 +11,8 @@ predictable:
   budgets (``max_device_hours``, ``max_energy_kwh``: no re-evaluation starts once one is spent) and
   ``max_failed_trials`` (that many failures in a row stop the re-evaluation, not the results). Each is a record of
   its own (``source`` "reevaluation", ``config_id`` the search trial it repeats, ``seed``), run by ``run_trial`` like
-  every trial, in the driver process, and never told to the engine (its search is over).
+  every trial, on the search's executor (with ``trial_workers``: in its worker processes, as many at once, with the
+  same isolation and ``trial_timeout``), and never told to the engine (its search is over).
 - **Pruning.** Re-evaluations are never pruned: each trains to the end, so its objective (chosen by the same
   ``objective_scope``) is comparable to the complete search trial it repeats. Pruned trials are never leaders.
 - **The best run.** Among the configurations with at least two finished runs, the best mean over their runs (several
@@ -37,6 +38,7 @@ from .trial import TrialRecord
 if TYPE_CHECKING:
     import pandas as pd
 
+    from .executor import Executor
     from .results import SearchResult
     from .session import SearchSession
     from .settings import TrialSettings
@@ -108,17 +110,20 @@ class Reevaluation:
         session: SearchSession,
         earlier: Sequence[TrialRecord] = (),
         native: Callable[[dict[str, Any]], Any] | None = None,
+        executor: Executor | None = None,
     ) -> None:
         """Train the missing re-evaluations of the leaders, recording each in ``session``; ``native(params)`` gives
-        the engine's trial that ``model_init`` may ask (`SearchBackend.replay_trial`)."""
+        the engine's trial that ``model_init`` may ask (`SearchBackend.replay_trial`); ``executor`` runs them (the
+        search's; default: in this process)."""
         from . import _lockstep
+        from .executor import InProcess
 
         settings = session.settings
         if _lockstep.is_follower():
             _lockstep.follow(settings, session)
             return
         try:
-            self._run(session, earlier, native)
+            self._run(session, earlier, native, executor or InProcess())
         finally:
             _lockstep.announce_end()
             session.save()
@@ -128,7 +133,11 @@ class Reevaluation:
         session: SearchSession,
         earlier: Sequence[TrialRecord],
         native: Callable[[dict[str, Any]], Any] | None,
+        executor: Executor,
     ) -> None:
+        from . import _lockstep
+        from .executor import run_each
+
         # Every earlier re-evaluation of a configuration this search holds is kept (nothing written is lost), also
         # of one that a longer rerun (more n_trials) pushed out of the top K.
         ids = {r.trial_id for r in session.records}
@@ -143,15 +152,24 @@ class Reevaluation:
                 self.top_k,
                 len(leaders),
             )
-        for trial in self._pending(session, leaders, native):
-            if session.stop_reason is not None:
-                logger.warning("Re-evaluation stops: %s.", session.stop_reason)
-                return
-            try:
-                session.record(self._train(session.settings, trial))
-            except TooManyFailedTrials as error:
-                logger.warning("Re-evaluation stops (the search's results stay): %s", error)
-                return
+
+        def stopped() -> bool:  # asked before each run starts
+            if session.stop_reason is None:
+                return False
+            logger.warning("Re-evaluation stops: %s.", session.stop_reason)
+            return True
+
+        try:
+            run_each(
+                executor.slots,
+                self._pending(session, leaders, native),
+                lambda trial: self._train(session.settings, trial, executor),
+                session.record,
+                stopped,
+                before=lambda trial: _lockstep.announce(_lockstep.lead(trial)),
+            )
+        except TooManyFailedTrials as error:
+            logger.warning("Re-evaluation stops (the search's results stay): %s", error)
 
     def _pending(
         self,
@@ -193,14 +211,11 @@ class Reevaluation:
                 yield trial
 
     @staticmethod
-    def _train(settings: TrialSettings, trial: Any) -> TrialRecord:
-        from . import _lockstep
-        from .runner import run_trial
+    def _train(settings: TrialSettings, trial: Any, executor: Executor) -> TrialRecord:
         from .trial import NullReporter
 
         config_id, seed = trial.config_id, trial.seed
-        _lockstep.announce(_lockstep.lead(trial))
-        record = run_trial(settings, trial, NullReporter())  # never pruned: it trains to the end
+        record = executor.run(settings, trial, NullReporter())  # never pruned: it trains to the end
         record.params = {k: v for k, v in record.params.items() if k not in SEED_ARGS}
         record.extra.update({"source": SOURCE, "config_id": config_id, "seed": seed})
         return record

@@ -4,7 +4,9 @@ An executor runs ``run_trial(settings, trial, reporter)`` and returns its `Trial
 directly (what every search did before ``trial_workers``); `WorkerPool` sends the trial to one of
 ``trial_workers`` spawned worker processes and drives it over a pipe: every evaluation comes back to the driver's
 reporter, which answers prune or go on, so the engine, the session and the pruning decisions stay in the driver.
-A worker that crashes, exits or overruns ``trial_timeout`` fails that trial only and is replaced.
+A worker that crashes, exits or overruns ``trial_timeout`` fails that trial only and is replaced. Where GPUs exist,
+each worker gets one and trials share a GPU as far as their measured memory allows (`_placement`). `run_each` is
+the loop that runs a stream of trials ``slots`` at a time (the random backend's, the re-evaluations').
 """
 
 from __future__ import annotations
@@ -12,13 +14,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._checks import check_trial_workers
+from ._each import run_each
 from ._pool import WorkerPool
 
 if TYPE_CHECKING:
     from ..settings import TrialSettings
     from ..trial import Trial, TrialRecord, TrialReporter
 
-__all__ = ["Executor", "InProcess", "WorkerPool", "check_trial_workers", "make_executor"]
+__all__ = ["Executor", "InProcess", "WorkerPool", "check_trial_workers", "make_executor", "run_each"]
 
 
 class Executor:

@@ -66,6 +66,8 @@ def main(conn: Connection, parent: int, slot: int, threads: int, device: str | N
         "threads": torch.get_num_threads(),
         "device": f"cuda (CUDA_VISIBLE_DEVICES={device})" if device is not None else _device(torch),
     }
+    if device is not None and torch.cuda.is_available():  # its GPU's size, for packing trials on it
+        where["memory_mb"] = round(torch.cuda.get_device_properties(0).total_memory / 2**20, 1)
     conn.send(("ready", where))
     while True:
         try:
@@ -84,7 +86,7 @@ def _device(torch: Any) -> str:
 def _run_one(conn: Connection, settings: TrialSettings, task: dict[str, Any]) -> None:
     from ..runner import run_trial
     from ..trial import Trial
-    from ._proxy import ProxyReporter, suggest_hook
+    from ._proxy import ProxyReporter, peak_reserved_mb, suggest_hook
 
     trial = Trial(task["id"], task["number"], task["params"], task["backend"], name=task["name"])
     if task["suggests"]:
@@ -94,4 +96,7 @@ def _run_one(conn: Connection, settings: TrialSettings, task: dict[str, Any]) ->
     except BaseException as error:  # KeyboardInterrupt or TooManyFailedTrials from the trial's code
         conn.send(("raised", type(error).__name__, str(error)))
         return
+    peak = peak_reserved_mb()
+    if peak is not None:
+        record.extra["peak_reserved_mb"] = peak
     conn.send(("done", record))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import signal
 import time
+from collections.abc import Callable
 from multiprocessing.connection import wait
 from typing import TYPE_CHECKING, Any
 
@@ -34,8 +35,14 @@ GRACE_S = 2.0
 class _Trial:
     """What the driver knows of a trial running in a worker (enough to record it if the worker dies)."""
 
-    def __init__(self, settings: TrialSettings, trial: Trial, reporter: TrialReporter) -> None:
-        self.settings, self.trial, self.reporter = settings, trial, reporter
+    def __init__(
+        self,
+        settings: TrialSettings,
+        trial: Trial,
+        reporter: TrialReporter,
+        on_peak: Callable[[float], None] | None,
+    ) -> None:
+        self.settings, self.trial, self.reporter, self.on_peak = settings, trial, reporter, on_peak
         self.record: TrialRecord | None = None
         self.sent = time.monotonic()
 
@@ -48,7 +55,9 @@ class _Trial:
             return None
         try:
             if kind == "report":
-                _, objective, step, metrics, checkpoint, evaluation = message
+                _, objective, step, metrics, checkpoint, evaluation, peak = message
+                if peak is not None and self.on_peak is not None:
+                    self.on_peak(peak)
                 if self.record is not None and evaluation is not None:
                     self.record.intermediates.append(evaluation)
                     self.record.last_step = evaluation.step
@@ -76,10 +85,15 @@ class _Trial:
 
 
 def drive(
-    worker: Worker, settings: TrialSettings, trial: Trial, reporter: TrialReporter
+    worker: Worker,
+    settings: TrialSettings,
+    trial: Trial,
+    reporter: TrialReporter,
+    on_peak: Callable[[float], None] | None = None,
 ) -> tuple[TrialRecord, bool]:
-    """Run ``trial`` on ``worker``: (its record, whether the worker may run another trial)."""
-    state = _Trial(settings, trial, reporter)
+    """Run ``trial`` on ``worker``: (its record, whether the worker may run another trial); ``on_peak(mb)`` hears the
+    trial's peak GPU memory so far at each of its evaluations."""
+    state = _Trial(settings, trial, reporter, on_peak)
     try:
         worker.conn.send(
             (

@@ -3,7 +3,8 @@
 Written here rather than taken from pebble or loky: their pools run a function per task and return its result,
 with no way for the task to ask its caller something while it runs (the prune decision at every evaluation, a
 ``trial.suggest_*`` inside model_init) and, for loky, no way to kill one task's process. This pool is one pipe
-per worker and a queue of idle workers.
+per worker and a list of idle workers; which idle worker takes the next trial is `DeviceLedger`'s decision (a GPU
+packed only as far as measured memory allows; a trial out of CUDA memory trained again alone: see `_placement`).
 
 Workers are spawned by one thread that lives as long as the pool: Linux sends the parent-death signal when the
 thread that started a process ends, so a worker started by a trial's thread would die with that thread.
@@ -23,6 +24,7 @@ from ..errors import HPSearchError, SearchConfigError
 from . import _child
 from ._checks import usable_cores
 from ._drive import drive, signal_name
+from ._placement import DeviceLedger, assign_devices, is_cuda_oom, visible_devices
 
 if TYPE_CHECKING:
     from ..settings import TrialSettings
@@ -39,10 +41,11 @@ STARTUP_TIMEOUT_S = 300.0
 class Worker:
     """One worker process, its pipe, and where it runs (slot, threads, device)."""
 
-    def __init__(self, slot: int, process: Any, conn: Any) -> None:
-        self.slot, self.process, self.conn = slot, process, conn
+    def __init__(self, slot: int, process: Any, conn: Any, device: str | None = None) -> None:
+        self.slot, self.process, self.conn, self.device = slot, process, conn, device
         self.where: dict[str, Any] | None = None
         self.trials = 0
+        self.co_tenants = 0  # trials running on its GPU when its current one started
 
     def wait_ready(self) -> None:
         if self.where is not None:
@@ -86,17 +89,28 @@ class Worker:
 
 
 class WorkerPool:
-    """``size`` workers; `run` sends a trial to an idle one (waiting for one), from any number of threads."""
+    """``size`` workers; `run` sends a trial to an idle one (waiting for one), from any number of threads.
 
-    def __init__(self, settings: TrialSettings, size: int, max_trials: int | None = None) -> None:
+    ``devices``: the GPU of each worker (`CUDA_VISIBLE_DEVICES` in it; default: `assign_devices` over the GPUs this
+    process sees, none on a CPU machine)."""
+
+    def __init__(
+        self,
+        settings: TrialSettings,
+        size: int,
+        max_trials: int | None = None,
+        devices: list[str | None] | None = None,
+    ) -> None:
         self.settings, self.size, self.max_trials = settings, size, max_trials
         self._blob = pickle.dumps(settings)
         self._threads = _threads(size)
-        self._devices = _devices(size)
+        self._devices = devices if devices is not None else _devices(size)
         self._context = multiprocessing.get_context("spawn")
-        self._idle: queue.Queue[Worker] = queue.Queue()
+        self._idle: list[Worker] = []
         self._live: set[Worker] = set()
         self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)  # a worker became idle, or a device freer
+        self._ledger = DeviceLedger()
         self._closed = False
         self._requests: queue.Queue[int | None] = queue.Queue()
         self._spawner = threading.Thread(target=self._spawn_loop, name="hpsearch-spawner", daemon=True)
@@ -107,7 +121,7 @@ class WorkerPool:
     def _spawn_loop(self) -> None:
         for slot in iter(self._requests.get, None):
             parent_end, child_end = self._context.Pipe(duplex=True)
-            device = self._devices[slot] if self._devices else None
+            device = self._devices[slot]
             process = self._context.Process(
                 target=_child.main,
                 name=f"hpsearch-worker-{slot}",
@@ -115,7 +129,7 @@ class WorkerPool:
             )
             process.start()
             child_end.close()
-            worker = Worker(slot, process, parent_end)
+            worker = Worker(slot, process, parent_end, device)
             # The settings (the datasets too) go over the pipe, which blocks until the worker has imported what it
             # needs and reads them: a thread of their own, so that the workers start side by side.
             threading.Thread(target=_send_quietly, args=(parent_end, self._blob), daemon=True).start()
@@ -124,27 +138,82 @@ class WorkerPool:
                     worker.kill()
                     continue
                 self._live.add(worker)
-            self._idle.put(worker)
+                self._idle.append(worker)
+                self._changed.notify_all()
 
     def run(self, trial: Trial, reporter: TrialReporter) -> TrialRecord:
-        worker = self._idle.get()
+        record = self._attempt(trial, reporter)
+        failed_on = record.extra.get("device_id")
+        if failed_on is not None and is_cuda_oom(record):
+            with self._lock:
+                device = self._ledger.retry_device(failed_on, self._devices)
+                self._ledger.reserve(device)
+            logger.warning(
+                "Trial %s ran out of CUDA memory on device %s; training it again alone on device %s.",
+                record.name,
+                failed_on,
+                device,
+            )
+            first = {k: record.extra.get(k) for k in ("device_id", "co_tenants", "worker_pid")}
+            first.update(error=record.error, cost=dict(record.cost))  # the first attempt's cost, kept apart
+            record = self._attempt(trial, reporter, alone=device)
+            record.extra["oom_retry"] = first
+        return record
+
+    def _take(self, alone: str | None) -> Worker:
+        """An idle worker the ledger lets start a trial (``alone``: the retry's device, once nothing runs there)."""
+        with self._changed:
+            while True:
+                for worker in self._idle:
+                    if (alone is None and self._ledger.admits(worker.device)) or (
+                        alone is not None and worker.device == alone and self._ledger.free_for_alone(alone)
+                    ):
+                        self._idle.remove(worker)
+                        worker.co_tenants = self._ledger.enter(worker.device, alone is not None)
+                        return worker
+                self._changed.wait()
+
+    def _attempt(self, trial: Trial, reporter: TrialReporter, alone: str | None = None) -> TrialRecord:
+        worker = self._take(alone)
+        peak = None
         try:
             worker.wait_ready()
         except BaseException:
+            self._release(worker, peak, alone is not None)
             self._retire(worker, replace=False)
             raise
         healthy = False
         try:
-            record, healthy = drive(worker, self.settings, trial, reporter)
+            with self._lock:
+                self._ledger.set_total(worker.device, (worker.where or {}).get("memory_mb"))
+            record, healthy = drive(worker, self.settings, trial, reporter, self._measured)
             worker.trials += 1
             record.extra.update(worker.where or {})
+            if worker.device is not None:
+                record.extra.update(device_id=worker.device, co_tenants=worker.co_tenants)
+            if healthy:
+                peak = record.extra.get("peak_reserved_mb")
             return record
         finally:
+            self._release(worker, peak, alone is not None)
             recycle = self.max_trials is not None and worker.trials >= self.max_trials
             if healthy and not recycle:
-                self._idle.put(worker)
+                with self._lock:
+                    self._idle.append(worker)
+                    self._changed.notify_all()
             else:
                 self._retire(worker, replace=True)
+
+    def _measured(self, peak_mb: float) -> None:
+        """A running trial's peak so far (at one of its evaluations): the ledger may pack more trials now."""
+        with self._lock:
+            self._ledger.observe(peak_mb)
+            self._changed.notify_all()
+
+    def _release(self, worker: Worker, peak: float | None, alone: bool) -> None:
+        with self._lock:
+            self._ledger.leave(worker.device, peak, alone)
+            self._changed.notify_all()
 
     def _retire(self, worker: Worker, replace: bool) -> None:
         with self._lock:
@@ -181,13 +250,10 @@ def _send_quietly(conn: Any, blob: bytes) -> None:
         pass  # the worker died or was stopped first (its pipe closed): the thread that waits for it says why
 
 
-def _devices(size: int) -> list[str]:
+def _devices(size: int) -> list[str | None]:
     """One GPU per worker where GPUs exist (round robin when workers outnumber them); none on a CPU machine."""
     import torch
 
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    count = torch.cuda.device_count()
-    if count == 0:
-        return []
-    ids = [d.strip() for d in visible.split(",")][:count] if visible else [str(i) for i in range(count)]
-    return [ids[slot % len(ids)] for slot in range(size)]
+    return assign_devices(
+        size, visible_devices(os.environ.get("CUDA_VISIBLE_DEVICES"), torch.cuda.device_count())
+    )

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
     from ..trial import Trial, TrialRecord
 
-__all__ = ["ProxyReporter", "suggest_hook"]
+__all__ = ["ProxyReporter", "peak_reserved_mb", "suggest_hook"]
 
 
 class DriverError(TrialFailed):
@@ -28,8 +28,20 @@ def _ask(conn: Connection, message: tuple) -> Any:
     return value
 
 
+def peak_reserved_mb() -> float | None:
+    """The running trial's peak of CUDA memory reserved so far (the cost meter reset the count when it started),
+    which packing trials on a GPU counts on; None where the trial uses no GPU."""
+    import torch
+
+    if not torch.cuda.is_initialized():
+        return None
+    return round(torch.cuda.max_memory_reserved() / 2**20, 1)
+
+
 class ProxyReporter(TrialReporter):
-    """Sends the record and every evaluation to the driver; the driver's reporter decides prune or go on."""
+    """Sends the record and every evaluation to the driver; the driver's reporter decides prune or go on. Each
+    evaluation carries the trial's peak GPU memory so far: the driver can pack the next trials after a trial's
+    first evaluation rather than after its end."""
 
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
@@ -43,7 +55,8 @@ class ProxyReporter(TrialReporter):
         last = (
             self.record.intermediates[-1] if self.record is not None and self.record.intermediates else None
         )
-        return bool(_ask(self.conn, ("report", objective, step, dict(metrics), checkpoint, last)))
+        message = ("report", objective, step, dict(metrics), checkpoint, last, peak_reserved_mb())
+        return bool(_ask(self.conn, message))
 
 
 def suggest_hook(conn: Connection) -> Callable[..., Any]:

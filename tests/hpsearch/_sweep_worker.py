@@ -10,9 +10,10 @@ Both take ``data``: an ``.npz`` of the digits split (x_train, y_train, x_eval, y
 trial with that number writes ``<marker_dir>/holding-<number>`` after its first step and then waits to be
 killed), ``foreign_owner`` (the trials claim to belong to a driver on another machine, so only Optuna's heartbeat
 can tell that this one died), ``heartbeat`` ([interval, grace] in seconds), ``step_sleep`` (seconds per step),
-``eval_strategy``/``eval_steps``/``save_strategy``/``save_steps``. Every trial start is marked with
-``<marker_dir>/started-<number>-<pid>``, every trial trained to its last step with
-``<marker_dir>/completed-<run name>-<pid>``.
+``eval_strategy``/``eval_steps``/``save_strategy``/``save_steps``, ``trial_workers`` (trials in worker processes)
+and ``max_failed_trials``. Every trial start is marked with ``<marker_dir>/started-<number>-<driver pid>`` (the file holds the pid of the
+process that trains it: the driver, or its worker), every trial trained to its last step with
+``<marker_dir>/completed-<run name>-<driver pid>``.
 
 ``sigopt`` config: output_dir, n_trials, max_steps, marker_dir, step_sleep and the evaluation/save settings as for
 ``sweep``, and ``observations``: where to write, once the search ends, the observations of the experiment this
@@ -41,6 +42,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 _ROOT = str(Path(__file__).resolve().parents[2])
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
+
+from trainer import TrainerCallback  # noqa: E402 - once the path holds this checkout
 
 
 def _datasets(config: dict):
@@ -96,33 +99,58 @@ def _space() -> dict:
     }
 
 
-def _marked_trainer(config: dict):
-    """The digits trainer whose trials leave started-/completed- markers (and may hold or sleep, see above)."""
-    from tests._digits import DigitsMLP
-    from trainer import TrainerCallback
+def _driver_pid() -> int:
+    """The search's driver: this process, or the parent of a trial worker process (``trial_workers``)."""
+    import multiprocessing
 
-    markers = Path(config["marker_dir"])
-    hold = config.get("hold_trial")
+    parent = multiprocessing.parent_process()
+    return parent.pid if parent is not None and parent.pid is not None else os.getpid()
 
-    def model_init(trial):
+
+class _MarkedModelInit:
+    """The digits MLP, marking each trial's start with ``started-<number>-<driver pid>`` (holding the pid of the
+    process that trains it). A class at module level: a worker process unpickles it."""
+
+    def __init__(self, markers: str) -> None:
+        self.markers = markers
+
+    def __call__(self, trial=None):
+        from tests._digits import DigitsMLP
+
         if trial is not None:
-            (markers / f"started-{trial.number}-{os.getpid()}").touch()
+            marker = Path(self.markers) / f"started-{trial.number}-{_driver_pid()}"
+            marker.write_text(str(os.getpid()))
         return DigitsMLP(hidden=trial["hidden"] if trial is not None else 32)
 
-    class Hold(TrainerCallback):
-        def on_train_end(self, args, state, control, **kwargs):
-            if state.global_step >= state.max_steps:  # trained to completion (not stopped, not killed)
-                (markers / f"completed-{args.run_name}-{os.getpid()}").touch()
 
-        def on_step_end(self, args, state, control, **kwargs):
-            if config.get("step_sleep"):
-                time.sleep(config["step_sleep"])
-            if hold is not None and args.run_name == f"run-{hold}":
-                (markers / f"holding-{hold}").touch()
-                while True:  # mid-trial, until the test kills this process
-                    time.sleep(0.5)
+class _Marks(TrainerCallback):
+    """Marks a trial trained to its last step (``completed-<run name>-<driver pid>``); sleeps ``step_sleep`` per
+    step; holds trial ``hold_trial`` after its first step until the test kills this process."""
 
-    return _trainer(config, config["output_dir"], model_init, [Hold()])
+    def __init__(self, markers: str, step_sleep: float, hold: int | None) -> None:
+        self.markers, self.step_sleep, self.hold = Path(markers), step_sleep, hold
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if state.global_step >= state.max_steps:  # trained to completion (not stopped, not killed)
+            (self.markers / f"completed-{args.run_name}-{_driver_pid()}").touch()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.step_sleep:
+            time.sleep(self.step_sleep)
+        if self.hold is not None and args.run_name == f"run-{self.hold}":
+            (self.markers / f"holding-{self.hold}").touch()
+            while True:  # mid-trial, until the test kills this process
+                time.sleep(0.5)
+
+
+def _marked_trainer(config: dict):
+    """The digits trainer whose trials leave started-/completed- markers (and may hold or sleep, see above)."""
+    return _trainer(
+        config,
+        config["output_dir"],
+        _MarkedModelInit(config["marker_dir"]),
+        [_Marks(config["marker_dir"], config.get("step_sleep", 0.0), config.get("hold_trial"))],
+    )
 
 
 def sweep(config: dict) -> None:
@@ -146,6 +174,8 @@ def sweep(config: dict) -> None:
         study_name=config["study_name"],
         load_if_exists=True,
         sampler=optuna.samplers.RandomSampler(seed=config.get("seed", 0) + os.getpid()),
+        trial_workers=config.get("trial_workers"),
+        **({"max_failed_trials": config["max_failed_trials"]} if "max_failed_trials" in config else {}),
     )
 
 

@@ -58,5 +58,34 @@ def sleepy_model_init(trial: Any) -> Any:
     return digits_model_init(trial)
 
 
+#: The seed a run of `exit_at_seed` dies at (the trainer seeds torch with ``TrainingArguments.seed`` first).
+EXIT_SEED = 43
+
+
+def exit_at_seed(trial: Any) -> Any:
+    """Ends its worker (``os._exit(9)``) in every run trained with seed `EXIT_SEED`: a re-evaluation's first seed."""
+    import torch
+
+    if trial is not None and torch.initial_seed() == EXIT_SEED:
+        os._exit(9)
+    return digits_model_init(trial)
+
+
+class OomOnce:
+    """Trial 0's first run raises ``torch.cuda.OutOfMemoryError`` (as CUDA does when a packed GPU is full), leaving
+    ``path``; every other run trains. Picklable: a class at module level holding a path."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __call__(self, trial: Any = None) -> Any:
+        import torch
+
+        if trial is not None and trial.number == 0 and not os.path.exists(self.path):
+            open(self.path, "w").close()
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return digits_model_init(trial)
+
+
 def eval_loss(metrics: Any) -> float:
     return float(metrics["eval_loss"])

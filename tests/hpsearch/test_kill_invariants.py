@@ -9,7 +9,9 @@ retry, during the last trial), and rerun each time; a last rerun runs to the end
    COMPLETE trains again;
 3. ``search.json`` agrees with the study: the same trials, states and objectives.
 
-On SQLite, journal and PostgreSQL storage; on SigOpt's lite driver with ``resume=True`` (``_sweep_worker.py
+On SQLite, journal and PostgreSQL storage; with ``trial_workers=2`` (the trials in worker processes: the driver
+killed, no worker outlives it; and the workers killed at random moments instead, which fails their trials only); on
+SigOpt's lite driver with ``resume=True`` (``_sweep_worker.py
 sigopt``), where each rerun tells a new experiment the trials of ``search.json`` and the store compared with
 ``search.json`` is the experiment the last run ended with; and on Ray (``_sweep_worker.py ray`` on a 2-node
 cluster, rerun with ``resume=True``; the store is Tune's experiment state).
@@ -18,6 +20,7 @@ cluster, rerun with ``resume=True``; the store is Tune's experiment state).
 from __future__ import annotations
 
 import json
+import os
 import random
 import signal
 import subprocess
@@ -34,6 +37,7 @@ from hpsearch import SearchResult, TrialState
 from tests.hpsearch import _ray_cluster as rc
 from tests.hpsearch._postgres import postgres  # noqa: F401 - the session fixture
 from tests.hpsearch.test_reliability import PATIENCE_S, _finish, _open_storage, _spawn, digits_npz  # noqa: F401
+from tests.hpsearch.test_trial_workers import _alive, _children, _cmdline
 
 KILLS = 8
 N_TRIALS = 8
@@ -63,19 +67,23 @@ def _kill_at_random_moments(
     rng: random.Random,
     longest_wait_s: float,
     after_kill: Callable[[subprocess.Popen, float], None] | None = None,
+    before_kill: Callable[[subprocess.Popen], None] | None = None,
+    times: int = KILLS,
 ) -> int:
     """Start a driver with ``spawn`` and SIGKILL it at a random moment (up to ``longest_wait_s``) after ``started``
-    says it began training, KILLS times (fewer when the sweep finishes first); ``after_kill`` checks what the kill
-    left. Returns the number of kills that landed."""
+    says it began training, ``times`` times (fewer when the sweep finishes first); ``before_kill`` looks at the
+    driver just before, ``after_kill`` checks what the kill left. Returns the number of kills that landed."""
     kills = 0
     deadline = time.monotonic() + PATIENCE_S
-    while kills < KILLS:
+    while kills < times:
         driver = spawn()
         if not started(driver, deadline):
             break  # the sweep finished before this kill
         time.sleep(rng.uniform(0.0, longest_wait_s))
         if driver.poll() is not None:
             break
+        if before_kill is not None:
+            before_kill(driver)
         driver.send_signal(signal.SIGKILL)
         driver.wait()
         kills += 1
@@ -141,18 +149,35 @@ def test_random_kills_lose_duplicate_or_misreport_no_trial(kind, tmp_path, reque
     _finish(last, log)
     assert kills >= 6, f"only {kills} kills landed before the sweep finished; make its trials longer"
 
-    study = optuna.load_study(study_name=study_name, storage=storage)
+    _assert_sweep_invariants(
+        optuna.load_study(study_name=study_name, storage=storage),
+        output_dir,
+        _completed_in(markers, last.pid),
+        before_last,
+    )
+
+
+def _assert_sweep_invariants(
+    study: optuna.Study,
+    output_dir: Path,
+    completed_last: list[str],
+    before_last: set[int],
+    killed_by_test: Callable[[optuna.trial.FrozenTrial], bool] = lambda t: False,
+) -> None:
+    """The three invariants of an Optuna sweep of N_TRIALS trials whose driver was killed and rerun (none of its
+    trials fails on its own: only those ``killed_by_test`` says the test killed may be FAIL); ``completed_last``:
+    the runs trained to their last step after the last kill, ``before_last``: the trials COMPLETE before it."""
     trials = [t for t in study.trials if not t.user_attrs.get("hpsearch_over_budget")]
     superseded = {t.user_attrs["hpsearch_retry_of"] for t in trials if "hpsearch_retry_of" in t.user_attrs}
     budget = [t for t in trials if not (t.state == optuna.trial.TrialState.FAIL and t.number in superseded)]
-    # 1. Exactly n_trials trials finished (none of this sweep's trials fails on its own; Optuna's default
-    # MedianPruner may prune some).
+    # 1. Exactly n_trials trials finished (Optuna's default MedianPruner may prune some).
     finished = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
     assert len(budget) == N_TRIALS, [(t.number, t.state.name) for t in trials]
-    assert all(t.state in finished for t in budget), [(t.number, t.state.name) for t in budget]
+    assert all(t.state in finished or killed_by_test(t) for t in budget), [
+        (t.number, t.state.name) for t in budget
+    ]
     # 2. After the last kill: no parameters trained to completion twice, nothing COMPLETE trained again.
     params_of = {f"run-{t.number}": tuple(sorted(t.params.items())) for t in trials}
-    completed_last = _completed_in(markers, last.pid)
     trained = [params_of[name] for name in completed_last]
     assert len(trained) == len(set(trained)), completed_last
     assert not {int(name.split("-")[1]) for name in completed_last} & before_last
@@ -172,7 +197,178 @@ def test_random_kills_lose_duplicate_or_misreport_no_trial(kind, tmp_path, reque
         if frozen.state == optuna.trial.TrialState.COMPLETE:
             assert record.objective == pytest.approx(frozen.value)
     counts = result.counts()
-    assert counts["COMPLETE"] + counts["PRUNED"] == N_TRIALS
+    failed = sum(t.state == optuna.trial.TrialState.FAIL for t in budget)
+    assert counts["COMPLETE"] + counts["PRUNED"] + failed == N_TRIALS
+
+
+# ---------------------------------------------------------------------------------------------- trial_workers
+WORKER_PATH_KILLS = 5
+
+
+def _sweep_config(tmp_path: Path, digits_npz: str, **extra) -> dict:  # noqa: F811
+    """The Optuna sweep of the worker-path tests: SQLite, trials of ~6 slow steps, markers, two trial workers."""
+    (tmp_path / "markers").mkdir()
+    return dict(
+        storage=f"sqlite:///{tmp_path}/study.db",
+        study_name="workers",
+        output_dir=str(tmp_path / "out"),
+        n_trials=N_TRIALS,
+        max_steps=6,
+        eval_strategy="steps",
+        eval_steps=2,
+        save_strategy="steps",
+        save_steps=2,
+        step_sleep=0.1,
+        marker_dir=str(tmp_path / "markers"),
+        data=digits_npz,
+        trial_workers=2,
+        **extra,
+    )
+
+
+def _trainer_pids(markers: Path, driver: int | None = None) -> dict[int, int]:
+    """Trial number -> pid of the process that trained it, from the start markers (of one driver, or of all)."""
+    out = {}
+    for marker in markers.glob(f"started-*-{driver if driver is not None else '*'}"):
+        text = ""
+        for _ in range(50):  # written just after it was created
+            text = marker.read_text()
+            if text:
+                break
+            time.sleep(0.02)
+        out[int(marker.name.split("-")[1])] = int(text)
+    return out
+
+
+def _assert_all_exit(pids: set[int], within_s: float = 10.0) -> None:
+    """Each of ``pids`` is gone (or a zombie) within ``within_s``: no orphan worker process outlives its driver."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline and any(map(_alive, pids)):
+        time.sleep(0.1)
+    assert not any(map(_alive, pids)), f"orphan worker processes: {sorted(p for p in pids if _alive(p))}"
+
+
+def _assert_results_readable(output_dir: Path) -> None:
+    import pandas as pd
+
+    saved = {r.trial_id for r in SearchResult.load(output_dir).records}
+    for name in ("trials.csv", "intermediates.csv"):
+        frame = pd.read_csv(output_dir / name)  # the last snapshot's export: a subset of the records
+        if "trial_id" in frame:
+            assert set(frame["trial_id"].astype(str)) <= saved, name
+
+
+@pytest.mark.slow
+@pytest.mark.multiprocess
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_random_worker_kills_fail_only_their_trial(tmp_path, digits_npz):  # noqa: F811
+    """trial_workers=2: a worker SIGKILLed (as the OOM killer does) at seeded random moments after a trial started
+    fails the trial it was training, FAIL with the signal's name, and nothing else: the driver replaces the worker,
+    finishes exactly n_trials, records every trial once with its true state, agrees with the study, and leaves no
+    worker process behind. A worker killed while idle fails the next trial sent to it, with the same cause."""
+    config = _sweep_config(tmp_path, digits_npz, max_failed_trials=WORKER_PATH_KILLS + 1)
+    markers, output_dir, log = Path(config["marker_dir"]), Path(config["output_dir"]), tmp_path / "driver.log"
+    rng = random.Random("worker-kills")
+    driver = _spawn("sweep", config, log)
+    deadline = time.monotonic() + PATIENCE_S
+    kills: dict[int, tuple[int, float]] = {}  # worker pid -> (the trial it had started, when it was killed)
+    for nth in sorted(rng.sample(range(1, N_TRIALS), WORKER_PATH_KILLS - 1)):
+        if not _wait_for_trial_start(markers, driver.pid, driver, deadline, nth):
+            break
+        started = _trainer_pids(markers, driver.pid)
+        number = max(started, key=lambda n: (markers / f"started-{n}-{driver.pid}").stat().st_mtime_ns)
+        pid = started[number]
+        if pid in kills:
+            continue  # its trial failed before it started the next one: killed already
+        time.sleep(rng.uniform(0.0, 1.0))
+        if driver.poll() is not None:
+            break
+        when = time.time()
+        os.kill(pid, signal.SIGKILL)
+        kills[pid] = (number, when)
+    _finish(driver, log)
+    assert len(kills) >= WORKER_PATH_KILLS - 2, f"only {len(kills)} kills landed; make the trials longer"
+    _assert_all_exit(set(_trainer_pids(markers).values()))
+
+    study = optuna.load_study(study_name="workers", storage=config["storage"])
+    records = {int(r.trial_id): r for r in SearchResult.load(output_dir).records}
+    failed = {n: r for n, r in records.items() if r.state is TrialState.FAIL}
+
+    def killed_by_test(t: optuna.trial.FrozenTrial) -> bool:
+        return t.state == optuna.trial.TrialState.FAIL and records[t.number].extra["worker_pid"] in kills
+
+    _assert_sweep_invariants(study, output_dir, _completed_in(markers, driver.pid), set(), killed_by_test)
+    assert failed, "no kill failed a trial"
+    for (
+        number,
+        record,
+    ) in failed.items():  # each with its cause, and each killed worker failed one trial at most
+        assert "killed by SIGKILL (signal 9)" in record.error, (number, record.error)
+    assert len({r.extra["worker_pid"] for r in failed.values()}) == len(failed)
+    for pid, (
+        number,
+        when,
+    ) in kills.items():  # the trial it was training: FAIL, or it had finished before the kill
+        record = records[number]
+        assert record.extra["worker_pid"] == pid
+        assert record.state is TrialState.FAIL or record.finished.timestamp() <= when, (number, record.state)
+    # Every trial after a failure ran in a fresh worker: no trial ran in a killed process after its kill.
+    for record in records.values():
+        pid = record.extra["worker_pid"]
+        if pid in kills and record.state is not TrialState.FAIL:
+            assert record.finished.timestamp() <= kills[pid][1], (record.number, pid)
+    _assert_results_readable(output_dir)
+
+
+@pytest.mark.slow
+@pytest.mark.multiprocess
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_random_driver_kills_on_the_worker_path(tmp_path, digits_npz):  # noqa: F811
+    """trial_workers=2: the driver SIGKILLed at seeded random moments after a trial started in a worker, and rerun
+    each time: no worker outlives its killed driver (checked by pid), and the three invariants of DESIGN.md hold."""
+    config = _sweep_config(tmp_path, digits_npz)
+    markers, output_dir, log = Path(config["marker_dir"]), Path(config["output_dir"]), tmp_path / "driver.log"
+    rng = random.Random("worker-path-driver-kills")
+    workers: set[int] = set()
+
+    def started(driver: subprocess.Popen, deadline: float) -> bool:
+        return _wait_for_trial_start(markers, driver.pid, driver, deadline, rng.choice((1, 2)))
+
+    def before_kill(driver: subprocess.Popen) -> None:
+        workers.clear()
+        workers.update(p for p in _children(driver.pid) if "spawn_main" in _cmdline(p))
+        workers.update(_trainer_pids(markers, driver.pid).values())
+        assert workers, "the driver runs no worker process"
+
+    def after_kill(driver: subprocess.Popen, deadline: float) -> None:
+        _assert_all_exit(workers)
+
+    kills = _kill_at_random_moments(
+        lambda: _spawn("sweep", config, log),
+        started,
+        rng,
+        1.5,
+        after_kill,
+        before_kill,
+        times=WORKER_PATH_KILLS,
+    )
+    study_name, storage = config["study_name"], config["storage"]
+    before_last = {
+        t.number
+        for t in optuna.load_study(study_name=study_name, storage=storage).trials
+        if t.state == optuna.trial.TrialState.COMPLETE
+    }
+    last = _spawn("sweep", config, log)
+    _finish(last, log)
+    assert kills >= WORKER_PATH_KILLS - 1, f"only {kills} kills landed before the sweep finished"
+    _assert_all_exit(set(_trainer_pids(markers).values()))
+    _assert_sweep_invariants(
+        optuna.load_study(study_name=study_name, storage=storage),
+        output_dir,
+        _completed_in(markers, last.pid),
+        before_last,
+    )
+    _assert_results_readable(output_dir)
 
 
 @pytest.mark.slow

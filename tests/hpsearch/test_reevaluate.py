@@ -276,6 +276,44 @@ def test_a_search_killed_during_reevaluation_continues_without_training_any_twic
     assert len([r for r in result.records if r.extra.get("source", "search") == "search"]) == 3
 
 
+@pytest.mark.slow
+@pytest.mark.multiprocess
+def test_with_trial_workers_reevaluations_run_in_the_workers_and_a_crash_fails_only_that_run(
+    make_trainer, tiny_space, saved
+):
+    """trial_workers=2: the re-evaluations run in the search's worker processes, two at once; a run whose worker
+    dies (os._exit at the first extra seed) is FAIL with its exit code, and the other runs and the choice go on."""
+    from tests.hpsearch import _worker_trials
+
+    best = hyperparameter_search(
+        make_trainer(_worker_trials.exit_at_seed),
+        hp_space=tiny_space,
+        compute_objective="eval_accuracy",
+        direction="maximize",
+        n_trials=3,
+        backend="random",
+        seed=0,
+        reevaluate_top_k=2,
+        reevaluate_seeds=2,
+        trial_workers=2,
+        max_failed_trials=5,
+    )
+    assert _worker_trials.EXIT_SEED == BASE_SEED + 1
+    records = saved().records
+    again = [r for r in records if r.extra.get("source") == "reevaluation"]
+    assert len(again) == 4
+    for r in again:
+        assert r.extra["worker_pid"] != os.getpid() and r.extra["worker"] in (0, 1), r.extra
+        if r.extra["seed"] == BASE_SEED + 1:
+            assert r.state is TrialState.FAIL and "worker process died: exited with code 9" in r.error, (
+                r.error
+            )
+        else:
+            assert r.state is TrialState.COMPLETE, r.error
+    assert len({r.extra["worker_pid"] for r in again if r.state is TrialState.FAIL}) == 2  # each in its own
+    assert best.n_seeds == 2  # the search trial and its seed BASE_SEED + 2
+
+
 def test_a_spent_compute_budget_starts_no_reevaluation(make_trainer, tiny_space, caplog):
     """Re-evaluations count against the compute budgets: spent by the search itself (a budget far below one
     trial), none starts, and the best run is the observed best."""

@@ -382,3 +382,44 @@ def test_a_worker_that_died_while_idle_fails_the_next_trial_and_is_replaced(make
         assert third.state.value == "COMPLETE" and third.extra["worker_pid"] != pid
     finally:
         pool.close()
+
+
+@pytest.mark.slow
+@pytest.mark.multiprocess
+def test_a_trial_out_of_cuda_memory_trains_again_alone_on_its_gpu(make_trainer, tmp_path):
+    """Two workers given one GPU id (there is no GPU here: the pool's decisions are the same, CUDA_VISIBLE_DEVICES
+    names a device the workers never use). Trial 0 raises CUDA's OutOfMemoryError: it is trained again once, alone
+    on the device, in a fresh worker, and recorded once, COMPLETE, with the first error kept."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from hpsearch.executor import WorkerPool
+    from hpsearch.settings import TrialSettings
+    from hpsearch.trial import NullReporter, Trial
+
+    settings = TrialSettings(
+        trainer=make_trainer(wt.OomOnce(str(tmp_path / "oom"))).recipe(),
+        compute_objective=wt.eval_loss,
+        objective_name="eval_loss",
+        directions=("minimize",),
+        output_dir=str(tmp_path),
+        backend="random",
+    )
+    pool = WorkerPool(settings, 2, devices=["0", "0"])
+    try:
+        with ThreadPoolExecutor(2) as threads:
+            records = list(
+                threads.map(
+                    lambda n: pool.run(Trial(str(n), n, {"hidden": 8}, "random"), NullReporter()), [0, 1]
+                )
+            )
+    finally:
+        pool.close()
+    first, second = records
+    assert (tmp_path / "oom").exists()
+    assert first.state.value == "COMPLETE" and second.state.value == "COMPLETE", (first.error, second.error)
+    retry = first.extra["oom_retry"]
+    assert "OutOfMemoryError" in retry["error"] and retry["device_id"] == "0"
+    assert first.extra["device_id"] == "0" and first.extra["co_tenants"] == 0  # it had the device to itself
+    # No peak is measured without a GPU, so nothing was packed: each trial ran alone on the device.
+    assert second.extra["co_tenants"] == 0 and retry["co_tenants"] == 0
+    assert retry["worker_pid"] != first.extra["worker_pid"]  # the worker that ran out was replaced
