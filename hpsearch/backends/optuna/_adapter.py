@@ -452,9 +452,10 @@ class OptunaBackend(SearchBackend):
 
     def _adopt_previous(self, study: Any, session: SearchSession) -> None:
         """Keep the detailed records a previous run of this study saved in output_dir."""
-        if not study.trials:
+        trials = study.get_trials(deepcopy=False)  # study.trials deep-copies every trial at each read
+        if not trials:
             return
-        numbers = {str(t.number) for t in study.trials}
+        numbers = {str(t.number) for t in trials}
         session.adopt(r for r in session.saved_records() if r.trial_id in numbers)
 
     def _translate(self, study: Any, session: SearchSession) -> list[TrialRecord]:

@@ -136,7 +136,7 @@ def _check_same_search(study: Any, settings: TrialSettings, study_name: str | No
             about="study_name",
         )
     if stored is None:
-        if study.trials and stored_directions == ours["directions"]:
+        if study.get_trials(deepcopy=False) and stored_directions == ours["directions"]:
             logger.info("Study %r was created without a record of its search; continuing it.", study_name)
         study.set_user_attr(SEARCH_ATTR, ours)
 
