@@ -20,11 +20,11 @@ Engines that own their loop run it themselves (their adapter overrides ``run``) 
 
 from __future__ import annotations
 
-import concurrent.futures
 import logging
 from typing import TYPE_CHECKING
 
 from . import _lockstep
+from .executor import run_each
 
 if TYPE_CHECKING:
     from .backends.base import SearchBackend
@@ -58,11 +58,7 @@ def run_search(
     try:
         budget = adapter.start(session, native_space)
         slots = adapter.slots(executor)
-        loop = _Loop(adapter, session, executor, budget)
-        if slots == 1:
-            loop.sequential()
-        else:
-            loop.in_threads(slots)
+        _Loop(adapter, session, executor, budget).run_all(slots)
         completed = True
     finally:
         _lockstep.announce_end()
@@ -119,32 +115,11 @@ class _Loop:
             raise
         self.session.record(record)
 
-    def sequential(self) -> None:
-        while (trial := self.next_trial()) is not None:
-            self.tell(trial, self.run(trial))
-
-    def in_threads(self, slots: int) -> None:
-        """``slots`` trials at once in threads: a new trial is asked for as soon as one ends (FIRST_COMPLETED)."""
-        name = f"hpsearch-{self.adapter.name}"
-        with concurrent.futures.ThreadPoolExecutor(max_workers=slots, thread_name_prefix=name) as pool:
-            running: dict[concurrent.futures.Future[TrialRecord], Trial] = {}
-            try:
-                while True:
-                    while len(running) < slots and (trial := self.next_trial()) is not None:
-                        running[pool.submit(self.run, trial)] = trial
-                    if not running:
-                        return
-                    done, _ = concurrent.futures.wait(running, return_when=concurrent.futures.FIRST_COMPLETED)
-                    for future in done:
-                        self.tell(running.pop(future), future.result())
-            except BaseException:
-                self._drain(running)
-                raise
-
-    def _drain(self, running: dict[concurrent.futures.Future[TrialRecord], Trial]) -> None:
-        """The search stops on an error: the trials still running finish, and those that trained are kept."""
-        for future in concurrent.futures.as_completed(running):
-            try:
-                self.tell(running[future], future.result())
-            except BaseException as error:  # the first error is the one raised
-                logger.debug("Trial %s after the search's error: %r", running[future].id, error)
+    def run_all(self, slots: int) -> None:
+        """One trial at a time, or ``slots`` at once in threads: a new trial is asked for as soon as one ends."""
+        run_each(
+            slots,
+            iter(self.next_trial, None),
+            lambda trial: (trial, self.run(trial)),
+            lambda finished: self.tell(*finished),
+        )
