@@ -71,6 +71,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "service: a test that starts a service (PostgreSQL, Ray, Chromium)")
+    config.addinivalue_line("markers", "ray_cluster: a test that joins the session's Ray cluster on demand")
 
 
 def _in_fast_tier(item: pytest.Item) -> bool:
