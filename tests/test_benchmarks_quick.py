@@ -16,7 +16,7 @@ from benchmarks._common import JSON_PREFIX
 ROOT = Path(__file__).resolve().parents[1]
 NAMES = [name for name in BENCHMARKS if (ROOT / "benchmarks" / f"{name}.py").is_file()]
 
-pytestmark = [pytest.mark.slow]
+pytestmark = [pytest.mark.slow, pytest.mark.multiprocess]  # each runs a benchmark process
 
 
 def _run(*args: str, timeout: float = 480) -> subprocess.CompletedProcess[str]:

@@ -103,6 +103,7 @@ def _completed_in(markers: Path, pid: int) -> list[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.multiprocess
 @pytest.mark.parametrize("kind", ["sqlite", "journal", "postgresql"])
 def test_random_kills_lose_duplicate_or_misreport_no_trial(kind, tmp_path, request, digits_npz):  # noqa: F811
     if kind == "sqlite":
@@ -176,6 +177,7 @@ def test_random_kills_lose_duplicate_or_misreport_no_trial(kind, tmp_path, reque
 
 
 @pytest.mark.slow
+@pytest.mark.multiprocess
 def test_random_kills_of_a_resumed_sigopt_search(tmp_path, digits_npz):  # noqa: F811
     markers = tmp_path / "markers"
     markers.mkdir()
