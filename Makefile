@@ -39,8 +39,8 @@ TEST_WORKERS ?= 2
 test-fast: setup
 	$(PYTEST) --tier fast -n $(TEST_WORKERS) --dist load $(PYTEST_ARGS)
 
-# The rest in two runs: the slow tests that stay in this process on every core, then the tests that start a
-# service or a process one at a time (beside another test's training, Ray misses its own start-up deadlines on
+# The rest in two runs: the slow tests that start no service on every core, then the tests that start a service
+# or launch processes one at a time (beside another test's training, Ray misses its own start-up deadlines on
 # 2 cores).
 test-rest: setup system-deps
 	bash scripts/isolated.sh $(PYTEST) --tier slow -n $(TEST_WORKERS) --dist load $(PYTEST_ARGS)

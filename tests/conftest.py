@@ -52,13 +52,14 @@ def _restore_torch_determinism():
 # `make test-fast` runs `pytest --tier fast`: the tests that need no service (PostgreSQL, Ray, Chromium), start no
 # process and take no more than a few seconds. `--tier rest` runs every other test, so the two tiers together are the
 # whole suite, each test once. The rest is itself two parts, which `make test-rest` runs one after the other:
-# `--tier slow`, the slow tests that also run in this process only (on every core, like the fast tier), and
+# `--tier slow`, the slow tests that start no service (on every core, like the fast tier), and
 # `--tier services`, the tests that start a service or launch processes (one at a time: on 2 cores a Ray cluster
 # started beside another test's training misses Ray's own start-up deadlines, and a kill test its moments). A test
 # says what it needs by its marks; the fixtures that start a service mark their users here, and the fast tier fails a
 # test that starts a process anyway (see `_no_processes_in_fast_tier`), so a test cannot slip into it unnoticed.
-# The slow tier is not guarded: a library there may run a helper command (`git version`, `lscpu`); a test that
-# launches processes itself (a driver, a benchmark, a local Ray) is `multiprocess`.
+# The slow tier is not guarded: a library there may run a helper command (`git version`, `lscpu`), and a test may run
+# one process that trains on its own (a benchmark's --quick run); a test that launches a service, a process group or
+# a process it kills (a local Ray, trial workers, a driver) is `multiprocess`.
 _SLOW_MARKS = ("slow", "multiprocess", "service")
 _PROCESS_MARKS = ("multiprocess", "service")
 #: Fixtures that start a service: a test using one (directly or through another fixture) is a `service` test.
@@ -71,7 +72,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         choices=("all", "fast", "rest", "slow", "services"),
         default="all",
         help="fast: no services, no extra processes, no slow tests (make test-fast); rest: every other test, "
-        "that is slow (slow tests that start no service and launch no process) and services (those that do); "
+        "that is slow (slow tests that start no service and no process group) and services (those that do); "
         "all (default): the whole suite",
     )
 
