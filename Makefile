@@ -39,13 +39,12 @@ TEST_WORKERS ?= 2
 test-fast: setup
 	$(PYTEST) --tier fast -n $(TEST_WORKERS) --dist load $(PYTEST_ARGS)
 
-# One at a time by default: a Ray cluster or a process launch beside another test's training misses Ray's own
-# start-up deadlines on 2 cores. REST_WORKERS=2 runs services and launched processes on one pytest-xdist worker
-# (xdist_group "serial") and in-process slow tests on the other.
-REST_WORKERS ?= 0
-
+# The rest in two runs: the slow tests that start no service on every core, then the tests that start a service
+# or launch processes one at a time (beside another test's training, Ray misses its own start-up deadlines on
+# 2 cores).
 test-rest: setup system-deps
-	bash scripts/isolated.sh $(PYTEST) --tier rest -n $(REST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	bash scripts/isolated.sh $(PYTEST) --tier slow -n $(TEST_WORKERS) --dist load $(PYTEST_ARGS)
+	bash scripts/isolated.sh $(PYTEST) --tier services $(PYTEST_ARGS)
 
 test: setup system-deps lint typecheck test-fast test-rest
 

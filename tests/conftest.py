@@ -51,10 +51,17 @@ def _restore_torch_determinism():
 # ---------------------------------------------------------------------------------------------------- test tiers
 # `make test-fast` runs `pytest --tier fast`: the tests that need no service (PostgreSQL, Ray, Chromium), start no
 # process and take no more than a few seconds. `--tier rest` runs every other test, so the two tiers together are the
-# whole suite, each test once. A test says what it needs by its marks; the fixtures that start a service mark their
-# users here, and the fast tier fails a test that starts a process anyway (see `_no_processes_in_fast_tier`), so a
-# test cannot slip into the wrong tier unnoticed.
+# whole suite, each test once. The rest is itself two parts, which `make test-rest` runs one after the other:
+# `--tier slow`, the slow tests that start no service (on every core, like the fast tier), and
+# `--tier services`, the tests that start a service or launch processes (one at a time: on 2 cores a Ray cluster
+# started beside another test's training misses Ray's own start-up deadlines, and a kill test its moments). A test
+# says what it needs by its marks; the fixtures that start a service mark their users here, and the fast tier fails a
+# test that starts a process anyway (see `_no_processes_in_fast_tier`), so a test cannot slip into it unnoticed.
+# The slow tier is not guarded: a library there may run a helper command (`git version`, `lscpu`), and a test may run
+# one process that trains on its own (a benchmark's --quick run); a test that launches a service, a process group or
+# a process it kills (a local Ray, trial workers, a driver) is `multiprocess`.
 _SLOW_MARKS = ("slow", "multiprocess", "service")
+_PROCESS_MARKS = ("multiprocess", "service")
 #: Fixtures that start a service: a test using one (directly or through another fixture) is a `service` test.
 _SERVICE_FIXTURES = frozenset({"ray_cluster", "postgres", "browser"})
 
@@ -62,19 +69,28 @@ _SERVICE_FIXTURES = frozenset({"ray_cluster", "postgres", "browser"})
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--tier",
-        choices=("all", "fast", "rest"),
+        choices=("all", "fast", "rest", "slow", "services"),
         default="all",
-        help="fast: no services, no extra processes, no slow tests (make test-fast); rest: every other test; "
+        help="fast: no services, no extra processes, no slow tests (make test-fast); rest: every other test, "
+        "that is slow (slow tests that start no service and no process group) and services (those that do); "
         "all (default): the whole suite",
     )
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "service: a test that starts a service (PostgreSQL, Ray, Chromium)")
+    config.addinivalue_line("markers", "ray_cluster: a test that joins the session's Ray cluster on demand")
 
 
-def _in_fast_tier(item: pytest.Item) -> bool:
-    return not any(item.get_closest_marker(mark) for mark in _SLOW_MARKS)
+def _tier(item: pytest.Item) -> str:
+    """The smallest tier ``item`` belongs to: fast, slow or services."""
+    if any(item.get_closest_marker(mark) for mark in _PROCESS_MARKS):
+        return "services"
+    return "slow" if item.get_closest_marker("slow") else "fast"
+
+
+def _in_tier(item: pytest.Item, tier: str) -> bool:
+    return tier == "all" or _tier(item) == tier or (tier == "rest" and _tier(item) != "fast")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -88,7 +104,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     tier = config.getoption("--tier")
     if tier == "all":
         return
-    keep = [item for item in items if _in_fast_tier(item) == (tier == "fast")]
+    keep = [item for item in items if _in_tier(item, tier)]
     dropped = [item for item in items if item not in set(keep)]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
@@ -130,5 +146,6 @@ def _no_processes_in_fast_tier(request: pytest.FixtureRequest):
     if started:
         pytest.fail(
             f"{request.node.nodeid} is in the fast tier but started a process ({started[0]}); mark it "
-            "@pytest.mark.multiprocess (or slow) so that it runs in the other tier."
+            "@pytest.mark.multiprocess if it launches processes itself (it then runs alone), or slow if a library "
+            "it calls runs a helper command, so that it runs in another tier."
         )

@@ -17,6 +17,10 @@ ROOT = Path(__file__).resolve().parents[1]
 NAMES = [name for name in BENCHMARKS if (ROOT / "benchmarks" / f"{name}.py").is_file()]
 
 pytestmark = [pytest.mark.slow]
+# Each --quick run is a benchmark process that trains in itself (beside another test, it only runs slower); these
+# start services or process groups besides (a local Ray, the dashboards' servers and a browser, trial workers), so
+# they run alone, in the services tier.
+_LAUNCHES = {"ray_overhead", "dashboard", "parallel_scaling", "trial_workers"}
 
 
 def _run(*args: str, timeout: float = 480) -> subprocess.CompletedProcess[str]:
@@ -26,7 +30,9 @@ def _run(*args: str, timeout: float = 480) -> subprocess.CompletedProcess[str]:
                           timeout=timeout)  # fmt: skip
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=pytest.mark.multiprocess) if n in _LAUNCHES else n for n in NAMES]
+)
 def test_quick_mode_runs_and_reports(name):
     proc = _run(f"benchmarks.{name}", "--quick")
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
@@ -50,6 +56,7 @@ def test_suite_runner_collects_a_table():
     assert [row["benchmark"] for row in payload["rows"]] == ["memory"]
 
 
+@pytest.mark.multiprocess  # the dashboard's server
 def test_a_failing_baseline_is_left_out_and_ours_still_measured(monkeypatch, capsys):
     """The dashboard benchmark drives optuna-dashboard through page ids that are not its API; when a release of it
     breaks the run, its columns are left empty with the reason instead of failing the benchmark."""

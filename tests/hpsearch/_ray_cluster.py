@@ -69,6 +69,9 @@ def node_env(token_path: str, head: bool = True) -> dict[str, str]:
     for key in _AUTH_VARIABLES:
         env.pop(key, None)
     env["RAY_AUTH_TOKEN_PATH"] = token_path
+    # On SIGTERM a node first asks the GCS to drain it, up to Ray's drain timeout; `stop_nodes` signals the GCS at
+    # the same time, so every stop waited out its whole grace period. A test node has nothing to drain (no Serve).
+    env["RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S"] = "0"
     if not head:
         env["RAY_AUTH_MODE"] = "token"
     return env

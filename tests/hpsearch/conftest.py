@@ -44,9 +44,9 @@ def tiny_space():
     return SearchSpace({"learning_rate": Float(1e-3, 1e-1, log=True), "hidden": Categorical([8, 16])})
 
 
-@pytest.fixture(scope="module")
-def ray_cluster():
-    """A real 2-node Ray cluster on 127.0.0.1 for the module (started on first use), stopped after it."""
+@pytest.fixture(scope="session")
+def _shared_ray_cluster():
+    """The session's one Ray cluster (started on first use, stopped at the end); tests use `ray_cluster`."""
     import ray
 
     from tests.hpsearch import _ray_cluster as rc
@@ -58,6 +58,38 @@ def ray_cluster():
         if ray.is_initialized():
             ray.shutdown()
         started.stop()
+
+
+@pytest.fixture(scope="module")
+def ray_cluster(_shared_ray_cluster):
+    """A real 2-node Ray cluster on 127.0.0.1, one for the whole session: starting one takes several seconds on 2
+    cores and no test changes its nodes (a test that kills a node starts a cluster of its own). The modules that
+    use it run last (see `pytest_collection_modifyitems`), so it never idles beside the others' tests nor shares
+    the machine with a module's own Ray. After each module, a driver a failed test left connected is disconnected,
+    so that every module's searches join the cluster themselves."""
+    import ray
+
+    yield _shared_ray_cluster
+    if ray.is_initialized():
+        ray.shutdown()
+
+
+def _uses_shared_ray_cluster(item: pytest.Item) -> bool:
+    return (
+        "ray_cluster" in getattr(item, "fixturenames", ())
+        or item.get_closest_marker("ray_cluster") is not None
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Runs the modules that use the shared Ray cluster after all others, each module whole and in order (a stable
+    sort: module fixtures stay one per module)."""
+
+    def module(item: pytest.Item) -> str:
+        return item.nodeid.split("::")[0]
+
+    users = {module(item) for item in items if _uses_shared_ray_cluster(item)}
+    items.sort(key=lambda item: module(item) in users)
 
 
 @dataclass
@@ -96,7 +128,9 @@ def backend_options(name: str, request: pytest.FixtureRequest) -> dict[str, Any]
 
 def _backend_param(name: str) -> Any:
     if name == "ray":
-        return pytest.param(name, id=name, marks=[pytest.mark.slow, pytest.mark.multiprocess])
+        # `backend_options` joins the `ray_cluster` on demand; the mark tells the ordering so up front.
+        marks = [pytest.mark.slow, pytest.mark.multiprocess, pytest.mark.ray_cluster]
+        return pytest.param(name, id=name, marks=marks)
     return pytest.param(name, id=name)
 
 

@@ -111,6 +111,7 @@ def _completed_in(markers: Path, pid: int) -> list[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.multiprocess
 @pytest.mark.parametrize("kind", ["sqlite", "journal", "postgresql"])
 def test_random_kills_lose_duplicate_or_misreport_no_trial(kind, tmp_path, request, digits_npz):  # noqa: F811
     if kind == "sqlite":
@@ -372,6 +373,7 @@ def test_random_driver_kills_on_the_worker_path(tmp_path, digits_npz):  # noqa: 
 
 
 @pytest.mark.slow
+@pytest.mark.multiprocess
 def test_random_kills_of_a_resumed_sigopt_search(tmp_path, digits_npz):  # noqa: F811
     markers = tmp_path / "markers"
     markers.mkdir()

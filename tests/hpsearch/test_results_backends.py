@@ -96,6 +96,7 @@ hyperparameter_search(
 
 
 @pytest.mark.slow
+@pytest.mark.multiprocess
 def test_search_killed_after_k_trials_loads_k_rows(tmp_path):
     out = tmp_path / "out"
     out.mkdir()

@@ -320,6 +320,7 @@ def test_cli_warm_start_flag(tmp_path, capsys, caplog):
 
 
 @pytest.mark.slow
+@pytest.mark.multiprocess  # a local Ray
 @pytest.mark.parametrize("mode", ["inform", "evaluate"])
 def test_ray_continues_an_optuna_search(mode, tmp_path):
     earlier = _earlier(tmp_path, n=4)

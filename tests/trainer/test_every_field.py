@@ -1403,8 +1403,10 @@ def test_every_field_has_a_check():
     assert sorted(set(CHECKS) - set(FIELDS)) == []
 
 
+# Slow, not multiprocess: all of it runs in this process (importing mlflow runs `uname -p`, a GPU said present
+# `nvidia-smi`, helper commands that need no test of their own).
 @pytest.mark.parametrize("field", FIELDS)
-@pytest.mark.multiprocess
+@pytest.mark.slow
 def test_field_has_an_effect_or_is_refused(field, tmp_path, monkeypatch):
     check = CHECKS[field]
     env = Env(tmp_path)
