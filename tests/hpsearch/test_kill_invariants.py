@@ -39,7 +39,9 @@ from tests.hpsearch._postgres import postgres  # noqa: F401 - the session fixtur
 from tests.hpsearch.test_reliability import PATIENCE_S, _finish, _open_storage, _spawn, digits_npz  # noqa: F401
 from tests.hpsearch.test_trial_workers import _alive, _children, _cmdline
 
-KILLS = 8
+#: Kills per storage kind: five seeded moments each (eight before; every kill costs a driver restart, and the storages,
+#: the engines and the worker path together still see over thirty).
+KILLS = 5
 N_TRIALS = 8
 N_SIGOPT_TRIALS = 10
 STATES = {
@@ -148,7 +150,7 @@ def test_random_kills_lose_duplicate_or_misreport_no_trial(kind, tmp_path, reque
     }
     last = _spawn("sweep", config, log)
     _finish(last, log)
-    assert kills >= 6, f"only {kills} kills landed before the sweep finished; make its trials longer"
+    assert kills >= KILLS - 1, f"only {kills} kills landed before the sweep finished; make its trials longer"
 
     _assert_sweep_invariants(
         optuna.load_study(study_name=study_name, storage=storage),
@@ -399,7 +401,7 @@ def test_random_kills_of_a_resumed_sigopt_search(tmp_path, digits_npz):  # noqa:
     before_last = SearchResult.load(output_dir).records if (output_dir / "search.json").exists() else []
     last = _spawn("sigopt", config, log)
     _finish(last, log)
-    assert kills >= 6, f"only {kills} kills landed before the sweep finished; make its trials longer"
+    assert kills >= KILLS - 1, f"only {kills} kills landed before the sweep finished; make its trials longer"
     assert "Resuming SigOpt search in" in log.read_text()
 
     def key(params: dict) -> tuple:
@@ -578,7 +580,7 @@ def test_random_kills_of_a_ray_driver_lose_duplicate_or_misreport_no_trial(ray_c
     before_last = {i for i, t in _ray_store(experiment).items() if t["status"] == "TERMINATED"}
     last = _spawn_ray_driver(config, log, "auto")
     _finish(last, log)
-    assert kills >= 6, f"only {kills} kills landed before the sweep finished; make its trials longer"
+    assert kills >= KILLS - 1, f"only {kills} kills landed before the sweep finished; make its trials longer"
     assert (
         "no Ray Tune experiment to restore" in log.read_text()
     )  # the first run, with resume=True, started it
