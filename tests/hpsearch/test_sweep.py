@@ -118,7 +118,7 @@ def _stub_run(monkeypatch, backend: str) -> list[dict[str, Any]]:
     """Make the backend record what it was given and stop there, instead of training."""
     seen: list[dict[str, Any]] = []
 
-    def run(self, session, native_space):
+    def run(self, session, native_space, executor):
         settings = self.settings
         seen.append(
             {
