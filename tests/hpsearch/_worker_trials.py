@@ -53,8 +53,10 @@ def suggesting_model_init(trial: Any) -> Any:
 
 
 def sleepy_model_init(trial: Any) -> Any:
-    """Slow trials: a driver killed while they run leaves them unfinished."""
-    time.sleep(float(os.environ.get("HPSEARCH_TEST_TRIAL_SLEEP", "0")))
+    """Slow trials: a driver killed while they run leaves them unfinished. Only a trial's call sleeps: the Trainer's
+    own call at construction (trial None, in the driver) would hold the driver before it starts any worker."""
+    if trial is not None:
+        time.sleep(float(os.environ.get("HPSEARCH_TEST_TRIAL_SLEEP", "0")))
     return digits_model_init(trial)
 
 
