@@ -6,7 +6,7 @@ import math
 import os
 from collections.abc import Sequence
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from hpsearch.report._analysis import (
     best_so_far,
@@ -25,6 +25,7 @@ from hpsearch.warmstart import own_counts
 
 if TYPE_CHECKING:
     from hpsearch.results import SearchResult
+    from hpsearch.trial import TrialRecord
 
 __all__ = ["compare_html", "compare_sections", "write_compare_html"]
 
@@ -91,52 +92,40 @@ def compare_sections(
     ):
         raise ValueError(f"target must be a finite number (an objective value) or None, got {target!r}.")
     results = list(results)
-    direction = results[0].directions[0]
     bests = [r.best_trial for r in results]
     best_values = [
         None if b is None else (r.objective_values(b) or [math.nan])[0] for r, b in zip(results, bests)
     ]
+    return [
+        ("curves", "Best so far", _curves(go, names, results)),
+        ("best", "Best results", [_best_table(names, results, bests, best_values)]),
+        ("target", "Time to reach target", [_reach(names, results, best_values, target)]),
+    ]
 
-    # Best so far against trial number.
+
+def _curves(go: Any, names: Sequence[str], results: Sequence[SearchResult]) -> list[Part]:
+    """The best-so-far figures: by trial number and by time since each search started."""
+    direction = results[0].directions[0]
     by_number = go.Figure()
+    by_time = go.Figure()
     for label, result in zip(names, results):
         complete = sorted((r.number, v[0]) for r, v in result.scored_trials())
         if complete:
             by_number.add_trace(
-                go.Scatter(
-                    x=[n for n, _ in complete],
-                    y=best_so_far([v for _, v in complete], direction),
-                    mode="lines+markers",
-                    line={"shape": "hv"},
-                    name=plot_text(label),
-                    hovertemplate="trial %{x}<br>best %{y:.6g}<extra>" + plot_text(label) + "</extra>",
+                _step_line(
+                    go,
+                    [n for n, _ in complete],
+                    best_so_far([v for _, v in complete], direction),
+                    label,
+                    "trial %{x}",
                 )
             )
-    by_number.update_layout(
-        **_LAYOUT, xaxis_title="trial number", yaxis_title=f"best {plot_text(objective_names(results[0])[0])}"
-    )
-
-    # Best so far against time since each search started.
-    by_time = go.Figure()
-    for label, result in zip(names, results):
         xs, ys = elapsed_best_so_far(result)
         if xs:
-            by_time.add_trace(
-                go.Scatter(
-                    x=xs,
-                    y=ys,
-                    mode="lines+markers",
-                    line={"shape": "hv"},
-                    name=plot_text(label),
-                    hovertemplate="%{x:.1f}s<br>best %{y:.6g}<extra>" + plot_text(label) + "</extra>",
-                )
-            )
-    by_time.update_layout(
-        **_LAYOUT,
-        xaxis_title="seconds since the search started",
-        yaxis_title=f"best {plot_text(objective_names(results[0])[0])}",
-    )
-
+            by_time.add_trace(_step_line(go, xs, ys, label, "%{x:.1f}s"))
+    best_title = f"best {plot_text(objective_names(results[0])[0])}"
+    by_number.update_layout(**_LAYOUT, xaxis_title="trial number", yaxis_title=best_title)
+    by_time.update_layout(**_LAYOUT, xaxis_title="seconds since the search started", yaxis_title=best_title)
     curves = []
     if by_number.data:
         curves.append(
@@ -150,9 +139,44 @@ def compare_sections(
                 "Best complete trial so far, by time since each search started (trials in finishing order).",
             )
         )
-    curves_parts: list[Part] = [curves] if curves else [note("No complete trial in any search.")]
+    return [curves] if curves else [note("No complete trial in any search.")]
 
-    # Best results.
+
+def _step_line(go: Any, xs: Sequence[float], ys: Sequence[float], label: str, x_hover: str) -> Any:
+    """One search's best-so-far trace: a step line, hovering the x value and the best objective."""
+    return go.Scatter(
+        x=list(xs),
+        y=list(ys),
+        mode="lines+markers",
+        line={"shape": "hv"},
+        name=plot_text(label),
+        hovertemplate=f"{x_hover}<br>best %{{y:.6g}}<extra>" + plot_text(label) + "</extra>",
+    )
+
+
+_BEST_COLUMNS = [
+    "search",
+    "backend",
+    "best objective",
+    "best trial",
+    "params",
+    "trials",
+    "complete",
+    "pruned",
+    "failed",
+    "warm start",
+    "wall time",
+    "training time",
+]
+
+
+def _best_table(
+    names: Sequence[str],
+    results: Sequence[SearchResult],
+    bests: Sequence[TrialRecord | None],
+    best_values: Sequence[float | None],
+) -> str:
+    """One row per search: its best trial, its trial counts and its times; the best search highlighted."""
     rows = []
     for label, result, best, value in zip(names, results, bests, best_values):
         start, end = search_span(result)
@@ -174,27 +198,20 @@ def compare_sections(
                 fmt_duration(total_training_time(result)),
             ]
         )
-    table = sortable_table(
-        [
-            "search",
-            "backend",
-            "best objective",
-            "best trial",
-            "params",
-            "trials",
-            "complete",
-            "pruned",
-            "failed",
-            "warm start",
-            "wall time",
-            "training time",
-        ],
-        rows,
-        state_column=None,
-        highlight=_best_rows(best_values, direction),
+    direction = results[0].directions[0]
+    return sortable_table(
+        _BEST_COLUMNS, rows, state_column=None, highlight=_best_rows(best_values, direction)
     )
 
-    # Time to reach the target.
+
+def _reach(
+    names: Sequence[str],
+    results: Sequence[SearchResult],
+    best_values: Sequence[float | None],
+    target: float | None,
+) -> str:
+    """Time to reach the target (default: the best objective of the worst search) for each search."""
+    direction = results[0].directions[0]
     finite = [v for v in best_values if v is not None and not math.isnan(v)]
     if target is None and finite:
         worst = finite[0]
@@ -205,27 +222,20 @@ def compare_sections(
     else:
         origin = "given"
     if target is None:
-        reach_html = note("No search has a complete trial, so there is no target to reach.")
-    else:
-        reach_rows = []
-        for label, result in zip(names, results):
-            reach = time_to_target(result, target)
-            reach_rows.append(
-                [label, reach.trials, reach.seconds, None if reach.record is None else reach.record.name]
-            )
-        reach_html = (
-            f"<p>Target: {esc(fmt_number(target))} ({esc(origin)}, {esc(direction)}). For each search, the "
-            "trials finished and the seconds elapsed when a complete trial first reached it (— if never).</p>"
-            + sortable_table(
-                ["search", "trials", "seconds", "trial that reached it"], reach_rows, state_column=None
-            )
+        return note("No search has a complete trial, so there is no target to reach.")
+    reach_rows = []
+    for label, result in zip(names, results):
+        reach = time_to_target(result, target)
+        reach_rows.append(
+            [label, reach.trials, reach.seconds, None if reach.record is None else reach.record.name]
         )
-
-    return [
-        ("curves", "Best so far", curves_parts),
-        ("best", "Best results", [table]),
-        ("target", "Time to reach target", [reach_html]),
-    ]
+    return (
+        f"<p>Target: {esc(fmt_number(target))} ({esc(origin)}, {esc(direction)}). For each search, the "
+        "trials finished and the seconds elapsed when a complete trial first reached it (— if never).</p>"
+        + sortable_table(
+            ["search", "trials", "seconds", "trial that reached it"], reach_rows, state_column=None
+        )
+    )
 
 
 def _best_rows(values: Sequence[float | None], direction: str) -> list[int]:
