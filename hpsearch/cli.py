@@ -24,7 +24,7 @@ import time
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from ._files import RESULT_FILES, SEARCH_FILE
 from ._interrupt import Interrupt
@@ -93,30 +93,42 @@ def _prepare_store(config: SweepConfig, resume: bool, fresh: bool = False) -> st
             note += f"; {', '.join(reseeded)} (seed + trials so far, so that no earlier sample is replayed)"
         return note + "."
     if not fresh:
-        where = (
-            f"{Path(config.output_dir) / SEARCH_FILE}"
-            if earlier is not None
-            else f"the {config.backend} backend's store"
+        _refuse_earlier(config, found, from_folder=earlier is not None)
+    return _delete_earlier(config, found, earlier)
+
+
+def _refuse_earlier(config: SweepConfig, found: int, from_folder: bool) -> NoReturn:
+    """Refuse to start over an earlier run (``found`` trials, recorded in the output folder or in the
+    backend's store) that neither --resume nor --fresh names; the message says both fixes that apply."""
+    backend_cls = get_backend(config.backend)
+    where = (
+        f"{Path(config.output_dir) / SEARCH_FILE}" if from_folder else f"the {config.backend} backend's store"
+    )
+    how = (
+        "Pass --resume to continue it, or --fresh"
+        if backend_cls.can_resume
+        else (f"The {config.backend} backend cannot continue it; pass --fresh")
+    )
+    fixes = f"{how} to delete it and start over, or give this run another output_dir."
+    if not from_folder and not config.owns_store:
+        # The run is found by the options' names (e.g. a study named after the sweep file) in a store that does
+        # not move with the output folder: another output_dir finds it again, and --fresh does not delete it.
+        names = " or ".join(sorted(k for k, v in config.backend_options.items() if isinstance(v, str)))
+        fixes = (
+            f"{'Pass --resume to continue it, or give' if backend_cls.can_resume else 'Give'} this run "
+            f"another {names or 'name or store'} in backend_options (the store is outside the output folder: "
+            "another output_dir would find this run again, and --fresh does not delete it)."
         )
-        how = (
-            "Pass --resume to continue it, or --fresh"
-            if backend_cls.can_resume
-            else (f"The {config.backend} backend cannot continue it; pass --fresh")
-        )
-        fixes = f"{how} to delete it and start over, or give this run another output_dir."
-        if earlier is None and not config.owns_store:
-            # The run is found by the options' names (e.g. a study named after the sweep file) in a store that does
-            # not move with the output folder: another output_dir finds it again, and --fresh does not delete it.
-            names = " or ".join(sorted(k for k, v in config.backend_options.items() if isinstance(v, str)))
-            fixes = (
-                f"{'Pass --resume to continue it, or give' if backend_cls.can_resume else 'Give'} this run "
-                f"another {names or 'name or store'} in backend_options (the store is outside the output folder: "
-                "another output_dir would find this run again, and --fresh does not delete it)."
-            )
-        raise config.error(
-            f"an earlier run of this sweep has {found} trials in {where}; nothing was deleted. {fixes}",
-            "output_dir" if earlier is not None else "backend_options",
-        )
+    raise config.error(
+        f"an earlier run of this sweep has {found} trials in {where}; nothing was deleted. {fixes}",
+        "output_dir" if from_folder else "backend_options",
+    )
+
+
+def _delete_earlier(config: SweepConfig, found: int, earlier: Any) -> str:
+    """--fresh: delete the earlier run (from the folder's search.json when ``earlier`` is that result, else from
+    the backend's store, which the sweep must own); returns the note for the user."""
+    backend_cls = get_backend(config.backend)
     if earlier is not None:
         _discard_results(earlier, Path(config.output_dir))
         return f"Deleted the earlier run of this sweep ({found} trials) from {config.output_dir}, as --fresh asked."
@@ -212,31 +224,11 @@ def _print_summary(result: Any, started: float, report: str | None, out: Any) ->
 
 def run(args: argparse.Namespace) -> int:
     """``hpsearch run``: the whole sweep, then report.html; returns the exit code."""
-    overrides: list[str | tuple[str, str]] = [
-        *args.set,
-        *option_flag_overrides(args),
-    ]  # --set, --trial-workers
-    for flag, value in (("--output-dir", args.output_dir), *(("--warm-start", d) for d in args.warm_start)):
-        if value is not None and not value.strip():  # abspath('') is the current directory, whatever it holds
-            raise ConfigError(f"{flag} {value!r} is empty; pass a folder path, e.g. {flag} out.")
-    if args.warm_start:
-        # --warm-start DIR: the earlier searches' folders, relative to the current directory.
-        overrides.append(
-            "backend_options.warm_start=" + json.dumps([os.path.abspath(d) for d in args.warm_start])
-        )
-    config = load_sweep(
-        args.config,
-        backend=args.backend,
-        n_trials=args.n_trials,
-        output_dir=args.output_dir,
-        resume=args.resume,
-        overrides=overrides,
-    )
+    config = _load_run_config(args)
     started = time.monotonic()
     from trainer import TrainingArguments
 
-    from . import hyperparameter_search
-    from ._progress import SweepProgress, is_interactive
+    from ._progress import is_interactive
 
     if config.torch_threads is not None:
         import torch
@@ -245,32 +237,11 @@ def run(args: argparse.Namespace) -> int:
     note = _prepare_store(config, args.resume, args.fresh)
     if note:
         print(note, file=sys.stderr)
-
-    try:
-        datasets = config.data()
-    except Exception:  # the user's data code: its traceback is the useful part
-        traceback.print_exc()
-        print(
-            f"hpsearch: the data factory {config.lines.path}: data failed (traceback above).", file=sys.stderr
-        )
+    datasets = _datasets(config)
+    if datasets is None:
         return EXIT_FAILED
-    if not isinstance(datasets, tuple | list) or len(datasets) != 2:
-        raise config.error(
-            f"the data factory returned {type(datasets).__name__}; it must return (train_dataset, eval_dataset).",
-            "data",
-        )
-    train_dataset, eval_dataset = datasets
-    for role, dataset in (("train", train_dataset), ("eval", eval_dataset)):
-        if (
-            dataset is None
-        ):  # the search would refuse it naming Trainer(...), which a sweep file has no line for
-            raise config.error(
-                f"the data factory returned None as the {role} dataset; every trial needs one, so "
-                "return (train_dataset, eval_dataset) with both.",
-                "data",
-            )
     training_args = TrainingArguments(output_dir=config.output_dir, **config.training_args)
-    trainer = build_trainer(config, training_args, train_dataset, eval_dataset)
+    trainer = build_trainer(config, training_args, *datasets)
     if trainer is None:
         return EXIT_FAILED
     interactive = is_interactive() if args.progress is None else args.progress
@@ -279,40 +250,12 @@ def run(args: argparse.Namespace) -> int:
         # The bar says what the engine's per-trial INFO lines would (its logger is named after its module); keep
         # its warnings.
         logging.getLogger(get_backend(config.backend).requirement).setLevel(logging.WARNING)
-
     print(
         f"Sweep {config.path}: {config.n_trials} trials with {config.backend}, results in {config.output_dir}",
         file=sys.stderr,
     )
-    failure: BaseException | None = None
     interrupt = Interrupt()
-    try:
-        with interrupt, SweepProgress(config.n_trials, enabled=interactive) as progress:
-            best = hyperparameter_search(
-                trainer,
-                hp_space=config.space,
-                compute_objective=config.objective,
-                n_trials=config.n_trials,
-                direction=config.direction,
-                backend=config.backend,
-                on_trial_end=progress.on_trial_end,
-                **config.backend_options,
-            )
-        result = (best[0] if isinstance(best, list) else best).run_summary if best else None
-    except SearchConfigError as error:
-        if isinstance(error, ConfigError):
-            raise
-        keys = _locate(error, config)
-        if not keys:  # no key to point at: no line either (the document's first line would mislead)
-            raise ConfigError(str(error), path=str(config.path)) from None
-        raise config.error(str(error), *keys) from None
-    except KeyboardInterrupt:
-        interrupt.interrupted = True
-    except HPSearchError as error:
-        failure, result = error, None
-    except Exception as error:  # the user's model/data code or a backend bug: keep the traceback
-        failure, result = error, None
-        traceback.print_exc()
+    result, failure = _search(config, trainer, interrupt, interactive)
     if interrupt.interrupted:
         print(
             f"\n{interrupt.summary(config, getattr(args, 'argv', ['run', str(config.path)]))}",
@@ -328,6 +271,97 @@ def run(args: argparse.Namespace) -> int:
         print(f"hpsearch: the search failed: {_shorten(str(failure))}", file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK
+
+
+def _load_run_config(args: argparse.Namespace) -> SweepConfig:
+    """The sweep file with the command line's overrides (--set, option flags, --warm-start) applied."""
+    overrides: list[str | tuple[str, str]] = [
+        *args.set,
+        *option_flag_overrides(args),
+    ]  # --set, --trial-workers
+    for flag, value in (("--output-dir", args.output_dir), *(("--warm-start", d) for d in args.warm_start)):
+        if value is not None and not value.strip():  # abspath('') is the current directory, whatever it holds
+            raise ConfigError(f"{flag} {value!r} is empty; pass a folder path, e.g. {flag} out.")
+    if args.warm_start:
+        # --warm-start DIR: the earlier searches' folders, relative to the current directory.
+        overrides.append(
+            "backend_options.warm_start=" + json.dumps([os.path.abspath(d) for d in args.warm_start])
+        )
+    return load_sweep(
+        args.config,
+        backend=args.backend,
+        n_trials=args.n_trials,
+        output_dir=args.output_dir,
+        resume=args.resume,
+        overrides=overrides,
+    )
+
+
+def _datasets(config: SweepConfig) -> tuple[Any, Any] | None:
+    """(train_dataset, eval_dataset) from the sweep's data factory; None when the factory raised (traceback
+    printed). A factory that returns anything else is a sweep-file error."""
+    try:
+        datasets = config.data()
+    except Exception:  # the user's data code: its traceback is the useful part
+        traceback.print_exc()
+        print(
+            f"hpsearch: the data factory {config.lines.path}: data failed (traceback above).", file=sys.stderr
+        )
+        return None
+    if not isinstance(datasets, tuple | list) or len(datasets) != 2:
+        raise config.error(
+            f"the data factory returned {type(datasets).__name__}; it must return (train_dataset, eval_dataset).",
+            "data",
+        )
+    train_dataset, eval_dataset = datasets
+    for role, dataset in (("train", train_dataset), ("eval", eval_dataset)):
+        if (
+            dataset is None
+        ):  # the search would refuse it naming Trainer(...), which a sweep file has no line for
+            raise config.error(
+                f"the data factory returned None as the {role} dataset; every trial needs one, so "
+                "return (train_dataset, eval_dataset) with both.",
+                "data",
+            )
+    return train_dataset, eval_dataset
+
+
+def _search(
+    config: SweepConfig, trainer: Any, interrupt: Interrupt, interactive: bool
+) -> tuple[Any, BaseException | None]:
+    """Run the search; returns (its `SearchResult` or None, the error that failed it or None). A search-argument
+    error is raised as the sweep-file error at the key it is about; Ctrl-C sets ``interrupt.interrupted``."""
+    from . import hyperparameter_search
+    from ._progress import SweepProgress
+
+    try:
+        with interrupt, SweepProgress(config.n_trials, enabled=interactive) as progress:
+            best = hyperparameter_search(
+                trainer,
+                hp_space=config.space,
+                compute_objective=config.objective,
+                n_trials=config.n_trials,
+                direction=config.direction,
+                backend=config.backend,
+                on_trial_end=progress.on_trial_end,
+                **config.backend_options,
+            )
+        return (best[0] if isinstance(best, list) else best).run_summary if best else None, None
+    except SearchConfigError as error:
+        if isinstance(error, ConfigError):
+            raise
+        keys = _locate(error, config)
+        if not keys:  # no key to point at: no line either (the document's first line would mislead)
+            raise ConfigError(str(error), path=str(config.path)) from None
+        raise config.error(str(error), *keys) from None
+    except KeyboardInterrupt:
+        interrupt.interrupted = True
+    except HPSearchError as error:
+        return None, error
+    except Exception as error:  # the user's model/data code or a backend bug: keep the traceback
+        traceback.print_exc()
+        return None, error
+    return None, None
 
 
 #: Characters of a message the CLI prints: a huge value quoted in an error would otherwise fill the terminal.
@@ -461,17 +495,8 @@ class _VersionAction(argparse.Action):  # --version: the versions, looked up onl
         parser.exit()
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="hpsearch",
-        description="Hyperparameter sweeps from a YAML file, and HTML/Markdown reports of their results.",
-    )
-    parser.add_argument(
-        "--version",
-        action=_VersionAction,
-        help="print the versions of hpsearch and of each backend's library, and exit",
-    )
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{run,report,schema,dashboard}")
+def _add_run_parser(commands: Any) -> None:
+    """``hpsearch run SWEEP.yaml`` and its flags (every backend option's flag comes from its declaration)."""
     run_parser = commands.add_parser(
         "run",
         help="run the sweep a YAML file describes",
@@ -513,6 +538,9 @@ def _parser() -> argparse.ArgumentParser:
     bars.add_argument("--no-progress", dest="progress", action="store_false", help="never show progress bars")
     run_parser.set_defaults(handler=run)
 
+
+def _add_report_parser(commands: Any) -> None:
+    """``hpsearch report OUTPUT_DIR [OUTPUT_DIR ...]``."""
     report_parser = commands.add_parser(
         "report",
         help="write the HTML report of a search, or compare several",
@@ -529,6 +557,21 @@ def _parser() -> argparse.ArgumentParser:
         "--target", type=float, help="objective value for 'time to reach target' when comparing"
     )
     report_parser.set_defaults(handler=report)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="hpsearch",
+        description="Hyperparameter sweeps from a YAML file, and HTML/Markdown reports of their results.",
+    )
+    parser.add_argument(
+        "--version",
+        action=_VersionAction,
+        help="print the versions of hpsearch and of each backend's library, and exit",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{run,report,schema,dashboard}")
+    _add_run_parser(commands)
+    _add_report_parser(commands)
 
     schema_parser = commands.add_parser(
         "schema",
