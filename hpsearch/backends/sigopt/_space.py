@@ -132,19 +132,49 @@ class Converted:
 
 
 def portable_to_sigopt(space: SearchSpace) -> Converted:
-    from spaces import Categorical, Fixed, Float, Int
+    from spaces import Fixed
 
     encodings: dict[str, Encoding] = {}
     parents = {parent for name in space for parent in (space[name].when or {})}
-
     # Parents first: a parent's labels are needed to write its children's conditions.
+    conditionals = _conditionals(space, parents, encodings)
+    parameters: list[dict[str, Any]] = []
+    for name in space.order:
+        domain = space[name]
+        if name in parents and not isinstance(domain, Fixed):
+            continue  # already a conditional
+        conditions = _conditions(space, domain, encodings)
+        spec, encodings[name] = _parameter(name, domain)
+        if spec is None:
+            continue  # a constant: SigOpt does not see it
+        if conditions:
+            spec["conditions"] = conditions
+        if len(name) > _MAX_NAME:
+            raise SearchConfigError(
+                f"hp_space parameter name {name[:40]!r}... is {len(name)} characters; SigOpt accepts at most "
+                f"{_MAX_NAME}; shorten it.",
+                about=("hp_space", name),
+            )
+        parameters.append(spec)
+    _check_something_to_search(parameters, conditionals)
+    _check_conditionals_covered(parameters, conditionals)
+    return Converted(parameters, conditionals, encodings)
+
+
+def _conditionals(
+    space: SearchSpace, parents: set[str], encodings: dict[str, Encoding]
+) -> list[dict[str, Any]]:
+    """SigOpt's conditionals: one per parent (a parameter others depend on), each a flat Categorical; their
+    encodings go into ``encodings``. A fixed parent is no conditional: its condition is always met."""
+    from spaces import Categorical, Fixed
+
     conditionals: list[dict[str, Any]] = []
     for name in space.order:
         if name not in parents:
             continue
         domain = space[name]
         if isinstance(domain, Fixed):
-            continue  # resolved below, once, for every child
+            continue  # resolved by _conditions, once, for every child
         if not isinstance(domain, Categorical):
             raise SearchConfigError(
                 f"hp_space parameter {name!r} ({domain!r}) has conditional parameters, but SigOpt conditionals "
@@ -161,69 +191,64 @@ def portable_to_sigopt(space: SearchSpace) -> Converted:
         labels = labels_for(name, domain.choices)
         encodings[name] = Encoding("categorical", labels)
         conditionals.append({"name": name, "values": list(labels)})
+    return conditionals
 
-    parameters: list[dict[str, Any]] = []
-    for name in space.order:
-        domain = space[name]
-        if name in parents and not isinstance(domain, Fixed):
-            continue  # already a conditional
-        conditions: dict[str, list[str]] = {}
-        for parent, allowed in (domain.when or {}).items():
-            parent_domain = space[parent]
-            if isinstance(parent_domain, Fixed):
-                continue  # the space only accepts the fixed value itself in `when`: always met
-            labels = encodings[parent].labels
-            conditions[parent] = [_label_of(labels, v) for v in allowed]
-        spec: dict[str, Any] = {"name": name}
-        if isinstance(domain, Fixed):
-            encodings[name] = Encoding("constant", constant=domain.value)
-            continue
-        if isinstance(domain, Categorical) and len(domain.choices) == 1:
-            encodings[name] = Encoding("constant", constant=domain.choices[0])
-            continue
-        if isinstance(domain, Float):
-            if domain.step is not None:
-                n = round((domain.high - domain.low) / domain.step)
-                spec.update(type="int", bounds={"min": 0, "max": n})
-                encodings[name] = Encoding("grid_float", low=domain.low, step=domain.step, high=domain.high)
-            else:
-                spec.update(type="double", bounds={"min": domain.low, "max": domain.high})
-                if domain.log:
-                    spec["transformation"] = "log"
-                encodings[name] = Encoding("float")
-        elif isinstance(domain, Int):
-            if domain.log:
-                raise SearchConfigError(
-                    f"hp_space parameter {name!r} is {domain!r}, but SigOpt has no log scale for integers; use "
-                    f"spaces.Float({domain.low}, {domain.high}, log=True) and round it in model_init "
-                    "(int(round(trial[name]))), or drop log=True.",
-                    about=("hp_space", name),
-                )
-            if domain.step != 1:
-                n = (domain.high - domain.low) // domain.step
-                spec.update(type="int", bounds={"min": 0, "max": n})
-                encodings[name] = Encoding("grid_int", low=domain.low, step=domain.step, high=domain.high)
-            else:
-                spec.update(type="int", bounds={"min": domain.low, "max": domain.high})
-                encodings[name] = Encoding("int")
-        elif isinstance(domain, Categorical):
-            labels = labels_for(name, domain.choices)
-            spec.update(type="categorical", categorical_values=[{"name": text} for text in labels])
-            encodings[name] = Encoding("categorical", labels)
-        else:
+
+def _conditions(space: SearchSpace, domain: Any, encodings: Mapping[str, Encoding]) -> dict[str, list[str]]:
+    """A parameter's SigOpt conditions: for each parent, the labels of the values it is active for."""
+    from spaces import Fixed
+
+    conditions: dict[str, list[str]] = {}
+    for parent, allowed in (domain.when or {}).items():
+        if isinstance(space[parent], Fixed):
+            continue  # the space only accepts the fixed value itself in `when`: always met
+        labels = encodings[parent].labels
+        conditions[parent] = [_label_of(labels, v) for v in allowed]
+    return conditions
+
+
+def _parameter(name: str, domain: Any) -> tuple[dict[str, Any] | None, Encoding]:
+    """One portable domain as a SigOpt parameter (None for a constant) and its encoding."""
+    from spaces import Categorical, Fixed, Float, Int
+
+    spec: dict[str, Any] = {"name": name}
+    if isinstance(domain, Fixed):
+        return None, Encoding("constant", constant=domain.value)
+    if isinstance(domain, Categorical) and len(domain.choices) == 1:
+        return None, Encoding("constant", constant=domain.choices[0])
+    if isinstance(domain, Float):
+        if domain.step is not None:
+            n = round((domain.high - domain.low) / domain.step)
+            spec.update(type="int", bounds={"min": 0, "max": n})
+            return spec, Encoding("grid_float", low=domain.low, step=domain.step, high=domain.high)
+        spec.update(type="double", bounds={"min": domain.low, "max": domain.high})
+        if domain.log:
+            spec["transformation"] = "log"
+        return spec, Encoding("float")
+    if isinstance(domain, Int):
+        if domain.log:
             raise SearchConfigError(
-                f"hp_space parameter {name!r}: SigOpt cannot express {domain!r}.", about=("hp_space", name)
-            )
-        if conditions:
-            spec["conditions"] = conditions
-        if len(name) > _MAX_NAME:
-            raise SearchConfigError(
-                f"hp_space parameter name {name[:40]!r}... is {len(name)} characters; SigOpt accepts at most "
-                f"{_MAX_NAME}; shorten it.",
+                f"hp_space parameter {name!r} is {domain!r}, but SigOpt has no log scale for integers; use "
+                f"spaces.Float({domain.low}, {domain.high}, log=True) and round it in model_init "
+                "(int(round(trial[name]))), or drop log=True.",
                 about=("hp_space", name),
             )
-        parameters.append(spec)
+        if domain.step != 1:
+            n = (domain.high - domain.low) // domain.step
+            spec.update(type="int", bounds={"min": 0, "max": n})
+            return spec, Encoding("grid_int", low=domain.low, step=domain.step, high=domain.high)
+        spec.update(type="int", bounds={"min": domain.low, "max": domain.high})
+        return spec, Encoding("int")
+    if isinstance(domain, Categorical):
+        labels = labels_for(name, domain.choices)
+        spec.update(type="categorical", categorical_values=[{"name": text} for text in labels])
+        return spec, Encoding("categorical", labels)
+    raise SearchConfigError(
+        f"hp_space parameter {name!r}: SigOpt cannot express {domain!r}.", about=("hp_space", name)
+    )
 
+
+def _check_something_to_search(parameters: list[dict[str, Any]], conditionals: list[dict[str, Any]]) -> None:
     if not parameters and not conditionals:
         raise SearchConfigError(
             "hp_space has nothing for SigOpt to search (every parameter is fixed); add at least one Float, Int "
@@ -236,8 +261,6 @@ def portable_to_sigopt(space: SearchSpace) -> Converted:
             "depend on, and SigOpt needs at least one parameter besides its conditionals; add one.",
             about="hp_space",
         )
-    _check_conditionals_covered(parameters, conditionals)
-    return Converted(parameters, conditionals, encodings)
 
 
 def _check_conditionals_covered(parameters: list[dict[str, Any]], conditionals: list[dict[str, Any]]) -> None:
