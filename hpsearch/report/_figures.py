@@ -19,7 +19,7 @@ from hpsearch.report._analysis import (
     param_kind,
 )
 from hpsearch.report._plotly import plot_text, require_plotly
-from hpsearch.trial import TrialState
+from hpsearch.trial import TrialRecord, TrialState
 from hpsearch.warmstart import is_warm
 
 if TYPE_CHECKING:
@@ -180,6 +180,29 @@ def learning_curves_figure(result: SearchResult) -> Any | None:
     """
     go = require_plotly()
     k = len(result.directions)
+    curves = _trained_curves(result)
+    if not curves:
+        return None
+    fig = _figure(result, k)
+    titles = _objective_titles(result)
+    for state in STATE_COLORS:
+        group = [(r, pts) for r, pts in curves if TrialState(r.state).value == state]
+        if not group:
+            continue
+        for i in range(k):
+            for trace in _state_curves(go, state, group, i):
+                _add(fig, trace, i, k)
+    _add_best_curve(fig, result, {id(r): pts for r, pts in curves}, k)
+    for i in range(k):
+        axis = "yaxis" if i == 0 else f"yaxis{i + 1}"
+        fig.update_layout({axis: {"title": {"text": titles[i]}}})
+    fig.update_layout(**{**_LAYOUT, "height": 320 * k + 100 if k > 1 else 420})
+    fig.update_xaxes(title_text="step", row=k if k > 1 else None)
+    return fig
+
+
+def _trained_curves(result: SearchResult) -> list[tuple[TrialRecord, list[tuple[int, list[float]]]]]:
+    """(record, [(step, objective values), ...]) of every trial trained in this search that evaluated, by number."""
     curves = []
     for record in sorted(result.records, key=lambda r: r.number):
         if is_warm(record):  # not trained here: its curve belongs to the earlier search's report
@@ -191,70 +214,55 @@ def learning_curves_figure(result: SearchResult) -> Any | None:
                 pts.append((ev.step, vec))
         if pts:
             curves.append((record, pts))
-    if not curves:
-        return None
-    fig = _figure(result, k)
-    titles = _objective_titles(result)
-    for state in STATE_COLORS:
-        group = [(r, pts) for r, pts in curves if TrialState(r.state).value == state]
-        if not group:
-            continue
-        color = STATE_COLORS[state]
-        for i in range(k):
-            xs: list[Any] = []
-            ys: list[Any] = []
-            names: list[str] = []
-            for record, pts in group:
-                if xs:  # a gap between two trials' curves
-                    xs.append(None)
-                    ys.append(None)
-                    names.append("")
-                xs += [s for s, _ in pts]
-                ys += [vec[i] for _, vec in pts]
-                names += [plot_text(record.name)] * len(pts)
-            single = all(len(pts) == 1 for _, pts in group)
-            _add(
-                fig,
-                go.Scatter(
-                    x=xs,
-                    y=ys,
-                    text=names,
-                    mode="lines+markers" if single else "lines",
-                    connectgaps=False,
-                    line={"color": color, "dash": _DASH[state], "width": 1.5},
-                    marker={"size": 5},
-                    opacity=0.75,
-                    name=state,
-                    legendgroup=state,
-                    showlegend=i == 0,
-                    hovertemplate=f"%{{text}}<br>step %{{x}}<br>%{{y:.6g}}<extra>{state}</extra>",
-                ),
-                i,
-                k,
+    return curves
+
+
+def _state_curves(go: Any, state: str, group: list[Any], i: int) -> list[Any]:
+    """The traces of objective ``i`` for the trials of one state: their curves as one trace split by gaps, and for
+    failed trials a cross where each stopped."""
+    color = STATE_COLORS[state]
+    xs: list[Any] = []
+    ys: list[Any] = []
+    names: list[str] = []
+    for record, pts in group:
+        if xs:  # a gap between two trials' curves
+            xs.append(None)
+            ys.append(None)
+            names.append("")
+        xs += [s for s, _ in pts]
+        ys += [vec[i] for _, vec in pts]
+        names += [plot_text(record.name)] * len(pts)
+    single = all(len(pts) == 1 for _, pts in group)
+    traces = [
+        go.Scatter(
+            x=xs,
+            y=ys,
+            text=names,
+            mode="lines+markers" if single else "lines",
+            connectgaps=False,
+            line={"color": color, "dash": _DASH[state], "width": 1.5},
+            marker={"size": 5},
+            opacity=0.75,
+            name=state,
+            legendgroup=state,
+            showlegend=i == 0,
+            hovertemplate=f"%{{text}}<br>step %{{x}}<br>%{{y:.6g}}<extra>{state}</extra>",
+        )
+    ]
+    if state == "FAIL":
+        traces.append(
+            go.Scatter(
+                x=[pts[-1][0] for _, pts in group],
+                y=[pts[-1][1][i] for _, pts in group],
+                text=[plot_text(r.name) for r, _ in group],
+                mode="markers",
+                marker={"symbol": "x", "size": 11, "color": color},
+                legendgroup=state,
+                showlegend=False,
+                hovertemplate="%{text} failed here<extra></extra>",
             )
-            if state == "FAIL":
-                _add(
-                    fig,
-                    go.Scatter(
-                        x=[pts[-1][0] for _, pts in group],
-                        y=[pts[-1][1][i] for _, pts in group],
-                        text=[plot_text(r.name) for r, _ in group],
-                        mode="markers",
-                        marker={"symbol": "x", "size": 11, "color": color},
-                        legendgroup=state,
-                        showlegend=False,
-                        hovertemplate="%{text} failed here<extra></extra>",
-                    ),
-                    i,
-                    k,
-                )
-    _add_best_curve(fig, result, {id(r): pts for r, pts in curves}, k)
-    for i in range(k):
-        axis = "yaxis" if i == 0 else f"yaxis{i + 1}"
-        fig.update_layout({axis: {"title": {"text": titles[i]}}})
-    fig.update_layout(**{**_LAYOUT, "height": 320 * k + 100 if k > 1 else 420})
-    fig.update_xaxes(title_text="step", row=k if k > 1 else None)
-    return fig
+        )
+    return traces
 
 
 def _add_best_curve(fig: Any, result: SearchResult, curves: dict[int, list[Any]], k: int) -> None:
