@@ -32,6 +32,8 @@ from .errors import SearchConfigError
 from .trial import TrialRecord, TrialState
 
 if TYPE_CHECKING:
+    from spaces import SearchSpace
+
     from .results import SearchResult
     from .settings import TrialSettings
 
@@ -113,6 +115,43 @@ def load_priors(
     warm_start: Any, mode: str, top_k: int, defaults: Mapping[str, Any], settings: TrialSettings
 ) -> list[Prior]:
     """The earlier trials to start from; `SearchConfigError` for anything that cannot be used, before any trial."""
+    space = _checked_space(mode, defaults, settings)
+    priors: list[Prior] = []
+    left_out: collections.Counter[str] = collections.Counter()
+    told: set[tuple[str, str]] = (
+        set()
+    )  # (the trial's first origin, its configuration): each earlier trial once
+    for origin, result in _results(warm_start):
+        _check_comparable(origin, result, space, settings)
+        taken, skipped = _take(origin, result, space, defaults, mode, told)
+        priors += taken
+        left_out.update({reason: n for reason, n in skipped.items() if reason not in _STATES_LEFT_OUT})
+        verb = "told" if mode == "inform" else "can train again"
+        logger.info(
+            "warm_start: %s %d of %d earlier trial(s) from %s%s.",
+            verb,
+            len(taken),
+            len(result.records),
+            origin,
+            _left_out_text(skipped),
+        )
+    if not priors:
+        raise SearchConfigError(
+            f"warm_start: none of the earlier trials fits this hp_space ({dict(left_out) or 'no finished trial'}); "
+            "widen the space, give warm_start_defaults for new parameters, or drop warm_start.",
+            about="warm_start",
+        )
+    if mode == "evaluate":
+        sign = 1.0 if settings.directions[0] == "minimize" else -1.0
+        priors.sort(key=lambda p: sign * (p.objective[0] if isinstance(p.objective, list) else p.objective))
+        priors = priors[:top_k]
+        logger.info("warm_start: the best %d of them train again first (warm_start_top_k).", len(priors))
+    return priors
+
+
+def _checked_space(mode: str, defaults: Mapping[str, Any], settings: TrialSettings) -> SearchSpace:
+    """The portable space earlier trials are mapped into, once the mode and the defaults for new parameters are
+    known to fit it."""
     if mode not in MODES:
         raise SearchConfigError(
             f"warm_start_mode={mode!r} must be one of {list(MODES)}.", about="warm_start_mode"
@@ -138,59 +177,33 @@ def load_priors(
             "space can take.",
             about="warm_start_defaults",
         )
-    priors: list[Prior] = []
-    left_out: collections.Counter[str] = collections.Counter()
-    told: set[tuple[str, str]] = (
-        set()
-    )  # (the trial's first origin, its configuration): each earlier trial once
-    for origin, result in _results(warm_start):
-        if result.objective != settings.objective_name or list(result.directions) != list(
-            settings.directions
-        ):
-            raise SearchConfigError(
-                f"warm_start={origin!r} optimized {result.objective!r} ({'/'.join(result.directions)}) but this search "
-                f"optimizes {settings.objective_name!r} ({'/'.join(settings.directions)}); only trials of the same "
-                "objective and direction can be used. Pass a search of the same objective, or none.",
-                about="warm_start",
-            )
-        scope = result.settings.get("objective_scope")
-        if scope is not None and scope != settings.objective_scope:
-            raise SearchConfigError(
-                f"warm_start={origin!r} scored its trials with objective_scope={scope!r} but this search uses "
-                f"objective_scope={settings.objective_scope!r}: two definitions of a trial's objective cannot be "
-                f"ranked together. Pass objective_scope={scope!r}, or warm-start from a search of the same scope.",
-                about="warm_start",
-            )
-        if not set(result.param_names) & set(space):
-            raise SearchConfigError(
-                f"warm_start={origin!r} has no parameter in common with this hp_space (it has "
-                f"{result.param_names}, this search {list(space)}); nothing of it can be used.",
-                about="warm_start",
-            )
-        taken, skipped = _take(origin, result, space, defaults, mode, told)
-        priors += taken
-        left_out.update({reason: n for reason, n in skipped.items() if reason not in _STATES_LEFT_OUT})
-        verb = "told" if mode == "inform" else "can train again"
-        logger.info(
-            "warm_start: %s %d of %d earlier trial(s) from %s%s.",
-            verb,
-            len(taken),
-            len(result.records),
-            origin,
-            _left_out_text(skipped),
-        )
-    if not priors:
+    return space
+
+
+def _check_comparable(origin: str, result: SearchResult, space: SearchSpace, settings: TrialSettings) -> None:
+    """An earlier search's trials can be ranked with this search's: same objective, direction and scope, and at
+    least one parameter in common."""
+    if result.objective != settings.objective_name or list(result.directions) != list(settings.directions):
         raise SearchConfigError(
-            f"warm_start: none of the earlier trials fits this hp_space ({dict(left_out) or 'no finished trial'}); "
-            "widen the space, give warm_start_defaults for new parameters, or drop warm_start.",
+            f"warm_start={origin!r} optimized {result.objective!r} ({'/'.join(result.directions)}) but this search "
+            f"optimizes {settings.objective_name!r} ({'/'.join(settings.directions)}); only trials of the same "
+            "objective and direction can be used. Pass a search of the same objective, or none.",
             about="warm_start",
         )
-    if mode == "evaluate":
-        sign = 1.0 if settings.directions[0] == "minimize" else -1.0
-        priors.sort(key=lambda p: sign * (p.objective[0] if isinstance(p.objective, list) else p.objective))
-        priors = priors[:top_k]
-        logger.info("warm_start: the best %d of them train again first (warm_start_top_k).", len(priors))
-    return priors
+    scope = result.settings.get("objective_scope")
+    if scope is not None and scope != settings.objective_scope:
+        raise SearchConfigError(
+            f"warm_start={origin!r} scored its trials with objective_scope={scope!r} but this search uses "
+            f"objective_scope={settings.objective_scope!r}: two definitions of a trial's objective cannot be "
+            f"ranked together. Pass objective_scope={scope!r}, or warm-start from a search of the same scope.",
+            about="warm_start",
+        )
+    if not set(result.param_names) & set(space):
+        raise SearchConfigError(
+            f"warm_start={origin!r} has no parameter in common with this hp_space (it has "
+            f"{result.param_names}, this search {list(space)}); nothing of it can be used.",
+            about="warm_start",
+        )
 
 
 def _objectives(result: SearchResult, mode: str) -> list[tuple[TrialRecord, Any]]:
