@@ -24,6 +24,7 @@ from ..._redact import redact, redact_url
 from ...errors import HPSearchError, SearchConfigError
 from ...trial import TrialRecord
 from . import _pg_wait
+from ._optimize import fail_stale
 
 logger = logging.getLogger(__name__)
 
@@ -334,9 +335,7 @@ def recover_dead_drivers(study: Any) -> None:
     """
     import optuna
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        optuna.storages.fail_stale_trials(study)
+    fail_stale(study)
     queued = superseded_numbers(study.get_trials(deepcopy=False))
     for frozen in study.get_trials(deepcopy=True, states=(optuna.trial.TrialState.RUNNING,)):
         if not owner_is_dead(frozen.user_attrs.get(OWNER_ATTR)):
