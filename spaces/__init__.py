@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from ._defaults import default_space
 from ._domains import Categorical, Domain, Fixed, Float, Int, same_value
+from ._errors import ParameterError
 from ._space import SearchSpace
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "Int",
     "Categorical",
     "Fixed",
+    "ParameterError",
     "SearchSpace",
     "default_space",
     "same_value",

@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from ._domains import Domain, Fixed, Float, domain_from_dict, same_value
+from ._errors import ParameterTypeError, ParameterValueError, about_parameter
 
 __all__ = ["SearchSpace"]
 
@@ -101,16 +102,20 @@ class SearchSpace(Mapping[str, Domain]):
             )
         domains: dict[str, Domain] = {}
         for name, value in mapping.items():
-            _check_name(name)
+            try:
+                _check_name(name)
+            except (TypeError, ValueError) as error:
+                raise about_parameter(error, name) from None
             if isinstance(value, Domain):
                 domains[name] = value
             elif isinstance(value, Mapping):
                 # A dict value is ambiguous (a constant dict, or a {type: ...} domain spec), so the
                 # constructor refuses to guess.
-                raise TypeError(
+                raise ParameterTypeError(
                     f"SearchSpace: parameter {name!r} is a dict {dict(value)!r}; for a domain spec such as "
                     "{'type': 'float', ...} use SearchSpace.from_dict, for a constant dict use "
-                    "Fixed({...})."
+                    "Fixed({...}).",
+                    name,
                 )
             else:
                 domains[name] = Fixed(value)
@@ -124,28 +129,32 @@ class SearchSpace(Mapping[str, Domain]):
         for name, domain in domains.items():
             for parent, values in (domain.when or {}).items():
                 if parent == name:
-                    raise ValueError(
+                    raise ParameterValueError(
                         f"SearchSpace: parameter {name!r} is conditional on itself (when={domain.when!r}); "
-                        "a condition must name another parameter."
+                        "a condition must name another parameter.",
+                        name,
                     )
                 if parent not in domains:
-                    raise ValueError(
+                    raise ParameterValueError(
                         f"SearchSpace: parameter {name!r} is conditional on {parent!r}, which is not in the "
-                        f"space (known: {', '.join(domains)}); add {parent!r} or fix the name."
+                        f"space (known: {', '.join(domains)}); add {parent!r} or fix the name.",
+                        name,
                     )
                 parent_domain = domains[parent]
                 if isinstance(parent_domain, Float):
-                    raise ValueError(
+                    raise ParameterValueError(
                         f"SearchSpace: parameter {name!r} is conditional on {parent!r}, a Float "
                         f"({parent_domain!r}); a continuous value almost never equals a given one, so make "
-                        f"{parent!r} a Categorical, Int or Fixed."
+                        f"{parent!r} a Categorical, Int or Fixed.",
+                        name,
                     )
                 for value in values:
                     if not parent_domain.contains(value):
-                        raise ValueError(
+                        raise ParameterValueError(
                             f"SearchSpace: parameter {name!r} is conditional on {parent}={value!r}, but "
                             f"{value!r} is not a possible value of {parent!r} ({parent_domain!r}); use a "
-                            f"value that {parent!r} can take."
+                            f"value that {parent!r} can take.",
+                            name,
                         )
         return self._topological_order()
 
@@ -363,7 +372,10 @@ class SearchSpace(Mapping[str, Domain]):
             )
         domains: dict[str, Domain] = {}
         for name, spec in data.items():
-            domains[_check_name(name)] = domain_from_dict(spec, name)
+            try:
+                domains[_check_name(name)] = domain_from_dict(spec, name)
+            except (TypeError, ValueError) as error:
+                raise about_parameter(error, name) from None
         return cls(domains)
 
     def to_yaml(self) -> str:

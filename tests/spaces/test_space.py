@@ -44,12 +44,47 @@ def test_facade_exports_exactly_the_public_api():
         "Int",
         "Categorical",
         "Fixed",
+        "ParameterError",
         "SearchSpace",
         "default_space",
         "same_value",
     }
     for name in spaces.__all__:
         assert getattr(spaces, name) is not None
+
+
+@pytest.mark.parametrize(
+    ("data", "parameter", "kind"),
+    [
+        ({"lr": {"type": "float", "low": 1.0, "high": 0.1}}, "lr", ValueError),
+        ({"lr": {"type": "float", "low": "a", "high": 0.1}}, "lr", TypeError),
+        ({"ok": 1, "bs": {"type": "int", "low": 1, "high": 8, "stepp": 2}}, "bs", ValueError),
+        ({"a b": 1}, "a b", ValueError),
+        (
+            {
+                "opt": {"type": "categorical", "choices": ["sgd"]},
+                "mom": {"type": "float", "low": 0, "high": 1, "when": {"opt": "adam"}},
+            },
+            "mom",
+            ValueError,
+        ),
+    ],
+)
+def test_an_error_about_one_parameter_names_it_and_keeps_its_kind(data, parameter, kind):
+    with pytest.raises(kind) as caught:
+        SearchSpace.from_dict(data)
+    assert isinstance(caught.value, spaces.ParameterError)
+    assert caught.value.parameter == parameter
+
+
+def test_an_error_about_the_whole_space_names_no_parameter():
+    cycle = {
+        "a": {"type": "categorical", "choices": [1, 2], "when": {"b": 1}},
+        "b": {"type": "categorical", "choices": [1, 2], "when": {"a": 1}},
+    }
+    with pytest.raises(ValueError, match="cycle") as caught:
+        SearchSpace.from_dict(cycle)
+    assert not isinstance(caught.value, spaces.ParameterError)
 
 
 @pytest.mark.multiprocess
