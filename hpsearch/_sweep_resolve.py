@@ -7,13 +7,11 @@ module, building a class, building the space or the `TrainingArguments`) happens
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import importlib
 import inspect
 import logging
 import os
-import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -162,22 +160,29 @@ def build_object(spec: Mapping[str, Any], modules: Sequence[str], *keys: Any) ->
                 *keys,
                 "name",
             )
+    args = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+    bad, accepted = _unexpected_keyword(cls, kwargs)
+    if bad is not None:
+        close = difflib.get_close_matches(bad, accepted, n=1)
+        hint = f"did you mean {close[0]!r}?" if close else f"it takes {', '.join(accepted)}"
+        raise Problem(f"{name}({args}): {name} takes no argument {bad!r}; {hint}", *keys, bad)
     try:
         return cls(**kwargs)
     except (TypeError, ValueError) as error:
-        message = str(error)
-        bad = re.search(r"unexpected keyword argument '(\w+)'", message)
-        where = (*keys, bad.group(1)) if bad else keys
-        args = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
-        hint = ""
-        if bad:
-            with contextlib.suppress(TypeError, ValueError):
-                accepted = [
-                    p for p in inspect.signature(cls).parameters if p not in ("self", "args", "kwargs")
-                ]
-                close = difflib.get_close_matches(bad.group(1), accepted, n=1)
-                hint = f"; did you mean {close[0]!r}?" if close else f"; it takes {', '.join(accepted)}"
-        raise Problem(f"{name}({args}) failed: {message}{hint}", *where) from None
+        raise Problem(f"{name}({args}) failed: {error}", *keys) from None
+
+
+def _unexpected_keyword(cls: Callable[..., Any], kwargs: Mapping[str, Any]) -> tuple[str | None, list[str]]:
+    """The first of ``kwargs`` that ``cls(...)`` does not take (None: all taken, or its signature cannot tell),
+    and the names it takes."""
+    try:
+        parameters = inspect.signature(cls).parameters.values()
+    except (TypeError, ValueError):  # a class without an introspectable signature: the call itself decides
+        return None, []
+    if any(p.kind is p.VAR_KEYWORD for p in parameters):
+        return None, []
+    accepted = [p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    return next((str(k) for k in kwargs if k not in accepted), None), accepted
 
 
 def _option_module(module_name: str, *keys: Any) -> Any:
@@ -212,42 +217,38 @@ def substitute(value: Any, output_dir: str) -> Any:
 
 
 def check_training_args(kwargs: Mapping[str, Any], output_dir: str) -> None:
-    """Build the `TrainingArguments` once so that a bad value is refused before any trial."""
+    """Build the `TrainingArguments` once so that a bad value is refused before any trial, at the key to blame."""
     from trainer import TrainingArguments
 
     try:
         TrainingArguments(output_dir=output_dir, **kwargs)
     except (TypeError, ValueError) as error:
-        message = str(error)
-        culprit = next((k for k in kwargs if re.match(rf"^{re.escape(str(k))}\b", message)), None)
-        if culprit is None:
-            culprit = next((k for k in kwargs if re.search(rf"\b{re.escape(str(k))}\b", message)), None)
+        culprit = _culprit(lambda given: TrainingArguments(output_dir=output_dir, **given), kwargs)
         keys = ("training_args", culprit) if culprit is not None else ("training_args",)
-        raise Problem(message, *keys) from None
+        raise Problem(str(error), *keys) from None
+
+
+def _culprit(build: Callable[[dict[str, Any]], Any], given: Mapping[str, Any]) -> str | None:
+    """The first key of ``given`` that makes ``build`` fail on its own (the others left at their defaults), found
+    by building again rather than by reading the error; None when only a combination fails."""
+    for key, value in given.items():
+        try:
+            build({key: value})
+        except (TypeError, ValueError):
+            return str(key)
+    return None
 
 
 def build_space(raw: Mapping[str, Any]) -> Any:
     """The `spaces.SearchSpace` of the ``space`` mapping."""
-    from spaces import SearchSpace
+    from spaces import ParameterError, SearchSpace
 
     try:
         return SearchSpace.from_dict(raw)
     except (TypeError, ValueError) as error:
-        message = str(error)
-        culprit = next((n for n in raw if f"'{n}'" in message or f'"{n}"' in message), None)
-        if culprit is None:  # find the domain that fails on its own
-            for name, spec in raw.items():
-                try:
-                    SearchSpace.from_dict(
-                        {name: {k: v for k, v in spec.items() if k != "when"}}
-                        if isinstance(spec, Mapping)
-                        else {name: spec}
-                    )
-                except (TypeError, ValueError):
-                    culprit = name
-                    break
-        keys = ("space", culprit) if culprit is not None else ("space",)
-        raise Problem(message, *keys) from None
+        # A problem of one parameter names it; one of the space as a whole (a cycle of conditions) names none.
+        keys = ("space", error.parameter) if isinstance(error, ParameterError) else ("space",)
+        raise Problem(str(error), *keys) from None
 
 
 def objective(value: str | list[str] | None) -> Any:

@@ -420,6 +420,49 @@ def test_object_option_needs_a_class_spec(tmp_path, capsys):
 
 
 @pytest.mark.parametrize(
+    ("domain", "needle"),
+    [
+        ({"type": "int", "low": 1, "high": 8, "stepp": 2}, "unknown key 'stepp'"),  # the domain's own check
+        (
+            {"type": "float", "low": 0.0, "high": 1.0, "when": {"learning_rate": 0.5}},
+            "a Float",
+        ),  # a condition
+    ],
+)
+def test_a_bad_space_parameter_is_named_at_its_line(tmp_path, capsys, domain, needle):
+    space = {**SWEEP["space"], "other": domain}
+    path = write_sweep(tmp_path, "optuna", space=space)
+    err = config_error(capsys, path)
+    assert f"{path}:{line_of(path, 'other:')}: space.other:" in err and needle in err
+
+
+@pytest.mark.parametrize(
+    ("changes", "culprit", "needle"),
+    [
+        ({"learning_rate": "fast"}, "learning_rate", "must be a number"),
+        # A rule between two fields: the one that is refused even with the other fields at their defaults.
+        (
+            {"load_best_model_at_end": True},
+            "load_best_model_at_end",
+            "needs save_strategy equal to eval_strategy",
+        ),
+        ({"logging_steps": 0, "eval_steps": None}, "logging_steps", "eval_strategy='steps' needs eval_steps"),
+    ],
+)
+def test_a_refused_training_argument_is_named_at_its_line(tmp_path, capsys, changes, culprit, needle):
+    path = write_sweep(tmp_path, "optuna", training_args={**SWEEP["training_args"], **changes})
+    err = config_error(capsys, path)
+    assert f"{path}:{line_of(path, culprit + ':')}: training_args.{culprit}:" in err and needle in err
+
+
+def test_a_class_option_given_an_argument_it_does_not_take_names_it(tmp_path, capsys):
+    path = write_sweep(tmp_path, "optuna", {"sampler": {"name": "RandomSampler", "seedd": 1}})
+    err = config_error(capsys, path)
+    assert f"{path}:{line_of(path, 'seedd:')}: backend_options.sampler.seedd:" in err
+    assert "RandomSampler takes no argument 'seedd'; did you mean 'seed'?" in err
+
+
+@pytest.mark.parametrize(
     ("spec", "message"),
     [
         (
