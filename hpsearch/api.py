@@ -27,6 +27,7 @@ from .backends.base import installed_version
 from .errors import SearchConfigError
 from .executor import check_trial_workers, make_executor
 from .objective import resolve_compute_objective
+from .options import N_TRIALS
 from .reevaluate import check_reevaluation
 from .settings import COMMON_OPTIONS, TrialSettings, check_common_options
 
@@ -78,14 +79,6 @@ def _python_scalar(value: Any) -> Any:
     value as it is."""
     if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0 and hasattr(value, "item"):
         return value.item()
-    return value
-
-
-def _check_int(name: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise SearchConfigError(
-            f"{name} must be an integer >= {minimum}, got {value!r}; pass e.g. {name}=3.", about=name
-        )
     return value
 
 
@@ -261,7 +254,7 @@ def _check_arguments(
         raise SearchConfigError(
             "hp_space={} has no parameter to search; pass at least one, or None for the default space."
         )
-    n_trials = _check_int("n_trials", n_trials, 1)
+    n_trials = N_TRIALS.check(n_trials)
     directions = _directions(direction)
     if hp_name is not None and not callable(hp_name):
         raise SearchConfigError(

@@ -32,6 +32,7 @@ from ._option_flags import add_option_flags, option_flag_overrides
 from ._sweep_trainer import build_trainer
 from .backends import backend_names, get_backend
 from .errors import BackendNotAvailable, HPSearchError, SearchConfigError
+from .options import N_TRIALS
 from .sweep import KEYS, ConfigError, SweepConfig, load_sweep
 
 __all__ = ["ConfigError", "SweepConfig", "load_sweep", "main"]
@@ -287,10 +288,11 @@ def _load_run_config(args: argparse.Namespace) -> SweepConfig:
         overrides.append(
             "backend_options.warm_start=" + json.dumps([os.path.abspath(d) for d in args.warm_start])
         )
+    if args.n_trials is not None:
+        overrides.append((f"n_trials={args.n_trials}", "--n-trials"))
     return load_sweep(
         args.config,
         backend=args.backend,
-        n_trials=args.n_trials,
         output_dir=args.output_dir,
         resume=args.resume,
         overrides=overrides,
@@ -504,7 +506,10 @@ def _add_run_parser(commands: Any) -> None:
     )
     run_parser.add_argument("config", help="the sweep file (YAML)")
     run_parser.add_argument("--backend", choices=backend_names(), help="override the file's backend")
-    run_parser.add_argument("--n-trials", type=int, help="override the file's n_trials")
+    # Read as YAML and checked with the file's n_trials (one declaration, one message), naming the flag.
+    run_parser.add_argument(
+        "--n-trials", metavar="N", help=f"override the file's n_trials ({N_TRIALS.expected()})"
+    )
     again = run_parser.add_mutually_exclusive_group()
     again.add_argument(
         "--resume",

@@ -22,7 +22,7 @@ from typing import Any
 
 from .errors import SearchConfigError
 
-__all__ = ["COMMON_OPTIONS", "OBJECTIVE_SCOPES", "Code", "Option", "check_common_options"]
+__all__ = ["COMMON_OPTIONS", "N_TRIALS", "OBJECTIVE_SCOPES", "Code", "Option", "check_common_options"]
 
 #: Which evaluation of a trial is its objective: the last one, the best one, the mean of all of them, or the
 #: mean of the last 5 / 10 (the checkpoint is the one of the last evaluation for the means).
@@ -40,19 +40,20 @@ class Code(str):
 class Option:
     """One keyword argument of `hyperparameter_search`, as the API, the sweep file and the command line see it.
 
-    ``types`` are the Python types a value may have (after a sweep file is read; ``object``: any value, checked by
-    the adapter); ``classes`` are the engine's own classes a value may be an instance of, as ``module:Class`` (imported
-    only to check a value that is none of ``types``); None is always accepted and means ``default``. A number must be finite,
-    at least ``minimum`` (``above``: greater than it) and at most ``maximum``, unless it is one of ``also`` (e.g.
-    -1 for "one per CPU"); ``choices`` are the only values taken; ``non_empty`` refuses an empty string or mapping;
-    ``rule`` is a further check of this option alone (it raises `SearchConfigError` naming the value and the fix,
-    and returns the value to use). ``example`` is the value an error suggests.
+        ``types`` are the Python types a value may have (after a sweep file is read; ``object``: any value, checked by
+        the adapter); ``classes`` are the engine's own classes a value may be an instance of, as ``module:Class`` (imported
+        only to check a value that is none of ``types``); None is accepted and means ``default``, unless ``required`` (an
+    argument with no unset state, such as ``n_trials``). A number must be finite,
+        at least ``minimum`` (``above``: greater than it) and at most ``maximum``, unless it is one of ``also`` (e.g.
+        -1 for "one per CPU"); ``choices`` are the only values taken; ``non_empty`` refuses an empty string or mapping;
+        ``rule`` is a further check of this option alone (it raises `SearchConfigError` naming the value and the fix,
+        and returns the value to use). ``example`` is the value an error suggests.
 
-    ``build_from`` names the modules whose classes a sweep file may build with ``{name: Class, **kwargs}`` (e.g. a
-    sampler); ``path`` says that a string value is a file or folder path (or a ``sqlite:///`` URL), which a sweep
-    file gives relative to its own folder; ``cli_flag`` that ``hpsearch run`` takes it as a flag of its own
-    (``--trial-workers N``) besides ``--set``; ``concurrency`` that it sets how many trials run at once in threads
-    (refused beside ``trial_workers``, which does that).
+        ``build_from`` names the modules whose classes a sweep file may build with ``{name: Class, **kwargs}`` (e.g. a
+        sampler); ``path`` says that a string value is a file or folder path (or a ``sqlite:///`` URL), which a sweep
+        file gives relative to its own folder; ``cli_flag`` that ``hpsearch run`` takes it as a flag of its own
+        (``--trial-workers N``) besides ``--set``; ``concurrency`` that it sets how many trials run at once in threads
+        (refused beside ``trial_workers``, which does that).
     """
 
     name: str
@@ -72,6 +73,7 @@ class Option:
     path: bool = False
     cli_flag: bool = False
     concurrency: bool = False
+    required: bool = False
 
     # ------------------------------------------------------------------ what a value must be
     def expected(self) -> str:
@@ -122,6 +124,8 @@ class Option:
         always passes; a bool is refused where none is declared (Python's bool is an int), and so is a non-finite
         number; numpy's integers and floats count as int and float."""
         if value is None:
+            if self.required:
+                raise self.refusal(value)
             return None
         if object not in self.types and not self._typed(value):
             raise self.refusal(value, typed=True)
@@ -159,8 +163,11 @@ class Option:
         """The error for a value this option does not take: the option, the value, what it must be, an example."""
         shown = f"{value!r} ({type(value).__name__})" if typed else repr(value)
         example = self.suggestion()
-        fix = f"pass e.g. {self.name}={example!r}, or None" if example is not None else "pass None"
-        default = " for the default" if self.default is None else f" for the default ({self.default!r})"
+        if self.required:
+            fix, default = f"pass e.g. {self.name}={example!r}", ""
+        else:
+            fix = f"pass e.g. {self.name}={example!r}, or None" if example is not None else "pass None"
+            default = " for the default" if self.default is None else f" for the default ({self.default!r})"
         return SearchConfigError(
             f"{self.name}={shown} must be {self.expected()} ({self.help}); {fix}{default}.", about=self.name
         )
@@ -223,6 +230,12 @@ def _parameter_values(value: Any) -> dict[str, Any]:
         )
     return dict(value)
 
+
+#: How many trials the search runs: an argument of `hyperparameter_search`, a sweep file's top-level key and
+#: ``hpsearch run --n-trials``, all checked by this one declaration.
+N_TRIALS = Option(
+    "n_trials", (int,), "how many trials to run", default=20, minimum=1, example=10, required=True
+)
 
 #: Options every backend accepts (a sweep file takes them at its top level or under backend_options).
 COMMON_OPTIONS: dict[str, Option] = {

@@ -63,6 +63,7 @@ from ._sweep_resolve import (
 )
 from .backends import backend_names, get_backend, resolve_backend
 from .errors import BackendNotAvailable, HPSearchError, SearchConfigError
+from .options import N_TRIALS
 from .settings import COMMON_OPTIONS, Option
 
 if TYPE_CHECKING:
@@ -94,7 +95,8 @@ def _known_backend(name: str) -> str:
 _ImportPath = Annotated[StrictStr, Field(pattern=r"^[^:\s]+:[^:\s]+$")]
 _Metric = Annotated[StrictStr, Field(min_length=1)]
 _Direction = Annotated[StrictStr, Field(pattern=r"(?i)^(minimize|maximize|min|max)$")]
-_AtLeastOne = Annotated[StrictInt, Field(ge=1)]
+#: Checked by its one declaration, as `hyperparameter_search` checks it (same message).
+_NTrials = Annotated[Any, AfterValidator(N_TRIALS.check)]
 
 
 class _SweepKeys(BaseModel):
@@ -151,7 +153,7 @@ class _SweepKeys(BaseModel):
         "direction: maximize",
         default="minimize",
     )
-    n_trials: _AtLeastOne = _key("how many trials to run", "an integer >= 1", default=20)
+    n_trials: _NTrials = _key(N_TRIALS.help, N_TRIALS.expected(), default=N_TRIALS.default)
     output_dir: Annotated[StrictStr, Field(min_length=1)] | None = _key(
         "where results go, relative to the sweep file", "a folder path", "output_dir: output", default=None
     )
@@ -627,8 +629,6 @@ def load_sweep(
     data, lines = _read(config_path)
     for override in overrides:
         _apply_override(data, lines, override)
-    if n_trials is not None and n_trials < 1:
-        raise ConfigError(f"--n-trials must be >= 1, got {n_trials}; pass e.g. --n-trials 10.")
     drop_other_backend_options(data, lines, backend)
     for key, flag, value in (("backend", "--backend", backend), ("n_trials", "--n-trials", n_trials)):
         if value is not None:

@@ -182,7 +182,10 @@ def test_resume_continues_the_study(tmp_path, capsys):
 def test_set_overrides_and_its_errors(tmp_path, capsys):
     path = write(tmp_path, TINY)
     err = run_error(capsys, path, "--set", "n_trials=0")
-    assert "n_trials: expected an integer >= 1, got int 0. (set by --set n_trials=...)" in err
+    assert (
+        "n_trials: n_trials=0 must be an integer >= 1 (how many trials to run); pass e.g. n_trials=10. (set by --set n_trials=...)"
+        in err
+    )
     err = run_error(capsys, path, "--set", "n_trials")
     assert "expected KEY=VALUE" in err
     out = tmp_path / "out"
@@ -216,7 +219,9 @@ def test_missing_required_key(tmp_path, capsys):
 def test_bad_type_names_key_and_line(tmp_path, capsys):
     path = write(tmp_path, TINY.replace("n_trials: 2", "n_trials: three"))
     err = run_error(capsys, path)
-    assert f"{path}:{line_of(path, 'n_trials')}: n_trials: expected an integer >= 1" in err
+    assert (
+        f"{path}:{line_of(path, 'n_trials')}: n_trials: n_trials='three' (str) must be an integer >= 1" in err
+    )
 
 
 def test_bad_training_argument_value(tmp_path, capsys):

@@ -16,7 +16,7 @@ from hpsearch._option_flags import flag_of
 from hpsearch.backends import backend_names, get_backend
 from hpsearch.cli import main
 from hpsearch.errors import SearchConfigError
-from hpsearch.options import COMMON_OPTIONS, Option
+from hpsearch.options import COMMON_OPTIONS, N_TRIALS, Option
 from hpsearch.sweep import ConfigError, load_sweep
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -140,6 +140,43 @@ def test_the_api_the_sweep_file_and_the_cli_refuse_a_value_alike(
         assert main(["run", str(path), "--no-progress", *flags]) == 2
         err = capsys.readouterr().err
         assert f"backend_options.{option.name}: {message} (set by {named})" in err, err
+
+
+@pytest.mark.parametrize("value", [0, -1, True, "3", 2.0, None])
+def test_n_trials_is_refused_alike_by_the_api_the_sweep_file_and_the_cli(
+    value, trainer, tmp_path, monkeypatch, capsys
+):
+    """n_trials is declared once (`N_TRIALS`): the API, the sweep file and ``hpsearch run`` (--n-trials and --set)
+    refuse a bad value with its one message."""
+    from spaces import Float
+
+    monkeypatch.chdir(ROOT)
+    with pytest.raises(SearchConfigError) as declared:
+        N_TRIALS.check(value)
+    message = str(declared.value)
+    assert (
+        f"n_trials={value!r}" in message and "must be an integer >= 1" in message and "pass e.g." in message
+    )
+
+    with pytest.raises(SearchConfigError) as api:
+        hyperparameter_search(
+            trainer, hp_space={"learning_rate": Float(1e-3, 1e-1)}, n_trials=value, backend="random"
+        )
+    assert str(api.value) == message
+
+    path = _write(tmp_path, "random", n_trials=value)
+    with pytest.raises(ConfigError) as sweep:
+        load_sweep(path)
+    assert sweep.value.problem == message and sweep.value.key == "n_trials" and sweep.value.line is not None
+
+    text = json.dumps(value)  # JSON is YAML, as the command line reads the value
+    for flags, named in (
+        (["--n-trials", text], "--n-trials"),
+        (["--set", f"n_trials={text}"], "--set n_trials=..."),
+    ):
+        assert main(["run", str(path), "--no-progress", *flags]) == 2
+        err = capsys.readouterr().err
+        assert f"n_trials: {message} (set by {named})" in err, err
 
 
 def test_the_option_flags_help_is_the_declaration(capsys):
