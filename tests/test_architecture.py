@@ -1,4 +1,4 @@
-"""The architecture rules of DESIGN.md, checked by ``scripts/architecture.py``: no engine named or imported outside ``hpsearch/backends/``, and no import circle (but the lazy ``Trainer.hyperparameter_search``)."""
+"""The architecture rules of DESIGN.md, checked by ``scripts/architecture.py``: no engine named or imported outside ``hpsearch/backends/``, no import circle (but the lazy ``Trainer.hyperparameter_search``), and no function over a screen (but the few named)."""
 
 from __future__ import annotations
 
@@ -41,6 +41,19 @@ def test_the_longest_functions_are_measured_from_the_syntax_tree():
     source, _ = inspect.getsourcelines(installed_version.__wrapped__)
     decorators = sum(line.lstrip().startswith("@") for line in source)
     assert longest["hpsearch.backends.base.installed_version"] == len(source) - decorators
+
+
+def test_no_function_is_longer_than_a_screen():
+    checks = _checks()
+    assert checks.long_functions(checks.modules()) == []
+
+
+def test_the_function_length_check_finds_a_long_function(tmp_path):
+    checks = _checks()
+    body = "".join(f"        x{i} = {i}\n" for i in range(checks.MAX_FUNCTION_LINES))
+    (tmp_path / "long.py").write_text(f"def short():\n    pass\n\n\nclass C:\n    def long(self):\n{body}")
+    (problem,) = checks.long_functions({"pkg.long": tmp_path / "long.py"})
+    assert problem.startswith(f"pkg.long.C.long has {checks.MAX_FUNCTION_LINES + 1} lines")
 
 
 def test_the_circle_check_finds_a_circle():
