@@ -118,48 +118,7 @@ def build_object(spec: Mapping[str, Any], modules: Sequence[str], *keys: Any) ->
             *keys,
         )
     kwargs = {k: v for k, v in spec.items() if k != "name"}
-    cls: Callable[..., Any] | None
-    if ":" in name:
-        # Only classes, and only classes of those modules' kinds, are built: a sweep file must not call any other
-        # callable it names (e.g. os:system), so it is refused before anything is called.
-        cls = import_path(name, *keys, "name")
-        if not inspect.isclass(cls):
-            raise Problem(
-                f"{name!r} is a {type(cls).__name__}, not a class, and only a class is built here; "
-                f"name a class of {' or '.join(modules)} (or a subclass of one, as module:Class).",
-                *keys,
-                "name",
-            )
-        kinds = _classes_of(modules, *keys)
-        if not any(issubclass(cls, kind) for kind in kinds):
-            raise Problem(
-                f"{name!r} is not a class of {' or '.join(modules)} nor a subclass of one, so it is "
-                f"not built; name one of them or a subclass (e.g. of {kinds[0].__name__ if kinds else 'theirs'}).",
-                *keys,
-                "name",
-            )
-    else:
-        cls = None
-        available: list[str] = []
-        for module_name in modules:
-            module = _option_module(module_name, *keys)
-            cls = getattr(module, name, None)
-            if inspect.isclass(cls):
-                break
-            cls = None
-            available += [
-                n
-                for n in getattr(module, "__all__", dir(module))
-                if inspect.isclass(getattr(module, n, None))
-            ]
-        if cls is None:
-            close = difflib.get_close_matches(name, available, n=1)
-            hint = f"did you mean {close[0]!r}? " if close else ""
-            raise Problem(
-                f"{name!r} is not a class of {' or '.join(modules)}; {hint}available: {', '.join(sorted(available))}.",
-                *keys,
-                "name",
-            )
+    cls = _imported_class(name, modules, *keys) if ":" in name else _found_class(name, modules, *keys)
     args = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
     bad, accepted = _unexpected_keyword(cls, kwargs)
     if bad is not None:
@@ -170,6 +129,49 @@ def build_object(spec: Mapping[str, Any], modules: Sequence[str], *keys: Any) ->
         return cls(**kwargs)
     except (TypeError, ValueError) as error:
         raise Problem(f"{name}({args}) failed: {error}", *keys) from None
+
+
+def _imported_class(name: str, modules: Sequence[str], *keys: Any) -> Callable[..., Any]:
+    """The class ``module:Class`` names, if it is one of ``modules``' classes or a subclass of one."""
+    # Only classes, and only classes of those modules' kinds, are built: a sweep file must not call any other
+    # callable it names (e.g. os:system), so it is refused before anything is called.
+    cls = import_path(name, *keys, "name")
+    if not inspect.isclass(cls):
+        raise Problem(
+            f"{name!r} is a {type(cls).__name__}, not a class, and only a class is built here; "
+            f"name a class of {' or '.join(modules)} (or a subclass of one, as module:Class).",
+            *keys,
+            "name",
+        )
+    kinds = _classes_of(modules, *keys)
+    if not any(issubclass(cls, kind) for kind in kinds):
+        raise Problem(
+            f"{name!r} is not a class of {' or '.join(modules)} nor a subclass of one, so it is "
+            f"not built; name one of them or a subclass (e.g. of {kinds[0].__name__ if kinds else 'theirs'}).",
+            *keys,
+            "name",
+        )
+    return cls
+
+
+def _found_class(name: str, modules: Sequence[str], *keys: Any) -> Callable[..., Any]:
+    """The class ``name`` of the first of ``modules`` that has one (a close name suggested if none has)."""
+    available: list[str] = []
+    for module_name in modules:
+        module = _option_module(module_name, *keys)
+        cls = getattr(module, name, None)
+        if inspect.isclass(cls):
+            return cls
+        available += [
+            n for n in getattr(module, "__all__", dir(module)) if inspect.isclass(getattr(module, n, None))
+        ]
+    close = difflib.get_close_matches(name, available, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    raise Problem(
+        f"{name!r} is not a class of {' or '.join(modules)}; {hint}available: {', '.join(sorted(available))}.",
+        *keys,
+        "name",
+    )
 
 
 def _unexpected_keyword(cls: Callable[..., Any], kwargs: Mapping[str, Any]) -> tuple[str | None, list[str]]:
