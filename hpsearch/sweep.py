@@ -647,8 +647,20 @@ def load_sweep(
         sys.path.insert(0, os.getcwd())
     backend_cls = _backend(sweep.backend, lines)
     out_dir = _output_dir(sweep, lines, config_path.parent, output_dir)
+    config = _resolved(sweep, lines, config_path, backend_cls, out_dir)
+    _warn_shadowed(config.space, config.training_args, lines)
+    merged, where = _merge_common(sweep, data, lines)
+    _backend_options(config, backend_cls, merged, resume, where)
+    return config
+
+
+def _resolved(
+    sweep: _SweepKeys, lines: Lines, config_path: Path, backend_cls: type[SearchBackend], out_dir: str
+) -> SweepConfig:
+    """The checked keys resolved: the code they name imported, the space and the training arguments built (the
+    backend options are added by `_backend_options`)."""
     with located(lines):
-        config = SweepConfig(
+        return SweepConfig(
             path=config_path,
             lines=lines,
             model=import_path(sweep.model, "model"),
@@ -672,7 +684,3 @@ def load_sweep(
             backend=backend_cls.name,
             torch_threads=sweep.torch_threads,
         )
-    _warn_shadowed(config.space, config.training_args, lines)
-    merged, where = _merge_common(sweep, data, lines)
-    _backend_options(config, backend_cls, merged, resume, where)
-    return config
