@@ -108,41 +108,48 @@ def _card(label: str, value: str) -> str:
 
 def _summary(result: SearchResult) -> str:
     counts, warm = own_counts(result)
-    start, end = search_span(result)
-    total = total_training_time(result)
     saved = saved_time(result)
     best_html, best_card = _best_html(result)
-
     requested = "unbounded" if result.n_trials is None else str(result.n_trials)
     cards = [_card("trials", f"{sum(counts.values())} / {requested}")]
     cards += [_card(state, str(n)) for state, n in counts.items()]
     if warm:
         cards.append(_card("warm start", f"{warm} earlier"))
-    cards += [_card("best", best_card), _card("training time", fmt_duration(total))]
+    cards += [_card("best", best_card), _card("training time", fmt_duration(total_training_time(result)))]
     cards.append(
         _card("saved by pruning*", fmt_duration(saved.seconds) if saved.seconds is not None else "—")
     )
+    footnote = (
+        '<p class="footnote">* Estimate: for each pruned trial, (median last step of the complete trials '
+        f"[{esc(fmt_number(saved.median_steps))}] - the step it was pruned at) x its own seconds per step, "
+        "summed. It assumes a pruned trial would have run as long as a typical complete one at its own pace; "
+        f"{saved.counted} pruned trial(s) counted, {saved.skipped} left out (no duration, no step count, or "
+        "no complete trial to compare with).</p>"
+    )
+    return (
+        f'<div class="cards">{"".join(cards)}</div>{kv_table(_summary_rows(result, saved, best_html))}'
+        f"<h3>Settings</h3>{_settings_and_space(result)}{footnote}"
+    )
 
+
+def _summary_rows(result: SearchResult, saved: SavedTime, best_html: str) -> list[tuple[str, str]]:
+    """The summary table: backend, objective, trial counts, best, times, folder and versions."""
+    counts, warm = own_counts(result)
+    start, end = search_span(result)
+    total = total_training_time(result)
+    requested = "unbounded" if result.n_trials is None else str(result.n_trials)
     wall = (end - start).total_seconds() if start is not None and end is not None else None
+    told = (
+        f"{warm} earlier searches' trials told to this one before it began: not trained here, not counted above, "
+        "never its best run"
+    )
     rows = [
         ("backend", esc(result.backend)),
         ("directions", esc(", ".join(result.directions))),
         ("objective", esc(result.objective)),
         ("trials requested", esc(requested)),
         ("trials by state", esc(", ".join(f"{n} {s}" for s, n in counts.items()))),
-        *(
-            [
-                (
-                    "warm start",
-                    esc(
-                        f"{warm} earlier searches' trials told to this one before it began: not trained here, "
-                        "not counted above, never its best run"
-                    ),
-                )
-            ]
-            if warm
-            else []
-        ),
+        *([("warm start", esc(told))] if warm else []),
         ("best" if not result.is_multi_objective else "Pareto front", best_html),
         ("total training time", esc(f"{fmt_duration(total)} (sum of trial durations)")),
         ("saved by pruning*", esc(_saved_text(saved))),
@@ -154,6 +161,11 @@ def _summary(result: SearchResult) -> str:
         rows.append(("output dir", esc(result.output_dir)))
     if result.versions:
         rows.append(("versions", esc(", ".join(f"{k} {v}" for k, v in sorted(result.versions.items())))))
+    return rows
+
+
+def _settings_and_space(result: SearchResult) -> str:
+    """The backend settings as a table and the portable search space (or notes saying they were not recorded)."""
     settings = (
         kv_table(
             (str(k), json_text(v)) for k, v in sorted(result.settings.items(), key=lambda kv: str(kv[0]))
@@ -166,17 +178,7 @@ def _summary(result: SearchResult) -> str:
         if result.space
         else note("The search space was given in the backend's native form (not recorded).")
     )
-    footnote = (
-        '<p class="footnote">* Estimate: for each pruned trial, (median last step of the complete trials '
-        f"[{esc(fmt_number(saved.median_steps))}] - the step it was pruned at) x its own seconds per step, "
-        "summed. It assumes a pruned trial would have run as long as a typical complete one at its own pace; "
-        f"{saved.counted} pruned trial(s) counted, {saved.skipped} left out (no duration, no step count, or "
-        "no complete trial to compare with).</p>"
-    )
-    return (
-        f'<div class="cards">{"".join(cards)}</div>{kv_table(rows)}'
-        f"<h3>Settings</h3>{settings}{space}{footnote}"
-    )
+    return settings + space
 
 
 def _saved_text(saved: SavedTime) -> str:
