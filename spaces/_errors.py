@@ -14,6 +14,10 @@ class ParameterError(Exception):
         super().__init__(message)
         self.parameter = parameter
 
+    def __reduce__(self) -> tuple[type, tuple[str, str]]:
+        # Pickled with its parameter (from a worker process): the default would call cls(message) alone.
+        return type(self), (str(self), self.parameter)
+
 
 class ParameterValueError(ParameterError, ValueError):
     """A bad value of one parameter (bounds, choices, conditions)."""

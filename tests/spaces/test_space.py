@@ -75,6 +75,10 @@ def test_an_error_about_one_parameter_names_it_and_keeps_its_kind(data, paramete
         SearchSpace.from_dict(data)
     assert isinstance(caught.value, spaces.ParameterError)
     assert caught.value.parameter == parameter
+    again = pickle.loads(pickle.dumps(caught.value))  # as it comes back from a worker process
+    assert (
+        type(again) is type(caught.value) and again.parameter == parameter and str(again) == str(caught.value)
+    )
 
 
 def test_an_error_about_the_whole_space_names_no_parameter():
