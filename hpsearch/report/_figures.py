@@ -127,49 +127,57 @@ def history_figure(result: SearchResult) -> Any | None:
                 and ((state == "WARM") == is_warm(r))
                 and (state == "WARM" or r.state == state)
             ]
-            if not pts:
-                continue
-            trace = go.Scatter(
-                x=[r.number for r, _ in pts],
-                y=[v for _, v in pts],
-                mode="markers",
-                name=name,
-                legendgroup=state,
-                showlegend=i == 0,
-                marker={
-                    "color": color,
-                    "size": 8,
-                    "symbol": {"FAIL": "x", "WARM": "diamond"}.get(state, "circle"),
-                },
-                text=[plot_text(r.name) for r, _ in pts],
-                hovertemplate="%{text}<br>trial %{x}<br>%{y:.6g}<extra>" + name + "</extra>",
-            )
-            _add(fig, trace, i, k)
+            if pts:
+                _add(fig, _state_markers(go, state, color, name, pts, i), i, k)
         if k == 1:
-            complete = [  # this search's own trials: an earlier search's trial is never its best run
-                (r.number, vec[0])
-                for r, vec in zip(records, vectors)
-                if r.state == TrialState.COMPLETE and not is_warm(r)
-            ]
-            if complete:
-                _add(
-                    fig,
-                    go.Scatter(
-                        x=[n for n, _ in complete],
-                        y=best_so_far([v for _, v in complete], result.directions[0]),
-                        mode="lines",
-                        line={"shape": "hv", "color": "#111827", "width": 2},
-                        name="best so far",
-                        hovertemplate="best so far %{y:.6g}<extra></extra>",
-                    ),
-                    i,
-                    k,
-                )
+            line = _best_so_far_line(go, result, records, vectors)
+            if line is not None:
+                _add(fig, line, i, k)
         axis = "yaxis" if i == 0 else f"yaxis{i + 1}"
         fig.update_layout({axis: {"title": {"text": titles[i]}}})
     fig.update_layout(**{**_LAYOUT, "height": 320 * k + 100 if k > 1 else 420})
     fig.update_xaxes(title_text="trial number", row=k if k > 1 else None)
     return fig
+
+
+def _state_markers(go: Any, state: str, color: str, name: str, pts: list[tuple[Any, float]], i: int) -> Any:
+    """One state's trials as markers (objective ``i`` against trial number); a cross for FAIL, a diamond for WARM."""
+    return go.Scatter(
+        x=[r.number for r, _ in pts],
+        y=[v for _, v in pts],
+        mode="markers",
+        name=name,
+        legendgroup=state,
+        showlegend=i == 0,
+        marker={
+            "color": color,
+            "size": 8,
+            "symbol": {"FAIL": "x", "WARM": "diamond"}.get(state, "circle"),
+        },
+        text=[plot_text(r.name) for r, _ in pts],
+        hovertemplate="%{text}<br>trial %{x}<br>%{y:.6g}<extra>" + name + "</extra>",
+    )
+
+
+def _best_so_far_line(
+    go: Any, result: SearchResult, records: list[Any], vectors: list[list[float]]
+) -> Any | None:
+    """The best complete trial so far, by trial number (one objective); None before any complete trial."""
+    complete = [  # this search's own trials: an earlier search's trial is never its best run
+        (r.number, vec[0])
+        for r, vec in zip(records, vectors)
+        if r.state == TrialState.COMPLETE and not is_warm(r)
+    ]
+    if not complete:
+        return None
+    return go.Scatter(
+        x=[n for n, _ in complete],
+        y=best_so_far([v for _, v in complete], result.directions[0]),
+        mode="lines",
+        line={"shape": "hv", "color": "#111827", "width": 2},
+        name="best so far",
+        hovertemplate="best so far %{y:.6g}<extra></extra>",
+    )
 
 
 def learning_curves_figure(result: SearchResult) -> Any | None:
