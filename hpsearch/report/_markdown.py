@@ -11,6 +11,7 @@ from hpsearch.warmstart import own_counts
 
 if TYPE_CHECKING:
     from hpsearch.results import SearchResult
+    from hpsearch.trial import TrialRecord
 
 __all__ = ["render_markdown"]
 
@@ -25,6 +26,21 @@ def render_markdown(result: SearchResult, max_rows: int | None = 50) -> str:
     """Summary lines and a table of the trials, best first (at most ``max_rows`` rows; None for all)."""
     if max_rows is not None and max_rows < 0:
         raise ValueError(f"max_rows must be None or >= 0 but got {max_rows}; pass e.g. max_rows=50.")
+    lines = _summary_lines(result) + [""]
+    records = order_best_first(result)
+    if not records:
+        lines.append("_No trials recorded._")
+        return "\n".join(lines) + "\n"
+    shown = records if max_rows is None else records[:max_rows]
+    lines += _trial_table(result, shown)
+    if len(shown) < len(records):
+        lines.append("")
+        lines.append(f"_… and {len(records) - len(shown)} more trial(s); see trials.csv._")
+    return "\n".join(lines) + "\n"
+
+
+def _summary_lines(result: SearchResult) -> list[str]:
+    """The search in a few bullet points: objective, trial counts, best (or the Pareto front), leaders, times."""
     counts, warm = own_counts(result)  # warm-start rows (earlier searches' trials) are counted apart
     start, end = search_span(result)
     requested = "" if result.n_trials is None else f" of {result.n_trials}"
@@ -55,20 +71,17 @@ def render_markdown(result: SearchResult, max_rows: int | None = 50) -> str:
         time_line += f", about {fmt_duration(saved.seconds)} saved by pruning {saved.counted} trial(s)"
     lines.append(time_line)
     lines.append(f"- **Started** {fmt_datetime(start)} · **finished** {fmt_datetime(end)}")
-    lines.append("")
+    return lines
 
-    records = order_best_first(result)
-    if not records:
-        lines.append("_No trials recorded._")
-        return "\n".join(lines) + "\n"
+
+def _trial_table(result: SearchResult, shown: list[TrialRecord]) -> list[str]:
+    """The Markdown table of ``shown``: number, name (★ on the Pareto front), state, objectives, parameters."""
     front = {id(r) for r in result.best_trials}
     objectives = result.objective_columns
     params = result.param_names
     header = ["#", "name", "state", *objectives, *params, "last step", "duration"]
     align = ["---:", "---", "---", *["---:"] * len(objectives), *["---"] * len(params), "---:", "---:"]
-    lines.append("| " + " | ".join(_md(h) for h in header) + " |")
-    lines.append("|" + "|".join(align) + "|")
-    shown = records if max_rows is None else records[:max_rows]
+    lines = ["| " + " | ".join(_md(h) for h in header) + " |", "|" + "|".join(align) + "|"]
     for record in shown:
         values = result.objective_values(record) or [float("nan")] * len(objectives)
         star = " ★" if id(record) in front else ""
@@ -82,10 +95,7 @@ def render_markdown(result: SearchResult, max_rows: int | None = 50) -> str:
             fmt_duration(record.duration_s),
         ]
         lines.append("| " + " | ".join(cells) + " |")
-    if len(shown) < len(records):
-        lines.append("")
-        lines.append(f"_… and {len(records) - len(shown)} more trial(s); see trials.csv._")
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def _leader_lines(result: SearchResult) -> list[str]:
