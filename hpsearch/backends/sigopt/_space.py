@@ -281,7 +281,31 @@ def _check_conditionals_covered(parameters: list[dict[str, Any]], conditionals: 
 
 def check_native(hp_space: Any, trainer: Trainer) -> tuple[list[dict[str, Any]], dict[str, type]]:
     """A native hp_space's SigOpt parameters, checked, and the int/float fields among its categoricals."""
+    fields = argument_types(type(trainer.args))
     native_fields: dict[str, type] = {}
+    numeric: dict[str, Any] = {}
+    out: list[dict[str, Any]] = []
+    for i, raw in enumerate(_native_parameters(hp_space)):
+        spec = _native_parameter(i, raw)
+        name = spec["name"]
+        check_param_names([name], trainer)
+        if spec["type"] in ("int", "double"):
+            numeric[name] = _bounds_domain(name, spec)
+        if name in fields and spec["type"] == "categorical":
+            target = _numeric_type(fields[name])
+            if target is not None:
+                native_fields[name] = target
+                _check_categorical_values(name, spec, target)
+        out.append(spec)
+    if numeric:  # the bounds must be values the trainer's arguments accept, as for a portable space
+        from spaces import SearchSpace
+
+        check_space_against_trainer(SearchSpace(numeric), trainer)
+    return out, native_fields
+
+
+def _native_parameters(hp_space: Any) -> list[Any] | tuple[Any, ...]:
+    """The SigOpt parameter dicts a native hp_space gives (a list, or a callable returning one for None)."""
     try:
         parameters = call_native_space(hp_space, "sigopt") if callable(hp_space) else hp_space
     except SearchConfigError:
@@ -298,51 +322,42 @@ def check_native(hp_space: Any, trainer: Trainer) -> tuple[list[dict[str, Any]],
             "dicts such as {'name': 'learning_rate', 'type': 'double', 'bounds': {'min': 1e-6, 'max': 1e-4}}, "
             f"got {type(parameters).__name__}."
         )
-    fields = argument_types(type(trainer.args))
-    numeric: dict[str, Any] = {}
-    out: list[dict[str, Any]] = []
-    for i, raw in enumerate(parameters):
-        if not isinstance(raw, Mapping) or not isinstance(raw.get("name"), str) or not raw.get("name"):
-            raise SearchConfigError(
-                f"hp_space parameter #{i} must be a dict with a 'name' string, got {raw!r}."
-            )
-        spec = dict(raw)
-        name = spec["name"]
-        if spec.get("type") not in _NATIVE_TYPES:
-            raise SearchConfigError(
-                f"hp_space parameter {name!r}: type={spec.get('type')!r} must be one of {list(_NATIVE_TYPES)}.",
-                about=("hp_space", name),
-            )
-        if "transformamtion" in spec:  # transformers' default space misspells the key; SigOpt rejects it
-            logger.warning(
-                "hp_space parameter %r: reading the misspelled key 'transformamtion' as 'transformation'.",
-                name,
-            )
-            spec.setdefault("transformation", spec.pop("transformamtion"))
-        check_param_names([name], trainer)
-        if spec["type"] in ("int", "double"):
-            numeric[name] = _bounds_domain(name, spec)
-        if name in fields and spec["type"] == "categorical":
-            target = _numeric_type(fields[name])
-            if target is not None:
-                native_fields[name] = target
-                for value in spec.get("categorical_values") or []:
-                    text = value.get("name") if isinstance(value, Mapping) else value
-                    try:
-                        target(text)
-                    except (TypeError, ValueError):
-                        raise SearchConfigError(
-                            f"hp_space parameter {name!r} is a TrainingArguments field of type {target.__name__}, but "
-                            f"its categorical value {text!r} cannot be read as {target.__name__}; list values "
-                            "such as '32'.",
-                            about=("hp_space", name),
-                        ) from None
-        out.append(spec)
-    if numeric:  # the bounds must be values the trainer's arguments accept, as for a portable space
-        from spaces import SearchSpace
+    return parameters
 
-        check_space_against_trainer(SearchSpace(numeric), trainer)
-    return out, native_fields
+
+def _native_parameter(i: int, raw: Any) -> dict[str, Any]:
+    """Parameter ``i`` of a native space as a dict with a name and a SigOpt type (a misspelled key read right)."""
+    if not isinstance(raw, Mapping) or not isinstance(raw.get("name"), str) or not raw.get("name"):
+        raise SearchConfigError(f"hp_space parameter #{i} must be a dict with a 'name' string, got {raw!r}.")
+    spec = dict(raw)
+    name = spec["name"]
+    if spec.get("type") not in _NATIVE_TYPES:
+        raise SearchConfigError(
+            f"hp_space parameter {name!r}: type={spec.get('type')!r} must be one of {list(_NATIVE_TYPES)}.",
+            about=("hp_space", name),
+        )
+    if "transformamtion" in spec:  # transformers' default space misspells the key; SigOpt rejects it
+        logger.warning(
+            "hp_space parameter %r: reading the misspelled key 'transformamtion' as 'transformation'.",
+            name,
+        )
+        spec.setdefault("transformation", spec.pop("transformamtion"))
+    return spec
+
+
+def _check_categorical_values(name: str, spec: Mapping[str, Any], target: type) -> None:
+    """Each categorical value of a numeric TrainingArguments field must read as that field's type."""
+    for value in spec.get("categorical_values") or []:
+        text = value.get("name") if isinstance(value, Mapping) else value
+        try:
+            target(text)
+        except (TypeError, ValueError):
+            raise SearchConfigError(
+                f"hp_space parameter {name!r} is a TrainingArguments field of type {target.__name__}, but "
+                f"its categorical value {text!r} cannot be read as {target.__name__}; list values "
+                "such as '32'.",
+                about=("hp_space", name),
+            ) from None
 
 
 def _bounds_domain(name: str, spec: Mapping[str, Any]) -> Any:
