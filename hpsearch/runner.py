@@ -95,6 +95,9 @@ def _claim_folder(
     attempt's ``checkpoint-*`` folders: a later step's checkpoint would pass for the newest, and the rotation of
     ``save_total_limit`` would delete this run's instead. A trial resumed from a checkpoint keeps them."""
 
+    if _dist.is_main_process() and _made_folder(output_dir, record):
+        return
+
     def owner(name: str) -> str | None:
         try:
             with open(os.path.join(output_dir, name, OWNER_FILE), encoding="utf-8") as f:
@@ -141,6 +144,20 @@ def _claim_folder(
                     "make hp_name return another name, or free that path",
                 ) from error
             # Nothing of the trial is saved there (save_strategy='no'): it trains without its folder.
+
+
+def _made_folder(output_dir: str, record: TrialRecord) -> bool:
+    """Make the trial's folder and its owner file when nothing is at its path yet (a new trial's usual case: one
+    mkdir instead of the checks of `_claim_folder`); False when something is there or it could not be made (the
+    checks then decide)."""
+    folder = os.path.join(output_dir, record.name)
+    try:
+        os.mkdir(folder)
+        with open(os.path.join(folder, OWNER_FILE), "w", encoding="utf-8") as f:
+            f.write(record.trial_id)
+    except OSError:
+        return False
+    return True
 
 
 def _clear_checkpoints(folder: str, record: TrialRecord) -> None:
