@@ -45,6 +45,8 @@ from hpsearch._journal import JournalWriter, SnapshotSchedule, apply_journal, re
 from hpsearch.trial import Evaluation, TrialRecord, TrialState, _from_iso, _iso
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     import pandas as pd
 
 __all__ = ["FORMAT_VERSION", "SearchResult"]
@@ -155,39 +157,62 @@ class SearchResult:
         import pandas as pd
 
         records = sorted(self.records, key=lambda r: (r.number, r.trial_id))
+        columns = {
+            name: _datetime_series(values) if dtype == _DATETIME else pd.Series(values, dtype=dtype)
+            for name, (values, dtype) in self._trial_columns(records).items()
+        }
+        return pd.DataFrame(columns)
+
+    def trials_rows(self, records: Sequence[TrialRecord]) -> tuple[list[str], list[list[Any]]]:
+        """The columns of `trials_dataframe` and the rows of ``records`` (in their order) as plain Python values, a
+        missing value None, dates in UTC: what a reader that shows a few rows needs, without pandas."""
+        columns = self._trial_columns(list(records))
+        cells = [
+            [None if v is None or (isinstance(v, float) and math.isnan(v)) else v for v in values]
+            if dtype != _DATETIME
+            else [None if v is None else v.astimezone(timezone.utc) for v in values]
+            for values, dtype in columns.values()
+        ]
+        return list(columns), [list(row) for row in zip(*cells)]
+
+    def _trial_columns(self, records: list[TrialRecord]) -> dict[str, tuple[list[Any], str]]:
+        """The trials table of ``records``: column name -> (values, pandas dtype), the one declaration of its
+        columns."""
         k = len(self.directions)
         objectives = [objective_vector(r.objective, k) or [math.nan] * k for r in records]
-        columns: dict[str, Any] = {
-            "trial_id": pd.Series([str(r.trial_id) for r in records], dtype=_TEXT),
-            "name": pd.Series([str(r.name) for r in records], dtype=_TEXT),
-            "number": pd.Series([int(r.number) for r in records], dtype="int64"),
-            "state": pd.Series([TrialState(r.state).value for r in records], dtype=_TEXT),
-            "source": pd.Series([str(r.extra.get("source", "search")) for r in records], dtype=_TEXT),
-            "config_id": pd.Series([str(r.extra.get("config_id", r.trial_id)) for r in records], dtype=_TEXT),
-            "seed": pd.Series(
+        columns: dict[str, tuple[list[Any], str]] = {
+            "trial_id": ([str(r.trial_id) for r in records], _TEXT),
+            "name": ([str(r.name) for r in records], _TEXT),
+            "number": ([int(r.number) for r in records], "int64"),
+            "state": ([TrialState(r.state).value for r in records], _TEXT),
+            "source": ([str(r.extra.get("source", "search")) for r in records], _TEXT),
+            "config_id": ([str(r.extra.get("config_id", r.trial_id)) for r in records], _TEXT),
+            "seed": (
                 [r.extra["seed"] if type(r.extra.get("seed")) is int else None for r in records],
-                dtype="Int64",
+                "Int64",
             ),
         }
         for i, col in enumerate(self.objective_columns):
-            columns[col] = pd.Series([o[i] for o in objectives], dtype="float64")
+            columns[col] = ([o[i] for o in objectives], "float64")
         for name in self.param_names:
             values = [plain(r.params.get(name)) for r in records]
-            columns[f"params_{name}"] = pd.Series(values, dtype=_param_dtype(values))
-        columns["started"] = _datetime_series([r.started for r in records])
-        columns["finished"] = _datetime_series([r.finished for r in records])
-        columns["duration_s"] = pd.Series(
-            [math.nan if r.duration_s is None else r.duration_s for r in records], dtype="float64"
+            columns[f"params_{name}"] = (values, _param_dtype(values))
+        columns["started"] = ([r.started for r in records], _DATETIME)
+        columns["finished"] = ([r.finished for r in records], _DATETIME)
+        columns["duration_s"] = (
+            [math.nan if r.duration_s is None else r.duration_s for r in records],
+            "float64",
         )
         for col in COST_COLUMNS:
-            columns[col] = pd.Series([_number(r.cost.get(col)) for r in records], dtype="float64")
-        columns["n_evaluations"] = pd.Series([len(r.intermediates) for r in records], dtype="int64")
-        columns["last_step"] = pd.Series([r.last_step for r in records], dtype="Int64")
+            columns[col] = ([_number(r.cost.get(col)) for r in records], "float64")
+        columns["n_evaluations"] = ([len(r.intermediates) for r in records], "int64")
+        columns["last_step"] = ([r.last_step for r in records], "Int64")
         for col in ("checkpoint", "node", "error"):
-            columns[col] = pd.Series(
-                [None if getattr(r, col) is None else str(getattr(r, col)) for r in records], dtype=_TEXT
+            columns[col] = (
+                [None if getattr(r, col) is None else str(getattr(r, col)) for r in records],
+                _TEXT,
             )
-        return pd.DataFrame(columns)
+        return columns
 
     def config_summary(self) -> pd.DataFrame:
         """Per configuration (runs grouped by ``config_id``): mean, std, count, 95% interval (`hpsearch.reevaluate`)."""

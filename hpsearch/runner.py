@@ -95,6 +95,9 @@ def _claim_folder(
     attempt's ``checkpoint-*`` folders: a later step's checkpoint would pass for the newest, and the rotation of
     ``save_total_limit`` would delete this run's instead. A trial resumed from a checkpoint keeps them."""
 
+    if _dist.is_main_process() and _made_folder(output_dir, record):
+        return
+
     def owner(name: str) -> str | None:
         try:
             with open(os.path.join(output_dir, name, OWNER_FILE), encoding="utf-8") as f:
@@ -141,6 +144,20 @@ def _claim_folder(
                     "make hp_name return another name, or free that path",
                 ) from error
             # Nothing of the trial is saved there (save_strategy='no'): it trains without its folder.
+
+
+def _made_folder(output_dir: str, record: TrialRecord) -> bool:
+    """Make the trial's folder and its owner file when nothing is at its path yet (a new trial's usual case: one
+    mkdir instead of the checks of `_claim_folder`); False when something is there or it could not be made (the
+    checks then decide)."""
+    folder = os.path.join(output_dir, record.name)
+    try:
+        os.mkdir(folder)
+        with open(os.path.join(folder, OWNER_FILE), "w", encoding="utf-8") as f:
+            f.write(record.trial_id)
+    except OSError:
+        return False
+    return True
 
 
 def _clear_checkpoints(folder: str, record: TrialRecord) -> None:
@@ -242,12 +259,28 @@ def run_trial(
     ``callbacks`` are added to the trial's trainer as they are (not copied). KeyboardInterrupt and
     `TooManyFailedTrials` still propagate: they stop the search.
     """
-    # Imported here: the callback subclasses the trainer's callback class, and `import hpsearch` stays free of torch.
-    from .callback import ReportingCallback, TrialTimeout, Watchdog
-
     # The whole trial is measured, whatever its end: a trial that fails before training has a cost too.
     meter = CostMeter(settings.measure_energy)
     meter.start()
+    record = _open_record(settings, trial, meter, fresh=resume_from_checkpoint is None)
+    if record.state is not TrialState.RUNNING:
+        return record  # it failed before it could start: hp_name, or its folder
+    _events.trial_started(settings.output_dir, record)
+    reporter.start(record)
+    run = _TrialRun(settings, trial, record, meter, reporter)
+    state, error = TrialState.FAIL, None
+    try:
+        state = run.train(resume_from_checkpoint, callbacks)
+    except BaseException as exc:
+        error = run.failure(exc)  # raises again what stops the search
+    finally:
+        run.close(state, error)
+    return finish_record(settings, record, state, error, run.callback.checkpoints)
+
+
+def _open_record(settings: TrialSettings, trial: Trial, meter: CostMeter, fresh: bool) -> TrialRecord:
+    """The trial's RUNNING record, with its folder claimed; or, when it cannot start, its FAIL record (cost
+    included): hp_name raised or gave an unusable name, or its folder cannot be made."""
     try:
         record = new_record(settings, trial)
     except Exception as exc:
@@ -263,89 +296,123 @@ def run_trial(
             settings.output_dir,
             record,
             trial,
-            fresh=resume_from_checkpoint is None,
+            fresh=fresh,
             saves=str(settings.trainer.args.save_strategy) != "no",
         )
     except OSError as exc:  # its checkpoints could not be saved: it fails before training, the search goes on
         logger.warning("Trial %s failed: %s", record.name, exc.strerror)
         record.cost = meter.stop(_dist.world_size())
         return finish_record(settings, record, TrialState.FAIL, exc.strerror)
-    _events.trial_started(settings.output_dir, record)
-    reporter.start(record)
-    run_dir = os.path.join(settings.output_dir, record.name)
-    trainer = None
-    callback = ReportingCallback(settings, reporter, record, meter)
-    watchdog = Watchdog(settings.trial_timeout)
-    state, error = TrialState.FAIL, None
-    try:
+    return record
+
+
+class _TrialRun:
+    """One trial while it trains: its record, cost meter, reporting callback, watchdog and trainer."""
+
+    def __init__(
+        self,
+        settings: TrialSettings,
+        trial: Trial,
+        record: TrialRecord,
+        meter: CostMeter,
+        reporter: TrialReporter,
+    ) -> None:
+        # Imported here: the callback subclasses the trainer's callback class, and `import hpsearch` stays free
+        # of torch.
+        from .callback import ReportingCallback, Watchdog
+
+        self.settings, self.trial, self.record, self.meter = settings, trial, record, meter
+        self.callback = ReportingCallback(settings, reporter, record, meter)
+        self.watchdog = Watchdog(settings.trial_timeout)
+        self.trainer: Trainer | None = None
+
+    def train(self, resume_from_checkpoint: str | None, callbacks: Sequence[TrainerCallback]) -> TrialState:
+        """Build the trial's trainer and train it (an evaluation added if training made none): COMPLETE or
+        PRUNED; raises what the trial raised."""
+        settings, trial, record = self.settings, self.trial, self.record
         try:
-            watchdog.start()
-            args = build_trial_args(settings.trainer.args, trial, run_dir, record.name)
+            self.watchdog.start()
+            args = build_trial_args(
+                settings.trainer.args, trial, os.path.join(settings.output_dir, record.name), record.name
+            )
             record.extra["seed"] = (
                 args.seed
             )  # the results' seed column (runs of one configuration differ by it)
             # The watchdog only joins the trainer's callbacks when there is a deadline to check at every step.
-            timed = [watchdog] if settings.trial_timeout is not None else []
-            trainer = settings.trainer.for_trial(args, callbacks=[*callbacks, callback, *timed])
+            timed = [self.watchdog] if settings.trial_timeout is not None else []
+            trainer = self.trainer = settings.trainer.for_trial(
+                args, callbacks=[*callbacks, self.callback, *timed]
+            )
             _note_unread_params(trainer, trial, record)
             trainer.train(resume_from_checkpoint=resume_from_checkpoint, trial=trial)
             record.params = trial.params  # including values suggested inside model_init
-            used = trainer.args.per_device_train_batch_size
-            if used != args.per_device_train_batch_size:  # auto_find_batch_size rescued it from out-of-memory
-                record.extra["per_device_train_batch_size"] = used
-                logger.info(
-                    "Trial %s ran out of memory with per_device_train_batch_size=%d and trained with %d.",
-                    record.name,
-                    args.per_device_train_batch_size,
-                    used,
-                )
+            _note_batch_size(trainer, args, record)
             if not record.intermediates:
                 trainer.evaluate()
-            watchdog.check()
-            state = TrialState.PRUNED if callback.pruned else TrialState.COMPLETE
+            self.watchdog.check()
+            return TrialState.PRUNED if self.callback.pruned else TrialState.COMPLETE
         finally:
-            # Before any handler below runs: a deadline reached while a failure is logged cannot interrupt it.
-            _stop_watchdog(watchdog)
-    except KeyboardInterrupt:
-        if threading.current_thread() is threading.main_thread():
+            # Before any handler runs: a deadline reached while a failure is logged cannot interrupt it.
+            _stop_watchdog(self.watchdog)
+
+    def failure(self, exc: BaseException) -> str:
+        """The error text of a trial that raised ``exc`` (logged); raises ``exc`` again when it stops the search:
+        Ctrl-C (KeyboardInterrupt in the main thread) or `TooManyFailedTrials`."""
+        from .callback import TrialTimeout
+
+        record = self.record
+        if isinstance(exc, TooManyFailedTrials) or (
+            isinstance(exc, KeyboardInterrupt) and threading.current_thread() is threading.main_thread()
+        ):
             record.state, record.error, record.finished = TrialState.FAIL, "interrupted", _now()
-            raise  # Ctrl-C: the search stops
-        # Raised by the trial's own code in a worker thread (a real Ctrl-C goes to the main thread): its failure.
-        record.params = trial.params
-        error = "the trial raised KeyboardInterrupt in a worker thread"
+            raise exc  # the search stops
+        record.params = self.trial.params
+        if isinstance(exc, KeyboardInterrupt):
+            # Raised by the trial's own code in a worker thread (a real Ctrl-C goes to the main thread): its failure.
+            error = "the trial raised KeyboardInterrupt in a worker thread"
+        elif isinstance(exc, SystemExit):  # sys.exit() inside a trial fails that trial, not the search
+            error = f"the trial called sys.exit({exc.code!r})"
+        elif isinstance(exc, Exception | TrialTimeout):  # a failed trial is recorded, the search goes on
+            # A timer's TrialTimeout arrives without its message (an exception class raised in the trial's thread).
+            error = _error_text(
+                TrialTimeout(self.watchdog._message()) if isinstance(exc, TrialTimeout) else exc
+            )
+            if isinstance(exc, SearchConfigError):
+                # A setting no trial can satisfy (an objective no evaluation produces): the session stops the search.
+                _mark_config_error(record, exc)
+        else:  # GeneratorExit or a custom BaseException from the trial's code: its failure
+            error = _error_text(exc)
         logger.warning("Trial %s failed: %s", record.name, error)
-    except TooManyFailedTrials:
-        record.state, record.error, record.finished = TrialState.FAIL, "interrupted", _now()
-        raise
-    except SystemExit as exc:  # sys.exit() inside a trial fails that trial, not the search
-        record.params, state = trial.params, TrialState.FAIL
-        error = f"the trial called sys.exit({exc.code!r})"
-        logger.warning("Trial %s failed: %s", record.name, error)
-    except (Exception, TrialTimeout) as exc:  # a failed trial is recorded, the search goes on
-        record.params, state = trial.params, TrialState.FAIL
-        # A timer's TrialTimeout arrives without its message (an exception class raised in the trial's thread).
-        error = _error_text(TrialTimeout(watchdog._message()) if isinstance(exc, TrialTimeout) else exc)
-        if isinstance(exc, SearchConfigError):
-            # A setting no trial can satisfy (an objective no evaluation produces): the session stops the search.
-            _mark_config_error(record, exc)
-        logger.warning("Trial %s failed: %s", record.name, error)
-        logger.debug("Trial %s traceback", record.name, exc_info=True)
-    except BaseException as exc:  # GeneratorExit or a custom BaseException from the trial's code: its failure
-        record.params, state = trial.params, TrialState.FAIL
-        error = _error_text(exc)
-        logger.warning("Trial %s failed: %s", record.name, error)
-    finally:
+        if isinstance(exc, Exception | TrialTimeout):
+            logger.debug("Trial %s traceback", record.name, exc_info=exc)
+        return error
+
+    def close(self, state: TrialState, error: str | None) -> None:
+        """End the trial however it ended: its end time and cost, its last step, its trackers closed, its
+        trainer's memory released."""
+        record, trainer = self.record, self.trainer
         record.finished = _now()
-        record.cost = meter.stop(_dist.world_size())
+        record.cost = self.meter.stop(_dist.world_size())
         if trainer is not None:
             # Taken here, not followed at every step by the reporting callback (a step pays for every callback
             # that listens to it): the last step of a finished, pruned or failed trial.
             if trainer.state.global_step > (record.last_step or 0):
                 record.last_step = trainer.state.global_step
-            _close_trackers(trainer, settings, record, state, error)
+            _close_trackers(trainer, self.settings, record, state, error)
             trainer.release_memory()
-        del trainer
-    return finish_record(settings, record, state, error, callback.checkpoints)
+        self.trainer = None
+
+
+def _note_batch_size(trainer: Trainer, args: Any, record: TrialRecord) -> None:
+    used = trainer.args.per_device_train_batch_size
+    if used != args.per_device_train_batch_size:  # auto_find_batch_size rescued it from out-of-memory
+        record.extra["per_device_train_batch_size"] = used
+        logger.info(
+            "Trial %s ran out of memory with per_device_train_batch_size=%d and trained with %d.",
+            record.name,
+            args.per_device_train_batch_size,
+            used,
+        )
 
 
 def _stop_watchdog(watchdog: Any) -> None:

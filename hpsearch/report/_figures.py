@@ -119,14 +119,15 @@ def history_figure(result: SearchResult) -> Any | None:
         ("WARM", WARM_COLOR, WARM_NAME)
     ]
     for i in range(k):
+        # One pass sorts the trials into their groups (one per state, warm start apart), not one pass per group.
+        points: dict[str, list[tuple[TrialRecord, float]]] = {state: [] for state, _, _ in groups}
+        for r, vec in zip(records, vectors):
+            if _finite(vec[i]):
+                group = points.get("WARM" if is_warm(r) else TrialState(r.state).value)
+                if group is not None:
+                    group.append((r, vec[i]))
         for state, color, name in groups:
-            pts = [
-                (r, vec[i])
-                for r, vec in zip(records, vectors)
-                if _finite(vec[i])
-                and ((state == "WARM") == is_warm(r))
-                and (state == "WARM" or r.state == state)
-            ]
+            pts = points[state]
             if pts:
                 _add(fig, _state_markers(go, state, color, name, pts, i), i, k)
         if k == 1:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from datetime import datetime, timezone
 from typing import Any
 
@@ -18,6 +19,17 @@ def is_missing(value: Any) -> bool:
         return True
     if isinstance(value, float):
         return math.isnan(value)
+    if isinstance(value, str | int | list | dict | tuple):
+        return False
+    if isinstance(value, datetime):
+        return value != value  # pandas' NaT is a datetime that equals nothing, itself included
+    if (
+        "pandas" not in sys.modules
+    ):  # pandas' NA and NaT exist only once it is imported (importing it: ~0.5 s)
+        try:
+            return bool(value != value)  # numpy's NaN and NaT
+        except (TypeError, ValueError):  # an array: not one missing value
+            return False
     try:
         import pandas as pd
 

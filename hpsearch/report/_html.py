@@ -360,22 +360,23 @@ TABLE_ROWS = 500
 
 
 def _trials_table(result: SearchResult) -> str:
-    df = result.trials_dataframe()
-    if df.empty:
+    if not result.records:
         return note("No trials were recorded.")
     caption = "Click a column header to sort."
-    if len(df) > TABLE_ROWS:
-        best = [str(r.trial_id) for r in order_best_first(result)[:TABLE_ROWS]]
-        df = df.set_index("trial_id", drop=False).loc[best].reset_index(drop=True)
+    if len(result.records) > TABLE_ROWS:
+        shown = order_best_first(result)[:TABLE_ROWS]
         caption = (
             f"The {TABLE_ROWS:,} best of {len(result.records):,} trials (complete ones best first, then pruned, "
             f"running, failed); every trial is in trials.csv beside search.json. {caption}"
         )
-    rows = df.astype(object).where(df.notna(), None).itertuples(index=False, name=None)
+    else:
+        shown = sorted(result.records, key=lambda r: (r.number, r.trial_id))
+    # The rows as plain values, not a DataFrame of every trial: pandas' import alone was ~0.4 s of a report.
+    columns, rows = result.trials_rows(shown)
     best_ids = {str(r.trial_id) for r in result.best_trials}
-    marked = [i for i, trial_id in enumerate(df["trial_id"]) if trial_id in best_ids]
+    marked = [i for i, record in enumerate(shown) if str(record.trial_id) in best_ids]
     if marked:
         caption += (
             " The best trial" + (" (the Pareto front)" if result.is_multi_objective else "") + " is starred."
         )
-    return sortable_table(list(df.columns), rows, highlight=marked) + f'<p class="caption">{esc(caption)}</p>'
+    return sortable_table(columns, rows, highlight=marked) + f'<p class="caption">{esc(caption)}</p>'

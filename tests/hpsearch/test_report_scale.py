@@ -90,3 +90,28 @@ def test_curve_sample_keeps_the_best_and_spreads_the_rest():
     numbers = sorted(r.number for r in sample)
     assert numbers[-1] - numbers[0] > 900  # spread over the whole search, not its start
     assert _scale.curve_sample(result, with_curves[:50], 100) == with_curves[:50]
+
+
+@pytest.mark.parametrize("pandas_imported", [True, False])
+def test_missing_values_are_told_apart_with_or_without_pandas_imported(
+    pandas_imported: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The report reads dates and numbers through is_missing; pandas' NA and NaT and numpy's NaN and NaT are
+    # missing, every real value is not, whether or not pandas was imported (a report does not import it for this).
+    import sys
+
+    import numpy as np
+    import pandas as pd
+
+    from hpsearch.report._format import fmt_datetime, is_missing
+
+    missing = [None, math.nan, pd.NaT, np.float32("nan"), np.datetime64("NaT")]
+    if pandas_imported:
+        missing.append(pd.NA)  # it exists only once pandas is imported
+    else:
+        monkeypatch.delitem(sys.modules, "pandas")
+    present = [0, False, "", "x", [math.nan], {}, (), T0, datetime(2024, 1, 1), np.float32(1.5), np.arange(3)]
+    assert [is_missing(v) for v in missing] == [True] * len(missing)
+    assert [is_missing(v) for v in present] == [False] * len(present)
+    assert fmt_datetime(pd.NaT) == "—"
+    assert fmt_datetime(T0) == "2024-01-01 00:00:00 UTC"

@@ -236,6 +236,24 @@ def test_trials_dataframe_columns_and_dtypes():
     assert df.loc[0, "started"] == pd.Timestamp(T0)
 
 
+def test_trials_rows_are_the_dataframe_rows_as_plain_values():
+    """The report's table reads `trials_rows` (no pandas): the same columns and values as `trials_dataframe`, for
+    any subset of the trials in any order."""
+    result = single_result()
+    df = result.trials_dataframe()
+    expected = df.astype(object).where(df.notna(), None).values.tolist()
+    records = sorted(result.records, key=lambda r: r.number)
+    columns, rows = result.trials_rows(records)
+    assert columns == list(df.columns)
+    assert rows == expected
+    assert rows[3][columns.index("objective")] is None  # the failed trial: missing, not NaN
+    assert all(not isinstance(v, pd.Timestamp) for row in rows for v in row)  # plain datetimes, in UTC
+    assert rows[0][columns.index("started")] == T0 and rows[0][columns.index("started")].tzinfo is not None
+    subset = [records[4], records[0]]
+    assert result.trials_rows(subset) == (columns, [expected[4], expected[0]])
+    assert result.trials_rows([]) == (columns, [])
+
+
 def test_dtypes_do_not_depend_on_who_produced_the_values():
     """A backend handing numpy scalars (Ray does) gives the same frame as one handing Python values."""
     plain = single_result().trials_dataframe()
