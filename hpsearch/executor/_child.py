@@ -53,8 +53,10 @@ def main(conn: Connection, parent: int, slot: int, threads: int, device: str | N
         import torch
 
         torch.set_num_threads(threads)
-        # Imported once per worker, not in its first trial (whose time and cost would include them).
+        # Imported once per worker, not in its first trial (whose time, cost and timeout would include them).
         from .. import callback, runner  # noqa: F401
+
+        _import_dynamo()
 
         settings: TrialSettings = pickle.loads(conn.recv_bytes())
     except BaseException as error:  # anything here stops the search, with its text
@@ -77,6 +79,15 @@ def main(conn: Connection, parent: int, slot: int, threads: int, device: str | N
         if message[0] == "stop":
             return
         _run_one(conn, settings, message[1])
+
+
+def _import_dynamo() -> None:
+    """Import ``torch._dynamo`` now: torch's optimizers import it at their first construction (1-2 s, more than the
+    rest of a worker's start-up after torch), which would otherwise land in the worker's first trial."""
+    try:
+        import torch._dynamo  # noqa: F401
+    except ImportError:  # a torch without it: its optimizers do not import it either
+        pass
 
 
 def _device(torch: Any) -> str:

@@ -91,3 +91,13 @@ class OomOnce:
 
 def eval_loss(metrics: Any) -> float:
     return float(metrics["eval_loss"])
+
+
+def warm_model_init(trial: Any = None) -> Any:
+    """Fails a trial whose worker has not imported ``torch._dynamo`` yet (its optimizer would import it, 1-2 s, inside
+    the trial's time and timeout): a worker pays that in its start-up."""
+    import sys
+
+    if trial is not None and "torch._dynamo" not in sys.modules:
+        raise RuntimeError("torch._dynamo was not imported before the worker's first trial")
+    return digits_model_init(trial)

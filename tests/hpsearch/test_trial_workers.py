@@ -154,6 +154,24 @@ def test_a_worker_is_replaced_after_max_trials(make_trainer, tiny_space, output_
     assert pids[0] == pids[1] != pids[2] == pids[3]
 
 
+@pytest.mark.slow
+@pytest.mark.multiprocess
+def test_a_worker_imports_what_the_first_trial_would_before_it_starts(make_trainer, tiny_space, output_dir):
+    """torch's optimizers import torch._dynamo at their first construction; a fresh worker does it at start-up, so its
+    first trial's time, cost and trial_timeout do not include it."""
+    hyperparameter_search(
+        make_trainer(wt.warm_model_init),
+        hp_space=tiny_space,
+        n_trials=1,
+        backend="random",
+        trial_workers=1,
+        compute_objective=wt.eval_loss,
+        direction="minimize",
+    )
+    record = _records(output_dir)[0]
+    assert record["state"] == "COMPLETE", record["error"]
+
+
 # ---------------------------------------------------------------------------------------------- no orphans
 _DRIVER = """
 import os, sys
