@@ -18,8 +18,10 @@ import os
 import pickle
 import queue
 import threading
+import time
 from typing import TYPE_CHECKING, Any
 
+from .._cost import DeviceShares, charge_share
 from ..errors import HPSearchError, SearchConfigError
 from . import _child
 from ._checks import usable_cores
@@ -111,6 +113,7 @@ class WorkerPool:
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)  # a worker became idle, or a device freer
         self._ledger = DeviceLedger()
+        self._shares = DeviceShares()  # what each trial on a shared GPU is charged (cost.device_s)
         self._closed = False
         self._requests: queue.Queue[int | None] = queue.Queue()
         self._spawner = threading.Thread(target=self._spawn_loop, name="hpsearch-spawner", daemon=True)
@@ -183,9 +186,12 @@ class WorkerPool:
             self._retire(worker, replace=False)
             raise
         healthy = False
+        record: TrialRecord | None = None
+        with self._lock:
+            self._ledger.set_total(worker.device, (worker.where or {}).get("memory_mb"))
+            if worker.device is not None:
+                self._shares.enter(worker.device, worker, time.monotonic())
         try:
-            with self._lock:
-                self._ledger.set_total(worker.device, (worker.where or {}).get("memory_mb"))
             record, healthy = drive(worker, self.settings, trial, reporter, self._measured)
             worker.trials += 1
             record.extra.update(worker.where or {})
@@ -195,7 +201,9 @@ class WorkerPool:
                 peak = record.extra.get("peak_reserved_mb")
             return record
         finally:
-            self._release(worker, peak, alone is not None)
+            held = self._release(worker, peak, alone is not None)
+            if record is not None and held is not None:
+                _charge(record, *held)
             recycle = self.max_trials is not None and worker.trials >= self.max_trials
             if healthy and not recycle:
                 with self._lock:
@@ -210,10 +218,16 @@ class WorkerPool:
             self._ledger.observe(peak_mb)
             self._changed.notify_all()
 
-    def _release(self, worker: Worker, peak: float | None, alone: bool) -> None:
+    def _release(self, worker: Worker, peak: float | None, alone: bool) -> tuple[float, float] | None:
+        """The trial on ``worker`` ended: its device is freer; (seconds it held its GPU, its share of them) when its
+        share was counted (a trial that started)."""
         with self._lock:
             self._ledger.leave(worker.device, peak, alone)
+            held = None
+            if worker.device is not None and worker.where is not None:  # not one whose worker failed to start
+                held = self._shares.leave(worker.device, worker, time.monotonic())
             self._changed.notify_all()
+            return held
 
     def _retire(self, worker: Worker, replace: bool) -> None:
         with self._lock:
@@ -233,6 +247,14 @@ class WorkerPool:
         self._spawner.join(STARTUP_TIMEOUT_S)
         for worker in workers:
             worker.stop()
+
+
+def _charge(record: TrialRecord, held_s: float, share_s: float) -> None:
+    """A trial that shared its GPU is charged its share of it (``cost.device_s``); ``extra["device_share"]``: the
+    fraction of the GPU it had on average."""
+    if held_s > 0 and share_s < held_s:
+        record.cost = charge_share(record.cost, held_s, share_s)
+        record.extra["device_share"] = round(share_s / held_s, 4)
 
 
 def _threads(size: int) -> int:

@@ -441,3 +441,6 @@ def test_a_trial_out_of_cuda_memory_trains_again_alone_on_its_gpu(make_trainer, 
     # No peak is measured without a GPU, so nothing was packed: each trial ran alone on the device.
     assert second.extra["co_tenants"] == 0 and retry["co_tenants"] == 0
     assert retry["worker_pid"] != first.extra["worker_pid"]  # the worker that ran out was replaced
+    # Each had the device to itself: charged its whole time (a shared GPU is charged by share: see test_cost).
+    assert "device_share" not in first.extra and "device_share" not in second.extra
+    assert first.cost["device_s"] > 0 and second.cost["device_s"] > 0
