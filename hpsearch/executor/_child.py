@@ -90,6 +90,15 @@ def _import_dynamo() -> None:
         pass
 
 
+def _with_args(settings: TrialSettings, changes: dict[str, Any]) -> TrialSettings:
+    """``settings`` whose trainer recipe has ``changes`` in its arguments (a trial's parameters still apply on top)."""
+    import dataclasses
+
+    trainer = settings.trainer.recipe()
+    trainer.args = trainer.args.replace(**changes)
+    return dataclasses.replace(settings, trainer=trainer)
+
+
 def _device(torch: Any) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -102,6 +111,8 @@ def _run_one(conn: Connection, settings: TrialSettings, task: dict[str, Any]) ->
     trial = Trial(task["id"], task["number"], task["params"], task["backend"], name=task["name"])
     if task["suggests"]:
         trial._suggest_hook = suggest_hook(conn)
+    if task["args"]:  # this attempt's changes to the trainer's arguments (a smaller micro-batch)
+        settings = _with_args(settings, task["args"])
     try:
         record = run_trial(settings, trial, ProxyReporter(conn))
     except BaseException as error:  # KeyboardInterrupt or TooManyFailedTrials from the trial's code
