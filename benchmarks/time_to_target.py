@@ -25,7 +25,7 @@ The in-process ways run a one-trial warm-up first (first-call costs of torch). E
 thread. The ratios are the other way's time over ours (``trial_workers=2``): above 1, ours is faster.
 
     python -m benchmarks.time_to_target            # 40 trials x 3 epochs, target from 3 searches
-    python -m benchmarks.time_to_target --quick    # 10 trials x 2 epochs, target from 1 search
+    python -m benchmarks.time_to_target --quick    # 6 trials x 2 epochs, target from 1 search
 
 Target (issue 31): ours the fastest. Timings are printed, never asserted.
 """
@@ -339,7 +339,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     warnings.filterwarnings("ignore")
     for name in ("trainer", "hpsearch", "transformers"):
         logging.getLogger(name).setLevel(logging.ERROR)
-    n_trials = opts.trials or (10 if opts.quick else 40)
+    n_trials = opts.trials or (6 if opts.quick else 40)
     epochs = opts.epochs or (2 if opts.quick else 3)
     target_runs = opts.target_runs or (1 if opts.quick else 3)
     print(f"load average before: {os.getloadavg()}", flush=True)
