@@ -75,6 +75,7 @@ BENCHMARKS: dict[str, Callable[[str], list[dict[str, Any]]] | None] = {
     "memory_features": None,
     "dashboard": None,
     "trial_workers": None,
+    "time_to_target": None,
 }
 
 

@@ -4,7 +4,9 @@
 end (COMPLETE, PRUNED, FAIL); every evaluation puts the cost so far into the trial's record (`CostMeter.snapshot`),
 so a trial whose process an engine's scheduler stops keeps the cost up to its last report. Device-seconds are the
 trial's wall seconds times the processes that trained it, each holding one device (a GPU on CUDA, the CPU otherwise): GPU-seconds where a GPU is
-used. Peak memory is the trial's peak GPU allocation on CUDA, else the process's resident set size at the trial's
+used. A GPU that runs several trials at once (``trial_workers`` packing them by measured memory) is charged by share:
+while ``k`` trials run on it, each is charged ``1/k`` of the time (`DeviceShares`), so the device-seconds of the
+trials add up to the seconds the device was busy. Peak memory is the trial's peak GPU allocation on CUDA, else the process's resident set size at the trial's
 start and end and every `SAMPLE_INTERVAL_S` during it, read by a background thread (`_Sampler`). Energy (kWh) and
 emissions (kg CO2eq) come from CodeCarbon's offline tracker (the country is ``CODECARBON_COUNTRY_ISO_CODE``, default
 "USA" as CodeCarbon's own examples) when the search asks for them: ``max_energy_kwh`` is set, or
@@ -24,7 +26,7 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
-__all__ = ["COST_COLUMNS", "CostMeter", "add_costs"]
+__all__ = ["COST_COLUMNS", "CostMeter", "DeviceShares", "add_costs", "charge_share"]
 
 logger = logging.getLogger(__name__)
 
@@ -212,6 +214,49 @@ def add_costs(first: dict[str, float], second: dict[str, float]) -> dict[str, fl
         else:
             total[key] = round(total[key] + value, 6)
     return total
+
+
+class DeviceShares:
+    """Each trial's share of a device that several trials use at once: while ``k`` trials run on a device, each of
+    them accrues ``1/k`` of every second (seconds of the device, not of the trial). Trials are told by `enter` and
+    `leave` with the time (any clock, the same for all); devices are apart. Not thread-safe: the caller holds a lock.
+    """
+
+    def __init__(self) -> None:
+        # device -> (time of its last change, {trial: [entered at, share seconds so far]})
+        self._devices: dict[str, tuple[float, dict[Any, list[float]]]] = {}
+
+    def _advance(self, device: str, now: float) -> dict[Any, list[float]]:
+        last, running = self._devices.get(device, (now, {}))
+        if running:
+            each = max(now - last, 0.0) / len(running)
+            for held in running.values():
+                held[1] += each
+        self._devices[device] = (now, running)
+        return running
+
+    def enter(self, device: str, trial: Any, now: float) -> None:
+        """``trial`` starts on ``device`` at ``now``."""
+        running = self._advance(device, now)
+        if trial in running:
+            raise ValueError(f"trial {trial!r} is already running on device {device!r}: it must leave first.")
+        running[trial] = [now, 0.0]
+
+    def leave(self, device: str, trial: Any, now: float) -> tuple[float, float]:
+        """``trial`` ends at ``now``: (the seconds it held the device, its share of them in device-seconds)."""
+        running = self._advance(device, now)
+        if trial not in running:
+            raise ValueError(f"trial {trial!r} is not running on device {device!r}: it must enter first.")
+        entered, share = running.pop(trial)
+        return now - entered, share
+
+
+def charge_share(cost: dict[str, float], held_s: float, share_s: float) -> dict[str, float]:
+    """``cost`` with its ``device_s`` charged by share: times ``share_s / held_s``, the fraction of the device the
+    trial had on average while it held it (see `DeviceShares`); unchanged for a trial that had it alone."""
+    if "device_s" not in cost or held_s <= 0 or share_s >= held_s:
+        return cost
+    return {**cost, "device_s": round(cost["device_s"] * share_s / held_s, 6)}
 
 
 _TRACKER: Any = None

@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.slow]
 # Each --quick run is a benchmark process that trains in itself (beside another test, it only runs slower); these
 # start services or process groups besides (a local Ray, the dashboards' servers and a browser, trial workers), so
 # they run alone, in the services tier.
-_LAUNCHES = {"ray_overhead", "dashboard", "parallel_scaling", "trial_workers"}
+_LAUNCHES = {"ray_overhead", "dashboard", "parallel_scaling", "trial_workers", "time_to_target"}
 
 
 def _run(*args: str, timeout: float = 480) -> subprocess.CompletedProcess[str]:

@@ -53,8 +53,10 @@ def main(conn: Connection, parent: int, slot: int, threads: int, device: str | N
         import torch
 
         torch.set_num_threads(threads)
-        # Imported once per worker, not in its first trial (whose time and cost would include them).
+        # Imported once per worker, not in its first trial (whose time, cost and timeout would include them).
         from .. import callback, runner  # noqa: F401
+
+        _import_dynamo()
 
         settings: TrialSettings = pickle.loads(conn.recv_bytes())
     except BaseException as error:  # anything here stops the search, with its text
@@ -79,6 +81,24 @@ def main(conn: Connection, parent: int, slot: int, threads: int, device: str | N
         _run_one(conn, settings, message[1])
 
 
+def _import_dynamo() -> None:
+    """Import ``torch._dynamo`` now: torch's optimizers import it at their first construction (1-2 s, more than the
+    rest of a worker's start-up after torch), which would otherwise land in the worker's first trial."""
+    try:
+        import torch._dynamo  # noqa: F401
+    except ImportError:  # a torch without it: its optimizers do not import it either
+        pass
+
+
+def _with_args(settings: TrialSettings, changes: dict[str, Any]) -> TrialSettings:
+    """``settings`` whose trainer recipe has ``changes`` in its arguments (a trial's parameters still apply on top)."""
+    import dataclasses
+
+    trainer = settings.trainer.recipe()
+    trainer.args = trainer.args.replace(**changes)
+    return dataclasses.replace(settings, trainer=trainer)
+
+
 def _device(torch: Any) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -91,6 +111,8 @@ def _run_one(conn: Connection, settings: TrialSettings, task: dict[str, Any]) ->
     trial = Trial(task["id"], task["number"], task["params"], task["backend"], name=task["name"])
     if task["suggests"]:
         trial._suggest_hook = suggest_hook(conn)
+    if task["args"]:  # this attempt's changes to the trainer's arguments (a smaller micro-batch)
+        settings = _with_args(settings, task["args"])
     try:
         record = run_trial(settings, trial, ProxyReporter(conn))
     except BaseException as error:  # KeyboardInterrupt or TooManyFailedTrials from the trial's code

@@ -90,9 +90,11 @@ def drive(
     trial: Trial,
     reporter: TrialReporter,
     on_peak: Callable[[float], None] | None = None,
+    args: dict[str, Any] | None = None,
 ) -> tuple[TrialRecord, bool]:
     """Run ``trial`` on ``worker``: (its record, whether the worker may run another trial); ``on_peak(mb)`` hears the
-    trial's peak GPU memory so far at each of its evaluations."""
+    trial's peak GPU memory so far at each of its evaluations; ``args``: changes to the trainer's arguments for
+    this trial (the smaller micro-batch of a retry), applied under the trial's own parameters."""
     state = _Trial(settings, trial, reporter, on_peak)
     try:
         worker.conn.send(
@@ -105,6 +107,7 @@ def drive(
                     "backend": trial.backend,
                     "name": trial.name,
                     "suggests": trial.native is not None,
+                    "args": args or {},
                 },
             )
         )

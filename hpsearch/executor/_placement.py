@@ -7,9 +7,14 @@
   at its end: packing starts after the first trial's first evaluation), times the trials there plus
   this one, with `MARGIN` more, fits the device's memory. Until a peak is known, or without the device's size, a
   GPU runs one trial at a time: nothing is packed on a guess.
-- **CUDA out of memory.** A trial that fails with ``torch.cuda.OutOfMemoryError`` is trained again once, alone on
-  the GPU with the fewest trials running (`DeviceLedger.retry_device`): no new trial starts there until it has
-  the device to itself. Its record keeps the first error (``extra["oom_retry"]``).
+- **CUDA out of memory.** A trial that fails with ``torch.cuda.OutOfMemoryError`` is trained again, alone on the
+  GPU with the fewest trials running (`DeviceLedger.retry_device`): no new trial starts there until it has the
+  device to itself. Where that cannot help (it already ran alone and there is no other GPU: `retry_alone_helps`),
+  or it runs out of memory alone too, it is trained once more alone with a smaller micro-batch: the trainer's
+  ``auto_find_batch_size`` (`SMALLER_BATCH`) halves ``per_device_train_batch_size`` at each out-of-memory error
+  until a step fits (as transformers: the effective batch shrinks with it; the size it trained with is in
+  ``extra["per_device_train_batch_size"]``). Its record keeps the earlier errors (``extra["oom_retry"]``,
+  ``extra["oom_retry_alone"]``) and says ``extra["oom_smaller_batch"]``.
 """
 
 from __future__ import annotations
@@ -21,10 +26,21 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ..trial import TrialRecord
 
-__all__ = ["MARGIN", "DeviceLedger", "assign_devices", "is_cuda_oom", "visible_devices"]
+__all__ = [
+    "MARGIN",
+    "SMALLER_BATCH",
+    "DeviceLedger",
+    "assign_devices",
+    "is_cuda_oom",
+    "retry_alone_helps",
+    "visible_devices",
+]
 
 #: Head room kept on a GPU beyond the measured peaks of the trials packed on it (a fraction of the peaks).
 MARGIN = 0.15
+
+#: The change to a trial's arguments for its retry with a smaller micro-batch.
+SMALLER_BATCH = {"auto_find_batch_size": True}
 
 
 def visible_devices(cuda_visible_devices: str | None, count: int) -> list[str]:
@@ -48,6 +64,13 @@ def is_cuda_oom(record: TrialRecord) -> bool:
     """Whether the trial failed because CUDA ran out of memory (not the host's ``MemoryError``)."""
     error = record.error or ""
     return record.state.value == "FAIL" and ("OutOfMemoryError" in error or "CUDA out of memory" in error)
+
+
+def retry_alone_helps(failed_on: str, retry_on: str, shared: bool) -> bool:
+    """Whether training a trial that ran out of memory on ``failed_on`` alone on ``retry_on`` may fit: it
+    ``shared`` the GPU with other trials at some time, or ``retry_on`` is another GPU. A trial that ran alone and
+    has no other GPU would run out again: its retry goes straight to a smaller micro-batch."""
+    return shared or retry_on != failed_on
 
 
 @dataclass

@@ -18,13 +18,22 @@ import os
 import pickle
 import queue
 import threading
+import time
 from typing import TYPE_CHECKING, Any
 
+from .._cost import DeviceShares, charge_share
 from ..errors import HPSearchError, SearchConfigError
 from . import _child
 from ._checks import usable_cores
 from ._drive import drive, signal_name
-from ._placement import DeviceLedger, assign_devices, is_cuda_oom, visible_devices
+from ._placement import (
+    SMALLER_BATCH,
+    DeviceLedger,
+    assign_devices,
+    is_cuda_oom,
+    retry_alone_helps,
+    visible_devices,
+)
 
 if TYPE_CHECKING:
     from ..settings import TrialSettings
@@ -111,6 +120,7 @@ class WorkerPool:
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)  # a worker became idle, or a device freer
         self._ledger = DeviceLedger()
+        self._shares = DeviceShares()  # what each trial on a shared GPU is charged (cost.device_s)
         self._closed = False
         self._requests: queue.Queue[int | None] = queue.Queue()
         self._spawner = threading.Thread(target=self._spawn_loop, name="hpsearch-spawner", daemon=True)
@@ -142,22 +152,45 @@ class WorkerPool:
                 self._changed.notify_all()
 
     def run(self, trial: Trial, reporter: TrialReporter) -> TrialRecord:
+        """Run ``trial`` on an idle worker the ledger admits; a trial out of CUDA memory is trained again (see
+        `_placement`): alone on the least busy GPU when that can help, then with a smaller micro-batch."""
         record = self._attempt(trial, reporter)
         failed_on = record.extra.get("device_id")
-        if failed_on is not None and is_cuda_oom(record):
-            with self._lock:
-                device = self._ledger.retry_device(failed_on, self._devices)
-                self._ledger.reserve(device)
+        if failed_on is None or not is_cuda_oom(record):
+            return record
+        tries: list[dict[str, Any]] = [_attempt_info(record)]
+        with self._lock:
+            device = self._ledger.retry_device(failed_on, self._devices)
+            shared = (
+                record.extra.get("co_tenants", 0) > 0 or "device_share" in record.extra
+            )  # at start, or after
+            again_alone = retry_alone_helps(failed_on, device, shared)
+            self._ledger.reserve(device)
+        if again_alone:
             logger.warning(
                 "Trial %s ran out of CUDA memory on device %s; training it again alone on device %s.",
                 record.name,
                 failed_on,
                 device,
             )
-            first = {k: record.extra.get(k) for k in ("device_id", "co_tenants", "worker_pid")}
-            first.update(error=record.error, cost=dict(record.cost))  # the first attempt's cost, kept apart
             record = self._attempt(trial, reporter, alone=device)
-            record.extra["oom_retry"] = first
+            if not is_cuda_oom(record):
+                record.extra["oom_retry"] = tries[0]
+                return record
+            tries.append(_attempt_info(record))
+            with self._lock:
+                self._ledger.reserve(device)
+        logger.warning(
+            "Trial %s ran out of CUDA memory alone on device %s; training it again there with a smaller "
+            "micro-batch (auto_find_batch_size halves per_device_train_batch_size until it fits).",
+            record.name,
+            device,
+        )
+        record = self._attempt(trial, reporter, alone=device, args=SMALLER_BATCH)
+        record.extra["oom_retry"] = tries[0]
+        if len(tries) > 1:
+            record.extra["oom_retry_alone"] = tries[1]
+        record.extra["oom_smaller_batch"] = True
         return record
 
     def _take(self, alone: str | None) -> Worker:
@@ -173,7 +206,15 @@ class WorkerPool:
                         return worker
                 self._changed.wait()
 
-    def _attempt(self, trial: Trial, reporter: TrialReporter, alone: str | None = None) -> TrialRecord:
+    def _attempt(
+        self,
+        trial: Trial,
+        reporter: TrialReporter,
+        alone: str | None = None,
+        args: dict[str, Any] | None = None,
+    ) -> TrialRecord:
+        """``trial`` on one worker (``alone``: on that GPU, once it has nothing else running; ``args``: changes to
+        the trainer's arguments for this attempt)."""
         worker = self._take(alone)
         peak = None
         try:
@@ -183,10 +224,13 @@ class WorkerPool:
             self._retire(worker, replace=False)
             raise
         healthy = False
+        record: TrialRecord | None = None
+        with self._lock:
+            self._ledger.set_total(worker.device, (worker.where or {}).get("memory_mb"))
+            if worker.device is not None:
+                self._shares.enter(worker.device, worker, time.monotonic())
         try:
-            with self._lock:
-                self._ledger.set_total(worker.device, (worker.where or {}).get("memory_mb"))
-            record, healthy = drive(worker, self.settings, trial, reporter, self._measured)
+            record, healthy = drive(worker, self.settings, trial, reporter, self._measured, args)
             worker.trials += 1
             record.extra.update(worker.where or {})
             if worker.device is not None:
@@ -195,7 +239,9 @@ class WorkerPool:
                 peak = record.extra.get("peak_reserved_mb")
             return record
         finally:
-            self._release(worker, peak, alone is not None)
+            held = self._release(worker, peak, alone is not None)
+            if record is not None and held is not None:
+                _charge(record, *held)
             recycle = self.max_trials is not None and worker.trials >= self.max_trials
             if healthy and not recycle:
                 with self._lock:
@@ -210,10 +256,16 @@ class WorkerPool:
             self._ledger.observe(peak_mb)
             self._changed.notify_all()
 
-    def _release(self, worker: Worker, peak: float | None, alone: bool) -> None:
+    def _release(self, worker: Worker, peak: float | None, alone: bool) -> tuple[float, float] | None:
+        """The trial on ``worker`` ended: its device is freer; (seconds it held its GPU, its share of them) when its
+        share was counted (a trial that started)."""
         with self._lock:
             self._ledger.leave(worker.device, peak, alone)
+            held = None
+            if worker.device is not None and worker.where is not None:  # not one whose worker failed to start
+                held = self._shares.leave(worker.device, worker, time.monotonic())
             self._changed.notify_all()
+            return held
 
     def _retire(self, worker: Worker, replace: bool) -> None:
         with self._lock:
@@ -233,6 +285,21 @@ class WorkerPool:
         self._spawner.join(STARTUP_TIMEOUT_S)
         for worker in workers:
             worker.stop()
+
+
+def _attempt_info(record: TrialRecord) -> dict[str, Any]:
+    """What the record of a retried trial keeps of an attempt that ran out of memory (its cost kept apart)."""
+    info = {k: record.extra.get(k) for k in ("device_id", "co_tenants", "worker_pid")}
+    info.update(error=record.error, cost=dict(record.cost))
+    return info
+
+
+def _charge(record: TrialRecord, held_s: float, share_s: float) -> None:
+    """A trial that shared its GPU is charged its share of it (``cost.device_s``); ``extra["device_share"]``: the
+    fraction of the GPU it had on average."""
+    if held_s > 0 and share_s < held_s:
+        record.cost = charge_share(record.cost, held_s, share_s)
+        record.extra["device_share"] = round(share_s / held_s, 4)
 
 
 def _threads(size: int) -> int:

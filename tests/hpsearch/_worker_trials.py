@@ -91,3 +91,35 @@ class OomOnce:
 
 def eval_loss(metrics: Any) -> float:
     return float(metrics["eval_loss"])
+
+
+def warm_model_init(trial: Any = None) -> Any:
+    """Fails a trial whose worker has not imported ``torch._dynamo`` yet (its optimizer would import it, 1-2 s, inside
+    the trial's time and timeout): a worker pays that in its start-up."""
+    import sys
+
+    if trial is not None and "torch._dynamo" not in sys.modules:
+        raise RuntimeError("torch._dynamo was not imported before the worker's first trial")
+    return digits_model_init(trial)
+
+
+#: The largest training batch `oom_above_8_model_init`'s model takes before it raises CUDA's out-of-memory error.
+OOM_ABOVE = 8
+
+
+def oom_above_8_model_init(trial: Any = None) -> Any:
+    """The digits MLP whose training forward raises ``torch.cuda.OutOfMemoryError`` for a batch over `OOM_ABOVE`
+    examples, as a GPU too small for the micro-batch would (evaluation batches are not limited)."""
+    import torch
+
+    from tests._digits import DigitsMLP
+
+    class Picky(DigitsMLP):
+        def forward(self, x: Any, labels: Any = None) -> Any:
+            if self.training and x.shape[0] > OOM_ABOVE:
+                raise torch.cuda.OutOfMemoryError(f"CUDA out of memory. Tried a batch of {x.shape[0]}")
+            return super().forward(x, labels)
+
+    model = digits_model_init(trial)
+    model.__class__ = Picky
+    return model

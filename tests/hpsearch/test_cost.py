@@ -259,3 +259,71 @@ def test_codecarbon_start_up_is_charged_to_the_search_not_to_the_first_trial(tmp
     assert _cost.TRACKER_STARTED is not None and first.started > _cost.TRACKER_STARTED
     assert result.settings["energy_startup_s"] >= 0
     assert all(math.isfinite(r.cost["energy_kwh"]) for r in result.records)  # the trials are still measured
+
+
+# ------------------------------------------------------------------------------ a shared GPU is charged by share
+def test_trials_packed_on_one_device_are_charged_by_their_share_of_it():
+    """Two trials on device "0": alone 0-2 s, together 2-4 s, then the second alone until 10 s. Another device's
+    trials do not share with them."""
+    from hpsearch._cost import DeviceShares
+
+    shares = DeviceShares()
+    shares.enter("0", "a", 0.0)
+    shares.enter("1", "c", 1.0)
+    shares.enter("0", "b", 2.0)
+    a, b = shares.leave("0", "a", 4.0), shares.leave("0", "b", 10.0)
+    assert a == pytest.approx((4.0, 2.0 + 2.0 / 2))
+    assert b == pytest.approx((8.0, 2.0 / 2 + 6.0))
+    assert shares.leave("1", "c", 5.0) == pytest.approx((4.0, 4.0))  # alone on its device
+    # The trials' shares add up to the seconds the device was busy (0 to 10 s), not to their 12 s of wall time.
+    assert a[1] + b[1] == pytest.approx(10.0)
+
+
+def test_three_trials_that_overlap_in_steps_share_a_device_busy_time_exactly():
+    from hpsearch._cost import DeviceShares
+
+    shares = DeviceShares()
+    events = [(0.0, "enter", "a"), (1.0, "enter", "b"), (2.0, "enter", "c"), (5.0, "leave", "a")]
+    events += [(6.0, "leave", "c"), (9.0, "leave", "b")]
+    charged = {}
+    for now, kind, trial in events:
+        if kind == "enter":
+            shares.enter("0", trial, now)
+        else:
+            charged[trial] = shares.leave("0", trial, now)
+    # a: 1 s alone, 1 s of two, 3 s of three; c: 3 s of three, 1 s of two; b: the rest.
+    assert charged["a"][1] == pytest.approx(1 + 1 / 2 + 3 / 3)
+    assert charged["c"][1] == pytest.approx(3 / 3 + 1 / 2)
+    assert charged["b"][1] == pytest.approx(1 / 2 + 3 / 3 + 1 / 2 + 3)
+    assert sum(share for _, share in charged.values()) == pytest.approx(9.0)
+    assert {t: held for t, (held, _) in charged.items()} == {"a": 5.0, "b": 8.0, "c": 4.0}
+
+
+def test_a_device_left_idle_charges_nothing_for_the_gap():
+    from hpsearch._cost import DeviceShares
+
+    shares = DeviceShares()
+    shares.enter("0", "a", 0.0)
+    shares.leave("0", "a", 1.0)
+    shares.enter("0", "b", 5.0)
+    assert shares.leave("0", "b", 6.0) == pytest.approx((1.0, 1.0))
+
+
+def test_charge_share_scales_device_seconds_only_when_shared():
+    from hpsearch._cost import charge_share
+
+    cost = {"cpu_s": 2.0, "device_s": 8.0, "peak_memory_mb": 100.0}
+    assert charge_share(cost, held_s=8.0, share_s=5.0) == {**cost, "device_s": 5.0}
+    assert charge_share(cost, held_s=8.0, share_s=8.0) is cost  # alone: as measured
+    assert charge_share({"cpu_s": 1.0}, held_s=8.0, share_s=4.0) == {"cpu_s": 1.0}
+
+
+def test_entering_twice_or_leaving_unknown_is_an_error_naming_the_trial():
+    from hpsearch._cost import DeviceShares
+
+    shares = DeviceShares()
+    shares.enter("0", "a", 0.0)
+    with pytest.raises(ValueError, match="'a' is already running on device '0'"):
+        shares.enter("0", "a", 1.0)
+    with pytest.raises(ValueError, match="'b' is not running on device '0'"):
+        shares.leave("0", "b", 1.0)

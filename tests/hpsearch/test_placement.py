@@ -157,3 +157,12 @@ def test_a_peak_heard_at_a_running_trials_evaluation_lets_the_next_trial_join_it
     assert ledger.peak_mb == 1000
     ledger.observe(5000)  # it grew: 2 x 5000 x 1.15 no longer fits
     assert not ledger.admits("0")
+
+
+def test_a_retry_alone_is_tried_only_where_it_can_fit():
+    from hpsearch.executor._placement import retry_alone_helps
+
+    assert retry_alone_helps("0", "0", shared=True)  # the others on its GPU took the memory
+    assert retry_alone_helps("0", "1", shared=False)  # another GPU, maybe larger or emptier
+    # Alone on the only GPU: the same batch would run out again, so the retry takes a smaller micro-batch.
+    assert not retry_alone_helps("0", "0", shared=False)

@@ -154,6 +154,24 @@ def test_a_worker_is_replaced_after_max_trials(make_trainer, tiny_space, output_
     assert pids[0] == pids[1] != pids[2] == pids[3]
 
 
+@pytest.mark.slow
+@pytest.mark.multiprocess
+def test_a_worker_imports_what_the_first_trial_would_before_it_starts(make_trainer, tiny_space, output_dir):
+    """torch's optimizers import torch._dynamo at their first construction; a fresh worker does it at start-up, so its
+    first trial's time, cost and trial_timeout do not include it."""
+    hyperparameter_search(
+        make_trainer(wt.warm_model_init),
+        hp_space=tiny_space,
+        n_trials=1,
+        backend="random",
+        trial_workers=1,
+        compute_objective=wt.eval_loss,
+        direction="minimize",
+    )
+    record = _records(output_dir)[0]
+    assert record["state"] == "COMPLETE", record["error"]
+
+
 # ---------------------------------------------------------------------------------------------- no orphans
 _DRIVER = """
 import os, sys
@@ -423,3 +441,43 @@ def test_a_trial_out_of_cuda_memory_trains_again_alone_on_its_gpu(make_trainer, 
     # No peak is measured without a GPU, so nothing was packed: each trial ran alone on the device.
     assert second.extra["co_tenants"] == 0 and retry["co_tenants"] == 0
     assert retry["worker_pid"] != first.extra["worker_pid"]  # the worker that ran out was replaced
+    # It ran alone and there is no other GPU: training it alone with the same batch would run out again, so the
+    # retry trains it with a smaller micro-batch (which this model did not need).
+    assert first.extra["oom_smaller_batch"] is True and "oom_retry_alone" not in first.extra
+    # Each had the device to itself: charged its whole time (a shared GPU is charged by share: see test_cost).
+    assert "device_share" not in first.extra and "device_share" not in second.extra
+    assert first.cost["device_s"] > 0 and second.cost["device_s"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.multiprocess
+def test_a_trial_out_of_cuda_memory_alone_on_the_only_gpu_trains_with_a_smaller_micro_batch(
+    make_trainer, tmp_path
+):
+    """One worker on one GPU id (no GPU here, as above); the model raises CUDA's OutOfMemoryError for a training
+    batch over 8. The trial (batch 64) fails, then trains again with auto_find_batch_size, which halves the batch to
+    8: COMPLETE, its record says so, and its parameters are the engine's."""
+    from hpsearch.executor import WorkerPool
+    from hpsearch.settings import TrialSettings
+    from hpsearch.trial import NullReporter, Trial
+
+    trainer = make_trainer(wt.oom_above_8_model_init)
+    assert trainer.args.per_device_train_batch_size == 64
+    settings = TrialSettings(
+        trainer=trainer.recipe(),
+        compute_objective=wt.eval_loss,
+        objective_name="eval_loss",
+        directions=("minimize",),
+        output_dir=str(tmp_path),
+        backend="random",
+    )
+    pool = WorkerPool(settings, 1, devices=["0"])
+    try:
+        record = pool.run(Trial("0", 0, {"hidden": 8}, "random"), NullReporter())
+    finally:
+        pool.close()
+    assert record.state.value == "COMPLETE", record.error
+    assert record.extra["oom_smaller_batch"] is True
+    assert record.extra["per_device_train_batch_size"] == wt.OOM_ABOVE
+    assert "OutOfMemoryError" in record.extra["oom_retry"]["error"] and "oom_retry_alone" not in record.extra
+    assert record.params == {"hidden": 8}
