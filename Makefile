@@ -39,12 +39,12 @@ TEST_WORKERS ?= 2
 test-fast: setup
 	$(PYTEST) --tier fast -n $(TEST_WORKERS) --dist load $(PYTEST_ARGS)
 
-# The rest in two runs: the slow tests that start no service on every core, then the tests that start a service
-# or launch processes one at a time (beside another test's training, Ray misses its own start-up deadlines on
-# 2 cores).
+# The rest in two runs, each on every core: the slow tests that start no service, then the tests that start a
+# service or launch processes, where the tests that start or join a Ray run one at a time on one worker (xdist group
+# "ray", tests/conftest.py) and the others on whichever worker is free.
 test-rest: setup system-deps
 	bash scripts/isolated.sh $(PYTEST) --tier slow -n $(TEST_WORKERS) --dist load $(PYTEST_ARGS)
-	bash scripts/isolated.sh $(PYTEST) --tier services $(PYTEST_ARGS)
+	bash scripts/isolated.sh $(PYTEST) --tier services -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 test: setup system-deps lint typecheck test-fast test-rest
 

@@ -17,7 +17,7 @@ each dashboard in its own process, alternated over ``--rounds``:
   full re-parse of search.json.
 
     python -m benchmarks.dashboard            # 1,000 trials, 3 rounds
-    python -m benchmarks.dashboard --quick    # 60 trials, 1 round, no growth run (CI smoke)
+    python -m benchmarks.dashboard --quick    # 30 trials, 1 round, a short growth run (CI smoke)
 
 Timings are printed, never asserted. optuna-dashboard (``pip install optuna-dashboard``) is optional: without it
 the baseline columns are empty.
@@ -475,7 +475,7 @@ def main(argv: list[str] | None = None) -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "--quick", action="store_true", help="60 trials, 1 round, a short growth run (CI smoke)"
+        "--quick", action="store_true", help="30 trials, 1 round, a short growth run (CI smoke)"
     )
     parser.add_argument("--trials", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=3)
@@ -483,7 +483,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-browser", action="store_true")
     args = parser.parse_args(argv)
     if args.quick:
-        args.trials, args.rounds, args.grow = 60, 1, 20
+        args.trials, args.rounds, args.grow = 30, 1, 8
     import optuna
 
     baseline = _have_baseline()

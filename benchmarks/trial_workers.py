@@ -13,7 +13,7 @@
    the trial's start in its worker to its FAIL record (the worker's start-up before it is not the trial's).
 
     python -m benchmarks.trial_workers             # 30 trials of 2 epochs
-    python -m benchmarks.trial_workers --quick     # 8 trials of 1 epoch
+    python -m benchmarks.trial_workers --quick     # 4 trials of 1 epoch
     python -m benchmarks.trial_workers --scaling   # only 2 workers vs 1, side by side (see below)
 
 ``--scaling`` measures the 2-vs-1 ratio alone, in one run, with the two ways interleaved 1, 2, 2, 1 (the same
@@ -212,14 +212,14 @@ def main() -> None:
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
-    n_trials, epochs = (args.trials or 8, 1) if args.quick else (args.trials or 30, 2)
+    n_trials, epochs = (args.trials or 4, 1) if args.quick else (args.trials or 30, 2)
     print(f"load average before: {os.getloadavg()}", flush=True)
     if args.scaling:
         _scaling_main(n_trials, epochs)
         return
     with tempfile.TemporaryDirectory() as tmp:
         rates = sweep_rates(tmp, n_trials, epochs)
-        inproc, worker = overhead_ms(tmp, 10 if args.quick else 20)
+        inproc, worker = overhead_ms(tmp, 5 if args.quick else 20)
         stuck = stuck_seconds(tmp)
     by = {name: rate for name, rate, _, _, _ in rates}
     print_table(

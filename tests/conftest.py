@@ -51,12 +51,14 @@ def _restore_torch_determinism():
 # ---------------------------------------------------------------------------------------------------- test tiers
 # `make test-fast` runs `pytest --tier fast`: the tests that need no service (PostgreSQL, Ray, Chromium), start no
 # process and take no more than a few seconds. `--tier rest` runs every other test, so the two tiers together are the
-# whole suite, each test once. The rest is itself two parts, which `make test-rest` runs one after the other:
-# `--tier slow`, the slow tests that start no service (on every core, like the fast tier), and
-# `--tier services`, the tests that start a service or launch processes (one at a time: on 2 cores a Ray cluster
-# started beside another test's training misses Ray's own start-up deadlines, and a kill test its moments). A test
-# says what it needs by its marks; the fixtures that start a service mark their users here, and the fast tier fails a
-# test that starts a process anyway (see `_no_processes_in_fast_tier`), so a test cannot slip into it unnoticed.
+# whole suite, each test once. The rest is itself two parts, which `make test-rest` runs one after the other, each on
+# every core (pytest-xdist): `--tier slow`, the slow tests that start no service, and `--tier services`, the tests
+# that start a service or launch processes. In the services tier every test that starts or joins a Ray (mark `ray`,
+# set here for the users of the session's cluster) runs in one xdist group, one at a time on one worker, so that no
+# two Ray start-ups compete; a Ray node's start that misses Ray's fixed agent deadline beside the other worker's
+# training is tried again (`_ray_cluster.start_node`). A test says what it needs by its marks; the fixtures that
+# start a service mark their users here, and the fast tier fails a test that starts a process anyway (see
+# `_no_processes_in_fast_tier`), so a test cannot slip into it unnoticed.
 # The slow tier is not guarded: a library there may run a helper command (`git version`, `lscpu`), and a test may run
 # one process that trains on its own (a benchmark's --quick run); a test that launches a service, a process group or
 # a process it kills (a local Ray, trial workers, a driver) is `multiprocess`.
@@ -80,6 +82,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "service: a test that starts a service (PostgreSQL, Ray, Chromium)")
     config.addinivalue_line("markers", "ray_cluster: a test that joins the session's Ray cluster on demand")
+    config.addinivalue_line(
+        "markers", "ray: a test that starts a Ray of its own or joins one (runs in xdist group 'ray')"
+    )
 
 
 def _tier(item: pytest.Item) -> str:
@@ -93,14 +98,22 @@ def _in_tier(item: pytest.Item, tier: str) -> bool:
     return tier == "all" or _tier(item) == tier or (tier == "rest" and _tier(item) != "fast")
 
 
+def _uses_ray(item: pytest.Item) -> bool:
+    return (
+        "ray_cluster" in getattr(item, "fixturenames", ())
+        or item.get_closest_marker("ray_cluster") is not None
+        or item.get_closest_marker("ray") is not None
+    )
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if _SERVICE_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.service)
-        if item.get_closest_marker("service") or item.get_closest_marker("multiprocess"):
-            # Under pytest-xdist (--dist loadgroup) these run one after another on one worker: a Ray cluster or a
-            # process launch never competes with another for the machine, and module fixtures stay per module.
-            item.add_marker(pytest.mark.xdist_group("serial"))
+        if _uses_ray(item):
+            # Under pytest-xdist (--dist loadgroup) the Ray tests run one after another on one worker: one Ray
+            # start-up at a time, and one shared cluster per run. The other tests go to whichever worker is free.
+            item.add_marker(pytest.mark.xdist_group("ray"))
     tier = config.getoption("--tier")
     if tier == "all":
         return

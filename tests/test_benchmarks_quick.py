@@ -21,6 +21,13 @@ pytestmark = [pytest.mark.slow]
 # start services or process groups besides (a local Ray, the dashboards' servers and a browser, trial workers), so
 # they run alone, in the services tier.
 _LAUNCHES = {"ray_overhead", "dashboard", "parallel_scaling", "trial_workers", "time_to_target"}
+#: Those that start a Ray: they run with the other Ray tests, one at a time (see tests/conftest.py).
+_STARTS_RAY = {"ray_overhead", "time_to_target"}
+
+
+def _marks(name: str) -> list[pytest.MarkDecorator]:
+    marks = [pytest.mark.multiprocess] if name in _LAUNCHES else []
+    return marks + [pytest.mark.ray] if name in _STARTS_RAY else marks
 
 
 def _run(*args: str, timeout: float = 480) -> subprocess.CompletedProcess[str]:
@@ -30,9 +37,7 @@ def _run(*args: str, timeout: float = 480) -> subprocess.CompletedProcess[str]:
                           timeout=timeout)  # fmt: skip
 
 
-@pytest.mark.parametrize(
-    "name", [pytest.param(n, marks=pytest.mark.multiprocess) if n in _LAUNCHES else n for n in NAMES]
-)
+@pytest.mark.parametrize("name", [pytest.param(n, marks=_marks(n)) for n in NAMES])
 def test_quick_mode_runs_and_reports(name):
     proc = _run(f"benchmarks.{name}", "--quick")
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]

@@ -33,6 +33,10 @@ ROOT = Path(__file__).resolve().parents[2]
 RAY = str(Path(sys.executable).with_name("ray"))
 _STARTED = "Ray runtime started."
 _START_TIMEOUT_S = 180.0
+#: How many times `start_node` tries a ``ray start`` that fails because its raylet gave up on the dashboard agent.
+_START_ATTEMPTS = 3
+#: What ``ray start`` says when its raylet missed the agent's port files (the raylet's log says why).
+_MISSED_STARTUP = "The current node timed out during startup"
 _STOP_GRACE_S = 15.0
 _AUTH_VARIABLES = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
 
@@ -86,8 +90,31 @@ class Node:
     pids: list[int] = field(default_factory=list)
 
 
-def start_node(args: list[str], env: dict[str, str], log: str, timeout: float = _START_TIMEOUT_S) -> Node:
-    """Runs ``ray start --block ARGS`` in a new session and waits for "Ray runtime started." in its output."""
+def start_node(
+    args: list[str],
+    env: dict[str, str],
+    log: str,
+    timeout: float = _START_TIMEOUT_S,
+    attempts: int = _START_ATTEMPTS,
+) -> Node:
+    """Runs ``ray start --block ARGS`` in a new session and waits for "Ray runtime started." in its output.
+
+    Ray 2.60's raylet waits a fixed time, which no setting changes, for its dashboard agent (a Python process that
+    imports much of Ray) to write its port files, then exits, and ``ray start`` fails with "The current node timed
+    out during startup". On a loaded 2-core machine, beside another test's training, the agent can miss it. Such a
+    start, and only such a start, is tried again, up to ``attempts`` times in all; any other failure is raised at
+    once."""
+    attempt = 1
+    while True:
+        try:
+            return _start_node_once(args, env, log, timeout)
+        except RuntimeError as error:
+            if attempt >= attempts or _MISSED_STARTUP not in str(error):
+                raise
+        attempt += 1
+
+
+def _start_node_once(args: list[str], env: dict[str, str], log: str, timeout: float) -> Node:
     import psutil
 
     with open(log, "wb") as out:

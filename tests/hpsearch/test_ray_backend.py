@@ -18,7 +18,7 @@ from hpsearch.trial import TrialState
 from spaces import Categorical, Float, Int, SearchSpace
 from tests.hpsearch import _ray_cluster as rc
 
-pytestmark = [pytest.mark.slow, pytest.mark.multiprocess]
+pytestmark = [pytest.mark.slow, pytest.mark.multiprocess, pytest.mark.ray]
 
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 

@@ -102,6 +102,7 @@ def test_an_address_that_accepts_tcp_and_never_answers_fails_within_seconds(tmp_
 
 @pytest.mark.slow
 @pytest.mark.multiprocess
+@pytest.mark.ray
 def test_without_an_address_a_running_ray_on_the_machine_is_not_joined(tmp_path):
     """A `ray start --head` ran here (its address file in Ray's temp folder, as another user's or job's would be);
     a search with no address and no RAY_ADDRESS starts its own Ray instead of joining it."""

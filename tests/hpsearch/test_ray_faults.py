@@ -19,7 +19,7 @@ from hpsearch.trial import TrialState
 from spaces import Float
 from tests.hpsearch import _ray_cluster as rc
 
-pytestmark = [pytest.mark.slow, pytest.mark.multiprocess]
+pytestmark = [pytest.mark.slow, pytest.mark.multiprocess, pytest.mark.ray]
 
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 

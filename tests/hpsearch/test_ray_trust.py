@@ -56,7 +56,7 @@ def test_a_signed_folder_passes_and_any_change_or_foreign_key_is_refused(tmp_pat
 
 
 # ---------------------------------------------------------------------------------------------- Ray for real
-def _search(out: Path, **kw):
+def _search(out: Path, address: str, **kw):
     return hyperparameter_search(
         rc.make_trainer(str(out), epochs=1),
         hp_space={"learning_rate": Float(1e-3, 1e-1, log=True)},
@@ -65,6 +65,7 @@ def _search(out: Path, **kw):
         direction="maximize",
         backend="ray",
         max_concurrent_trials=1,
+        address=address,
         **kw,
     )
 
@@ -77,26 +78,27 @@ def _experiment(out: Path) -> Path:
 
 @pytest.mark.slow
 @pytest.mark.multiprocess
-def test_a_planted_tuner_pkl_is_never_unpickled(tmp_path, monkeypatch):
-    monkeypatch.delenv("RAY_ADDRESS", raising=False)  # each search on a private local Ray
+def test_a_planted_tuner_pkl_is_never_unpickled(ray_cluster, tmp_path):
+    # Every search on the session's cluster: what is checked is the experiment folder, not which Ray runs it.
+    address = ray_cluster.address
     out = tmp_path / "out"
-    _search(out)
+    _search(out, address)
     experiment = _experiment(out)
     assert (experiment / _trust.DIGEST_FILE).is_file()
-    _search(out, resume=True)  # its own state: restored
+    _search(out, address, resume=True)  # its own state: restored
 
     marker = tmp_path / "pwned"
     _plant(experiment / "tuner.pkl", marker)
     with pytest.raises(_trust.UntrustedStateError, match=r"resume=True.*'tuner\.pkl'.*changed since"):
-        _search(out, resume=True)
+        _search(out, address, resume=True)
     assert not marker.exists()
     with pytest.raises(_trust.UntrustedStateError, match="changed since"):  # the folder named explicitly too
-        _search(tmp_path / "other", resume=str(experiment))
+        _search(tmp_path / "other", address, resume=str(experiment))
     assert not marker.exists()
 
     # A folder with no digest at all (someone else's, copied in): not loaded; the search starts anew there.
     (experiment / _trust.DIGEST_FILE).unlink()
-    best = _search(out, resume=True)
+    best = _search(out, address, resume=True)
     assert not marker.exists()
     assert {r.state for r in best.run_summary.records} == {TrialState.COMPLETE}
     _trust.check_folder(experiment, "resume=True")  # and what this run wrote is signed

@@ -18,7 +18,7 @@ from hpsearch.trial import TrialState
 from spaces import Float
 from tests.hpsearch import _ray_cluster as rc
 
-pytestmark = [pytest.mark.slow, pytest.mark.multiprocess]
+pytestmark = [pytest.mark.slow, pytest.mark.multiprocess, pytest.mark.ray]
 
 EPOCHS = 2
 BATCH = 32  # per worker; the single-process reference uses 2 * BATCH

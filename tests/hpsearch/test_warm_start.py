@@ -320,9 +320,9 @@ def test_cli_warm_start_flag(tmp_path, capsys, caplog):
 
 
 @pytest.mark.slow
-@pytest.mark.multiprocess  # a local Ray
+@pytest.mark.multiprocess
 @pytest.mark.parametrize("mode", ["inform", "evaluate"])
-def test_ray_continues_an_optuna_search(mode, tmp_path):
+def test_ray_continues_an_optuna_search(mode, tmp_path, ray_cluster):
     earlier = _earlier(tmp_path, n=4)
     finished = [r for r in SearchResult.load(earlier).records if r.state is TrialState.COMPLETE]
     best = hpsearch.hyperparameter_search(
@@ -330,6 +330,7 @@ def test_ray_continues_an_optuna_search(mode, tmp_path):
         hp_space=SPACE,
         n_trials=3,
         backend="ray",
+        address=ray_cluster.address,
         compute_objective="eval_loss",
         warm_start=str(earlier),
         warm_start_mode=mode,
