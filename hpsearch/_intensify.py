@@ -58,6 +58,9 @@ class Intensification:
         self.native = native
         self.queue: deque[Any] = deque()
         self._ids: set[str] = set()
+        self._means: list[tuple[str, list[float]]] | None = (
+            None  # the re-evaluated configurations' means, signed
+        )
         #: The re-evaluations kept from an earlier run and recorded by this one (the loop keeps them after an
         #: engine's final list of trials).
         self.records: list[TrialRecord] = []
@@ -106,7 +109,9 @@ class Intensification:
         return self.plan.train(settings, trial, executor)
 
     def recorded(self, record: TrialRecord) -> None:
+        """A re-evaluation was recorded (the means change)."""
         self.records.append(record)
+        self._means = None
 
     def consider(self, record: TrialRecord, runs_left: int) -> int:
         """A search trial ended: queue its re-evaluations if it challenges the incumbent and ``runs_left`` allows;
@@ -135,11 +140,13 @@ class Intensification:
             return False
         signs = [1.0 if d == "minimize" else -1.0 for d in result.directions]
         ours = [s * float(v) for s, v in zip(signs, values) if v is not None]
-        means = [
-            [s * m for s, m in zip(signs, summary.mean)]
-            for summary in summarize(result)
-            if summary.n_seeds >= 2 and summary.config_id != record.trial_id
-        ]
+        if self._means is None:  # only after a re-evaluation: not a pass over every record per trial
+            self._means = [
+                (summary.config_id, [s * m for s, m in zip(signs, summary.mean)])
+                for summary in summarize(result)
+                if summary.n_seeds >= 2
+            ]
+        means = [m for config_id, m in self._means if config_id != record.trial_id]
         if not means:
             return True  # no incumbent yet
         if len(signs) == 1:

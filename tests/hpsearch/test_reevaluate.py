@@ -695,3 +695,33 @@ def test_a_callable_gives_each_seed_its_fold_once_before_any_trial(make_trainer,
     again = frame[frame.source == "reevaluation"]
     assert (again.fold == again.seed).all() and len(again) == 4
     assert set(again.objective) <= {0.0, 1.0}
+
+
+@pytest.mark.slow
+@pytest.mark.multiprocess
+def test_a_search_killed_during_an_intensification_continues_it_without_training_any_twice(tmp_path):
+    """reevaluate_when="during" on an Optuna study: the driver dies when the first challenger's second re-evaluation
+    starts; the rerun first trains that missing seed, counts the earlier runs against n_trials (6 runs in all), and
+    trains no (configuration, seed) twice."""
+    out, log = str(tmp_path / "out"), str(tmp_path / "seeds.jsonl")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    run = [sys.executable, "-m", "tests.hpsearch._reeval_trials", "optuna-during", out, log]
+    first = subprocess.run(
+        [*run, str(BASE_SEED + 2)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert first.returncode == 9, first.stderr[-3000:]
+    second = subprocess.run(run, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert second.returncode == 0, second.stderr[-3000:]
+    from hpsearch import SearchResult
+
+    result = SearchResult.load(out)
+    assert len(result.records) == 6 and all(r.state is TrialState.COMPLETE for r in result.records)
+    pairs = [(r.extra.get("config_id", r.trial_id), r.extra["seed"]) for r in result.records]
+    assert len(set(pairs)) == 6 and ("0", BASE_SEED + 2) in pairs
+    trained = [(tuple(sorted(e["params"].items())), e["torch_seed"]) for e in _reeval_trials.read(log)]
+    assert len(trained) == 7  # 6 runs + the killed start
+    assert trained[3] == trained[2] and trained[2][1] == BASE_SEED + 2  # the killed run, first after the restart
+    # Every other run trained once (a restarted RandomSampler may draw a search trial's values again: counted apart).
+    again = [r for r in result.records if r.extra.get("source") == "reevaluation"]
+    assert len([t for t in trained if t[1] != BASE_SEED]) == len(again) + 1
+    assert len([t for t in trained if t[1] == BASE_SEED]) == 6 - len(again)
