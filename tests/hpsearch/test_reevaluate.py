@@ -720,7 +720,8 @@ def test_a_search_killed_during_an_intensification_continues_it_without_training
     assert len(set(pairs)) == 6 and ("0", BASE_SEED + 2) in pairs
     trained = [(tuple(sorted(e["params"].items())), e["torch_seed"]) for e in _reeval_trials.read(log)]
     assert len(trained) == 7  # 6 runs + the killed start
-    assert trained[3] == trained[2] and trained[2][1] == BASE_SEED + 2  # the killed run, first after the restart
+    # The killed run, first again after the restart.
+    assert trained[3] == trained[2] and trained[2][1] == BASE_SEED + 2
     # Every other run trained once (a restarted RandomSampler may draw a search trial's values again: counted apart).
     again = [r for r in result.records if r.extra.get("source") == "reevaluation"]
     assert len([t for t in trained if t[1] != BASE_SEED]) == len(again) + 1
