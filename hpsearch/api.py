@@ -439,7 +439,9 @@ def _run(
             reevaluation.earlier_runs(session) if reevaluation and adapter.continues_earlier_run() else []
         )
         if reevaluation is not None and reevaluation.when == "during":  # the search loop runs them
-            session.intensification = reevaluation.intensification(session, earlier, adapter.replay_trial)
+            from ._intensify import Intensification
+
+            session.intensification = Intensification(reevaluation, session, earlier, adapter.replay_trial)
         with make_executor(settings, common["trial_workers"], common["trial_worker_max_trials"]) as executor:
             adapter.run(session, native_space, executor)
             if reevaluation is not None and reevaluation.when == "end":  # on the search's executor as well

@@ -188,8 +188,8 @@ class Reevaluation:
 
     def check_backend(self, adapter: SearchBackend, trial_workers: int | None) -> None:
         """What the backend and the executor must allow, before any trial: "during" needs the shared search loop
-        (trials asked and told in the driver), other folds a run in the driver or on Ray's driver, where the
-        re-evaluation's trainer is built (a trial worker process has the search's datasets only)."""
+        (trials asked and told in the driver); other folds need the re-evaluations trained in the driver, where their
+        trainer is built (a trial worker process has the search's datasets only)."""
         if self.when == "during" and adapter.trial_workers_refusal is not None:
             raise SearchConfigError(
                 f"reevaluate_when='during' is not supported by backend={adapter.name!r}: its engine runs the "
@@ -263,17 +263,6 @@ class Reevaluation:
         i = (j - 1) % len(self.folds)
         train, evaluation = self.folds[i]
         return (seed if self.folds_by_seed else i), (train, evaluation)
-
-    def intensification(
-        self,
-        session: SearchSession,
-        earlier: Sequence[TrialRecord],
-        native: Callable[[dict[str, Any]], Any] | None,
-    ) -> Any:
-        """The search loop's side of ``when="during"`` (`hpsearch._intensify.Intensification`)."""
-        from ._intensify import Intensification
-
-        return Intensification(self, session, earlier, native)
 
     def earlier_runs(self, session: SearchSession) -> list[TrialRecord]:
         """The re-evaluations an earlier run of this search saved (read before the backend runs: an engine that
