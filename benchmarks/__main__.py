@@ -72,6 +72,7 @@ BENCHMARKS: dict[str, Callable[[str], list[dict[str, Any]]] | None] = {
     "scale": None,
     "warm_start": None,
     "reevaluation": None,
+    "reevaluation_hpobench": None,
     "memory_features": None,
     "dashboard": None,
     "trial_workers": None,

@@ -16,6 +16,11 @@ adapter (`hpsearch.backends.base.SearchBackend`) answers only:
   completed)``: the loop is over (also after an error), the adapter's last word before the driver saves.
 
 Engines that own their loop run it themselves (their adapter overrides ``run``) and do not come here.
+
+With ``reevaluate_when="during"`` (``session.intensification``, `hpsearch._intensify`), the loop also runs the
+re-evaluations of each challenger of the incumbent before the next search trial: they count against the same budget
+of runs, are never told to the engine, and are kept after the adapter's `finish` (an engine's final list of trials
+does not hold them).
 """
 
 from __future__ import annotations
@@ -55,14 +60,19 @@ def run_search(
         _lockstep.follow(adapter.settings, session)
         return
     completed = False
+    intensify = session.intensification
     try:
         budget = adapter.start(session, native_space)
+        if intensify is not None:
+            budget = intensify.start(budget)
         slots = adapter.slots(executor)
         _Loop(adapter, session, executor, budget).run_all(slots)
         completed = True
     finally:
         _lockstep.announce_end()
         adapter.finish(session, completed)
+        if intensify is not None and intensify.records:
+            session.adopt(intensify.records)
         if completed or session.records:
             session.save()
 
@@ -76,9 +86,15 @@ class _Loop:
         self.executor = executor
         self.left = budget  # trials this run may still start
         self.exhausted = False  # the engine has nothing more to run
+        self.intensify = session.intensification
 
     def next_trial(self) -> Trial | None:
-        """The next trial to run, or None when the budget, the engine or a stop reason says no more."""
+        """The next trial to run, or None when the budget, the engine or a stop reason says no more; a queued
+        re-evaluation first (its run was taken from the budget when it was queued)."""
+        if self.intensify is not None and self.session.stop_reason is None:
+            queued = self.intensify.next()
+            if queued is not None:
+                return queued  # type: ignore[no-any-return]
         while self.left > 0 and not self.exhausted and self.session.stop_reason is None:
             self.left -= 1
             try:
@@ -95,6 +111,8 @@ class _Loop:
 
     def run(self, trial: Trial) -> TrialRecord:
         _lockstep.announce(_lockstep.lead(trial))
+        if self.intensify is not None and self.intensify.owns(trial):
+            return self.intensify.train(self.adapter.settings, trial, self.executor)  # type: ignore[no-any-return]
         try:
             return self.executor.run(self.adapter.settings, trial, self.adapter.reporter(trial))
         except BaseException as error:
@@ -105,6 +123,10 @@ class _Loop:
         # The engine first: an engine that stores the record too never says less than search.json. The
         # session keeps a trained trial even when the engine could not be told (the error is raised after), but
         # Ctrl-C while telling interrupts the trial as during its training: it is abandoned and not recorded.
+        if self.intensify is not None and self.intensify.owns(trial):
+            self.intensify.recorded(record)  # a re-evaluation: the engine never hears of it
+            self.session.record(record)
+            return
         try:
             self.adapter.tell(trial, record)
         except KeyboardInterrupt as interrupt:
@@ -114,12 +136,18 @@ class _Loop:
             self.session.record(record)
             raise
         self.session.record(record)
+        if self.intensify is not None:
+            self.left -= self.intensify.consider(record, self.left)
 
     def run_all(self, slots: int) -> None:
-        """One trial at a time, or ``slots`` at once in threads: a new trial is asked for as soon as one ends."""
-        run_each(
-            slots,
-            iter(self.next_trial, None),
-            lambda trial: (trial, self.run(trial)),
-            lambda finished: self.tell(*finished),
-        )
+        """One trial at a time, or ``slots`` at once in threads: a new trial is asked for as soon as one ends. Again
+        while re-evaluations were queued after the last trial was drawn (the engine ran out before they were)."""
+        while True:
+            run_each(
+                slots,
+                iter(self.next_trial, None),
+                lambda trial: (trial, self.run(trial)),
+                lambda finished: self.tell(*finished),
+            )
+            if self.intensify is None or not self.intensify.queue or self.session.stop_reason is not None:
+                return

@@ -196,9 +196,18 @@ def hyperparameter_search(
         hp_space, n_trials, direction, compute_objective, hp_name, dashboard, dashboard_port
     )
     backend_cls, common = _check_options(backend, kwargs)
-    reevaluation = check_reevaluation(common["reevaluate_top_k"], common["reevaluate_seeds"], n_trials)
+    reevaluation = check_reevaluation(
+        common["reevaluate_top_k"],
+        common["reevaluate_seeds"],
+        n_trials,
+        common["reevaluate_when"],
+        common["reevaluate_folds"],
+    )
     settings = _settings(trainer, backend_cls, compute_objective, directions, hp_name, common)
     adapter = backend_cls(settings, kwargs, trial_workers=common["trial_workers"])
+    if reevaluation is not None:
+        reevaluation.check_backend(adapter, common["trial_workers"])
+        reevaluation = reevaluation.resolve_folds(int(trainer.args.seed))
     space, native_space = adapter.resolve_space(hp_space)
     if space is not None:
         _check_space(space, hp_space, trainer, adapter)
@@ -422,9 +431,13 @@ def _run(
         earlier = (
             reevaluation.earlier_runs(session) if reevaluation and adapter.continues_earlier_run() else []
         )
+        if reevaluation is not None and reevaluation.when == "during":  # the search loop runs them
+            from ._intensify import Intensification
+
+            session.intensification = Intensification(reevaluation, session, earlier, adapter.replay_trial)
         with make_executor(settings, common["trial_workers"], common["trial_worker_max_trials"]) as executor:
             adapter.run(session, native_space, executor)
-            if reevaluation is not None:  # on the search's executor: its workers, its isolation and timeouts
+            if reevaluation is not None and reevaluation.when == "end":  # on the search's executor as well
                 reevaluation.run(session, earlier, adapter.replay_trial, executor)
     except KeyboardInterrupt:
         session.save()

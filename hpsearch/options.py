@@ -85,7 +85,7 @@ class Option:
             if t is int and float in self.types:
                 continue  # "a finite number" says it
             word = "any value" if t is object else _WORDS.get(t, f"a {t.__name__}")
-            if self.non_empty and t in (str, dict, Mapping):
+            if self.non_empty and t in (str, dict, Mapping, list, tuple):
                 word = word.replace("a ", "a non-empty ", 1)
             if t in (int, float):
                 word += self._bounds()
@@ -231,6 +231,12 @@ def _parameter_values(value: Any) -> dict[str, Any]:
     return dict(value)
 
 
+def _folds(value: Any) -> Any:
+    from .reevaluate import check_folds  # light: no backend, no torch
+
+    return check_folds(value)
+
+
 #: How many trials the search runs: an argument of `hyperparameter_search`, a sweep file's top-level key and
 #: ``hpsearch run --n-trials``, all checked by this one declaration.
 N_TRIALS = Option(
@@ -338,6 +344,23 @@ COMMON_OPTIONS: dict[str, Option] = {
             "(TrainingArguments.seed and data_seed: seed+1 .. seed+S)",
             minimum=1,
             example=2,
+        ),
+        Option(
+            "reevaluate_when",
+            (str,),
+            "'end' (the top reevaluate_top_k after the search, extra runs) or 'during' (each challenger of the "
+            "incumbent before it is accepted; n_trials counts every run)",
+            default="end",
+            choices=("end", "during"),
+        ),
+        Option(
+            "reevaluate_folds",
+            (list, tuple, Callable),
+            "other splits the re-evaluations train and evaluate on (Python API: datasets): (train_dataset, "
+            "eval_dataset) pairs taken in turn, or a callable seed -> such a pair; recorded in the fold column",
+            non_empty=True,
+            rule=_folds,
+            example=Code("[(train_2, eval_2), (train_3, eval_3)]"),
         ),
     )
 }

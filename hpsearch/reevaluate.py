@@ -1,7 +1,7 @@
 """Re-evaluation of the leaders: the top configurations trained again with other seeds, the best chosen by the mean.
 
 ``hyperparameter_search(..., reevaluate_top_k=K, reevaluate_seeds=S)``, on every backend. The rule, chosen to be
-predictable:
+predictable (``reevaluate_when="during"``, intensification as the search goes: `hpsearch._intensify`):
 
 - **When.** After the search's ``n_trials`` trials, once: the K best COMPLETE trials of the search (by their own
   objective; several objectives: the first K by non-dominated rank, then trial number) are each trained again S
@@ -21,10 +21,16 @@ predictable:
   rank by; the 95% interval is reported beside the mean instead.
 - **Resume.** A re-evaluation is identified by (config_id, seed): a search continued after a kill trains only the
   ones its results do not hold yet.
+- **Folds.** ``reevaluate_folds``: the j-th re-evaluation of every configuration trains on fold ``(j - 1) mod F`` of
+  F (train_dataset, eval_dataset) pairs, or on what a callable answers for its seed (asked once per seed, in the
+  driver, before any trial); the record's ``fold`` says which. The search trials keep the trainer's own datasets, so
+  a configuration's mean spans its own split and the folds.
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import logging
 import math
 import statistics
@@ -38,12 +44,22 @@ from .trial import TrialRecord
 if TYPE_CHECKING:
     import pandas as pd
 
+    from .backends.base import SearchBackend
     from .executor import Executor
     from .results import SearchResult
     from .session import SearchSession
     from .settings import TrialSettings
 
-__all__ = ["SOURCE", "ConfigSummary", "Reevaluation", "check_reevaluation", "choose", "summarize"]
+__all__ = [
+    "SOURCE",
+    "WHEN",
+    "ConfigSummary",
+    "Reevaluation",
+    "check_folds",
+    "check_reevaluation",
+    "choose",
+    "summarize",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -53,9 +69,26 @@ SOURCE = "reevaluation"
 SEED_ARGS = ("seed", "data_seed")
 
 
-def check_reevaluation(top_k: int | None, seeds: int | None, n_trials: int) -> Reevaluation | None:
-    """The re-evaluation the two options ask for (None: none); `SearchConfigError` for a pair that makes no sense."""
+#: When the re-evaluations run: after the search ("end"), or as it goes, before a challenger is accepted ("during").
+WHEN = ("end", "during")
+
+
+def check_reevaluation(
+    top_k: int | None,
+    seeds: int | None,
+    n_trials: int,
+    when: str = "end",
+    folds: Folds | None = None,
+) -> Reevaluation | None:
+    """The re-evaluation the options ask for (None: none); `SearchConfigError` for a set that makes no sense."""
     if top_k is None and seeds is None:
+        for name, value, default in (("reevaluate_when", when, "end"), ("reevaluate_folds", folds, None)):
+            if value != default:
+                raise SearchConfigError(
+                    f"{name}={_short(value)} needs reevaluate_seeds (how many extra seeds a configuration trains "
+                    f"with); pass e.g. reevaluate_seeds=2, or remove {name}.",
+                    about=name,
+                )
         return None
     if seeds is None:
         raise SearchConfigError(
@@ -63,10 +96,26 @@ def check_reevaluation(top_k: int | None, seeds: int | None, n_trials: int) -> R
             "configurations trains with); pass e.g. reevaluate_seeds=2, or remove reevaluate_top_k.",
             about="reevaluate_top_k",
         )
+    if when == "during":
+        if top_k is not None:
+            raise SearchConfigError(
+                f"reevaluate_top_k={top_k} chooses the leaders re-evaluated after the search (reevaluate_when='end'); "
+                "with reevaluate_when='during' every challenger of the incumbent is re-evaluated as the search goes: "
+                "remove reevaluate_top_k, or pass reevaluate_when='end'.",
+                about="reevaluate_top_k",
+            )
+        if n_trials < seeds + 1:
+            raise SearchConfigError(
+                f"reevaluate_seeds={seeds} with reevaluate_when='during' needs n_trials >= {seeds + 1} (n_trials "
+                f"counts every run, re-evaluations included; n_trials={n_trials} cannot finish one configuration's "
+                f"{seeds + 1} runs); pass n_trials >= {seeds + 1}, or fewer reevaluate_seeds.",
+                about="n_trials",
+            )
+        return Reevaluation(None, seeds, when, folds)
     if top_k is None:
         raise SearchConfigError(
             f"reevaluate_seeds={seeds} needs reevaluate_top_k (how many of the best configurations train again); "
-            "pass e.g. reevaluate_top_k=3, or remove reevaluate_seeds.",
+            "pass e.g. reevaluate_top_k=3, or remove reevaluate_seeds (or pass reevaluate_when='during').",
             about="reevaluate_seeds",
         )
     if top_k > n_trials:
@@ -75,30 +124,145 @@ def check_reevaluation(top_k: int | None, seeds: int | None, n_trials: int) -> R
             f"complete; pass reevaluate_top_k <= {n_trials}, or more trials.",
             about="reevaluate_top_k",
         )
-    return Reevaluation(top_k, seeds)
+    return Reevaluation(top_k, seeds, when, folds)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else f"<{type(value).__name__}>"
+
+
+#: Other splits for the re-evaluations: (train_dataset, eval_dataset) pairs, or ``folds(seed)`` returning one.
+Folds = Sequence[tuple[Any, Any]] | Callable[[int], tuple[Any, Any]]
+
+
+def check_folds(value: Any) -> Any:
+    """The rule of ``reevaluate_folds`` alone: a non-empty list of (train_dataset, eval_dataset) pairs, or a
+    callable of the seed (its answer is checked when it is called)."""
+    if callable(value):
+        return value
+    for i, fold in enumerate(value):
+        problem = _fold_problem(fold)
+        if problem:
+            raise SearchConfigError(
+                f"reevaluate_folds[{i}]={_short(fold)} {problem}; pass a list of (train_dataset, eval_dataset) pairs, "
+                "e.g. reevaluate_folds=[(train_1, eval_1), (train_2, eval_2)], or a callable seed -> such a pair.",
+                about="reevaluate_folds",
+            )
+    return list(value)
+
+
+def _fold_problem(fold: Any) -> str | None:
+    """Why ``fold`` is not a (train_dataset, eval_dataset) pair, or None."""
+    if not isinstance(fold, list | tuple) or len(fold) != 2:
+        return "is not a (train_dataset, eval_dataset) pair"
+    for part, data in zip(("train_dataset", "eval_dataset"), fold):
+        if data is None or isinstance(data, str | bytes | bool | int | float):
+            return f"has {part}={_short(data)}, which is not a dataset"
+    return None
 
 
 @dataclass(frozen=True)
 class Reevaluation:
-    """The top ``top_k`` configurations of a search trained with ``seeds`` more seeds each (see the module)."""
+    """Configurations of a search trained with ``seeds`` more seeds each (see the module): the top ``top_k`` after
+    the search (``when`` "end"), or each challenger of the incumbent as the search goes ("during"); on ``folds``
+    (other splits) if given."""
 
-    top_k: int
+    top_k: int | None
     seeds: int
+    when: str = "end"
+    folds: Folds | None = None
+    #: Whether ``folds`` are a callable's answers, one per extra seed (`resolve_folds`).
+    folds_by_seed: bool = False
 
     def check_space(self, names: Iterable[str]) -> None:
         """A searched seed would be overwritten by the re-evaluation's seeds: refused before any trial."""
         searched = [name for name in SEED_ARGS if name in set(names)]
         if searched:
             raise SearchConfigError(
-                f"hp_space searches {searched[0]!r}, which re-evaluation (reevaluate_top_k={self.top_k}, "
-                f"reevaluate_seeds={self.seeds}) sets to other values for each run of a configuration; remove "
-                f"{searched[0]!r} from hp_space, or drop reevaluate_top_k and reevaluate_seeds.",
+                f"hp_space searches {searched[0]!r}, which re-evaluation ({self._options()}) sets to other values "
+                f"for each run of a configuration; remove {searched[0]!r} from hp_space, or drop the reevaluate_* "
+                "options.",
                 about="hp_space",
             )
 
-    def describe(self, settings: TrialSettings) -> dict[str, int]:
+    def check_backend(self, adapter: SearchBackend, trial_workers: int | None) -> None:
+        """What the backend and the executor must allow, before any trial: "during" needs the shared search loop
+        (trials asked and told in the driver); other folds need the re-evaluations trained in the driver, where their
+        trainer is built (a trial worker process has the search's datasets only)."""
+        if self.when == "during" and adapter.trial_workers_refusal is not None:
+            raise SearchConfigError(
+                f"reevaluate_when='during' is not supported by backend={adapter.name!r}: its engine runs the "
+                "search's loop itself (its trials are not asked and told by hpsearch's loop), so a re-evaluation "
+                "cannot be put in before a challenger is accepted; pass reevaluate_when='end' (the leaders are "
+                "re-evaluated after the search, on every backend).",
+                about="reevaluate_when",
+            )
+        from ._dist import world_size
+
+        if self.folds is not None and world_size() > 1:
+            raise SearchConfigError(
+                f"reevaluate_folds in a launched search of {world_size()} processes: the other processes train "
+                "each run with the search's own datasets; run the search in one process, or drop reevaluate_folds.",
+                about="reevaluate_folds",
+            )
+        if self.folds is not None and trial_workers is not None:
+            raise SearchConfigError(
+                f"reevaluate_folds with trial_workers={trial_workers}: the worker processes hold the search's own "
+                "datasets, not the folds; drop trial_workers (the re-evaluations then train in this process), or "
+                "drop reevaluate_folds.",
+                about="reevaluate_folds",
+            )
+
+    def _options(self) -> str:
+        top = f"reevaluate_top_k={self.top_k}, " if self.top_k is not None else ""
+        return f"{top}reevaluate_seeds={self.seeds}, reevaluate_when={self.when!r}"
+
+    def describe(self, settings: TrialSettings) -> dict[str, Any]:
         """What the results keep of it (in their settings)."""
-        return {"top_k": self.top_k, "seeds": self.seeds, "base_seed": int(settings.trainer.args.seed)}
+        out: dict[str, Any] = {
+            "seeds": self.seeds,
+            "when": self.when,
+            "base_seed": int(settings.trainer.args.seed),
+        }
+        if self.top_k is not None:
+            out["top_k"] = self.top_k
+        if self.folds is not None:
+            out["folds"] = (
+                "callable of the seed" if self.folds_by_seed or callable(self.folds) else len(self.folds)
+            )
+        return out
+
+    def resolve_folds(self, base_seed: int) -> Reevaluation:
+        """This plan with a callable ``folds`` asked once per extra seed (``base_seed + 1 .. + seeds``), in the
+        driver before any trial, each answer checked; unchanged otherwise."""
+        if not callable(self.folds):
+            return self
+        pairs = []
+        for j in range(1, self.seeds + 1):
+            seed = base_seed + j
+            fold = self.folds(seed)
+            problem = _fold_problem(fold)
+            if problem:
+                raise SearchConfigError(
+                    f"reevaluate_folds({seed}) returned {_short(fold)}, which {problem}; return a "
+                    "(train_dataset, eval_dataset) pair for every seed.",
+                    about="reevaluate_folds",
+                )
+            pairs.append((fold[0], fold[1]))
+        return dataclasses.replace(self, folds=pairs, folds_by_seed=True)
+
+    def fold(self, seed: int, j: int) -> tuple[Any, tuple[Any, Any]] | None:
+        """(what the ``fold`` column says, (train_dataset, eval_dataset)) for the ``j``-th extra seed (1-based),
+        ``seed``; None without folds. A list's folds are taken in turn: the j-th run of every configuration trains
+        on the fold at (j - 1) modulo their number (the column: that position); a callable's answer for the seed
+        (the column: the seed)."""
+        if self.folds is None:
+            return None
+        assert not callable(self.folds), "resolve_folds first"
+        i = (j - 1) % len(self.folds)
+        train, evaluation = self.folds[i]
+        return (seed if self.folds_by_seed else i), (train, evaluation)
 
     def earlier_runs(self, session: SearchSession) -> list[TrialRecord]:
         """The re-evaluations an earlier run of this search saved (read before the backend runs: an engine that
@@ -138,6 +302,7 @@ class Reevaluation:
         from . import _lockstep
         from .executor import run_each
 
+        assert self.top_k is not None  # when == "end" (check_reevaluation)
         # Every earlier re-evaluation of a configuration this search holds is kept (nothing written is lost), also
         # of one that a longer rerun (more n_trials) pushed out of the top K.
         ids = {r.trial_id for r in session.records}
@@ -163,7 +328,7 @@ class Reevaluation:
             run_each(
                 executor.slots,
                 self._pending(session, leaders, native),
-                lambda trial: self._train(session.settings, trial, executor),
+                lambda trial: self.train(session.settings, trial, executor),
                 session.record,
                 stopped,
                 before=lambda trial: _lockstep.announce(_lockstep.lead(trial)),
@@ -177,47 +342,63 @@ class Reevaluation:
         leaders: Sequence[TrialRecord],
         native: Callable[[dict[str, Any]], Any] | None,
     ) -> Iterator[Any]:
-        from .trial import Trial
-
-        settings = session.settings
         done = {
             (r.extra.get("config_id"), r.extra.get("seed"))
             for r in session.records
             if r.extra.get("source") == SOURCE
         }
-        base = int(settings.trainer.args.seed)
+        base = int(session.settings.trainer.args.seed)
         first = 1 + max((r.number for r in session.records if r.extra.get("source") != SOURCE), default=-1)
         for rank, leader in enumerate(leaders):
             for j in range(1, self.seeds + 1):
-                seed = base + j
-                if (leader.trial_id, seed) in done:
-                    continue
-                if any(name in leader.params for name in SEED_ARGS):
-                    logger.warning(
-                        "Trial %s chose %s itself; its re-evaluation sets it to %d.",
-                        leader.name,
-                        [n for n in SEED_ARGS if n in leader.params],
-                        seed,
-                    )
-                params = {**leader.params, "seed": seed, "data_seed": seed}
-                trial = Trial(
-                    f"{leader.trial_id}-seed{seed}",
-                    first + rank * self.seeds + j - 1,
-                    params,
-                    settings.backend,
-                    native=native(dict(leader.params)) if native else None,
-                )
-                trial.config_id, trial.seed = leader.trial_id, seed  # type: ignore[attr-defined]
-                yield trial
+                if (leader.trial_id, base + j) not in done:
+                    yield self.trial(session.settings, leader, j, first + rank * self.seeds + j - 1, native)
 
-    @staticmethod
-    def _train(settings: TrialSettings, trial: Any, executor: Executor) -> TrialRecord:
+    def trial(
+        self,
+        settings: TrialSettings,
+        config: TrialRecord,
+        j: int,
+        number: int,
+        native: Callable[[dict[str, Any]], Any] | None,
+    ) -> Any:
+        """The trial that trains ``config`` again with its ``j``-th extra seed (``seed + j``), numbered ``number``."""
+        from .trial import Trial
+
+        seed = int(settings.trainer.args.seed) + j
+        if any(name in config.params for name in SEED_ARGS):
+            logger.warning(
+                "Trial %s chose %s itself; its re-evaluation sets it to %d.",
+                config.name,
+                [n for n in SEED_ARGS if n in config.params],
+                seed,
+            )
+        trial = Trial(
+            f"{config.trial_id}-seed{seed}",
+            number,
+            {**config.params, "seed": seed, "data_seed": seed},
+            settings.backend,
+            native=native(dict(config.params)) if native else None,
+        )
+        trial.config_id, trial.seed, trial.fold_index = config.trial_id, seed, j  # type: ignore[attr-defined]
+        return trial
+
+    def train(self, settings: TrialSettings, trial: Any, executor: Executor) -> TrialRecord:
+        """Train a re-evaluation's ``trial`` on ``executor``, never pruned (it trains to the end), on its fold if
+        there are folds; its record says what it repeats (``source``, ``config_id``, ``seed``, ``fold``)."""
         from .trial import NullReporter
 
         config_id, seed = trial.config_id, trial.seed
-        record = executor.run(settings, trial, NullReporter())  # never pruned: it trains to the end
+        extra: dict[str, Any] = {"source": SOURCE, "config_id": config_id, "seed": seed}
+        fold = self.fold(seed, trial.fold_index)
+        if fold is not None:
+            extra["fold"], (train, evaluation) = fold
+            recipe = copy.copy(settings.trainer)
+            recipe.train_dataset, recipe.eval_dataset = train, evaluation
+            settings = dataclasses.replace(settings, trainer=recipe)
+        record = executor.run(settings, trial, NullReporter())
         record.params = {k: v for k, v in record.params.items() if k not in SEED_ARGS}
-        record.extra.update({"source": SOURCE, "config_id": config_id, "seed": seed})
+        record.extra.update(extra)
         return record
 
 

@@ -147,7 +147,9 @@ class SearchResult:
         Columns: ``trial_id, name, number, state, source`` (``search``, ``warm_start`` for an earlier search's
         trial told to this one, ``reevaluation`` for a leader trained again), ``config_id`` (the trial id of the
         search trial whose configuration the row ran: its own, or the one a re-evaluation repeats), ``seed`` (the
-        ``TrainingArguments.seed`` it trained with; NA where unknown), the objective column(s), one ``params_<name>`` column
+        ``TrainingArguments.seed`` it trained with; NA where unknown), ``fold`` (the re-evaluation's fold,
+        ``reevaluate_folds``: its position in the list, or the seed a callable was asked with; NA for a run on the
+        trainer's own datasets), the objective column(s), one ``params_<name>`` column
         per parameter (sorted), ``started, finished, duration_s``, the cost columns ``cpu_s, device_s,
         peak_memory_mb, energy_kwh, emissions_kg`` (NaN where not measured), ``n_evaluations, last_step,
         checkpoint, node, error``. A parameter column is ``Int64`` when every value is an int, ``boolean`` when every
@@ -190,6 +192,10 @@ class SearchResult:
             "seed": (
                 [r.extra["seed"] if type(r.extra.get("seed")) is int else None for r in records],
                 "Int64",
+            ),
+            "fold": pd.Series(
+                [r.extra["fold"] if type(r.extra.get("fold")) is int else None for r in records],
+                dtype="Int64",
             ),
         }
         for i, col in enumerate(self.objective_columns):

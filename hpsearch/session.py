@@ -116,6 +116,9 @@ class SearchSession:
         #: progress line, then the caller's (``hyperparameter_search(on_trial_end=...)``, e.g. the CLI's sweep bar).
         #: A hook that raises is logged and ignored: a display must never stop a search.
         self.trial_end_hooks: list[TrialEndHook] = [_progress_line, *trial_end_hooks]
+        #: The re-evaluations the search loop runs between its trials (``reevaluate_when="during"``,
+        #: `hpsearch._intensify.Intensification`), or None.
+        self.intensification: Any = None
 
     @property
     def output_dir(self) -> str:

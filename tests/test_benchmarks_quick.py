@@ -97,3 +97,23 @@ def test_peer_reports_a_failing_transformers_instead_of_failing(monkeypatch, cap
     payload = json.loads(capsys.readouterr().out.strip().splitlines()[-1][len(JSON_PREFIX) :])
     [row] = payload["rows"]
     assert row["ratio"] is None and "TypeError: an argument this release no longer takes" in row["note"]
+
+
+def test_hpobench_trials_answer_the_recorded_result_of_the_seed_they_trained_with(tmp_path):
+    """The HPOBench benchmark's searches run through hyperparameter_search: every run, search trial or
+    re-evaluation, scores its configuration's recorded accuracy at its own TrainingArguments.seed (modulo the 5
+    recorded seeds), and a pick is judged by the share of the grid whose 5-seed mean is strictly higher."""
+    import statistics
+
+    from benchmarks import reevaluation_hpobench as bench
+
+    best = bench._search("car", "ours", 3, 8, 2, str(tmp_path))
+    task = bench._task("car")
+    records = best.run_summary.records
+    assert len(records) == 8 and any(r.extra.get("source") == "reevaluation" for r in records)
+    for r in records:
+        assert r.objective == pytest.approx(task.recorded(r.params, r.extra["seed"])), r.trial_id
+    assert {r.extra["seed"] for r in records} == {3, 4, 5}
+    picked = task.truth[task.key(dict(best.hyperparameters))]
+    higher = sum(statistics.fmean(v["val_acc"]) > picked for v in task.table.values())
+    assert task.share_beating(dict(best.hyperparameters)) == pytest.approx(higher / len(task.table))

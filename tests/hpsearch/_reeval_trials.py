@@ -77,7 +77,9 @@ def read(path: str) -> list[dict[str, Any]]:
 
 def resumable_search(backend: str, output_dir: str, log: str, kill_seed: int | None) -> None:
     """A search that a rerun continues (Optuna: a SQLite study beside output_dir; SigOpt lite: resume=True),
-    re-evaluating its top 2 with 2 more seeds."""
+    re-evaluating its top 2 with 2 more seeds; ``backend`` "<name>-during": 6 runs in all, each challenger
+    re-evaluated with 2 more seeds as the search goes."""
+    backend, _, during = backend.partition("-")
     from hpsearch import hyperparameter_search
     from spaces import Categorical, Float, SearchSpace
     from tests.hpsearch._trials import digits_search_trainer
@@ -100,10 +102,11 @@ def resumable_search(backend: str, output_dir: str, log: str, kill_seed: int | N
         hp_space=space,
         compute_objective="eval_accuracy",
         direction="maximize",
-        n_trials=3,
         backend=backend,
-        reevaluate_top_k=2,
         reevaluate_seeds=2,
+        **(
+            {"n_trials": 6, "reevaluate_when": "during"} if during else {"n_trials": 3, "reevaluate_top_k": 2}
+        ),
         **options,
     )
 

@@ -342,6 +342,7 @@ EXPECTED_TRIALS = {
     "source": "object",
     "config_id": "object",
     "seed": "Int64",
+    "fold": "Int64",
     "objective": "float64",
     "params_dropout": "float64",
     "params_hidden": "Int64",

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from hpsearch import SearchConfigError, TrialState, hyperparameter_search
 from spaces import Float, Int, SearchSpace
@@ -23,6 +24,15 @@ from tests.hpsearch import _reeval_trials, _trials
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE_SEED = 42  # TrainingArguments' default seed, which the search trials train with
+
+
+def _search(trainer, hp_space, backend="random", **options):
+    """`hyperparameter_search` maximizing eval_accuracy, the random backend seeded with 0 unless ``options`` say
+    otherwise (the arguments every search here shares)."""
+    shared = {"compute_objective": "eval_accuracy", "direction": "maximize", "backend": backend}
+    if backend == "random":
+        shared["seed"] = 0
+    return hyperparameter_search(trainer, hp_space=hp_space, **{**shared, **options})
 
 
 def _by_config(records):
@@ -88,14 +98,10 @@ def test_leaders_train_again_with_new_seeds_and_the_best_mean_wins(
 
 
 def test_without_reevaluation_the_best_run_is_the_observed_best(make_trainer, tiny_space):
-    best = hyperparameter_search(
+    best = _search(
         make_trainer(),
-        hp_space=tiny_space,
-        compute_objective="eval_accuracy",
-        direction="maximize",
+        tiny_space,
         n_trials=2,
-        backend="random",
-        seed=0,
     )
     assert (best.n_seeds, best.objective_mean, best.objective_std, best.observed_best) == (
         1,
@@ -176,14 +182,10 @@ def test_a_sweep_file_reevaluates_through_the_cli(tmp_path, monkeypatch):
 def test_more_leaders_than_completed_trials_warns_and_uses_those(make_trainer, tiny_space, tmp_path, caplog):
     """Trials 1 and 2 fail (no objective): only trial 0 completes, so reevaluate_top_k=3 re-evaluates it alone."""
     model_init = _trials.ScriptedModelInit({1: "raise", 2: "raise"})
-    best = hyperparameter_search(
+    best = _search(
         make_trainer(model_init),
-        hp_space=tiny_space,
-        compute_objective="eval_accuracy",
-        direction="maximize",
+        tiny_space,
         n_trials=3,
-        backend="random",
-        seed=0,
         reevaluate_top_k=3,
         reevaluate_seeds=1,
     )
@@ -199,14 +201,10 @@ def test_failed_reevaluations_are_recorded_and_the_results_stay(
     """Every re-evaluation fails: each is recorded FAIL, max_failed_trials (2 in a row) stops the re-evaluation and
     not the search, and the best run falls back to the observed best trial."""
     model_init = _reeval_trials.SeedLog(str(tmp_path / "log"), fail_seeds=(BASE_SEED + 1, BASE_SEED + 2))
-    best = hyperparameter_search(
+    best = _search(
         make_trainer(model_init),
-        hp_space=tiny_space,
-        compute_objective="eval_accuracy",
-        direction="maximize",
+        tiny_space,
         n_trials=3,
-        backend="random",
-        seed=0,
         reevaluate_top_k=2,
         reevaluate_seeds=2,
         max_failed_trials=2,
@@ -219,14 +217,12 @@ def test_failed_reevaluations_are_recorded_and_the_results_stay(
 
 
 def test_several_objectives_return_the_pareto_front_over_means(make_trainer, tiny_space):
-    best = hyperparameter_search(
+    best = _search(
         make_trainer(),
-        hp_space=tiny_space,
+        tiny_space,
         compute_objective=_trials.loss_and_accuracy,
         direction=["minimize", "maximize"],
         n_trials=4,
-        backend="random",
-        seed=0,
         reevaluate_top_k=3,
         reevaluate_seeds=1,
     )
@@ -285,14 +281,10 @@ def test_with_trial_workers_reevaluations_run_in_the_workers_and_a_crash_fails_o
     dies (os._exit at the first extra seed) is FAIL with its exit code, and the other runs and the choice go on."""
     from tests.hpsearch import _worker_trials
 
-    best = hyperparameter_search(
+    best = _search(
         make_trainer(_worker_trials.exit_at_seed),
-        hp_space=tiny_space,
-        compute_objective="eval_accuracy",
-        direction="maximize",
+        tiny_space,
         n_trials=3,
-        backend="random",
-        seed=0,
         reevaluate_top_k=2,
         reevaluate_seeds=2,
         trial_workers=2,
@@ -317,14 +309,10 @@ def test_with_trial_workers_reevaluations_run_in_the_workers_and_a_crash_fails_o
 def test_a_spent_compute_budget_starts_no_reevaluation(make_trainer, tiny_space, caplog):
     """Re-evaluations count against the compute budgets: spent by the search itself (a budget far below one
     trial), none starts, and the best run is the observed best."""
-    best = hyperparameter_search(
+    best = _search(
         make_trainer(),
-        hp_space=tiny_space,
-        compute_objective="eval_accuracy",
-        direction="maximize",
+        tiny_space,
         n_trials=3,
-        backend="random",
-        seed=0,
         reevaluate_top_k=1,
         reevaluate_seeds=2,
         max_device_hours=1e-9,
@@ -404,11 +392,9 @@ def test_a_configuration_suggested_inside_model_init_is_replayed(make_trainer):
     import optuna
 
     space = SearchSpace({"learning_rate": Float(1e-3, 1e-1, log=True)})
-    best = hyperparameter_search(
+    best = _search(
         make_trainer(_reeval_trials.suggesting_model_init),
-        hp_space=space,
-        compute_objective="eval_accuracy",
-        direction="maximize",
+        space,
         n_trials=3,
         backend="optuna",
         sampler=optuna.samplers.RandomSampler(seed=0),
@@ -432,11 +418,9 @@ def test_a_longer_rerun_keeps_the_earlier_reevaluations(make_trainer, tiny_space
     log = str(tmp_path / "seeds.jsonl")
 
     def search(n_trials):
-        return hyperparameter_search(
+        return _search(
             make_trainer(_reeval_trials.SeedLog(log, mute_below=2)),
-            hp_space=tiny_space,
-            compute_objective="eval_accuracy",
-            direction="maximize",
+            tiny_space,
             n_trials=n_trials,
             backend="optuna",
             storage=f"sqlite:///{tmp_path}/study.db",
@@ -473,3 +457,272 @@ def test_warm_start_evaluate_ranks_reevaluated_configurations_by_their_mean(make
         ({"hidden": 16}, pytest.approx(0.9)),
         ({"hidden": 8}, pytest.approx((0.95 + 0.70 + 0.72) / 3)),
     ]
+
+
+# ---------------------------------------------------------------------------------------------- intensification
+def _replay_intensification(records, n_trials, seeds):
+    """What ``reevaluate_when="during"`` must have re-evaluated, replayed from the search trials in the order they
+    ran (one at a time: a challenger's re-evaluations run before the next search trial): a COMPLETE trial is a
+    challenger while there is no incumbent or when it beats the incumbent's mean, if ``seeds`` runs are left."""
+    search = sorted(
+        (r for r in records if r.extra.get("source", "search") == "search"), key=lambda r: r.number
+    )
+    runs = {r.trial_id: [r.objective] for r in search}
+    for r in records:
+        if r.extra.get("source") == "reevaluation" and r.state is TrialState.COMPLETE:
+            runs[r.extra["config_id"]].append(r.objective)
+    expected, incumbent, used = [], None, 0
+    for r in search:
+        used += 1
+        if r.state is not TrialState.COMPLETE:
+            continue
+        if (incumbent is None or r.objective > incumbent) and n_trials - used >= seeds:
+            expected.append(r.trial_id)
+            used += seeds
+            mean = statistics.fmean(runs[r.trial_id])
+            incumbent = mean if incumbent is None else max(incumbent, mean)
+    return expected, incumbent
+
+
+@pytest.mark.parametrize("engine", ["random", "optuna", "sigopt"])
+def test_during_the_search_a_challenger_is_reevaluated_before_it_is_accepted(
+    make_trainer, tiny_space, tmp_path, saved, engine
+):
+    """reevaluate_when="during": n_trials counts every run; exactly the trials that beat the incumbent's mean (the
+    first: no incumbent yet) train again with the same extra seeds, right after they end; the engine hears only its
+    own trials; the best run is the best mean, the observed best beside it."""
+    log = str(tmp_path / "seeds.jsonl")
+    options = {"driver": "lite"} if engine == "sigopt" else {}
+    if engine == "optuna":
+        import optuna
+
+        options["sampler"] = optuna.samplers.RandomSampler(seed=0)
+    best = _search(
+        make_trainer(_reeval_trials.SeedLog(log)),
+        tiny_space,
+        backend=engine,
+        n_trials=9,
+        reevaluate_when="during",
+        reevaluate_seeds=2,
+        **options,
+    )
+    records = saved().records
+    assert len(records) == 9  # every run counts against n_trials
+    again = [r for r in records if r.extra.get("source") == "reevaluation"]
+    assert again and all(r.state is TrialState.COMPLETE for r in again)
+    expected, incumbent = _replay_intensification(records, 9, 2)
+    assert sorted({r.extra["config_id"] for r in again}) == sorted(expected)
+    for config_id in expected:
+        seeds = sorted(r.extra["seed"] for r in again if r.extra["config_id"] == config_id)
+        assert seeds == [BASE_SEED + 1, BASE_SEED + 2]
+    # The runs in the order they trained: each challenger's re-evaluations right after it.
+    trained = [
+        ({k: v for k, v in e["params"].items() if k not in ("seed", "data_seed")}, e["torch_seed"])
+        for e in _reeval_trials.read(log)
+    ]
+    for i, (params, seed) in enumerate(trained):
+        if seed != BASE_SEED:
+            previous = trained[i - 1 if seed == BASE_SEED + 1 else i - 2]
+            assert previous == (params, BASE_SEED), trained
+    assert best.n_seeds == 3 and best.objective_mean == pytest.approx(incumbent)
+    assert best.observed_best is not None and best.observed_best.run_id == saved().best_trial.trial_id
+    if engine == "optuna":
+        study = best.run_summary.native
+        assert len(study.trials) == 9 - len(again)  # re-evaluations are never told to the engine
+
+
+def test_during_a_challenger_that_cannot_finish_its_reevaluations_stays_a_single_run(
+    make_trainer, tiny_space, saved
+):
+    """n_trials=4 with 2 extra seeds: the first trial and its 2 re-evaluations take 3 runs; the fourth run is a
+    search trial with no room for its re-evaluations, whatever its value."""
+    _search(make_trainer(), tiny_space, n_trials=4, reevaluate_when="during", reevaluate_seeds=2)
+    frame = saved().trials_dataframe()
+    assert frame.source.tolist().count("reevaluation") == 2 and len(frame) == 4
+    assert set(frame[frame.source == "reevaluation"].config_id) == {"0"}
+
+
+def test_during_is_refused_on_a_backend_that_runs_its_own_loop(make_trainer, tiny_space, output_dir):
+    with pytest.raises(
+        SearchConfigError, match=r"reevaluate_when='during' is not supported by backend='ray'.*'end'"
+    ):
+        hyperparameter_search(
+            make_trainer(),
+            hp_space=tiny_space,
+            n_trials=3,
+            backend="ray",
+            reevaluate_when="during",
+            reevaluate_seeds=1,
+        )
+    assert not output_dir.exists()
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (
+            {"reevaluate_when": "during"},
+            r"reevaluate_when='during' needs reevaluate_seeds.*reevaluate_seeds=2",
+        ),
+        (
+            {"reevaluate_when": "sometimes", "reevaluate_seeds": 1},
+            r"reevaluate_when='sometimes' must be one of 'end', 'during'",
+        ),
+        (
+            {"reevaluate_when": "during", "reevaluate_seeds": 1, "reevaluate_top_k": 2},
+            r"reevaluate_top_k=2 chooses the leaders.*remove reevaluate_top_k",
+        ),
+        ({"reevaluate_when": "during", "reevaluate_seeds": 3}, r"needs n_trials >= 4.*n_trials=3"),
+        (
+            {"reevaluate_folds": [(1, 2)]},
+            r"reevaluate_folds\[0\]=\(1, 2\) has train_dataset=1, which is not a dataset",
+        ),
+        ({"reevaluate_folds": []}, r"reevaluate_folds=\[\] must be a non-empty list or a callable"),
+        (
+            {"reevaluate_folds": ["train"]},
+            r"reevaluate_folds\[0\]='train' is not a \(train_dataset, eval_dataset\) pair",
+        ),
+        ({"reevaluate_folds": lambda seed: None}, r"reevaluate_folds=<function.*needs reevaluate_seeds"),
+        (
+            {"reevaluate_top_k": 1, "reevaluate_seeds": 2, "reevaluate_folds": lambda seed: (seed, None)},
+            r"reevaluate_folds\(43\) returned \(43, None\), which has train_dataset=43",
+        ),
+        (
+            {"reevaluate_top_k": 1, "reevaluate_seeds": 1, "reevaluate_folds": "digits", "trial_workers": 2},
+            r"reevaluate_folds='digits' \(str\) must be a non-empty list or a callable",
+        ),
+    ],
+    ids=[
+        "when-without-seeds",
+        "bad-when",
+        "top-k-during",
+        "too-few-runs",
+        "number-fold",
+        "no-folds",
+        "str-fold",
+        "folds-without-seeds",
+        "callable-bad-answer",
+        "str-folds",
+    ],
+)
+def test_bad_intensification_and_fold_options_are_refused_before_any_work(
+    make_trainer, tiny_space, output_dir, options, message
+):
+    with pytest.raises(SearchConfigError, match=message):
+        hyperparameter_search(make_trainer(), hp_space=tiny_space, n_trials=3, backend="random", **options)
+    assert not output_dir.exists()
+
+
+def test_folds_with_trial_workers_are_refused(make_trainer, tiny_space, output_dir):
+    from tests._digits import digits_datasets
+
+    with pytest.raises(SearchConfigError, match=r"reevaluate_folds with trial_workers=2.*drop trial_workers"):
+        hyperparameter_search(
+            make_trainer(),
+            hp_space=tiny_space,
+            n_trials=3,
+            backend="random",
+            reevaluate_top_k=1,
+            reevaluate_seeds=1,
+            reevaluate_folds=[digits_datasets(seed=1)],
+            trial_workers=2,
+        )
+    assert not output_dir.exists()
+
+
+# ---------------------------------------------------------------------------------------------- folds
+class _Counted(torch.utils.data.Dataset):
+    """A dataset that counts the items read from it (in this process: the re-evaluations run in it)."""
+
+    def __init__(self, inner):
+        self.inner, self.reads = inner, 0
+
+    def __len__(self):
+        return len(self.inner)
+
+    def __getitem__(self, i):
+        self.reads += 1
+        return self.inner[i]
+
+
+def _one_example(dataset, i):
+    from tests._digits import DigitsDataset
+
+    return DigitsDataset(dataset.x[i : i + 1].numpy(), dataset.y[i : i + 1].numpy())
+
+
+def test_reevaluations_train_and_evaluate_on_the_given_folds(make_trainer, tiny_space, saved):
+    """Two folds for 2 extra seeds: the j-th re-evaluation of every leader trains on fold j-1's train split (its
+    items are read) and is scored on its eval split (one example: an accuracy of exactly 0 or 1), recorded in the
+    fold column; the search trials use the trainer's own datasets (fold NA)."""
+    from tests._digits import digits_datasets
+
+    folds = []
+    for seed in (1, 2):
+        train, evaluation = digits_datasets(seed=seed)
+        folds.append((_Counted(train), _one_example(evaluation, 0)))
+    best = _search(
+        make_trainer(), tiny_space, n_trials=3, reevaluate_top_k=2, reevaluate_seeds=2, reevaluate_folds=folds
+    )
+    frame = saved().trials_dataframe()
+    again = frame[frame.source == "reevaluation"]
+    assert sorted(zip(again.seed, again.fold)) == [(BASE_SEED + 1, 0)] * 2 + [(BASE_SEED + 2, 1)] * 2
+    assert set(again.objective) <= {0.0, 1.0}
+    search = frame[frame.source == "search"]
+    assert search.fold.isna().all() and not set(search.objective) <= {0.0, 1.0}
+    steps, batch = _trials.TINY_ARGS["max_steps"], _trials.TINY_ARGS["per_device_train_batch_size"]
+    # Each fold trained two runs of 6 batches (the loader may read ahead a little).
+    assert all(f[0].reads >= 2 * steps * batch for f in folds), [f[0].reads for f in folds]
+    assert best.n_seeds == 3
+    assert saved().settings["reevaluate"]["folds"] == 2
+
+
+def test_a_callable_gives_each_seed_its_fold_once_before_any_trial(make_trainer, tiny_space, saved):
+    from tests._digits import digits_datasets
+
+    asked = []
+
+    def folds(seed):
+        asked.append(seed)
+        train, evaluation = digits_datasets(seed=seed)
+        return train, _one_example(evaluation, 0)
+
+    _search(
+        make_trainer(), tiny_space, n_trials=3, reevaluate_top_k=2, reevaluate_seeds=2, reevaluate_folds=folds
+    )
+    assert asked == [BASE_SEED + 1, BASE_SEED + 2]
+    frame = saved().trials_dataframe()
+    again = frame[frame.source == "reevaluation"]
+    assert (again.fold == again.seed).all() and len(again) == 4
+    assert set(again.objective) <= {0.0, 1.0}
+
+
+@pytest.mark.slow
+@pytest.mark.multiprocess
+def test_a_search_killed_during_an_intensification_continues_it_without_training_any_twice(tmp_path):
+    """reevaluate_when="during" on an Optuna study: the driver dies when the first challenger's second re-evaluation
+    starts; the rerun first trains that missing seed, counts the earlier runs against n_trials (6 runs in all), and
+    trains no (configuration, seed) twice."""
+    out, log = str(tmp_path / "out"), str(tmp_path / "seeds.jsonl")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    run = [sys.executable, "-m", "tests.hpsearch._reeval_trials", "optuna-during", out, log]
+    first = subprocess.run(
+        [*run, str(BASE_SEED + 2)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert first.returncode == 9, first.stderr[-3000:]
+    second = subprocess.run(run, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert second.returncode == 0, second.stderr[-3000:]
+    from hpsearch import SearchResult
+
+    result = SearchResult.load(out)
+    assert len(result.records) == 6 and all(r.state is TrialState.COMPLETE for r in result.records)
+    pairs = [(r.extra.get("config_id", r.trial_id), r.extra["seed"]) for r in result.records]
+    assert len(set(pairs)) == 6 and ("0", BASE_SEED + 2) in pairs
+    trained = [(tuple(sorted(e["params"].items())), e["torch_seed"]) for e in _reeval_trials.read(log)]
+    assert len(trained) == 7  # 6 runs + the killed start
+    # The killed run, first again after the restart.
+    assert trained[3] == trained[2] and trained[2][1] == BASE_SEED + 2
+    # Every other run trained once (a restarted RandomSampler may draw a search trial's values again: counted apart).
+    again = [r for r in result.records if r.extra.get("source") == "reevaluation"]
+    assert len([t for t in trained if t[1] != BASE_SEED]) == len(again) + 1
+    assert len([t for t in trained if t[1] == BASE_SEED]) == 6 - len(again)

@@ -17,7 +17,7 @@ from hpsearch.trial import Evaluation, TrialRecord, TrialState
 
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc)
 
-FIXED_LEADING = ["trial_id", "name", "number", "state", "source", "config_id", "seed"]
+FIXED_LEADING = ["trial_id", "name", "number", "state", "source", "config_id", "seed", "fold"]
 FIXED_TRAILING = [
     "started",
     "finished",
@@ -41,6 +41,7 @@ FIXED_DTYPES = {
     "source": "object",
     "config_id": "object",
     "seed": "Int64",
+    "fold": "Int64",
     "started": "datetime64[us, UTC]",
     "finished": "datetime64[us, UTC]",
     "duration_s": "float64",
@@ -291,7 +292,7 @@ def test_empty_result_has_the_same_columns_and_dtypes():
 def test_multi_objective_columns():
     result = multi_result()
     df = result.trials_dataframe()
-    assert list(df.columns[:9]) == [
+    assert list(df.columns[:10]) == [
         "trial_id",
         "name",
         "number",
@@ -299,6 +300,7 @@ def test_multi_objective_columns():
         "source",
         "config_id",
         "seed",
+        "fold",
         "objective_0",
         "objective_1",
     ]

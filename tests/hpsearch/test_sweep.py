@@ -186,6 +186,9 @@ COMMON_VALUES: dict[str, tuple[list[Any], list[Any]]] = {
     # Each needs the other, so a value given alone is refused too (test_reevaluate runs them together).
     "reevaluate_top_k": ([None], [1, 0, -1, True, 2.5, "3"]),
     "reevaluate_seeds": ([None], [2, 0, -1, False, 1.5, "2"]),
+    # 'during' needs reevaluate_seeds; folds are datasets (Python API), so a sweep file's strings are refused.
+    "reevaluate_when": ([None, "end"], ["during", "sometimes", 3]),
+    "reevaluate_folds": ([None], [[], "folds", [["train.csv", "eval.csv"]], 3]),
 }
 COMMON_CASES = [
     (name, value, ok)

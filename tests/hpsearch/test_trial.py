@@ -203,6 +203,8 @@ def test_common_options_are_popped_with_their_defaults():
         "warm_start_defaults": {},
         "reevaluate_top_k": None,
         "reevaluate_seeds": None,
+        "reevaluate_when": "end",
+        "reevaluate_folds": None,
     }
     assert list(kwargs) == ["sampler"]
     assert set(COMMON_OPTIONS) == {
@@ -219,6 +221,8 @@ def test_common_options_are_popped_with_their_defaults():
         "warm_start_defaults",
         "reevaluate_top_k",
         "reevaluate_seeds",
+        "reevaluate_when",
+        "reevaluate_folds",
     }
 
 
