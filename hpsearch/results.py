@@ -193,9 +193,9 @@ class SearchResult:
                 [r.extra["seed"] if type(r.extra.get("seed")) is int else None for r in records],
                 "Int64",
             ),
-            "fold": pd.Series(
+            "fold": (
                 [r.extra["fold"] if type(r.extra.get("fold")) is int else None for r in records],
-                dtype="Int64",
+                "Int64",
             ),
         }
         for i, col in enumerate(self.objective_columns):
