@@ -437,7 +437,7 @@ def test_several_objectives_give_the_pareto_front_or_are_refused_up_front(
                 record.intermediates[-1].metrics["eval_accuracy"],
             ]
         )
-    assert list(load_search(output_dir).trials_dataframe().columns[7:9]) == ["objective_0", "objective_1"]
+    assert list(load_search(output_dir).trials_dataframe().columns[8:10]) == ["objective_0", "objective_1"]
 
 
 # ---------------------------------------------------------------------------------------------- best checkpoint
