@@ -39,12 +39,13 @@ TEST_WORKERS ?= 2
 test-fast: setup
 	$(PYTEST) --tier fast -n $(TEST_WORKERS) --dist load $(PYTEST_ARGS)
 
-# The rest in two runs, each on every core: the slow tests that start no service, then the tests that start a
-# service or launch processes, where the tests that start or join a Ray run one at a time on one worker (xdist group
-# "ray", tests/conftest.py) and the others on whichever worker is free.
+# The rest in three runs: the slow tests that start no service (every core), the tests that start a service or
+# launch processes but no Ray (every core), then the tests that start or join a Ray, one at a time: beside another
+# test's training a local Ray misses its own start-up deadlines on 2 cores (tests/conftest.py).
 test-rest: setup system-deps
 	bash scripts/isolated.sh $(PYTEST) --tier slow -n $(TEST_WORKERS) --dist load $(PYTEST_ARGS)
-	bash scripts/isolated.sh $(PYTEST) --tier services -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	bash scripts/isolated.sh $(PYTEST) --tier services-no-ray -n $(TEST_WORKERS) --dist load $(PYTEST_ARGS)
+	bash scripts/isolated.sh $(PYTEST) --tier services-ray $(PYTEST_ARGS)
 
 test: setup system-deps lint typecheck test-fast test-rest
 

@@ -53,10 +53,12 @@ def _restore_torch_determinism():
 # process and take no more than a few seconds. `--tier rest` runs every other test, so the two tiers together are the
 # whole suite, each test once. The rest is itself two parts, which `make test-rest` runs one after the other, each on
 # every core (pytest-xdist): `--tier slow`, the slow tests that start no service, and `--tier services`, the tests
-# that start a service or launch processes. In the services tier every test that starts or joins a Ray (mark `ray`,
-# set here for the users of the session's cluster) runs in one xdist group, one at a time on one worker, so that no
-# two Ray start-ups compete; a Ray node's start that misses Ray's fixed agent deadline beside the other worker's
-# training is tried again (`_ray_cluster.start_node`). A test says what it needs by its marks; the fixtures that
+# that start a service or launch processes. `make test-rest` runs the services tier in two parts: the tests that start
+# or join no Ray (`--tier services-no-ray`) on every core, then those that do (mark `ray`, set here for the users of
+# the session's cluster; `--tier services-ray`) one at a time: beside another test's training, a local Ray's start
+# misses its own fixed deadlines on 2 cores (seen in a whole run on 2 workers: "Failed to start GCS"). Run on several
+# workers anyway, the Ray tests stay in one xdist group, and a Ray node's start that misses Ray's fixed agent
+# deadline is tried again (`_ray_cluster.start_node`). A test says what it needs by its marks; the fixtures that
 # start a service mark their users here, and the fast tier fails a test that starts a process anyway (see
 # `_no_processes_in_fast_tier`), so a test cannot slip into it unnoticed.
 # The slow tier is not guarded: a library there may run a helper command (`git version`, `lscpu`), and a test may run
@@ -71,11 +73,12 @@ _SERVICE_FIXTURES = frozenset({"ray_cluster", "postgres", "browser"})
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--tier",
-        choices=("all", "fast", "rest", "slow", "services"),
+        choices=("all", "fast", "rest", "slow", "services", "services-no-ray", "services-ray"),
         default="all",
         help="fast: no services, no extra processes, no slow tests (make test-fast); rest: every other test, "
         "that is slow (slow tests that start no service and no process group) and services (those that do); "
-        "all (default): the whole suite",
+        "all (default): the whole suite; services-no-ray and services-ray split services by whether a test starts or "
+        "joins a Ray (make test-rest runs the first on every core, the second alone)",
     )
 
 
@@ -95,6 +98,8 @@ def _tier(item: pytest.Item) -> str:
 
 
 def _in_tier(item: pytest.Item, tier: str) -> bool:
+    if tier in ("services-no-ray", "services-ray"):
+        return _tier(item) == "services" and _uses_ray(item) == (tier == "services-ray")
     return tier == "all" or _tier(item) == tier or (tier == "rest" and _tier(item) != "fast")
 
 

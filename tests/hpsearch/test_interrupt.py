@@ -55,8 +55,17 @@ def _command(args: list[str]) -> list[str]:
 
 def _interrupt_after_two_trials(command: list[str]) -> tuple[int, str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    # SIGINT at its default in the child, whatever this process inherited: a shell starts a background job (and
+    # pytest-xdist may run its workers) with SIGINT ignored, and Python installs no KeyboardInterrupt for an
+    # ignored SIGINT, so the child would never see the Ctrl-C and finish its search.
     process = subprocess.Popen(
-        command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        command,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(process.stderr or []), daemon=True)
