@@ -32,7 +32,6 @@ LONG_FUNCTIONS = frozenset(
         "hpsearch.dashboard._app.create_app",
         "hpsearch.backends.ray._distributed.distributed_trainable",
         "hpsearch.backends.ray._adapter.RayBackend.run",
-        "trainer._trainer.Trainer.__init__",
     }
 )
 

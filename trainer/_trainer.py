@@ -127,6 +127,9 @@ class Trainer(TrainerHelpers, PrivateHooks):
     # Seconds the first evaluation or prediction before training took to prepare the model; unset until then (as
     # transformers', whose evaluations report it as <prefix>_model_preparation_time once it is set).
     model_preparation_time: float
+    # The run's state and the loop's switches: fresh ones from __init__, for_trial and every train().
+    state: TrainerState
+    control: TrainerControl
     # Micro-batches in the current accumulation window (transformers' name); None: gradient_accumulation_steps.
     current_gradient_accumulation_steps: int | None = None
     _ignore_keys_for_eval: list[str] | None = None
@@ -155,12 +158,7 @@ class Trainer(TrainerHelpers, PrivateHooks):
         compute_loss_func: Callable[..., torch.Tensor] | None = None,
         optimizer_cls_and_kwargs: tuple[type[torch.optim.Optimizer], dict[str, Any]] | None = None,
     ) -> None:
-        if args is None:
-            args = TrainingArguments(
-                output_dir="tmp_trainer"
-            )  # transformers' folder for a Trainer given no args
-        if not isinstance(args, TrainingArguments):
-            raise TypeError(f"args must be a trainer.TrainingArguments, got {type(args).__name__}.")
+        args = _checked_training_arguments(args)
         check_overrides(self, Trainer)
         self.args = args
         # The init_ stage of the memory metrics, on the device the accelerator will use.
@@ -181,44 +179,75 @@ class Trainer(TrainerHelpers, PrivateHooks):
                 optimizers,
                 optimizer_cls_and_kwargs,
             )
-            self.processing_class = processing_class
-            self.optimizer_cls_and_kwargs = optimizer_cls_and_kwargs
-            self.compute_loss_func = compute_loss_func
-            self._model_init_arity = _model_init_arity(model_init)
-            self.model_init = model_init
-            self.compute_metrics = compute_metrics
-            self.preprocess_logits_for_metrics = preprocess_logits_for_metrics
-            if data_collator is None:
-                data_collator = (
-                    _data.PaddingCollator(processing_class)
-                    if callable(getattr(processing_class, "pad", None))
-                    else default_data_collator
-                )
-            self.data_collator = data_collator
-            self.train_dataset = train_dataset
-            self.eval_dataset = eval_dataset
-            self.optimizer, self.lr_scheduler = optimizers
-            self.accelerator: Accelerator | None = None
-            self._accelerator_key: tuple[Any, ...] | None = None
-            self._create_accelerator()
-            _apply_log_level(
-                args
-            )  # after the accelerator: it sets up the process group with the ddp_* arguments
-            self._set_seed()
-            self._set_up_model(model)
-            self.hp_search_backend: Any = None
-            self._set_up_callbacks(callbacks)
-            self.state = TrainerState(
-                is_local_process_zero=self.is_local_process_zero(),
-                is_world_process_zero=self.is_world_process_zero(),
+            self._keep_functions(
+                model_init,
+                processing_class,
+                compute_metrics,
+                preprocess_logits_for_metrics,
+                compute_loss_func,
             )
-            self.control = TrainerControl()
-            device = getattr(self.accelerator, "device", None)  # built by _create_accelerator above
-            self._memory_tracker = MemoryTracker(skip=args.skip_memory_metrics, device=device)
+            self.optimizer_cls_and_kwargs = optimizer_cls_and_kwargs
+            self._keep_data(data_collator, train_dataset, eval_dataset)
+            self.optimizer, self.lr_scheduler = optimizers
+            self._set_up_run(model, callbacks)
         finally:  # also when building the trainer fails: the sampling thread must not outlive it
             self._init_mem_metrics: dict[str, float] = {}
             init_tracker.stop_and_update_metrics("init", self._init_mem_metrics)
         self.control = self.callback_handler.on_init_end(self.args, self.state, self.control)
+
+    def _keep_functions(
+        self,
+        model_init: Callable[..., nn.Module] | None,
+        processing_class: Any,
+        compute_metrics: Callable[..., dict[str, float]] | None,
+        preprocess_logits_for_metrics: Callable[[Any, Any], Any] | None,
+        compute_loss_func: Callable[..., torch.Tensor] | None,
+    ) -> None:
+        """The caller's functions and processor (already checked against each other by `_checked_arguments`)."""
+        self.processing_class = processing_class
+        self.compute_loss_func = compute_loss_func
+        self._model_init_arity = _model_init_arity(model_init)
+        self.model_init = model_init
+        self.compute_metrics = compute_metrics
+        self.preprocess_logits_for_metrics = preprocess_logits_for_metrics
+
+    def _keep_data(
+        self,
+        data_collator: Callable[[list[Any]], Any] | None,
+        train_dataset: Dataset | IterableDataset | None,
+        eval_dataset: Dataset | IterableDataset | dict[str, Any] | None,
+    ) -> None:
+        """The datasets and the collator: the one given, else padding with a processor that can ``pad`` (a
+        tokenizer), else the default collator."""
+        if data_collator is None:
+            data_collator = (
+                _data.PaddingCollator(self.processing_class)
+                if callable(getattr(self.processing_class, "pad", None))
+                else default_data_collator
+            )
+        self.data_collator = data_collator
+        self.train_dataset = train_dataset
+        self.eval_dataset = eval_dataset
+
+    def _set_up_run(self, model: nn.Module | None, callbacks: list[Any] | None) -> None:
+        """What a run needs beyond the arguments: the accelerator, log level and seed, the model, the callbacks,
+        a fresh state and control, the memory tracker."""
+        args = self.args
+        self.accelerator: Accelerator | None = None
+        self._accelerator_key: tuple[Any, ...] | None = None
+        self._create_accelerator()
+        _apply_log_level(args)  # after the accelerator: it sets up the process group with the ddp_* arguments
+        self._set_seed()
+        self._set_up_model(model)
+        self.hp_search_backend: Any = None
+        self._set_up_callbacks(callbacks)
+        self.state = TrainerState(
+            is_local_process_zero=self.is_local_process_zero(),
+            is_world_process_zero=self.is_world_process_zero(),
+        )
+        self.control = TrainerControl()
+        device = getattr(self.accelerator, "device", None)  # built by _create_accelerator above
+        self._memory_tracker = MemoryTracker(skip=args.skip_memory_metrics, device=device)
 
     def _set_up_model(self, model: nn.Module | None) -> None:
         """The model given, or model_init's; checked for its placement and read for its loss and cache options."""
@@ -822,6 +851,15 @@ class Trainer(TrainerHelpers, PrivateHooks):
             hp_name=hp_name,
             **kwargs,
         )
+
+
+def _checked_training_arguments(args: Any) -> TrainingArguments:
+    """``args``, or transformers' default for a Trainer given none (output in ``tmp_trainer``)."""
+    if args is None:
+        return TrainingArguments(output_dir="tmp_trainer")
+    if not isinstance(args, TrainingArguments):
+        raise TypeError(f"args must be a trainer.TrainingArguments, got {type(args).__name__}.")
+    return args
 
 
 def _checked_arguments(
