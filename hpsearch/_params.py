@@ -106,7 +106,7 @@ def build_trial_args(
     }
     overrides["output_dir"] = output_dir
     overrides["run_name"] = run_name
-    return dataclasses.replace(base, **overrides)
+    return base.replace(**overrides)  # re-checks only what changed where that is enough
 
 
 def _domain_probes(domain: Any) -> list[Any]:

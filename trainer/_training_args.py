@@ -8,6 +8,7 @@ value fails when the trial's arguments are built rather than deep inside the tra
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import json
@@ -169,6 +170,22 @@ _DERIVABLE = (
     "torch_compile_backend",
     "dataloader_pin_memory",
 )
+
+#: The real numbers checked alone (their bounds): no other check, derivation or compatibility rule reads them.
+#: A `replace` that changes only these and the folder fields (`_PATH_FIELDS`) re-checks just what it changed.
+_STANDALONE_NUMBERS: dict[str, dict[str, Any]] = {
+    "learning_rate": {"minimum": 0.0},
+    "weight_decay": {"minimum": 0.0},
+    "adam_beta1": {"minimum": 0.0, "maximum": 1.0, "maximum_inclusive": False},
+    "adam_beta2": {"minimum": 0.0, "maximum": 1.0, "maximum_inclusive": False},
+    "adam_epsilon": {"minimum": 0.0},
+    "max_grad_norm": {"minimum": 0.0},
+    "num_train_epochs": {"minimum": 0.0},
+    "warmup_ratio": {"minimum": 0.0, "maximum": 1.0},
+}
+#: The fields `_check_paths_and_names` checks and derives from one another (and nothing else reads).
+_PATH_FIELDS = frozenset({"output_dir", "logging_dir", "run_name"})
+_QUICK_REPLACE = frozenset(_STANDALONE_NUMBERS) | _PATH_FIELDS
 
 
 @dataclass
@@ -542,18 +559,8 @@ class TrainingArguments(ArgumentSetters, LegacyFields):
 
     def _check_numbers(self) -> None:
         """The real numbers, and the step counts (integers, or ratios of the total when in (0, 1))."""
-        self.learning_rate = _as_float("learning_rate", self.learning_rate, minimum=0.0)
-        self.weight_decay = _as_float("weight_decay", self.weight_decay, minimum=0.0)
-        self.adam_beta1 = _as_float(
-            "adam_beta1", self.adam_beta1, minimum=0.0, maximum=1.0, maximum_inclusive=False
-        )
-        self.adam_beta2 = _as_float(
-            "adam_beta2", self.adam_beta2, minimum=0.0, maximum=1.0, maximum_inclusive=False
-        )
-        self.adam_epsilon = _as_float("adam_epsilon", self.adam_epsilon, minimum=0.0)
-        self.max_grad_norm = _as_float("max_grad_norm", self.max_grad_norm, minimum=0.0)
-        self.num_train_epochs = _as_float("num_train_epochs", self.num_train_epochs, minimum=0.0)
-        self.warmup_ratio = _as_float("warmup_ratio", self.warmup_ratio, minimum=0.0, maximum=1.0)
+        for name, bounds in _STANDALONE_NUMBERS.items():
+            setattr(self, name, _as_float(name, getattr(self, name), **bounds))
         self.eval_delay = _as_float("eval_delay", self.eval_delay, minimum=0.0)
 
         # --- step counts (ints, or ratios of the total when in (0, 1)) ---
@@ -719,8 +726,41 @@ class TrainingArguments(ArgumentSetters, LegacyFields):
     # ------------------------------------------------------------------------------------------------------
 
     def replace(self, **changes: Any) -> TrainingArguments:
-        """A validated copy with ``changes`` applied (same as ``dataclasses.replace(self, **changes)``)."""
+        """A validated copy with ``changes`` applied (same as ``dataclasses.replace(self, **changes)``).
+
+        A copy that changes only stand-alone numbers and the folders (a search trial's learning rate, output folder
+        and run name) re-checks only those, as `__post_init__` would, instead of every field: this object was
+        validated whole and nothing else can have changed. Any other change re-validates the copy whole.
+        """
+        if (
+            changes.keys() <= _QUICK_REPLACE
+            and type(self).__post_init__ is TrainingArguments.__post_init__
+            and isinstance(self._derived, dict)
+        ):
+            return self._replace_checked(changes)
         return dataclasses.replace(self, **changes)
+
+    def _replace_checked(self, changes: dict[str, Any]) -> TrainingArguments:
+        clone = copy.copy(self)
+        for name, value in vars(self).items():  # containers not shared, as a validation rebuilds them
+            if isinstance(value, list | dict):
+                setattr(clone, name, copy.copy(value))
+        for name, value in changes.items():
+            bounds = _STANDALONE_NUMBERS.get(name)
+            setattr(clone, name, value if bounds is None else _as_float(name, value, **bounds))
+        derived = dict(self._derived)
+        if changes.keys() & _PATH_FIELDS:
+            # As __post_init__: what was derived from the old folder and not chosen since is derived anew.
+            run_folder = None
+            for name in ("logging_dir", "run_name"):
+                if name in derived and getattr(clone, name) == derived[name]:
+                    if name == "logging_dir" and isinstance(derived[name], str):
+                        run_folder = os.path.basename(derived[name])
+                    setattr(clone, name, None)
+                derived.pop(name, None)
+            clone._check_paths_and_names(derived, run_folder)
+        clone._derived = derived
+        return clone
 
     @property
     def train_batch_size(self) -> int:

@@ -372,6 +372,66 @@ def test_replace_keeps_values_the_caller_chose():
     assert (chosen.logging_dir, chosen.run_name) == ("explicit", "r")
 
 
+def _every_field(args: TrainingArguments) -> dict[str, object]:
+    return {f.name: getattr(args, f.name) for f in dataclasses.fields(args)}  # _derived included
+
+
+@pytest.mark.parametrize(
+    "base",
+    [
+        {},
+        {"output_dir": "a", "eval_strategy": "steps", "logging_steps": 10, "load_best_model_at_end": True},
+        {"output_dir": "a", "logging_dir": "logs", "run_name": "mine", "report_to": ["jsonl"]},
+        {"output_dir": "~/a", "warmup_steps": 0.1, "lr_scheduler_kwargs": {"power": 2.0}},
+    ],
+)
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"learning_rate": 3e-3, "output_dir": "/tmp/b/run-1", "run_name": "run-1"},
+        {"weight_decay": 1, "adam_beta1": 0.8, "warmup_ratio": 0.25, "num_train_epochs": 2},
+        {"output_dir": "~/c"},
+        {"logging_dir": "other", "max_grad_norm": 0.5, "adam_epsilon": 1e-6, "adam_beta2": 0.99},
+    ],
+)
+def test_replace_of_numbers_and_folders_equals_a_whole_validation(base, changes, monkeypatch):
+    # A trial's copy re-checks only what it changed: the result must be the whole validation's, field for field.
+    # Each new logging folder name differs (the real one has the second it was made in): a copy that made a new name
+    # instead of keeping the derived one shows.
+    names = iter(range(1000))
+    monkeypatch.setattr(
+        "trainer._training_args._default_logging_dir",
+        lambda output_dir, run_folder=None: os.path.join(
+            output_dir, "runs", run_folder or f"made-{next(names)}"
+        ),
+    )
+    args = TrainingArguments(**base)
+    quick, whole = args.replace(**changes), dataclasses.replace(args, **changes)
+    assert _every_field(quick) == _every_field(whole)
+    assert quick.to_dict() == whole.to_dict()
+    assert quick.report_to is not args.report_to and quick._derived is not args._derived
+    assert _every_field(quick.replace(**base)) == _every_field(dataclasses.replace(whole, **base))
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"learning_rate": -1}, "learning_rate"),
+        ({"adam_beta1": 1.0}, "adam_beta1"),
+        ({"warmup_ratio": float("nan")}, "warmup_ratio"),
+        ({"learning_rate": True}, "learning_rate"),
+        ({"output_dir": 3}, "output_dir"),
+    ],
+)
+def test_replace_of_numbers_and_folders_refuses_what_a_whole_validation_refuses(changes, message):
+    args = TrainingArguments(output_dir="a")
+    with pytest.raises((ValueError, TypeError), match=message) as quick:
+        args.replace(**changes)
+    with pytest.raises((ValueError, TypeError)) as whole:
+        dataclasses.replace(args, **changes)
+    assert str(quick.value) == str(whole.value) and type(quick.value) is type(whole.value)
+
+
 def test_replace_drops_derived_best_metric_when_no_longer_needed():
     args = TrainingArguments(eval_strategy="epoch", save_strategy="epoch", load_best_model_at_end=True)
     plain = args.replace(load_best_model_at_end=False)
