@@ -16,13 +16,11 @@ import argparse
 import contextlib
 import importlib.util
 import io
-import logging
 import tempfile
 import time
-import warnings
 from typing import Any
 
-from benchmarks._common import emit_json, median, print_table, result_row
+from benchmarks._common import emit_json, median, print_table, quiet_logs, result_row
 from benchmarks._digits import EVAL_BATCH, accuracy, digits_datasets, limit_threads, model_init
 from benchmarks.trial_overhead import run_ours, suggest
 
@@ -57,6 +55,7 @@ def run_transformers(
     return wall, cpu, []
 
 
+@quiet_logs("trainer", "hpsearch", "transformers", "optuna", ignore_warnings=True)
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="3 trials x 1 epoch, 1 round (seconds)")
@@ -75,9 +74,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     transformers.logging.set_verbosity_error()
-    warnings.filterwarnings("ignore")
-    for name in ("trainer", "hpsearch", "transformers"):
-        logging.getLogger(name).setLevel(logging.ERROR)
     n_trials = opts.trials or (3 if opts.quick else 10)
     epochs = opts.epochs or (1 if opts.quick else 3)
     rounds = opts.rounds or (1 if opts.quick else 3)

@@ -38,7 +38,6 @@ import contextlib
 import importlib.util
 import io
 import json
-import logging
 import math
 import os
 import statistics
@@ -46,11 +45,18 @@ import subprocess
 import sys
 import tempfile
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import JSON_PREFIX, emit_json, print_table, result_row, run_isolated, start_ray
+from benchmarks._common import (
+    JSON_PREFIX,
+    emit_json,
+    print_table,
+    quiet_logs,
+    result_row,
+    run_isolated,
+    start_ray,
+)
 from benchmarks._digits import (
     EVAL_BATCH,
     accuracy,
@@ -317,6 +323,7 @@ def run_transformers(n_trials: int, epochs: int, folder: str) -> list[tuple[floa
 
 
 # ---------------------------------------------------------------------------------------------------- main
+@quiet_logs("trainer", "hpsearch", "transformers", "optuna", ignore_warnings=True)
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
@@ -337,9 +344,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
-    warnings.filterwarnings("ignore")
-    for name in ("trainer", "hpsearch", "transformers"):
-        logging.getLogger(name).setLevel(logging.ERROR)
     n_trials = opts.trials or (6 if opts.quick else 40)
     epochs = opts.epochs or (2 if opts.quick else 3)
     target_runs = opts.target_runs or (1 if opts.quick else 3)
