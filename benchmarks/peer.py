@@ -21,7 +21,7 @@ import time
 from typing import Any
 
 from benchmarks._common import emit_json, median, print_table, quiet_logs, result_row
-from benchmarks._digits import EVAL_BATCH, accuracy, digits_datasets, limit_threads, model_init
+from benchmarks._digits import limit_threads, make_transformers_trainer
 from benchmarks.trial_overhead import run_ours, suggest
 
 
@@ -30,21 +30,8 @@ def run_transformers(
 ) -> tuple[float, float, list[dict[str, Any]]]:
     """(wall s, CPU s, params of each trial) of ``transformers.Trainer.hyperparameter_search(backend="optuna")``."""
     import optuna
-    import transformers
 
-    train, evaluation = digits_datasets()
-    args = transformers.TrainingArguments(
-        output_dir=output_dir, eval_strategy="epoch", save_strategy="no", logging_strategy="no",
-        num_train_epochs=epochs, learning_rate=3e-3, per_device_train_batch_size=32,
-        per_device_eval_batch_size=EVAL_BATCH, disable_tqdm=True, report_to="none", use_cpu=True, seed=0,
-    )  # fmt: skip
-    trainer = transformers.Trainer(
-        model_init=model_init,
-        args=args,
-        train_dataset=train,
-        eval_dataset=evaluation,
-        compute_metrics=accuracy,
-    )
+    trainer = make_transformers_trainer(output_dir, num_train_epochs=epochs)
     wall, cpu = time.perf_counter(), time.process_time()
     trainer.hyperparameter_search(
         hp_space=suggest, compute_objective=lambda metrics: metrics["eval_accuracy"], n_trials=n_trials,

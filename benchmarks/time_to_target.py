@@ -58,12 +58,10 @@ from benchmarks._common import (
     start_ray,
 )
 from benchmarks._digits import (
-    EVAL_BATCH,
-    accuracy,
-    digits_datasets,
     handwritten_run,
     limit_threads,
     make_trainer,
+    make_transformers_trainer,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -282,23 +280,8 @@ def run_ray(n_trials: int, epochs: int, target: float) -> list[tuple[float, floa
 # ------------------------------------------------------------------------------- transformers.Trainer (optuna)
 def run_transformers(n_trials: int, epochs: int, folder: str) -> list[tuple[float, float]]:
     import optuna
-    import transformers
 
-    from benchmarks._digits import model_init
-
-    train, evaluation = digits_datasets()
-    args = transformers.TrainingArguments(
-        output_dir=folder, eval_strategy="epoch", save_strategy="no", logging_strategy="no",
-        num_train_epochs=epochs, learning_rate=3e-3, per_device_train_batch_size=BATCH,
-        per_device_eval_batch_size=EVAL_BATCH, disable_tqdm=True, report_to="none", use_cpu=True, seed=0,
-    )  # fmt: skip
-    trainer = transformers.Trainer(
-        model_init=model_init,
-        args=args,
-        train_dataset=train,
-        eval_dataset=evaluation,
-        compute_metrics=accuracy,
-    )
+    trainer = make_transformers_trainer(folder, num_train_epochs=epochs, per_device_train_batch_size=BATCH)
 
     def space(trial: Any) -> dict[str, Any]:
         return {
