@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import statistics
 import time
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-__all__ = ["JSON_PREFIX", "Timer", "emit_json", "median", "print_table", "result_row", "time_call"]
+__all__ = [
+    "JSON_PREFIX",
+    "Timer",
+    "emit_json",
+    "median",
+    "print_table",
+    "quiet_logs",
+    "result_row",
+    "time_call",
+]
 
 #: The last line a benchmark prints starts with this, then one JSON object (``python -m benchmarks`` reads it).
 JSON_PREFIX = "BENCHMARK_JSON "
@@ -24,6 +36,25 @@ class Timer:
 
     def __exit__(self, *exc: Any) -> None:
         self.seconds = time.perf_counter() - self.start
+
+
+@contextlib.contextmanager
+def quiet_logs(*names: str, ignore_warnings: bool = False) -> Iterator[None]:
+    """The loggers ``names`` at ERROR (and, with ``ignore_warnings``, warnings ignored) for the run only, as they
+    were after it. A decorator on a benchmark's ``main``: a test that calls it in-process leaves the later tests'
+    logging as it found it (setting a level for the whole process left ``hpsearch`` quiet for every test after)."""
+    loggers = [logging.getLogger(name) for name in names]
+    levels = [logger.level for logger in loggers]
+    try:
+        with warnings.catch_warnings():
+            if ignore_warnings:
+                warnings.simplefilter("ignore")
+            for logger in loggers:
+                logger.setLevel(logging.ERROR)
+            yield
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
 
 
 def time_call(fn: Callable[[], Any]) -> tuple[float, Any]:

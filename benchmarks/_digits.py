@@ -6,7 +6,8 @@ built here once so that "our" side and the baseline side see exactly the same da
 
 - `digits_datasets`: the same 80/20 split (1,437 train / 360 eval examples) as dict examples.
 - `DigitsMLP`: 64 -> hidden -> 10 with optional dropout; ``forward(x, labels)`` returns ``{"logits", "loss"}``.
-- `make_trainer`: our `Trainer` on it with ``model_init(trial)`` reading ``hidden``/``dropout`` from the trial.
+- `make_trainer`: our `Trainer` on it with ``model_init(trial)`` reading ``hidden``/``dropout`` from the trial;
+  `make_transformers_trainer`: transformers' on the same data, model and arguments (`trainer_settings`).
 - `handwritten_run`: the same training written by hand in plain PyTorch (AdamW, linear decay, clipping at 1.0,
   evaluation with loss and accuracy), what a user would otherwise put inside an Optuna objective.
 """
@@ -36,7 +37,9 @@ __all__ = [
     "handwritten_run",
     "limit_threads",
     "make_trainer",
+    "make_transformers_trainer",
     "model_init",
+    "trainer_settings",
 ]
 
 EVAL_BATCH = 256
@@ -60,11 +63,9 @@ def model_init(trial: Any = None) -> DigitsMLP:
     return DigitsMLP(hidden=int(_param(trial, "hidden", 64)), dropout=float(_param(trial, "dropout", 0.0)))
 
 
-def make_trainer(output_dir: str, **overrides: Any) -> Any:
-    """Our Trainer on digits: eval per epoch, no checkpoints, no logging, no progress bars (overridable)."""
-    from trainer import Trainer, TrainingArguments
-
-    train, evaluation = digits_datasets()
+def trainer_settings(output_dir: str, **overrides: Any) -> dict[str, Any]:
+    """The training arguments of the digits trainers, ours and transformers' alike: eval per epoch, no checkpoints,
+    no logging, no progress bars (overridable)."""
     settings: dict[str, Any] = dict(
         output_dir=output_dir,
         eval_strategy="epoch",
@@ -80,9 +81,32 @@ def make_trainer(output_dir: str, **overrides: Any) -> Any:
         seed=0,
     )
     settings.update(overrides)
+    return settings
+
+
+def make_trainer(output_dir: str, **overrides: Any) -> Any:
+    """Our Trainer on digits (`trainer_settings`) with ``model_init(trial)`` reading ``hidden``/``dropout``."""
+    from trainer import Trainer, TrainingArguments
+
+    train, evaluation = digits_datasets()
     return Trainer(
         model_init=model_init,
-        args=TrainingArguments(**settings),
+        args=TrainingArguments(**trainer_settings(output_dir, **overrides)),
+        train_dataset=train,
+        eval_dataset=evaluation,
+        compute_metrics=accuracy,
+    )
+
+
+def make_transformers_trainer(output_dir: str, **overrides: Any) -> Any:
+    """``transformers.Trainer`` on the same data, model and arguments as `make_trainer` (its forward already returns
+    the loss): the peer side of the benchmarks."""
+    import transformers
+
+    train, evaluation = digits_datasets()
+    return transformers.Trainer(
+        model_init=model_init,
+        args=transformers.TrainingArguments(**trainer_settings(output_dir, **overrides)),
         train_dataset=train,
         eval_dataset=evaluation,
         compute_metrics=accuracy,

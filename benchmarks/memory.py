@@ -16,18 +16,18 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import logging
 import resource
 import tempfile
 from typing import Any
 
-from benchmarks._common import emit_json, print_table, result_row
+from benchmarks._common import emit_json, print_table, quiet_logs, result_row
 from benchmarks._digits import limit_threads, make_trainer
 
 TARGET_MB = 50.0
 MB = 1024 * 1024
 
 
+@quiet_logs("trainer", "hpsearch")
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="10 trials")
@@ -41,8 +41,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from hpsearch import hyperparameter_search
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    for name in ("trainer", "hpsearch"):
-        logging.getLogger(name).setLevel(logging.ERROR)
     n_trials = opts.trials or (10 if opts.quick else 100)
     early = 3 if n_trials < 50 else 10
     process = psutil.Process()

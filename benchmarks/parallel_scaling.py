@@ -24,7 +24,6 @@ import argparse
 import contextlib
 import io
 import json
-import logging
 import os
 import subprocess
 import sys
@@ -39,6 +38,7 @@ from benchmarks._common import (
     emit_json,
     median,
     print_table,
+    quiet_logs,
     result_row,
     run_isolated,
     start_ray,
@@ -56,6 +56,7 @@ def _space() -> dict[str, Any]:
     return {"learning_rate": spaces.Float(1e-3, 3e-2, log=True)}
 
 
+@quiet_logs("hpsearch")
 def worker(
     journal: str, study: str, n_trials: int, output_dir: str, ready: str, go: str, epochs: int = EPOCHS
 ) -> None:
@@ -66,7 +67,6 @@ def worker(
     from hpsearch import hyperparameter_search
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    logging.getLogger("hpsearch").setLevel(logging.ERROR)
     trainer = make_trainer(output_dir, num_train_epochs=epochs)
     # Warm-up on a throw-away in-memory study: lazy imports, first-call costs of torch and accelerate, which
     # every worker process pays once and which would otherwise count as contention between workers.

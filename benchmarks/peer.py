@@ -16,14 +16,12 @@ import argparse
 import contextlib
 import importlib.util
 import io
-import logging
 import tempfile
 import time
-import warnings
 from typing import Any
 
-from benchmarks._common import emit_json, median, print_table, result_row
-from benchmarks._digits import EVAL_BATCH, accuracy, digits_datasets, limit_threads, model_init
+from benchmarks._common import emit_json, median, print_table, quiet_logs, result_row
+from benchmarks._digits import limit_threads, make_transformers_trainer
 from benchmarks.trial_overhead import run_ours, suggest
 
 
@@ -32,21 +30,8 @@ def run_transformers(
 ) -> tuple[float, float, list[dict[str, Any]]]:
     """(wall s, CPU s, params of each trial) of ``transformers.Trainer.hyperparameter_search(backend="optuna")``."""
     import optuna
-    import transformers
 
-    train, evaluation = digits_datasets()
-    args = transformers.TrainingArguments(
-        output_dir=output_dir, eval_strategy="epoch", save_strategy="no", logging_strategy="no",
-        num_train_epochs=epochs, learning_rate=3e-3, per_device_train_batch_size=32,
-        per_device_eval_batch_size=EVAL_BATCH, disable_tqdm=True, report_to="none", use_cpu=True, seed=0,
-    )  # fmt: skip
-    trainer = transformers.Trainer(
-        model_init=model_init,
-        args=args,
-        train_dataset=train,
-        eval_dataset=evaluation,
-        compute_metrics=accuracy,
-    )
+    trainer = make_transformers_trainer(output_dir, num_train_epochs=epochs)
     wall, cpu = time.perf_counter(), time.process_time()
     trainer.hyperparameter_search(
         hp_space=suggest, compute_objective=lambda metrics: metrics["eval_accuracy"], n_trials=n_trials,
@@ -57,6 +42,7 @@ def run_transformers(
     return wall, cpu, []
 
 
+@quiet_logs("trainer", "hpsearch", "transformers", "optuna", ignore_warnings=True)
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="3 trials x 1 epoch, 1 round (seconds)")
@@ -75,9 +61,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     transformers.logging.set_verbosity_error()
-    warnings.filterwarnings("ignore")
-    for name in ("trainer", "hpsearch", "transformers"):
-        logging.getLogger(name).setLevel(logging.ERROR)
     n_trials = opts.trials or (3 if opts.quick else 10)
     epochs = opts.epochs or (1 if opts.quick else 3)
     rounds = opts.rounds or (1 if opts.quick else 3)

@@ -40,7 +40,15 @@ import time
 import warnings
 from typing import Any
 
-from benchmarks._common import JSON_PREFIX, emit_json, print_table, result_row, run_isolated, start_ray
+from benchmarks._common import (
+    JSON_PREFIX,
+    emit_json,
+    print_table,
+    quiet_logs,
+    result_row,
+    run_isolated,
+    start_ray,
+)
 from benchmarks._digits import digits_datasets, limit_threads, make_trainer
 
 BATCH = 64
@@ -183,6 +191,7 @@ LABELS = {
 }
 
 
+@quiet_logs("trainer", "hpsearch", "ray", ignore_warnings=True)
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -202,9 +211,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    warnings.filterwarnings("ignore")
-    for name in ("trainer", "hpsearch", "ray"):
-        logging.getLogger(name).setLevel(logging.ERROR)
     seeds = list(range(opts.seeds or (1 if opts.quick else 5)))
     n_trials = opts.trials or (8 if opts.quick else 40)
     epochs = opts.epochs or (QUICK_EPOCHS if opts.quick else EPOCHS)

@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import emit_json, print_table, result_row
+from benchmarks._common import emit_json, print_table, quiet_logs, result_row
 from benchmarks._digits import DigitsDataset, accuracy, limit_threads, model_init
 
 EPOCHS = 1
@@ -119,6 +119,7 @@ def _test_accuracy(out: str, data: tuple[Any, Any, Any], params: dict, seeds: in
     return statistics.fmean(values)
 
 
+@quiet_logs("hpsearch")
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
@@ -131,9 +132,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--engine", default="random")
     opts = parser.parse_args(argv)
     limit_threads()
-    import logging
 
-    logging.getLogger("hpsearch").setLevel(logging.ERROR)
     seeds = opts.seeds or (1 if opts.quick else 10)
     n, k = opts.trials or (3 if opts.quick else 12), opts.top_k or (1 if opts.quick else 3)
     s = opts.reeval_seeds or (1 if opts.quick else 2)

@@ -40,7 +40,7 @@ from typing import Any
 
 import torch
 
-from benchmarks._common import emit_json, print_table, result_row
+from benchmarks._common import emit_json, print_table, quiet_logs, result_row
 from benchmarks._digits import limit_threads
 
 TASKS = ("car", "credit_g", "australian", "vehicle")
@@ -230,6 +230,7 @@ def _read_log(path: str | None) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
+@quiet_logs("hpsearch", "hpsearch.progress")
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
@@ -245,10 +246,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     opts = parser.parse_args(argv)
     _require()
     limit_threads()
-    import logging
 
-    for name in ("hpsearch", "hpsearch.progress"):
-        logging.getLogger(name).setLevel(logging.ERROR)
     tasks = opts.tasks.split(",") if opts.tasks else (["car"] if opts.quick else list(TASKS))
     seeds = opts.seeds or (1 if opts.quick else 30)
     budgets = (

@@ -33,7 +33,6 @@ import argparse
 import contextlib
 import gc
 import io
-import logging
 import math
 import os
 import subprocess
@@ -45,7 +44,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from benchmarks._common import emit_json, print_table, result_row
+from benchmarks._common import emit_json, print_table, quiet_logs, result_row
 from benchmarks._digits import limit_threads
 
 TARGET_MS, TARGET_RATIO, TARGET_MB, TARGET_REPORT_S = 2.0, 1.2, 100.0, 3.0
@@ -248,6 +247,7 @@ def run_chunks(opts: argparse.Namespace, tmp: str) -> dict[str, Any]:
     return {"rows": rows, "startups": startups, "memory_mb": memory}
 
 
+@quiet_logs("trainer", "hpsearch")
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="40 trials a side")
@@ -268,8 +268,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    for name in ("trainer", "hpsearch"):
-        logging.getLogger(name).setLevel(logging.ERROR)
     with tempfile.TemporaryDirectory(dir=opts.dir) as tmp:
         with contextlib.redirect_stdout(io.StringIO()):
             # Warm-up on throw-away studies (imports, accelerate).

@@ -38,7 +38,6 @@ import contextlib
 import importlib.util
 import io
 import json
-import logging
 import math
 import os
 import statistics
@@ -46,18 +45,23 @@ import subprocess
 import sys
 import tempfile
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import JSON_PREFIX, emit_json, print_table, result_row, run_isolated, start_ray
+from benchmarks._common import (
+    JSON_PREFIX,
+    emit_json,
+    print_table,
+    quiet_logs,
+    result_row,
+    run_isolated,
+    start_ray,
+)
 from benchmarks._digits import (
-    EVAL_BATCH,
-    accuracy,
-    digits_datasets,
     handwritten_run,
     limit_threads,
     make_trainer,
+    make_transformers_trainer,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -276,23 +280,8 @@ def run_ray(n_trials: int, epochs: int, target: float) -> list[tuple[float, floa
 # ------------------------------------------------------------------------------- transformers.Trainer (optuna)
 def run_transformers(n_trials: int, epochs: int, folder: str) -> list[tuple[float, float]]:
     import optuna
-    import transformers
 
-    from benchmarks._digits import model_init
-
-    train, evaluation = digits_datasets()
-    args = transformers.TrainingArguments(
-        output_dir=folder, eval_strategy="epoch", save_strategy="no", logging_strategy="no",
-        num_train_epochs=epochs, learning_rate=3e-3, per_device_train_batch_size=BATCH,
-        per_device_eval_batch_size=EVAL_BATCH, disable_tqdm=True, report_to="none", use_cpu=True, seed=0,
-    )  # fmt: skip
-    trainer = transformers.Trainer(
-        model_init=model_init,
-        args=args,
-        train_dataset=train,
-        eval_dataset=evaluation,
-        compute_metrics=accuracy,
-    )
+    trainer = make_transformers_trainer(folder, num_train_epochs=epochs, per_device_train_batch_size=BATCH)
 
     def space(trial: Any) -> dict[str, Any]:
         return {
@@ -317,6 +306,7 @@ def run_transformers(n_trials: int, epochs: int, folder: str) -> list[tuple[floa
 
 
 # ---------------------------------------------------------------------------------------------------- main
+@quiet_logs("trainer", "hpsearch", "transformers", "optuna", ignore_warnings=True)
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
@@ -337,9 +327,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
-    warnings.filterwarnings("ignore")
-    for name in ("trainer", "hpsearch", "transformers"):
-        logging.getLogger(name).setLevel(logging.ERROR)
     n_trials = opts.trials or (6 if opts.quick else 40)
     epochs = opts.epochs or (2 if opts.quick else 3)
     target_runs = opts.target_runs or (1 if opts.quick else 3)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import logging
 import tempfile
 import time
 from typing import Any
@@ -26,7 +25,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, RandomSampler
 
-from benchmarks._common import median, print_table
+from benchmarks._common import median, print_table, quiet_logs
 from trainer import Trainer, TrainerCallback, TrainingArguments, default_data_collator
 from trainer._optimization import create_optimizer, get_scheduler
 
@@ -180,6 +179,7 @@ def measure_setup(data: Dataset, output_dir: str, batch_size: int, repeats: int)
     }
 
 
+@quiet_logs("trainer")
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer steps and repeats (a few seconds)")
@@ -194,7 +194,6 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(opts.threads)
     steps = opts.steps or (60 if opts.quick else 400)
     repeats = opts.repeats or (3 if opts.quick else 7)
-    logging.getLogger("trainer").setLevel(logging.ERROR)
 
     data = SyntheticDataset(4096)
     with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stdout(io.StringIO()):

@@ -18,12 +18,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import logging
 import tempfile
 import time
 from typing import Any
 
-from benchmarks._common import emit_json, median, print_table, result_row
+from benchmarks._common import emit_json, median, print_table, quiet_logs, result_row
 from benchmarks._digits import handwritten_run, limit_threads, make_trainer
 
 TARGET = 1.15  # issue 13 (issue 4 asked for 1.25)
@@ -91,6 +90,7 @@ def run_plain(n_trials: int, epochs: int) -> tuple[float, float, list[dict[str, 
     return wall, cpu, [dict(t.params) for t in study.trials]
 
 
+@quiet_logs("trainer", "hpsearch")
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="3 trials x 1 epoch, 1 round (seconds)")
@@ -102,8 +102,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    logging.getLogger("trainer").setLevel(logging.ERROR)
-    logging.getLogger("hpsearch").setLevel(logging.ERROR)
     n_trials = opts.trials or (3 if opts.quick else 10)
     epochs = opts.epochs or (1 if opts.quick else 3)
     rounds = opts.rounds or (1 if opts.quick else 5)

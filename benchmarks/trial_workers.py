@@ -31,14 +31,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import logging
 import os
 import signal
 import tempfile
 import time
 from typing import Any
 
-from benchmarks._common import emit_json, median, print_table, result_row
+from benchmarks._common import emit_json, median, print_table, quiet_logs, result_row
 from benchmarks._digits import limit_threads, make_trainer
 
 
@@ -201,6 +200,7 @@ def stuck_seconds(tmp: str) -> dict[str, float]:
     return out
 
 
+@quiet_logs("hpsearch")
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
@@ -208,7 +208,6 @@ def main() -> None:
     parser.add_argument("--scaling", action="store_true", help="only 2 workers vs 1, interleaved 1, 2, 2, 1")
     args = parser.parse_args()
     limit_threads(1)
-    logging.getLogger("hpsearch").setLevel(logging.ERROR)
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)

@@ -65,7 +65,11 @@ class Worker:
         try:
             kind, value = self.conn.recv()
         except (EOFError, OSError):
-            raise HPSearchError(f"worker process {self.slot} died while starting: {self.death()}.") from None
+            raise HPSearchError(
+                f"worker process {self.slot} died while starting: {self.death()}; its error is in the output above "
+                '(a script that runs its search outside `if __name__ == "__main__":` starts it again in each '
+                "worker, which spawn refuses)."
+            ) from None
         if kind == "startup_error":
             self.kill()
             raise SearchConfigError(
@@ -122,6 +126,7 @@ class WorkerPool:
         self._ledger = DeviceLedger()
         self._shares = DeviceShares()  # what each trial on a shared GPU is charged (cost.device_s)
         self._closed = False
+        self._failed: BaseException | None = None  # why the spawner could not start a worker
         self._requests: queue.Queue[int | None] = queue.Queue()
         self._spawner = threading.Thread(target=self._spawn_loop, name="hpsearch-spawner", daemon=True)
         self._spawner.start()
@@ -137,7 +142,15 @@ class WorkerPool:
                 name=f"hpsearch-worker-{slot}",
                 args=(child_end, os.getpid(), slot, self._threads, device),
             )
-            process.start()
+            try:
+                process.start()
+            except BaseException as error:  # spawn refuses while the main module is still being imported
+                parent_end.close()
+                child_end.close()
+                with self._lock:
+                    self._failed = error  # the trials waiting for a worker raise it: none would ever come
+                    self._changed.notify_all()
+                return
             child_end.close()
             worker = Worker(slot, process, parent_end, device)
             # The settings (the datasets too) go over the pipe, which blocks until the worker has imported what it
@@ -204,6 +217,12 @@ class WorkerPool:
                         self._idle.remove(worker)
                         worker.co_tenants = self._ledger.enter(worker.device, alone is not None)
                         return worker
+                if self._failed is not None:
+                    raise HPSearchError(
+                        f"a trial worker process could not be started: {_first_line(self._failed)}. Where it speaks of "
+                        "the bootstrapping phase, run the search under `if __name__ == "
+                        '"__main__":` (workers are started with spawn, which imports the main module again).'
+                    ) from self._failed
                 self._changed.wait()
 
     def _attempt(
@@ -308,6 +327,12 @@ def _threads(size: int) -> int:
     import torch
 
     return max(1, min(usable_cores() // size, torch.get_num_threads()))
+
+
+def _first_line(error: BaseException) -> str:
+    """``error``'s type and first sentence, on one line (multiprocessing's messages span several indented lines)."""
+    text = " ".join(str(error).split())
+    return f"{type(error).__name__}: {text.split('. ')[0].rstrip('.')}" if text else type(error).__name__
 
 
 def _send_quietly(conn: Any, blob: bytes) -> None:

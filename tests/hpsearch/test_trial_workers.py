@@ -481,3 +481,37 @@ def test_a_trial_out_of_cuda_memory_alone_on_the_only_gpu_trains_with_a_smaller_
     assert record.extra["per_device_train_batch_size"] == wt.OOM_ABOVE
     assert "OutOfMemoryError" in record.extra["oom_retry"]["error"] and "oom_retry_alone" not in record.extra
     assert record.params == {"hidden": 8}
+
+
+_UNGUARDED = """
+import sys
+sys.path.insert(0, {root!r})
+from hpsearch import hyperparameter_search
+from tests.hpsearch._trials import digits_search_trainer
+from tests.hpsearch import _worker_trials as wt
+from spaces import SearchSpace, Float
+
+# No `if __name__ == "__main__":`: each spawned worker imports this file again and starts the search in itself.
+space = SearchSpace({{"learning_rate": Float(1e-3, 1e-1, log=True)}})
+hyperparameter_search(digits_search_trainer({out!r}, wt.sleepy_model_init), hp_space=space, n_trials=2,
+                      backend="optuna", compute_objective=wt.eval_loss, direction="minimize", trial_workers=1)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.multiprocess
+def test_a_script_without_a_main_guard_fails_at_once_saying_why(tmp_path):
+    """Its worker cannot start a worker of its own (spawn refuses while the main module is imported): that used to
+    leave the worker's search waiting for ever and the driver for the 300 s start-up timeout."""
+    script = tmp_path / "unguarded.py"
+    script.write_text(_UNGUARDED.format(root=str(ROOT), out=str(tmp_path / "out")))
+    proc = subprocess.run(
+        [sys.executable, str(script)],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert proc.returncode != 0
+    assert "a trial worker process could not be started: RuntimeError" in proc.stderr, proc.stderr[-3000:]
+    assert 'if __name__ == "__main__":' in proc.stderr.splitlines()[-1], proc.stderr[-3000:]
