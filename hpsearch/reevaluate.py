@@ -58,6 +58,7 @@ __all__ = [
     "check_folds",
     "check_reevaluation",
     "choose",
+    "mark",
     "summarize",
 ]
 
@@ -381,6 +382,8 @@ class Reevaluation:
             native=native(dict(config.params)) if native else None,
         )
         trial.config_id, trial.seed, trial.fold_index = config.trial_id, seed, j  # type: ignore[attr-defined]
+        #: What its record says it repeats (a launched search's other processes record it so too: `_lockstep`).
+        trial.record_extra = {"source": SOURCE, "config_id": config.trial_id, "seed": seed}  # type: ignore[attr-defined]
         return trial
 
     def train(self, settings: TrialSettings, trial: Any, executor: Executor) -> TrialRecord:
@@ -388,18 +391,22 @@ class Reevaluation:
         there are folds; its record says what it repeats (``source``, ``config_id``, ``seed``, ``fold``)."""
         from .trial import NullReporter
 
-        config_id, seed = trial.config_id, trial.seed
-        extra: dict[str, Any] = {"source": SOURCE, "config_id": config_id, "seed": seed}
-        fold = self.fold(seed, trial.fold_index)
+        extra: dict[str, Any] = dict(trial.record_extra)
+        fold = self.fold(trial.seed, trial.fold_index)
         if fold is not None:
             extra["fold"], (train, evaluation) = fold
             recipe = copy.copy(settings.trainer)
             recipe.train_dataset, recipe.eval_dataset = train, evaluation
             settings = dataclasses.replace(settings, trainer=recipe)
-        record = executor.run(settings, trial, NullReporter())
-        record.params = {k: v for k, v in record.params.items() if k not in SEED_ARGS}
-        record.extra.update(extra)
-        return record
+        return mark(executor.run(settings, trial, NullReporter()), extra)
+
+
+def mark(record: TrialRecord, extra: dict[str, Any]) -> TrialRecord:
+    """``record`` as a re-evaluation's: ``extra`` (source, config_id, seed, fold) added, and its parameters those of
+    the configuration it repeats (without the seeds the re-evaluation set)."""
+    record.params = {k: v for k, v in record.params.items() if k not in SEED_ARGS}
+    record.extra.update(extra)
+    return record
 
 
 # ---------------------------------------------------------------------------------------------- leaders

@@ -8,12 +8,14 @@ objectives, and a search killed during its re-evaluations and continued (nothing
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import statistics
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -726,3 +728,40 @@ def test_a_search_killed_during_an_intensification_continues_it_without_training
     again = [r for r in result.records if r.extra.get("source") == "reevaluation"]
     assert len([t for t in trained if t[1] != BASE_SEED]) == len(again) + 1
     assert len([t for t in trained if t[1] == BASE_SEED]) == 6 - len(again)
+
+
+@pytest.mark.multiprocess
+def test_a_launched_search_reevaluates_in_lockstep_and_every_process_gets_the_same_best_run(tmp_path):
+    """reevaluate_when="during" under `accelerate launch` with 2 processes: every run, the re-evaluations included,
+    trains on both processes in the same order with the same parameters and seed, and both return the same records
+    (re-evaluations marked as such) and the same best run, chosen by the mean."""
+    from tests._launch import accelerate_launch
+
+    result = tmp_path / "result.json"
+    accelerate_launch("tests.hpsearch._ddp_reeval", str(tmp_path / "out"), str(result))
+    main, other = (json.loads((tmp_path / f"result.json.{rank}").read_text()) for rank in (0, 1))
+    assert main["world"] == other["world"] == 2
+    assert len(main["trained"]) == 7 and other["trained"] == main["trained"]
+    assert sorted({t["torch_seed"] for t in main["trained"]}) == [BASE_SEED, BASE_SEED + 1, BASE_SEED + 2]
+    again = [r for r in main["records"] if r["source"] == "reevaluation"]
+    assert again and len(main["records"]) == 7
+    assert other["records"] == main["records"]
+    expected, incumbent = _replay_intensification(_records_of(main["records"]), 7, 2)
+    assert sorted({r["config_id"] for r in again}) == sorted(expected)
+    assert main["best"] == other["best"]
+    assert main["best"]["n_seeds"] == 3 and main["best"]["objective_mean"] == pytest.approx(incumbent)
+
+
+def _records_of(rows):
+    """The launched search's records as `_replay_intensification` reads them."""
+    return [
+        SimpleNamespace(
+            trial_id=r["id"],
+            number=r["number"],
+            state=TrialState(r["state"]),
+            objective=r["objective"],
+            extra={k: r[k] for k in ("source", "config_id", "seed") if r[k] is not None},
+        )
+        for r in rows
+    ]
+
