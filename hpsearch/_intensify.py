@@ -3,12 +3,19 @@
 The rule (`hpsearch.reevaluate` says the rest: seeds, folds, records):
 
 - **The incumbent** is the configuration with the best mean over its runs among those with at least two finished
-  runs (several objectives: the configurations on the Pareto front over the means) - what `choose` returns.
-- **A challenger** is a search trial that ends COMPLETE with an objective strictly better than the incumbent's mean
+  runs, ties going to the one with more runs, then to the earlier trial (several objectives: the configurations on
+  the Pareto front over the means) - what `choose` returns.
+- **A challenger** is a search trial that ends COMPLETE with an objective at least as good as the incumbent's mean
   (several objectives: not dominated by any re-evaluated configuration's means), or any COMPLETE trial while there
   is no incumbent yet. Before it can be accepted, it trains ``reevaluate_seeds`` more times (seeds ``seed + 1 ..
   seed + S``, the incumbent's seeds: a paired comparison); it becomes the incumbent when its mean over its runs is
   better than the incumbent's. A trial whose single run is worse than the incumbent's mean is not re-evaluated.
+- **Ties** (one objective): an objective that saturates (accuracy 1.0) gives many configurations the same mean on
+  the same seeds, and only more seeds can tell them apart. So a trial whose run equals the incumbent's mean is a
+  challenger too, and when after its S re-evaluations its mean still equals the incumbent's, the one with fewer runs
+  trains its next seed (both, paired, when they have as many) until the means differ, at most ``2 * S + 1`` runs
+  each; still tied then, the incumbent keeps its place. The tie-break's runs are reserved one step at a time, only
+  if they are left (otherwise the incumbent keeps its place).
 - **Budget**: ``n_trials`` counts every training run, re-evaluations included, so a search trains exactly
   ``n_trials`` runs (fewer only if the engine runs out, a budget is spent or the search fails). A challenger's S runs
   are reserved when it ends, and only if S runs are left: otherwise it stays a single-run trial (logged) and the
@@ -17,7 +24,8 @@ The rule (`hpsearch.reevaluate` says the rest: seeds, folds, records):
   the search), are never pruned, and are never told to the engine (it ranks single runs; its own best trial stays
   the observed best).
 - **Resume**: the re-evaluations an earlier run of the search saved are kept and count against ``n_trials``; a
-  challenger whose re-evaluations were cut short trains only the missing seeds first.
+  challenger whose re-evaluations were cut short trains only the missing seeds of its S first (a tie-break cut
+  short is not taken up again: the search goes on with the means it has).
 """
 
 from __future__ import annotations
@@ -61,6 +69,8 @@ class Intensification:
         self._means: list[tuple[str, list[float]]] | None = (
             None  # the re-evaluated configurations' means, signed
         )
+        self._open: set[str] = set()  # queued re-evaluations not recorded yet
+        self._racer: TrialRecord | None = None  # the challenger whose re-evaluations run now
         #: The re-evaluations kept from an earlier run and recorded by this one (the loop keeps them after an
         #: engine's final list of trials).
         self.records: list[TrialRecord] = []
@@ -99,6 +109,7 @@ class Intensification:
         for j in indices:
             trial = self.plan.trial(self.session.settings, config, j, config.number, self.native)
             self._ids.add(trial.id)
+            self._open.add(trial.id)
             self.queue.append(trial)
 
     def owns(self, trial: Any) -> bool:
@@ -108,10 +119,15 @@ class Intensification:
     def train(self, settings: TrialSettings, trial: Any, executor: Executor) -> TrialRecord:
         return self.plan.train(settings, trial, executor)
 
-    def recorded(self, record: TrialRecord) -> None:
-        """A re-evaluation was recorded (the means change)."""
+    def recorded(self, record: TrialRecord, runs_left: int) -> int:
+        """A re-evaluation was recorded (the means change). When it was the last one queued, and the challenger ties
+        the incumbent, queue the tie-break's runs if ``runs_left`` allows; returns how many runs it reserved."""
         self.records.append(record)
         self._means = None
+        self._open.discard(record.trial_id)
+        if self._open or self.queue or self._racer is None:
+            return 0
+        return self._break_tie(self._racer, runs_left)
 
     def consider(self, record: TrialRecord, runs_left: int) -> int:
         """A search trial ended: queue its re-evaluations if it challenges the incumbent and ``runs_left`` allows;
@@ -129,6 +145,7 @@ class Intensification:
             )
             return 0
         self._enqueue(record, range(1, seeds + 1))
+        self._racer = record
         return seeds
 
     # ------------------------------------------------------------------ the rule
@@ -150,8 +167,48 @@ class Intensification:
         if not means:
             return True  # no incumbent yet
         if len(signs) == 1:
-            return ours[0] < min(m[0] for m in means)
+            return ours[0] <= min(m[0] for m in means)  # a tie too: only more seeds can tell them apart
         return not any(_dominates(m, ours) for m in means)
+
+    def _break_tie(self, challenger: TrialRecord, runs_left: int) -> int:
+        """One objective: while the challenger's mean equals the incumbent's, the one with fewer runs trains its next
+        seed (both when they have as many), up to ``2 * seeds + 1`` runs each; returns the runs queued."""
+        if len(self.session.result.directions) != 1:
+            return 0
+        summaries = {s.config_id: s for s in summarize(self.session.result) if s.n_seeds >= 2}
+        ours = summaries.get(challenger.trial_id)
+        others = [s for config_id, s in summaries.items() if config_id != challenger.trial_id]
+        if ours is None or not others:
+            return 0
+        sign = 1.0 if self.session.result.directions[0] == "minimize" else -1.0
+        incumbent = min(others, key=lambda s: (sign * s.mean[0], -s.n_seeds, s.trial.number))
+        if ours.mean[0] != incumbent.mean[0]:
+            self._racer = None  # decided: by the mean
+            return 0
+        behind = [challenger] if ours.n_seeds < incumbent.n_seeds else [incumbent.trial, challenger]
+        nexts = [(config, self._next_index(config.trial_id)) for config in behind]
+        if any(j > 2 * self.plan.seeds for _, j in nexts) or len(nexts) > runs_left:
+            if len(nexts) > runs_left:
+                logger.info(
+                    "Trial %s ties the incumbent's mean; no run is left to tell them apart.", challenger.name
+                )
+            self._racer = (
+                None  # the incumbent keeps its place (choose: the mean, then more runs, then earlier)
+            )
+            return 0
+        for config, j in nexts:
+            self._enqueue(config, [j])
+        return len(nexts)
+
+    def _next_index(self, config_id: str) -> int:
+        """The index of a configuration's next seed (its search run is 0; a re-evaluation with seed + j is j)."""
+        base = int(self.session.settings.trainer.args.seed)
+        used = [
+            int(r.extra["seed"]) - base
+            for r in self.session.records
+            if r.extra.get("source") == SOURCE and r.extra.get("config_id") == config_id
+        ]
+        return max(used, default=0) + 1
 
     def _cut_short(self) -> list[tuple[TrialRecord, list[int]]]:
         """Configurations whose re-evaluations an earlier run started but did not finish: (the search trial, the

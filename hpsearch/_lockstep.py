@@ -1,9 +1,10 @@
 """Several processes training one trial (a search under ``accelerate launch``), for any backend.
 
-Rank 0 drives the engine. Before each trial it announces the trial (id, number, parameters); the other ranks
-train the announced trial with the same parameters. Values suggested inside ``model_init`` (``trial.suggest_*``)
-are asked of the engine on rank 0 and broadcast, and prune decisions are broadcast by the reporting callback, so
-every rank trains the same trial and stops with it. When rank 0 is done it announces the end.
+Rank 0 drives the engine. Before each trial it announces the trial (id, number, parameters, and for a
+re-evaluation what its record repeats); the other ranks train the announced trial with the same parameters and
+record it as rank 0 does. Values suggested inside ``model_init`` (``trial.suggest_*``) are asked of the engine on
+rank 0 and broadcast, and prune decisions are broadcast by the reporting callback, so every rank trains the same
+trial and stops with it. When rank 0 is done it announces the end.
 """
 
 from __future__ import annotations
@@ -35,7 +36,9 @@ def lead(trial: Trial) -> Trial:
 
 def announce(trial: Trial) -> None:
     """On rank 0, before training ``trial``: the other ranks receive it."""
-    _dist.broadcast_object(("trial", trial.id, trial.number, trial.params))
+    _dist.broadcast_object(
+        ("trial", trial.id, trial.number, trial.params, getattr(trial, "record_extra", None))
+    )
 
 
 def announce_end() -> None:
@@ -49,10 +52,15 @@ def follow(settings: TrialSettings, session: SearchSession) -> None:
         message = _dist.broadcast_object(None)
         if message[0] == "stop":
             return
-        _, trial_id, number, params = message
+        _, trial_id, number, params, extra = message
         trial = Trial(trial_id, number, params, settings.backend)
         trial._suggest_hook = _follower_suggest
-        session.record(run_trial(settings, trial, NullReporter()))
+        record = run_trial(settings, trial, NullReporter())
+        if extra is not None:  # a re-evaluation: recorded as rank 0 records it
+            from .reevaluate import mark
+
+            record = mark(record, extra)
+        session.record(record)
 
 
 def _leader_suggest(trial: Trial, method: str, name: str, args: tuple, kwargs: dict) -> Any:

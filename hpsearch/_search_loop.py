@@ -124,8 +124,8 @@ class _Loop:
         # session keeps a trained trial even when the engine could not be told (the error is raised after), but
         # Ctrl-C while telling interrupts the trial as during its training: it is abandoned and not recorded.
         if self.intensify is not None and self.intensify.owns(trial):
-            self.intensify.recorded(record)  # a re-evaluation: the engine never hears of it
-            self.session.record(record)
+            self.session.record(record)  # a re-evaluation: the engine never hears of it
+            self.left -= self.intensify.recorded(record, self.left)
             return
         try:
             self.adapter.tell(trial, record)

@@ -15,8 +15,8 @@ predictable (``reevaluate_when="during"``, intensification as the search goes: `
   same isolation and ``trial_timeout``), and never told to the engine (its search is over).
 - **Pruning.** Re-evaluations are never pruned: each trains to the end, so its objective (chosen by the same
   ``objective_scope``) is comparable to the complete search trial it repeats. Pruned trials are never leaders.
-- **The best run.** Among the configurations with at least two finished runs, the best mean over their runs (several
-  objectives: the Pareto front over the means). The mean, not a lower confidence bound: every leader has the same
+- **The best run.** Among the configurations with at least two finished runs, the best mean over their runs, a tie
+  going to more runs, then to the earlier trial (several objectives: the Pareto front over the means). The mean, not a lower confidence bound: every leader has the same
   number of runs, so a bound would only penalize the spread, whose estimate from S + 1 runs is itself too noisy to
   rank by; the 95% interval is reported beside the mean instead.
 - **Resume.** A re-evaluation is identified by (config_id, seed): a search continued after a kill trains only the
@@ -58,6 +58,7 @@ __all__ = [
     "check_folds",
     "check_reevaluation",
     "choose",
+    "mark",
     "summarize",
 ]
 
@@ -381,6 +382,8 @@ class Reevaluation:
             native=native(dict(config.params)) if native else None,
         )
         trial.config_id, trial.seed, trial.fold_index = config.trial_id, seed, j  # type: ignore[attr-defined]
+        #: What its record says it repeats (a launched search's other processes record it so too: `_lockstep`).
+        trial.record_extra = {"source": SOURCE, "config_id": config.trial_id, "seed": seed}  # type: ignore[attr-defined]
         return trial
 
     def train(self, settings: TrialSettings, trial: Any, executor: Executor) -> TrialRecord:
@@ -388,18 +391,22 @@ class Reevaluation:
         there are folds; its record says what it repeats (``source``, ``config_id``, ``seed``, ``fold``)."""
         from .trial import NullReporter
 
-        config_id, seed = trial.config_id, trial.seed
-        extra: dict[str, Any] = {"source": SOURCE, "config_id": config_id, "seed": seed}
-        fold = self.fold(seed, trial.fold_index)
+        extra: dict[str, Any] = dict(trial.record_extra)
+        fold = self.fold(trial.seed, trial.fold_index)
         if fold is not None:
             extra["fold"], (train, evaluation) = fold
             recipe = copy.copy(settings.trainer)
             recipe.train_dataset, recipe.eval_dataset = train, evaluation
             settings = dataclasses.replace(settings, trainer=recipe)
-        record = executor.run(settings, trial, NullReporter())
-        record.params = {k: v for k, v in record.params.items() if k not in SEED_ARGS}
-        record.extra.update(extra)
-        return record
+        return mark(executor.run(settings, trial, NullReporter()), extra)
+
+
+def mark(record: TrialRecord, extra: dict[str, Any]) -> TrialRecord:
+    """``record`` as a re-evaluation's: ``extra`` (source, config_id, seed, fold) added, and its parameters those of
+    the configuration it repeats (without the seeds the re-evaluation set)."""
+    record.params = {k: v for k, v in record.params.items() if k not in SEED_ARGS}
+    record.extra.update(extra)
+    return record
 
 
 # ---------------------------------------------------------------------------------------------- leaders
@@ -521,8 +528,9 @@ def t_quantile_975(df: int) -> float:
 
 
 def choose(result: SearchResult) -> list[ConfigSummary] | None:
-    """The chosen configuration(s): the best mean among the re-evaluated ones (at least two finished runs), or the
-    Pareto front over the means; None when the search has no re-evaluated configuration."""
+    """The chosen configuration(s): the best mean among the re-evaluated ones (at least two finished runs; a tie: more
+    runs, then the earlier trial), or the Pareto front over the means; None when the search has no re-evaluated
+    configuration."""
     candidates = [s for s in summarize(result) if s.n_seeds >= 2]
     if not candidates:
         if any(r.extra.get("source") == SOURCE for r in result.records) or "reevaluate" in result.settings:
@@ -533,7 +541,7 @@ def choose(result: SearchResult) -> list[ConfigSummary] | None:
     signs = [1.0 if d == "minimize" else -1.0 for d in result.directions]
     keyed = [(s, [sign * m for sign, m in zip(signs, s.mean)]) for s in candidates]
     if len(signs) == 1:
-        return [min(keyed, key=lambda sk: (sk[1][0], sk[0].trial.number))[0]]
+        return [min(keyed, key=lambda sk: (sk[1][0], -sk[0].n_seeds, sk[0].trial.number))[0]]
     return [s for s, a in keyed if not any(_dominates(b, a) for _, b in keyed)]
 
 

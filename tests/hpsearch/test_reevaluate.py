@@ -8,12 +8,14 @@ objectives, and a search killed during its re-evaluations and continued (nothing
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import statistics
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -463,7 +465,8 @@ def test_warm_start_evaluate_ranks_reevaluated_configurations_by_their_mean(make
 def _replay_intensification(records, n_trials, seeds):
     """What ``reevaluate_when="during"`` must have re-evaluated, replayed from the search trials in the order they
     ran (one at a time: a challenger's re-evaluations run before the next search trial): a COMPLETE trial is a
-    challenger while there is no incumbent or when it beats the incumbent's mean, if ``seeds`` runs are left."""
+    challenger while there is no incumbent or when it beats or ties the incumbent's mean, if ``seeds`` runs are left
+    (a tie that lasts after the re-evaluations trains more runs: not modelled here, so not in these searches)."""
     search = sorted(
         (r for r in records if r.extra.get("source", "search") == "search"), key=lambda r: r.number
     )
@@ -476,7 +479,7 @@ def _replay_intensification(records, n_trials, seeds):
         used += 1
         if r.state is not TrialState.COMPLETE:
             continue
-        if (incumbent is None or r.objective > incumbent) and n_trials - used >= seeds:
+        if (incumbent is None or r.objective >= incumbent) and n_trials - used >= seeds:
             expected.append(r.trial_id)
             used += seeds
             mean = statistics.fmean(runs[r.trial_id])
@@ -726,3 +729,126 @@ def test_a_search_killed_during_an_intensification_continues_it_without_training
     again = [r for r in result.records if r.extra.get("source") == "reevaluation"]
     assert len([t for t in trained if t[1] != BASE_SEED]) == len(again) + 1
     assert len([t for t in trained if t[1] == BASE_SEED]) == 6 - len(again)
+
+
+@pytest.mark.multiprocess
+def test_a_launched_search_reevaluates_in_lockstep_and_every_process_gets_the_same_best_run(tmp_path):
+    """reevaluate_when="during" under `accelerate launch` with 2 processes: every run, the re-evaluations included,
+    trains on both processes in the same order with the same parameters and seed, and both return the same records
+    (re-evaluations marked as such) and the same best run, chosen by the mean."""
+    from tests._launch import accelerate_launch
+
+    result = tmp_path / "result.json"
+    accelerate_launch("tests.hpsearch._ddp_reeval", str(tmp_path / "out"), str(result))
+    main, other = (json.loads((tmp_path / f"result.json.{rank}").read_text()) for rank in (0, 1))
+    assert main["world"] == other["world"] == 2
+    assert len(main["trained"]) == 7 and other["trained"] == main["trained"]
+    assert sorted({t["torch_seed"] for t in main["trained"]}) == [BASE_SEED, BASE_SEED + 1, BASE_SEED + 2]
+    again = [r for r in main["records"] if r["source"] == "reevaluation"]
+    assert again and len(main["records"]) == 7
+    assert other["records"] == main["records"]
+    expected, incumbent = _replay_intensification(_records_of(main["records"]), 7, 2)
+    assert sorted({r["config_id"] for r in again}) == sorted(expected)
+    assert main["best"] == other["best"]
+    assert main["best"]["n_seeds"] == 3 and main["best"]["objective_mean"] == pytest.approx(incumbent)
+
+
+def _records_of(rows):
+    """The launched search's records as `_replay_intensification` reads them."""
+    return [
+        SimpleNamespace(
+            trial_id=r["id"],
+            number=r["number"],
+            state=TrialState(r["state"]),
+            objective=r["objective"],
+            extra={k: r[k] for k in ("source", "config_id", "seed") if r[k] is not None},
+        )
+        for r in rows
+    ]
+
+
+# ---------------------------------------------------------------------------------------------- ties (a saturated objective)
+class _One(torch.utils.data.Dataset):
+    def __len__(self):
+        return 1
+
+    def __getitem__(self, i):
+        return {"x": torch.zeros(1), "labels": torch.zeros(1)}
+
+
+class _Answer(torch.nn.Module):
+    """Predicts ``value`` whatever its input (one trainable weight, so that the trial's step trains something)."""
+
+    def __init__(self, value):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(1))
+        self.register_buffer("value", torch.tensor([float(value)]))
+
+    def forward(self, x, labels=None):
+        return {"loss": (self.w**2).sum(), "logits": self.value.expand(x.shape[0]) + 0 * self.w}
+
+
+def _recorded_trainer(output_dir, table):
+    """A trainer whose run of the configuration first drawn as trial ``n``, seeded with ``BASE_SEED + j``, scores
+    ``table[n][j]`` (``eval_score``; 0.5 for a trial the table does not list)."""
+    from trainer import Trainer, TrainingArguments
+
+    def model_init(trial=None):
+        if trial is None:
+            return _Answer(0.0)
+        return _Answer(table.get(trial.number, [0.5] * 9)[torch.initial_seed() - BASE_SEED])
+
+    args = TrainingArguments(
+        output_dir=str(output_dir), max_steps=1, per_device_train_batch_size=1, eval_strategy="no",
+        save_strategy="no", logging_strategy="no", disable_tqdm=True, report_to="none", use_cpu=True,
+        seed=BASE_SEED,
+    )  # fmt: skip
+    return Trainer(
+        model_init=model_init,
+        args=args,
+        train_dataset=_One(),
+        eval_dataset=_One(),
+        compute_metrics=lambda evaluation: {"score": float(evaluation.predictions.mean())},
+    )
+
+
+@pytest.mark.parametrize(
+    ("second", "runs", "chosen"),
+    [
+        # The tie (three runs of 1.0 each) is broken by one more seed each: the incumbent's 0.9 loses.
+        ([1.0, 1.0, 1.0, 1.0], {0: 4, 1: 4}, (1, 4, 1.0)),
+        # Tied on every seed up to 2 * S + 1 = 5 runs each: the incumbent keeps its place (the earlier trial).
+        ([1.0, 1.0, 1.0, 0.9, 1.0], {0: 5, 1: 5}, (0, 5, 0.98)),
+        # Worse on the shared seeds: no tie-break run.
+        ([1.0, 1.0, 0.9], {0: 3, 1: 3}, (0, 3, 1.0)),
+    ],
+)
+def test_during_a_challenger_that_ties_the_incumbent_is_told_apart_by_more_seeds(
+    tmp_path, second, runs, chosen
+):
+    """Recorded values at a saturated objective (accuracy 1.0): a trial whose single run equals the incumbent's mean
+    is a challenger; when its mean after its S re-evaluations still equals the incumbent's, both train their next
+    seed until the means differ (at most 2 * S + 1 runs each); the best run is the best mean, then more runs, then
+    the earlier trial."""
+    table = {0: [1.0, 1.0, 1.0, 0.9, 1.0], 1: second}
+    best = hyperparameter_search(
+        _recorded_trainer(tmp_path / "out", table),
+        hp_space={"lr": Float(1e-3, 1e-1, log=True)},
+        compute_objective="eval_score",
+        direction="maximize",
+        backend="random",
+        seed=0,
+        n_trials=12,
+        reevaluate_when="during",
+        reevaluate_seeds=2,
+    )
+    records = best.run_summary.records
+    assert len(records) == 12
+    seeds: dict[int, list[int]] = {}
+    for r in records:
+        seeds.setdefault(r.number, []).append(r.extra["seed"] - BASE_SEED)
+    assert {n: len(s) for n, s in seeds.items() if len(s) > 1} == runs
+    assert all(sorted(s) == list(range(len(s))) for s in seeds.values())
+    number, n_seeds, mean = chosen
+    assert [r.number for r in records if r.trial_id == best.run_id] == [number]
+    assert best.n_seeds == n_seeds and best.objective_mean == pytest.approx(mean)
