@@ -358,8 +358,10 @@ class Writer:
         _events.trial_started(self.folder, running)
         for ev in record.intermediates:
             _events.evaluated(self.folder, record.trial_id, ev)
+        # As a running search records a trial (the session calls `record_trial`): one journal line, a snapshot only now and then
+        # (it was `save`, the whole search.json rewritten per trial, which a search never does).
         self.result.records.append(record)
-        self.result.save(self.folder)
+        self.result.record_trial(self.folder, record)
         _events.trial_finished(self.folder, record)
 
     def optuna(self, spec: dict[str, Any], study: Any) -> None:
