@@ -262,8 +262,9 @@ class Dashboard:
         started = time.monotonic()
         text = section_text(title, build())
         cost = time.monotonic() - started
-        # At most a third of a core on one section: wait twice its cost before the next (never over 10 s).
-        return _Section(title, text, version, next_at=time.monotonic() + min(10.0, 2 * cost))
+        # At most a fifth of a core on one section: wait four times its cost before the next (never over 30 s), so
+        # the slower sections of a large search do not hold the lock while new trials wait for the quick ones.
+        return _Section(title, text, version, next_at=time.monotonic() + min(30.0, 4 * cost))
 
     def render_next(self, view: str) -> bool:
         """Render one out-of-date section that `render` left for later (the first in page order whose throttle
