@@ -484,7 +484,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--grow", type=int, default=1000, help="trials written during the memory run")
     parser.add_argument("--no-browser", action="store_true")
     parser.add_argument(
-        "--no-baseline", action="store_true", help="ours only (optuna-dashboard takes minutes at 10,000 trials)"
+        "--no-baseline",
+        action="store_true",
+        help="ours only (optuna-dashboard takes minutes at 10,000 trials)",
     )
     args = parser.parse_args(argv)
     if args.quick:
