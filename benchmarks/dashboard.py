@@ -358,8 +358,10 @@ class Writer:
         _events.trial_started(self.folder, running)
         for ev in record.intermediates:
             _events.evaluated(self.folder, record.trial_id, ev)
+        # As a running search records a trial (the session calls `record_trial`): one journal line, a snapshot only now and then
+        # (it was `save`, the whole search.json rewritten per trial, which a search never does).
         self.result.records.append(record)
-        self.result.save(self.folder)
+        self.result.record_trial(self.folder, record)
         _events.trial_finished(self.folder, record)
 
     def optuna(self, spec: dict[str, Any], study: Any) -> None:
@@ -481,12 +483,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--grow", type=int, default=1000, help="trials written during the memory run")
     parser.add_argument("--no-browser", action="store_true")
+    parser.add_argument(
+        "--no-baseline",
+        action="store_true",
+        help="ours only (optuna-dashboard takes minutes at 10,000 trials)",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.trials, args.rounds, args.grow = 30, 1, 8
     import optuna
 
-    baseline = _have_baseline()
+    baseline = not args.no_baseline and _have_baseline()
     browser = not args.no_browser and Path(CHROMIUM).is_file()
     kinds = ["ours", "optuna-dashboard"] if baseline else ["ours"]
     work = Path(tempfile.mkdtemp(prefix="bench-dashboard-"))

@@ -9,8 +9,9 @@ Routes (all GET; nothing the client sends names a file):
     /events/{view}         server-sent events: the view when a client connects, then each changed section
 
 One background task polls the folders (`Dashboard.refresh`, a few ``stat`` calls) every ``poll_interval``
-seconds and renders the views that browsers are watching; file reads and rendering run in a worker thread, so
-the event loop keeps serving.
+seconds and renders the views that browsers are watching: after a change their quick sections first (published at
+once), then, one per pass, the sections left for later (`Dashboard.render_next`); file reads and rendering run in a
+worker thread, so the event loop keeps serving. ``/api/views`` renders every section up to date.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 from hpsearch.dashboard._page import STATIC, page_html
@@ -70,26 +71,144 @@ class _Watch:
     async def run(self) -> None:
         from anyio import to_thread
 
-        try:  # warm up: the first page finds its view rendered (and parameter importance under way)
+        try:  # warm up: the first page finds its quick sections rendered
             await to_thread.run_sync(self.dashboard.refresh)
             await to_thread.run_sync(self.dashboard.render, self.dashboard.default_view)
         except Exception:
             pass  # reported by the loop below if it persists
         while not self.stopping:
+            busy = False
             try:
-                await to_thread.run_sync(self.dashboard.refresh)
-                due = await to_thread.run_sync(self.dashboard.importance_due)
-                rendered = False
-                for view in [v for v, n in self.watched.items() if n > 0]:
-                    if due or self.dashboard.needs_render(view):
-                        before = self.dashboard.cached(view)
-                        after = await to_thread.run_sync(self.dashboard.render, view)
-                        rendered = rendered or after is not before
-                if rendered:
-                    self.publish()
+                busy = await self.tick()
             except Exception:  # a bad moment in a folder must not stop the dashboard: try again next tick
                 logging.getLogger(__name__).warning("Dashboard refresh failed; retrying.", exc_info=True)
-            await asyncio.sleep(self.poll_interval)
+            if not busy:
+                await asyncio.sleep(self.poll_interval)
+
+    async def tick(self) -> bool:
+        """Read the folders; render the watched views' quick sections, else one of their later sections.
+
+        Returns True when a later section was rendered (more may wait: the next tick comes without a pause, and a
+        change in a folder still comes first).
+        """
+        from anyio import to_thread
+
+        dashboard = self.dashboard
+        await to_thread.run_sync(dashboard.refresh)
+        due = await to_thread.run_sync(dashboard.importance_due)
+        views = [v for v, n in self.watched.items() if n > 0]
+        rendered = False
+        for view in views:
+            if dashboard.needs_render(view):
+                before = dashboard.cached(view)
+                rendered = (await to_thread.run_sync(dashboard.render, view)) is not before or rendered
+        if rendered:
+            self.publish()
+            return due
+        for view in views:
+            if await to_thread.run_sync(dashboard.render_next, view):
+                self.publish()
+                return True
+        return False
+
+
+class _Handlers:
+    """The routes' handlers: pages, static files, a view as JSON, a view's event stream."""
+
+    def __init__(self, dashboard: Dashboard, watch: _Watch) -> None:
+        self.dashboard, self.watch = dashboard, watch
+
+    def _view(self, name: str) -> str | None:
+        return name if name in self.dashboard.views else None
+
+    async def _page(self, view: str) -> Response:
+        from anyio import to_thread
+        from starlette.responses import HTMLResponse
+
+        dashboard = self.dashboard
+        try:  # the page carries the view's current state, so it never opens empty ("connecting")
+            await to_thread.run_sync(dashboard.refresh)
+            initial: str | None = (await to_thread.run_sync(dashboard.render, view)).message()
+        except Exception:  # a bad moment in a folder: the page fills in from the event stream instead
+            logging.getLogger(__name__).warning("Dashboard render for a page failed.", exc_info=True)
+            initial = None
+        return HTMLResponse(page_html(dashboard, view, initial), headers=_HEADERS)
+
+    async def index(self, request: Request) -> Response:
+        return await self._page(self.dashboard.default_view)
+
+    async def search_page(self, request: Request) -> Response:
+        view = self._view(f"search-{request.path_params['index']}")
+        return _not_found() if view is None else await self._page(view)
+
+    async def compare_page(self, request: Request) -> Response:
+        return _not_found() if self._view("compare") is None else await self._page("compare")
+
+    async def static(self, request: Request) -> Response:
+        from starlette.responses import FileResponse, Response
+
+        name = request.path_params["name"]
+        if name == "plotly.min.js":
+            return FileResponse(
+                plotly_js_path(),
+                media_type="text/javascript",
+                headers={**_HEADERS, "Cache-Control": "max-age=86400"},
+            )
+        entry = STATIC.get(name)
+        if entry is None:
+            return _not_found()
+        body, media_type = entry
+        return Response(body, media_type=media_type, headers={**_HEADERS, "Cache-Control": "no-cache"})
+
+    async def view_json(self, request: Request) -> Response:
+        """Every section of the view, up to date (not left for later as the page's slower sections are)."""
+        from anyio import to_thread
+        from starlette.responses import Response
+
+        view = self._view(request.path_params["view"])
+        if view is None:
+            return _not_found()
+        await to_thread.run_sync(self.dashboard.refresh)
+        rendered = await to_thread.run_sync(lambda: self.dashboard.render(view, complete=True))
+        return Response(rendered.message(), media_type="application/json", headers=_HEADERS)
+
+    async def events(self, request: Request) -> Response:
+        from starlette.responses import StreamingResponse
+
+        view = self._view(request.path_params["view"])
+        if view is None:
+            return _not_found()
+        return StreamingResponse(
+            _stream(self.watch, view),
+            media_type="text/event-stream",
+            headers={**_HEADERS, "Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+
+
+def _not_found() -> Response:
+    from starlette.responses import JSONResponse
+
+    return JSONResponse({"error": "not found"}, status_code=404, headers=_HEADERS)
+
+
+def _lifespan(watch: _Watch) -> Callable[[Any], contextlib.AbstractAsyncContextManager[None]]:
+    """Start the poll loop with the server; stop it, and the dashboard's helpers, when the server stops."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Any) -> AsyncIterator[None]:
+        watch.published = asyncio.Event()  # bound to the server's loop
+        task = asyncio.create_task(watch.run())
+        try:
+            yield
+        finally:
+            watch.stopping = True
+            watch.publish()
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            watch.dashboard.close()
+
+    return lifespan
 
 
 def create_app(
@@ -105,100 +224,20 @@ def create_app(
     from starlette.applications import Starlette
     from starlette.middleware import Middleware
     from starlette.middleware.trustedhost import TrustedHostMiddleware
-    from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Response, StreamingResponse
     from starlette.routing import Route
 
     watch = _Watch(dashboard, poll_interval)
-
-    def _view_or_404(name: str) -> str | None:
-        return name if name in dashboard.views else None
-
-    async def _page(view: str) -> Response:
-        from anyio import to_thread
-
-        try:  # the page carries the view's current state, so it never opens empty ("connecting")
-            await to_thread.run_sync(dashboard.refresh)
-            initial: str | None = (await to_thread.run_sync(dashboard.render, view)).message()
-        except Exception:  # a bad moment in a folder: the page fills in from the event stream instead
-            logging.getLogger(__name__).warning("Dashboard render for a page failed.", exc_info=True)
-            initial = None
-        return HTMLResponse(page_html(dashboard, view, initial), headers=_HEADERS)
-
-    async def index(request: Request) -> Response:
-        return await _page(dashboard.default_view)
-
-    async def search_page(request: Request) -> Response:
-        view = _view_or_404(f"search-{request.path_params['index']}")
-        if view is None:
-            return _not_found()
-        return await _page(view)
-
-    async def compare_page(request: Request) -> Response:
-        if _view_or_404("compare") is None:
-            return _not_found()
-        return await _page("compare")
-
-    async def static(request: Request) -> Response:
-        name = request.path_params["name"]
-        if name == "plotly.min.js":
-            return FileResponse(
-                plotly_js_path(),
-                media_type="text/javascript",
-                headers={**_HEADERS, "Cache-Control": "max-age=86400"},
-            )
-        entry = STATIC.get(name)
-        if entry is None:
-            return _not_found()
-        body, media_type = entry
-        return Response(body, media_type=media_type, headers={**_HEADERS, "Cache-Control": "no-cache"})
-
-    async def view_json(request: Request) -> Response:
-        from anyio import to_thread
-
-        view = _view_or_404(request.path_params["view"])
-        if view is None:
-            return _not_found()
-        await to_thread.run_sync(dashboard.refresh)
-        rendered = await to_thread.run_sync(dashboard.render, view)
-        return Response(rendered.message(), media_type="application/json", headers=_HEADERS)
-
-    async def events(request: Request) -> Response:
-        view = _view_or_404(request.path_params["view"])
-        if view is None:
-            return _not_found()
-        return StreamingResponse(
-            _stream(watch, view),
-            media_type="text/event-stream",
-            headers={**_HEADERS, "Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-        )
-
-    def _not_found() -> Response:
-        return JSONResponse({"error": "not found"}, status_code=404, headers=_HEADERS)
-
-    @contextlib.asynccontextmanager
-    async def lifespan(app: Any) -> AsyncIterator[None]:
-        watch.published = asyncio.Event()  # bound to the server's loop
-        task = asyncio.create_task(watch.run())
-        try:
-            yield
-        finally:
-            watch.stopping = True
-            watch.publish()
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-            dashboard.close()
-
+    handlers = _Handlers(dashboard, watch)
     routes = [
-        Route("/", index),
-        Route("/search/{index:int}", search_page),
-        Route("/compare", compare_page),
-        Route("/static/{name}", static),
-        Route("/api/views/{view}", view_json),
-        Route("/events/{view}", events),
+        Route("/", handlers.index),
+        Route("/search/{index:int}", handlers.search_page),
+        Route("/compare", handlers.compare_page),
+        Route("/static/{name}", handlers.static),
+        Route("/api/views/{view}", handlers.view_json),
+        Route("/events/{view}", handlers.events),
     ]
     middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts or LOCAL_HOSTS)]
-    app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
+    app = Starlette(routes=routes, middleware=middleware, lifespan=_lifespan(watch))
     app.state.dashboard = dashboard
     app.state.watch = watch
     return app

@@ -2,7 +2,10 @@
 
 A view is rendered again only when a folder it shows changed (or a parameter-importance computation
 finished), and at most as often as its own cost allows, so a 1,000-trial search that reports an evaluation
-every second does not keep a core busy redrawing. Parameter importance (fANOVA: about 2 s at 1,000 trials) is
+every second does not keep a core busy redrawing. A search's view is rendered section by section and each section
+is cached: the quick ones (`QUICK`: summary, history, trials table) after every change, the others one at a time
+afterwards (`render_next`), each throttled by its own cost; above `EAGER_TRIALS` trials the first page is served
+with a stand-in for each section not drawn yet, so it does not wait for all of them. Parameter importance (fANOVA: about 2 s at 1,000 trials) is
 computed in a child process (see `_importance`) on the complete trials only, when they changed, throttled;
 meanwhile the view shows the previous importances, or at first a rank-correlation estimate.
 """
@@ -13,20 +16,47 @@ import dataclasses
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hpsearch.dashboard._importance import end_children, isolated_importances
 from hpsearch.dashboard._reader import FolderReader, check_search_folder
-from hpsearch.dashboard._views import View, compare_view, search_view
+from hpsearch.dashboard._views import (
+    View,
+    compare_view,
+    pending_text,
+    search_meta,
+    search_sections,
+    section_text,
+)
 
 if TYPE_CHECKING:
     from hpsearch.report._analysis import Importances
     from hpsearch.results import SearchResult
 
-__all__ = ["Dashboard"]
+__all__ = ["EAGER_TRIALS", "QUICK", "Dashboard"]
+
+#: Sections rendered at once after every change: the counts, each trial's objective and the leading trials, what a
+#: person watches a running search for. The others (learning curves, slices, parallel coordinates, importance...)
+#: follow one at a time, each rendered again at most as often as its own cost allows (at 10,000 trials they cost
+#: seconds together, and one more point among thousands does not change what they show at a glance).
+QUICK = frozenset({"waiting", "summary", "history", "trials"})
+
+#: Up to this many trials every section is rendered with the quick ones (each costs milliseconds); above it the page
+#: is served with the quick sections and a stand-in for each of the others until it is drawn.
+EAGER_TRIALS = 500
+
+
+@dataclasses.dataclass
+class _Section:
+    """One rendered section of a view: its (hash, JSON text), the reader version it shows, when it may be redone."""
+
+    title: str
+    text: tuple[str, str]
+    version: int
+    next_at: float = 0.0
 
 
 class _Importance:
@@ -127,6 +157,7 @@ class Dashboard:
         self._views: dict[str, View] = {}
         self._rendered_from: dict[str, tuple[int, ...]] = {}
         self._next_render: dict[str, float] = {}
+        self._sections: dict[str, dict[str, _Section]] = {}
         self._counter = 0
 
     # ------------------------------------------------------------------ views
@@ -160,25 +191,27 @@ class Dashboard:
         return self._views.get(view)
 
     def needs_render(self, view: str) -> bool:
-        """Whether ``view`` is out of date and may be rendered again now (its throttle has passed)."""
+        """Whether ``view``'s quick sections are out of date and may be rendered again now (throttle passed)."""
         indices = self._indices(view)
         if view not in self._views:
             return True
         if time.monotonic() < self._next_render.get(view, 0.0):
             return False
-        if self._rendered_from.get(view) != tuple(self.readers[i].version for i in indices):
-            return True
-        return view != "compare" and any(self._importance[i].ready for i in indices)
+        return self._rendered_from.get(view) != tuple(self.readers[i].version for i in indices)
 
-    def render(self, view: str, force: bool = False) -> View:
+    def render(self, view: str, force: bool = False, complete: bool = False) -> View:
         """The current `View` of ``view`` (a view name), rendered again if anything it shows changed.
+
+        A search's quick sections (`QUICK`) are rendered now; the others keep their last rendering (or a stand-in
+        above `EAGER_TRIALS` trials) until `render_next` renders them, unless ``complete`` asks for every section
+        up to date.
 
         Raises:
             KeyError: ``view`` is not one of `views`.
         """
         with self._lock:
             indices = self._indices(view)
-            if not force and not self.needs_render(view):
+            if not force and not complete and not self.needs_render(view):
                 return self._views[view]
             started = time.monotonic()
             versions = tuple(self.readers[i].version for i in indices)
@@ -186,33 +219,98 @@ class Dashboard:
                 results = [self.readers[i].snapshot() for i in indices]
                 new = compare_view(results, self.labels, [self.readers[i].warning for i in indices])
             else:
-                i = indices[0]
-                reader = self.readers[i]
-                result = reader.snapshot()
-                importance = self._importance[i]
-                importance.ready = False
-                new = search_view(result, importance.get(result), reader.warning, reader.has_search)
-            old = self._views.get(view)
-            if new.same_as(old):
-                assert old is not None
-                new = old
-            else:
-                self._counter += 1
-                new.version = self._counter
-            self._views[view] = new
+                new = self._render_search(view, indices[0], complete)
+            self._store(view, new)
             self._rendered_from[view] = versions
             # Throttle: the next render of this view waits twice what this one cost (at most 1 s, so a change
             # still shows within the 2 s the dashboard promises).
             self._next_render[view] = time.monotonic() + min(1.0, 2 * (time.monotonic() - started))
-            return new
+            return self._views[view]
+
+    def _render_search(self, view: str, i: int, complete: bool) -> View:
+        reader = self.readers[i]
+        result = reader.snapshot()
+        cache = self._sections.setdefault(view, {})
+        eager = complete or len(result.records) <= EAGER_TRIALS
+        order = []
+        for anchor, title, build in search_sections(result, self._importances(i, result), reader.has_search):
+            order.append(anchor)
+            known = cache.get(anchor)
+            if anchor in QUICK or (eager and (known is None or complete or known.version != reader.version)):
+                cache[anchor] = self._build(title, build, reader.version)
+            elif known is None:
+                cache[anchor] = _Section(title, pending_text(title, len(result.records)), version=-1)
+        for anchor in set(cache) - set(order):
+            del cache[anchor]
+        return View(
+            meta=search_meta(result, reader.warning),
+            order=order,
+            sections={a: cache[a].text for a in order},
+        )
+
+    def _importances(self, i: int, result: SearchResult) -> Callable[[], Importances | str]:
+        importance = self._importance[i]
+
+        def get() -> Importances | str:
+            importance.ready = False
+            return importance.get(result)
+
+        return get
+
+    @staticmethod
+    def _build(title: str, build: Callable[[], list[Any]], version: int) -> _Section:
+        started = time.monotonic()
+        text = section_text(title, build())
+        cost = time.monotonic() - started
+        # At most a fifth of a core on one section: wait four times its cost before the next (never over 30 s), so
+        # the slower sections of a large search do not hold the lock while new trials wait for the quick ones.
+        return _Section(title, text, version, next_at=time.monotonic() + min(30.0, 4 * cost))
+
+    def render_next(self, view: str) -> bool:
+        """Render one out-of-date section that `render` left for later (the first in page order whose throttle
+        passed); True when one was rendered, so the caller publishes and comes back for the next."""
+        with self._lock:
+            if view == "compare" or view not in self._views:
+                return False
+            i = self._indices(view)[0]
+            reader, cache = self.readers[i], self._sections.get(view, {})
+            now = time.monotonic()
+            stale = [
+                a
+                for a in self._views[view].order
+                if a not in QUICK
+                and a in cache
+                and (cache[a].version != reader.version or (a == "importance" and self._importance[i].ready))
+                and now >= cache[a].next_at
+            ]
+            if not stale:
+                return False
+            result = reader.snapshot()
+            sections = search_sections(result, self._importances(i, result), reader.has_search)
+            title, build = next((t, b) for a, t, b in sections if a == stale[0])
+            cache[stale[0]] = self._build(title, build, reader.version)
+            old = self._views[view]
+            new = dataclasses.replace(old, sections={**old.sections, stale[0]: cache[stale[0]].text})
+            self._store(view, new)
+            return True
+
+    def _store(self, view: str, new: View) -> None:
+        old = self._views.get(view)
+        if new.same_as(old):
+            assert old is not None
+            new = old
+        else:
+            self._counter += 1
+            new.version = self._counter
+        self._views[view] = new
 
     def importance_due(self) -> bool:
-        """Whether a throttled importance computation is waiting to start (the watch loop renders then)."""
+        """Whether a throttled importance computation is waiting to start (its section is then rendered again)."""
         with self._lock:
             for i, reader in enumerate(self.readers):
-                view = f"search-{i}"
-                if view in self._views and self._importance[i].due(reader.snapshot()):
-                    self._rendered_from.pop(view, None)
+                section = self._sections.get(f"search-{i}", {}).get("importance")
+                if section is not None and self._importance[i].due(reader.snapshot()):
+                    section.version, section.next_at = -1, 0.0
                     return True
             return False
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -19,9 +19,18 @@ from hpsearch.report._plotly import Part, Plot, figure_json
 
 if TYPE_CHECKING:
     from hpsearch.report._analysis import Importances
+    from hpsearch.report._html import LazySection
     from hpsearch.results import SearchResult
 
-__all__ = ["View", "compare_view", "search_view"]
+__all__ = [
+    "View",
+    "compare_view",
+    "pending_text",
+    "search_meta",
+    "search_sections",
+    "search_view",
+    "section_text",
+]
 
 
 def _dumps(value: Any) -> str:
@@ -77,48 +86,55 @@ def _part(part: Part) -> str:
     return f'{{"html":{_dumps(part)}}}'
 
 
-def _section(title: str, parts: Sequence[Part]) -> tuple[str, str]:
+def section_text(title: str, parts: Sequence[Part]) -> tuple[str, str]:
+    """A section as (hash, JSON text): serialized once, sent to every page that does not hold that hash yet."""
     text = f'{{"title":{_dumps(title)},"parts":[{",".join(_part(p) for p in parts)}]}}'
     return hashlib.blake2b(text.encode("utf-8"), digest_size=8).hexdigest(), text
+
+
+def pending_text(title: str, trials: int) -> tuple[str, str]:
+    """The stand-in of a section not drawn yet (a large search's first page comes before its slower sections)."""
+    message = f"Being drawn from the {trials:,} trials; this section follows in a moment."
+    return section_text(title, [note(esc(message))])
 
 
 def _view(meta: dict[str, Any], sections: list[tuple[str, str, list[Part]]]) -> View:
     return View(
         meta=meta,
         order=[anchor for anchor, _, _ in sections],
-        sections={anchor: _section(title, parts) for anchor, title, parts in sections},
+        sections={anchor: section_text(title, parts) for anchor, title, parts in sections},
     )
 
 
-def search_view(
-    result: SearchResult, importances: Importances | str | None, warning: str | None, has_search: bool
-) -> View:
-    """The single-search view: the report's sections of ``result`` (running trials included)."""
-    from hpsearch.report import report_sections
+def search_sections(
+    result: SearchResult,
+    importances: Importances | str | Callable[[], Importances | str] | None,
+    has_search: bool,
+) -> list[LazySection]:
+    """The single-search view's sections, not built yet: the report's (running trials included), after a
+    waiting note while the folder holds no search.json."""
+    from hpsearch.report import lazy_report_sections
 
-    sections = report_sections(result, importances)
+    sections = lazy_report_sections(result, importances)
     if not has_search:
-        sections.insert(
-            0,
-            (
-                "waiting",
-                "Waiting for search.json",
-                [
-                    note(
-                        esc(
-                            "No trial has finished yet, so search.json (the direction, the objective's name, the settings) is "
-                            "not written; the running trials below come from events.jsonl. Best-so-far lines assume maximize "
-                            "until then."
-                        )
-                    )
-                ],
-            ),
+        waiting = note(
+            esc(
+                "No trial has finished yet, so search.json (the direction, the objective's name, the settings) is "
+                "not written; the running trials below come from events.jsonl. Best-so-far lines assume maximize "
+                "until then."
+            )
         )
+        sections.insert(0, ("waiting", "Waiting for search.json", lambda: [waiting]))
+    return sections
+
+
+def search_meta(result: SearchResult, warning: str | None) -> dict[str, Any]:
+    """The single-search view's header facts: title, subtitle, warning and the trial counts."""
     from hpsearch.report._html import trials_text
     from hpsearch.warmstart import own_counts
 
     counts, warm = own_counts(result)  # earlier searches' trials (warm start) are counted apart
-    meta = {
+    return {
         "title": f"hpsearch dashboard: {result.backend}",
         "subtitle": f"{result.output_dir} · {result.objective} · {' / '.join(result.directions)} · {trials_text(result)}",
         "warning": warning,
@@ -126,7 +142,14 @@ def search_view(
         "warm": warm,
         "counts": counts,
     }
-    return _view(meta, sections)
+
+
+def search_view(
+    result: SearchResult, importances: Importances | str | None, warning: str | None, has_search: bool
+) -> View:
+    """The single-search view with every section built: the report's sections of ``result``."""
+    sections = [(a, t, build()) for a, t, build in search_sections(result, importances, has_search)]
+    return _view(search_meta(result, warning), sections)
 
 
 def compare_view(

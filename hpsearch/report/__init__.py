@@ -8,12 +8,13 @@ that says ``pip install 'hpsearch[report]'``, while `render_markdown` needs noth
 from __future__ import annotations
 
 from hpsearch.report._compare import compare_html, compare_sections, write_compare_html
-from hpsearch.report._html import render_html, report_sections, write_html
+from hpsearch.report._html import lazy_report_sections, render_html, report_sections, write_html
 from hpsearch.report._markdown import render_markdown
 
 __all__ = [
     "compare_html",
     "compare_sections",
+    "lazy_report_sections",
     "render_html",
     "render_markdown",
     "report_sections",

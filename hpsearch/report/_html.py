@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,10 +28,12 @@ from hpsearch.warmstart import own_counts
 if TYPE_CHECKING:
     from hpsearch.results import SearchResult
 
-__all__ = ["Section", "render_html", "report_sections", "write_html"]
+__all__ = ["LazySection", "Section", "lazy_report_sections", "render_html", "report_sections", "write_html"]
 
 #: One section of the report: (anchor, title, parts).
 Section = tuple[str, str, list[Part]]
+#: One section not built yet: (anchor, title, the function that builds its parts).
+LazySection = tuple[str, str, Callable[[], list[Part]]]
 
 
 def report_sections(result: SearchResult, importances: Importances | str | None = None) -> list[Section]:
@@ -38,18 +41,33 @@ def report_sections(result: SearchResult, importances: Importances | str | None 
 
     ``importances``: precomputed parameter importances, or a sentence to show instead; None computes them.
     """
+    return [(anchor, title, build()) for anchor, title, build in lazy_report_sections(result, importances)]
+
+
+def lazy_report_sections(
+    result: SearchResult, importances: Importances | str | Callable[[], Importances | str] | None = None
+) -> list[LazySection]:
+    """The report's sections in order, each with the function that builds its parts: the live dashboard builds
+    the quick ones first and each of the others when its own inputs changed.
+
+    ``importances``: as for `report_sections`, or a function that returns them (called when that section is built).
+    """
     require_plotly()
-    sections: list[Section] = [
-        ("summary", "Summary", [_summary(result)]),
-        ("history", "Optimization history", _history(result)),
-        ("curves", "Learning curves", _curves(result)),
-        ("parallel", "Parallel coordinates", _parallel(result)),
-        ("importance", "Parameter importance", _importance(result, importances)),
-        ("slices", "Slice plots", _slices(result)),
-        ("cost", "Cost", _cost(result)),
+
+    def importance() -> list[Part]:
+        return _importance(result, importances() if callable(importances) else importances)
+
+    sections: list[LazySection] = [
+        ("summary", "Summary", lambda: [_summary(result)]),
+        ("history", "Optimization history", lambda: _history(result)),
+        ("curves", "Learning curves", lambda: _curves(result)),
+        ("parallel", "Parallel coordinates", lambda: _parallel(result)),
+        ("importance", "Parameter importance", importance),
+        ("slices", "Slice plots", lambda: _slices(result)),
+        ("cost", "Cost", lambda: _cost(result)),
     ]
     if len(result.directions) >= 2:
-        sections.append(("pareto", "Pareto front", _pareto(result)))
+        sections.append(("pareto", "Pareto front", lambda: _pareto(result)))
     leaders = figures.leaders_figure(result)
     if leaders is not None:
         caption = (
@@ -57,10 +75,9 @@ def report_sections(result: SearchResult, importances: Importances | str | None 
             "its 95% interval (Student's t); the best mean, the search's best run, in red. Overlapping "
             "intervals: the winner is not clearly better."
         )
-        sections.insert(
-            2, ("leaders", "Leaders over seeds", [Plot("hp-plot-leaders", leaders, esc(caption))])
-        )
-    sections.append(("trials", "All trials", [_trials_table(result)]))
+        part = Plot("hp-plot-leaders", leaders, esc(caption))
+        sections.insert(2, ("leaders", "Leaders over seeds", lambda: [part]))
+    sections.append(("trials", "All trials", lambda: [_trials_table(result)]))
     return sections
 
 

@@ -243,6 +243,46 @@ def test_reader_never_writes_to_the_folder(tmp_path):
     assert after == before
 
 
+@pytest.mark.multiprocess
+def test_a_large_search_gets_its_quick_sections_first_and_the_others_one_at_a_time(tmp_path, monkeypatch):
+    from hpsearch.dashboard import _dashboard
+
+    monkeypatch.setattr(_dashboard, "EAGER_TRIALS", 2)  # these 3 trials count as a large search
+    _search(tmp_path, [_record(0), _record(1), _record(2)])
+    dashboard = Dashboard([tmp_path])
+    try:
+        dashboard.refresh()
+        first = json.loads(dashboard.render("search-0").message())
+
+        def pending() -> list[str]:
+            view = json.loads(dashboard.cached("search-0").message())  # type: ignore[union-attr]
+            return [a for a in view["order"] if "Being drawn" in json.dumps(view["sections"][a])]
+
+        assert set(first["sections"]) == set(first["order"]) and first["trials"] == 3
+        quick = ["summary", "history", "trials"]
+        assert pending() == [a for a in first["order"] if a not in quick]
+        assert "Being drawn from the 3 trials" in json.dumps(first["sections"]["curves"])
+        while remaining := pending():  # one section per call, in page order
+            assert dashboard.render_next("search-0")
+            assert pending() == remaining[1:]
+        done = json.loads(dashboard.cached("search-0").message())
+        assert not any("Being drawn" in json.dumps(s) for s in done["sections"].values())
+        assert done["sections"]["curves"]["parts"][0]["figure"]["data"]
+
+        # A new trial: the quick sections follow at once, the others stay as drawn until render_next redoes them.
+        _events.trial_finished(tmp_path, _record(3))
+        dashboard.refresh()
+        before = dashboard.cached("search-0")
+        after = dashboard.render("search-0", force=True)
+        assert after.sections["curves"] == before.sections["curves"]
+        assert after.sections["history"] != before.sections["history"]
+        assert json.loads(after.message())["trials"] == 4
+        complete = dashboard.render("search-0", complete=True)
+        assert complete.sections["curves"] != before.sections["curves"]
+    finally:
+        dashboard.close()
+
+
 def test_not_a_search_folder(tmp_path):
     with pytest.raises(NotASearchFolder, match=r"neither search\.json nor events\.jsonl"):
         Dashboard([tmp_path])
