@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from . import _dist
+from ._repeats import mark
 from .runner import run_trial
 from .trial import NullReporter, Trial
 
@@ -57,8 +58,6 @@ def follow(settings: TrialSettings, session: SearchSession) -> None:
         trial._suggest_hook = _follower_suggest
         record = run_trial(settings, trial, NullReporter())
         if extra is not None:  # a re-evaluation: recorded as rank 0 records it
-            from .reevaluate import mark
-
             record = mark(record, extra)
         session.record(record)
 

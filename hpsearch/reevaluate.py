@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ._repeats import SEED_ARGS, mark
 from .errors import SearchConfigError, TooManyFailedTrials
 from .trial import TrialRecord
 
@@ -66,8 +67,6 @@ logger = logging.getLogger(__name__)
 
 #: The ``source`` of a re-evaluation's record.
 SOURCE = "reevaluation"
-#: The arguments a re-evaluation sets (a space may not search them when re-evaluation is on).
-SEED_ARGS = ("seed", "data_seed")
 
 
 #: When the re-evaluations run: after the search ("end"), or as it goes, before a challenger is accepted ("during").
@@ -399,14 +398,6 @@ class Reevaluation:
             recipe.train_dataset, recipe.eval_dataset = train, evaluation
             settings = dataclasses.replace(settings, trainer=recipe)
         return mark(executor.run(settings, trial, NullReporter()), extra)
-
-
-def mark(record: TrialRecord, extra: dict[str, Any]) -> TrialRecord:
-    """``record`` as a re-evaluation's: ``extra`` (source, config_id, seed, fold) added, and its parameters those of
-    the configuration it repeats (without the seeds the re-evaluation set)."""
-    record.params = {k: v for k, v in record.params.items() if k not in SEED_ARGS}
-    record.extra.update(extra)
-    return record
 
 
 # ---------------------------------------------------------------------------------------------- leaders
