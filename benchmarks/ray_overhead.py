@@ -127,12 +127,12 @@ def run_ours(n_trials: int, epochs: int, storage: str) -> tuple[float, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="4 trials, 1 epoch, one round")
+    parser.add_argument("--quick", action="store_true", help="2 trials, 1 epoch, one round")
     parser.add_argument(
         "--rounds", type=int, default=None, help="alternated pairs of searches (default 3; quick 1)"
     )
     options = parser.parse_args()
-    n_trials, epochs = (4, 1) if options.quick else (8, 3)
+    n_trials, epochs = (2, 1) if options.quick else (8, 3)
     rounds = options.rounds or (1 if options.quick else 3)
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     import ray

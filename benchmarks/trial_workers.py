@@ -13,7 +13,7 @@
    the trial's start in its worker to its FAIL record (the worker's start-up before it is not the trial's).
 
     python -m benchmarks.trial_workers             # 30 trials of 2 epochs
-    python -m benchmarks.trial_workers --quick     # 4 trials of 1 epoch
+    python -m benchmarks.trial_workers --quick     # 3 trials of 1 epoch
     python -m benchmarks.trial_workers --scaling   # only 2 workers vs 1, side by side (see below)
 
 ``--scaling`` measures the 2-vs-1 ratio alone, in one run, with the two ways interleaved 1, 2, 2, 1 (the same
@@ -211,7 +211,7 @@ def main() -> None:
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
-    n_trials, epochs = (args.trials or 4, 1) if args.quick else (args.trials or 30, 2)
+    n_trials, epochs = (args.trials or 3, 1) if args.quick else (args.trials or 30, 2)
     print(f"load average before: {os.getloadavg()}", flush=True)
     if args.scaling:
         _scaling_main(n_trials, epochs)

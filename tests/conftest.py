@@ -58,9 +58,12 @@ def _restore_torch_determinism():
 # the session's cluster; `--tier services-ray`) one at a time: beside another test's training, a local Ray's start
 # misses its own fixed deadlines on 2 cores (seen in a whole run on 2 workers: "Failed to start GCS"). Run on several
 # workers anyway, the Ray tests stay in one xdist group, and a Ray node's start that misses Ray's fixed agent
-# deadline is tried again (`_ray_cluster.start_node`). A test says what it needs by its marks; the fixtures that
-# start a service mark their users here, and the fast tier fails a test that starts a process anyway (see
-# `_no_processes_in_fast_tier`), so a test cannot slip into it unnoticed.
+# deadline is tried again (`_ray_cluster.start_node`). The Ray tests split once more by whether their only Ray is
+# the shared cluster (`--tier services-ray-shared`, which starts no Ray node of its own beside another test) or they
+# start one (`--tier services-ray-own`); `make test-rest RAY_BESIDE=1` runs the first beside services-no-ray.
+# A test says what it needs by its marks; the fixtures that start a service mark their users here, and the fast tier
+# fails a test that starts a process anyway (see `_no_processes_in_fast_tier`), so a test cannot slip into it
+# unnoticed.
 # The slow tier is not guarded: a library there may run a helper command (`git version`, `lscpu`), and a test may run
 # one process that trains on its own (a benchmark's --quick run); a test that launches a service, a process group or
 # a process it kills (a local Ray, trial workers, a driver) is `multiprocess`.
@@ -73,12 +76,24 @@ _SERVICE_FIXTURES = frozenset({"ray_cluster", "postgres", "browser"})
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--tier",
-        choices=("all", "fast", "rest", "slow", "services", "services-no-ray", "services-ray"),
+        choices=(
+            "all",
+            "fast",
+            "rest",
+            "slow",
+            "services",
+            "services-no-ray",
+            "services-ray",
+            "services-ray-shared",
+            "services-ray-own",
+        ),
         default="all",
         help="fast: no services, no extra processes, no slow tests (make test-fast); rest: every other test, "
         "that is slow (slow tests that start no service and no process group) and services (those that do); "
         "all (default): the whole suite; services-no-ray and services-ray split services by whether a test starts or "
-        "joins a Ray (make test-rest runs the first on every core, the second alone)",
+        "joins a Ray (make test-rest runs the first on every core, the second alone); services-ray itself in two: "
+        "services-ray-shared, the tests whose only Ray is the session's shared cluster (make test-rest RAY_BESIDE=1 "
+        "runs them beside services-no-ray), and services-ray-own, those that start a Ray of their own (then alone)",
     )
 
 
@@ -100,15 +115,23 @@ def _tier(item: pytest.Item) -> str:
 def _in_tier(item: pytest.Item, tier: str) -> bool:
     if tier in ("services-no-ray", "services-ray"):
         return _tier(item) == "services" and _uses_ray(item) == (tier == "services-ray")
+    if tier in ("services-ray-shared", "services-ray-own"):
+        in_ray = _tier(item) == "services" and _uses_ray(item)
+        return in_ray and _joins_shared_cluster(item) == (tier == "services-ray-shared")
     return tier == "all" or _tier(item) == tier or (tier == "rest" and _tier(item) != "fast")
 
 
-def _uses_ray(item: pytest.Item) -> bool:
+def _joins_shared_cluster(item: pytest.Item) -> bool:
+    """Whether ``item``'s Ray is the session's shared cluster: such a test starts no Ray node itself, and the
+    cluster's one start tries again a node start that missed Ray's agent deadline (`_ray_cluster.start_node`)."""
     return (
         "ray_cluster" in getattr(item, "fixturenames", ())
         or item.get_closest_marker("ray_cluster") is not None
-        or item.get_closest_marker("ray") is not None
     )
+
+
+def _uses_ray(item: pytest.Item) -> bool:
+    return _joins_shared_cluster(item) or item.get_closest_marker("ray") is not None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -453,6 +453,10 @@ def test_random_kills_of_a_resumed_sigopt_search(tmp_path, digits_npz):  # noqa:
 
 # ---------------------------------------------------------------------------------------------- Ray
 RAY_N_TRIALS = 6
+#: Kills of a Ray driver: three seeded moments (2.66, 1.24 and 2.05 s into a run's first trial), whose runs snapshot
+#: Tune's state at Ray's default pace, then after every event twice: both snapshot modes are killed. Each kill costs
+#: a Ray driver's start (a new process) and a Tune restore.
+RAY_KILLS = 3
 
 
 def _spawn_ray_driver(config: dict, log: Path, snapshot_period: str) -> subprocess.Popen:
@@ -576,11 +580,14 @@ def test_random_kills_of_a_ray_driver_lose_duplicate_or_misreport_no_trial(ray_c
         rng,
         3.0,
         after_kill,
+        times=RAY_KILLS,
     )
     before_last = {i for i, t in _ray_store(experiment).items() if t["status"] == "TERMINATED"}
     last = _spawn_ray_driver(config, log, "auto")
     _finish(last, log)
-    assert kills >= KILLS - 1, f"only {kills} kills landed before the sweep finished; make its trials longer"
+    assert kills >= RAY_KILLS - 1, (
+        f"only {kills} kills landed before the sweep finished; make its trials longer"
+    )
     assert (
         "no Ray Tune experiment to restore" in log.read_text()
     )  # the first run, with resume=True, started it
