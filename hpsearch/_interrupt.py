@@ -9,14 +9,15 @@ reads the counts back from the search.json the search saved as it stopped, so th
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shlex
 import signal
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-__all__ = ["Interrupt", "continue_command", "summary"]
+__all__ = ["Interrupt", "continue_command", "held", "summary"]
 
 
 class Interrupt:
@@ -57,6 +58,27 @@ class Interrupt:
         return summary(
             result, config.n_trials, config.output_dir, continue_command(argv, can_resume), can_resume
         )
+
+
+@contextlib.contextmanager
+def held() -> Iterator[None]:
+    """Ctrl-C during the block is held and delivered (to the handler it found) when the block ends: for a step that
+    must not be cut in two, such as an engine creating a trial and the adapter taking charge of it. Only the main
+    thread receives signals; elsewhere the block runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[Any] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(frame))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if caught:
+            if callable(previous):
+                previous(signal.SIGINT, caught[0])
+            elif previous == signal.SIG_DFL:
+                raise KeyboardInterrupt
 
 
 def continue_command(argv: Sequence[str], can_resume: bool) -> str:

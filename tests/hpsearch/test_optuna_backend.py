@@ -6,6 +6,7 @@ import json
 import logging
 import math
 import os
+import signal
 
 import optuna
 import pytest
@@ -651,3 +652,43 @@ def test_workers_started_at_once_on_a_new_sqlite_database_all_open_the_study(tmp
             assert proc.returncode == 0 and out.strip() == "race", err[-2000:]
         study = optuna.load_study(study_name="race", storage=url)
         assert study.study_name == "race" and len(optuna.get_all_study_names(storage=url)) == 1
+
+
+class _CtrlCWhileAsking(optuna.samplers.RandomSampler):
+    """Ctrl-C, a real SIGINT to this process, inside ``study.ask()`` of trial ``at``: after the storage created the
+    trial (RUNNING) and before ask returned it, where a loaded machine lands a user's Ctrl-C now and then."""
+
+    def __init__(self, at: int) -> None:
+        super().__init__(seed=0)
+        self.at = at
+
+    def before_trial(self, study, trial):
+        super().before_trial(study, trial)
+        if trial.number == self.at:
+            os.kill(os.getpid(), signal.SIGINT)
+
+
+def test_ctrl_c_inside_the_engines_ask_leaves_no_running_trial_and_queues_it_again(tmp_path):
+    """The interrupt is held until the asked trial is the adapter's, then handled as anywhere else: the trial is
+    failed in the study with its parameters queued again, and the saved results hold no RUNNING record."""
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    best = make_trainer(tmp_path, num_train_epochs=1, save_strategy="no").hyperparameter_search(
+        hp_space={"hidden": spaces.Categorical([16, 64])},
+        compute_objective="eval_loss",
+        n_trials=4,
+        backend="optuna",
+        sampler=_CtrlCWhileAsking(at=1),
+        storage=storage,
+        study_name="ask",
+    )
+    saved = SearchResult.load(tmp_path / "search")
+    assert [r.state for r in saved.records] == [TrialState.COMPLETE], saved.records
+    assert best.run_id == saved.records[0].trial_id
+    states = [
+        t.state for t in optuna.load_study(study_name="ask", storage=storage).get_trials(deepcopy=False)
+    ]
+    assert states == [
+        optuna.trial.TrialState.COMPLETE,
+        optuna.trial.TrialState.FAIL,
+        optuna.trial.TrialState.WAITING,
+    ]

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, cast
 
+from ... import _interrupt
 from ..._search_loop import NotStarted
 from ...errors import SearchConfigError
 from ...options import Code, Option
@@ -318,20 +319,27 @@ class OptunaBackend(SearchBackend):
             return None
         study = self._study
         fail_stale(study)
-        with as_in_optimize(study):  # this loop keeps the heartbeat that Optuna expects optimize to keep
-            optuna_trial = study.ask()
-        number = optuna_trial.number
-        self._asked[number] = (optuna_trial, heartbeat(study, optuna_trial))
-        if not self._within_budget(number):
-            # Another worker claimed the last trial first: this one stays an empty FAIL that no count includes.
-            optuna_trial.set_user_attr(_storage.OVER_BUDGET_ATTR, True)
-            self._tell(number, state=optuna.trial.TrialState.FAIL)
-            return None
+        # Ctrl-C is held from the trial's creation in the storage (RUNNING) until it is in `_asked`; from then on it
+        # interrupts it as anywhere else (failed in the study, its parameters queued again), never leaving it RUNNING.
         try:
+            with _interrupt.held(), as_in_optimize(study):  # the heartbeat Optuna expects optimize to keep
+                optuna_trial = study.ask()
+                self._asked[optuna_trial.number] = (optuna_trial, heartbeat(study, optuna_trial))
+        except KeyboardInterrupt:  # the Ctrl-C held until the trial was ours
+            self._interrupt(optuna_trial.number)
+            raise
+        number = optuna_trial.number
+        try:
+            if not self._within_budget(number):
+                # Another worker claimed the last trial first: this one stays an empty FAIL that no count includes.
+                optuna_trial.set_user_attr(_storage.OVER_BUDGET_ATTR, True)
+                self._tell(number, state=optuna.trial.TrialState.FAIL)
+                return None
             optuna_trial.set_user_attr(_storage.OWNER_ATTR, _storage.owner())
             params = self._params(optuna_trial)
         except KeyboardInterrupt:
-            self._interrupt(number)
+            if number in self._asked:  # not told yet
+                self._interrupt(number)
             raise
         except NotStarted:
             raise
