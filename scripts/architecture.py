@@ -30,8 +30,6 @@ MAX_FUNCTION_LINES = 80
 LONG_FUNCTIONS = frozenset(
     {
         "hpsearch.dashboard._app.create_app",
-        "hpsearch.backends.ray._distributed.distributed_trainable",
-        "hpsearch.backends.ray._adapter.RayBackend.run",
         "trainer._trainer.Trainer.__init__",
     }
 )
