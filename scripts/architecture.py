@@ -3,8 +3,7 @@
 - no backend name and no backend-library import in hpsearch/*.py outside hpsearch/backends/;
 - no import circle between modules (imports inside functions count), except the lazy
   ``Trainer.hyperparameter_search`` delegate from trainer/ to hpsearch/;
-- a function fits on one screen (STYLE.md 11): none over `MAX_FUNCTION_LINES`, but the few in
-  `LONG_FUNCTIONS`, each waiting for its split.
+- a function fits on one screen (STYLE.md 11): none over `MAX_FUNCTION_LINES`.
 
 It also prints the largest modules and the longest functions, for a reader's information. Modules have no line cap:
 concepts choose the layout (STYLE.md 11).
@@ -26,13 +25,6 @@ ENGINES = ("optuna", "ray", "sigopt", "sigoptlite")
 ALLOWED_EDGES = {("trainer._trainer", "hpsearch")}
 #: A function longer than this does not fit on one screen: split it by concept (a state object, one function a step).
 MAX_FUNCTION_LINES = 80
-#: The functions still over it ("module.qualname"); an entry goes when its function is split. Not a place to add to.
-LONG_FUNCTIONS = frozenset(
-    {
-        "hpsearch.backends.ray._distributed.distributed_trainable",
-        "hpsearch.backends.ray._adapter.RayBackend.run",
-    }
-)
 
 
 def module_name(path: Path) -> str:
@@ -68,11 +60,11 @@ def longest_functions(mods: dict[str, Path], count: int = 8) -> list[tuple[int, 
 
 
 def long_functions(mods: dict[str, Path]) -> list[str]:
-    """The functions over `MAX_FUNCTION_LINES` lines that `LONG_FUNCTIONS` does not name, as problems."""
+    """The functions over `MAX_FUNCTION_LINES` lines, as problems."""
     return [
         f"{name} has {lines} lines (at most {MAX_FUNCTION_LINES}): split it by concept"
         for lines, name in longest_functions(mods, count=sys.maxsize)
-        if lines > MAX_FUNCTION_LINES and name not in LONG_FUNCTIONS
+        if lines > MAX_FUNCTION_LINES
     ]
 
 

@@ -291,79 +291,12 @@ class RayBackend(SearchBackend):
 
     def run(self, session: SearchSession, native_space: Any, executor: Executor) -> None:
         # Tune runs its own loop, each trial on Ray's actors (``trial_workers`` is refused: ``executor`` is unused).
-        import ray
-        from ray import tune
-
-        from ._distributed import Workers, distributed_trainable, fitting_trials, worker_resources
-        from ._worker import trainable
-
-        kw = self.kwargs
         connection = self._connect()
         recorder = _driver.Recorder(self.settings, session)
         _driver.set_current(recorder)
-        concurrency = None
         try:
-            resources = dict(kw.get("resources_per_trial") or {"cpu": 1})
-            workers = kw.get("workers_per_trial") or 1
-            if workers > 1:
-                # The Tune trial only drives its Ray Train workers (Ray's own advice), so it takes no CPU: the
-                # workers may use every CPU. Tune refuses an all-zero request, hence a token of logical memory.
-                spec = Workers(ray.put(self.settings), workers, worker_resources(resources))
-                concurrency = fitting_trials(spec)
-                runnable = tune.with_resources(
-                    tune.with_parameters(distributed_trainable, workers=spec), {"memory": _DRIVER_MEMORY}
-                )
-            else:
-                _checks.check_fits(resources, connection.local)
-                runnable = tune.with_resources(
-                    tune.with_parameters(trainable, settings=self.settings), resources
-                )
-            storage, name = self._storage()
-            resume = kw.get("resume")
-            path = (
-                os.path.abspath(os.fspath(resume))
-                if isinstance(resume, str | os.PathLike)
-                else os.path.join(storage, name)
-            )
-            if resume is True and _restorable(path) and not _trust.is_signed(path):
-                # Nothing this user's searches signed (a driver killed before Tune's first step, or a planted
-                # folder): start the search there without unpickling any of it.
-                logger.warning(
-                    "resume=True: the Ray Tune state in %s was not signed by this user's searches; it "
-                    "is not loaded (not unpickled) and the search starts anew there.",
-                    path,
-                )
-                resume = False
-            if resume and not _restorable(path):
-                if resume is not True:
-                    raise SearchConfigError(
-                        f"resume={resume!r}: there is no Ray Tune experiment to restore in {path!r}; pass the "
-                        "experiment folder (storage_path/name), or resume=True to continue this search's own.",
-                        about="resume",
-                    )
-                # A rerun loop passes resume=True from its first run on, and a driver killed before Tune's first
-                # experiment snapshot leaves nothing to restore (no trial of it counts): both start the search.
-                logger.info(
-                    "resume=True: no Ray Tune experiment to restore in %s yet; starting a new one there.",
-                    path,
-                )
-                resume = False
-            recorder.state_dir = path
-            if resume:
-                if "://" not in path:  # Tune unpickles tuner.pkl and the experiment state: only signed state
-                    _trust.check_folder(path, f"resume={kw.get('resume')!r}")
-                tuner = tune.Tuner.restore(path, trainable=runnable, resume_errored=True)
-                # The trials the experiment finished before, so search.json lists them from this run's first save.
-                session.adopt(recorder.restored(tuner))
-            else:
-                limit = kw.get("max_concurrent_trials") or concurrency
-                searcher = self._warm_searcher(session, limit) if self.priors else None
-                tuner = tune.Tuner(
-                    runnable,
-                    param_space=dict(native_space),
-                    tune_config=self._tune_config(session.n_trials, limit, searcher),
-                    run_config=self._run_config(storage, name),
-                )
+            runnable, concurrency = self._runnable(connection)
+            tuner = self._tuner(session, recorder, runnable, native_space, concurrency)
             try:
                 grid = tuner.fit()
             finally:
@@ -375,6 +308,92 @@ class RayBackend(SearchBackend):
             connection.close()
         if recorder.failure is not None:
             raise recorder.failure
+
+    def _runnable(self, connection: Connection) -> tuple[Any, int | None]:
+        """The trainable Tune runs, with the settings shipped once and its resources, and, for distributed
+        trials, how many fit the cluster at once (None: Tune's own limit)."""
+        import ray
+        from ray import tune
+
+        from ._distributed import Workers, distributed_trainable, fitting_trials, worker_resources
+        from ._worker import trainable
+
+        resources = dict(self.kwargs.get("resources_per_trial") or {"cpu": 1})
+        workers = self.kwargs.get("workers_per_trial") or 1
+        if workers > 1:
+            # The Tune trial only drives its Ray Train workers (Ray's own advice), so it takes no CPU: the
+            # workers may use every CPU. Tune refuses an all-zero request, hence a token of logical memory.
+            spec = Workers(ray.put(self.settings), workers, worker_resources(resources))
+            runnable = tune.with_parameters(distributed_trainable, workers=spec)
+            return tune.with_resources(runnable, {"memory": _DRIVER_MEMORY}), fitting_trials(spec)
+        _checks.check_fits(resources, connection.local)
+        return tune.with_resources(tune.with_parameters(trainable, settings=self.settings), resources), None
+
+    def _restore_from(self, storage: str, name: str) -> tuple[str, bool]:
+        """The experiment folder, and whether Tune restores it (``resume``): only state this user's searches
+        signed, and with ``resume=True`` only when there is one to restore (else the search starts there)."""
+        resume = self.kwargs.get("resume")
+        path = (
+            os.path.abspath(os.fspath(resume))
+            if isinstance(resume, str | os.PathLike)
+            else os.path.join(storage, name)
+        )
+        if resume is True and _restorable(path) and not _trust.is_signed(path):
+            # Nothing this user's searches signed (a driver killed before Tune's first step, or a planted
+            # folder): start the search there without unpickling any of it.
+            logger.warning(
+                "resume=True: the Ray Tune state in %s was not signed by this user's searches; it "
+                "is not loaded (not unpickled) and the search starts anew there.",
+                path,
+            )
+            return path, False
+        if resume and not _restorable(path):
+            if resume is not True:
+                raise SearchConfigError(
+                    f"resume={resume!r}: there is no Ray Tune experiment to restore in {path!r}; pass the "
+                    "experiment folder (storage_path/name), or resume=True to continue this search's own.",
+                    about="resume",
+                )
+            # A rerun loop passes resume=True from its first run on, and a driver killed before Tune's first
+            # experiment snapshot leaves nothing to restore (no trial of it counts): both start the search.
+            logger.info(
+                "resume=True: no Ray Tune experiment to restore in %s yet; starting a new one there.",
+                path,
+            )
+            return path, False
+        if (
+            resume and "://" not in path
+        ):  # Tune unpickles tuner.pkl and the experiment state: only signed state
+            _trust.check_folder(path, f"resume={resume!r}")
+        return path, bool(resume)
+
+    def _tuner(
+        self,
+        session: SearchSession,
+        recorder: _driver.Recorder,
+        runnable: Any,
+        native_space: Any,
+        concurrency: int | None,
+    ) -> Any:
+        """The restored experiment (its finished trials adopted by the session first), or a new Tuner."""
+        from ray import tune
+
+        storage, name = self._storage()
+        path, restore = self._restore_from(storage, name)
+        recorder.state_dir = path
+        if restore:
+            tuner = tune.Tuner.restore(path, trainable=runnable, resume_errored=True)
+            # The trials the experiment finished before, so search.json lists them from this run's first save.
+            session.adopt(recorder.restored(tuner))
+            return tuner
+        limit = self.kwargs.get("max_concurrent_trials") or concurrency
+        searcher = self._warm_searcher(session, limit) if self.priors else None
+        return tune.Tuner(
+            runnable,
+            param_space=dict(native_space),
+            tune_config=self._tune_config(session.n_trials, limit, searcher),
+            run_config=self._run_config(storage, name),
+        )
 
     def _random_search(self, limit: int | None, points: list[dict[str, Any]] | None = None) -> Any:
         """Tune's random search (its ``BasicVariantGenerator``) drawing from a generator of its own, seeded with

@@ -89,14 +89,11 @@ class _Channel:
 
 
 def distributed_trainable(config: dict[str, Any], workers: Workers) -> None:
-    """One Tune trial run by ``workers.count`` Ray Train workers; this process only drives them and talks to Tune."""
-    import threading
-
+    """One Tune trial run by ``workers.count`` Ray Train workers; this process only drives them and talks to Tune:
+    it starts the Train run (`_train_run`) in a helper thread (`_TrainRun`), relays rank 0's results to Tune
+    (`_Relay`), and ends the trial as the run ended."""
     import ray
-    import ray.train
     from ray import tune
-    from ray.train.torch import TorchConfig, TorchTrainer
-    from ray.util.queue import Empty
 
     settings: TrialSettings = ray.get(workers.settings)
     trial_id = tune.get_context().get_trial_id()
@@ -109,16 +106,35 @@ def distributed_trainable(config: dict[str, Any], workers: Workers) -> None:
         # Copied next to the trial's outputs: every worker reads it (a shared output_dir across nodes).
         resume, restart = restart_point(checkpoint, os.path.join(settings.output_dir, name), name)
     channel = _Channel()
-    trainer = TorchTrainer(
+    loop_config = {
+        "workers": workers,
+        "trial_id": trial_id,
+        "params": trial.params,
+        "resume": resume,
+        "extra": restart,
+        "channel": channel,
+    }
+    run = _TrainRun(_train_run(settings, workers, name, loop_config), name)
+    relay = _Relay(channel, run, name)
+    run.thread.start()
+    try:
+        relay.relay()
+    finally:
+        run.stopper.stop()
+    if resume is not None:
+        shutil.rmtree(resume, ignore_errors=True)
+    relay.conclude()
+
+
+def _train_run(settings: TrialSettings, workers: Workers, name: str, loop_config: dict[str, Any]) -> Any:
+    """The Ray Train ``TorchTrainer`` of one attempt of a distributed trial: ``workers.count`` workers running
+    `_worker_loop`, gloo on CPU and NCCL on GPU, failing at once (Tune retries the whole trial)."""
+    import ray.train
+    from ray.train.torch import TorchConfig, TorchTrainer
+
+    return TorchTrainer(
         _worker_loop,
-        train_loop_config={
-            "workers": workers,
-            "trial_id": trial_id,
-            "params": trial.params,
-            "resume": resume,
-            "extra": restart,
-            "channel": channel,
-        },
+        train_loop_config=loop_config,
         scaling_config=ray.train.ScalingConfig(
             num_workers=workers.count, use_gpu=workers.use_gpu, resources_per_worker=dict(workers.resources)
         ),
@@ -131,67 +147,92 @@ def distributed_trainable(config: dict[str, Any], workers: Workers) -> None:
             failure_config=ray.train.FailureConfig(max_failures=0),
         ),
     )
-    outcome: dict[str, BaseException] = {}
 
-    def fit() -> None:
+
+class _TrainRun:
+    """A distributed trial's Train run in a helper thread (Tune takes reports from the trial's own thread only),
+    the error it ended with, and the stopper that ends it when the Tune trial stops first."""
+
+    def __init__(self, trainer: Any, name: str) -> None:
+        import threading
+
+        self.trainer = trainer
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._fit, name=f"hpsearch-train-{name}", daemon=True)
+        self.stopper = _TrainRunStopper(self.thread)
+
+    def _fit(self) -> None:
         try:
-            trainer.fit()
-        except BaseException as error:  # re-raised below, in the trial's thread
-            outcome["error"] = error
+            self.trainer.fit()
+        except BaseException as error:  # re-raised by `_Relay.conclude`, in the trial's thread
+            self.error = error
 
-    # Tune takes reports from this thread only, so the Train run goes to a helper thread.
-    thread = threading.Thread(target=fit, name=f"hpsearch-train-{name}", daemon=True)
-    stopper = _TrainRunStopper(thread)
-    thread.start()
-    failure: str | None = None
-    final: dict[str, Any] | None = None
-    unseen_warned = False
-    try:
+
+class _Relay:
+    """The Tune trial's side of the `_Channel`: forwards rank 0's results to Tune until the Train run ends, then
+    ends the trial as the run did (rank 0's failure, a worker's error, or the final result held back until then)."""
+
+    def __init__(self, channel: _Channel, run: _TrainRun, name: str) -> None:
+        self.channel = channel
+        self.run = run
+        self.name = name
+        self.failure: str | None = None
+        self.final: dict[str, Any] | None = None
+        self.unseen_warned = False
+
+    def relay(self) -> None:
+        from ray.util.queue import Empty
+
         while True:
             try:
-                kind, value, folder = channel.results.get(timeout=0.5)
+                kind, value, folder = self.channel.results.get(timeout=0.5)
             except Empty:
-                if thread.is_alive():
+                if self.run.thread.is_alive():
                     continue
-                if channel.results.empty():
+                if self.channel.results.empty():
                     break
                 continue
-            if kind == "placement_group":
-                stopper.watch(value)
-            elif kind == "error":
-                failure = value
-            elif value.get("done") is True:
-                # Held until the Train run has ended: Tune stops a done trial at once, and a Train run cut short
-                # leaves its placement group (its workers' CPUs) reserved.
-                final = value
-            else:
-                if folder is not None and not os.path.isdir(folder):
-                    if not unseen_warned:
-                        logger.warning(
-                            "Trial %s: rank 0 saved %s on another node, where this Tune trial cannot read it; its "
-                            "results go to Tune without checkpoints. Put output_dir on storage every node shares.",
-                            name,
-                            folder,
-                        )
-                        unseen_warned = True
-                    folder = None
-                tune_send(value, folder)
-            channel.acks.put(True)
-        thread.join()
-    finally:
-        stopper.stop()
-    if resume is not None:
-        shutil.rmtree(resume, ignore_errors=True)
-    if failure is not None:
-        raise TrialError(failure)
-    if "error" in outcome:
-        error = outcome["error"]
-        lines = [line for line in str(error).strip().splitlines() if line.strip()]
-        raise TrialError(
-            f"a Ray Train worker of the trial failed: {lines[-1].strip() if lines else type(error).__name__}"
-        ) from error
-    if final is not None:
-        tune_send(final, None)
+            self._take(kind, value, folder)
+            self.channel.acks.put(True)
+        self.run.thread.join()
+
+    def _take(self, kind: str, value: Any, folder: str | None) -> None:
+        if kind == "placement_group":
+            self.run.stopper.watch(value)
+        elif kind == "error":
+            self.failure = value
+        elif value.get("done") is True:
+            # Held until the Train run has ended: Tune stops a done trial at once, and a Train run cut short
+            # leaves its placement group (its workers' CPUs) reserved.
+            self.final = value
+        else:
+            tune_send(value, self._readable(folder))
+
+    def _readable(self, folder: str | None) -> str | None:
+        """``folder`` if this Tune trial can read it (rank 0 may have saved it on another node), else None."""
+        if folder is None or os.path.isdir(folder):
+            return folder
+        if not self.unseen_warned:
+            logger.warning(
+                "Trial %s: rank 0 saved %s on another node, where this Tune trial cannot read it; its "
+                "results go to Tune without checkpoints. Put output_dir on storage every node shares.",
+                self.name,
+                folder,
+            )
+            self.unseen_warned = True
+        return None
+
+    def conclude(self) -> None:
+        if self.failure is not None:
+            raise TrialError(self.failure)
+        error = self.run.error
+        if error is not None:
+            lines = [line for line in str(error).strip().splitlines() if line.strip()]
+            raise TrialError(
+                f"a Ray Train worker of the trial failed: {lines[-1].strip() if lines else type(error).__name__}"
+            ) from error
+        if self.final is not None:
+            tune_send(self.final, None)
 
 
 class _TrainRunStopper:
