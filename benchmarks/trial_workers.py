@@ -15,6 +15,7 @@
     python -m benchmarks.trial_workers             # 30 trials of 2 epochs
     python -m benchmarks.trial_workers --quick     # 3 trials of 1 epoch
     python -m benchmarks.trial_workers --scaling   # only 2 workers vs 1, side by side (see below)
+    python -m benchmarks.trial_workers --scaling --epochs 8   # the same with trials 4x longer
 
 ``--scaling`` measures the 2-vs-1 ratio alone, in one run, with the two ways interleaved 1, 2, 2, 1 (the same
 sweep each time, in fresh folders): on a shared machine whose load drifts, a drift that is linear over the run
@@ -205,6 +206,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--trials", type=int)
+    parser.add_argument("--epochs", type=int, help="epochs per trial (default 2; 1 with --quick)")
     parser.add_argument("--scaling", action="store_true", help="only 2 workers vs 1, interleaved 1, 2, 2, 1")
     args = parser.parse_args()
     limit_threads(1)
@@ -212,6 +214,10 @@ def main() -> None:
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     n_trials, epochs = (args.trials or 3, 1) if args.quick else (args.trials or 30, 2)
+    if args.epochs is not None:
+        if args.epochs < 1:
+            parser.error(f"--epochs {args.epochs}: a trial trains at least 1 epoch; give --epochs 1 or more")
+        epochs = args.epochs
     print(f"load average before: {os.getloadavg()}", flush=True)
     if args.scaling:
         _scaling_main(n_trials, epochs)
