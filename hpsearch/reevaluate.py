@@ -60,6 +60,7 @@ __all__ = [
     "check_reevaluation",
     "choose",
     "mark",
+    "pooled_std",
     "summarize",
 ]
 
@@ -476,6 +477,17 @@ def _stats(values: Sequence[float]) -> tuple[float, float, tuple[float, float]]:
     std = statistics.stdev(values)
     half = t_quantile_975(len(values) - 1) * std / math.sqrt(len(values))
     return mean, std, (mean - half, mean + half)
+
+
+def pooled_std(summaries: Iterable[ConfigSummary], objective: int = 0) -> float | None:
+    """The run-to-run standard deviation of an objective pooled over configurations: the square root of their
+    variances weighted by their degrees of freedom (runs - 1); None when no configuration has two runs."""
+    weighted, df = 0.0, 0
+    for s in summaries:
+        if s.n_seeds >= 2 and not math.isnan(s.std[objective]):
+            weighted += (s.n_seeds - 1) * s.std[objective] ** 2
+            df += s.n_seeds - 1
+    return math.sqrt(weighted / df) if df else None
 
 
 #: Student's t 0.975 quantile for 1..30 degrees of freedom (beyond: the normal's 1.96 is within 2%).

@@ -462,29 +462,55 @@ def test_warm_start_evaluate_ranks_reevaluated_configurations_by_their_mean(make
 
 
 # ---------------------------------------------------------------------------------------------- intensification
-def _replay_intensification(records, n_trials, seeds):
+def _replay_intensification(records, n_trials, seeds, z=1.0):
     """What ``reevaluate_when="during"`` must have re-evaluated, replayed from the search trials in the order they
-    ran (one at a time: a challenger's re-evaluations run before the next search trial): a COMPLETE trial is a
-    challenger while there is no incumbent or when it beats or ties the incumbent's mean, if ``seeds`` runs are left
-    (a tie that lasts after the re-evaluations trains more runs: not modelled here, so not in these searches)."""
+    ran (one at a time: a challenger's re-evaluations run before the next search trial), written from the rule and
+    not from its code: ``sigma`` is the runs' standard deviation pooled over the configurations with two runs or more;
+    a COMPLETE trial is a challenger while there is no incumbent or when its run is at least the incumbent's mean
+    less ``z * sigma * sqrt(1 + 1/n)``, if ``seeds`` runs are left; it trains its extra seeds one at a time and
+    stops (giving back the rest) when its mean falls below the incumbent's by more than ``z * sigma * sqrt(1/m +
+    1/n)``. Returns ({challenger: its extra seeds' indices}, the chosen mean); a tie that lasts after the
+    re-evaluations trains more runs: not modelled here, so not in these searches."""
     search = sorted(
         (r for r in records if r.extra.get("source", "search") == "search"), key=lambda r: r.number
     )
-    runs = {r.trial_id: [r.objective] for r in search}
-    for r in records:
-        if r.extra.get("source") == "reevaluation" and r.state is TrialState.COMPLETE:
-            runs[r.extra["config_id"]].append(r.objective)
-    expected, incumbent, used = [], None, 0
+    again = {
+        (r.extra["config_id"], r.extra["seed"] - BASE_SEED): r.objective
+        for r in records
+        if r.extra.get("source") == "reevaluation" and r.state is TrialState.COMPLETE
+    }
+    runs: dict[str, list[float]] = {}
+
+    def incumbent(besides):
+        means = [(statistics.fmean(v), len(v)) for c, v in runs.items() if len(v) >= 2 and c != besides]
+        return max(means, default=None)
+
+    def sigma():
+        pairs = [(len(v) - 1, statistics.variance(v)) for v in runs.values() if len(v) >= 2]
+        return math.sqrt(sum(d * v for d, v in pairs) / sum(d for d, _ in pairs)) if pairs else 0.0
+
+    expected: dict[str, list[int]] = {}
+    used = 0
     for r in search:
         used += 1
         if r.state is not TrialState.COMPLETE:
             continue
-        if (incumbent is None or r.objective >= incumbent) and n_trials - used >= seeds:
-            expected.append(r.trial_id)
-            used += seeds
-            mean = statistics.fmean(runs[r.trial_id])
-            incumbent = mean if incumbent is None else max(incumbent, mean)
-    return expected, incumbent
+        best = incumbent(r.trial_id)
+        bar = None if best is None else best[0] - z * sigma() * math.sqrt(1 + 1 / best[1])
+        if (bar is None or r.objective >= bar) and n_trials - used >= seeds:
+            runs[r.trial_id], expected[r.trial_id] = [r.objective], []
+            for j in range(1, seeds + 1):
+                used += 1
+                expected[r.trial_id].append(j)
+                runs[r.trial_id].append(again[(r.trial_id, j)])
+                best, m = incumbent(r.trial_id), len(runs[r.trial_id])
+                behind = best is not None and statistics.fmean(runs[r.trial_id]) < best[
+                    0
+                ] - z * sigma() * math.sqrt(1 / m + 1 / best[1])
+                if j < seeds and behind:
+                    break
+    chosen = incumbent(None)
+    return expected, (None if chosen is None else chosen[0])
 
 
 @pytest.mark.parametrize("engine", ["random", "optuna", "sigopt"])
@@ -515,9 +541,9 @@ def test_during_the_search_a_challenger_is_reevaluated_before_it_is_accepted(
     assert again and all(r.state is TrialState.COMPLETE for r in again)
     expected, incumbent = _replay_intensification(records, 9, 2)
     assert sorted({r.extra["config_id"] for r in again}) == sorted(expected)
-    for config_id in expected:
+    for config_id, indices in expected.items():
         seeds = sorted(r.extra["seed"] for r in again if r.extra["config_id"] == config_id)
-        assert seeds == [BASE_SEED + 1, BASE_SEED + 2]
+        assert seeds == [BASE_SEED + j for j in indices]
     # The runs in the order they trained: each challenger's re-evaluations right after it.
     trained = [
         ({k: v for k, v in e["params"].items() if k not in ("seed", "data_seed")}, e["torch_seed"])
@@ -852,3 +878,65 @@ def test_during_a_challenger_that_ties_the_incumbent_is_told_apart_by_more_seeds
     number, n_seeds, mean = chosen
     assert [r.number for r in records if r.trial_id == best.run_id] == [number]
     assert best.n_seeds == n_seeds and best.objective_mean == pytest.approx(mean)
+
+
+# ---------------------------------------------------------------------------------------------- racing (a noisy objective)
+@pytest.mark.parametrize(
+    ("second", "runs", "chosen"),
+    [
+        # One run below the incumbent's mean 0.85, but within Z = 1 standard error of the difference (bar
+        # 0.85 - 0.05 * sqrt(1 + 1/3) = 0.792): raced, and its mean over 3 runs, 0.89, takes the incumbent's place.
+        # The strict rule of round 5 (a run must reach the incumbent's mean) never re-evaluated it.
+        ([0.84, 0.92, 0.91], {0: 3, 1: 3}, (1, 3, 0.89)),
+        # Raced, then its first re-evaluation puts its mean (0.77) below the incumbent's by more than one standard
+        # error (pooled sigma 0.070 over 3 degrees of freedom: bar 0.85 - 0.070 * sqrt(1/2 + 1/3) = 0.786): dropped,
+        # its second seed never trains and its run goes back to the search (3 + 2 + 3 single runs = 8).
+        ([0.84, 0.70, 0.99], {0: 3, 1: 2}, (0, 3, 0.85)),
+        # A run below the bar (0.75 < 0.792): not raced, however good its other seeds would have been.
+        ([0.75, 0.99, 0.99], {0: 3}, (0, 3, 0.85)),
+    ],
+)
+def test_during_a_challenger_within_the_noise_is_raced_and_dropped_once_clearly_behind(
+    tmp_path, second, runs, chosen
+):
+    """Recorded values on a noisy objective (the other trials score 0.5 on every seed): the bar to race is the
+    incumbent's mean less Z = 1 standard error of the difference, the noise pooled over the repeated
+    configurations; a race stops as soon as the challenger's mean is behind by more than one standard error."""
+    table = {0: [0.90, 0.80, 0.85], 1: second}
+    best = hyperparameter_search(
+        _recorded_trainer(tmp_path / "out", table),
+        hp_space={"lr": Float(1e-3, 1e-1, log=True)},
+        compute_objective="eval_score",
+        direction="maximize",
+        backend="random",
+        seed=0,
+        n_trials=8,
+        reevaluate_when="during",
+        reevaluate_seeds=2,
+    )
+    records = best.run_summary.records
+    assert len(records) == 8  # n_trials counts every run; a dropped race's unused run went to the search
+    seeds: dict[int, list[int]] = {}
+    for r in records:
+        seeds.setdefault(r.number, []).append(r.extra["seed"] - BASE_SEED)
+    assert {n: len(s) for n, s in seeds.items() if len(s) > 1} == runs
+    assert all(sorted(s) == list(range(len(s))) for s in seeds.values())
+    number, n_seeds, mean = chosen
+    assert [r.number for r in records if r.trial_id == best.run_id] == [number]
+    assert best.n_seeds == n_seeds and best.objective_mean == pytest.approx(mean, abs=1e-6)
+
+
+def test_the_noise_is_pooled_over_the_repeated_configurations_by_their_degrees_of_freedom():
+    from hpsearch.reevaluate import ConfigSummary, pooled_std
+
+    def summary(values):
+        record = SimpleNamespace(trial_id="x", number=0)
+        return ConfigSummary(
+            "x", record, tuple(values), [statistics.fmean(values)],
+            [statistics.stdev(values) if len(values) > 1 else math.nan], [(math.nan, math.nan)],
+        )  # fmt: skip
+
+    # Variances 0.0025 (2 degrees of freedom) and 0.0098 (1): (2 * 0.0025 + 0.0098) / 3 = 0.004933.
+    pooled = pooled_std([summary([0.90, 0.80, 0.85]), summary([0.84, 0.70]), summary([0.5])])
+    assert pooled == pytest.approx(math.sqrt(0.0148 / 3))
+    assert pooled_std([summary([0.5])]) is None
