@@ -233,13 +233,54 @@ def test_a_dead_drivers_trial_is_queued_again_exactly_once(tmp_path, interrupted
     if interrupted_first:
         trial.set_user_attr(_storage.INTERRUPTED_ATTR, True)
         _storage.requeue(study, trial.number, trial.params)
-    _storage.recover_dead_drivers(study)
-    _storage.recover_dead_drivers(study)  # a second rerun finds nothing left to do
+    _storage.recover_dead_drivers(study, str(tmp_path))
+    _storage.recover_dead_drivers(study, str(tmp_path))  # a second rerun finds nothing left to do
     trials = study.get_trials(deepcopy=False)
     assert trials[0].state == optuna.trial.TrialState.FAIL
     waiting = [t for t in trials if t.state == optuna.trial.TrialState.WAITING]
     queued = [(t.user_attrs.get(_storage.RETRY_OF_ATTR), t.system_attrs.get("fixed_params")) for t in waiting]
     assert queued == [(0, trial.params)]
+
+
+_KILLED_WHILE_ASKING = """
+import os, signal, sys
+import optuna
+from hpsearch.backends.optuna import _storage
+study = optuna.load_study(study_name="s", storage=sys.argv[1])
+with _storage.asking(sys.argv[2], "s"):
+    study.ask({"x": optuna.distributions.FloatDistribution(0.0, 1.0)})
+    if sys.argv[3] == "torn":
+        for path in os.listdir(sys.argv[2]):
+            open(os.path.join(sys.argv[2], path), "w").write('{"study": "s", "si')
+    os.kill(os.getpid(), signal.SIGKILL)  # before the owner attr is written
+"""
+
+
+@pytest.mark.parametrize("marker", ["whole", "torn"])
+@pytest.mark.multiprocess
+def test_a_driver_killed_between_creating_its_trial_and_naming_itself_is_recovered(tmp_path, marker):
+    """SIGKILL between ``study.ask()`` (the trial RUNNING in the storage) and the owner attr: the asking marker the
+    driver left in output_dir names it, so a rerun fails that trial and queues it again (it stayed RUNNING forever
+    and took a trial of the budget). A live driver's owner-less trial is left alone."""
+    from hpsearch.backends.optuna import _storage
+
+    storage = f"sqlite:///{tmp_path}/study.db"
+    study = optuna.create_study(storage=storage, study_name="s")
+    out = tmp_path / "out"
+    out.mkdir()
+    killed = subprocess.run([sys.executable, "-c", _KILLED_WHILE_ASKING, storage, str(out), marker])
+    assert killed.returncode == -9
+    assert [t.state for t in study.get_trials()] == [optuna.trial.TrialState.RUNNING]
+    assert _storage.OWNER_ATTR not in study.trials[0].user_attrs
+    with _storage.asking(str(out), "s"):  # this driver, alive, asking too: its own trial stays its own
+        live = study.ask()
+    _storage.recover_dead_drivers(study, str(out))
+    trials = study.get_trials(deepcopy=False)
+    assert trials[0].state == optuna.trial.TrialState.FAIL
+    assert trials[live.number].state == optuna.trial.TrialState.RUNNING
+    waiting = [t for t in trials if t.state == optuna.trial.TrialState.WAITING]
+    assert [t.user_attrs.get(_storage.RETRY_OF_ATTR) for t in waiting] == [0]
+    assert list(out.iterdir()) == []  # the dead driver's marker is gone with it
 
 
 @pytest.mark.parametrize("change", ["direction", "objective", "space"])

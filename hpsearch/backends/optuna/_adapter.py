@@ -280,7 +280,7 @@ class OptunaBackend(SearchBackend):
         study = self._study = open_study(self.kwargs, self.settings, session)
         self._native_space = native_space
         session.result.native = study
-        _storage.recover_dead_drivers(study)
+        _storage.recover_dead_drivers(study, self.settings.output_dir)
         if self.priors:
             warm_start(study, self.priors, self.warm_start_mode, self._space)
         self._adopt_previous(study, session)
@@ -321,36 +321,41 @@ class OptunaBackend(SearchBackend):
         fail_stale(study)
         # Ctrl-C is held from the trial's creation in the storage (RUNNING) until it is in `_asked`; from then on it
         # interrupts it as anywhere else (failed in the study, its parameters queued again), never leaving it RUNNING.
-        try:
-            with _interrupt.held(), as_in_optimize(study):  # the heartbeat Optuna expects optimize to keep
-                optuna_trial = study.ask()
-                self._asked[optuna_trial.number] = (optuna_trial, heartbeat(study, optuna_trial))
-        except KeyboardInterrupt:  # the Ctrl-C held until the trial was ours
-            self._interrupt(optuna_trial.number)
-            raise
-        number = optuna_trial.number
-        try:
-            if not self._within_budget(number):
-                # Another worker claimed the last trial first: this one stays an empty FAIL that no count includes.
-                optuna_trial.set_user_attr(_storage.OVER_BUDGET_ATTR, True)
+        # A kill before the owner attr is written leaves the asking marker that names this driver to a rerun.
+        with _storage.asking(self.settings.output_dir, study.study_name):
+            try:
+                with (
+                    _interrupt.held(),
+                    as_in_optimize(study),
+                ):  # the heartbeat Optuna expects optimize to keep
+                    optuna_trial = study.ask()
+                    self._asked[optuna_trial.number] = (optuna_trial, heartbeat(study, optuna_trial))
+            except KeyboardInterrupt:  # the Ctrl-C held until the trial was ours
+                self._interrupt(optuna_trial.number)
+                raise
+            number = optuna_trial.number
+            try:
+                optuna_trial.set_user_attr(_storage.OWNER_ATTR, _storage.owner())
+                if not self._within_budget(number):
+                    # Another worker claimed the last trial first: an empty FAIL that no count includes.
+                    optuna_trial.set_user_attr(_storage.OVER_BUDGET_ATTR, True)
+                    self._tell(number, state=optuna.trial.TrialState.FAIL)
+                    return None
+                params = self._params(optuna_trial)
+            except KeyboardInterrupt:
+                if number in self._asked:  # not told yet
+                    self._interrupt(number)
+                raise
+            except NotStarted:
+                raise
+            except self._catch as error:
+                # e.g. a storage error while sampling: the trial fails, the search goes on.
+                logger.warning("Trial %d failed before training (caught by catch=...): %r", number, error)
                 self._tell(number, state=optuna.trial.TrialState.FAIL)
-                return None
-            optuna_trial.set_user_attr(_storage.OWNER_ATTR, _storage.owner())
-            params = self._params(optuna_trial)
-        except KeyboardInterrupt:
-            if number in self._asked:  # not told yet
-                self._interrupt(number)
-            raise
-        except NotStarted:
-            raise
-        except self._catch as error:
-            # e.g. a storage error while sampling: the trial fails, the search goes on.
-            logger.warning("Trial %d failed before training (caught by catch=...): %r", number, error)
-            self._tell(number, state=optuna.trial.TrialState.FAIL)
-            raise NotStarted(None) from error
-        except BaseException:
-            self._tell(number, state=optuna.trial.TrialState.FAIL)
-            raise
+                raise NotStarted(None) from error
+            except BaseException:
+                self._tell(number, state=optuna.trial.TrialState.FAIL)
+                raise
         return Trial(number, number, params, self.name, native=optuna_trial)
 
     def reporter(self, trial: Trial) -> TrialReporter:

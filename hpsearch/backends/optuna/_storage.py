@@ -3,18 +3,22 @@
 A storage URL gets an `RDBStorage` with Optuna's heartbeat: a trial whose driver stopped beating for
 `GRACE_PERIOD` seconds is failed and its parameters are re-enqueued once. Every trial also carries its driver's
 ``host:pid`` (user attr ``hpsearch_owner``), so a rerun on the same machine fails and re-enqueues a dead driver's
-trial at once, on any storage (journal files have no heartbeat). The budget counts every trial of the study
+trial at once, on any storage (journal files have no heartbeat). A driver killed after the storage created its trial
+but before the owner was written is known by the marker it keeps in output_dir while it asks (`asking`). The budget counts every trial of the study
 except a failed trial that was re-enqueued (its retry takes its place) and the empty over-budget trials.
 """
 
 from __future__ import annotations
 
 import contextlib
+import datetime
+import glob
 import importlib.util
 import json
 import logging
 import os
 import socket
+import threading
 import warnings
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -50,6 +54,61 @@ RECORD_FIELDS = ("name", "checkpoint", "node", "error", "last_step")
 
 def owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
+
+
+ASKING_PREFIX = ".hpsearch-asking-"
+
+
+@contextlib.contextmanager
+def asking(output_dir: str, study_name: str) -> Iterator[None]:
+    """Around ``study.ask()`` and the owner attr that follows it: a marker file naming this driver, the study and the
+    time, so that a rerun can tell whose trial an owner-less RUNNING trial is if this driver is killed in between."""
+    path = os.path.join(output_dir, f"{ASKING_PREFIX}{owner()}@{threading.get_ident()}")
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(json.dumps({"study": study_name, "since": datetime.datetime.now().isoformat()}))
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            os.remove(path)
+
+
+def _dead_askers(output_dir: str, study_name: str) -> list[tuple[str, str, datetime.datetime]]:
+    """The asking markers of this machine's dead drivers on ``study_name``: (path, owner, since). A marker torn by
+    the kill counts from its file's time, less a second."""
+    found = []
+    for path in glob.glob(os.path.join(glob.escape(output_dir), ASKING_PREFIX + "*")):
+        dead = os.path.basename(path)[len(ASKING_PREFIX) :].rpartition("@")[0]
+        if not owner_is_dead(dead):
+            continue
+        try:
+            with open(path, encoding="utf-8") as handle:
+                marker = json.load(handle)
+            since = datetime.datetime.fromisoformat(marker["since"])
+            if marker["study"] != study_name:
+                continue
+        except (OSError, ValueError, KeyError, TypeError):
+            try:
+                since = datetime.datetime.fromtimestamp(os.path.getmtime(path) - 1.0)
+            except OSError:
+                continue  # removed meanwhile by another rerun
+        found.append((path, dead, since))
+    return found
+
+
+def _orphans(running: list[Any], askers: list[tuple[str, str, datetime.datetime]]) -> dict[int, str]:
+    """The owner-less RUNNING trials that dead drivers were asking for: each asker's is the first owner-less trial
+    created after its marker (one ask, one trial; a live driver's later trial is not it)."""
+    unowned = sorted(
+        (t for t in running if OWNER_ATTR not in t.user_attrs and t.datetime_start is not None),
+        key=lambda t: t.datetime_start,
+    )
+    found: dict[int, str] = {}
+    for _, dead, since in sorted(askers, key=lambda asker: asker[2]):
+        trial = next((t for t in unowned if t.datetime_start >= since and t.number not in found), None)
+        if trial is not None:
+            found[trial.number] = dead
+    return found
 
 
 def owner_is_dead(value: Any) -> bool:
@@ -327,18 +386,23 @@ def _engine_kwargs(url: str) -> dict[str, Any]:
     return {}
 
 
-def recover_dead_drivers(study: Any) -> None:
+def recover_dead_drivers(study: Any, output_dir: str) -> None:
     """Fail the RUNNING trials of drivers that died, and re-enqueue their parameters once.
 
     Heartbeat storages do this themselves once GRACE_PERIOD has passed; a driver of this machine whose process
-    is gone is certainly dead, so its trials are recovered now, on every storage.
+    is gone is certainly dead, so its trials are recovered now, on every storage (an owner-less trial too, when
+    a dead driver's asking marker in ``output_dir`` shows it was killed while asking for it).
     """
     import optuna
 
     fail_stale(study)
+    askers = _dead_askers(output_dir, study.study_name)
     queued = superseded_numbers(study.get_trials(deepcopy=False))
-    for frozen in study.get_trials(deepcopy=True, states=(optuna.trial.TrialState.RUNNING,)):
-        if not owner_is_dead(frozen.user_attrs.get(OWNER_ATTR)):
+    running = study.get_trials(deepcopy=True, states=(optuna.trial.TrialState.RUNNING,))
+    orphans = _orphans(running, askers)
+    for frozen in running:
+        dead = frozen.user_attrs.get(OWNER_ATTR) or orphans.get(frozen.number)
+        if not owner_is_dead(dead):
             continue
         # A trial interrupted (Ctrl-C) and queued again just before its driver was killed is only failed: its
         # parameters must not be queued a second time.
@@ -354,11 +418,14 @@ def recover_dead_drivers(study: Any) -> None:
         logger.warning(
             "Trial %d was left RUNNING by a driver that died (%s); marked FAIL%s.",
             frozen.number,
-            frozen.user_attrs[OWNER_ATTR],
+            dead,
             " and re-enqueued" if again else " (already queued again)",
         )
         if again:
             requeue(study, frozen.number, frozen.params)
+    for path, _, _ in askers:
+        with contextlib.suppress(OSError):
+            os.remove(path)
     trials = study.get_trials(deepcopy=False)
     superseded = superseded_numbers(trials)
     for frozen in trials:
