@@ -137,7 +137,10 @@ def drive(
             return state.failed(f"the trial raised {message[1]}: {message[2]}"), False
         reply = state.answer(message)
         if reply is not None:
-            worker.conn.send(reply)
+            try:
+                worker.conn.send(reply)
+            except OSError:  # it died while the driver answered (a closed pipe: BrokenPipeError, reset)
+                return state.failed(f"its worker process died: {worker.death()}"), False
 
 
 def signal_name(exitcode: int | None) -> str:

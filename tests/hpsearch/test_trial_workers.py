@@ -21,6 +21,7 @@ import pytest
 from hpsearch import hyperparameter_search
 from hpsearch.errors import HPSearchError, SearchConfigError
 from hpsearch.executor._checks import usable_cores
+from hpsearch.trial import TrialReporter
 from tests.hpsearch import _worker_trials as wt
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -398,6 +399,52 @@ def test_a_worker_that_died_while_idle_fails_the_next_trial_and_is_replaced(make
         assert "killed by SIGKILL" in second.error and "worker process died" in second.error
         third = pool.run(trial(2), NullReporter())
         assert third.state.value == "COMPLETE" and third.extra["worker_pid"] != pid
+    finally:
+        pool.close()
+
+
+class _KillsTheWorkerBeforeAnswering(TrialReporter):
+    """At the trial's first evaluation, SIGKILLs the pool's worker and waits until it is gone: the driver's reply
+    then goes into a closed pipe."""
+
+    def __init__(self, pool) -> None:
+        self.pool = pool
+
+    def report(self, objective, step, metrics, checkpoint) -> bool:
+        (worker,) = self.pool._live
+        worker.process.kill()
+        worker.process.join(10)
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.multiprocess
+def test_a_worker_that_dies_while_the_driver_answers_it_fails_its_trial_and_is_replaced(
+    make_trainer, tmp_path
+):
+    """A worker killed between sending an evaluation and reading the driver's answer: the answer meets a closed
+    pipe (BrokenPipeError), which fails that trial with the cause; it used to escape and stop the whole search
+    (seen in the randomised worker-kill test)."""
+    from hpsearch.executor import WorkerPool
+    from hpsearch.settings import TrialSettings
+    from hpsearch.trial import Trial
+
+    settings = TrialSettings(
+        trainer=make_trainer().recipe(),
+        compute_objective=wt.eval_loss,
+        objective_name="eval_loss",
+        directions=("minimize",),
+        output_dir=str(tmp_path),
+        backend="random",
+    )
+    pool = WorkerPool(settings, 1)
+    try:
+        killed = pool.run(Trial("0", 0, {"hidden": 8}, "random"), _KillsTheWorkerBeforeAnswering(pool))
+        assert killed.state.value == "FAIL"
+        assert "worker process died" in killed.error and "killed by SIGKILL" in killed.error
+        assert killed.intermediates  # the evaluation it sent before it died is kept
+        after = pool.run(Trial("1", 1, {"hidden": 8}, "random"), TrialReporter())
+        assert after.state.value == "COMPLETE"
     finally:
         pool.close()
 
