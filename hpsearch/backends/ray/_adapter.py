@@ -300,7 +300,7 @@ class RayBackend(SearchBackend):
             try:
                 grid = tuner.fit()
             finally:
-                recorder.sign_state()
+                recorder.sign_state(full=True)
             session.result.native = grid
             session.replace_all(recorder.translate(grid))
         finally:
