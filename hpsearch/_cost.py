@@ -7,7 +7,8 @@ trial's wall seconds times the processes that trained it, each holding one devic
 used. A GPU that runs several trials at once (``trial_workers`` packing them by measured memory) is charged by share:
 while ``k`` trials run on it, each is charged ``1/k`` of the time (`DeviceShares`), so the device-seconds of the
 trials add up to the seconds the device was busy. Peak memory is the trial's peak GPU allocation on CUDA, else the process's resident set size at the trial's
-start and end and every `SAMPLE_INTERVAL_S` during it, read by a background thread (`_Sampler`). Energy (kWh) and
+start and end and every `SAMPLE_INTERVAL_S` during it, read by a background thread (`_Sampler`); in a process that ran
+earlier trials (``trial_workers``, an engine that reuses its worker processes) that resident set includes what they left allocated. Energy (kWh) and
 emissions (kg CO2eq) come from CodeCarbon's offline tracker (the country is ``CODECARBON_COUNTRY_ISO_CODE``, default
 "USA" as CodeCarbon's own examples) when the search asks for them: ``max_energy_kwh`` is set, or
 ``HPSEARCH_CODECARBON=1``. The tracker takes ~2 s to start and ~0.1 s per trial, so it is started once per process

@@ -18,11 +18,20 @@ import hmac
 import json
 import os
 import secrets
+from collections.abc import Mapping
 from pathlib import Path
 
 from .errors import SearchConfigError
 
-__all__ = ["DIGEST_FILE", "UntrustedStateError", "check_folder", "is_signed", "key_path", "sign_folder"]
+__all__ = [
+    "DIGEST_FILE",
+    "FolderSigner",
+    "UntrustedStateError",
+    "check_folder",
+    "is_signed",
+    "key_path",
+    "sign_folder",
+]
 
 DIGEST_FILE = "hpsearch-state.digest"
 _KEY_BYTES = 32
@@ -59,33 +68,88 @@ def _key() -> bytes:
     return data
 
 
-def _covered(path: Path) -> bool:
+def _covered_names(folder: Path) -> set[str]:
     """The files a digest covers: the pickles (``tuner.pkl``, a searcher's ``*.pkl``). The engine's JSON state
     (Tune's ``experiment_state-*.json``, rewritten after every event, after the driver's last chance to sign it) is
-    left out: a driver killed between Tune's write and the next signature would otherwise never resume."""
-    return path.is_file() and path.suffix == ".pkl"
+    left out: a driver killed between Tune's write and the next signature would otherwise never resume. Only the
+    names ending in ``.pkl`` are ``stat``ed, not each of the folder's thousands of trial folders."""
+    return {
+        name
+        for name in os.listdir(folder)
+        if name.endswith(".pkl") and name != DIGEST_FILE and (folder / name).is_file()
+    }
+
+
+def _file_digest(key: bytes, path: Path) -> str:
+    return hmac.new(key, path.name.encode() + b"\0" + path.read_bytes(), hashlib.sha256).hexdigest()
 
 
 def _digests(folder: Path, key: bytes) -> dict[str, str]:
-    out = {}
-    for path in sorted(folder.iterdir()):
-        if path.name == DIGEST_FILE or not _covered(path):
-            continue
-        out[path.name] = hmac.new(
-            key, path.name.encode() + b"\0" + path.read_bytes(), hashlib.sha256
-        ).hexdigest()
-    return out
+    return {name: _file_digest(key, folder / name) for name in sorted(_covered_names(folder))}
+
+
+def _write_digests(folder: Path, digests: Mapping[str, str]) -> None:
+    text = json.dumps(dict(digests), indent=1, sort_keys=True)
+    tmp = folder / f".{DIGEST_FILE}.{os.getpid()}.tmp"
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, folder / DIGEST_FILE)
 
 
 def sign_folder(folder: str | os.PathLike[str]) -> None:
     """Record the digests of ``folder``'s files as they are now (written atomically beside them)."""
     root = Path(folder)
-    if not root.is_dir():
-        return
-    text = json.dumps(_digests(root, _key()), indent=1, sort_keys=True)
-    tmp = root / f".{DIGEST_FILE}.{os.getpid()}.tmp"
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, root / DIGEST_FILE)
+    if root.is_dir():
+        _write_digests(root, _digests(root, _key()))
+
+
+class FolderSigner:
+    """Keeps the digest of one folder current while an engine rewrites its state, at a cost that does not grow
+    with what else the folder holds (Tune's experiment folder holds one folder per trial, 10,000 in a large search).
+
+    `update` (after each step of the engine's loop) lists the folder's names again only when the folder's own
+    mtime changed (a name added, removed or renamed: a new trial folder, an atomic rewrite), ``stat``s only the
+    covered files, reads and hashes only the ones whose inode, size or mtime changed, and rewrites the digest
+    file only when a digest changed. A name added within the same mtime tick as the last listing can be missed
+    until the next change of the folder; it then stays unsigned, which refuses a resume (never trusts a file),
+    and ``update(full=True)`` (at the end of a search) lists the folder regardless.
+    """
+
+    def __init__(self, folder: str | os.PathLike[str]) -> None:
+        self.root = Path(folder)
+        self._listed: int | None = None  # the folder's mtime when its names were last listed
+        self._names: set[str] = set()
+        self._signed: dict[str, tuple[tuple[int, int, int], str]] = {}  # name -> (inode, size, mtime), digest
+        self._key: bytes | None = None
+        self._written = False
+
+    def update(self, full: bool = False) -> bool:
+        """Sign what changed since the last call; True when the digest file was (re)written."""
+        try:
+            mtime = os.stat(self.root).st_mtime_ns
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        if full or mtime != self._listed:
+            self._names = _covered_names(self.root)
+            self._listed = mtime  # read before listing: a change during the listing is seen next time
+        signed: dict[str, tuple[tuple[int, int, int], str]] = {}
+        for name in self._names:
+            try:
+                st = os.stat(self.root / name)
+            except FileNotFoundError:
+                continue
+            stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
+            known = self._signed.get(name)
+            if known is not None and known[0] == stamp:
+                signed[name] = known
+            else:
+                if self._key is None:
+                    self._key = _key()
+                signed[name] = (stamp, _file_digest(self._key, self.root / name))
+        if self._written and signed == self._signed and not full:
+            return False
+        self._signed, self._written = signed, True
+        _write_digests(self.root, {name: digest for name, (_, digest) in signed.items()})
+        return True
 
 
 def is_signed(folder: str | os.PathLike[str]) -> bool:

@@ -89,6 +89,43 @@ def test_dead_worker_is_retried_from_its_checkpoint(ray_cluster, tmp_path):
     assert record.last_step == 69
 
 
+def _grid_search(out: Path, address: str, **kw) -> dict[float, Any]:
+    """Two trials one after the other (one at a time), each its record by learning rate."""
+    from ray import tune
+
+    best = hyperparameter_search(
+        rc.make_trainer(str(out), epochs=2),
+        hp_space={"learning_rate": tune.grid_search([3e-2, 1e-2])},
+        compute_objective="eval_accuracy",
+        n_trials=1,
+        direction="maximize",
+        backend="ray",
+        address=address,
+        max_concurrent_trials=1,
+        **kw,
+    )
+    return {r.params["learning_rate"]: r for r in best.run_summary.records}
+
+
+def test_reused_actors_run_trials_in_one_process_with_the_results_of_fresh_ones(ray_cluster, tmp_path):
+    """reuse_actors (the default): the second trial runs in the first one's process and trains exactly as it does
+    in a process of its own: nothing of the first trial (seeds, torch's state, the trainer's) leaks into it."""
+    reused = _grid_search(tmp_path / "reused", ray_cluster.address)
+    fresh = _grid_search(tmp_path / "fresh", ray_cluster.address, reuse_actors=False)
+    for records in (reused, fresh):
+        assert all(r.state is TrialState.COMPLETE for r in records.values()), [
+            r.error for r in records.values()
+        ]
+    pids = {lr: r.extra["worker_pid"] for lr, r in reused.items()}
+    assert pids[3e-2] == pids[1e-2], pids  # one process ran both
+    assert fresh[3e-2].extra["worker_pid"] != fresh[1e-2].extra["worker_pid"]
+    for lr in (3e-2, 1e-2):
+        assert reused[lr].objective == fresh[lr].objective
+        assert [e.metrics["eval_loss"] for e in reused[lr].intermediates] == pytest.approx(
+            [e.metrics["eval_loss"] for e in fresh[lr].intermediates], rel=1e-6
+        )
+
+
 def test_without_an_address_a_search_joins_the_ray_that_ray_address_names(ray_cluster, tmp_path):
     """A script run by `ray job submit` has RAY_ADDRESS set and passes no address: the search joins that cluster
     (it failed with Ray's "num_cpus ... must not be provided" when it tried to start a local Ray there)."""
@@ -309,6 +346,14 @@ def test_bad_kwarg_types_are_named(tmp_path):
         hyperparameter_search(trainer, hp_space=_space(), backend="ray", resources_per_trial={"cpu": 0})
     with pytest.raises(SearchConfigError, match="scope"):
         hyperparameter_search(trainer, hp_space=_space(), backend="ray", scope="best-ever")
+    with pytest.raises(SearchConfigError, match=r"reuse_actors.*'yes'"):
+        hyperparameter_search(trainer, hp_space=_space(), backend="ray", reuse_actors="yes")
+    with pytest.raises(
+        SearchConfigError, match=r"reuse_actors=True with workers_per_trial=2: .*drop reuse_actors"
+    ):
+        hyperparameter_search(
+            trainer, hp_space=_space(), backend="ray", reuse_actors=True, workers_per_trial=2
+        )
     for name in ("..", ".", "a/b"):  # the experiment's folder under storage_path
         with pytest.raises(SearchConfigError, match=r"name='.*' must be a non-empty string \(a folder name"):
             hyperparameter_search(trainer, hp_space=_space(), backend="ray", name=name)

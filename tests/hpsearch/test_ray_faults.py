@@ -115,6 +115,9 @@ def test_stopped_worker_node_trials_are_retried_elsewhere_and_the_sweep_complete
             backend="ray",
             address=cluster.address,
             max_failures=1,
+            # A process per trial: with reused actors the head's warm process can run every trial before the
+            # second node's first process has started, and then no trial stalls there for the kill.
+            reuse_actors=False,
         )
     finally:
         killer.stop.set()

@@ -159,6 +159,13 @@ class RayBackend(SearchBackend):
             minimum=1,
             example=2,
         ),
+        Option(
+            "reuse_actors",
+            (bool,),
+            "Tune's reuse_actors: a trial runs in the process of a finished one (imports, torch's start-up paid "
+            "once per process); default True, except with workers_per_trial > 1, where it is off and True is "
+            "refused",
+        ),
     )
 
     @staticmethod
@@ -300,7 +307,7 @@ class RayBackend(SearchBackend):
             try:
                 grid = tuner.fit()
             finally:
-                recorder.sign_state()
+                recorder.sign_state(full=True)
             session.result.native = grid
             session.replace_all(recorder.translate(grid))
         finally:
@@ -428,6 +435,7 @@ class RayBackend(SearchBackend):
             search_alg=search_alg,
             max_concurrent_trials=None if own_random else limit,
             time_budget_s=kw.get("time_budget_s"),
+            reuse_actors=_checks.reuse_actors(kw),
         )
 
     def _run_config(self, storage: str, name: str) -> Any:

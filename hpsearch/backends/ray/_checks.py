@@ -38,6 +38,7 @@ def validate(kw: Mapping[str, Any], settings: TrialSettings, conditional: set[st
         )
     if (kw.get("workers_per_trial") or 1) > 1:
         _check_distributed(kw["workers_per_trial"])
+    reuse_actors(kw)
     scheduler = kw.get("scheduler")
     if scheduler is not None:
         _check_unset_metric("scheduler", scheduler)
@@ -64,6 +65,24 @@ def validate(kw: Mapping[str, Any], settings: TrialSettings, conditional: set[st
                 "search_alg (Tune's random search handles them) or give a space without conditions.",
                 about="search_alg",
             )
+
+
+def reuse_actors(kw: Mapping[str, Any]) -> bool:
+    """Whether Tune runs a trial in the actor (the process) of a finished one: by default for trials of one
+    process. A trial of several processes (``workers_per_trial > 1``) drives a Ray Train run whose workers are
+    actors of their own, started per trial, so reusing the trial's actor would save nothing: it stays off and
+    ``True`` is refused rather than accepted without an effect."""
+    value = kw.get("reuse_actors")
+    workers = kw.get("workers_per_trial") or 1
+    if workers > 1:
+        if value:
+            raise SearchConfigError(
+                f"reuse_actors=True with workers_per_trial={workers}: a trial of several processes starts its Ray "
+                "Train workers for itself, so there is no process to reuse; drop reuse_actors (or set it to False).",
+                about="reuse_actors",
+            )
+        return False
+    return True if value is None else bool(value)
 
 
 def resources(value: Mapping[str, Any]) -> Mapping[str, Any]:

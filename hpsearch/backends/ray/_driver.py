@@ -17,6 +17,7 @@ import math
 import os
 from collections.abc import Mapping
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ... import _trust
@@ -110,24 +111,19 @@ class Recorder:
         self.state_dir: str | None = (
             None  # Tune's experiment folder, signed as Tune writes it (see `sign_state`)
         )
-        self._signed: object = None
+        self._signer: _trust.FolderSigner | None = None
 
     # ------------------------------------------------------------------ state
-    def sign_state(self) -> None:
-        """Sign Tune's experiment state (``_trust``) when it changed: called after each step of Tune's loop (which
-        saves the state just before) and when ``fit`` returns, so a later ``resume=True`` restores only it."""
+    def sign_state(self, full: bool = False) -> None:
+        """Sign Tune's experiment state (``_trust``) where it changed: called after each step of Tune's loop (which
+        saves the state just before) and, with ``full``, when ``fit`` returns, so a later ``resume=True`` restores
+        only it. The cost of a step does not grow with the trial folders beside the state (`_trust.FolderSigner`)."""
         folder = self.state_dir
-        if folder is None or "://" in folder or not os.path.isdir(folder):
+        if folder is None or "://" in folder:
             return
-        with os.scandir(folder) as entries:
-            seen = sorted(
-                (e.name, e.stat().st_mtime_ns, e.stat().st_size)
-                for e in entries
-                if e.is_file() and e.name != _trust.DIGEST_FILE
-            )
-        if seen != self._signed:
-            _trust.sign_folder(folder)
-            self._signed = seen
+        if self._signer is None or self._signer.root != Path(folder):
+            self._signer = _trust.FolderSigner(folder)
+        self._signer.update(full=full)
 
     # ------------------------------------------------------------------ events
     def result(self, trial_id: str, result: Mapping[str, Any], trial_path: str | None) -> None:

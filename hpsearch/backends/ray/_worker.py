@@ -153,13 +153,25 @@ def restart_point(checkpoint: Any, run_dir: str, trial_name: str) -> tuple[str, 
 def node_facts() -> dict[str, Any]:
     import ray
 
-    return {"node": ray.get_runtime_context().get_node_id(), "node_ip": ray.util.get_node_ip_address()}
+    return {
+        "node": ray.get_runtime_context().get_node_id(),
+        "node_ip": ray.util.get_node_ip_address(),
+        "worker_pid": os.getpid(),  # the same for the trials of one reused actor (``reuse_actors``)
+    }
+
+
+#: How long Tune waits for a finished trial's thread before it runs the next trial in the same actor
+#: (``reuse_actors``). Tune's default, 2 s, is too short for a trial a scheduler stopped: the stop unwinds through
+#: `run_trial`'s end (its record, trackers, memory release), and a reset that times out aborts the *next* trial
+#: with an error. Read by Tune in this process, when it resets the actor; a user's own value is kept.
+THREAD_TIMEOUT_S = "60"
 
 
 def trainable(config: dict[str, Any], settings: TrialSettings) -> None:
     """One Tune trial: `run_trial` with a reporter that talks to Tune."""
     from ray import tune
 
+    os.environ.setdefault("TUNE_FUNCTION_THREAD_TIMEOUT_S", THREAD_TIMEOUT_S)
     trial_id = tune.get_context().get_trial_id()
     trial = ray_trial(settings, trial_id, config)
     facts = {**node_facts(), "ray_trial_id": trial_id}
