@@ -18,12 +18,29 @@ from hpsearch.trial import TrialState
 from spaces import Float
 from tests.hpsearch import _ray_cluster as rc
 
-# The searches run on the session's shared 2-node cluster (one CPU a node): a trial's two workers, one CPU each, can
-# only be placed one on each node, so gloo joins the processes of two raylets. The refusal of a bad
-# workers_per_trial needs no Ray: it is in the fast tier.
+pytestmark = [pytest.mark.slow, pytest.mark.multiprocess, pytest.mark.ray]
 
 EPOCHS = 2
 BATCH = 32  # per worker; the single-process reference uses 2 * BATCH
+
+
+@pytest.fixture
+def local_ray(monkeypatch, tmp_path):
+    """The backend starts a local Ray (2 CPUs here: one per worker); its workers import the tests' helpers. Ray's
+    default token authentication, with a token of the test's own (Ray would otherwise create ~/.ray/auth_token)."""
+    import ray
+
+    for key, value in rc.cluster_env().items():
+        if key in ("PYTHONPATH", "RAY_USAGE_STATS_ENABLED"):
+            monkeypatch.setenv(key, value)
+    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
+    monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)
+    monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", rc.write_token(str(tmp_path)))
+    if ray.is_initialized():
+        ray.shutdown()
+    yield
+    if ray.is_initialized():
+        ray.shutdown()
 
 
 def _single_process_accuracy(output_dir: str, learning_rate: float) -> float:
@@ -39,9 +56,7 @@ def _single_process_accuracy(output_dir: str, learning_rate: float) -> float:
     return trainer.evaluate()["eval_accuracy"]
 
 
-@pytest.mark.slow
-@pytest.mark.multiprocess
-def test_two_worker_trials_match_single_process_runs(ray_cluster, tmp_path):
+def test_two_worker_trials_match_single_process_runs(local_ray, tmp_path):
     from ray import tune
 
     out = str(tmp_path / "out")
@@ -55,7 +70,6 @@ def test_two_worker_trials_match_single_process_runs(ray_cluster, tmp_path):
         n_trials=1,
         direction="maximize",
         backend="ray",
-        address=ray_cluster.address,
         workers_per_trial=2,
         resources_per_trial={"cpu": 1},
     )
@@ -94,9 +108,7 @@ def test_bad_workers_per_trial_is_named(tmp_path):
         )
 
 
-@pytest.mark.slow
-@pytest.mark.multiprocess
-def test_two_worker_trials_train_sharded_with_fsdp(ray_cluster, tmp_path):
+def test_two_worker_trials_train_sharded_with_fsdp(local_ray, tmp_path):
     from ray import tune
 
     # Sharded checkpoints: each worker writes its own half, so the trial's checkpoint shows the sharding.
@@ -115,7 +127,6 @@ def test_two_worker_trials_train_sharded_with_fsdp(ray_cluster, tmp_path):
         n_trials=1,
         direction="maximize",
         backend="ray",
-        address=ray_cluster.address,
         workers_per_trial=2,
         resources_per_trial={"cpu": 1},
     )
