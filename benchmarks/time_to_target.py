@@ -26,7 +26,7 @@ thread. The ratios are each way's time over ours at its best setting (the faster
 in-process in this run, named in the table): above 1, ours is faster.
 
     python -m benchmarks.time_to_target            # 40 trials x 3 epochs, target from 3 searches
-    python -m benchmarks.time_to_target --quick    # 3 trials x 1 epoch, target from 1 search
+    python -m benchmarks.time_to_target --quick    # 2 trials x 1 epoch, target from 1 search
 
 Target (issue 31): ours the fastest. Timings are printed, never asserted.
 """
@@ -327,7 +327,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
-    n_trials = opts.trials or (3 if opts.quick else 40)
+    n_trials = opts.trials or (2 if opts.quick else 40)
     epochs = opts.epochs or (1 if opts.quick else 3)
     target_runs = opts.target_runs or (1 if opts.quick else 3)
     print(f"load average before: {os.getloadavg()}", flush=True)

@@ -18,7 +18,10 @@ from hpsearch.trial import TrialState
 from spaces import Categorical, Float, Int, SearchSpace
 from tests.hpsearch import _ray_cluster as rc
 
-pytestmark = [pytest.mark.slow, pytest.mark.multiprocess, pytest.mark.ray]
+# The tests that run a search on a Ray (the shared cluster, a local Ray or a driver process) are marked slow,
+# multiprocess and ray, one by one. The others check conversions, refusals before any connection and the driver's
+# bookkeeping in this process, with no Ray running: they are in the fast tier, whose guard fails a test that starts
+# a process (tests/conftest.py).
 
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
@@ -27,6 +30,9 @@ def _space():
     return {"learning_rate": Float(1e-4, 3e-1, log=True)}
 
 
+@pytest.mark.slow
+@pytest.mark.multiprocess
+@pytest.mark.ray
 def test_asha_sweep_on_two_nodes(ray_cluster, tmp_path):
     from ray.tune.schedulers import ASHAScheduler
     from ray.tune.search import BasicVariantGenerator
@@ -67,6 +73,9 @@ def test_asha_sweep_on_two_nodes(ray_cluster, tmp_path):
     assert result.native is not None  # the ResultGrid
 
 
+@pytest.mark.slow
+@pytest.mark.multiprocess
+@pytest.mark.ray
 def test_dead_worker_is_retried_from_its_checkpoint(ray_cluster, tmp_path):
     marker = str(tmp_path / "died")
     trainer = rc.make_trainer(str(tmp_path / "out"), epochs=3, callbacks=[rc.DieOnceAtSecondEval(marker)])
@@ -107,6 +116,9 @@ def _grid_search(out: Path, address: str, **kw) -> dict[float, Any]:
     return {r.params["learning_rate"]: r for r in best.run_summary.records}
 
 
+@pytest.mark.slow
+@pytest.mark.multiprocess
+@pytest.mark.ray
 def test_reused_actors_run_trials_in_one_process_with_the_results_of_fresh_ones(ray_cluster, tmp_path):
     """reuse_actors (the default): the second trial runs in the first one's process and trains exactly as it does
     in a process of its own: nothing of the first trial (seeds, torch's state, the trainer's) leaks into it."""
@@ -126,6 +138,9 @@ def test_reused_actors_run_trials_in_one_process_with_the_results_of_fresh_ones(
         )
 
 
+@pytest.mark.slow
+@pytest.mark.multiprocess
+@pytest.mark.ray
 def test_without_an_address_a_search_joins_the_ray_that_ray_address_names(ray_cluster, tmp_path):
     """A script run by `ray job submit` has RAY_ADDRESS set and passes no address: the search joins that cluster
     (it failed with Ray's "num_cpus ... must not be provided" when it tried to start a local Ray there)."""
@@ -149,6 +164,9 @@ def test_without_an_address_a_search_joins_the_ray_that_ray_address_names(ray_cl
     assert "trials 1" in proc.stdout.decode()
 
 
+@pytest.mark.slow
+@pytest.mark.multiprocess
+@pytest.mark.ray
 @pytest.mark.parametrize("tune_reads_results", [True, False], ids=["results-read", "results-unreadable"])
 def test_interrupted_experiment_resumes_without_rerunning_finished_trials(
     ray_cluster, tmp_path, monkeypatch, tune_reads_results
@@ -219,6 +237,9 @@ def test_interrupted_experiment_resumes_without_rerunning_finished_trials(
         assert "orphan0" not in {r.trial_id for r in SearchResult.load(out).records}
 
 
+@pytest.mark.slow
+@pytest.mark.multiprocess
+@pytest.mark.ray
 def test_pbt_exploit_restores_weights_from_another_trial(ray_cluster, tmp_path):
     from ray import tune
     from ray.tune.schedulers import PopulationBasedTraining
@@ -374,6 +395,9 @@ def test_a_tune_space_holding_a_spaces_domain_is_refused(tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.slow
+@pytest.mark.multiprocess
+@pytest.mark.ray
 def test_a_trial_too_big_for_every_node_of_a_local_ray_is_refused(tmp_path):
     """No node of the Ray the search started can hold {'cpu': 64}: Tune would wait for such a node for ever (nothing
     can add one), so the search stops with the reason and leaves nothing behind."""
@@ -430,6 +454,9 @@ def _network_interfaces() -> set[str]:
     return {line.split(":")[1].strip().split("@")[0] for line in out.splitlines() if line.strip()}
 
 
+@pytest.mark.slow
+@pytest.mark.multiprocess
+@pytest.mark.ray
 def test_cluster_is_reachable_only_through_loopback(ray_cluster):
     """Nothing the tests start may listen beyond 127.0.0.1.
 

@@ -1,5 +1,5 @@
-"""Ray's default security: a cluster with token authentication, joined by address, and a test cluster that stops
-only what it started.
+"""Ray's default security: a cluster with token authentication, joined by address (that a test cluster stops
+only what it started: test_ray_cluster_stop.py).
 
 The cluster (`_ray_cluster`) uses Ray's default token authentication, with a token of its own handed to this
 process through ``RAY_AUTH_TOKEN_PATH`` and ``RAY_AUTH_MODE`` unset, as a user's shell would after
@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -31,96 +29,12 @@ _SPACE = {"learning_rate": Float(1e-2, 5e-2, log=True)}
 _AUTH = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
 
 
-def _processes(pids):
-    import psutil
-
-    out = []
-    for pid in pids:
-        try:
-            out.append(psutil.Process(pid))
-        except psutil.NoSuchProcess:
-            pass
-    return out
-
-
-def _running(processes):
-    import psutil
-
-    alive = []
-    for process in processes:
-        try:
-            if process.is_running() and process.status() != psutil.STATUS_ZOMBIE:
-                alive.append(process.pid)
-        except psutil.NoSuchProcess:
-            pass
-    return alive
-
-
-# Runs first: the module's cluster is not started yet, so at most three nodes share the machine.
-def test_stopping_the_test_cluster_leaves_other_ray_processes_alive(tmp_path, monkeypatch):
-    """The fixture stops its cluster by pid and process group, not with a machine-wide ``ray stop --force``: an
-    unrelated Ray head (its own port and temp dir, authentication disabled) outlives it, and is then stopped by pid
-    too. On the way: a driver that has a token does not turn token mode on for a cluster without authentication."""
-    other_dir = tempfile.mkdtemp(prefix="ru", dir="/tmp")
-    port = rc._free_port()
-    env = rc.node_env(rc.write_token(other_dir))
-    env["RAY_AUTH_MODE"] = "disabled"
-    other = rc.start_node(
-        [
-            "--head",
-            "--port",
-            str(port),
-            "--include-dashboard",
-            "false",
-            "--temp-dir",
-            other_dir,
-            "--num-cpus",
-            "1",
-            "--node-ip-address",
-            "127.0.0.1",
-            "--disable-usage-stats",
-        ],
-        env,
-        os.path.join(other_dir, "head.log"),
-    )
-    others = _processes(other.pids)
-    try:
-        assert len(_running(others)) >= 3, other.pids  # ray start, gcs_server, raylet, ...
-        with monkeypatch.context() as patch:
-            patch.delenv("RAY_AUTH_MODE", raising=False)
-            patch.setenv("RAY_AUTH_TOKEN_PATH", rc.write_token(str(tmp_path)))
-            assert _connect.gcs_auth(f"127.0.0.1:{port}", offer_token=True) == _connect.OPEN
-            _connect._prepare_token_auth(f"127.0.0.1:{port}")
-            assert "RAY_AUTH_MODE" not in os.environ
-        env_before = {key: os.environ.get(key) for key in _AUTH}
-        cluster = rc.start_cluster()
-        try:
-            assert os.environ["RAY_AUTH_TOKEN_PATH"] == cluster.token_path
-            mine = _processes(cluster.pids)
-            assert len(mine) >= 6 and not {p.pid for p in mine} & set(other.pids)
-        finally:
-            cluster.stop()
-        assert _running(mine) == []
-        assert not os.path.exists(cluster.temp_dir)
-        assert {key: os.environ.get(key) for key in _AUTH} == env_before
-        assert sorted(_running(others)) == sorted(p.pid for p in others), "the unrelated Ray was stopped too"
-    finally:
-        rc.stop_nodes([other])
-        shutil.rmtree(other_dir, ignore_errors=True)
-    assert _running(others) == []
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    import ray
-
-    started = rc.start_cluster()
-    try:
-        yield started
-    finally:
-        if ray.is_initialized():
-            ray.shutdown()
-        started.stop()
+@pytest.fixture
+def cluster(ray_cluster):
+    """The session's shared cluster: Ray's default token authentication, its token handed to this process through
+    RAY_AUTH_TOKEN_PATH with RAY_AUTH_MODE unset (`_ray_cluster.start_cluster`). Stopping a test cluster is
+    checked in test_ray_cluster_stop.py, which starts clusters of its own."""
+    return ray_cluster
 
 
 @pytest.fixture

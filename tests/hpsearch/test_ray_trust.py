@@ -61,7 +61,7 @@ def _search(out: Path, address: str, **kw):
         rc.make_trainer(str(out), epochs=1),
         hp_space={"learning_rate": Float(1e-3, 1e-1, log=True)},
         compute_objective="eval_accuracy",
-        n_trials=2,
+        n_trials=1,  # what is checked is the experiment folder Tune resumes from: one trial writes it
         direction="maximize",
         backend="ray",
         max_concurrent_trials=1,

@@ -18,7 +18,11 @@ from hpsearch.trial import TrialState
 from spaces import Float
 from tests.hpsearch import _ray_cluster as rc
 
-pytestmark = [pytest.mark.slow, pytest.mark.multiprocess, pytest.mark.ray]
+
+# The refusal of a bad workers_per_trial starts no Ray: it is in the fast tier; the others start a local Ray.
+def _local_ray(test):
+    return pytest.mark.slow(pytest.mark.multiprocess(pytest.mark.ray(test)))
+
 
 EPOCHS = 2
 BATCH = 32  # per worker; the single-process reference uses 2 * BATCH
@@ -56,6 +60,7 @@ def _single_process_accuracy(output_dir: str, learning_rate: float) -> float:
     return trainer.evaluate()["eval_accuracy"]
 
 
+@_local_ray
 def test_two_worker_trials_match_single_process_runs(local_ray, tmp_path):
     from ray import tune
 
@@ -108,6 +113,7 @@ def test_bad_workers_per_trial_is_named(tmp_path):
         )
 
 
+@_local_ray
 def test_two_worker_trials_train_sharded_with_fsdp(local_ray, tmp_path):
     from ray import tune
 
