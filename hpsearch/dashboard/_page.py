@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from hpsearch.dashboard._dashboard import EAGER_TRIALS
 from hpsearch.report._page import CSS, SORT_JS, esc
 from hpsearch.report._plotly import FIT_JS, json_for_script
 
@@ -117,9 +118,11 @@ _CLIENT_JS = """
     if (button && !button.disabled) loadTrials(Number(button.getAttribute("data-page")));
   });
 
-  // The quick sections (what a person watches a search for) are drawn at once; the others one per task after them,
-  // so the history of a large search shows, and the page answers, before its slower figures are drawn. The latest
-  // data of a section waiting to be drawn replaces the older.
+  // Above EAGER trials the quick sections (what a person watches a search for) are drawn at once and the others one
+  // per task after them, so the history of a large search shows, and the page answers, before its slower figures
+  // are drawn (a screenshot at load shows those as they come). Up to EAGER every section is drawn before the load
+  // event. The latest data of a section waiting to be drawn replaces the older.
+  var EAGER = __EAGER__;
   var QUICK = {waiting: true, summary: true, history: true, trials: true};
   var later = {}, drainScheduled = false;
   function draw(anchor, sec, data) {
@@ -156,7 +159,7 @@ _CLIENT_JS = """
       }
       if (main.children[i] !== sec) main.insertBefore(sec, main.children[i] || null);
       var data = state.sections[anchor];
-      if (data && QUICK[anchor]) draw(anchor, sec, data);
+      if (data && (QUICK[anchor] || state.trials <= EAGER)) { delete later[anchor]; draw(anchor, sec, data); }
       else if (data) { sec.querySelector("h2").textContent = data.title; later[anchor] = data; }
     });
     if (Object.keys(later).length && !drainScheduled) { drainScheduled = true; setTimeout(drain, 0); }
@@ -205,7 +208,10 @@ _CLIENT_JS = """
 
 #: name -> (body, media type) of the page's own static files.
 STATIC: dict[str, tuple[bytes, str]] = {
-    "dashboard.js": ((SORT_JS + FIT_JS + _CLIENT_JS).encode("utf-8"), "text/javascript"),
+    "dashboard.js": (
+        (SORT_JS + FIT_JS + _CLIENT_JS.replace("__EAGER__", str(EAGER_TRIALS))).encode("utf-8"),
+        "text/javascript",
+    ),
     "dashboard.css": ((CSS + _EXTRA_CSS).encode("utf-8"), "text/css"),
 }
 
