@@ -206,7 +206,8 @@ def test_a_10000_trial_search_is_served_with_a_bounded_first_page_and_live_updat
             target=_messages, args=(f"{url}events/search-0?have={have}", messages, halt), daemon=True
         )
         reader.start()
-        _wait(lambda: any("slices" in m["sections"] for m in messages))  # the slower sections follow
+        # The slower sections follow (seconds each at 10,000 trials; minutes on a loaded 2-core machine).
+        _wait(lambda: any("slices" in m["sections"] for m in messages), timeout=600)
         assert not any("history" in m["sections"] for m in messages)  # the page holds it already
         slices = next(m for m in messages if "slices" in m["sections"])["sections"]["slices"]
         assert "Being drawn" not in json.dumps(slices)
