@@ -129,8 +129,11 @@ SPACE = {
 }
 
 
-def build(folder: Path, n: int, seed: int = 0) -> tuple[str, Any]:
-    """The same n trials as an Optuna SQLite study (returned as its URL) and as an hpsearch search folder."""
+def build(folder: Path, n: int, seed: int = 0, study: bool = True) -> tuple[str, Any]:
+    """The same n trials as an Optuna SQLite study (returned as its URL) and as an hpsearch search folder.
+
+    ``study=False``: the search folder only (ours alone: writing 10,000 trials into SQLite takes minutes).
+    """
     import optuna
 
     from hpsearch.results import SearchResult
@@ -140,8 +143,9 @@ def build(folder: Path, n: int, seed: int = 0) -> tuple[str, Any]:
     rng = random.Random(seed)
     specs = [_trial_spec(rng, i) for i in range(n)]
     url = f"sqlite:///{folder / 'study.db'}"
-    study = optuna.create_study(study_name="bench", storage=url, direction="maximize")
-    study.add_trials([_optuna_trial(s) for s in specs])
+    if study:
+        created = optuna.create_study(study_name="bench", storage=url, direction="maximize")
+        created.add_trials([_optuna_trial(s) for s in specs])
     result = SearchResult(
         backend="optuna",
         directions=["maximize"],
@@ -382,11 +386,16 @@ def dataclasses_replace(obj: Any, **changes: Any) -> Any:
 
 
 def update_latency(tools: Any, server: Server, write: Any) -> float:
-    """Seconds from a finished trial written to its point appearing in the open page's history plot."""
+    """Seconds from a finished trial written (the writer's calls returned: the trial is in the journal, or the
+    study, and its end in events.jsonl) to its point appearing in the open page's history plot.
+
+    The clock starts once the write returned: the writer's own time is the search's, not the dashboard's (a
+    snapshot of a 10,000-trial search.json, due every minute or so, took seconds of it under load).
+    """
     expression = _HISTORY_JS[server.kind]
     before = tools.evaluate(expression)
-    started = time.perf_counter()
     write()
+    started = time.perf_counter()
     _wait_js(tools, expression, lambda v: (v or 0) > before, timeout=120)
     return time.perf_counter() - started
 
@@ -498,7 +507,7 @@ def main(argv: list[str] | None = None) -> None:
     kinds = ["ours", "optuna-dashboard"] if baseline else ["ours"]
     work = Path(tempfile.mkdtemp(prefix="bench-dashboard-"))
     try:
-        url, result = build(work, args.trials)
+        url, result = build(work, args.trials, study=baseline)
         n_complete = sum(1 for r in result.records if r.state.value == "COMPLETE")
         print(
             f"{args.trials} trials ({n_complete} complete), {os.cpu_count()} CPUs, load average "
@@ -539,7 +548,7 @@ def main(argv: list[str] | None = None) -> None:
                             add(kind, "history", history)
                             add(kind, "all", every)
                             writer = Writer(work, url, result, seed=100 + round_)
-                            study = optuna.load_study(study_name="bench", storage=url)
+                            study = optuna.load_study(study_name="bench", storage=url) if baseline else None
                             write = (
                                 (lambda w=writer: w.ours(w.spec()))
                                 if kind == "ours"
@@ -560,7 +569,7 @@ def main(argv: list[str] | None = None) -> None:
                 try:
                     server.start()
                     _fetch_seconds(server.api)
-                    study = optuna.load_study(study_name="bench", storage=url)
+                    study = optuna.load_study(study_name="bench", storage=url) if baseline else None
                     growth_rows[kind] = growth(server, Writer(work, url, result, seed=7), args.grow, study)
                 except Exception as error:
                     if kind == "ours":

@@ -6,12 +6,14 @@ Routes (all GET; nothing the client sends names a file):
     /search/{i}, /compare  the page of one search / of the comparison
     /static/{name}         plotly.js (from the plotly package), the page's script and style sheet: a fixed table
     /api/views/{view}      the view as JSON (every section)
-    /events/{view}         server-sent events: the view when a client connects, then each changed section
+    /api/trials/{view}     one page of a search view's trials table (``?page=N``), as JSON
+    /events/{view}         server-sent events: what the page lacks when it connects (``?have=anchor:hash,...``,
+                           the sections it holds), then each changed section
 
 One background task polls the folders (`Dashboard.refresh`, a few ``stat`` calls) every ``poll_interval``
-seconds and renders the views that browsers are watching: after a change their quick sections first (published at
-once), then, one per pass, the sections left for later (`Dashboard.render_next`); file reads and rendering run in a
-worker thread, so the event loop keeps serving. ``/api/views`` renders every section up to date.
+seconds and renders the quick sections of the views that browsers are watching after a change (published at once);
+a second one renders the sections left for later, one at a time (`Dashboard.render_next`), so a slow one never
+holds up the first. File reads and rendering run in worker threads, so the event loop keeps serving. ``/api/views`` renders every section up to date.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 from hpsearch.dashboard._page import STATIC, page_html
+from hpsearch.dashboard._views import parse_have
 from hpsearch.report._plotly import plotly_js_path
 
 if TYPE_CHECKING:
@@ -76,40 +79,51 @@ class _Watch:
             await to_thread.run_sync(self.dashboard.render, self.dashboard.default_view)
         except Exception:
             pass  # reported by the loop below if it persists
-        while not self.stopping:
-            busy = False
-            try:
-                busy = await self.tick()
-            except Exception:  # a bad moment in a folder must not stop the dashboard: try again next tick
-                logging.getLogger(__name__).warning("Dashboard refresh failed; retrying.", exc_info=True)
-            if not busy:
+        later = asyncio.create_task(self.run_later())
+        try:
+            while not self.stopping:
+                try:
+                    await self.tick()
+                except Exception:  # a bad moment in a folder must not stop the dashboard: try again next tick
+                    logging.getLogger(__name__).warning("Dashboard refresh failed; retrying.", exc_info=True)
                 await asyncio.sleep(self.poll_interval)
+        finally:
+            later.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await later
 
-    async def tick(self) -> bool:
-        """Read the folders; render the watched views' quick sections, else one of their later sections.
-
-        Returns True when a later section was rendered (more may wait: the next tick comes without a pause, and a
-        change in a folder still comes first).
-        """
+    async def tick(self) -> None:
+        """Read the folders; render the watched views' quick sections if they changed, and publish them."""
         from anyio import to_thread
 
         dashboard = self.dashboard
         await to_thread.run_sync(dashboard.refresh)
-        due = await to_thread.run_sync(dashboard.importance_due)
-        views = [v for v, n in self.watched.items() if n > 0]
+        await to_thread.run_sync(dashboard.importance_due)
         rendered = False
-        for view in views:
+        for view in [v for v, n in self.watched.items() if n > 0]:
             if dashboard.needs_render(view):
                 before = dashboard.cached(view)
                 rendered = (await to_thread.run_sync(dashboard.render, view)) is not before or rendered
         if rendered:
             self.publish()
-            return due
-        for view in views:
-            if await to_thread.run_sync(dashboard.render_next, view):
-                self.publish()
-                return True
-        return False
+
+    async def run_later(self) -> None:
+        """The sections left for later, one at a time, beside `tick` (their own task and worker thread): a slow
+        section of a large search never delays a finished trial's quick sections nor a page request."""
+        from anyio import to_thread
+
+        dashboard = self.dashboard
+        while not self.stopping:
+            rendered = False
+            try:
+                for view in [v for v, n in self.watched.items() if n > 0]:
+                    if await to_thread.run_sync(dashboard.render_next, view):
+                        self.publish()
+                        rendered = True
+            except Exception:
+                logging.getLogger(__name__).warning("Dashboard render failed; retrying.", exc_info=True)
+            if not rendered:
+                await asyncio.sleep(self.poll_interval)
 
 
 class _Handlers:
@@ -172,14 +186,35 @@ class _Handlers:
         rendered = await to_thread.run_sync(lambda: self.dashboard.render(view, complete=True))
         return Response(rendered.message(), media_type="application/json", headers=_HEADERS)
 
+    async def trials(self, request: Request) -> Response:
+        """One page of a search view's trials table (``?page=N``, 0-based) as JSON: html, page, pages."""
+        from anyio import to_thread
+        from starlette.responses import JSONResponse
+
+        view = self._view(request.path_params["view"])
+        if view is None or view == "compare":
+            return _not_found()
+        try:
+            page = int(request.query_params.get("page", "0"))
+        except ValueError:
+            return JSONResponse(
+                {"error": "page must be a whole number (0 is the first page)"},
+                status_code=400,
+                headers=_HEADERS,
+            )
+        await to_thread.run_sync(self.dashboard.refresh)
+        body = await to_thread.run_sync(self.dashboard.trials_page, view, page)
+        return JSONResponse(body, headers=_HEADERS)
+
     async def events(self, request: Request) -> Response:
         from starlette.responses import StreamingResponse
 
         view = self._view(request.path_params["view"])
         if view is None:
             return _not_found()
+        have = parse_have(request.query_params.get("have"))
         return StreamingResponse(
-            _stream(self.watch, view),
+            _stream(self.watch, view, have),
             media_type="text/event-stream",
             headers={**_HEADERS, "Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
@@ -234,6 +269,7 @@ def create_app(
         Route("/compare", handlers.compare_page),
         Route("/static/{name}", handlers.static),
         Route("/api/views/{view}", handlers.view_json),
+        Route("/api/trials/{view}", handlers.trials),
         Route("/events/{view}", handlers.events),
     ]
     middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts or LOCAL_HOSTS)]
@@ -249,13 +285,14 @@ def _sse(data: str, event: str = "update") -> bytes:
     return (f"event: {event}\n" + "".join(f"data: {line}\n" for line in lines) + "\n").encode("utf-8")
 
 
-async def _stream(watch: _Watch, view: str) -> AsyncIterator[bytes]:
-    """The events of one browser: the whole view first, then only the sections that changed."""
+async def _stream(watch: _Watch, view: str, have: dict[str, str]) -> AsyncIterator[bytes]:
+    """The events of one browser: the sections it does not hold yet (``have``: anchor -> hash, what the page came
+    with), then only the sections that changed."""
     from anyio import to_thread
 
     dashboard = watch.dashboard
     watch.watched[view] = watch.watched.get(view, 0) + 1
-    known: dict[str, str] = {}
+    known = dict(have)
     sent = -1
     try:
         yield b"retry: 1000\n\n"

@@ -4,7 +4,7 @@ A view is rendered again only when a folder it shows changed (or a parameter-imp
 finished), and at most as often as its own cost allows, so a 1,000-trial search that reports an evaluation
 every second does not keep a core busy redrawing. A search's view is rendered section by section and each section
 is cached: the quick ones (`QUICK`: summary, history, trials table) after every change, the others one at a time
-afterwards (`render_next`), each throttled by its own cost; above `EAGER_TRIALS` trials the first page is served
+afterwards (`render_next`, outside the lock), each throttled by its own cost; above `EAGER_TRIALS` trials the first page is served
 with a stand-in for each section not drawn yet, so it does not wait for all of them. Parameter importance (fANOVA: about 2 s at 1,000 trials) is
 computed in a child process (see `_importance`) on the complete trials only, when they changed, throttled;
 meanwhile the view shows the previous importances, or at first a rank-correlation estimate.
@@ -13,6 +13,7 @@ meanwhile the view shows the previous importances, or at first a rank-correlatio
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import threading
 import time
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from hpsearch.dashboard._importance import end_children, isolated_importances
 from hpsearch.dashboard._reader import FolderReader, check_search_folder
 from hpsearch.dashboard._views import (
+    TABLE_PAGE,
     View,
     compare_view,
     pending_text,
@@ -150,7 +152,7 @@ class Dashboard:
             raise ValueError(
                 f"labels must name each of the {len(dirs)} folders but got {len(self.labels)} labels."
             )
-        self.readers = [FolderReader(d) for d in dirs]
+        self.readers = [FolderReader(d, background=True) for d in dirs]
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hpsearch-importance")
         self._importance = [_Importance(self._executor) for _ in dirs]
         self._lock = threading.RLock()
@@ -268,7 +270,11 @@ class Dashboard:
 
     def render_next(self, view: str) -> bool:
         """Render one out-of-date section that `render` left for later (the first in page order whose throttle
-        passed); True when one was rendered, so the caller publishes and comes back for the next."""
+        passed); True when one was rendered, so the caller publishes and comes back for the next.
+
+        The section is built outside the lock, from a snapshot taken under it: at 10,000 trials one slow section
+        costs a second, and a page request or a finished trial (the quick sections) must not wait for it.
+        """
         with self._lock:
             if view == "compare" or view not in self._views:
                 return False
@@ -285,14 +291,42 @@ class Dashboard:
             ]
             if not stale:
                 return False
-            result = reader.snapshot()
-            sections = search_sections(result, self._importances(i, result), reader.has_search)
-            title, build = next((t, b) for a, t, b in sections if a == stale[0])
-            cache[stale[0]] = self._build(title, build, reader.version)
-            old = self._views[view]
-            new = dataclasses.replace(old, sections={**old.sections, stale[0]: cache[stale[0]].text})
-            self._store(view, new)
+            anchor, version, result = stale[0], reader.version, reader.snapshot()
+            # Not picked again by a concurrent call while it is being built (its throttle is set once built).
+            cache[anchor].next_at = math.inf
+        sections = search_sections(result, self._importances(i, result), reader.has_search)
+        title, build = next((t, b) for a, t, b in sections if a == anchor)
+        try:
+            built = self._build(title, build, version)
+        except BaseException:
+            with self._lock:
+                cache[anchor].next_at = 0.0
+            raise
+        with self._lock:
+            old = self._views.get(view)
+            if old is None or anchor not in old.order or self._sections.get(view) is not cache:
+                if anchor in cache and cache[anchor].next_at == math.inf:
+                    cache[anchor].next_at = 0.0
+                return False
+            cache[anchor] = built
+            self._store(view, dataclasses.replace(old, sections={**old.sections, anchor: built.text}))
             return True
+
+    def trials_page(self, view: str, page: int) -> dict[str, Any]:
+        """Page ``page`` (0-based, clamped) of a search view's trials table as ``{"html", "page", "pages"}``: the
+        table's first page comes with the view, the others are fetched by the page's pager.
+
+        Raises:
+            KeyError: ``view`` is not a search view.
+        """
+        from hpsearch.report._html import trials_page
+
+        with self._lock:
+            if view == "compare":
+                raise KeyError(view)
+            result = self.readers[self._indices(view)[0]].snapshot()
+        html, page, pages = trials_page(result, page, TABLE_PAGE)
+        return {"html": html, "page": page, "pages": pages}
 
     def _store(self, view: str, new: View) -> None:
         old = self._views.get(view)

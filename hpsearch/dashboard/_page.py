@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from hpsearch.dashboard._dashboard import EAGER_TRIALS
 from hpsearch.report._page import CSS, SORT_JS, esc
 from hpsearch.report._plotly import FIT_JS, json_for_script
 
@@ -27,6 +28,9 @@ _EXTRA_CSS = """
 #hp-warning { margin:12px 32px 0; padding:8px 14px; border:1px solid #f59e0b; background:#fffbeb; color:#92400e; border-radius:6px; }
 #hp-views a { color:#93c5fd; margin-right:12px; font-size:13px; text-decoration:none; }
 #hp-views a.current { color:#fff; font-weight:600; }
+.hp-pager { display:flex; gap:6px; align-items:center; margin:0 0 8px; font-size:13px; color:var(--muted); }
+.hp-pager button { font:inherit; padding:2px 10px; border:1px solid var(--line); border-radius:4px; background:#fff; cursor:pointer; }
+.hp-pager button[disabled] { opacity:.45; cursor:default; }
 """
 
 _CLIENT_JS = """
@@ -97,6 +101,47 @@ _CLIENT_JS = """
     });
   }
 
+  // The trials table of a large search comes a page at a time: the view holds the first page, the pager's buttons
+  // fetch the others; a page other than the first is fetched again when the table changes, so it stays in view.
+  var trialsPage = 0;
+  function loadTrials(page) {
+    var box = document.querySelector("#trials .hp-html");
+    if (!box) return;
+    fetch("/api/trials/" + encodeURIComponent(view) + "?page=" + page).then(function (r) {
+      if (!r.ok) throw new Error("HTTP " + r.status);
+      return r.json();
+    }).then(function (data) { trialsPage = data.page; setHtml(box, data.html); })
+      .catch(function () { status.className = "lost"; statusText.textContent = "could not fetch that page of trials"; });
+  }
+  main.addEventListener("click", function (event) {
+    var button = event.target.closest && event.target.closest(".hp-pager button[data-page]");
+    if (button && !button.disabled) loadTrials(Number(button.getAttribute("data-page")));
+  });
+
+  // Above EAGER trials the quick sections (what a person watches a search for) are drawn at once and the others one
+  // per task after them, so the history of a large search shows, and the page answers, before its slower figures
+  // are drawn (a screenshot at load shows those as they come). Up to EAGER every section is drawn before the load
+  // event. The latest data of a section waiting to be drawn replaces the older.
+  var EAGER = __EAGER__;
+  var QUICK = {waiting: true, summary: true, history: true, trials: true};
+  var later = {}, drainScheduled = false;
+  function draw(anchor, sec, data) {
+    var t0 = performance.now(); renderSection(sec, data); window.hpTimings[anchor] = performance.now() - t0;
+    if (anchor === "trials" && trialsPage > 0) loadTrials(trialsPage);
+  }
+  function drain() {
+    drainScheduled = false;
+    var anchor = Object.keys(later).sort(function (a, b) {
+      var x = document.getElementById(a), y = document.getElementById(b);
+      return Array.prototype.indexOf.call(main.children, x) - Array.prototype.indexOf.call(main.children, y);
+    })[0];
+    if (anchor === undefined) return;
+    var data = later[anchor], sec = document.getElementById(anchor);
+    delete later[anchor];
+    if (sec) draw(anchor, sec, data);
+    if (Object.keys(later).length) { drainScheduled = true; setTimeout(drain, 0); }
+  }
+
   function apply(state, how) {
     document.getElementById("hp-title").textContent = state.title;
     document.getElementById("hp-subtitle").textContent = state.subtitle;
@@ -114,8 +159,10 @@ _CLIENT_JS = """
       }
       if (main.children[i] !== sec) main.insertBefore(sec, main.children[i] || null);
       var data = state.sections[anchor];
-      if (data) { var t0 = performance.now(); renderSection(sec, data); timings[anchor] = performance.now() - t0; }
+      if (data && (QUICK[anchor] || state.trials <= EAGER)) { delete later[anchor]; draw(anchor, sec, data); }
+      else if (data) { sec.querySelector("h2").textContent = data.title; later[anchor] = data; }
     });
+    if (Object.keys(later).length && !drainScheduled) { drainScheduled = true; setTimeout(drain, 0); }
     Array.prototype.slice.call(main.children).forEach(function (sec) {
       if (!keep[sec.id]) { sec.querySelectorAll(".hp-plot").forEach(function (d) { Plotly.purge(d); }); sec.remove(); }
     });
@@ -135,13 +182,21 @@ _CLIENT_JS = """
       new Date().toLocaleTimeString();
   }
 
-  var initial = document.getElementById("hp-initial");
-  if (initial) apply(JSON.parse(initial.textContent), "loaded");
+  // The sections this page holds (anchor -> hash): the stream is opened with them, so it sends only what changed
+  // since (a 10,000-trial page would otherwise receive, parse and draw every section a second time).
+  var have = {};
+  function holding() {
+    return Object.keys(have).map(function (a) { return a + ":" + have[a]; }).join(",");
+  }
 
-  var source = new EventSource("/events/" + encodeURIComponent(view));
+  var initial = document.getElementById("hp-initial");
+  if (initial) { var first = JSON.parse(initial.textContent); apply(first, "loaded"); have = first.hashes || {}; }
+
+  var source = new EventSource("/events/" + encodeURIComponent(view) + (initial ? "?have=" + encodeURIComponent(holding()) : ""));
   source.addEventListener("update", function (event) {
     var t0 = performance.now(), state = JSON.parse(event.data);
     apply(state, "live");
+    have = state.hashes || {};
     window.hpTimings.parse = performance.now() - t0 - Object.keys(window.hpTimings).reduce(function (n, k) { return n + window.hpTimings[k]; }, 0);
   });
   source.addEventListener("error", function () {
@@ -153,7 +208,10 @@ _CLIENT_JS = """
 
 #: name -> (body, media type) of the page's own static files.
 STATIC: dict[str, tuple[bytes, str]] = {
-    "dashboard.js": ((SORT_JS + FIT_JS + _CLIENT_JS).encode("utf-8"), "text/javascript"),
+    "dashboard.js": (
+        (SORT_JS + FIT_JS + _CLIENT_JS.replace("__EAGER__", str(EAGER_TRIALS))).encode("utf-8"),
+        "text/javascript",
+    ),
     "dashboard.css": ((CSS + _EXTRA_CSS).encode("utf-8"), "text/css"),
 }
 

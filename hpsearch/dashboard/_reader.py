@@ -5,7 +5,8 @@ that grow with the search, and the journal lines newer than it, read together by
 ``events.jsonl`` (appended to as trials start, evaluate and end; see ``hpsearch._events``). The results are parsed
 again only when the snapshot's identity (inode, size, mtime) changed, not at every journal line: each trial's end is
 also in ``events.jsonl``, with the record the journal stores, so following the journal too would re-read the whole
-search after every trial for nothing new. ``events.jsonl`` is read
+search after every trial for nothing new. The dashboard's readers parse a new snapshot in a thread of their own
+(``background``), so a refresh never waits for it. ``events.jsonl`` is read
 from the offset where the last read stopped, and only up to its last complete line, so a line being written is
 read whole on the next refresh. A ``search.json`` that cannot be parsed (corrupt, or not a search) leaves the
 last good state in place and sets `FolderReader.warning`. Trials the events show running are RUNNING records
@@ -20,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import threading
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -94,14 +96,51 @@ def _newer(live: TrialRecord, saved: TrialRecord) -> bool:
     return finished is not None and finished > saved_end
 
 
+def _load(folder: Path) -> SearchResult | str:
+    """The search in ``folder``, or why it could not be read."""
+    try:
+        return SearchResult.load(folder)
+    except (OSError, ValueError) as error:
+        return str(error)
+
+
+class _Load:
+    """`_load` in a daemon thread of its own; ``value`` once ``done`` is set."""
+
+    def __init__(self, folder: Path) -> None:
+        self.value: SearchResult | str = ""
+        self.done = threading.Event()
+        threading.Thread(
+            target=self._run, args=(folder,), name="hpsearch-dashboard-load", daemon=True
+        ).start()
+
+    def _run(self, folder: Path) -> None:
+        try:
+            self.value = _load(folder)
+        except (
+            Exception
+        ) as error:  # a bug, not a bad file: shown as the warning, and the next change is read again
+            self.value = f"{type(error).__name__}: {error}"
+        finally:
+            self.done.set()
+
+
 class FolderReader:
     """The live state of the search in ``folder``; call `refresh` to read what changed, `snapshot` to use it.
 
     Not thread-safe: one thread refreshes and snapshots at a time (the dashboard holds a lock around both).
+
+    Args:
+        background: parse a changed ``search.json`` in a thread of its own (all but the first), taking the result at
+            a later `refresh`: at 10,000 trials the parse costs about a second, and the trials it adds are already
+            here from ``events.jsonl``, so the dashboard goes on showing them meanwhile. False: parsed within
+            `refresh`.
     """
 
-    def __init__(self, folder: str | os.PathLike[str]) -> None:
+    def __init__(self, folder: str | os.PathLike[str], background: bool = False) -> None:
         self.folder = Path(folder)
+        self.background = background
+        self._loading: _Load | None = None
         #: Bumped whenever `refresh` finds anything new.
         self.version = 0
         self._search_key: tuple[int, int, int] | None = None
@@ -126,21 +165,27 @@ class FolderReader:
         return changed
 
     def _read_search(self) -> bool:
-        path = self.folder / SEARCH_FILE
-        key = _stat_key(path)
-        if key is None or key == self._search_key:
-            return False
+        changed = False
+        if self._loading is not None and self._loading.done.is_set():
+            changed, self._loading = self._take(self._loading.value), None
+        key = _stat_key(self.folder / SEARCH_FILE)
+        if key is None or key == self._search_key or self._loading is not None:
+            return changed  # a file that changed during a parse is read once that parse is taken
         self._search_key = key
-        try:
-            result = SearchResult.load(self.folder)
-        except (OSError, ValueError) as error:
-            message = str(error)
-            if message == self._search_error:
+        if self.background and self._saved is not None:
+            self._loading = _Load(self.folder)
+            return changed
+        return self._take(_load(self.folder)) or changed
+
+    def _take(self, loaded: SearchResult | str) -> bool:
+        """Keep a parsed search.json, or the message of why it could not be parsed; True when either is new."""
+        if isinstance(loaded, str):
+            if loaded == self._search_error:
                 return False
-            self._search_error = message
+            self._search_error = loaded
             return True
-        self._saved = result
-        self._saved_by_id = {r.trial_id: r for r in result.records}
+        self._saved = loaded
+        self._saved_by_id = {r.trial_id: r for r in loaded.records}
         self._search_error = None
         self._good_at = datetime.now(timezone.utc)
         return True

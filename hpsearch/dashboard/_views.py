@@ -23,8 +23,10 @@ if TYPE_CHECKING:
     from hpsearch.results import SearchResult
 
 __all__ = [
+    "TABLE_PAGE",
     "View",
     "compare_view",
+    "parse_have",
     "pending_text",
     "search_meta",
     "search_sections",
@@ -66,6 +68,9 @@ class View:
                 **self.meta,
                 "version": self.version,
                 "order": self.order,
+                # What the page holds once it applied this message: it hands these back when its event stream
+                # (re)connects, so the stream sends only what changed since (`parse_have`).
+                "hashes": self.hashes(),
                 "rendered": self.rendered_at.isoformat(),
             }
         )
@@ -73,6 +78,23 @@ class View:
 
     def hashes(self) -> dict[str, str]:
         return {a: h for a, (h, _) in self.sections.items()}
+
+
+#: Bounds on a page's ``have`` list (anchors are short names, hashes 16 hex digits): anything else is ignored.
+_HAVE_MAX = 4096
+
+
+def parse_have(text: str | None) -> dict[str, str]:
+    """The sections a page already holds, from its ``?have=anchor:hash,...`` (the ``hashes`` of the last message it
+    applied); malformed or oversized input counts as holding nothing, which only costs a full message."""
+    if not text or len(text) > _HAVE_MAX:
+        return {}
+    have = {}
+    for item in text.split(","):
+        anchor, _, digest = item.partition(":")
+        if anchor and len(digest) == 16 and all(c in "0123456789abcdef" for c in digest):
+            have[anchor] = digest
+    return have
 
 
 def _part(part: Part) -> str:
@@ -106,6 +128,11 @@ def _view(meta: dict[str, Any], sections: list[tuple[str, str, list[Part]]]) -> 
     )
 
 
+#: Rows per page of the trials table: one page comes with the view (and again after each finished trial), the others
+#: are fetched when asked; a person reads a hundred rows, and the browser lays them out in milliseconds.
+TABLE_PAGE = 100
+
+
 def search_sections(
     result: SearchResult,
     importances: Importances | str | Callable[[], Importances | str] | None,
@@ -114,8 +141,17 @@ def search_sections(
     """The single-search view's sections, not built yet: the report's (running trials included), after a
     waiting note while the folder holds no search.json."""
     from hpsearch.report import lazy_report_sections
+    from hpsearch.report._html import trials_page
 
-    sections = lazy_report_sections(result, importances)
+    # The trials table: its first page, the others fetched when asked (`Dashboard.trials_page`), where the report
+    # shows the best 500 only.
+    def first_page() -> list[Part]:
+        return [trials_page(result, 0, TABLE_PAGE)[0]]
+
+    sections: list[LazySection] = [
+        (a, t, first_page if a == "trials" else build)
+        for a, t, build in lazy_report_sections(result, importances)
+    ]
     if not has_search:
         waiting = note(
             esc(

@@ -7,6 +7,7 @@ Every string handed to plotly (trace names, hover text, tick labels, titles, dim
 from __future__ import annotations
 
 import math
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from hpsearch.report._analysis import (
@@ -18,7 +19,7 @@ from hpsearch.report._analysis import (
     param_axis,
     param_kind,
 )
-from hpsearch.report._plotly import plot_text, require_plotly
+from hpsearch.report._plotly import light_figure, plot_text, require_plotly
 from hpsearch.trial import TrialRecord, TrialState
 from hpsearch.warmstart import is_warm
 
@@ -49,22 +50,10 @@ def objective_names(result: SearchResult) -> list[str]:
     k = len(result.directions)
     candidates: list[set[str] | None] = [None] * k
     for record in result.records:
-        for ev in record.intermediates:
-            values = result.objective_values(ev)
-            if values is None:
-                continue
-            for i, value in enumerate(values):
-                seen = candidates[i]
-                # After the first evaluation only the metrics still equal everywhere are checked (a few, not all).
-                names = ev.metrics if seen is None else [m for m in seen if m in ev.metrics]
-                candidates[i] = {
-                    m
-                    for m in names
-                    if isinstance(v := ev.metrics[m], int | float)
-                    and not isinstance(v, bool)
-                    and math.isfinite(value)
-                    and math.isclose(v, value, rel_tol=1e-9, abs_tol=1e-12)
-                }
+        for i, found in enumerate(_record_matches(result, record, k)):
+            seen = candidates[i]
+            if found is not None:
+                candidates[i] = set(found) if seen is None else seen & found
     names = []
     for i, found in enumerate(candidates):
         if k == 1 and found is not None and result.objective in found:
@@ -79,6 +68,47 @@ def objective_names(result: SearchResult) -> list[str]:
         else:
             names.append(f"objective {i}")
     return names
+
+
+#: Per record, the metrics equal to each objective at every one of its evaluations (see `_record_matches`).
+_MATCHES: dict[tuple[int, int, int], tuple[weakref.ref[TrialRecord], list[set[str] | None]]] = {}
+_MATCHES_MAX = 200_000
+
+
+def _record_matches(result: SearchResult, record: TrialRecord, k: int) -> list[set[str] | None]:
+    """For each of ``k`` objectives, the metrics equal to it at every evaluation of ``record`` that has values (None:
+    no such evaluation).
+
+    Remembered per record: every figure of a report asks `objective_names`, which reads every evaluation (eight
+    passes over 100,000 evaluations at 10,000 trials, and the dashboard asks again after each finished trial). The
+    key holds the number of evaluations (a running trial's copy grows), and a weak reference to the record guards
+    against a new record at a reused address.
+    """
+    key = (id(record), len(record.intermediates), k)
+    hit = _MATCHES.get(key)
+    if hit is not None and hit[0]() is record:
+        return hit[1]
+    found: list[set[str] | None] = [None] * k
+    for ev in record.intermediates:
+        values = result.objective_values(ev)
+        if values is None:
+            continue
+        for i, value in enumerate(values):
+            seen = found[i]
+            # After the first evaluation only the metrics still equal everywhere are checked (a few, not all).
+            names = ev.metrics if seen is None else [m for m in seen if m in ev.metrics]
+            found[i] = {
+                m
+                for m in names
+                if isinstance(v := ev.metrics[m], int | float)
+                and not isinstance(v, bool)
+                and math.isfinite(value)
+                and math.isclose(v, value, rel_tol=1e-9, abs_tol=1e-12)
+            }
+    if len(_MATCHES) >= _MATCHES_MAX:
+        _MATCHES.clear()
+    _MATCHES[key] = (weakref.ref(record), found)
+    return found
 
 
 def _objective_titles(result: SearchResult) -> list[str]:
@@ -105,19 +135,50 @@ def _finite(v: float | None) -> bool:
     return v is not None and not math.isnan(v)
 
 
+#: Above this many points a figure draws its markers with WebGL (plotly's scattergl): one SVG element per point cost
+#: the browser seconds at 10,000 trials, WebGL a few milliseconds. Below it SVG (crisper, and exported as vectors).
+GL_POINTS = 1000
+
+
+def marker_type(points: int) -> str:
+    """The plotly trace type for a marker trace of ``points`` points: ``scattergl`` above `GL_POINTS`."""
+    return "scattergl" if points > GL_POINTS else "scatter"
+
+
+def _grid_layout(rows: int) -> dict[str, Any]:
+    """The layout of ``rows`` stacked panels sharing their x axis ({} for one), as `_figure` lays them out."""
+    if rows == 1:
+        return {}
+    from plotly.subplots import make_subplots
+
+    return dict(
+        make_subplots(rows=rows, cols=1, shared_xaxes=True, vertical_spacing=0.08).layout.to_plotly_json()
+    )
+
+
+def _axes(row: int, rows: int) -> dict[str, str]:
+    """The axis references of a trace in panel ``row`` (0-based) of `_grid_layout(rows)`."""
+    if rows == 1:
+        return {}
+    return {"xaxis": "x", "yaxis": "y"} if row == 0 else {"xaxis": f"x{row + 1}", "yaxis": f"y{row + 1}"}
+
+
 def history_figure(result: SearchResult) -> Any | None:
-    """Objective per trial number, one marker color per state, and the best-so-far line."""
-    go = require_plotly()
+    """Objective per trial number, one marker color per state, and the best-so-far line.
+
+    Built from dicts (`light_figure`): the dashboard builds it again after every finished trial.
+    """
     k = len(result.directions)
     records = sorted(result.records, key=lambda r: r.number)
     vectors = [result.objective_values(r) or [math.nan] * k for r in records]
     if not any(_finite(v) for vec in vectors for v in vec):
         return None
-    fig = _figure(result, k)
     titles = _objective_titles(result)
     groups = [(state, color, state) for state, color in STATE_COLORS.items()] + [
         ("WARM", WARM_COLOR, WARM_NAME)
     ]
+    layout = _grid_layout(k)
+    traces: list[dict[str, Any]] = []
     for i in range(k):
         # One pass sorts the trials into their groups (one per state, warm start apart), not one pass per group.
         points: dict[str, list[tuple[TrialRecord, float]]] = {state: [] for state, _, _ in groups}
@@ -126,43 +187,48 @@ def history_figure(result: SearchResult) -> Any | None:
                 group = points.get("WARM" if is_warm(r) else TrialState(r.state).value)
                 if group is not None:
                     group.append((r, vec[i]))
+        kind = marker_type(sum(len(pts) for pts in points.values()))
         for state, color, name in groups:
             pts = points[state]
             if pts:
-                _add(fig, _state_markers(go, state, color, name, pts, i), i, k)
+                traces.append({**_state_markers(kind, state, color, name, pts, i), **_axes(i, k)})
         if k == 1:
-            line = _best_so_far_line(go, result, records, vectors)
+            line = _best_so_far_line(result, records, vectors)
             if line is not None:
-                _add(fig, line, i, k)
+                traces.append(line)
         axis = "yaxis" if i == 0 else f"yaxis{i + 1}"
-        fig.update_layout({axis: {"title": {"text": titles[i]}}})
-    fig.update_layout(**{**_LAYOUT, "height": 320 * k + 100 if k > 1 else 420})
-    fig.update_xaxes(title_text="trial number", row=k if k > 1 else None)
-    return fig
+        layout[axis] = {**layout.get(axis, {}), "title": {"text": titles[i]}}
+    layout.update({**_LAYOUT, "height": 320 * k + 100 if k > 1 else 420})
+    bottom = "xaxis" if k == 1 else f"xaxis{k}"
+    layout[bottom] = {**layout.get(bottom, {}), "title": {"text": "trial number"}}
+    return light_figure(traces, layout)
 
 
-def _state_markers(go: Any, state: str, color: str, name: str, pts: list[tuple[Any, float]], i: int) -> Any:
+def _state_markers(
+    kind: str, state: str, color: str, name: str, pts: list[tuple[Any, float]], i: int
+) -> dict[str, Any]:
     """One state's trials as markers (objective ``i`` against trial number); a cross for FAIL, a diamond for WARM."""
-    return go.Scatter(
-        x=[r.number for r, _ in pts],
-        y=[v for _, v in pts],
-        mode="markers",
-        name=name,
-        legendgroup=state,
-        showlegend=i == 0,
-        marker={
+    return {
+        "type": kind,
+        "x": [r.number for r, _ in pts],
+        "y": [v for _, v in pts],
+        "mode": "markers",
+        "name": name,
+        "legendgroup": state,
+        "showlegend": i == 0,
+        "marker": {
             "color": color,
             "size": 8,
             "symbol": {"FAIL": "x", "WARM": "diamond"}.get(state, "circle"),
         },
-        text=[plot_text(r.name) for r, _ in pts],
-        hovertemplate="%{text}<br>trial %{x}<br>%{y:.6g}<extra>" + name + "</extra>",
-    )
+        "text": [plot_text(r.name) for r, _ in pts],
+        "hovertemplate": "%{text}<br>trial %{x}<br>%{y:.6g}<extra>" + name + "</extra>",
+    }
 
 
 def _best_so_far_line(
-    go: Any, result: SearchResult, records: list[Any], vectors: list[list[float]]
-) -> Any | None:
+    result: SearchResult, records: list[Any], vectors: list[list[float]]
+) -> dict[str, Any] | None:
     """The best complete trial so far, by trial number (one objective); None before any complete trial."""
     complete = [  # this search's own trials: an earlier search's trial is never its best run
         (r.number, vec[0])
@@ -171,14 +237,15 @@ def _best_so_far_line(
     ]
     if not complete:
         return None
-    return go.Scatter(
-        x=[n for n, _ in complete],
-        y=best_so_far([v for _, v in complete], result.directions[0]),
-        mode="lines",
-        line={"shape": "hv", "color": "#111827", "width": 2},
-        name="best so far",
-        hovertemplate="best so far %{y:.6g}<extra></extra>",
-    )
+    return {
+        "type": "scatter",
+        "x": [n for n, _ in complete],
+        "y": best_so_far([v for _, v in complete], result.directions[0]),
+        "mode": "lines",
+        "line": {"shape": "hv", "color": "#111827", "width": 2},
+        "name": "best so far",
+        "hovertemplate": "best so far %{y:.6g}<extra></extra>",
+    }
 
 
 def learning_curves_figure(result: SearchResult) -> Any | None:
@@ -298,34 +365,51 @@ def _add_best_curve(fig: Any, result: SearchResult, curves: dict[int, list[Any]]
     )
 
 
-def parallel_figure(result: SearchResult) -> Any | None:
-    """Parallel coordinates of the complete trials over every parameter, colored by the (first) objective."""
+def parallel_figure(result: SearchResult, limit: int | None = None) -> Any | None:
+    """Parallel coordinates of the complete trials over every parameter, colored by the (first) objective.
+
+    ``limit``: draw at most this many trials (`spread_sample`: the best tenth, then an even sample by number); the
+    caller says so in the caption. The axes' ranges and ticks come from every complete trial all the same.
+    """
     go = require_plotly()
-    scored = result.scored_trials()
-    names = sorted({n for r, _ in scored for n in r.params})
-    if not scored or not names:
+    every = result.scored_trials()
+    names = sorted({n for r, _ in every for n in r.params})
+    if not every or not names:
         return None
-    records = [r for r, _ in scored]
+    rows = list(range(len(every)))
+    if limit is not None and len(every) > limit:
+        from hpsearch.report._scale import spread_sample
+
+        kept = {id(r) for r in spread_sample(result, [r for r, _ in every], limit)}
+        rows = [j for j, (r, _) in enumerate(every) if id(r) in kept]
+    scored = [every[j] for j in rows]
+    records = [r for r, _ in every]
     dimensions = []
     for name in names:
-        axis = param_axis(result, name, records)
+        axis = param_axis(result, name, records)  # ticks and range from every trial, drawn or not
         low, high = min(axis.tickvals + axis.positions), max(axis.tickvals + axis.positions)
         pad = 0.5 if axis.kind == "categorical" else 0.0
         label = plot_text(f"{name} (log)" if axis.log else name)
         dimensions.append(
             {
                 "label": label,
-                "values": axis.positions,
+                "values": [axis.positions[j] for j in rows],
                 "tickvals": axis.tickvals,
                 "ticktext": [plot_text(t) for t in axis.ticktext],
                 "range": [low - pad, high + pad] if high > low or pad else [low - 1, high + 1],
             }
         )
     titles = _objective_titles(result)
+    sampled = len(scored) < len(every)
     for i in range(len(result.directions)):
-        values = [v[i] for _, v in scored]
-        dimensions.append({"label": titles[i], "values": values})
+        dimension = {"label": titles[i], "values": [v[i] for _, v in scored]}
+        low, high = min(v[i] for _, v in every), max(v[i] for _, v in every)
+        if sampled and high > low:  # the range of every trial, drawn or not
+            dimension["range"] = [low, high]
+        dimensions.append(dimension)
     color = [v[0] for _, v in scored]
+    # A sample keeps each trial's color: the scale spans every trial's objective.
+    scale = {"cmin": min(v[0] for _, v in every), "cmax": max(v[0] for _, v in every)} if sampled else {}
     fig = go.Figure(
         go.Parcoords(
             dimensions=dimensions,
@@ -334,6 +418,7 @@ def parallel_figure(result: SearchResult) -> Any | None:
                 "colorscale": "Viridis",
                 # Bright means better whatever the direction.
                 "reversescale": result.directions[0] == "minimize",
+                **scale,
                 "showscale": True,
                 "colorbar": {"title": {"text": "objective" if len(titles) == 1 else "objective 0"}},
             },
@@ -403,10 +488,11 @@ def slice_figure(result: SearchResult, name: str) -> tuple[Any | None, int]:
     )
     fig = _figure(result, k, shared_x=True)
     titles = _objective_titles(result)
+    scatter = go.Scattergl if marker_type(len(active)) == "scattergl" else go.Scatter
     for i in range(k):
         _add(
             fig,
-            go.Scatter(
+            scatter(
                 x=xs,
                 y=[v[i] for _, v in active],
                 mode="markers",
@@ -453,8 +539,9 @@ def pareto_figure(result: SearchResult) -> Any | None:
     others = [(r, v) for r, v in scored if id(r) not in front_ids]
     fig = go.Figure()
     if others:
+        scatter = go.Scattergl if marker_type(len(others)) == "scattergl" else go.Scatter
         fig.add_trace(
-            go.Scatter(
+            scatter(
                 x=[v[0] for _, v in others],
                 y=[v[1] for _, v in others],
                 mode="markers",
@@ -497,11 +584,12 @@ def cost_figure(result: SearchResult) -> Any | None:
     if not points:
         return None
     fig = go.Figure()
+    scatter = go.Scattergl if marker_type(len(points)) == "scattergl" else go.Scatter
     for state, color in STATE_COLORS.items():
         pts = [p for p in points if p[0].state == state]
         if pts:
             fig.add_trace(
-                go.Scatter(
+                scatter(
                     x=[c for _, c, _ in pts],
                     y=[v for _, _, v in pts],
                     mode="markers",

@@ -22,13 +22,22 @@ from hpsearch.report._analysis import (
 from hpsearch.report._format import fmt_datetime, fmt_duration, fmt_number, fmt_params
 from hpsearch.report._page import esc, json_text, kv_table, note, page, section, sortable_table, write_page
 from hpsearch.report._plotly import Part, Plot, bundle_script, render_parts, require_plotly
-from hpsearch.report._scale import curve_sample
+from hpsearch.report._scale import spread_sample
 from hpsearch.warmstart import own_counts
 
 if TYPE_CHECKING:
     from hpsearch.results import SearchResult
+    from hpsearch.trial import TrialRecord
 
-__all__ = ["LazySection", "Section", "lazy_report_sections", "render_html", "report_sections", "write_html"]
+__all__ = [
+    "LazySection",
+    "Section",
+    "lazy_report_sections",
+    "render_html",
+    "report_sections",
+    "trials_page",
+    "write_html",
+]
 
 #: One section of the report: (anchor, title, parts).
 Section = tuple[str, str, list[Part]]
@@ -276,7 +285,7 @@ def _curves(result: SearchResult) -> list[Part]:
     shown, sampled = result, ""
     with_curves = [r for r in result.records if r.intermediates]
     if len(with_curves) > CURVES_MAX:
-        shown = dataclasses.replace(result, records=curve_sample(result, with_curves, CURVES_MAX))
+        shown = dataclasses.replace(result, records=spread_sample(result, with_curves, CURVES_MAX))
         sampled = (
             f" {CURVES_MAX:,} of the {len(with_curves):,} trials with evaluations are drawn: the best complete "
             "ones and an even sample of the rest by trial number."
@@ -297,14 +306,27 @@ def _curves(result: SearchResult) -> list[Part]:
     return [Plot("hp-plot-curves", fig, esc(caption))]
 
 
+#: Trials drawn as lines in the parallel coordinates: beyond this, a sample (thousands of lines are one band a person
+#: cannot follow, and each costs the browser time to draw and to brush).
+PARALLEL_MAX = 1000
+
+
 def _parallel(result: SearchResult) -> list[Part]:
-    fig = figures.parallel_figure(result)
+    fig = figures.parallel_figure(result, limit=PARALLEL_MAX)
     if fig is None:
         if not result.param_names:
             return [note("The trials have no parameters.")]
         return [note("No complete trial with an objective to draw.")]
+    complete = len(result.scored_trials())
+    sampled = (
+        f"{PARALLEL_MAX:,} of the {complete:,} complete trials are drawn: the best {PARALLEL_MAX // 10:,} and an "
+        "even sample of the rest by trial number (the axes span every complete trial). "
+        if complete > PARALLEL_MAX
+        else ""
+    )
     caption = (
-        "Complete trials across every parameter, colored by objective (brighter is better). Categorical "
+        sampled
+        + "Complete trials across every parameter, colored by objective (brighter is better). Categorical "
         "values sit on integer ticks; a conditional parameter that was inactive sits on its own "
         "'(inactive)' tick; '(log)' axes show log10 of the value."
     )
@@ -388,6 +410,43 @@ def _trials_table(result: SearchResult) -> str:
         )
     else:
         shown = sorted(result.records, key=lambda r: (r.number, r.trial_id))
+    return _table_of(result, shown, caption)
+
+
+def trials_page(result: SearchResult, page: int, size: int = TABLE_ROWS) -> tuple[str, int, int]:
+    """One page of the trials table, for the live dashboard (which fetches the others on demand): ``(HTML, page,
+    pages)``; ``page`` (0-based) is clamped to the pages there are.
+
+    Up to ``size`` trials it is the report's table (by number); above, every trial in the order the report's table
+    shows its first page (complete ones best first, then pruned, running, failed), ``size`` per page, with a pager
+    whose buttons name the page they fetch (``data-page``).
+    """
+    if len(result.records) <= size:
+        return _trials_table(result), 0, 1
+    ordered = order_best_first(result)
+    pages = -(-len(ordered) // size)
+    page = min(max(page, 0), pages - 1)
+    shown = ordered[page * size : (page + 1) * size]
+    first, last = page * size + 1, page * size + len(shown)
+    caption = (
+        f"Trials {first:,}-{last:,} of {len(ordered):,} (page {page + 1} of {pages}): complete ones best first, "
+        "then pruned, running, failed. Click a column header to sort this page."
+    )
+    buttons = [("first", 0), ("previous", page - 1), ("next", page + 1), ("last", pages - 1)]
+    pager = "".join(
+        f'<button type="button" data-page="{target}"{" disabled" if target == page or not 0 <= target < pages else ""}>'
+        f"{label}</button>"
+        for label, target in buttons
+    )
+    head = (
+        f'<div class="hp-pager" data-page="{page}" data-pages="{pages}">{pager}'
+        f"<span>page {page + 1} of {pages}</span></div>"
+    )
+    return head + _table_of(result, shown, caption), page, pages
+
+
+def _table_of(result: SearchResult, shown: list[TrialRecord], caption: str) -> str:
+    """``shown`` as the sortable trials table (the best trial starred), ``caption`` below it."""
     # The rows as plain values, not a DataFrame of every trial: pandas' import alone was ~0.4 s of a report.
     columns, rows = result.trials_rows(shown)
     best_ids = {str(r.trial_id) for r in result.best_trials}

@@ -10,10 +10,10 @@ if TYPE_CHECKING:
     from hpsearch.results import SearchResult
     from hpsearch.trial import TrialRecord
 
-__all__ = ["curve_sample"]
+__all__ = ["spread_sample"]
 
 
-def curve_sample(result: SearchResult, records: list[TrialRecord], size: int) -> list[TrialRecord]:
+def spread_sample(result: SearchResult, records: list[TrialRecord], size: int) -> list[TrialRecord]:
     """At most ``size`` of ``records``, in their order: the best tenth of ``size`` (best first as `order_best_first`
     ranks them), then an even sample by trial number of the others."""
     if len(records) <= size:

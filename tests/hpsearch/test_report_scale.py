@@ -82,14 +82,14 @@ def test_ped_anova_ranks_what_the_objective_depends_on():
     assert sum(scores.values()) == pytest.approx(1.0) and scores["optimizer"] < 0.05
 
 
-def test_curve_sample_keeps_the_best_and_spreads_the_rest():
+def test_spread_sample_keeps_the_best_and_spreads_the_rest():
     result = synthetic(1000)
     with_curves = [r for r in result.records if r.intermediates]
-    sample = _scale.curve_sample(result, with_curves, 100)
+    sample = _scale.spread_sample(result, with_curves, 100)
     assert len(sample) == 100 and result.best_trial in sample
     numbers = sorted(r.number for r in sample)
     assert numbers[-1] - numbers[0] > 900  # spread over the whole search, not its start
-    assert _scale.curve_sample(result, with_curves[:50], 100) == with_curves[:50]
+    assert _scale.spread_sample(result, with_curves[:50], 100) == with_curves[:50]
 
 
 @pytest.mark.parametrize("pandas_imported", [True, False])
