@@ -4,8 +4,9 @@ A storage URL gets an `RDBStorage` with Optuna's heartbeat: a trial whose driver
 `GRACE_PERIOD` seconds is failed and its parameters are re-enqueued once. Every trial also carries its driver's
 ``host:pid`` (user attr ``hpsearch_owner``), so a rerun on the same machine fails and re-enqueues a dead driver's
 trial at once, on any storage (journal files have no heartbeat). A driver killed after the storage created its trial
-but before the owner was written is known by the marker it keeps in output_dir while it asks (`asking`). The budget counts every trial of the study
-except a failed trial that was re-enqueued (its retry takes its place) and the empty over-budget trials.
+but before the owner was written is known by the marker it keeps in output_dir while it asks (`asking`). The budget
+counts every trial of the study except a failed trial that was re-enqueued (its retry takes its place) and the
+empty over-budget trials.
 """
 
 from __future__ import annotations
