@@ -203,6 +203,17 @@ class Cluster:
             shutil.rmtree(self.temp_dir, ignore_errors=True)
 
 
+#: What every test node is: one CPU, on loopback, no usage stats.
+NODE_ARGS = ("--num-cpus", "1", "--node-ip-address", "127.0.0.1", "--disable-usage-stats")
+
+
+def head_args(port: int, temp_dir: str | None = None) -> list[str]:
+    """`ray start` arguments of a one-CPU head on 127.0.0.1:``port`` without dashboard (in ``temp_dir``: else
+    Ray's default temp folder)."""
+    folder = ["--temp-dir", temp_dir] if temp_dir is not None else []
+    return ["--head", "--port", str(port), "--include-dashboard", "false", *folder, *NODE_ARGS]
+
+
 def start_cluster() -> Cluster:
     """A head node and a second node, one CPU each, both on 127.0.0.1, with token authentication; this process
     gets the token through RAY_AUTH_TOKEN_PATH until `Cluster.stop`."""
@@ -210,27 +221,17 @@ def start_cluster() -> Cluster:
     # Short: Ray puts unix sockets under the temp dir, and their paths are limited to ~100 characters.
     temp_dir = tempfile.mkdtemp(prefix="rt", dir="/tmp")
     cluster = Cluster(address=f"127.0.0.1:{port}", temp_dir=temp_dir, token_path=write_token(temp_dir))
-    common = ["--num-cpus", "1", "--node-ip-address", "127.0.0.1", "--disable-usage-stats"]
     try:
         cluster.nodes.append(
             start_node(
-                [
-                    "--head",
-                    "--port",
-                    str(port),
-                    "--include-dashboard",
-                    "false",
-                    "--temp-dir",
-                    temp_dir,
-                    *common,
-                ],
+                head_args(port, temp_dir),
                 node_env(cluster.token_path),
                 os.path.join(temp_dir, "head.log"),
             )
         )
         cluster.nodes.append(
             start_node(
-                ["--address", cluster.address, *common],
+                ["--address", cluster.address, *NODE_ARGS],
                 node_env(cluster.token_path, head=False),
                 os.path.join(temp_dir, "node.log"),
             )

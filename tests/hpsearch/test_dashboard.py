@@ -357,8 +357,9 @@ def test_server_refuses_foreign_host_headers(served):
     assert _get(url, headers={"Host": "localhost"})[0] == 200
 
 
-def _events_reader(url: str, out: list[dict], stop: threading.Event) -> None:
-    with urllib.request.urlopen(url, timeout=60) as response:
+def _events_reader(url: str, out: list[dict], stop: threading.Event, timeout: float = 60) -> None:
+    """The server-sent events of ``url``, each message's JSON appended to ``out`` until ``stop`` is set."""
+    with urllib.request.urlopen(url, timeout=timeout) as response:
         data: list[str] = []
         while not stop.is_set():
             line = response.readline().decode("utf-8")

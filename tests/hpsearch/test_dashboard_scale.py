@@ -24,6 +24,7 @@ from hpsearch.report import _figures as figures
 from hpsearch.report import _html as html
 from hpsearch.results import SearchResult
 from hpsearch.trial import Evaluation, TrialRecord, TrialState
+from tests.hpsearch.test_dashboard import _events_reader
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 N = 10_000
@@ -90,17 +91,7 @@ def _initial(page: bytes) -> dict:
 
 
 def _messages(url: str, out: list[dict], stop: threading.Event) -> None:
-    with urllib.request.urlopen(url, timeout=120) as response:
-        data: list[str] = []
-        while not stop.is_set():
-            line = response.readline().decode("utf-8")
-            if not line:
-                return
-            if line.startswith("data: "):
-                data.append(line[6:].rstrip("\n"))
-            elif line == "\n" and data:
-                out.append(json.loads("\n".join(data)))
-                data = []
+    _events_reader(url, out, stop, timeout=120)  # a 10,000-trial search's first message is large
 
 
 def _wait(predicate, timeout: float = 120.0) -> None:

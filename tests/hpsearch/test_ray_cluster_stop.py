@@ -57,20 +57,7 @@ def test_stopping_the_test_cluster_leaves_other_ray_processes_alive(tmp_path, mo
     env = rc.node_env(rc.write_token(other_dir))
     env["RAY_AUTH_MODE"] = "disabled"
     other = rc.start_node(
-        [
-            "--head",
-            "--port",
-            str(port),
-            "--include-dashboard",
-            "false",
-            "--temp-dir",
-            other_dir,
-            "--num-cpus",
-            "1",
-            "--node-ip-address",
-            "127.0.0.1",
-            "--disable-usage-stats",
-        ],
+        rc.head_args(port, other_dir),
         env,
         os.path.join(other_dir, "head.log"),
     )

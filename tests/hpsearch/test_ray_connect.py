@@ -112,18 +112,7 @@ def test_without_an_address_a_running_ray_on_the_machine_is_not_joined(tmp_path)
     env.pop("RAY_ADDRESS", None)
     port = rc._free_port()
     head = rc.start_node(
-        [
-            "--head",
-            "--port",
-            str(port),
-            "--include-dashboard",
-            "false",
-            "--num-cpus",
-            "1",
-            "--node-ip-address",
-            "127.0.0.1",
-            "--disable-usage-stats",
-        ],
+        rc.head_args(port),
         env,
         str(tmp_path / "head.log"),
     )

@@ -365,21 +365,27 @@ def test_a_metric_name_objective_pickles_for_the_workers():
     assert name == "accuracy" and copy({"eval_accuracy": 0.5}) == 0.5
 
 
-@pytest.mark.slow
-@pytest.mark.multiprocess
-def test_a_worker_that_died_while_idle_fails_the_next_trial_and_is_replaced(make_trainer, tmp_path):
-    from hpsearch.executor import WorkerPool
+def _pool_settings(trainer, tmp_path):
+    """The settings of a `WorkerPool` driven directly: ``trainer``'s trials, minimising eval_loss, in tmp_path."""
     from hpsearch.settings import TrialSettings
-    from hpsearch.trial import NullReporter, Trial
 
-    settings = TrialSettings(
-        trainer=make_trainer().recipe(),
+    return TrialSettings(
+        trainer=trainer.recipe(),
         compute_objective=wt.eval_loss,
         objective_name="eval_loss",
         directions=("minimize",),
         output_dir=str(tmp_path),
         backend="random",
     )
+
+
+@pytest.mark.slow
+@pytest.mark.multiprocess
+def test_a_worker_that_died_while_idle_fails_the_next_trial_and_is_replaced(make_trainer, tmp_path):
+    from hpsearch.executor import WorkerPool
+    from hpsearch.trial import NullReporter, Trial
+
+    settings = _pool_settings(make_trainer(), tmp_path)
     pool = WorkerPool(settings, 1)
     try:
 
@@ -426,17 +432,9 @@ def test_a_worker_that_dies_while_the_driver_answers_it_fails_its_trial_and_is_r
     pipe (BrokenPipeError), which fails that trial with the cause; it used to escape and stop the whole search
     (seen in the randomised worker-kill test)."""
     from hpsearch.executor import WorkerPool
-    from hpsearch.settings import TrialSettings
     from hpsearch.trial import Trial
 
-    settings = TrialSettings(
-        trainer=make_trainer().recipe(),
-        compute_objective=wt.eval_loss,
-        objective_name="eval_loss",
-        directions=("minimize",),
-        output_dir=str(tmp_path),
-        backend="random",
-    )
+    settings = _pool_settings(make_trainer(), tmp_path)
     pool = WorkerPool(settings, 1)
     try:
         killed = pool.run(Trial("0", 0, {"hidden": 8}, "random"), _KillsTheWorkerBeforeAnswering(pool))
@@ -458,17 +456,9 @@ def test_a_trial_out_of_cuda_memory_trains_again_alone_on_its_gpu(make_trainer, 
     from concurrent.futures import ThreadPoolExecutor
 
     from hpsearch.executor import WorkerPool
-    from hpsearch.settings import TrialSettings
     from hpsearch.trial import NullReporter, Trial
 
-    settings = TrialSettings(
-        trainer=make_trainer(wt.OomOnce(str(tmp_path / "oom"))).recipe(),
-        compute_objective=wt.eval_loss,
-        objective_name="eval_loss",
-        directions=("minimize",),
-        output_dir=str(tmp_path),
-        backend="random",
-    )
+    settings = _pool_settings(make_trainer(wt.OomOnce(str(tmp_path / "oom"))), tmp_path)
     pool = WorkerPool(settings, 2, devices=["0", "0"])
     try:
         with ThreadPoolExecutor(2) as threads:
@@ -505,19 +495,11 @@ def test_a_trial_out_of_cuda_memory_alone_on_the_only_gpu_trains_with_a_smaller_
     batch over 8. The trial (batch 64) fails, then trains again with auto_find_batch_size, which halves the batch to
     8: COMPLETE, its record says so, and its parameters are the engine's."""
     from hpsearch.executor import WorkerPool
-    from hpsearch.settings import TrialSettings
     from hpsearch.trial import NullReporter, Trial
 
     trainer = make_trainer(wt.oom_above_8_model_init)
     assert trainer.args.per_device_train_batch_size == 64
-    settings = TrialSettings(
-        trainer=trainer.recipe(),
-        compute_objective=wt.eval_loss,
-        objective_name="eval_loss",
-        directions=("minimize",),
-        output_dir=str(tmp_path),
-        backend="random",
-    )
+    settings = _pool_settings(trainer, tmp_path)
     pool = WorkerPool(settings, 1, devices=["0"])
     try:
         record = pool.run(Trial("0", 0, {"hidden": 8}, "random"), NullReporter())
