@@ -16,12 +16,18 @@
     python -m benchmarks.trial_workers --quick     # 3 trials of 1 epoch
     python -m benchmarks.trial_workers --scaling   # only 2 workers vs 1, side by side (see below)
     python -m benchmarks.trial_workers --scaling --epochs 8   # the same with trials 4x longer
+    python -m benchmarks.trial_workers --startup   # workers forked from a forkserver vs spawned (see below)
 
 ``--scaling`` measures the 2-vs-1 ratio alone, in one run, with the two ways interleaved 1, 2, 2, 1 (the same
 sweep each time, in fresh folders): on a shared machine whose load drifts, a drift that is linear over the run
 weighs on both ways alike, which one way after the other does not. The ratio is of the summed trials over the
 summed seconds of each way (whole calls, worker start-up included), printed beside the ratio of each pair and the
 ratio once the workers run (from each call's first trial end to its last).
+
+``--startup`` measures what the workers' start cost a search: fresh processes, one per way, alternated spawn,
+forkserver, forkserver, spawn, each running two searches one after the other (2 workers, 2 trivial trials: one
+step, no evaluation); the seconds of each call, the first (the forkserver starts and imports torch) and the second
+(the server is running) apart.
 
 Targets (issue 31): >= 1.8x trials/hour with 2 workers vs 1 on 2 cores; overhead <= 20 ms; stuck trial FAIL
 <= 6 s. Timings are printed, never asserted.
@@ -32,6 +38,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import json
 import os
 import signal
 import tempfile
@@ -208,6 +215,10 @@ def main() -> None:
     parser.add_argument("--trials", type=int)
     parser.add_argument("--epochs", type=int, help="epochs per trial (default 2; 1 with --quick)")
     parser.add_argument("--scaling", action="store_true", help="only 2 workers vs 1, interleaved 1, 2, 2, 1")
+    parser.add_argument(
+        "--startup", action="store_true", help="workers from a forkserver vs spawned, first/second"
+    )
+    parser.add_argument("--startup-child", choices=("spawn", "forkserver"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     limit_threads(1)
     import optuna
@@ -218,7 +229,13 @@ def main() -> None:
         if args.epochs < 1:
             parser.error(f"--epochs {args.epochs}: a trial trains at least 1 epoch; give --epochs 1 or more")
         epochs = args.epochs
+    if args.startup_child:
+        print(json.dumps(startup_calls(args.startup_child)), flush=True)
+        return
     print(f"load average before: {os.getloadavg()}", flush=True)
+    if args.startup:
+        _startup_main()
+        return
     if args.scaling:
         _scaling_main(n_trials, epochs)
         return
@@ -282,6 +299,64 @@ def main() -> None:
     ]
     print(f"load average after: {os.getloadavg()}", flush=True)
     emit_json("trial_workers", rows)
+
+
+def startup_calls(method: str) -> list[float]:
+    """In this (fresh) process: the seconds of two searches in a row (2 workers, 2 trivial trials each), workers
+    started by ``method`` ("forkserver", the default, or "spawn")."""
+    import multiprocessing
+
+    import optuna
+
+    from hpsearch.executor import _pool
+
+    if method == "spawn":
+        _pool.start_context = lambda: multiprocessing.get_context("spawn")  # type: ignore[assignment]
+    calls = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(2):
+            trainer = make_trainer(os.path.join(tmp, str(i)), max_steps=1, eval_strategy="no")
+            took, _ = _search(trainer, 2, trial_workers=2, pruner=optuna.pruners.NopPruner())
+            calls.append(took)
+    return calls
+
+
+def _startup_main() -> None:
+    import subprocess
+    import sys
+
+    seconds: dict[str, list[list[float]]] = {"spawn": [], "forkserver": []}
+    for method in ("spawn", "forkserver", "forkserver", "spawn"):
+        child = subprocess.run(
+            [sys.executable, "-m", "benchmarks.trial_workers", "--startup-child", method],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        seconds[method].append(json.loads(child.stdout.strip().splitlines()[-1]))
+        print(f"  {method}: calls {seconds[method][-1]}, load {os.getloadavg()[0]:.1f}", flush=True)
+    rows = [(m, median([c[0] for c in calls]), median([c[1] for c in calls])) for m, calls in seconds.items()]
+    print_table(
+        "A search's whole call, 2 workers x 2 trivial trials (s, median of 2 fresh processes each)",
+        ["workers started by", "first search in the process", "second search"],
+        rows,
+    )
+    by = {m: (first, second) for m, first, second in rows}
+    emit_json(
+        "trial_workers",
+        [
+            result_row(
+                f"forkserver vs spawn, {which} search (s)",
+                by["forkserver"][i],
+                by["spawn"][i],
+                by["spawn"][i] / by["forkserver"][i],
+                "reported",
+                None,
+                "s",
+            )
+            for i, which in enumerate(("first", "second"))
+        ],
+    )
 
 
 def _scaling_main(n_trials: int, epochs: int) -> None:

@@ -1,14 +1,17 @@
-"""The worker process: started by `WorkerPool` with ``spawn``, it runs trials the driver sends until told to stop.
+"""The worker process: started by `WorkerPool` (from a forkserver, or with ``spawn``), it runs the trials the driver
+sends until told to stop.
 
-It dies with its driver: the kernel sends it SIGKILL when the driver exits (``PR_SET_PDEATHSIG``, Linux), and a
-watchdog thread exits it when its parent changes (other systems, or a parent that died in the instant between
-the spawn and the ``prctl``). Ctrl-C goes to the driver alone: the driver stops its workers.
+It dies with its driver: the kernel sends it SIGKILL when its parent ends (``PR_SET_PDEATHSIG``, Linux), its parent
+being the driver (spawn) or multiprocessing's forkserver, which ends with the driver once its workers let go of its
+"alive" pipe (`_release_forkserver`); and a thread watches the driver itself (other systems, or a parent that died in
+the instant before the ``prctl``). Ctrl-C goes to the driver alone: the driver stops its workers.
 """
 
 from __future__ import annotations
 
 import os
 import pickle
+import select
 import signal
 import sys
 import threading
@@ -26,26 +29,74 @@ __all__ = ["main"]
 _PR_SET_PDEATHSIG = 1
 
 
-def _die_with(parent: int) -> None:
+def _die_with(driver: int) -> None:
+    _release_forkserver()
     if sys.platform.startswith("linux"):
         import ctypes
 
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    try:
+        handle: int | None = os.pidfd_open(driver)  # Linux 5.3+: readable once the driver has ended
+    except ProcessLookupError:
+        os._exit(1)
+    except (AttributeError, OSError):  # other systems: polled
+        handle = None
+    threading.Thread(target=_watch, args=(driver, handle), name="hpsearch-driver-watch", daemon=True).start()
 
-    def watch() -> None:
-        while os.getppid() == parent:
+
+def _watch(driver: int, handle: int | None) -> None:
+    """Exit this process once ``driver`` has ended (``handle``: a pidfd of it, else its pid and this process's parent
+    are polled)."""
+    if handle is not None:
+        select.select([handle], [], [])
+    else:
+        parent = os.getppid()
+        while os.getppid() == parent and _running(driver):
             time.sleep(0.5)
-        os._exit(1)
-
-    if os.getppid() != parent:
-        os._exit(1)
-    threading.Thread(target=watch, name="hpsearch-parent-watch", daemon=True).start()
+    os._exit(1)
 
 
-def main(conn: Connection, parent: int, slot: int, threads: int, device: str | None) -> None:
-    """Set up (threads, device, settings), say ready, then run every trial the driver sends."""
-    _die_with(parent)
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
+def _release_forkserver() -> None:
+    """A child of multiprocessing's forkserver holds the write end of the pipe whose closing ends the server (so that
+    the server outlives none of its clients); this worker lets go of it, so that the server ends with its driver and
+    the kernel then ends this worker. A worker that later starts a forkserver of its own gets a fresh one."""
+    from multiprocessing import forkserver
+
+    server = forkserver._forkserver
+    if server.get_inherited_fds() is None:  # not started by a forkserver (spawn)
+        return
+    alive = getattr(server, "_forkserver_alive_fd", None)
+    if alive is not None:
+        os.close(alive)
+        setattr(server, "_forkserver_alive_fd", None)  # noqa: B010 (a private attribute, read above by getattr)
+
+
+def main(
+    conn: Connection,
+    driver: int,
+    slot: int,
+    threads: int,
+    device: str | None,
+    environ: dict[str, str] | None = None,
+) -> None:
+    """Set up (environment, threads, device, settings), say ready, then run every trial the driver sends.
+
+    ``environ``: the driver's environment now (a forkserver's child starts with the server's, from its start)."""
+    if environ is not None:
+        os.environ.clear()
+        os.environ.update(environ)
+    _die_with(driver)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if device is not None:  # before CUDA starts: this worker sees one GPU, as cuda:0
         os.environ["CUDA_VISIBLE_DEVICES"] = device

@@ -103,6 +103,19 @@ def warm_model_init(trial: Any = None) -> Any:
     return digits_model_init(trial)
 
 
+def probing_model_init(trial: Any = None) -> Any:
+    """Writes what its worker sees (``HPSEARCH_TEST_PROBE``, its pid and parent) to
+    ``$HPSEARCH_TEST_PROBE_DIR/<trial number>-<pid>.json``, then trains."""
+    if trial is not None:
+        import json
+
+        seen = {"probe": os.environ.get("HPSEARCH_TEST_PROBE"), "pid": os.getpid(), "ppid": os.getppid()}
+        folder = os.environ["HPSEARCH_TEST_PROBE_DIR"]
+        with open(os.path.join(folder, f"{trial.number}-{os.getpid()}.json"), "w") as f:
+            json.dump(seen, f)
+    return digits_model_init(trial)
+
+
 #: The largest training batch `oom_above_8_model_init`'s model takes before it raises CUDA's out-of-memory error.
 OOM_ABOVE = 8
 

@@ -37,7 +37,7 @@ from hpsearch import SearchResult, TrialState
 from tests.hpsearch import _ray_cluster as rc
 from tests.hpsearch._postgres import postgres  # noqa: F401 - the session fixture
 from tests.hpsearch.test_reliability import PATIENCE_S, _finish, _open_storage, _spawn, digits_npz  # noqa: F401
-from tests.hpsearch.test_trial_workers import _alive, _children, _cmdline
+from tests.hpsearch.test_trial_workers import _alive, _workers
 
 #: Kills per storage kind: five seeded moments each (eight before; every kill costs a driver restart, and the storages,
 #: the engines and the worker path together still see over thirty).
@@ -339,7 +339,7 @@ def test_random_driver_kills_on_the_worker_path(tmp_path, digits_npz):  # noqa: 
 
     def before_kill(driver: subprocess.Popen) -> None:
         workers.clear()
-        workers.update(p for p in _children(driver.pid) if "spawn_main" in _cmdline(p))
+        workers.update(_workers(driver.pid))
         workers.update(_trainer_pids(markers, driver.pid).values())
         assert workers, "the driver runs no worker process"
 

@@ -8,6 +8,7 @@ before any trial.
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import pickle
 import signal
@@ -23,6 +24,7 @@ from hpsearch.errors import HPSearchError, SearchConfigError
 from hpsearch.executor._checks import usable_cores
 from hpsearch.trial import TrialReporter
 from tests.hpsearch import _worker_trials as wt
+from tests.hpsearch._trials import digits_search_trainer
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -173,6 +175,44 @@ def test_a_worker_imports_what_the_first_trial_would_before_it_starts(make_train
     assert record["state"] == "COMPLETE", record["error"]
 
 
+@pytest.mark.slow
+@pytest.mark.multiprocess
+@pytest.mark.skipif(
+    "forkserver" not in multiprocessing.get_all_start_methods(), reason="spawn starts every worker"
+)
+def test_workers_are_forked_from_one_server_and_take_the_drivers_environment_of_the_moment(
+    make_trainer, tiny_space, tmp_path, monkeypatch
+):
+    """Two searches in one process: every worker of both (a replaced one too) is forked from the same server, not
+    the driver (torch imported once, not per worker), and sees the environment the driver had when it started."""
+    probes = tmp_path / "probes"
+    probes.mkdir()
+    monkeypatch.setenv("HPSEARCH_TEST_PROBE_DIR", str(probes))
+    seen: list[dict] = []
+    for value, out in (("first", tmp_path / "a"), ("second", tmp_path / "b")):
+        monkeypatch.setenv("HPSEARCH_TEST_PROBE", value)
+        trainer = digits_search_trainer(str(out), wt.probing_model_init)
+        hyperparameter_search(
+            trainer,
+            hp_space=tiny_space,
+            n_trials=3,
+            backend="random",
+            trial_workers=1,
+            trial_worker_max_trials=2,
+            compute_objective=wt.eval_loss,
+            direction="minimize",
+        )
+        runs = [json.loads(f.read_text()) for f in sorted(probes.glob("*.json"))]
+        for f in probes.glob("*.json"):
+            f.unlink()
+        assert [r["probe"] for r in runs] == [value] * 3
+        assert len({r["pid"] for r in runs}) == 2  # the worker was replaced after 2 trials
+        seen += runs
+    servers = {r["ppid"] for r in seen}
+    assert len(servers) == 1 and os.getpid() not in servers, seen
+    assert "forkserver" in _cmdline(servers.pop())
+
+
 # ---------------------------------------------------------------------------------------------- no orphans
 _DRIVER = """
 import os, sys
@@ -202,6 +242,17 @@ def _children(pid: int) -> set[int]:
             if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
                 out.add(int(entry))
     return out
+
+
+def _workers(driver: int) -> set[int]:
+    """The driver's worker processes and the forkserver they are forked from (every descendant but multiprocessing's
+    resource tracker, which ends once its last holder has)."""
+    found, todo = set(), [driver]
+    while todo:
+        for child in _children(todo.pop()):
+            found.add(child)
+            todo.append(child)
+    return {p for p in found if "resource_tracker" not in _cmdline(p)}
 
 
 def _cmdline(pid: int) -> str:
@@ -243,13 +294,13 @@ def test_a_killed_driver_leaves_no_worker_and_a_rerun_finishes_the_study(tmp_pat
         deadline = time.monotonic() + 300
         workers: set[int] = set()
         while time.monotonic() < deadline and driver.poll() is None:
-            # Worker processes (not multiprocessing's resource tracker), once both run a trial (written by the
-            # trial itself, in its worker, to the event log).
-            workers = {p for p in _children(driver.pid) if "spawn_main" in _cmdline(p)}
-            if len(workers) >= 2 and _started_trials(out) >= 2:
+            # Worker processes and their forkserver, once both workers run a trial (written by the trial itself, in
+            # its worker, to the event log).
+            workers = _workers(driver.pid)
+            if len(workers) >= 3 and _started_trials(out) >= 2:
                 break
             time.sleep(0.5)
-        assert len(workers) >= 2 and driver.poll() is None, "the driver did not start 2 trials in workers"
+        assert len(workers) >= 3 and driver.poll() is None, "the driver did not start 2 trials in workers"
         driver.send_signal(signal.SIGKILL)
         driver.wait()
         deadline = time.monotonic() + 10
