@@ -19,8 +19,8 @@
     python -m benchmarks.trial_workers --startup   # workers forked from a forkserver vs spawned (see below)
 
 ``--scaling`` measures the 2-vs-1 ratio alone, in one run, with the two ways interleaved 1, 2, 2, 1 (the same
-sweep each time, in fresh folders): on a shared machine whose load drifts, a drift that is linear over the run
-weighs on both ways alike, which one way after the other does not. The ratio is of the summed trials over the
+sweep each time, in fresh folders, after a search that started the forkserver): on a shared machine whose load
+drifts, a drift that is linear over the run weighs on both ways alike, which one way after the other does not. The ratio is of the summed trials over the
 summed seconds of each way (whole calls, worker start-up included), printed beside the ratio of each pair and the
 ratio once the workers run (from each call's first trial end to its last).
 
@@ -144,6 +144,9 @@ def scaling_side_by_side(tmp: str, n_trials: int, epochs: int) -> dict[str, Any]
     """``trial_workers`` 1, 2, 2, 1 (see the module): seconds of each call, trials/hour of each way, their ratio."""
     _timed_runs()
     _search(make_trainer(os.path.join(tmp, "warm"), num_train_epochs=1), 1)  # as in `sweep_rates`
+    # The forkserver the workers are forked from starts (and imports torch) at the first worker search of a
+    # process: started here, so that neither way pays it (`--startup` measures it).
+    _search(make_trainer(os.path.join(tmp, "warm-workers"), num_train_epochs=1), 1, trial_workers=1)
     seconds: dict[int, list[float]] = {1: [], 2: []}
     spans: dict[int, list[float]] = {
         1: [],

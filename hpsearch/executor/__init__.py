@@ -2,11 +2,12 @@
 
 An executor runs ``run_trial(settings, trial, reporter)`` and returns its `TrialRecord`. `InProcess` calls it
 directly (what every search did before ``trial_workers``); `WorkerPool` sends the trial to one of
-``trial_workers`` spawned worker processes and drives it over a pipe: every evaluation comes back to the driver's
-reporter, which answers prune or go on, so the engine, the session and the pruning decisions stay in the driver.
-A worker that crashes, exits or overruns ``trial_timeout`` fails that trial only and is replaced. Where GPUs exist,
-each worker gets one and trials share a GPU as far as their measured memory allows (`_placement`). `run_each` is
-the loop that runs a stream of trials ``slots`` at a time (the random backend's, the re-evaluations').
+``trial_workers`` worker processes (forked from a forkserver) and drives it over a pipe: every evaluation comes
+back to the driver's reporter, which answers prune or go on, so the engine, the session and the pruning decisions
+stay in the driver. A worker that crashes, exits or overruns ``trial_timeout`` fails that trial only and is
+replaced. Where GPUs exist, each worker gets one and trials share a GPU as far as their measured memory allows
+(`_placement`). `run_each` is the loop that runs a stream of trials ``slots`` at a time (the random backend's,
+the re-evaluations').
 """
 
 from __future__ import annotations
