@@ -3,8 +3,9 @@
 1. The digits sweep (Optuna, TPE seeded 0, MedianPruner: pruning on) run four ways one after another in this
    process: ``trial_workers=2``, ``trial_workers=1``, ``n_jobs=2`` (threads in this process) and in-process
    ``n_jobs=1``. Two rates: finished trials over the whole call (worker start-up included, the forkserver
-   already running as from a process's second search: ``--startup`` measures a first one), and from the first trial's end to the last one's (once the workers run). Every way runs torch with
-   one thread per trial (the workers take the driver's setting).
+   already running as from a process's second search: ``--startup`` measures a first one), and from the first
+   trial's end to the last one's (once the workers run). Every way runs torch with one thread per trial (the
+   workers take the driver's setting).
 2. Per-trial overhead of the worker path: trivial trials (one step, one evaluation) with ``trial_workers=1`` vs in
    this process; the time of each trial as the driver sees it (around the executor's ``run``), medians, the
    first trial of a worker left out (its first-call costs are start-up).
