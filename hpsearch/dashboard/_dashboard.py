@@ -4,7 +4,9 @@ A view is rendered again only when a folder it shows changed (or a parameter-imp
 finished), and at most as often as its own cost allows, so a 1,000-trial search that reports an evaluation
 every second does not keep a core busy redrawing. A search's view is rendered section by section and each section
 is cached: the quick ones (`QUICK`: summary, history, trials table) after every change, the others one at a time
-afterwards (`render_next`, outside the lock), each throttled by its own cost; above `EAGER_TRIALS` trials the first page is served
+afterwards (`render_next`, outside the lock), each throttled by its own cost (and above `EAGER_TRIALS` trials to one
+rendering per `LATER_EVERY_S`); a quick section that only appended points also keeps them as a delta for the pages
+that hold its previous rendering (`section_delta`); above `EAGER_TRIALS` trials the first page is served
 with a stand-in for each section not drawn yet, so it does not wait for all of them. Parameter importance (fANOVA: about 2 s at 1,000 trials) is
 computed in a child process (see `_importance`) on the complete trials only, when they changed, throttled;
 meanwhile the view shows the previous importances, or at first a rank-correlation estimate.
@@ -82,6 +84,9 @@ class _Importance:
         self._pending_key: Any = None
         self._next_start = 0.0
         self.ready = False  # a computation finished since the last render
+        self._fresh_at: int | None = (
+            None  # the reader version at which the importances were last found up to date
+        )
 
     @staticmethod
     def key(result: SearchResult) -> Any:
@@ -126,10 +131,19 @@ class _Importance:
         self._key, self._value = key, value
         self.ready = True
 
-    def due(self, result: SearchResult) -> bool:
-        """Whether a throttled computation may start now for a result whose importances are stale."""
+    def due(self, reader: FolderReader) -> bool:
+        """Whether a throttled computation may start now for the reader's search, whose importances are stale.
+
+        Asked at every poll: the staleness (a pass over every complete trial, tens of milliseconds at 10,000) is
+        looked at again only once the folder changed since it was last found up to date.
+        """
         running = self._future is not None and not self._future.done()
-        return not running and time.monotonic() >= self._next_start and self.stale(result)
+        if running or time.monotonic() < self._next_start or self._fresh_at == reader.version:
+            return False
+        if self.stale(reader.snapshot()):
+            return True
+        self._fresh_at = reader.version
+        return False
 
 
 class Dashboard:
@@ -285,7 +299,7 @@ class Dashboard:
         # At most a fifth of a core on one section: wait four times its cost before the next (never over 30 s), so
         # the slower sections of a large search do not hold the lock while new trials wait for the quick ones; and
         # no sooner than ``every``.
-        return _Section(title, text, version, next_at=time.monotonic() + min(30.0, max(every, 4 * cost)))
+        return _Section(title, text, version, next_at=time.monotonic() + max(every, min(30.0, 4 * cost)))
 
     def render_next(self, view: str) -> bool:
         """Render one out-of-date section that `render` left for later (the first in page order whose throttle
@@ -363,7 +377,7 @@ class Dashboard:
         with self._lock:
             for i, reader in enumerate(self.readers):
                 section = self._sections.get(f"search-{i}", {}).get("importance")
-                if section is not None and self._importance[i].due(reader.snapshot()):
+                if section is not None and self._importance[i].due(reader):
                     section.version, section.next_at = -1, 0.0
                     return True
             return False
