@@ -107,15 +107,7 @@ class TrialRecord:
             objective=_objective(data.get("objective")),
             started=_from_iso(data.get("started")),
             finished=_from_iso(data.get("finished")),
-            intermediates=[
-                Evaluation(
-                    step=_whole(ev["step"], "step"),
-                    epoch=None if ev.get("epoch") is None else _real(ev["epoch"], "epoch"),
-                    objective=_objective(ev.get("objective")),
-                    metrics=dict(ev.get("metrics") or {}),
-                )
-                for ev in data.get("intermediates") or []
-            ],
+            intermediates=[_evaluation(ev) for ev in data.get("intermediates") or []],
             last_step=None if data.get("last_step") is None else _whole(data["last_step"], "last_step"),
             checkpoint=data.get("checkpoint"),
             node=data.get("node"),
@@ -287,6 +279,18 @@ def _objective(value: Any) -> Any:
     if isinstance(value, list):
         return [None if v is None else _real(v, "objective") for v in value]
     return None if value is None else _real(value, "objective")
+
+
+def _evaluation(ev: Mapping[str, Any]) -> Evaluation:
+    """One evaluation `to_dict` wrote. A search.json of 10,000 trials holds about 100,000: the usual types (an int
+    step, float epoch and objective) are taken as they are, anything else goes through the checks."""
+    step, epoch, objective = ev["step"], ev.get("epoch"), ev.get("objective")
+    return Evaluation(
+        step=step if type(step) is int and -(2**63) <= step < 2**63 else _whole(step, "step"),
+        epoch=epoch if epoch is None or type(epoch) is float else _real(epoch, "epoch"),
+        objective=objective if objective is None or type(objective) is float else _objective(objective),
+        metrics=dict(ev.get("metrics") or {}),
+    )
 
 
 def _from_iso(value: str | None) -> datetime | None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -117,9 +118,14 @@ class _Watch:
             rendered = False
             try:
                 for view in [v for v, n in self.watched.items() if n > 0]:
+                    started = time.monotonic()
                     if await to_thread.run_sync(dashboard.render_next, view):
                         self.publish()
                         rendered = True
+                        # Together the slower sections take at most half a core (each waits as long as the last
+                        # took): the quick sections of a finished trial, the page requests and, on the same machine,
+                        # the browser drawing them keep the rest (a thread holding the GIL slows the others).
+                        await asyncio.sleep(time.monotonic() - started)
             except Exception:
                 logging.getLogger(__name__).warning("Dashboard render failed; retrying.", exc_info=True)
             if not rendered:

@@ -4,7 +4,9 @@ A view is rendered again only when a folder it shows changed (or a parameter-imp
 finished), and at most as often as its own cost allows, so a 1,000-trial search that reports an evaluation
 every second does not keep a core busy redrawing. A search's view is rendered section by section and each section
 is cached: the quick ones (`QUICK`: summary, history, trials table) after every change, the others one at a time
-afterwards (`render_next`, outside the lock), each throttled by its own cost; above `EAGER_TRIALS` trials the first page is served
+afterwards (`render_next`, outside the lock), each throttled by its own cost (and above `EAGER_TRIALS` trials to one
+rendering per `LATER_EVERY_S`); a quick section that only appended points also keeps them as a delta for the pages
+that hold its previous rendering (`section_delta`); above `EAGER_TRIALS` trials the first page is served
 with a stand-in for each section not drawn yet, so it does not wait for all of them. Parameter importance (fANOVA: about 2 s at 1,000 trials) is
 computed in a child process (see `_importance`) on the complete trials only, when they changed, throttled;
 meanwhile the view shows the previous importances, or at first a rank-correlation estimate.
@@ -31,6 +33,7 @@ from hpsearch.dashboard._views import (
     pending_text,
     search_meta,
     search_sections,
+    section_delta,
     section_text,
 )
 
@@ -38,7 +41,7 @@ if TYPE_CHECKING:
     from hpsearch.report._analysis import Importances
     from hpsearch.results import SearchResult
 
-__all__ = ["EAGER_TRIALS", "QUICK", "Dashboard"]
+__all__ = ["EAGER_TRIALS", "LATER_EVERY_S", "QUICK", "Dashboard"]
 
 #: Sections rendered at once after every change: the counts, each trial's objective and the leading trials, what a
 #: person watches a running search for. The others (learning curves, slices, parallel coordinates, importance...)
@@ -50,15 +53,23 @@ QUICK = frozenset({"waiting", "summary", "history", "trials"})
 #: is served with the quick sections and a stand-in for each of the others until it is drawn.
 EAGER_TRIALS = 500
 
+#: Above `EAGER_TRIALS` trials a slower section is rendered again at most this often (seconds), whatever its cost: one
+#: more trial among thousands does not change what it shows at a glance, and each new rendering is also sent to and
+#: drawn by every open page (parallel coordinates of 1,000 lines cost Chromium a second or two), which a finished
+#: trial's quick sections then wait behind.
+LATER_EVERY_S = 10.0
+
 
 @dataclasses.dataclass
 class _Section:
-    """One rendered section of a view: its (hash, JSON text), the reader version it shows, when it may be redone."""
+    """One rendered section of a view: its (hash, JSON text), the reader version it shows, when it may be redone, and
+    what turns the previous rendering into this one when it only appended points (hash it applies to, JSON text)."""
 
     title: str
     text: tuple[str, str]
     version: int
     next_at: float = 0.0
+    delta: tuple[str, str] | None = None
 
 
 class _Importance:
@@ -73,6 +84,9 @@ class _Importance:
         self._pending_key: Any = None
         self._next_start = 0.0
         self.ready = False  # a computation finished since the last render
+        self._fresh_at: int | None = (
+            None  # the reader version at which the importances were last found up to date
+        )
 
     @staticmethod
     def key(result: SearchResult) -> Any:
@@ -96,28 +110,40 @@ class _Importance:
         if not running and time.monotonic() >= self._next_start:
             subset = dataclasses.replace(result, records=[r for r, _ in scored], native=None)
             self._pending_key = key
-            self._future = self._executor.submit(self._compute, subset, key)
+            self._future = self._executor.submit(self._compute, subset, key, len(result.records))
         if self._value is not None:
             return self._value
         # Nothing computed yet: a rank-correlation estimate at once, replaced when fANOVA is done.
         return quick_importances(result, "fANOVA is still being computed, so for now ")
 
-    def _compute(self, subset: SearchResult, key: Any) -> None:
+    def _compute(self, subset: SearchResult, key: Any, trials: int) -> None:
         started = time.monotonic()
         try:
             value: Importances | str = isolated_importances(subset, self.children)
         except Exception as error:  # shown instead of the figure; the dashboard goes on
             value = f"Parameter importance could not be computed ({type(error).__name__}: {error})."
         cost = time.monotonic() - started
-        # At most a third of one core: wait twice the cost before computing again (never more than 30 s).
-        self._next_start = time.monotonic() + min(30.0, 2 * cost)
+        # At most a third of one core: wait twice the cost before computing again (never more than 30 s), and above
+        # EAGER_TRIALS trials at least LATER_EVERY_S (a child process busy with fANOVA takes a core from the
+        # server and from a browser on the same machine).
+        every = LATER_EVERY_S if trials > EAGER_TRIALS else 0.0
+        self._next_start = time.monotonic() + min(30.0, max(every, 2 * cost))
         self._key, self._value = key, value
         self.ready = True
 
-    def due(self, result: SearchResult) -> bool:
-        """Whether a throttled computation may start now for a result whose importances are stale."""
+    def due(self, reader: FolderReader) -> bool:
+        """Whether a throttled computation may start now for the reader's search, whose importances are stale.
+
+        Asked at every poll: the staleness (a pass over every complete trial, tens of milliseconds at 10,000) is
+        looked at again only once the folder changed since it was last found up to date.
+        """
         running = self._future is not None and not self._future.done()
-        return not running and time.monotonic() >= self._next_start and self.stale(result)
+        if running or time.monotonic() < self._next_start or self._fresh_at == reader.version:
+            return False
+        if self.stale(reader.snapshot()):
+            return True
+        self._fresh_at = reader.version
+        return False
 
 
 class Dashboard:
@@ -240,6 +266,11 @@ class Dashboard:
             known = cache.get(anchor)
             if anchor in QUICK or (eager and (known is None or complete or known.version != reader.version)):
                 cache[anchor] = self._build(title, build, reader.version)
+                if anchor in QUICK and known is not None and known.text[0] != cache[anchor].text[0]:
+                    # A finished trial appends a point to the history: pages that hold the previous rendering are
+                    # sent that point (only the quick sections: the page draws them as they come, never later).
+                    grown = section_delta(known.text[1], cache[anchor].text[1])
+                    cache[anchor].delta = None if grown is None else (known.text[0], grown)
             elif known is None:
                 cache[anchor] = _Section(title, pending_text(title, len(result.records)), version=-1)
         for anchor in set(cache) - set(order):
@@ -248,6 +279,7 @@ class Dashboard:
             meta=search_meta(result, reader.warning),
             order=order,
             sections={a: cache[a].text for a in order},
+            deltas={a: delta for a in order if (delta := cache[a].delta) is not None},
         )
 
     def _importances(self, i: int, result: SearchResult) -> Callable[[], Importances | str]:
@@ -260,13 +292,14 @@ class Dashboard:
         return get
 
     @staticmethod
-    def _build(title: str, build: Callable[[], list[Any]], version: int) -> _Section:
+    def _build(title: str, build: Callable[[], list[Any]], version: int, every: float = 0.0) -> _Section:
         started = time.monotonic()
         text = section_text(title, build())
         cost = time.monotonic() - started
         # At most a fifth of a core on one section: wait four times its cost before the next (never over 30 s), so
-        # the slower sections of a large search do not hold the lock while new trials wait for the quick ones.
-        return _Section(title, text, version, next_at=time.monotonic() + min(30.0, 4 * cost))
+        # the slower sections of a large search do not hold the lock while new trials wait for the quick ones; and
+        # no sooner than ``every``.
+        return _Section(title, text, version, next_at=time.monotonic() + max(every, min(30.0, 4 * cost)))
 
     def render_next(self, view: str) -> bool:
         """Render one out-of-date section that `render` left for later (the first in page order whose throttle
@@ -297,7 +330,8 @@ class Dashboard:
         sections = search_sections(result, self._importances(i, result), reader.has_search)
         title, build = next((t, b) for a, t, b in sections if a == anchor)
         try:
-            built = self._build(title, build, version)
+            every = LATER_EVERY_S if len(result.records) > EAGER_TRIALS else 0.0
+            built = self._build(title, build, version, every)
         except BaseException:
             with self._lock:
                 cache[anchor].next_at = 0.0
@@ -343,7 +377,7 @@ class Dashboard:
         with self._lock:
             for i, reader in enumerate(self.readers):
                 section = self._sections.get(f"search-{i}", {}).get("importance")
-                if section is not None and self._importance[i].due(reader.snapshot()):
+                if section is not None and self._importance[i].due(reader):
                     section.version, section.next_at = -1, 0.0
                     return True
             return False

@@ -80,6 +80,20 @@ _CLIENT_JS = """
     }));
   }
 
+  // A section that only grew (a finished trial's point on the history) comes as the points to append to the figures
+  // this page drew: appended in place, not 10,000 points parsed and drawn again. False when a figure it names is not
+  // drawn here (the page then asks for the whole section again).
+  function extendSection(sec, data) {
+    sec.querySelector("h2").textContent = data.title;
+    return data.extend.every(function (e) {
+      var div = document.getElementById(e.plot);
+      if (!div || !div.data) return false;
+      div.parentNode.querySelector(".caption").innerHTML = e.caption;
+      e.calls.forEach(function (call) { Plotly.extendTraces(div, call[1], call[0]); });
+      return true;
+    });
+  }
+
   function renderSection(sec, data) {
     sec.querySelector("h2").textContent = data.title;
     var body = sec.querySelector(".hp-body"), parts = data.parts, sig = shape(parts);
@@ -120,13 +134,21 @@ _CLIENT_JS = """
 
   // Above EAGER trials the quick sections (what a person watches a search for) are drawn at once and the others one
   // per task after them, so the history of a large search shows, and the page answers, before its slower figures
-  // are drawn (a screenshot at load shows those as they come). Up to EAGER every section is drawn before the load
-  // event. The latest data of a section waiting to be drawn replaces the older.
+  // are drawn (a screenshot at load shows those as they come); the server sends each of those again at most every
+  // few seconds (LATER_EVERY_S), while the quick ones come with every change. Up to EAGER every section is drawn
+  // before the load event. The latest data of a section waiting to be drawn replaces the older.
   var EAGER = __EAGER__;
   var QUICK = {waiting: true, summary: true, history: true, trials: true};
   var later = {}, drainScheduled = false;
+  var missed = {};  // sections whose delta could not be applied: asked for whole once the message is applied
   function draw(anchor, sec, data) {
-    var t0 = performance.now(); renderSection(sec, data); window.hpTimings[anchor] = performance.now() - t0;
+    var t0 = performance.now();
+    // A delta applies to the rendering it was made from only (the page's own hash of that section).
+    if (data.extend) {
+      if (data.from !== have[anchor] || !extendSection(sec, data)) missed[anchor] = true;
+      else window.hpExtended = (window.hpExtended || 0) + 1;  // deltas applied (read by the browser test)
+    } else renderSection(sec, data);
+    window.hpTimings[anchor] = performance.now() - t0;
     if (anchor === "trials" && trialsPage > 0) loadTrials(trialsPage);
   }
   function drain() {
@@ -136,10 +158,12 @@ _CLIENT_JS = """
       return Array.prototype.indexOf.call(main.children, x) - Array.prototype.indexOf.call(main.children, y);
     })[0];
     if (anchor === undefined) return;
-    var data = later[anchor], sec = document.getElementById(anchor);
+    var data = later[anchor], sec = document.getElementById(anchor), t0 = performance.now();
     delete later[anchor];
     if (sec) draw(anchor, sec, data);
-    if (Object.keys(later).length) { drainScheduled = true; setTimeout(drain, 0); }
+    // The next one waits as long as this one took: the slower figures take at most half of the page's thread, so a
+    // finished trial's point is drawn soon after it comes even while they are being drawn.
+    if (Object.keys(later).length) { drainScheduled = true; setTimeout(drain, performance.now() - t0); }
   }
 
   function apply(state, how) {
@@ -159,7 +183,7 @@ _CLIENT_JS = """
       }
       if (main.children[i] !== sec) main.insertBefore(sec, main.children[i] || null);
       var data = state.sections[anchor];
-      if (data && (QUICK[anchor] || state.trials <= EAGER)) { delete later[anchor]; draw(anchor, sec, data); }
+      if (data && (QUICK[anchor] || data.extend || state.trials <= EAGER)) { delete later[anchor]; draw(anchor, sec, data); }
       else if (data) { sec.querySelector("h2").textContent = data.title; later[anchor] = data; }
     });
     if (Object.keys(later).length && !drainScheduled) { drainScheduled = true; setTimeout(drain, 0); }
@@ -192,17 +216,30 @@ _CLIENT_JS = """
   var initial = document.getElementById("hp-initial");
   if (initial) { var first = JSON.parse(initial.textContent); apply(first, "loaded"); have = first.hashes || {}; }
 
-  var source = new EventSource("/events/" + encodeURIComponent(view) + (initial ? "?have=" + encodeURIComponent(holding()) : ""));
-  source.addEventListener("update", function (event) {
-    var t0 = performance.now(), state = JSON.parse(event.data);
-    apply(state, "live");
-    have = state.hashes || {};
-    window.hpTimings.parse = performance.now() - t0 - Object.keys(window.hpTimings).reduce(function (n, k) { return n + window.hpTimings[k]; }, 0);
-  });
-  source.addEventListener("error", function () {
-    status.className = "lost";
-    statusText.textContent = "connection lost, retrying… (the page keeps the last state it received)";
-  });
+  var source = null;
+  function connect() {
+    var held = holding();
+    source = new EventSource("/events/" + encodeURIComponent(view) + (held ? "?have=" + encodeURIComponent(held) : ""));
+    source.addEventListener("update", function (event) {
+      var t0 = performance.now(), state = JSON.parse(event.data);
+      apply(state, "live");
+      have = state.hashes || {};
+      window.hpTimings.parse = performance.now() - t0 - Object.keys(window.hpTimings).reduce(function (n, k) { return n + window.hpTimings[k]; }, 0);
+      var lost = Object.keys(missed);
+      if (lost.length) {  // reconnect saying these are not held: the stream sends them whole
+        lost.forEach(function (a) { delete have[a]; delete missed[a]; });
+        source.close(); connect();
+      }
+    });
+    source.addEventListener("error", function () {
+      status.className = "lost";
+      statusText.textContent = "connection lost, retrying… (the page keeps the last state it received)";
+      // Reconnect ourselves, with what the page holds now (the browser's own retry would name the hashes it
+      // held when this stream opened).
+      source.close(); setTimeout(connect, 1000);
+    });
+  }
+  connect();
 })();
 """
 

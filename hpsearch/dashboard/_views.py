@@ -31,6 +31,7 @@ __all__ = [
     "search_meta",
     "search_sections",
     "search_view",
+    "section_delta",
     "section_text",
 ]
 
@@ -49,6 +50,9 @@ class View:
     sections: dict[str, tuple[str, str]]
     version: int = 0
     rendered_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+    #: anchor -> (hash it applies to, JSON text): a section that only grew, as the points to append
+    #: (`section_delta`), sent instead of the whole section to a page that holds that hash.
+    deltas: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     def same_as(self, other: View | None) -> bool:
         return (
@@ -62,7 +66,7 @@ class View:
         """The JSON message for a page that already holds the sections in ``known`` (anchor -> hash)."""
         known = known or {}
         changed = [a for a in self.order if known.get(a) != self.sections[a][0]]
-        body = ",".join(f"{_dumps(a)}:{self.sections[a][1]}" for a in changed)
+        body = ",".join(f"{_dumps(a)}:{self._text(a, known.get(a))}" for a in changed)
         head = _dumps(
             {
                 **self.meta,
@@ -78,6 +82,10 @@ class View:
 
     def hashes(self) -> dict[str, str]:
         return {a: h for a, (h, _) in self.sections.items()}
+
+    def _text(self, anchor: str, held: str | None) -> str:
+        delta = self.deltas.get(anchor)
+        return delta[1] if delta is not None and held == delta[0] else self.sections[anchor][1]
 
 
 #: Bounds on a page's ``have`` list (anchors are short names, hashes 16 hex digits): anything else is ignored.
@@ -111,7 +119,77 @@ def _part(part: Part) -> str:
 def section_text(title: str, parts: Sequence[Part]) -> tuple[str, str]:
     """A section as (hash, JSON text): serialized once, sent to every page that does not hold that hash yet."""
     text = f'{{"title":{_dumps(title)},"parts":[{",".join(_part(p) for p in parts)}]}}'
-    return hashlib.blake2b(text.encode("utf-8"), digest_size=8).hexdigest(), text
+    return _hash(text), text
+
+
+def _hash(text: str) -> str:
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=8).hexdigest()
+
+
+#: Above this share of the whole section's size a delta is not worth sending (the page redraws the figure instead).
+_DELTA_MAX_SHARE = 0.5
+
+
+def section_delta(old: str, new: str) -> str | None:
+    """What turns section text ``old`` into ``new`` when ``new`` only appended points to ``old``'s figures, as JSON:
+    ``{"title", "from", "extend": [{"plot", "caption", "calls"}]}`` (``from``: the hash of ``old``, which the page
+    checks it holds), one entry per figure, each call a pair
+    ``[trace indices, {array name: [values to append, one list per trace]}]`` as ``Plotly.extendTraces`` takes it
+    (``x``, ``y``, ``text``... grown together). None when anything else changed (a layout, a trace's style, a point moved, a new trace, any HTML), or the
+    delta would not be much smaller: then the page gets the whole section.
+
+    A finished trial adds one point to the history of a 10,000-trial search; the page appends it to the drawn figure
+    instead of receiving, parsing and drawing 10,000 points again.
+    """
+    if '"plot":' not in new:
+        return None
+    a, b = json.loads(old), json.loads(new)
+    if a.get("title") != b.get("title") or len(a["parts"]) != len(b["parts"]):
+        return None
+    extends: list[dict[str, Any]] = []
+    for p, q in zip(a["parts"], b["parts"]):
+        if "grid" in p and "grid" in q and len(p["grid"]) == len(q["grid"]):
+            pairs = list(zip(p["grid"], q["grid"]))
+        elif "plot" in p and "plot" in q:
+            pairs = [(p, q)]
+        elif p == q:
+            continue
+        else:
+            return None
+        for x, y in pairs:
+            extend = _plot_delta(x, y)
+            if extend is None:
+                return None
+            extends.append(extend)
+    text = _dumps({"title": b["title"], "extend": extends, "from": _hash(old)})
+    return text if len(text) <= _DELTA_MAX_SHARE * len(new) else None
+
+
+def _plot_delta(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any] | None:
+    fa, fb = old.get("figure") or {}, new.get("figure") or {}
+    da, db = fa.get("data") or [], fb.get("data") or []
+    if old.get("plot") != new.get("plot") or fa.get("layout") != fb.get("layout") or len(da) != len(db):
+        return None
+    grown: dict[int, dict[str, list[Any]]] = {}
+    for i, (s, t) in enumerate(zip(da, db)):
+        if s.keys() != t.keys():
+            return None
+        added = {}
+        for key, value in t.items():
+            before = s[key]
+            if value == before:
+                continue
+            if not (isinstance(value, list) and isinstance(before, list)) or value[: len(before)] != before:
+                return None
+            added[key] = value[len(before) :]
+        if added:
+            grown[i] = added
+    # extendTraces takes one list per trace for each array it names: the traces that grew the same arrays go together.
+    groups: dict[tuple[str, ...], list[int]] = {}
+    for i, added in grown.items():
+        groups.setdefault(tuple(sorted(added)), []).append(i)
+    calls = [[traces, {k: [grown[i][k] for i in traces] for k in keys}] for keys, traces in groups.items()]
+    return {"plot": new["plot"], "caption": new.get("caption", ""), "calls": calls}
 
 
 def pending_text(title: str, trials: int) -> tuple[str, str]:

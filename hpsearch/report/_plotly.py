@@ -6,7 +6,9 @@ never when ``hpsearch`` or ``hpsearch.report`` is imported.
 
 from __future__ import annotations
 
+import functools
 import html
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType
@@ -14,6 +16,7 @@ from typing import Any, Union
 
 __all__ = [
     "FIT_JS",
+    "LightFigure",
     "Part",
     "Plot",
     "bundle_script",
@@ -127,25 +130,74 @@ def bundle_script() -> str:
     return f'<script type="text/javascript">{get_plotlyjs()}</script>\n<script>{FIT_JS}</script>'
 
 
-def light_figure(data: list[dict[str, Any]], layout: dict[str, Any]) -> Any:
-    """A plotly Figure made of trace and layout dicts as plotly.js reads them (``{"type": "scattergl", "x": [...]}``),
-    built without plotly's validation.
+class LightFigure:
+    """A figure kept as the trace and layout dicts plotly.js reads (``{"type": "scattergl", "x": [...]}``), never
+    turned into plotly's objects: `light_figure` builds it, `figure_json` writes it as it is.
 
-    Validating a trace copies and checks every element of its data lists: at 10,000 trials that was most of the
-    time the optimization history took to build, and the dashboard builds it again for each finished trial. The
-    builders that use this write only properties the validated builders wrote (the figure's JSON is the same); a
-    template named in ``layout`` is expanded here, as validation would.
+    Read like a plotly Figure (``fig.data[0].x``, ``fig.layout.yaxis.title.text``; an unset property reads None).
+    Not meant to be changed once built.
     """
-    go = require_plotly()
-    import plotly.io as pio
 
+    def __init__(self, data: list[dict[str, Any]], layout: dict[str, Any]) -> None:
+        self._data, self._layout = data, layout
+
+    @property
+    def data(self) -> tuple[Any, ...]:
+        return tuple(_Attributes(trace) for trace in self._data)
+
+    @property
+    def layout(self) -> Any:
+        return _Attributes(self._layout)
+
+    def to_plotly_json(self) -> dict[str, Any]:
+        return {"data": self._data, "layout": self._layout}
+
+
+class _Attributes:
+    """Read-only attribute access to a figure's dict (nested dicts too)."""
+
+    def __init__(self, values: dict[str, Any]) -> None:
+        self._values = values
+
+    def __getattr__(self, name: str) -> Any:
+        value = self._values.get(name)
+        return _Attributes(value) if isinstance(value, dict) else value
+
+
+def light_figure(data: list[dict[str, Any]], layout: dict[str, Any]) -> LightFigure:
+    """A figure made of trace and layout dicts as plotly.js reads them, built without plotly's objects.
+
+    Validating a trace copies and checks every element of its data lists, and writing a plotly Figure as JSON
+    copies them again: at 10,000 trials that was most of the time the optimization history took, and the dashboard
+    builds and writes it again for each finished trial. The builders that use this write only properties the
+    validated builders wrote (the figure's JSON is the same); a template named in ``layout`` is expanded here, as
+    validation would.
+    """
+    require_plotly()
     layout = dict(layout)
     if isinstance(layout.get("template"), str):
-        layout["template"] = pio.templates[layout["template"]]
-    return go.Figure(data=data, layout=layout, _validate=False)
+        layout["template"] = _template(layout["template"])
+    return LightFigure(data, layout)
+
+
+@functools.lru_cache(maxsize=8)
+def _template(name: str) -> dict[str, Any]:
+    import plotly.io as pio
+
+    template: dict[str, Any] = pio.templates[name].to_plotly_json()
+    return template
 
 
 def figure_json(fig: Any) -> str:
+    """A plotly Figure or a `LightFigure` as the JSON plotly.js reads (safe inside a <script> element)."""
+    if isinstance(fig, LightFigure):
+        try:  # NaN is no JSON: such a figure goes through plotly, which writes it as null
+            text = json.dumps(fig.to_plotly_json(), separators=(",", ":"), allow_nan=False)
+        except ValueError:
+            go = require_plotly()
+            fig = go.Figure(data=fig._data, layout=fig._layout, _validate=False)
+        else:
+            return text.translate(_JSON_GUARD)
     import plotly.io as pio
 
     return pio.to_json(fig, validate=False, pretty=False).translate(_JSON_GUARD)

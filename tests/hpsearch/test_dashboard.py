@@ -248,6 +248,7 @@ def test_a_large_search_gets_its_quick_sections_first_and_the_others_one_at_a_ti
     from hpsearch.dashboard import _dashboard
 
     monkeypatch.setattr(_dashboard, "EAGER_TRIALS", 2)  # these 3 trials count as a large search
+    monkeypatch.setattr(_dashboard, "LATER_EVERY_S", 3600.0)  # longer than this test takes under any load
     _search(tmp_path, [_record(0), _record(1), _record(2)])
     dashboard = Dashboard([tmp_path])
     try:
@@ -277,8 +278,15 @@ def test_a_large_search_gets_its_quick_sections_first_and_the_others_one_at_a_ti
         assert after.sections["curves"] == before.sections["curves"]
         assert after.sections["history"] != before.sections["history"]
         assert json.loads(after.message())["trials"] == 4
+        # A large search's slower sections are rendered again at most every LATER_EVERY_S, whatever their cost.
+        assert not dashboard.render_next("search-0")
+        cache = dashboard._sections["search-0"]
+        assert all(cache[a].next_at >= time.monotonic() + 3000 for a in cache if a not in quick)
+        cache["curves"].next_at = 0.0  # its time has come
+        assert dashboard.render_next("search-0")
+        assert dashboard.cached("search-0").sections["curves"] != before.sections["curves"]
         complete = dashboard.render("search-0", complete=True)
-        assert complete.sections["curves"] != before.sections["curves"]
+        assert complete.sections["parallel"] != before.sections["parallel"]
     finally:
         dashboard.close()
 

@@ -36,7 +36,8 @@ SAMPLE_JS = """(() => {
   const d = s.dataset;
   return {trials: Number(d.trials || -1), complete: Number(d.complete || 0), pruned: Number(d.pruned || 0),
           fail: Number(d.fail || 0), running: Number(d.running || 0), history: points, runningCurves: running,
-          warning: w.hidden ? null : w.textContent, marker: window.__hpMarker || null};
+          warning: w.hidden ? null : w.textContent, marker: window.__hpMarker || null,
+          extended: window.hpExtended || 0};
 })()"""
 
 STATES_JS = """(() => {
@@ -155,6 +156,9 @@ def test_dashboard_follows_a_live_search_in_headless_chromium(browser, tmp_path)
         history = [s["history"] for s in samples]
         assert len(set(history)) >= 3 and history == sorted(history), history
         assert any(s["runningCurves"] > 0 for s in samples), "never saw a running trial's learning curve"
+        # A finished trial's point came as a delta and was appended to the drawn history at least once (the count
+        # above says the appended points are the right ones).
+        assert final["extended"] >= 1, samples
 
         # A pruned and a failed trial, with their states, as search.json has them.
         counts = saved.counts()

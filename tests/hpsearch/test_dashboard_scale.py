@@ -212,7 +212,10 @@ def test_a_10000_trial_search_is_served_with_a_bounded_first_page_and_live_updat
         _events.trial_finished(folder, record)
         _wait(lambda: any(m["trials"] == N + 1 and "history" in m["sections"] for m in messages))
         update = next(m for m in messages if m["trials"] == N + 1 and "history" in m["sections"])
-        assert _history_points(update["sections"]["history"]) == with_objective + 1
+        # The page holds the history: it is sent the new point only, which completes it.
+        delta = update["sections"]["history"]
+        assert "parts" not in delta and delta["from"] == initial["hashes"]["history"]
+        assert _history_points(_extended(sections["history"], delta)) == with_objective + 1
         halt.set()
 
         # The table's other pages are fetched on demand, in the table's order (every trial once across the pages:
@@ -334,3 +337,70 @@ def test_a_background_reader_keeps_showing_the_events_while_search_json_is_parse
     eager = FolderReader(tmp_path)
     eager.refresh()
     assert eager._loading is None and len(eager.snapshot().records) == 51
+
+
+# ---------------------------------------------------------------------------------------------- deltas
+
+
+def _extended(old: dict, delta: dict) -> dict:
+    """``old`` (a section as JSON) with ``delta`` applied the way the page's Plotly.extendTraces applies it."""
+    new = json.loads(json.dumps(old))
+    plots = {}
+    for part in new["parts"]:
+        for plot in part.get("grid", [part]):
+            if "plot" in plot:
+                plots[plot["plot"]] = plot
+    for entry in delta["extend"]:
+        plot = plots[entry["plot"]]
+        plot["caption"] = entry["caption"]
+        for traces, update in entry["calls"]:
+            for key, per_trace in update.items():
+                for i, values in zip(traces, per_trace):
+                    plot["figure"]["data"][i][key] += values
+    return new
+
+
+def test_a_finished_trial_reaches_a_page_that_holds_the_history_as_its_point_alone(tmp_path):
+    from hpsearch.dashboard._views import _hash, section_delta
+
+    result = _result(2000, tmp_path)
+    dashboard = Dashboard([tmp_path])
+    try:
+        dashboard.refresh()
+        before = dashboard.render("search-0")
+        held = before.hashes()
+        record = _trial(2000, random.Random(4))
+        record.state, record.objective = TrialState.COMPLETE, 0.5  # the best-so-far line grows too
+        _events.trial_started(tmp_path, record)
+        result.records.append(record)
+        result.record_trial(tmp_path, record)
+        _events.trial_finished(tmp_path, record)
+        dashboard.refresh()
+        after = dashboard.render("search-0", force=True)
+        message = json.loads(after.message(held))
+        delta = message["sections"]["history"]
+        assert "parts" not in delta and delta["from"] == held["history"]
+        assert len(json.dumps(delta)) < 2000  # one point, not 2,000 again
+        # Applied as the page applies it, the delta gives exactly the section a new page gets whole.
+        old = json.loads(before.sections["history"][1])
+        whole = json.loads(after.sections["history"][1])
+        assert _extended(old, delta) == whole
+        assert _history_points(whole) == _history_points(old) + 1
+        best = next(t for t in whole["parts"][0]["figure"]["data"] if t["name"] == "best so far")
+        assert best["x"][-1] == 2000 and best["y"][-1] == best["y"][-2]
+        # Nothing dropped: a page holding an older rendering, or nothing, gets the whole section.
+        assert "parts" in json.loads(after.message({**held, "history": "0" * 16}))["sections"]["history"]
+        assert "parts" in json.loads(after.message())["sections"]["history"]
+        assert _hash(before.sections["history"][1]) == held["history"]
+    finally:
+        dashboard.close()
+    # Anything but appended points (a point that moved, a changed layout, HTML) is sent whole.
+    text = before.sections["history"][1]
+    moved = json.loads(text)
+    moved["parts"][0]["figure"]["data"][0]["y"][0] += 1.0
+    assert section_delta(text, json.dumps(moved)) is None
+    relaid = json.loads(text)
+    relaid["parts"][0]["figure"]["layout"]["height"] = 999
+    assert section_delta(text, json.dumps(relaid)) is None
+    table = before.sections["trials"][1]
+    assert section_delta(table, table.replace("page 1 of", "page 1 of  ")) is None
