@@ -15,7 +15,7 @@ import json
 import logging
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -352,6 +352,46 @@ def trial_error(trial: Any) -> str:
         with contextlib.suppress(Exception):
             error = trial.get_error()
     return str(error) if error is not None else "the trial errored"
+
+
+#: Tune's switch for the result loggers it adds to every run (CSV, JSON, TensorBoard) unless the run names its own.
+AUTO_LOGGERS_OFF = "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"
+
+
+def result_loggers(all_of_tune: bool) -> list[Any]:
+    """The result loggers of a search's run: Tune's JSON logger always (``result.json`` in each trial's folder: a
+    resume reads it, see `Recorder._unseen_attempts`, and so does Tune's `ResultGrid`), and its CSV and TensorBoard
+    loggers only when ``tune_loggers`` asks (each writes every result again, in the driver, between a trial's report
+    and its going on). `only_given_loggers` keeps Tune from adding the others while the search runs."""
+    from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
+
+    loggers: list[Any] = [JsonLoggerCallback()]
+    if all_of_tune:
+        loggers.append(CSVLoggerCallback())
+        try:
+            from ray.tune.logger import TBXLoggerCallback
+
+            loggers.append(TBXLoggerCallback())
+        except ImportError:  # Tune's own behaviour without tensorboardX: no events files, and a warning
+            logger.warning(
+                "tune_loggers=True: tensorboardX is not installed, so Tune writes no TensorBoard files."
+            )
+    return loggers
+
+
+@contextlib.contextmanager
+def only_given_loggers() -> Iterator[None]:
+    """While ``Tuner.fit`` runs: Tune adds only the loggers the run config names (`result_loggers`); the variable is
+    restored afterwards, so other Tune runs of this process keep Tune's defaults."""
+    before = os.environ.get(AUTO_LOGGERS_OFF)
+    os.environ[AUTO_LOGGERS_OFF] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(AUTO_LOGGERS_OFF, None)
+        else:
+            os.environ[AUTO_LOGGERS_OFF] = before
 
 
 def set_current(recorder: Recorder | None) -> None:
