@@ -5,8 +5,6 @@ leave in Tune's folders on a real cluster: ``test_ray_backend.py::test_tune_fold
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from hpsearch import hyperparameter_search
@@ -92,23 +90,26 @@ def test_tune_checkpoints_false_is_refused_where_an_option_reads_them(tmp_path):
 
 
 def test_the_run_keeps_tunes_json_logger_and_adds_the_others_only_when_asked():
+    """Tune adds a CSV, JSON or TensorBoard logger of its own to a run that names none of that kind; the run names
+    the JSON one and, unless tune_loggers, a CSV and a TensorBoard one that write nothing (pickled with the run
+    config, and unpickled on restore, as Tune does)."""
+    import pickle
+
     from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback, TBXLoggerCallback
 
-    assert [type(c) for c in _driver.result_loggers(False)] == [JsonLoggerCallback]
-    assert [type(c) for c in _driver.result_loggers(True)] == [
-        JsonLoggerCallback,
-        CSVLoggerCallback,
-        TBXLoggerCallback,
-    ]
-
-
-@pytest.mark.parametrize("before", [None, "0"])
-def test_tunes_own_loggers_are_off_only_while_the_search_runs(monkeypatch, before):
-    if before is None:
-        monkeypatch.delenv(_driver.AUTO_LOGGERS_OFF, raising=False)
-    else:
-        monkeypatch.setenv(_driver.AUTO_LOGGERS_OFF, before)
-    with pytest.raises(RuntimeError), _driver.only_given_loggers():
-        assert os.environ[_driver.AUTO_LOGGERS_OFF] == "1"
-        raise RuntimeError("Tuner.fit failed")
-    assert os.environ.get(_driver.AUTO_LOGGERS_OFF) == before
+    everything = _driver.result_loggers(True)
+    assert [type(c) for c in everything] == [JsonLoggerCallback, CSVLoggerCallback, TBXLoggerCallback]
+    json_logger, csv_logger, tbx_logger = pickle.loads(pickle.dumps(_driver.result_loggers(False)))
+    assert type(json_logger) is JsonLoggerCallback
+    assert isinstance(csv_logger, CSVLoggerCallback) and type(csv_logger) is not CSVLoggerCallback
+    assert isinstance(tbx_logger, TBXLoggerCallback) and type(tbx_logger) is not TBXLoggerCallback
+    for silent in (csv_logger, tbx_logger):  # every hook of Tune's LoggerCallback does nothing
+        for hook in (
+            "on_trial_start",
+            "on_trial_restore",
+            "on_trial_save",
+            "on_trial_complete",
+            "on_trial_error",
+        ):
+            assert getattr(silent, hook)(iteration=1, trials=[], trial=None) is None
+        assert silent.on_trial_result(iteration=1, trials=[], trial=None, result={"objective": 1.0}) is None

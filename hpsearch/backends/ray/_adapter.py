@@ -322,8 +322,7 @@ class RayBackend(SearchBackend):
             runnable, concurrency = self._runnable(connection)
             tuner = self._tuner(session, recorder, runnable, native_space, concurrency)
             try:
-                with _driver.only_given_loggers():
-                    grid = tuner.fit()
+                grid = tuner.fit()
             finally:
                 recorder.sign_state(full=True)
             session.result.native = grid
