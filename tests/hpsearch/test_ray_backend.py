@@ -141,6 +141,46 @@ def test_reused_actors_run_trials_in_one_process_with_the_results_of_fresh_ones(
 @pytest.mark.slow
 @pytest.mark.multiprocess
 @pytest.mark.ray
+def test_tune_folders_hold_what_the_options_ask(ray_cluster, tmp_path):
+    """Tune's trial folder holds result.json always (a resume reads it), progress.csv and TensorBoard's events only
+    with tune_loggers=True, and a copy of each evaluation's checkpoint where the trial hands Tune one: on this
+    two-node cluster by default, never with tune_checkpoints=False. The trial's own checkpoints are there either way."""
+
+    def search(out: Path, **kw: Any) -> Any:
+        return hyperparameter_search(
+            rc.make_trainer(str(out), epochs=2),
+            hp_space={"learning_rate": Float(1e-2, 2e-2)},
+            compute_objective="eval_accuracy",
+            n_trials=1,
+            direction="maximize",
+            backend="ray",
+            address=ray_cluster.address,
+            **kw,
+        )
+
+    lean = search(tmp_path / "lean", tune_checkpoints=False)
+    full = search(tmp_path / "full", tune_loggers=True)
+    for out, best, copies, loggers in (
+        (tmp_path / "lean", lean, 0, False),
+        (tmp_path / "full", full, 2, True),
+    ):
+        (record,) = best.run_summary.records
+        assert record.state is TrialState.COMPLETE, record.error
+        assert [e.step for e in record.intermediates] == [23, 46]
+        assert best.checkpoint is not None and os.path.isfile(
+            os.path.join(best.checkpoint, "model.safetensors")
+        )
+        assert sorted(os.listdir(out / record.name)).count("checkpoint-46") == 1  # the trial's own
+        (trial_dir,) = [p.parent for p in (out / "ray_results" / "hpsearch").glob("*/result.json")]
+        files = os.listdir(trial_dir)
+        assert len([f for f in files if f.startswith("checkpoint_")]) == copies, files
+        assert ("progress.csv" in files) is loggers, files
+        assert any(f.startswith("events.out.tfevents") for f in files) is loggers, files
+
+
+@pytest.mark.slow
+@pytest.mark.multiprocess
+@pytest.mark.ray
 def test_without_an_address_a_search_joins_the_ray_that_ray_address_names(ray_cluster, tmp_path):
     """A script run by `ray job submit` has RAY_ADDRESS set and passes no address: the search joins that cluster
     (it failed with Ray's "num_cpus ... must not be provided" when it tried to start a local Ray there)."""

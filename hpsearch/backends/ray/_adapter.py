@@ -7,8 +7,10 @@
   object store once through ``tune.with_parameters``; each trial calls ``model_init``. A piece that cannot be
   pickled is named before anything starts.
 - **Reports.** Every evaluation reports ``objective``, ``step``, the eval metrics and the record so far, with the
-  checkpoint folder when one was saved at that step, so PBT restarts a trial from another trial's weights and a
-  retried trial resumes from its own (``extra["restored_from"]`` / ``["resumed_from"]`` say from where).
+  checkpoint folder when one was saved at that step and something reads Tune's copies (`_checks.tune_checkpoints`),
+  so PBT restarts a trial from another trial's weights and a retried trial resumes from its own
+  (``extra["restored_from"]`` / ``["resumed_from"]`` say from where). Of Tune's result loggers only the JSON one
+  runs, unless ``tune_loggers`` (`_driver.result_loggers`).
 - **Records.** Trials a scheduler stopped are PRUNED, errored ones FAIL; ``node`` is the Ray node id the trial ran
   on (``extra["node_ip"]`` its address). After ``Tuner.fit`` the `ResultGrid` is translated once more so that
   trials restored from an earlier run (``resume=True``) are included.
@@ -165,6 +167,21 @@ class RayBackend(SearchBackend):
             "Tune's reuse_actors: a trial runs in the process of a finished one (imports, torch's start-up paid "
             "once per process); default True, except with workers_per_trial > 1, where it is off and True is "
             "refused",
+        ),
+        Option(
+            "tune_checkpoints",
+            (bool,),
+            "hand each evaluation's checkpoint to Tune too (copied into storage_path; a PBT scheduler, retries and "
+            "resume restart trials from those copies); default only where something reads them (a PBT scheduler, "
+            "max_failures, resume, keep_checkpoints_num, checkpoint_score_attr, workers_per_trial > 1, a cluster "
+            "of several nodes), else the trials' own checkpoint folders are the only ones",
+        ),
+        Option(
+            "tune_loggers",
+            (bool,),
+            "also Tune's CSV and TensorBoard result loggers (progress.csv, events.out.tfevents.* in each trial's "
+            "Tune folder); default False: only Tune's result.json, which resume reads (trials.csv, "
+            "intermediates.csv and report_to hold the same figures)",
         ),
     )
 
@@ -334,7 +351,10 @@ class RayBackend(SearchBackend):
             runnable = tune.with_parameters(distributed_trainable, workers=spec)
             return tune.with_resources(runnable, {"memory": _DRIVER_MEMORY}), fitting_trials(spec)
         _checks.check_fits(resources, connection.local)
-        return tune.with_resources(tune.with_parameters(trainable, settings=self.settings), resources), None
+        nodes = sum(1 for node in ray.nodes() if node.get("Alive"))
+        checkpoints = _checks.tune_checkpoints(self.kwargs, nodes)
+        runnable = tune.with_parameters(trainable, settings=self.settings, tune_checkpoints=checkpoints)
+        return tune.with_resources(runnable, resources), None
 
     def _restore_from(self, storage: str, name: str) -> tuple[str, bool]:
         """The experiment folder, and whether Tune restores it (``resume``): only state this user's searches
@@ -450,7 +470,10 @@ class RayBackend(SearchBackend):
             name=name,
             storage_path=storage,
             stop=_driver.stopper_class()(kw.get("stop")),
-            callbacks=[_driver.tune_callback_class()()],
+            callbacks=[
+                _driver.tune_callback_class()(),
+                *_driver.result_loggers(bool(kw.get("tune_loggers"))),
+            ],
             failure_config=tune.FailureConfig(max_failures=kw.get("max_failures") or 0),
             checkpoint_config=tune.CheckpointConfig(
                 num_to_keep=kw.get("keep_checkpoints_num"),

@@ -39,6 +39,7 @@ def validate(kw: Mapping[str, Any], settings: TrialSettings, conditional: set[st
     if (kw.get("workers_per_trial") or 1) > 1:
         _check_distributed(kw["workers_per_trial"])
     reuse_actors(kw)
+    _check_tune_checkpoints(kw)
     scheduler = kw.get("scheduler")
     if scheduler is not None:
         _check_unset_metric("scheduler", scheduler)
@@ -83,6 +84,51 @@ def reuse_actors(kw: Mapping[str, Any]) -> bool:
             )
         return False
     return True if value is None else bool(value)
+
+
+#: The options under which something reads Tune's copies of the trials' checkpoints (see `tune_checkpoints`).
+_CHECKPOINT_READERS = ("keep_checkpoints_num", "checkpoint_score_attr")
+
+
+def tune_checkpoints(kw: Mapping[str, Any], nodes: int) -> bool:
+    """Whether a trial hands the checkpoint it saved at an evaluation to Tune too (``tune.report(checkpoint=...)``).
+
+    Tune copies each such checkpoint into its storage and asks the trial's actor for it once more before the trial
+    may go on (a second round trip to the driver per evaluation), and Tune's release tests of its own overhead hand it
+    none. So by default a trial hands them only where something reads Tune's copies: a PBT scheduler (a trial
+    restarts from another's), retries (``max_failures``: from the trial's own), ``resume`` (after a killed driver,
+    unfinished trials restart from their last one), ``keep_checkpoints_num`` / ``checkpoint_score_attr`` (Tune
+    ranks them), a trial of several processes, or a cluster of more than one node (a trial on another node
+    reaches the driver's records only through Tune's copy). Else the trial's own checkpoint folders
+    (``output_dir/run-*/checkpoint-*``) are the only ones. ``tune_checkpoints`` True or False says it outright."""
+    value = kw.get("tune_checkpoints")
+    if value is not None:
+        return bool(value)
+    return bool(
+        is_pbt(kw.get("scheduler"))
+        or kw.get("max_failures")
+        or kw.get("resume")
+        or any(kw.get(name) is not None for name in _CHECKPOINT_READERS)
+        or (kw.get("workers_per_trial") or 1) > 1
+        or nodes > 1
+    )
+
+
+def _check_tune_checkpoints(kw: Mapping[str, Any]) -> None:
+    """``tune_checkpoints=False`` is refused where Tune's copies are what an option acts on."""
+    if kw.get("tune_checkpoints") is not False:
+        return
+    readers = [name for name in _CHECKPOINT_READERS if kw.get(name) is not None]
+    if is_pbt(kw.get("scheduler")):
+        readers.insert(0, f"scheduler={type(kw['scheduler']).__name__}")
+    if (kw.get("workers_per_trial") or 1) > 1:
+        readers.append(f"workers_per_trial={kw['workers_per_trial']}")
+    if readers:
+        raise SearchConfigError(
+            f"tune_checkpoints=False with {', '.join(readers)}: that reads the checkpoints the trials hand to Tune, "
+            "and with tune_checkpoints=False they hand none; drop tune_checkpoints (or set it to True).",
+            about="tune_checkpoints",
+        )
 
 
 def resources(value: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -161,6 +207,8 @@ def strategy(value: Any) -> str:
 
 
 def is_pbt(scheduler: Any) -> bool:
+    if scheduler is None:
+        return False
     from ray.tune.schedulers import PopulationBasedTraining
 
     return isinstance(scheduler, PopulationBasedTraining)

@@ -354,6 +354,28 @@ def trial_error(trial: Any) -> str:
     return str(error) if error is not None else "the trial errored"
 
 
+def result_loggers(all_of_tune: bool) -> list[Any]:
+    """The result loggers of a search's run: Tune's JSON logger always (``result.json`` in each trial's folder: a
+    resume reads it, see `Recorder._unseen_attempts`, and so does Tune's `ResultGrid`), and its CSV and TensorBoard
+    loggers only when ``tune_loggers`` asks (each writes every result again, in the driver, between a trial's report
+    and its going on). Tune adds each of the three to a run that names none of its kind, so in their place the run
+    names loggers of those kinds that write nothing (`_build_silent_logger`)."""
+    from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
+
+    if not all_of_tune:
+        return [JsonLoggerCallback(), _lazy("_SilentCSVLogger")(), _lazy("_SilentTBXLogger")()]
+    loggers: list[Any] = [JsonLoggerCallback(), CSVLoggerCallback()]
+    try:
+        from ray.tune.logger import TBXLoggerCallback
+
+        loggers.append(TBXLoggerCallback())
+    except ImportError:  # Tune's own behaviour without tensorboardX: no events files, and a warning
+        logger.warning(
+            "tune_loggers=True: tensorboardX is not installed, so Tune writes no TensorBoard files."
+        )
+    return loggers
+
+
 def set_current(recorder: Recorder | None) -> None:
     global _current
     _current = recorder
@@ -368,10 +390,10 @@ def stopper_class() -> type:
 
 
 def __getattr__(name: str) -> Any:
-    # Tune pickles the callback and the stopper with the experiment (and unpickles them on restore); they
-    # subclass Ray's classes, which this module may not import eagerly, so they are built on first access and
-    # pickled by reference to this module.
-    if name in ("_HPSearchCallback", "_StopAll"):
+    # Tune pickles the callback, the silent loggers and the stopper with the experiment (and unpickles them on
+    # restore); they subclass Ray's classes, which this module may not import eagerly, so they are built on first
+    # access and pickled by reference to this module.
+    if name in _BUILDERS:
         return _lazy(name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
@@ -379,14 +401,14 @@ def __getattr__(name: str) -> Any:
 def _lazy(name: str) -> type:
     cls = globals().get(name)
     if cls is None:
-        cls = _build_callback() if name == "_HPSearchCallback" else _build_stopper()
+        cls = _BUILDERS[name](name)
         cls.__module__ = __name__
         cls.__qualname__ = name
         globals()[name] = cls
     return cls
 
 
-def _build_callback() -> type:
+def _build_callback(name: str) -> type:
     from ray import tune
 
     class _HPSearchCallback(tune.Callback):
@@ -415,7 +437,7 @@ def _build_callback() -> type:
     return _HPSearchCallback
 
 
-def _build_stopper() -> type:
+def _build_stopper(name: str) -> type:
     from ray import tune
 
     class _StopAll(tune.stopper.Stopper):
@@ -440,3 +462,29 @@ def _build_stopper() -> type:
             return bool(getattr(self.user, "stop_all", lambda: False)())
 
     return _StopAll
+
+
+def _build_silent_logger(name: str) -> type:
+    """A result logger that Tune takes for its CSV (or TensorBoard) one, so it adds none of its own, and that writes
+    nothing: every hook of Tune's `LoggerCallback` is a no-op, and the base's set-up (which for TensorBoard imports
+    tensorboardX) is skipped. Stateless, so Tune may pickle it with the run config."""
+    from ray.tune.logger import CSVLoggerCallback, TBXLoggerCallback
+
+    def __init__(self: Any) -> None:
+        pass
+
+    def nothing(self: Any, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    hooks = ("start", "restore", "save", "result", "complete", "error")
+    namespace: dict[str, Any] = {"__init__": __init__, **{f"on_trial_{hook}": nothing for hook in hooks}}
+    base = CSVLoggerCallback if name == "_SilentCSVLogger" else TBXLoggerCallback
+    return type(name, (base,), namespace)
+
+
+_BUILDERS = {
+    "_HPSearchCallback": _build_callback,
+    "_StopAll": _build_stopper,
+    "_SilentCSVLogger": _build_silent_logger,
+    "_SilentTBXLogger": _build_silent_logger,
+}

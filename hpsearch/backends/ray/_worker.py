@@ -1,7 +1,8 @@
 """The worker side of a Ray trial: `run_trial` in a Tune trainable, its reporter, and restarts from checkpoints.
 
 Every evaluation reports ``objective``, ``step``, the eval metrics and the trial's record so far (one JSON
-payload, ``hpsearch_record``), with the checkpoint folder when one was saved at that step. The trial's final
+payload, ``hpsearch_record``), with the checkpoint folder when one was saved at that step and the search hands Tune
+its checkpoints (``tune_checkpoints``). The trial's final
 record is reported once more when it ends; a FAIL record is raised instead (in the error's message), so Tune
 marks the trial errored (and may retry it) and no scheduler or searcher sees it as a result. The driver keeps the last record it received: the record `run_trial` produced.
 Ray schedulers stop a trial by stopping its process, so the reporter never asks to prune.
@@ -78,10 +79,15 @@ class RayReporter(TrialReporter):
     (`tune.report` in a trial's own process, or the channel to the Tune trial for rank 0 of a distributed one)."""
 
     def __init__(
-        self, facts: Mapping[str, Any], send: Callable[[dict[str, Any], str | None], None] = tune_send
+        self,
+        facts: Mapping[str, Any],
+        send: Callable[[dict[str, Any], str | None], None] = tune_send,
+        checkpoints: bool = True,
     ) -> None:
         self.facts = dict(facts)  # node, node_ip, workers, restored_from: written into the record
         self.send = send
+        # Hand each evaluation's checkpoint to Tune too (`_checks.tune_checkpoints`).
+        self.checkpoints = checkpoints
         self.count = 0
         self.max_steps: int | None = None
         self.record: TrialRecord | None = None
@@ -107,7 +113,9 @@ class RayReporter(TrialReporter):
         result[RECORD_KEY] = self.payload()
         if self.max_steps is not None:
             result[MAX_STEPS_KEY] = self.max_steps
-        folder = checkpoint if checkpoint is not None and os.path.isdir(checkpoint) else None
+        folder = (
+            checkpoint if self.checkpoints and checkpoint is not None and os.path.isdir(checkpoint) else None
+        )
         self.count += 1
         self.send(result, folder)
         return False
@@ -167,8 +175,9 @@ def node_facts() -> dict[str, Any]:
 THREAD_TIMEOUT_S = "60"
 
 
-def trainable(config: dict[str, Any], settings: TrialSettings) -> None:
-    """One Tune trial: `run_trial` with a reporter that talks to Tune."""
+def trainable(config: dict[str, Any], settings: TrialSettings, tune_checkpoints: bool = True) -> None:
+    """One Tune trial: `run_trial` with a reporter that talks to Tune (handing it the checkpoint of each evaluation
+    when ``tune_checkpoints``, see `_checks.tune_checkpoints`)."""
     from ray import tune
 
     os.environ.setdefault("TUNE_FUNCTION_THREAD_TIMEOUT_S", THREAD_TIMEOUT_S)
@@ -182,7 +191,7 @@ def trainable(config: dict[str, Any], settings: TrialSettings) -> None:
     except (
         Exception
     ):  # hp_name raised on this trial: `run_trial` records it FAIL, with its cost; the search goes on
-        reporter = RayReporter(facts)
+        reporter = RayReporter(facts, checkpoints=tune_checkpoints)
         conclude(run_trial(settings, trial, reporter), reporter, trained=False)
         return
     resume = None
@@ -190,7 +199,7 @@ def trainable(config: dict[str, Any], settings: TrialSettings) -> None:
     if checkpoint is not None:
         resume, restart = restart_point(checkpoint, os.path.join(settings.output_dir, name), name)
         facts.update(restart)
-    reporter = RayReporter(facts)
+    reporter = RayReporter(facts, checkpoints=tune_checkpoints)
     start = checkpoint_step(resume) if resume is not None else 0
     record = run_trial(
         settings, trial, reporter, resume_from_checkpoint=resume, callbacks=[MaxSteps(reporter)]
