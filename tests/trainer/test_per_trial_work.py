@@ -130,3 +130,20 @@ def test_an_accelerator_holding_something_of_its_run_is_not_kept(tmp_path):
     kept.register_for_checkpointing(_Counter())
     first.release_memory()
     assert _trial(base).accelerator is not kept
+
+
+def test_the_masking_rule_reads_the_environment_again_only_when_it_changed(monkeypatch):
+    """The secret environment values are kept between texts (every event line of a search is masked), and read
+    again as soon as the environment changes: a secret set, changed or removed counts from the next text on."""
+    from trainer import redact as rule
+
+    text = "token abcdef123 then zyxwvu987"
+    monkeypatch.delenv("R8_TEST_API_KEY", raising=False)
+    assert rule.redact(text) == text
+    assert rule._environment_secrets() is rule._environment_secrets()  # unchanged: not read again
+    monkeypatch.setenv("R8_TEST_API_KEY", "abcdef123")
+    assert rule.redact(text) == "token *** then zyxwvu987"
+    monkeypatch.setenv("R8_TEST_API_KEY", "zyxwvu987")
+    assert rule.redact(text) == "token abcdef123 then ***"
+    monkeypatch.delenv("R8_TEST_API_KEY")
+    assert rule.redact(text) == text
