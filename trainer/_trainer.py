@@ -300,7 +300,8 @@ class Trainer(TrainerHelpers, PrivateHooks):
             and _precision.state_matches(self.args)
         ):
             return
-        self.accelerator = _precision.build_accelerator(self.args)
+        # A search's trial takes the accelerator an earlier trial left (see `release_memory`), else builds one.
+        self.accelerator = _precision.reused_accelerator(self.args) or _precision.build_accelerator(self.args)
         self._accelerator_key = key
 
     def _set_seed(self) -> None:
@@ -814,12 +815,15 @@ class Trainer(TrainerHelpers, PrivateHooks):
     def release_memory(self) -> None:
         """Drop the model, optimizer, scheduler, accelerator and loaders so their memory can be freed.
 
-        For a trainer that will not train again (a finished trial); data and arguments stay.
+        For a trainer that will not train again (a finished trial); data and arguments stay. Its accelerator, emptied,
+        goes to the next trainer of this process built with the same accelerator settings (the next trial).
         """
         self.model = None  # type: ignore[assignment]
         self.model_wrapped = None  # type: ignore[assignment]
         self.optimizer = None
         self.lr_scheduler = None
+        if self.accelerator is not None and self._accelerator_key is not None:
+            _precision.keep_for_reuse(self._accelerator_key, self.accelerator)
         self.accelerator = None
         self._accelerator_key = None
         handler = self.callback_handler

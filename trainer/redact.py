@@ -126,9 +126,32 @@ def _redact_match(match: re.Match[str]) -> str:
 
 def _known_secrets() -> list[str]:
     """The secret values to mask, longest first (a secret holding another is masked whole). Read at each call (the
-    environment may change), but cheaply: every text a search writes goes through here, several times per trial,
-    so variable names are checked once each and only secret-named variables' values are read."""
+    environment may change), but cheaply: every text a search writes goes through here, several times per trial."""
     global _KNOWN
+    with _SEEN_LOCK:
+        values = _environment_secrets() | _SEEN
+    known = _KNOWN
+    if known[0] != values:
+        known = _KNOWN = (frozenset(values), sorted(values, key=len, reverse=True))
+    return known[1]
+
+
+# The environment's raw variables as last read (os.environ's own bytes, None where it keeps none) and the secret
+# values among them.
+_ENV_READ: tuple[dict[Any, Any] | None, frozenset[str]] = (None, frozenset())
+
+
+def _environment_secrets() -> frozenset[str]:
+    """The values of the secret-named environment variables. Read again only when the environment changed since the
+    last read (compared whole: one dict comparison, where reading it decodes every variable's name); variable names
+    are checked once each and only secret-named variables' values are read."""
+    global _ENV_READ
+    raw = getattr(
+        os.environ, "_data", None
+    )  # CPython's mapping behind os.environ; absent elsewhere: read it all
+    last, secrets = _ENV_READ
+    if raw is not None and last is not None and raw == last:
+        return secrets
     values = set()
     for name in os.environ:
         secret = _SECRET_ENV.get(name)
@@ -138,12 +161,9 @@ def _known_secrets() -> list[str]:
             value = os.environ.get(name)
             if value is not None and len(value) >= 6:
                 values.add(value)
-    with _SEEN_LOCK:
-        values.update(_SEEN)
-    known = _KNOWN
-    if known[0] != values:
-        known = _KNOWN = (frozenset(values), sorted(values, key=len, reverse=True))
-    return known[1]
+    secrets = frozenset(values)
+    _ENV_READ = (dict(raw) if isinstance(raw, dict) else None, secrets)
+    return secrets
 
 
 def _redact_text(text: str) -> str:

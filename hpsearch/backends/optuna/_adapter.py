@@ -10,6 +10,7 @@ marked ``hpsearch_over_budget``, which the budget and the results ignore).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import gc
 import logging
@@ -154,6 +155,7 @@ class OptunaBackend(SearchBackend):
         self._deadline: float | None = None
         self._full = False  # the study holds its n_trials (other workers' included), or a callback stopped it
         self._bar: ProgressBar | None = None
+        self._marks_asking = True  # see `_storage.outlives_driver`
 
     # ------------------------------------------------------------------ class-level facts
     @staticmethod
@@ -280,6 +282,7 @@ class OptunaBackend(SearchBackend):
         study = self._study = open_study(self.kwargs, self.settings, session)
         self._native_space = native_space
         session.result.native = study
+        self._marks_asking = _storage.outlives_driver(study)
         _storage.recover_dead_drivers(study, self.settings.output_dir)
         if self.priors:
             warm_start(study, self.priors, self.warm_start_mode, self._space)
@@ -321,8 +324,14 @@ class OptunaBackend(SearchBackend):
         fail_stale(study)
         # Ctrl-C is held from the trial's creation in the storage (RUNNING) until it is in `_asked`; from then on it
         # interrupts it as anywhere else (failed in the study, its parameters queued again), never leaving it RUNNING.
-        # A kill before the owner attr is written leaves the asking marker that names this driver to a rerun.
-        with _storage.asking(self.settings.output_dir, study.study_name):
+        # A kill before the owner attr is written leaves the asking marker that names this driver to a rerun. An
+        # in-memory study dies with this process, so no rerun reads one: no file is written and removed per trial.
+        marker = (
+            _storage.asking(self.settings.output_dir, study.study_name)
+            if self._marks_asking
+            else contextlib.nullcontext()
+        )
+        with marker:
             try:
                 with (
                     _interrupt.held(),

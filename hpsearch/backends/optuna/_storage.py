@@ -60,6 +60,15 @@ def owner() -> str:
 ASKING_PREFIX = ".hpsearch-asking-"
 
 
+def outlives_driver(study: Any) -> bool:
+    """Whether ``study``'s storage can outlive this driver's process (a database or a journal file; Optuna's
+    in-memory storage cannot): only then may a rerun find this driver's trials, and only then is an `asking` marker
+    ever read."""
+    import optuna
+
+    return not isinstance(study._storage, optuna.storages.InMemoryStorage)
+
+
 @contextlib.contextmanager
 def asking(output_dir: str, study_name: str) -> Iterator[None]:
     """Around ``study.ask()`` and the owner attr that follows it: a marker file naming this driver, the study and the
