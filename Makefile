@@ -39,19 +39,18 @@ TEST_WORKERS ?= 2
 test-fast: setup
 	$(PYTEST) --tier fast -n $(TEST_WORKERS) --dist load $(PYTEST_ARGS)
 
-# The rest in three runs: the slow tests that start no service (every core), the tests that start a service or
-# launch processes but no Ray (every core), then the tests that start or join a Ray, one at a time: beside another
-# test's training a local Ray misses its own start-up deadlines on 2 cores (tests/conftest.py). RAY_BESIDE=1 runs
-# the Ray tests whose only Ray is the session's shared cluster beside the services run (scripts/beside.sh), and
-# those that start a Ray of their own after it, alone. On this 2-core machine loaded by other jobs the shared
-# cluster's start failed beside the services run, so it is not the default.
+# The rest in two runs: every test that starts or joins no Ray, slow ones and those that start a service or launch
+# processes (`--tier no-ray`, on every core, one run so that neither part idles in the other's tail), then the tests
+# that start or join a Ray, one at a time: beside another test's training a local Ray misses its own start-up
+# deadlines on 2 cores (tests/conftest.py). RAY_BESIDE=1 runs the Ray tests whose only Ray is the session's shared
+# cluster beside the first run, which scripts/beside.sh starts once that cluster is up, at a lower CPU priority (the
+# Ray side has fixed deadlines, the other none as tight); those that start a Ray of their own then run alone.
 RAY_BESIDE ?= 0
-NO_RAY := bash scripts/isolated.sh $(PYTEST) --tier services-no-ray -n $(TEST_WORKERS) --dist load $(PYTEST_ARGS)
+NO_RAY := bash scripts/isolated.sh $(PYTEST) --tier no-ray -n $(TEST_WORKERS) --dist load $(PYTEST_ARGS)
 
 test-rest: setup system-deps
-	bash scripts/isolated.sh $(PYTEST) --tier slow -n $(TEST_WORKERS) --dist load $(PYTEST_ARGS)
 ifeq ($(RAY_BESIDE),1)
-	bash scripts/beside.sh '$(NO_RAY)' 'bash scripts/isolated.sh $(PYTEST) --tier services-ray-shared $(PYTEST_ARGS)'
+	bash scripts/beside.sh 'nice -n 5 $(NO_RAY)' 'bash scripts/isolated.sh $(PYTEST) --tier services-ray-shared $(PYTEST_ARGS)'
 	bash scripts/isolated.sh $(PYTEST) --tier services-ray-own $(PYTEST_ARGS)
 else
 	$(NO_RAY)

@@ -51,16 +51,16 @@ def _restore_torch_determinism():
 # ---------------------------------------------------------------------------------------------------- test tiers
 # `make test-fast` runs `pytest --tier fast`: the tests that need no service (PostgreSQL, Ray, Chromium), start no
 # process and take no more than a few seconds. `--tier rest` runs every other test, so the two tiers together are the
-# whole suite, each test once. The rest is itself two parts, which `make test-rest` runs one after the other, each on
-# every core (pytest-xdist): `--tier slow`, the slow tests that start no service, and `--tier services`, the tests
-# that start a service or launch processes. `make test-rest` runs the services tier in two parts: the tests that start
-# or join no Ray (`--tier services-no-ray`) on every core, then those that do (mark `ray`, set here for the users of
-# the session's cluster; `--tier services-ray`) one at a time: beside another test's training, a local Ray's start
-# misses its own fixed deadlines on 2 cores (seen in a whole run on 2 workers: "Failed to start GCS"). Run on several
-# workers anyway, the Ray tests stay in one xdist group, and a Ray node's start that misses Ray's fixed agent
-# deadline is tried again (`_ray_cluster.start_node`). The Ray tests split once more by whether their only Ray is
-# the shared cluster (`--tier services-ray-shared`, which starts no Ray node of its own beside another test) or they
-# start one (`--tier services-ray-own`); `make test-rest RAY_BESIDE=1` runs the first beside services-no-ray.
+# whole suite, each test once. The rest is itself two parts: `--tier slow`, the slow tests that start no service,
+# and `--tier services`, the tests that start a service or launch processes; the services tier splits again into the
+# tests that start or join no Ray (`--tier services-no-ray`) and those that do (mark `ray`, set here for the users of
+# the session's cluster; `--tier services-ray`). `make test-rest` runs slow and services-no-ray as one run on every
+# core (`--tier no-ray`, pytest-xdist), then services-ray one test at a time: beside another test's training, a local
+# Ray's start misses its own fixed deadlines on 2 cores (seen in a whole run on 2 workers: "Failed to start GCS").
+# Run on several workers anyway, the Ray tests stay in one xdist group, and a Ray node's start that misses Ray's fixed
+# agent deadline is tried again (`_ray_cluster.start_node`). The Ray tests split once more by whether their only Ray
+# is the shared cluster (`--tier services-ray-shared`, which starts no Ray node of its own beside another test) or
+# they start one (`--tier services-ray-own`); `make test-rest RAY_BESIDE=1` runs the first beside `--tier no-ray`.
 # A test says what it needs by its marks; the fixtures that start a service mark their users here, and the fast tier
 # fails a test that starts a process anyway (see `_no_processes_in_fast_tier`), so a test cannot slip into it
 # unnoticed.
@@ -86,6 +86,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             "services-ray",
             "services-ray-shared",
             "services-ray-own",
+            "no-ray",
         ),
         default="all",
         help="fast: no services, no extra processes, no slow tests (make test-fast); rest: every other test, "
@@ -93,7 +94,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "all (default): the whole suite; services-no-ray and services-ray split services by whether a test starts or "
         "joins a Ray (make test-rest runs the first on every core, the second alone); services-ray itself in two: "
         "services-ray-shared, the tests whose only Ray is the session's shared cluster (make test-rest RAY_BESIDE=1 "
-        "runs them beside services-no-ray), and services-ray-own, those that start a Ray of their own (then alone)",
+        "runs them beside services-no-ray), and services-ray-own, those that start a Ray of their own (then alone); "
+        "no-ray: slow and services-no-ray together, the rest tier's tests that start or join no Ray (make test-rest "
+        "runs it as one run on every core, then services-ray)",
     )
 
 
@@ -113,6 +116,8 @@ def _tier(item: pytest.Item) -> str:
 
 
 def _in_tier(item: pytest.Item, tier: str) -> bool:
+    if tier == "no-ray":  # exactly slow and services-no-ray, so that make test-rest still runs each test once
+        return _in_tier(item, "slow") or _in_tier(item, "services-no-ray")
     if tier in ("services-no-ray", "services-ray"):
         return _tier(item) == "services" and _uses_ray(item) == (tier == "services-ray")
     if tier in ("services-ray-shared", "services-ray-own"):

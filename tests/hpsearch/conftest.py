@@ -52,6 +52,9 @@ def _shared_ray_cluster():
     from tests.hpsearch import _ray_cluster as rc
 
     started = rc.start_cluster()
+    ready = os.environ.get("BESIDE_READY_FILE")
+    if ready:  # scripts/beside.sh starts the run beside this one once the cluster is up (make test-rest RAY_BESIDE=1)
+        Path(ready).write_text(started.address, encoding="utf-8")
     try:
         yield started
     finally:
