@@ -201,9 +201,7 @@ def build_accelerator(args: TrainingArguments) -> Accelerator:
             AcceleratorState._reset_state(reset_partial_state=other_device)
             _kept.clear()  # built on the state just reset
         config = dict(cast(dict, args.accelerator_config))  # a dict once validated
-        if args.tf32 is not None:
-            torch.backends.cuda.matmul.allow_tf32 = args.tf32
-            torch.backends.cudnn.allow_tf32 = args.tf32
+        _set_tf32(args)
         _fsdp.before_build()
         with _fsdp.environment_kept():
             fsdp_plugin = _fsdp.plugin(args)
@@ -258,10 +256,15 @@ def reused_accelerator(args: TrainingArguments) -> Accelerator | None:
             return None
         accelerator = kept.pop()
     GradientState(gradient_accumulation_plugin=_accumulation_plugin(args.gradient_accumulation_steps))
+    _set_tf32(args)
+    return accelerator
+
+
+def _set_tf32(args: TrainingArguments) -> None:
+    """``tf32``, where set, is process-wide (torch's matmul and cuDNN switches)."""
     if args.tf32 is not None:
         torch.backends.cuda.matmul.allow_tf32 = args.tf32
         torch.backends.cudnn.allow_tf32 = args.tf32
-    return accelerator
 
 
 def _accelerator(

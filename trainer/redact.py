@@ -146,9 +146,8 @@ def _environment_secrets() -> frozenset[str]:
     last read (compared whole: one dict comparison, where reading it decodes every variable's name); variable names
     are checked once each and only secret-named variables' values are read."""
     global _ENV_READ
-    raw = getattr(
-        os.environ, "_data", None
-    )  # CPython's mapping behind os.environ; absent elsewhere: read it all
+    # CPython's mapping behind os.environ; absent elsewhere: then it is read whole every time.
+    raw = getattr(os.environ, "_data", None)
     last, secrets = _ENV_READ
     if raw is not None and last is not None and raw == last:
         return secrets

@@ -7,48 +7,13 @@ import os
 
 import optuna
 import pytest
-import torch
-from torch import nn
 
 import hpsearch
 import spaces
 from hpsearch.backends.optuna import _storage
-from trainer import Trainer, TrainingArguments
+from tests._linear import linear_trainer
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
-
-
-class _Data(torch.utils.data.Dataset):
-    def __init__(self, n: int) -> None:
-        g = torch.Generator().manual_seed(n)
-        self.x = torch.randn(n, 4, generator=g)
-
-    def __len__(self) -> int:
-        return len(self.x)
-
-    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
-        return {"x": self.x[i], "labels": self.x[i].sum(-1, keepdim=True)}
-
-
-class _Linear(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.linear = nn.Linear(4, 1)
-
-    def forward(self, x: torch.Tensor, labels: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
-        out = {"logits": self.linear(x)}
-        if labels is not None:
-            out["loss"] = nn.functional.mse_loss(out["logits"], labels)
-        return out
-
-
-def _trainer(output_dir: str) -> Trainer:
-    args = TrainingArguments(
-        output_dir=output_dir, max_steps=1, per_device_train_batch_size=4, per_device_eval_batch_size=8,
-        eval_strategy="no", save_strategy="no", logging_strategy="no", disable_tqdm=True, report_to="none",
-        use_cpu=True,
-    )  # fmt: skip
-    return Trainer(model_init=_Linear, args=args, train_dataset=_Data(16), eval_dataset=_Data(8))
 
 
 class _MarkerWatcher(optuna.samplers.RandomSampler):
@@ -72,7 +37,7 @@ def test_the_asking_marker_is_written_only_where_a_rerun_can_read_it(tmp_path, s
     watcher = _MarkerWatcher(out)
     kwargs = {} if storage == "memory" else {"storage": str(tmp_path / "study.journal"), "study_name": "s"}
     hpsearch.hyperparameter_search(
-        _trainer(out), hp_space={"learning_rate": spaces.Float(1e-3, 1e-1, log=True)}, compute_objective="eval_loss",
+        linear_trainer(out, max_steps=1), hp_space={"learning_rate": spaces.Float(1e-3, 1e-1, log=True)}, compute_objective="eval_loss",
         n_trials=3, backend="optuna", sampler=watcher, **kwargs,
     )  # fmt: skip
     assert watcher.seen == ([0, 0, 0] if storage == "memory" else [1, 1, 1])

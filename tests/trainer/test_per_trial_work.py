@@ -5,45 +5,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from torch import nn
 
-from trainer import Trainer, TrainingArguments, _precision
-
-
-class _Data(torch.utils.data.Dataset):
-    def __init__(self, n: int) -> None:
-        g = torch.Generator().manual_seed(n)
-        self.x = torch.randn(n, 4, generator=g)
-
-    def __len__(self) -> int:
-        return len(self.x)
-
-    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
-        return {"x": self.x[i], "labels": self.x[i].sum(-1, keepdim=True)}
-
-
-class _Linear(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.linear = nn.Linear(4, 1)
-
-    def forward(self, x: torch.Tensor, labels: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
-        out = {"logits": self.linear(x)}
-        if labels is not None:
-            out["loss"] = nn.functional.mse_loss(out["logits"], labels)
-        return out
-
-
-def _base(tmp_path, **overrides) -> Trainer:
-    settings = dict(
-        output_dir=str(tmp_path), max_steps=4, per_device_train_batch_size=4, per_device_eval_batch_size=8,
-        eval_strategy="no", save_strategy="no", logging_strategy="no", disable_tqdm=True, report_to="none",
-        use_cpu=True,
-    )  # fmt: skip
-    settings.update(overrides)
-    return Trainer(
-        model_init=_Linear, args=TrainingArguments(**settings), train_dataset=_Data(16), eval_dataset=_Data(8)
-    )
+from tests._linear import linear_trainer
+from trainer import Trainer, _precision
 
 
 @pytest.fixture(autouse=True)
@@ -58,7 +22,7 @@ def _trial(base: Trainer, **changes) -> Trainer:
 
 
 def test_a_finished_trials_accelerator_goes_emptied_to_the_next_trial(tmp_path):
-    base = _base(tmp_path)
+    base = linear_trainer(tmp_path)
     first = _trial(base)
     first.train()
     first.evaluate()
@@ -82,7 +46,7 @@ def test_a_finished_trials_accelerator_goes_emptied_to_the_next_trial(tmp_path):
 def test_a_trial_with_other_accelerator_settings_builds_its_own(tmp_path):
     """The accumulation steps (part of what an accelerator is built for) differ: no reuse; and a kept accelerator,
     taken after another trainer changed accelerate's shared accumulation setting, has its own setting back."""
-    base = _base(tmp_path)
+    base = linear_trainer(tmp_path)
     first = _trial(base, gradient_accumulation_steps=2)
     first.train()
     kept = first.accelerator
@@ -97,7 +61,7 @@ def test_a_trial_with_other_accelerator_settings_builds_its_own(tmp_path):
 
 def test_a_trial_on_a_reused_accelerator_trains_as_on_a_new_one(tmp_path):
     """The same trial on a new accelerator, then twice on the kept one: the same loss, weights and evaluation."""
-    base = _base(tmp_path, max_steps=6, gradient_accumulation_steps=2, learning_rate=0.05)
+    base = linear_trainer(tmp_path, max_steps=6, gradient_accumulation_steps=2, learning_rate=0.05)
     runs, accelerators = [], []
     for _ in range(3):
         trial = _trial(base)
@@ -115,7 +79,7 @@ def test_a_trial_on_a_reused_accelerator_trains_as_on_a_new_one(tmp_path):
 def test_an_accelerator_holding_something_of_its_run_is_not_kept(tmp_path):
     """A checkpointed object registered with the accelerator (or a tracker, a trigger, a state hook) would carry over
     to the next trial: such an accelerator is dropped, and the next trial gets a new one."""
-    base = _base(tmp_path)
+    base = linear_trainer(tmp_path)
     first = _trial(base)
     first.train()
     kept = first.accelerator
