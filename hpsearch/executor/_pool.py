@@ -6,10 +6,10 @@ with no way for the task to ask its caller something while it runs (the prune de
 per worker and a list of idle workers; which idle worker takes the next trial is `DeviceLedger`'s decision (a GPU
 packed only as far as measured memory allows; a trial out of CUDA memory trained again alone: see `_placement`).
 
-Workers are forked from multiprocessing's forkserver (``spawn`` where there is none), with `PRELOAD` imported in
-the server once: a worker starts in milliseconds instead of importing torch afresh (seconds; more when several
-start at once on few cores), so a replaced worker costs nothing and a second search in the same process starts at
-once. The server is a fresh interpreter, not a fork of the driver (whose threads and CUDA state a fork would copy);
+Workers are forked from multiprocessing's forkserver (``spawn`` where there is none), which imports torch, the trial's
+code and the search's own modules once (`_preload`): a worker starts in milliseconds instead of importing them
+afresh (seconds; more when several start at once on few cores), so a replaced worker costs nothing and a second
+search in the same process starts at once. The server is a fresh interpreter, not a fork of the driver (whose threads and CUDA state a fork would copy);
 a worker takes the driver's environment as it is when the worker starts (`_child.main`). Workers are started by one
 thread that lives as long as the pool: Linux sends the parent-death signal when the thread that started a process
 ends, so a worker started by a trial's thread would die with that thread.
@@ -39,6 +39,7 @@ from ._placement import (
     retry_alone_helps,
     visible_devices,
 )
+from ._preload import PRELOAD, start_server
 
 if TYPE_CHECKING:
     from ..settings import TrialSettings
@@ -50,20 +51,6 @@ logger = logging.getLogger(__name__)
 
 #: Seconds a new worker has to import torch and load the settings before the search gives up on it.
 STARTUP_TIMEOUT_S = 300.0
-
-_PACKAGE = __name__.split(".")[0]
-
-#: What the forkserver imports once for every worker it forks: torch, ``torch._dynamo`` (which torch's optimizers
-#: import at their first construction) and the trial's code (`_child` imports these again: no-ops once loaded).
-#: The user's main module is not among them (each worker imports it, as spawn does): a script without a main guard
-#: would otherwise run its search inside the server.
-PRELOAD = (
-    "torch",
-    "torch._dynamo",
-    f"{_PACKAGE}.callback",
-    f"{_PACKAGE}.runner",
-    f"{_PACKAGE}.executor._child",
-)
 
 
 class Worker:
@@ -138,6 +125,7 @@ class WorkerPool:
         self._threads = _threads(size)
         self._devices = devices if devices is not None else _devices(size)
         self._context = start_context()
+        start_server(self._context, self._blob)
         self._idle: list[Worker] = []
         self._live: set[Worker] = set()
         self._lock = threading.Lock()

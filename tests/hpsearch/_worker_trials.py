@@ -14,6 +14,9 @@ from typing import Any
 
 from tests.hpsearch._trials import model_init as digits_model_init
 
+#: The process that imported this module (a worker forked from a forkserver that preloaded it: the server).
+LOADED_BY = os.getpid()
+
 #: What trial ``number`` does in `faulty_model_init` (any other number trains normally).
 FAULTS = {0: "segfault", 1: "os._exit(3)", 2: "SIGKILL", 3: "MemoryError"}
 
@@ -104,12 +107,21 @@ def warm_model_init(trial: Any = None) -> Any:
 
 
 def probing_model_init(trial: Any = None) -> Any:
-    """Writes what its worker sees (``HPSEARCH_TEST_PROBE``, its pid and parent) to
-    ``$HPSEARCH_TEST_PROBE_DIR/<trial number>-<pid>.json``, then trains."""
+    """Writes what its worker sees (``HPSEARCH_TEST_PROBE``, its pid and parent, the processes that imported this
+    module and `tests.hpsearch._imported_by`) to ``$HPSEARCH_TEST_PROBE_DIR/<trial number>-<pid>.json``, then
+    trains."""
     if trial is not None:
         import json
+        import sys
 
-        seen = {"probe": os.environ.get("HPSEARCH_TEST_PROBE"), "pid": os.getpid(), "ppid": os.getppid()}
+        marker = sys.modules.get("tests.hpsearch._imported_by")
+        seen = {
+            "probe": os.environ.get("HPSEARCH_TEST_PROBE"),
+            "pid": os.getpid(),
+            "ppid": os.getppid(),
+            "this_module_loaded_by": LOADED_BY,
+            "marker_loaded_by": getattr(marker, "PID", None),
+        }
         folder = os.environ["HPSEARCH_TEST_PROBE_DIR"]
         with open(os.path.join(folder, f"{trial.number}-{os.getpid()}.json"), "w") as f:
             json.dump(seen, f)

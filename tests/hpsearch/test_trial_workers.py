@@ -213,6 +213,54 @@ def test_workers_are_forked_from_one_server_and_take_the_drivers_environment_of_
     assert "forkserver" in _cmdline(servers.pop())
 
 
+_PRELOAD_DRIVER = """
+import os, sys
+sys.path.insert(0, {root!r})
+import tests.hpsearch._imported_by  # imported by this script alone, not by the trial's code
+from hpsearch import hyperparameter_search
+from tests.hpsearch._trials import digits_search_trainer
+from tests.hpsearch import _worker_trials as wt
+from spaces import SearchSpace, Float, Categorical
+
+with open(os.path.join({probes!r}, f"main-{{os.getpid()}}.txt"), "w") as f:
+    f.write(__name__)
+
+if __name__ == "__main__":
+    space = SearchSpace({{"learning_rate": Float(1e-3, 1e-1, log=True), "hidden": Categorical([8, 16])}})
+    trainer = digits_search_trainer({out!r}, wt.probing_model_init)
+    hyperparameter_search(trainer, hp_space=space, n_trials=1, backend="random", compute_objective=wt.eval_loss,
+                          direction="minimize", trial_workers=1)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.multiprocess
+@pytest.mark.skipif(
+    "forkserver" not in multiprocessing.get_all_start_methods(), reason="spawn starts every worker"
+)
+def test_the_forkserver_preloads_the_searchs_modules_and_never_runs_the_main_script(tmp_path):
+    """In a fresh driver, the server imports what the pickled settings name (model_init's module) and what the main
+    script imports, so that its workers find them loaded; the script itself runs in the driver and, as
+    ``__mp_main__``, in the worker, never in the server."""
+    probes = tmp_path / "probes"
+    probes.mkdir()
+    script = tmp_path / "driver.py"
+    script.write_text(_PRELOAD_DRIVER.format(root=str(ROOT), probes=str(probes), out=str(tmp_path / "out")))
+    env = {**os.environ, "HPSEARCH_TEST_PROBE_DIR": str(probes)}
+    driver = subprocess.Popen(
+        [sys.executable, str(script)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    output, _ = driver.communicate(timeout=300)
+    assert driver.returncode == 0, output
+    (run,) = [json.loads(f.read_text()) for f in probes.glob("*.json")]
+    server = run["ppid"]
+    assert server not in (driver.pid, run["pid"])
+    assert run["this_module_loaded_by"] == server, run
+    assert run["marker_loaded_by"] == server, run
+    mains = {int(f.stem.split("-")[1]): f.read_text() for f in probes.glob("main-*.txt")}
+    assert mains == {driver.pid: "__main__", run["pid"]: "__mp_main__"}
+
+
 # ---------------------------------------------------------------------------------------------- no orphans
 _DRIVER = """
 import os, sys
@@ -595,3 +643,67 @@ def test_a_script_without_a_main_guard_fails_at_once_saying_why(tmp_path):
     assert proc.returncode != 0
     assert "a trial worker process could not be started: RuntimeError" in proc.stderr, proc.stderr[-3000:]
     assert 'if __name__ == "__main__":' in proc.stderr.splitlines()[-1], proc.stderr[-3000:]
+
+
+# ---------------------------------------------------------------------------------------------- the server's preload
+@pytest.mark.parametrize("protocol", range(pickle.HIGHEST_PROTOCOL + 1))
+def test_the_modules_a_pickle_loads_are_read_from_it_at_every_protocol(protocol):
+    import collections
+    import datetime
+    import fractions
+
+    from hpsearch.executor import _preload
+
+    # Two classes of one module: from protocol 4 on, the second names "datetime" through the pickle's memo.
+    value = [datetime.date(2026, 1, 1), datetime.timedelta(1), fractions.Fraction(1, 3), collections.Counter("ab")]
+    blob = pickle.dumps(value, protocol=protocol)
+    assert {"datetime", "fractions", "collections"} <= set(_preload._pickled_modules(blob))
+    # A pickle cut short (or one this reader does not follow) gives what was found before the cut.
+    assert "datetime" in _preload._pickled_modules(blob[: len(blob) // 2 + 8])
+
+
+def test_the_preload_names_loaded_modules_the_main_script_imports_outside_its_main_guard(tmp_path, monkeypatch):
+    import types
+
+    from hpsearch.executor import _preload
+
+    script = tmp_path / "script.py"
+    script.write_text(
+        "import json, email.mime.text\n"
+        "from urllib import parse\n"
+        "try:\n    import colorsys\nexcept ImportError:\n    colorsys = None\n"
+        "import hpsearch_no_such_module_xyz\n"
+        "def f():\n    import wave\n"
+        'if __name__ == "__main__":\n    import xml.dom.minidom\n',
+        encoding="utf-8",
+    )
+    main = types.ModuleType("__main__")
+    main.__file__ = str(script)
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    import colorsys  # noqa: F401 (loaded here, as the script's own import would)
+    import email.mime.text  # noqa: F401
+    import urllib.parse  # noqa: F401
+    import xml.dom.minidom  # noqa: F401
+
+    names = _preload.modules_to_preload(pickle.dumps(None))
+    assert {"json", "email.mime.text", "urllib", "urllib.parse", "colorsys"} <= set(names)
+    # Not loaded here (never imported, or failed), only in a function, or only under the main guard:
+    assert not {"hpsearch_no_such_module_xyz", "wave", "xml.dom.minidom", "__main__"} & set(names)
+
+
+def test_a_module_that_fails_in_the_servers_preload_is_skipped(tmp_path, monkeypatch):
+    from hpsearch.executor import _preload
+
+    (tmp_path / "hpsearch_test_raises_at_import.py").write_text("raise RuntimeError('no')\n")
+    (tmp_path / "hpsearch_test_exits_at_import.py").write_text("raise SystemExit(3)\n")
+    (tmp_path / "hpsearch_test_imports_fine.py").write_text("OK = True\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    names = ["hpsearch_test_raises_at_import", "hpsearch_test_exits_at_import", "hpsearch_test_imports_fine"]
+    for name in names:
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    monkeypatch.setenv(_preload.VARIABLE, ",".join(["hpsearch_no_such_module_xyz", *names]))
+    _preload._import_listed()
+    assert sys.modules["hpsearch_test_imports_fine"].OK
+    assert _preload.VARIABLE not in os.environ  # read once: not passed on to the workers
+    for name in names:
+        sys.modules.pop(name, None)
