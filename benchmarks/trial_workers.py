@@ -26,9 +26,10 @@ summed seconds of each way (whole calls, worker start-up included), printed besi
 ratio once the workers run (from each call's first trial end to its last).
 
 ``--startup`` measures what the workers' start cost a search: fresh processes, one per way, alternated spawn,
-forkserver, forkserver, spawn, each running two searches one after the other (2 workers, 2 trivial trials: one
-step, no evaluation); the seconds of each call, the first (the forkserver starts and imports torch) and the second
-(the server is running) apart.
+forkserver preloading torch and the trainer only, forkserver preloading the search's modules too (the default),
+then the same in reverse, each running two searches one after the other (2 workers, 2 trivial trials: one step, no
+evaluation); the seconds of each call, the first (the forkserver starts and imports) and the second (the server is
+running) apart.
 
 Targets (issue 31): >= 1.8x trials/hour with 2 workers vs 1 on 2 cores; overhead <= 20 ms; stuck trial FAIL
 <= 6 s. Timings are printed, never asserted.
@@ -224,7 +225,7 @@ def main() -> None:
     parser.add_argument(
         "--startup", action="store_true", help="workers from a forkserver vs spawned, first/second"
     )
-    parser.add_argument("--startup-child", choices=("spawn", "forkserver"), help=argparse.SUPPRESS)
+    parser.add_argument("--startup-child", choices=_STARTUP_WAYS, help=argparse.SUPPRESS)
     args = parser.parse_args()
     limit_threads(1)
     import optuna
@@ -307,17 +308,24 @@ def main() -> None:
     emit_json("trial_workers", rows)
 
 
+#: How `--startup` starts workers: spawned; forked from a server that preloads torch and the trainer only (before
+#: the search's own modules were preloaded); forked from one that preloads the search's modules too (the default).
+_STARTUP_WAYS = ("spawn", "forkserver, torch only", "forkserver")
+
+
 def startup_calls(method: str) -> list[float]:
     """In this (fresh) process: the seconds of two searches in a row (2 workers, 2 trivial trials each), workers
-    started by ``method`` ("forkserver", the default, or "spawn")."""
+    started the way ``method`` names (`_STARTUP_WAYS`)."""
     import multiprocessing
 
     import optuna
 
-    from hpsearch.executor import _pool
+    from hpsearch.executor import _pool, _preload
 
     if method == "spawn":
         _pool.start_context = lambda: multiprocessing.get_context("spawn")  # type: ignore[assignment]
+    elif method == "forkserver, torch only":
+        _preload.modules_to_preload = lambda blob: []  # type: ignore[assignment]
     calls = []
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(2):
@@ -331,8 +339,8 @@ def _startup_main() -> None:
     import subprocess
     import sys
 
-    seconds: dict[str, list[list[float]]] = {"spawn": [], "forkserver": []}
-    for method in ("spawn", "forkserver", "forkserver", "spawn"):
+    seconds: dict[str, list[list[float]]] = {way: [] for way in _STARTUP_WAYS}
+    for method in (*_STARTUP_WAYS, *reversed(_STARTUP_WAYS)):
         child = subprocess.run(
             [sys.executable, "-m", "benchmarks.trial_workers", "--startup-child", method],
             capture_output=True,
@@ -352,14 +360,15 @@ def _startup_main() -> None:
         "trial_workers",
         [
             result_row(
-                f"forkserver vs spawn, {which} search (s)",
+                f"forkserver vs {baseline}, {which} search (s)",
                 by["forkserver"][i],
-                by["spawn"][i],
-                by["spawn"][i] / by["forkserver"][i],
+                by[baseline][i],
+                by[baseline][i] / by["forkserver"][i],
                 "reported",
                 None,
                 "s",
             )
+            for baseline in ("spawn", "forkserver, torch only")
             for i, which in enumerate(("first", "second"))
         ],
     )
