@@ -3,7 +3,7 @@
 #               make test-fast   (the fast tier alone: no services, no extra processes; the edit-test loop)
 PYTHON ?= python3
 # Python keeps the bytecode of the project's modules and pytest its rewritten test modules (__pycache__, ignored by
-# git). Under PYTHONDONTWRITEBYTECODE=1, set in some environments (this one's CI), every test process compiled them
+# git). Under PYTHONDONTWRITEBYTECODE=1, set in some environments (this machine's), every test process compiled them
 # again: the fast tier took 239 s against 118 s with it unset, side by side on this machine at load 6.
 unexport PYTHONDONTWRITEBYTECODE
 VENV   := .venv
