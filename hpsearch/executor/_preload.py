@@ -153,7 +153,8 @@ def _is_main_guard(test: ast.expr) -> bool:
 
 def start_server(context: Any, blob: bytes) -> None:
     """Start ``context``'s forkserver (if it is one and none runs yet) with `PRELOAD` and the modules of the settings
-    pickled in ``blob``. A running server keeps what it has loaded: its workers import the rest themselves."""
+    pickled in ``blob``. A running server keeps what it has loaded: its workers import the rest themselves. A server
+    that cannot start here is left to the first worker's start, which reports why (the pool's error path)."""
     if context.get_start_method() != "forkserver":
         return
     from multiprocessing import forkserver
@@ -163,6 +164,10 @@ def start_server(context: Any, blob: bytes) -> None:
         os.environ[VARIABLE] = ",".join(modules_to_preload(blob))
         try:
             forkserver.ensure_running()
+        except (
+            Exception
+        ):  # e.g. spawn's refusal inside a script's own import: the first worker's start says why
+            pass
         finally:
             os.environ.pop(VARIABLE, None)
 
