@@ -15,6 +15,10 @@ $PIP install -e ".[all,test,bench]"
 # dependencies; qmcpy==1.2, the one they really need, comes with the `sigopt` extra. Nothing is downgraded.
 $PIP install --no-deps sigoptlite==0.1.2 libsigopt==1.0.0
 "$VENV/bin/python" -c "import numpy, sigopt; assert int(numpy.__version__.split('.')[0]) >= 2, numpy.__version__; sigopt.Connection(driver='lite')"
+# neptune's bravado-core asks for jsonschema's "format-nongpl" extra, whose IRI checker (rfc3987-syntax) builds a Lark
+# grammar at every `import jsonschema`: about 1 s of each Ray process's start here (Ray imports jsonschema), for a
+# format nothing in the project validates. Without it jsonschema leaves that one format unchecked, as it documents.
+$PIP uninstall -y rfc3987-syntax 2>/dev/null || true
 # matplotlib (pulled in by the trackers) builds its font list on first import by running fc-list: built here once,
 # not inside the first fast-tier test that happens to import it (that tier starts no process).
 "$VENV/bin/python" -c "import matplotlib.font_manager" 2>/dev/null || true
