@@ -7,7 +7,7 @@
   out-of-memory error): trials completed with ``auto_find_batch_size`` vs without.
 
     python -m benchmarks.memory_features            # full
-    python -m benchmarks.memory_features --quick    # small model, no compile (a minute)
+    python -m benchmarks.memory_features --quick    # small model, 1 step, both at once, no compile, 4-trial sweep
 """
 
 from __future__ import annotations
@@ -77,7 +77,8 @@ def _child(kind: str, quick: bool) -> None:
     seq, hidden, layers = (128, 64, 2) if quick else (512, 256, 4)
     with tempfile.TemporaryDirectory() as tmp:
         if kind in ("gc", "nogc"):
-            trainer = _bert_trainer(tmp, seq, hidden, layers, 3, gradient_checkpointing=kind == "gc")
+            steps = 1 if quick else 3
+            trainer = _bert_trainer(tmp, seq, hidden, layers, steps, gradient_checkpointing=kind == "gc")
             trainer.train()
             print(json.dumps({"peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
             return
@@ -100,23 +101,36 @@ def _child(kind: str, quick: bool) -> None:
         print(json.dumps({"first_s": times[0], "steady_s": steady}))
 
 
-def _run_child(kind: str, quick: bool) -> dict[str, float]:
+def _start_child(kind: str, quick: bool) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run(
+    return subprocess.Popen(
         [sys.executable, "-m", "benchmarks.memory_features", "--child", kind]
         + (["--quick"] if quick else []),
         cwd=ROOT,
         env=env,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=1200,
     )
+
+
+def _child_result(kind: str, proc: subprocess.Popen[str]) -> dict[str, float]:
+    try:
+        stdout, stderr = proc.communicate(timeout=1200)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise
     if proc.returncode != 0:
-        raise RuntimeError(f"{kind} failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+        raise RuntimeError(f"{kind} failed:\n{stderr[-3000:]}")
+    return json.loads(stdout.strip().splitlines()[-1])
 
 
-def _capped_sweep(cap: int, rescue: bool) -> tuple[int, int]:
+def _run_child(kind: str, quick: bool) -> dict[str, float]:
+    return _child_result(kind, _start_child(kind, quick))
+
+
+def _capped_sweep(cap: int, rescue: bool, n_trials: int = 12) -> tuple[int, int]:
     import torch
 
     import hpsearch
@@ -137,7 +151,7 @@ def _capped_sweep(cap: int, rescue: bool) -> tuple[int, int]:
             hp_space={"per_device_train_batch_size": spaces.Categorical([8, 16, 32, 64, 128, 256])},
             compute_objective="eval_accuracy",
             direction="maximize",
-            n_trials=12,
+            n_trials=n_trials,
             backend="random",
             seed=0,
             max_failed_trials=100,
@@ -156,7 +170,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         _child(opts.child, opts.quick)
         return {}
     rows = []
-    gc, nogc = _run_child("gc", opts.quick), _run_child("nogc", opts.quick)
+    if opts.quick:  # a smoke run's figures are not read: its two children run at once
+        gc_proc, nogc_proc = _start_child("gc", True), _start_child("nogc", True)
+        gc, nogc = _child_result("gc", gc_proc), _child_result("nogc", nogc_proc)
+    else:
+        gc, nogc = _run_child("gc", False), _run_child("nogc", False)
     rows.append(
         result_row(
             "peak resident memory, gradient_checkpointing vs not (same model and batch)",
@@ -182,8 +200,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 note=f"compile cost {compiled['first_s'] - plain['first_s']:.1f} s",
             )
         )
-    done_with, total = _capped_sweep(opts.cap, True)
-    done_without, _ = _capped_sweep(opts.cap, False)
+    # A smoke run: 4 trials, whose batch sizes (seed 0) are still both within the cap and above it.
+    n_trials = 4 if opts.quick else 12
+    done_with, total = _capped_sweep(opts.cap, True, n_trials)
+    done_without, _ = _capped_sweep(opts.cap, False, n_trials)
     rows.append(
         result_row(
             f"trials completed in a batch-size sweep with room for batches of {opts.cap}: "
