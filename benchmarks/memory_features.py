@@ -7,7 +7,7 @@
   out-of-memory error): trials completed with ``auto_find_batch_size`` vs without.
 
     python -m benchmarks.memory_features            # full
-    python -m benchmarks.memory_features --quick    # small model, 1 step, both at once, no compile, 4-trial sweep
+    python -m benchmarks.memory_features --quick    # small model, 1 step, no compile; a sweep of 4 trials x 2 steps
 """
 
 from __future__ import annotations
@@ -101,36 +101,23 @@ def _child(kind: str, quick: bool) -> None:
         print(json.dumps({"first_s": times[0], "steady_s": steady}))
 
 
-def _start_child(kind: str, quick: bool) -> subprocess.Popen[str]:
+def _run_child(kind: str, quick: bool) -> dict[str, float]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    return subprocess.Popen(
+    proc = subprocess.run(
         [sys.executable, "-m", "benchmarks.memory_features", "--child", kind]
         + (["--quick"] if quick else []),
         cwd=ROOT,
         env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        capture_output=True,
         text=True,
+        timeout=1200,
     )
-
-
-def _child_result(kind: str, proc: subprocess.Popen[str]) -> dict[str, float]:
-    try:
-        stdout, stderr = proc.communicate(timeout=1200)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
-        raise
     if proc.returncode != 0:
-        raise RuntimeError(f"{kind} failed:\n{stderr[-3000:]}")
-    return json.loads(stdout.strip().splitlines()[-1])
+        raise RuntimeError(f"{kind} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def _run_child(kind: str, quick: bool) -> dict[str, float]:
-    return _child_result(kind, _start_child(kind, quick))
-
-
-def _capped_sweep(cap: int, rescue: bool, n_trials: int = 12) -> tuple[int, int]:
+def _capped_sweep(cap: int, rescue: bool, n_trials: int = 12, max_steps: int = -1) -> tuple[int, int]:
     import torch
 
     import hpsearch
@@ -144,7 +131,7 @@ def _capped_sweep(cap: int, rescue: bool, n_trials: int = 12) -> tuple[int, int]
                 raise torch.OutOfMemoryError(f"out of memory (benchmark cap: batches above {cap})")
 
     with tempfile.TemporaryDirectory() as tmp:
-        trainer = make_trainer(tmp, num_train_epochs=1, auto_find_batch_size=rescue)
+        trainer = make_trainer(tmp, num_train_epochs=1, max_steps=max_steps, auto_find_batch_size=rescue)
         trainer.add_callback(MemoryCap())
         best = hpsearch.hyperparameter_search(
             trainer,
@@ -170,11 +157,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         _child(opts.child, opts.quick)
         return {}
     rows = []
-    if opts.quick:  # a smoke run's figures are not read: its two children run at once
-        gc_proc, nogc_proc = _start_child("gc", True), _start_child("nogc", True)
-        gc, nogc = _child_result("gc", gc_proc), _child_result("nogc", nogc_proc)
-    else:
-        gc, nogc = _run_child("gc", False), _run_child("nogc", False)
+    gc, nogc = _run_child("gc", opts.quick), _run_child("nogc", opts.quick)
     rows.append(
         result_row(
             "peak resident memory, gradient_checkpointing vs not (same model and batch)",
@@ -200,10 +183,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 note=f"compile cost {compiled['first_s'] - plain['first_s']:.1f} s",
             )
         )
-    # A smoke run: 4 trials, whose batch sizes (seed 0) are still both within the cap and above it.
-    n_trials = 4 if opts.quick else 12
-    done_with, total = _capped_sweep(opts.cap, True, n_trials)
-    done_without, _ = _capped_sweep(opts.cap, False, n_trials)
+    # A smoke run: 4 trials of 2 steps (and their evaluation), whose batch sizes (seed 0: 64, 64, 8, 32) are still
+    # both within the cap and above it.
+    n_trials, max_steps = (4, 2) if opts.quick else (12, -1)
+    done_with, total = _capped_sweep(opts.cap, True, n_trials, max_steps)
+    done_without, _ = _capped_sweep(opts.cap, False, n_trials, max_steps)
     rows.append(
         result_row(
             f"trials completed in a batch-size sweep with room for batches of {opts.cap}: "
