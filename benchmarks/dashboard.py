@@ -17,7 +17,8 @@ each dashboard in its own process, alternated over ``--rounds``:
   full re-parse of search.json.
 
     python -m benchmarks.dashboard            # 1,000 trials, 3 rounds
-    python -m benchmarks.dashboard --quick    # 30 trials, 1 round, a short growth run (CI smoke)
+    python -m benchmarks.dashboard --quick    # 30 trials, 1 round, then 2 trials written on the same servers
+                                              # (CI smoke, in tmpfs)
 
 Timings are printed, never asserted. optuna-dashboard (``pip install optuna-dashboard``) is optional: without it
 the baseline columns are empty.
@@ -26,6 +27,7 @@ the baseline columns are empty.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import os
@@ -400,16 +402,17 @@ def update_latency(tools: Any, server: Server, write: Any) -> float:
     return time.perf_counter() - started
 
 
-def _sse_client(url: str, stop: threading.Event) -> None:
+def _sse_client(url: str, stop: threading.Event, connected: threading.Event) -> None:
     try:
         with urllib.request.urlopen(url, timeout=600) as response:
+            connected.set()
             while not stop.is_set() and response.readline():
                 pass
     except Exception:
         pass
 
 
-def _poll_client(url: str, stop: threading.Event) -> None:
+def _poll_client(url: str, stop: threading.Event, connected: threading.Event) -> None:
     # optuna-dashboard's page asks for the trials after the last one it has, about once a second when live.
     after = 0
     while not stop.is_set():
@@ -418,20 +421,32 @@ def _poll_client(url: str, stop: threading.Event) -> None:
                 after += len(json.loads(response.read()).get("trials", []))
         except Exception:
             pass
+        connected.set()
         stop.wait(1.0)
 
 
-def growth(server: Server, writer: Writer, n_new: int, study: Any) -> list[tuple[int, float]]:
-    """RSS (MB) of the server every n_new/4 trials while n_new trials are written with a client connected."""
-    stop = threading.Event()
+def growth(
+    server: Server, writer: Writer, n_new: int, study: Any, settle: float = 1.0, readings: int = 4
+) -> list[tuple[int, float]]:
+    """RSS (MB) of the server every n_new/4 trials while n_new trials are written with a client connected.
+
+    ``settle``: seconds the client has to connect and the server to settle before the first reading, and between
+    ``readings`` (the lowest is kept); 0 in a smoke run, whose figures are not read: it waits for the connection
+    alone."""
+    stop, connected = threading.Event(), threading.Event()
     if server.kind == "ours":
         client = threading.Thread(
-            target=_sse_client, args=(server.page + "events/search-0", stop), daemon=True
+            target=_sse_client, args=(server.page + "events/search-0", stop, connected), daemon=True
         )
     else:
-        client = threading.Thread(target=_poll_client, args=(server.api.split("?")[0], stop), daemon=True)
+        client = threading.Thread(
+            target=_poll_client, args=(server.api.split("?")[0], stop, connected), daemon=True
+        )
     client.start()
-    time.sleep(1.0)
+    if settle:
+        time.sleep(settle)  # the client connects and the server settles
+    else:
+        connected.wait(60)  # a smoke run: only until the client is there
     samples = [(0, min(server.rss_mb() for _ in range(3)))]
     step = max(1, n_new // 4)
     for i in range(1, n_new + 1):
@@ -440,11 +455,11 @@ def growth(server: Server, writer: Writer, n_new: int, study: Any) -> list[tuple
         if i % step == 0:
             # The resting level: the lowest of a few readings, so a render in progress (its transient peak) does
             # not pass for growth.
-            readings = []
-            for _ in range(4):
-                time.sleep(0.5)
-                readings.append(server.rss_mb())
-            samples.append((i, min(readings)))
+            rss = []
+            for _ in range(readings):
+                time.sleep(settle / 2)
+                rss.append(server.rss_mb())
+            samples.append((i, min(rss)))
     stop.set()
     return samples
 
@@ -474,11 +489,9 @@ def refresh_costs(folder: Path, repeats: int) -> tuple[float, float]:
 
 
 def _have_baseline() -> bool:
-    try:
-        import optuna_dashboard  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    # Found, not imported: importing it took seconds in this process, which only starts it as a command (a release
+    # that is installed but broken is reported as the baseline's failure when its server does not start).
+    return importlib.util.find_spec("optuna_dashboard") is not None
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -486,11 +499,14 @@ def main(argv: list[str] | None = None) -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "--quick", action="store_true", help="30 trials, 1 round, a short growth run (CI smoke)"
+        "--quick", action="store_true",
+        help="30 trials, 1 round, then a 2-trial memory run on the same server, no settling, in tmpfs (CI smoke)",
+    )  # fmt: skip
+    parser.add_argument("--trials", type=int, help="trials in the study (default 1000; quick 30)")
+    parser.add_argument("--rounds", type=int, help="alternated rounds (default 3; quick 1)")
+    parser.add_argument(
+        "--grow", type=int, help="trials written during the memory run (default 1000; quick 2)"
     )
-    parser.add_argument("--trials", type=int, default=1000)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--grow", type=int, default=1000, help="trials written during the memory run")
     parser.add_argument("--no-browser", action="store_true")
     parser.add_argument(
         "--no-baseline",
@@ -498,14 +514,19 @@ def main(argv: list[str] | None = None) -> None:
         help="ours only (optuna-dashboard takes minutes at 10,000 trials)",
     )
     args = parser.parse_args(argv)
-    if args.quick:
-        args.trials, args.rounds, args.grow = 30, 1, 8
+    args.trials = args.trials or (30 if args.quick else 1000)
+    args.rounds = args.rounds or (1 if args.quick else 3)
+    args.grow = args.grow or (2 if args.quick else 1000)
+    # A smoke run's figures are never read: its memory run does not wait for the server to settle, and it works in
+    # tmpfs where there is one (SQLite's commits on a disk other jobs keep busy took most of its time).
+    settle, readings = (0.0, 1) if args.quick else (1.0, 4)
+    shm = "/dev/shm" if args.quick and os.path.isdir("/dev/shm") else None
     import optuna
 
     baseline = not args.no_baseline and _have_baseline()
     browser = not args.no_browser and Path(CHROMIUM).is_file()
     kinds = ["ours", "optuna-dashboard"] if baseline else ["ours"]
-    work = Path(tempfile.mkdtemp(prefix="bench-dashboard-"))
+    work = Path(tempfile.mkdtemp(prefix="bench-dashboard-", dir=shm))
     try:
         url, result = build(work, args.trials, study=baseline)
         n_complete = sum(1 for r in result.records if r.state.value == "COMPLETE")
@@ -528,6 +549,13 @@ def main(argv: list[str] | None = None) -> None:
             broken[kind] = f"{type(error).__name__}: {error}"[:300]
             times.pop(kind, None)
             print(f"{kind}: left out of the comparison ({broken[kind]})")
+
+        growth_rows: dict[str, list[tuple[int, float]]] = {}
+
+        def measure_growth(kind: str, server: Server) -> None:
+            study = optuna.load_study(study_name="bench", storage=url) if baseline else None
+            writer = Writer(work, url, result, seed=7)
+            growth_rows[kind] = growth(server, writer, args.grow, study, settle, readings)
 
         chromium = Chromium() if browser else None
         tools = chromium.__enter__() if chromium else None
@@ -555,22 +583,22 @@ def main(argv: list[str] | None = None) -> None:
                                 else (lambda w=writer, s=study: w.optuna(w.spec(), s))
                             )
                             add(kind, "update", update_latency(tools, server, write))
+                        if args.quick:  # a smoke run's memory run: on this server, not on a fresh one
+                            measure_growth(kind, server)
                     except Exception as error:
                         if kind == "ours":
                             raise
                         baseline_failed(kind, error)
                     finally:
                         server.stop()
-            growth_rows = {}
             for kind in kinds:
-                if kind in broken:
+                if kind in broken or kind in growth_rows:
                     continue
                 server = Server(kind, targets[kind])
                 try:
                     server.start()
                     _fetch_seconds(server.api)
-                    study = optuna.load_study(study_name="bench", storage=url) if baseline else None
-                    growth_rows[kind] = growth(server, Writer(work, url, result, seed=7), args.grow, study)
+                    measure_growth(kind, server)
                 except Exception as error:
                     if kind == "ours":
                         raise
@@ -580,7 +608,7 @@ def main(argv: list[str] | None = None) -> None:
         finally:
             if chromium is not None:
                 chromium.__exit__(None, None, None)
-        incremental_ms, full_ms = refresh_costs(work / "search", 5 if args.quick else 20)
+        incremental_ms, full_ms = refresh_costs(work / "search", 2 if args.quick else 20)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

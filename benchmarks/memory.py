@@ -6,7 +6,7 @@ process RSS with psutil after every trial. Hidden sizes up to 512 make each tria
 a few MB, so a trial that left its model, optimizer, callbacks or accelerator behind would show.
 
     python -m benchmarks.memory           # 100 trials
-    python -m benchmarks.memory --quick   # 10 trials (RSS after trial 3 vs 10)
+    python -m benchmarks.memory --quick   # 4 trials (RSS after trial 3 vs 4)
 
 Target (issue 8): growth from trial 10 to trial 100 under 50 MB.
 """
@@ -30,7 +30,7 @@ MB = 1024 * 1024
 @quiet_logs("trainer", "hpsearch")
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="10 trials")
+    parser.add_argument("--quick", action="store_true", help="4 trials")
     parser.add_argument("--trials", type=int, default=None)
     opts = parser.parse_args(argv)
     limit_threads(1)
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from hpsearch import hyperparameter_search
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    n_trials = opts.trials or (10 if opts.quick else 100)
+    n_trials = opts.trials or (4 if opts.quick else 100)
     early = 3 if n_trials < 50 else 10
     process = psutil.Process()
     rss: list[float] = []

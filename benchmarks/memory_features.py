@@ -7,7 +7,7 @@
   out-of-memory error): trials completed with ``auto_find_batch_size`` vs without.
 
     python -m benchmarks.memory_features            # full
-    python -m benchmarks.memory_features --quick    # small model, no compile (a minute)
+    python -m benchmarks.memory_features --quick    # small model, 1 step, no compile; a sweep of 4 trials x 2 steps
 """
 
 from __future__ import annotations
@@ -77,7 +77,8 @@ def _child(kind: str, quick: bool) -> None:
     seq, hidden, layers = (128, 64, 2) if quick else (512, 256, 4)
     with tempfile.TemporaryDirectory() as tmp:
         if kind in ("gc", "nogc"):
-            trainer = _bert_trainer(tmp, seq, hidden, layers, 3, gradient_checkpointing=kind == "gc")
+            steps = 1 if quick else 3
+            trainer = _bert_trainer(tmp, seq, hidden, layers, steps, gradient_checkpointing=kind == "gc")
             trainer.train()
             print(json.dumps({"peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
             return
@@ -116,7 +117,7 @@ def _run_child(kind: str, quick: bool) -> dict[str, float]:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def _capped_sweep(cap: int, rescue: bool) -> tuple[int, int]:
+def _capped_sweep(cap: int, rescue: bool, n_trials: int = 12, max_steps: int = -1) -> tuple[int, int]:
     import torch
 
     import hpsearch
@@ -130,14 +131,14 @@ def _capped_sweep(cap: int, rescue: bool) -> tuple[int, int]:
                 raise torch.OutOfMemoryError(f"out of memory (benchmark cap: batches above {cap})")
 
     with tempfile.TemporaryDirectory() as tmp:
-        trainer = make_trainer(tmp, num_train_epochs=1, auto_find_batch_size=rescue)
+        trainer = make_trainer(tmp, num_train_epochs=1, max_steps=max_steps, auto_find_batch_size=rescue)
         trainer.add_callback(MemoryCap())
         best = hpsearch.hyperparameter_search(
             trainer,
             hp_space={"per_device_train_batch_size": spaces.Categorical([8, 16, 32, 64, 128, 256])},
             compute_objective="eval_accuracy",
             direction="maximize",
-            n_trials=12,
+            n_trials=n_trials,
             backend="random",
             seed=0,
             max_failed_trials=100,
@@ -182,8 +183,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 note=f"compile cost {compiled['first_s'] - plain['first_s']:.1f} s",
             )
         )
-    done_with, total = _capped_sweep(opts.cap, True)
-    done_without, _ = _capped_sweep(opts.cap, False)
+    # A smoke run: 4 trials of 2 steps (and their evaluation), whose batch sizes (seed 0: 64, 64, 8, 32) are still
+    # both within the cap and above it.
+    n_trials, max_steps = (4, 2) if opts.quick else (12, -1)
+    done_with, total = _capped_sweep(opts.cap, True, n_trials, max_steps)
+    done_without, _ = _capped_sweep(opts.cap, False, n_trials, max_steps)
     rows.append(
         result_row(
             f"trials completed in a batch-size sweep with room for batches of {opts.cap}: "

@@ -12,7 +12,7 @@ Trials are the digits MLP for 2 epochs, with only the learning rate searched and
 does the same work.
 
     python -m benchmarks.parallel_scaling           # Optuna: 20 trials a run, 3 alternated rounds; Ray: 8, 1
-    python -m benchmarks.parallel_scaling --quick   # 2 trials a run, Optuna only (--ray adds Ray)
+    python -m benchmarks.parallel_scaling --quick   # 2 trials of 1 epoch a run, no warm-up, Optuna only (--ray: Ray)
 
 Target (issue 8): >= 1.7x the trials per minute with 2 workers on 2 cores. On a machine shared with other jobs
 the second core is not free, which caps what any scheduler can show; the load average is printed alongside.
@@ -58,7 +58,14 @@ def _space() -> dict[str, Any]:
 
 @quiet_logs("hpsearch")
 def worker(
-    journal: str, study: str, n_trials: int, output_dir: str, ready: str, go: str, epochs: int = EPOCHS
+    journal: str,
+    study: str,
+    n_trials: int,
+    output_dir: str,
+    ready: str,
+    go: str,
+    epochs: int = EPOCHS,
+    warm_up: bool = True,
 ) -> None:
     """One Optuna worker process: get ready, wait for the signal, search the shared study."""
     limit_threads(1)
@@ -69,12 +76,14 @@ def worker(
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     trainer = make_trainer(output_dir, num_train_epochs=epochs)
     # Warm-up on a throw-away in-memory study: lazy imports, first-call costs of torch and accelerate, which
-    # every worker process pays once and which would otherwise count as contention between workers.
-    with contextlib.redirect_stdout(io.StringIO()):
-        hyperparameter_search(
-            make_trainer(f"{output_dir}-warm", num_train_epochs=1), hp_space=_space(), compute_objective="eval_accuracy",
-            direction="maximize", n_trials=1, backend="optuna",
-        )  # fmt: skip
+    # every worker process pays once and which would otherwise count as contention between workers (a smoke run,
+    # whose figures are not read, skips it).
+    if warm_up:
+        with contextlib.redirect_stdout(io.StringIO()):
+            hyperparameter_search(
+                make_trainer(f"{output_dir}-warm", num_train_epochs=1), hp_space=_space(),
+                compute_objective="eval_accuracy", direction="maximize", n_trials=1, backend="optuna",
+            )  # fmt: skip
     Path(ready).touch()
     while not os.path.exists(go):
         time.sleep(0.01)
@@ -90,7 +99,13 @@ def worker(
 
 
 def run_optuna(
-    n_workers: int, n_trials: int, tmp: str, tag: str, epochs: int = EPOCHS, storage_kind: str = "journal"
+    n_workers: int,
+    n_trials: int,
+    tmp: str,
+    tag: str,
+    epochs: int = EPOCHS,
+    storage_kind: str = "journal",
+    warm_up: bool = True,
 ) -> dict[str, float]:
     """Trials per minute of ``n_workers`` processes sharing one study (journal file or SQLite)."""
     import optuna
@@ -112,7 +127,9 @@ def run_optuna(
     for w in range(n_workers):
         ready = os.path.join(tmp, f"{tag}.ready{w}")
         readies.append(ready)
-        spec = json.dumps([journal, study, n_trials, os.path.join(tmp, f"{tag}-w{w}"), ready, go, epochs])
+        spec = json.dumps(
+            [journal, study, n_trials, os.path.join(tmp, f"{tag}-w{w}"), ready, go, epochs, warm_up]
+        )
         procs.append(subprocess.Popen([sys.executable, "-m", "benchmarks.parallel_scaling", "--worker", spec],
                                       env=env, cwd=str(ROOT)))  # fmt: skip
     while not all(os.path.exists(r) for r in readies):
@@ -187,6 +204,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     n_trials = opts.trials or (2 if opts.quick else 20)
     rounds = opts.rounds or (1 if opts.quick else 3)
+    epochs = 1 if opts.quick else EPOCHS  # a smoke run: 1 epoch a trial, no warm-up in the workers
     use_ray = not opts.no_ray and (opts.ray or not opts.quick)
     load_before = os.getloadavg()[0]
     rates: dict[str, list[float]] = {"optuna-1": [], "optuna-2": [], "ray-1": [], "ray-2": []}
@@ -195,7 +213,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(rounds):
             for n in (1, 2) if i % 2 == 0 else (2, 1):
-                run = run_optuna(n, n_trials, tmp, f"optuna{n}-{i}", storage_kind=opts.storage)
+                run = run_optuna(
+                    n, n_trials, tmp, f"optuna{n}-{i}", epochs, opts.storage, warm_up=not opts.quick
+                )
                 rates[f"optuna-{n}"].append(run["per_min"])
                 cpu_per_trial[n].append(run["cpu_per_trial"])
         if use_ray:
@@ -227,7 +247,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         rows.append(result_row(f"trials/min 2 workers vs 1, {what}", two, one, two / one, f">= {TARGET}x",
                                two / one >= TARGET, unit="trials/min",
                                note=f"load avg {load_before:.1f}->{load_after:.1f}"))  # fmt: skip
-    print(f"parallel_scaling: digits MLP, {EPOCHS} epochs a trial, {n_trials} trials a run, {rounds} alternated "
+    print(f"parallel_scaling: digits MLP, {epochs} epochs a trial, {n_trials} trials a run, {rounds} alternated "
           f"rounds, torch threads 1 per worker, {os.cpu_count()} CPUs, load average {load_before:.1f} before and "
           f"{load_after:.1f} after")  # fmt: skip
     print_table(

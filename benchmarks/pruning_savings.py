@@ -20,7 +20,7 @@ Reported per search: total training steps used (sum of each trial's last step) a
 completed trial (final evaluation), per seed and averaged over seeds.
 
     python -m benchmarks.pruning_savings           # full: 5 seeds x 40 trials each, ASHA on every seed
-    python -m benchmarks.pruning_savings --quick   # 1 seed, 8 trials, 9 epochs, no Ray (--ray adds it)
+    python -m benchmarks.pruning_savings --quick   # 1 seed, 4 trials, 3 epochs, no Ray (--ray adds it)
 
 Target (issue 8): >= 2.5x fewer steps, best accuracy within 0.5 points of the unpruned search.
 """
@@ -52,7 +52,7 @@ from benchmarks._common import (
 from benchmarks._digits import digits_datasets, limit_threads, make_trainer
 
 BATCH = 64
-EPOCHS, QUICK_EPOCHS = 27, 9
+EPOCHS, QUICK_EPOCHS = 27, 3
 REDUCTION = 3
 TARGET_SAVING = 2.5
 TARGET_POINTS = 0.5
@@ -195,7 +195,7 @@ LABELS = {
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--quick", action="store_true", help=f"1 seed, 8 trials, {QUICK_EPOCHS} epochs, no Ray"
+        "--quick", action="store_true", help=f"1 seed, 4 trials, {QUICK_EPOCHS} epochs, no Ray"
     )
     parser.add_argument("--seeds", type=int, default=None)
     parser.add_argument("--trials", type=int, default=None)
@@ -212,7 +212,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     seeds = list(range(opts.seeds or (1 if opts.quick else 5)))
-    n_trials = opts.trials or (8 if opts.quick else 40)
+    n_trials = opts.trials or (4 if opts.quick else 40)
     epochs = opts.epochs or (QUICK_EPOCHS if opts.quick else EPOCHS)
     if opts.quick and not opts.ray:
         opts.no_ray = True  # Ray's start-up alone is a minute on a busy 2-core machine: not a smoke test

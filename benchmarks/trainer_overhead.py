@@ -6,7 +6,7 @@ defaults minus logging, evaluation, saving and progress bars. The two are altern
 warm-up so that machine noise hits both alike.
 
     python -m benchmarks.trainer_overhead           # full
-    python -m benchmarks.trainer_overhead --quick   # a few seconds
+    python -m benchmarks.trainer_overhead --quick   # 10 steps, 2 runs each, 2 setups, no warm-up (seconds)
 
 Targets (issue 2): throughput >= 0.95x the hand-written loop; one ``Trainer(...)`` + ``train()`` setup < 50 ms.
 Timings are printed, never asserted.
@@ -182,7 +182,7 @@ def measure_setup(data: Dataset, output_dir: str, batch_size: int, repeats: int)
 @quiet_logs("trainer")
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer steps and repeats (a few seconds)")
+    parser.add_argument("--quick", action="store_true", help="10 steps, 2 runs each, no warm-up (seconds)")
     parser.add_argument("--steps", type=int, default=None, help="optimizer steps per run")
     parser.add_argument("--repeats", type=int, default=None, help="timed runs of each loop, alternated")
     parser.add_argument("--batch-size", type=int, default=64)
@@ -192,22 +192,23 @@ def main(argv: list[str] | None = None) -> None:
     )  # fmt: skip
     opts = parser.parse_args(argv)
     torch.set_num_threads(opts.threads)
-    steps = opts.steps or (60 if opts.quick else 400)
-    repeats = opts.repeats or (3 if opts.quick else 7)
+    steps = opts.steps or (10 if opts.quick else 400)
+    repeats = opts.repeats or (2 if opts.quick else 7)  # 2: both orders
 
     data = SyntheticDataset(4096)
     with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stdout(io.StringIO()):
         args = make_args(tmp, steps, opts.batch_size)
-        # Warm-up: imports, allocator, thread pools.
-        run_handwritten(data, make_args(tmp, 10, opts.batch_size))
-        run_trainer(data, make_args(tmp, 10, opts.batch_size))
+        # Warm-up: imports, allocator, thread pools (a smoke run's figures are not read: it has none).
+        if not opts.quick:
+            run_handwritten(data, make_args(tmp, 10, opts.batch_size))
+            run_trainer(data, make_args(tmp, 10, opts.batch_size))
         times: dict[str, list[tuple[float, float]]] = {"hand-written accelerate loop": [], "Trainer": []}
         for i in range(repeats):
             # Alternate which goes first so drift (thermal, other processes) does not favour one side.
             order = [("hand-written accelerate loop", run_handwritten), ("Trainer", run_trainer)]
             for name, fn in order if i % 2 == 0 else order[::-1]:
                 times[name].append(fn(data, args))
-        setup = measure_setup(data, tmp, opts.batch_size, repeats=max(repeats, 5))
+        setup = measure_setup(data, tmp, opts.batch_size, repeats=2 if opts.quick else max(repeats, 5))
 
     samples = steps * opts.batch_size
     hand_name = "hand-written accelerate loop"

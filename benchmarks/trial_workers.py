@@ -14,7 +14,7 @@
    the trial's start in its worker to its FAIL record (the worker's start-up before it is not the trial's).
 
     python -m benchmarks.trial_workers             # 30 trials of 2 epochs
-    python -m benchmarks.trial_workers --quick     # 3 trials of 1 epoch
+    python -m benchmarks.trial_workers --quick     # 2 trials of 1 epoch, no warm-ups, trial_timeout=1
     python -m benchmarks.trial_workers --scaling   # only 2 workers vs 1, side by side (see below)
     python -m benchmarks.trial_workers --scaling --epochs 8   # the same with trials 4x longer
     python -m benchmarks.trial_workers --startup   # workers forked from a forkserver vs spawned (see below)
@@ -112,13 +112,20 @@ def _search(trainer: Any, n_trials: int, **kwargs: Any) -> tuple[float, Any]:
     return time.perf_counter() - start, best
 
 
-def sweep_rates(tmp: str, n_trials: int, epochs: int) -> list[tuple[str, float, float, int, float]]:
-    """(way, trials/hour over the whole call, trials/hour from the first trial's start, pruned) for each way."""
+def sweep_rates(
+    tmp: str, n_trials: int, epochs: int, warm_up: bool = True
+) -> list[tuple[str, float, float, int, float]]:
+    """(way, trials/hour over the whole call, trials/hour from the first trial's start, pruned) for each way.
+
+    ``warm_up=False`` (a smoke run, whose figures are not read): the first way pays the first-call costs."""
     _timed_runs()
-    # Warm-up in this process: the in-process ways would otherwise pay torch's and accelerate's first-call costs.
-    _search(make_trainer(os.path.join(tmp, "warm"), num_train_epochs=1), 1)
-    # ... and the forkserver the workers are forked from (a process's first worker search starts it: `--startup`).
-    _search(make_trainer(os.path.join(tmp, "warm-workers"), num_train_epochs=1), 1, trial_workers=1)
+    if warm_up:
+        # Warm-up in this process: the in-process ways would otherwise pay torch's and accelerate's first-call
+        # costs ...
+        _search(make_trainer(os.path.join(tmp, "warm"), num_train_epochs=1), 1)
+        # ... and the forkserver the workers are forked from (a process's first worker search starts it:
+        # `--startup`).
+        _search(make_trainer(os.path.join(tmp, "warm-workers"), num_train_epochs=1), 1, trial_workers=1)
     rows = []
     ways = {
         "trial_workers=2": {"trial_workers": 2},
@@ -193,7 +200,7 @@ def overhead_ms(tmp: str, n_trials: int) -> tuple[float, float]:
     return per["in-process"], per["worker"]
 
 
-def stuck_seconds(tmp: str) -> dict[str, float]:
+def stuck_seconds(tmp: str, timeout: float = 3) -> dict[str, float]:
     import spaces
     from hpsearch import SearchResult
 
@@ -207,7 +214,7 @@ def stuck_seconds(tmp: str) -> dict[str, float]:
                 trainer,
                 1,
                 trial_workers=1,
-                trial_timeout=3,
+                trial_timeout=timeout,
                 hp_space={"blocked": spaces.Categorical([blocked]), "hidden": spaces.Categorical([32, 64])},
             )
         record = SearchResult.load(folder).records[0]  # from the trial's start in its worker to its FAIL
@@ -231,7 +238,7 @@ def main() -> None:
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
-    n_trials, epochs = (args.trials or 3, 1) if args.quick else (args.trials or 30, 2)
+    n_trials, epochs = (args.trials or 2, 1) if args.quick else (args.trials or 30, 2)
     if args.epochs is not None:
         if args.epochs < 1:
             parser.error(f"--epochs {args.epochs}: a trial trains at least 1 epoch; give --epochs 1 or more")
@@ -247,9 +254,10 @@ def main() -> None:
         _scaling_main(n_trials, epochs)
         return
     with tempfile.TemporaryDirectory() as tmp:
-        rates = sweep_rates(tmp, n_trials, epochs)
-        inproc, worker = overhead_ms(tmp, 5 if args.quick else 20)
-        stuck = stuck_seconds(tmp)
+        # A smoke run's figures are not read: no warm-ups, 2 timed trivial trials, a stuck trial timed out after 1 s.
+        rates = sweep_rates(tmp, n_trials, epochs, warm_up=not args.quick)
+        inproc, worker = overhead_ms(tmp, 2 if args.quick else 20)
+        stuck = stuck_seconds(tmp, timeout=1 if args.quick else 3)
     by = {name: rate for name, rate, _, _, _ in rates}
     print_table(
         f"Digits sweep, {n_trials} trials x {epochs} epochs, pruning on (trials per hour)",

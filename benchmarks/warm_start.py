@@ -6,7 +6,7 @@ side: the best accuracy after the N new trials, and how many new trials the warm
 the fresh 2N-trial search's best (fewer is better; "-" = not reached).
 
     python -m benchmarks.warm_start            # N=20, 5 seeds, optuna and sigopt (tens of minutes)
-    python -m benchmarks.warm_start --quick    # N=4, 1 seed, optuna (about a minute)
+    python -m benchmarks.warm_start --quick    # N=2, 1 seed, optuna (seconds)
     python -m benchmarks.warm_start --engines optuna,sigopt,ray
 """
 
@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--engines")
     opts = parser.parse_args(argv)
     limit_threads()
-    n = opts.trials or (4 if opts.quick else 20)
+    n = opts.trials or (2 if opts.quick else 20)
     seeds = range(opts.seeds or (1 if opts.quick else 5))
     engines = (opts.engines or ("optuna" if opts.quick else "optuna,sigopt")).split(",")
     rows, table = [], []

@@ -76,7 +76,8 @@ def test_a_failing_baseline_is_left_out_and_ours_still_measured(monkeypatch, cap
 
     monkeypatch.setattr(dashboard.Server, "start", start)
     monkeypatch.setattr(dashboard, "_have_baseline", lambda: True)
-    dashboard.main(["--quick", "--no-browser"])
+    # Smaller than the quick mode: only the baseline's failure and our start-up are checked.
+    dashboard.main(["--quick", "--no-browser", "--trials", "8", "--grow", "1"])
     out = capsys.readouterr().out
     payload = json.loads(out.strip().splitlines()[-1][len(JSON_PREFIX) :])
     assert payload["baseline_failed"] == {
