@@ -222,7 +222,7 @@ def test_interrupted_experiment_resumes_without_rerunning_finished_trials(
         from hpsearch import hyperparameter_search
         from spaces import Float
         from tests.hpsearch import _ray_cluster as rc
-        trainer = rc.make_trainer({out!r}, epochs=1, callbacks=[rc.KillDriverAt({log!r}, 3, os.getpid())])
+        trainer = rc.make_trainer({out!r}, epochs=2, callbacks=[rc.KillDriverAt({log!r}, 3, os.getpid())])
         hyperparameter_search(trainer, hp_space={{"learning_rate": Float(1e-3, 1e-1, log=True)}},
                               compute_objective="eval_accuracy", n_trials=4, direction="maximize", backend="ray",
                               address={ray_cluster.address!r}, max_concurrent_trials=1)
@@ -256,7 +256,7 @@ def test_interrupted_experiment_resumes_without_rerunning_finished_trials(
         saved = SearchResult.load(out)
         saved.records.append(dataclasses.replace(saved.records[0], trial_id="orphan0", name="orphan"))
         saved.save(out)
-    trainer = rc.make_trainer(out, epochs=1, callbacks=[rc.KillDriverAt(log, 99, 0)])
+    trainer = rc.make_trainer(out, epochs=2, callbacks=[rc.KillDriverAt(log, 99, 0)])
     best = hyperparameter_search(
         trainer,
         hp_space={"learning_rate": Float(1e-3, 1e-1, log=True)},
