@@ -391,20 +391,3 @@ class StallOnNodeAtSecondEval(TrainerCallback):
         Path(self.marker + ".tmp").write_text(f"{args.run_name}\n{state.global_step}\n")
         os.replace(self.marker + ".tmp", self.marker)
         time.sleep(self.stall_s)
-
-
-class RaiseInFirstTrial(TrainerCallback):
-    """The first trial to evaluate (claimed through ``marker``, created exclusively) raises ``message`` there."""
-
-    def __init__(self, marker: str, message: str) -> None:
-        self.marker = marker
-        self.message = message
-
-    def on_evaluate(self, args, state, control, **kwargs):
-        try:
-            fd = os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-        except FileExistsError:
-            return
-        os.write(fd, args.run_name.encode())
-        os.close(fd)
-        raise RuntimeError(self.message)

@@ -4,22 +4,16 @@
   answers, fail within seconds naming the address and the fix (they waited minutes in ``ray.init``); nothing is
   created in output_dir;
 - with no address, a Ray already running on the machine (the last ``ray start`` here) is not joined: the search
-  starts a private local Ray and the log says so.
+  starts a private local Ray and the log says so (in test_ray_cluster_stop.py, whose unrelated Ray it uses).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import socket
-import subprocess
-import sys
-import tempfile
-import textwrap
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
@@ -98,62 +92,3 @@ def test_an_address_that_accepts_tcp_and_never_answers_fails_within_seconds(tmp_
                 tmp_path, rf"address='{address}'.*no Ray cluster answered within 2 s", address=address
             )
     assert took < 30
-
-
-@pytest.mark.slow
-@pytest.mark.multiprocess
-@pytest.mark.ray
-def test_without_an_address_a_running_ray_on_the_machine_is_not_joined(tmp_path):
-    """A `ray start --head` ran here (its address file in Ray's temp folder, as another user's or job's would be);
-    a search with no address and no RAY_ADDRESS starts its own Ray instead of joining it."""
-    # Ray's default temp folder for both sides, so the search would find that cluster (short: Ray's socket paths)
-    tmp = Path(tempfile.mkdtemp(prefix="rt", dir="/tmp"))
-    env = {**rc.cluster_env(), "RAY_TMPDIR": str(tmp)}
-    env.pop("RAY_ADDRESS", None)
-    port = rc._free_port()
-    head = rc.start_node(
-        rc.head_args(port),
-        env,
-        str(tmp_path / "head.log"),
-    )
-    try:
-        out = str(tmp_path / "out")
-        script = textwrap.dedent(f"""
-            import logging, sys
-            sys.path.insert(0, {str(rc.ROOT)!r})
-            logging.basicConfig(level=logging.INFO)
-            import ray
-            from hpsearch import hyperparameter_search
-            from spaces import Float
-            from tests.hpsearch import _ray_cluster as rc
-            from ray._private.services import find_bootstrap_address
-            from trainer import TrainerCallback
-            print("found", find_bootstrap_address(None))
-
-            class WhichRay(TrainerCallback):  # runs in the trial's Ray worker: which cluster it belongs to
-                def on_train_begin(self, args, state, control, **kwargs):
-                    with open({str(tmp_path / "gcs")!r}, "w") as f:
-                        f.write(ray.get_runtime_context().gcs_address)
-
-            trainer = rc.make_trainer({out!r}, epochs=1, callbacks=[WhichRay()])
-            hyperparameter_search(trainer, hp_space={{"learning_rate": Float(1e-3, 1e-1)}},
-                                  compute_objective="eval_accuracy", n_trials=1, direction="maximize", backend="ray")
-        """)
-        proc = subprocess.run(
-            [sys.executable, "-c", script],
-            env=env,
-            cwd=str(rc.ROOT),
-            capture_output=True,
-            text=True,
-            timeout=400,
-        )
-    finally:
-        rc.stop_nodes([head])
-        shutil.rmtree(tmp, ignore_errors=True)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert f"found 127.0.0.1:{port}" in proc.stdout  # the running Ray was there to be joined
-    assert (
-        tmp_path / "gcs"
-    ).read_text() != f"127.0.0.1:{port}"  # the trial ran on another Ray: the search's own
-    assert "started a private local Ray" in proc.stderr
-    assert "joined the cluster" not in proc.stderr
