@@ -655,14 +655,21 @@ def test_the_modules_a_pickle_loads_are_read_from_it_at_every_protocol(protocol)
     from hpsearch.executor import _preload
 
     # Two classes of one module: from protocol 4 on, the second names "datetime" through the pickle's memo.
-    value = [datetime.date(2026, 1, 1), datetime.timedelta(1), fractions.Fraction(1, 3), collections.Counter("ab")]
+    value = [
+        datetime.date(2026, 1, 1),
+        datetime.timedelta(1),
+        fractions.Fraction(1, 3),
+        collections.Counter("ab"),
+    ]
     blob = pickle.dumps(value, protocol=protocol)
     assert {"datetime", "fractions", "collections"} <= set(_preload._pickled_modules(blob))
     # A pickle cut short (or one this reader does not follow) gives what was found before the cut.
     assert "datetime" in _preload._pickled_modules(blob[: len(blob) // 2 + 8])
 
 
-def test_the_preload_names_loaded_modules_the_main_script_imports_outside_its_main_guard(tmp_path, monkeypatch):
+def test_the_preload_names_loaded_modules_the_main_script_imports_outside_its_main_guard(
+    tmp_path, monkeypatch
+):
     import types
 
     from hpsearch.executor import _preload
