@@ -237,7 +237,19 @@ def test_interrupted_experiment_resumes_without_rerunning_finished_trials(
     assert len(set(first_run)) == 3
     finished_before = first_run[:2]
 
-    if not tune_reads_results:
+    experiment = Path(out) / "ray_results" / "hpsearch"
+    torn_run = (
+        "9999-12-31_23-59-59"  # a later run, killed while Tune wrote its snapshot (sorts after the first's)
+    )
+    if tune_reads_results:
+        # Tune rewrites a run's experiment state in place and copies its searcher's file by file: the killed run's
+        # are empty or cut short. Restored from them, Tune started the experiment over; the run before must be used.
+        (experiment / f"experiment_state-{torn_run}.json").write_bytes(b"")
+        for searcher in list(experiment.glob("*-state-*.*")):
+            data = searcher.read_bytes()
+            kind = searcher.name.split("-state-")[0]
+            (experiment / f"{kind}-state-{torn_run}{searcher.suffix}").write_bytes(data[: len(data) // 2])
+    else:
         # What Tune does when the killed driver left the experiment's files cut short: its analysis fails, and the
         # restored tuner has no results to give (the fault is injected where Tune reads them; Ray runs for real).
         import ray.tune.impl.tuner_internal as tuner_internal
@@ -275,6 +287,9 @@ def test_interrupted_experiment_resumes_without_rerunning_finished_trials(
     for name in finished_before:
         assert runs.count(name) == 1  # never re-run
     assert {r.name for r in records} == set(runs)
+    if tune_reads_results:
+        torn = sorted(p.name for p in experiment.glob(f"*{torn_run}*"))
+        assert torn and all(name.endswith(".torn") for name in torn), torn  # set aside, kept
     if not tune_reads_results:
         assert failed  # the restore went through the unreadable-results path
         assert "orphan0" not in {r.trial_id for r in SearchResult.load(out).records}

@@ -35,7 +35,7 @@ from ..._params import check_param_names
 from ...errors import SearchConfigError
 from ...options import Code, Option
 from ..base import SearchBackend, call_native_space
-from . import _checks, _driver
+from . import _checks, _driver, _state
 from ._connect import Connection, connect
 from ._space import check_native_values, convert_space
 
@@ -365,6 +365,8 @@ class RayBackend(SearchBackend):
             if isinstance(resume, str | os.PathLike)
             else os.path.join(storage, name)
         )
+        if resume and "://" not in path:  # a run killed while Tune wrote its snapshot: restore the one before
+            _state.set_aside_torn_runs(path)
         if resume is True and _restorable(path) and not _trust.is_signed(path):
             # Nothing this user's searches signed (a driver killed before Tune's first step, or a planted
             # folder): start the search there without unpickling any of it.

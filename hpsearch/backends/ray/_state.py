@@ -1,0 +1,90 @@
+"""Tune's experiment state as a killed driver leaves it: a torn run's files set aside before a restore.
+
+Each run of a Tune experiment (each driver: the first one and every restore) writes its own snapshot files, named
+after the run's start (``experiment_state-<run>.json``, the searcher's ``basic-variant-state-<run>.json`` or
+``searcher-state-<run>.pkl``, ``callback-states-<run>.pkl``), and a restore reads the newest run's. Tune writes the
+experiment state in place (``open(..., "w")``) and copies its staging folder into the experiment folder file by file,
+so a driver killed in the middle leaves its run's snapshot empty or cut short: the next restore then failed to read
+it, logged "Failed to restore the run state" and started the experiment over, training its finished trials again.
+
+`set_aside_torn_runs` renames every snapshot file of a run whose files do not read whole to ``<name>.torn`` (kept,
+not deleted), so that Tune restores the newest run that is whole. Nothing is unpickled to tell: a pickle is whole
+when its opcodes read to its STOP (`pickletools.genops` only reads them), a JSON state when it parses.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import pickletools
+import re
+from pathlib import Path
+
+__all__ = ["TORN_SUFFIX", "set_aside_torn_runs"]
+
+logger = logging.getLogger(__name__)
+
+TORN_SUFFIX = ".torn"
+
+#: A run's snapshot files: what Tune and its searchers and callbacks name after the run (``<kind>-<run>.<ext>``).
+_SNAPSHOT = re.compile(
+    r"^(experiment_state|basic-variant-state|searcher-state|callback-states)-(?P<run>.+)\.(json|pkl)$"
+)
+
+
+def set_aside_torn_runs(folder: str | os.PathLike[str]) -> list[str]:
+    """Rename the snapshot files of each run of ``folder`` that has a torn one to ``<name>.torn``; the names renamed.
+
+    A run is torn when its experiment state is empty or not JSON, or one of its pickled snapshots does not read to
+    its end. The other runs' files are left as they are."""
+    root = Path(folder)
+    try:
+        names = [entry.name for entry in os.scandir(root) if entry.is_file()]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    runs: dict[str, list[str]] = {}
+    for name in names:
+        match = _SNAPSHOT.match(name)
+        if match:
+            runs.setdefault(match["run"], []).append(name)
+    renamed: list[str] = []
+    for run, files in sorted(runs.items()):
+        if all(_whole(root / name) for name in files):
+            continue
+        for name in sorted(files):
+            os.replace(root / name, root / (name + TORN_SUFFIX))
+            renamed.append(name)
+        logger.warning(
+            "Ray Tune's snapshot of the run started %s in %s was cut short (its driver was killed while writing it): "
+            "set aside as %s, so the experiment is restored from the run before it.",
+            run,
+            root,
+            ", ".join(name + TORN_SUFFIX for name in sorted(files)),
+        )
+    return renamed
+
+
+def _whole(path: Path) -> bool:
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return False
+    if path.name.startswith("experiment_state-"):
+        try:
+            json.loads(data)
+        except ValueError:
+            return False
+        return True
+    return _whole_pickle(data)
+
+
+def _whole_pickle(data: bytes) -> bool:
+    """Whether ``data`` is one pickle read to its STOP opcode (read, never run)."""
+    try:
+        for opcode, _, _ in pickletools.genops(data):
+            if opcode.name == "STOP":
+                return True
+    except Exception:  # pickletools raises ValueError and others on a pickle cut short
+        return False
+    return False
