@@ -164,9 +164,8 @@ def start_server(context: Any, blob: bytes) -> None:
         os.environ[VARIABLE] = ",".join(modules_to_preload(blob))
         try:
             forkserver.ensure_running()
-        except (
-            Exception
-        ):  # e.g. spawn's refusal inside a script's own import: the first worker's start says why
+        # e.g. spawn's refusal inside an unguarded script's own import: the first worker's start says why
+        except Exception:
             pass
         finally:
             os.environ.pop(VARIABLE, None)
