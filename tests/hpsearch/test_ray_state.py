@@ -39,15 +39,19 @@ def test_the_snapshot_files_of_a_torn_run_are_set_aside_and_nothing_is_unpickled
         "experiment_state-2026-01-01_12-00-00.json": json.dumps({"trial_data": [1]}).encode(),
         "callback-states-2026-01-01_12-00-00.pkl": payload[: len(payload) // 2],
     }
-    for name, data in {**whole, **torn_state, **torn_pickle}.items():
+    missing = {  # killed after its experiment state was copied, before its searcher's
+        "experiment_state-2026-01-01_13-00-00.json": json.dumps({"trial_data": [2]}).encode(),
+    }
+    torn_pickle["basic-variant-state-2026-01-01_12-00-00.json"] = pickle.dumps({"n": 4})
+    for name, data in {**whole, **torn_state, **torn_pickle, **missing}.items():
         (folder / name).write_bytes(data)
     (folder / "run-0_00000").mkdir()
 
     renamed = set_aside_torn_runs(folder)
 
-    assert sorted(renamed) == sorted([*torn_state, *torn_pickle])
+    assert sorted(renamed) == sorted([*torn_state, *torn_pickle, *missing])
     assert sorted(p.name for p in folder.iterdir()) == sorted(
-        [*whole, *(name + TORN_SUFFIX for name in [*torn_state, *torn_pickle]), "run-0_00000"]
+        [*whole, *(name + TORN_SUFFIX for name in [*torn_state, *torn_pickle, *missing]), "run-0_00000"]
     )
     for name, data in {**torn_state, **torn_pickle}.items():
         assert (folder / (name + TORN_SUFFIX)).read_bytes() == data  # kept as it was
