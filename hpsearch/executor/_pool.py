@@ -6,11 +6,12 @@ with no way for the task to ask its caller something while it runs (the prune de
 per worker and a list of idle workers; which idle worker takes the next trial is `DeviceLedger`'s decision (a GPU
 packed only as far as measured memory allows; a trial out of CUDA memory trained again alone: see `_placement`).
 
-Workers are forked from multiprocessing's forkserver (``spawn`` where there is none), which imports torch, the trial's
-code and the search's own modules once (`_preload`): a worker starts in milliseconds instead of importing them
-afresh (seconds; more when several start at once on few cores), so a replaced worker costs nothing and a second
-search in the same process starts at once. The server is a fresh interpreter, not a fork of the driver (whose threads and CUDA state a fork would copy);
-a worker takes the driver's environment as it is when the worker starts (`_child.main`). Workers are started by one
+Workers are forked from multiprocessing's forkserver (``spawn`` where there is none), which imports torch, the
+trial's code and the search's own modules once (`_preload`): a worker starts in milliseconds instead of importing
+them afresh (seconds; more when several start at once on few cores), so a replaced worker costs nothing and a second
+search in the same process starts at once. The server is a fresh interpreter, not a fork of the driver (whose
+threads and CUDA state a fork would copy); a worker takes the driver's environment as it is when the worker starts
+(`_child.main`). Workers are started by one
 thread that lives as long as the pool: Linux sends the parent-death signal when the thread that started a process
 ends, so a worker started by a trial's thread would die with that thread.
 """
