@@ -11,9 +11,9 @@ trial's code and the search's own modules once (`_preload`): a worker starts in 
 them afresh (seconds; more when several start at once on few cores), so a replaced worker costs nothing and a second
 search in the same process starts at once. The server is a fresh interpreter, not a fork of the driver (whose
 threads and CUDA state a fork would copy); a worker takes the driver's environment as it is when the worker starts
-(`_child.main`). Workers are started by one
-thread that lives as long as the pool: Linux sends the parent-death signal when the thread that started a process
-ends, so a worker started by a trial's thread would die with that thread.
+(`_child.main`). Workers are started by one thread that lives as long as the pool: Linux sends the parent-death
+signal when the thread that started a process ends, so a worker started by a trial's thread would die with that
+thread.
 """
 
 from __future__ import annotations
