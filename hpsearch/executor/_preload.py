@@ -8,8 +8,8 @@ them from the pickled settings (the modules a pickle names are the ones loading 
 module's source; the main module itself is never among them (a script without a main guard would run its search
 inside the server).
 
-The server imports `PRELOAD` (multiprocessing's preload), and this module among them imports the rest, named in
-`VARIABLE` of the environment the server starts with: one that fails to import is skipped here (multiprocessing
+The server imports `PRELOAD` (multiprocessing's preload), and `_server_imports` among them imports the rest, named
+in `VARIABLE` of the environment the server starts with: one that fails to import is skipped there (multiprocessing
 would let the server die of anything but an ImportError), and the worker that needs it reports the error.
 """
 
@@ -31,15 +31,15 @@ __all__ = ["PRELOAD", "VARIABLE", "modules_to_preload", "start_server"]
 _PACKAGE = __name__.split(".")[0]
 
 #: Imported by the server for every search: torch, ``torch._dynamo`` (which torch's optimizers import at their first
-#: construction), the trial's code (`_child` imports these again: no-ops once loaded) and this module, which imports
-#: the search's own modules.
+#: construction), the trial's code (`_child` imports these again: no-ops once loaded) and `_server_imports`, which
+#: imports the search's own modules.
 PRELOAD = (
     "torch",
     "torch._dynamo",
     f"{_PACKAGE}.callback",
     f"{_PACKAGE}.runner",
     f"{_PACKAGE}.executor._child",
-    __name__,
+    f"{_PACKAGE}.executor._server_imports",
 )
 
 #: The environment variable that names the modules of the search (comma-separated) to the server at its start.
@@ -152,14 +152,13 @@ def _is_main_guard(test: ast.expr) -> bool:
 
 
 def start_server(context: Any, blob: bytes) -> None:
-    """Start ``context``'s forkserver (if it is one and none runs yet) with `PRELOAD` and the modules of the settings
-    pickled in ``blob``. A running server keeps what it has loaded: its workers import the rest themselves. A server
+    """Start ``context``'s forkserver (if it is one and none runs yet; `_pool.start_context` set its `PRELOAD`) with
+    the modules of the settings pickled in ``blob`` too. A running server keeps what it has loaded: its workers import the rest themselves. A server
     that cannot start here is left to the first worker's start, which reports why (the pool's error path)."""
     if context.get_start_method() != "forkserver":
         return
     from multiprocessing import forkserver
 
-    context.set_forkserver_preload(list(PRELOAD))
     with _start_lock:
         os.environ[VARIABLE] = ",".join(modules_to_preload(blob))
         try:
@@ -169,15 +168,3 @@ def start_server(context: Any, blob: bytes) -> None:
             pass
         finally:
             os.environ.pop(VARIABLE, None)
-
-
-def _import_listed() -> None:
-    """In the server: import the modules `VARIABLE` names, skipping any that fails."""
-    for name in filter(None, os.environ.pop(VARIABLE, "").split(",")):
-        try:
-            importlib.import_module(name)
-        except BaseException:  # SystemExit included: the worker that needs it reports it
-            pass
-
-
-_import_listed()

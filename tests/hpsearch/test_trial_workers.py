@@ -699,7 +699,7 @@ def test_the_preload_names_loaded_modules_the_main_script_imports_outside_its_ma
 
 
 def test_a_module_that_fails_in_the_servers_preload_is_skipped(tmp_path, monkeypatch):
-    from hpsearch.executor import _preload
+    from hpsearch.executor import _preload, _server_imports
 
     (tmp_path / "hpsearch_test_raises_at_import.py").write_text("raise RuntimeError('no')\n")
     (tmp_path / "hpsearch_test_exits_at_import.py").write_text("raise SystemExit(3)\n")
@@ -709,7 +709,7 @@ def test_a_module_that_fails_in_the_servers_preload_is_skipped(tmp_path, monkeyp
     for name in names:
         monkeypatch.delitem(sys.modules, name, raising=False)
     monkeypatch.setenv(_preload.VARIABLE, ",".join(["hpsearch_no_such_module_xyz", *names]))
-    _preload._import_listed()
+    _server_imports.import_listed()
     assert sys.modules["hpsearch_test_imports_fine"].OK
     assert _preload.VARIABLE not in os.environ  # read once: not passed on to the workers
     for name in names:
