@@ -71,7 +71,7 @@ def trial_line(session: SearchSession, record: TrialRecord) -> None:
         else _format_value(objective)
     )
     warm = f" +{tally.warm} warm" if tally.warm else ""  # told, not trained: not among the n_trials
-    text = f"[{finished}/{session.n_trials}{warm}] {record.name} {record.state.value} objective {shown} | "
+    text = f"[{finished}/{session.result.planned_trials or session.n_trials}{warm}] {record.name} {record.state.value} objective {shown} | "
     text += SweepProgress.best_text(result, tally)
     if record.error and record.state.value == "FAIL":
         text += f" | {record.error.splitlines()[-1][:200]}"
@@ -152,8 +152,9 @@ class SweepProgress:
             if self.bar is None:
                 return
             self.bar.n = finished
-            if self.bar.total is not None and finished > self.bar.total:
-                self.bar.total = finished  # a resumed study may hold more trials than asked for
+            if self.bar.total is not None:
+                # A Ray grid runs n_trials x its combinations; a resumed study may hold more trials than asked for.
+                self.bar.total = max(self.bar.total, finished, result.planned_trials or 0)
             self.bar.set_postfix_str(self.postfix, refresh=False)
             self.bar.refresh()
 

@@ -220,7 +220,8 @@ def hyperparameter_search(
     check_trial_workers(adapter.settings, common["trial_workers"], common["trial_worker_max_trials"], adapter)
     output_dir = _output_dir(trainer.args.output_dir)
     _check_earlier_search(output_dir, adapter)
-    session = _open_session(adapter, space, n_trials, output_dir, common, _hooks(on_trial_end))
+    planned = adapter.planned_trials(n_trials, native_space)
+    session = _open_session(adapter, space, n_trials, planned, output_dir, common, _hooks(on_trial_end))
     if reevaluation is not None:
         session.result.settings["reevaluate"] = reevaluation.describe(adapter.settings)
     _run(adapter, session, native_space, common, reevaluation, dashboard, dashboard_port)
@@ -359,11 +360,13 @@ def _open_session(
     adapter: SearchBackend,
     space: SearchSpace | None,
     n_trials: int,
+    planned: int,
     output_dir: str,
     common: dict[str, Any],
     hooks: list[TrialEndHook],
 ) -> SearchSession:
-    """The driver's ledger, with the empty results it fills."""
+    """The driver's ledger, with the empty results it fills (``planned``: `SearchBackend.planned_trials`, kept in
+    the settings where it is not ``n_trials``)."""
     from .results import SearchResult
     from .session import SearchSession
 
@@ -377,7 +380,11 @@ def _open_session(
         objective=settings.objective_name,
         started=datetime.now(timezone.utc),
         output_dir=output_dir,
-        settings={**adapter.describe(), "objective_scope": settings.objective_scope},
+        settings={
+            **adapter.describe(),
+            "objective_scope": settings.objective_scope,
+            **({"planned_trials": planned} if planned != n_trials else {}),
+        },
         versions=_versions(type(adapter)),
     )
     return SearchSession(

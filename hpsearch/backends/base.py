@@ -321,6 +321,12 @@ class SearchBackend(abc.ABC):
                 return (os.cpu_count() or 1) if value == -1 else value
         return executor.slots
 
+    def planned_trials(self, n_trials: int, native_space: Any) -> int:
+        """How many trials a search of ``n_trials`` runs when nothing ends it early (what progress lines and
+        reports count towards): ``n_trials``, unless the engine multiplies it (Ray Tune runs every
+        ``tune.grid_search`` combination once per sample)."""
+        return n_trials
+
     def describe(self) -> dict[str, Any]:
         """The backend settings worth keeping in the results (secrets in URLs masked)."""
         return {k: redact(_describe(v)) for k, v in self.kwargs.items()}

@@ -124,7 +124,7 @@ def trials_text(result: SearchResult) -> str:
     """ "8 / 10 trials", plus "+ 6 warm-start" when earlier searches' trials were told to this one (not trained
     here, so never counted as this search's trials)."""
     counts, warm = own_counts(result)
-    requested = "" if result.n_trials is None else f" / {result.n_trials}"
+    requested = "" if result.planned_trials is None else f" / {result.planned_trials}"
     return f"{sum(counts.values())}{requested} trials" + (f" + {warm} warm-start" if warm else "")
 
 
@@ -136,7 +136,7 @@ def _summary(result: SearchResult) -> str:
     counts, warm = own_counts(result)
     saved = saved_time(result)
     best_html, best_card = _best_html(result)
-    requested = "unbounded" if result.n_trials is None else str(result.n_trials)
+    requested = "unbounded" if result.planned_trials is None else str(result.planned_trials)
     cards = [_card("trials", f"{sum(counts.values())} / {requested}")]
     cards += [_card(state, str(n)) for state, n in counts.items()]
     if warm:
@@ -163,7 +163,9 @@ def _summary_rows(result: SearchResult, saved: SavedTime, best_html: str) -> lis
     counts, warm = own_counts(result)
     start, end = search_span(result)
     total = total_training_time(result)
-    requested = "unbounded" if result.n_trials is None else str(result.n_trials)
+    requested = "unbounded" if result.planned_trials is None else str(result.planned_trials)
+    if result.n_trials is not None and result.planned_trials != result.n_trials:
+        requested += f" (n_trials={result.n_trials} samples of every grid_search combination)"
     wall = (end - start).total_seconds() if start is not None and end is not None else None
     told = (
         f"{warm} earlier searches' trials told to this one before it began: not trained here, not counted above, "

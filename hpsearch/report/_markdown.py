@@ -43,7 +43,7 @@ def _summary_lines(result: SearchResult) -> list[str]:
     """The search in a few bullet points: objective, trial counts, best (or the Pareto front), leaders, times."""
     counts, warm = own_counts(result)  # warm-start rows (earlier searches' trials) are counted apart
     start, end = search_span(result)
-    requested = "" if result.n_trials is None else f" of {result.n_trials}"
+    requested = "" if result.planned_trials is None else f" of {result.planned_trials}"
     lines = [
         f"## Hyperparameter search: {_md(result.backend)}",
         "",

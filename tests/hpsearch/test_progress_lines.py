@@ -55,6 +55,7 @@ def test_the_cli_bar_replaces_the_lines(tmp_path, caplog):
     class _Result:
         is_multi_objective = False
         best_trial = None
+        planned_trials = 4
 
         def counts(self):
             return {"COMPLETE": 0, "PRUNED": 0, "FAIL": 1}

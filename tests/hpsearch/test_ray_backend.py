@@ -121,10 +121,19 @@ def _grid_search(out: Path, address: str, **kw) -> dict[float, Any]:
 @pytest.mark.slow
 @pytest.mark.multiprocess
 @pytest.mark.ray
-def test_reused_actors_run_trials_in_one_process_with_the_results_of_fresh_ones(ray_cluster, tmp_path):
+def test_reused_actors_run_trials_in_one_process_with_the_results_of_fresh_ones(
+    ray_cluster, tmp_path, caplog
+):
     """reuse_actors (the default): the second trial runs in the first one's process and trains exactly as it does
-    in a process of its own: nothing of the first trial (seeds, torch's state, the trainer's) leaks into it."""
+    in a process of its own: nothing of the first trial (seeds, torch's state, the trainer's) leaks into it. The
+    grid of two runs two trials for n_trials=1 (Tune's one sample), and the progress lines and the saved results
+    count towards two."""
+    caplog.set_level("INFO", logger="hpsearch.progress")
     reused = _grid_search(tmp_path / "reused", ray_cluster.address)
+    lines = [r.getMessage().split()[0] for r in caplog.records if r.name == "hpsearch.progress"]
+    assert lines == ["[1/2]", "[2/2]"], lines
+    saved = SearchResult.load(tmp_path / "reused")
+    assert (saved.n_trials, saved.planned_trials) == (1, 2)
     fresh = _grid_search(tmp_path / "fresh", ray_cluster.address, reuse_actors=False)
     for records in (reused, fresh):
         assert all(r.state is TrialState.COMPLETE for r in records.values()), [

@@ -37,7 +37,7 @@ from ...options import Code, Option
 from ..base import SearchBackend, call_native_space
 from . import _checks, _driver, _state
 from ._connect import Connection, connect
-from ._space import check_native_values, convert_space
+from ._space import check_native_values, convert_space, grid_combinations
 
 if TYPE_CHECKING:
     from spaces import SearchSpace
@@ -292,6 +292,10 @@ class RayBackend(SearchBackend):
             check_native_values(native)
             return None, dict(native)
         return super().resolve_space(hp_space)
+
+    def planned_trials(self, n_trials: int, native_space: Any) -> int:
+        """``n_trials`` is Tune's num_samples: each sample runs every combination of the space's grid_search values."""
+        return n_trials * grid_combinations(native_space) if isinstance(native_space, Mapping) else n_trials
 
     def convert_space(self, space: SearchSpace) -> dict[str, Any]:
         """Tune domains for the space (Ray's integer upper bounds are exclusive: ``high + 1``)."""

@@ -10,6 +10,7 @@ parameter is absent from the trial while an active ``None`` choice stays.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -121,3 +122,12 @@ def check_native_values(native: Mapping[str, Any]) -> None:
             "form, Ray Tune's (tune.uniform(...), tune.choice([...])) or spaces' (spaces.Float(...), "
             "spaces.Categorical([...]))."
         )
+
+
+def grid_combinations(native: Mapping[str, Any]) -> int:
+    """How many configurations one Tune sample of ``native`` expands to: the product of the lengths of its
+    ``tune.grid_search`` values, wherever they are nested, read as Tune's own variant generator reads them."""
+    from ray.tune.search.variant_generator import parse_spec_vars
+
+    _, _, grids = parse_spec_vars(dict(native))
+    return math.prod(len(domain.categories) for _, domain in grids)
