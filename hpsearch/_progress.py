@@ -153,7 +153,7 @@ class SweepProgress:
                 return
             self.bar.n = finished
             if self.bar.total is not None:
-                # A Ray grid runs n_trials x its combinations; a resumed study may hold more trials than asked for.
+                # A grid may run n_trials x its combinations (planned_trials); a resumed study may hold more trials.
                 self.bar.total = max(self.bar.total, finished, result.planned_trials or 0)
             self.bar.set_postfix_str(self.postfix, refresh=False)
             self.bar.refresh()

@@ -123,8 +123,8 @@ class SearchResult:
 
     @property
     def planned_trials(self) -> int | None:
-        """How many trials the search runs when nothing ends it early: ``n_trials``, times the combinations of a
-        Ray Tune grid_search (each of Tune's ``n_trials`` samples runs all of them); None if unbounded."""
+        """How many trials the search runs when nothing ends it early: ``n_trials``, or what its backend said it
+        multiplies to (`SearchBackend.planned_trials`: a grid run whole for each sample); None if unbounded."""
         planned = self.settings.get("planned_trials")
         return planned if isinstance(planned, int) and not isinstance(planned, bool) else self.n_trials
 
