@@ -18,6 +18,7 @@ import json
 import logging
 import math
 import os
+import shlex
 import shutil
 import sys
 import time
@@ -224,8 +225,55 @@ def _print_summary(result: Any, started: float, report: str | None, out: Any) ->
 
 
 def run(args: argparse.Namespace) -> int:
-    """``hpsearch run``: the whole sweep, then report.html; returns the exit code."""
+    """``hpsearch run``: the whole sweep, then report.html; returns the exit code.
+
+    Ctrl-C is answered with exit code 130 and one line in every phase: before the search (imports, the data factory,
+    building the trainer: no trial ran), during it (`Interrupt`: what finished and the command that continues) and
+    after it (the results are saved; the report is what was cut short)."""
     config = _load_run_config(args)
+    try:
+        prepared = _prepare_run(config, args)
+    except KeyboardInterrupt:
+        print(
+            f"\nInterrupted before the search started: no trial ran. Run the same command again to start it: "
+            f"{shlex.join(['hpsearch', *getattr(args, 'argv', ['run', str(config.path)])])}",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
+    if prepared is None:
+        return EXIT_FAILED
+    trainer, interactive, started = prepared
+    interrupt = Interrupt()
+    result, failure = _search(config, trainer, interrupt, interactive)
+    if interrupt.interrupted:
+        print(
+            f"\n{interrupt.summary(config, getattr(args, 'argv', ['run', str(config.path)]))}",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
+    try:
+        if result is None:
+            result = _load_if_any(config.output_dir)
+        report = _write_report(result, config.output_dir) if result is not None else None
+        if result is not None:
+            _print_summary(result, started, report, sys.stdout)
+    except KeyboardInterrupt:
+        print(
+            f"\nInterrupted after the search ended: its results are saved in {config.output_dir}; write its report "
+            f"with: {shlex.join(['hpsearch', 'report', config.output_dir])}",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
+    if failure is not None:
+        print(f"hpsearch: the search failed: {_shorten(str(failure))}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def _prepare_run(config: SweepConfig, args: argparse.Namespace) -> tuple[Any, bool, float] | None:
+    """What comes before the search: threads, an earlier run (--resume, --fresh), the datasets and the trainer;
+    returns (the trainer, whether bars are shown, the start time), or None when the user's data factory or trainer
+    factory raised (its traceback printed)."""
     started = time.monotonic()
     from trainer import TrainingArguments
 
@@ -240,11 +288,11 @@ def run(args: argparse.Namespace) -> int:
         print(note, file=sys.stderr)
     datasets = _datasets(config)
     if datasets is None:
-        return EXIT_FAILED
+        return None
     training_args = TrainingArguments(output_dir=config.output_dir, **config.training_args)
     trainer = build_trainer(config, training_args, *datasets)
     if trainer is None:
-        return EXIT_FAILED
+        return None
     interactive = is_interactive() if args.progress is None else args.progress
     _quiet_trainer_bars(trainer, interactive and not training_args.disable_tqdm)
     if interactive:
@@ -255,23 +303,7 @@ def run(args: argparse.Namespace) -> int:
         f"Sweep {config.path}: {config.n_trials} trials with {config.backend}, results in {config.output_dir}",
         file=sys.stderr,
     )
-    interrupt = Interrupt()
-    result, failure = _search(config, trainer, interrupt, interactive)
-    if interrupt.interrupted:
-        print(
-            f"\n{interrupt.summary(config, getattr(args, 'argv', ['run', str(config.path)]))}",
-            file=sys.stderr,
-        )
-        return EXIT_INTERRUPTED
-    if result is None:
-        result = _load_if_any(config.output_dir)
-    report = _write_report(result, config.output_dir) if result is not None else None
-    if result is not None:
-        _print_summary(result, started, report, sys.stdout)
-    if failure is not None:
-        print(f"hpsearch: the search failed: {_shorten(str(failure))}", file=sys.stderr)
-        return EXIT_FAILED
-    return EXIT_OK
+    return trainer, interactive, started
 
 
 def _load_run_config(args: argparse.Namespace) -> SweepConfig:
@@ -610,6 +642,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (SearchConfigError, BackendNotAvailable) as error:  # SearchConfigError includes ConfigError
         print(f"hpsearch: error: {_shorten(str(error))}", file=sys.stderr)
         return EXIT_CONFIG
+    except KeyboardInterrupt:
+        # Ctrl-C where no phase of the command says more (`run` does; the files it writes are written atomically).
+        print("\nhpsearch: interrupted (Ctrl-C).", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # The reader of the output went away (`hpsearch report ... --markdown | head`): stop quietly, and keep the
         # interpreter's own flush at exit from failing on the same closed pipe.

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -740,3 +741,81 @@ def test_a_search_error_is_located_by_the_argument_it_names_not_by_its_wording(t
     # It survives the pipe to a worker process and back.
     again = pickle.loads(pickle.dumps(SearchConfigError("x", about=("hp_space", "hidden"))))
     assert again.about == ("hp_space", "hidden") and str(again) == "x"
+
+
+# ---------------------------------------------------------------------------------------------- Ctrl-C
+@pytest.fixture
+def ctrl_c_raises():
+    """SIGINT raises KeyboardInterrupt here, as in a terminal, whatever this process inherited (pytest-xdist may start
+    its workers with SIGINT ignored)."""
+    import signal
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def _main_under_ctrl_c(argv: list[str]) -> int:
+    """main(argv), failing the test (not stopping the session) when a KeyboardInterrupt escapes it."""
+    try:
+        return main(argv)
+    except KeyboardInterrupt:
+        pytest.fail("KeyboardInterrupt escaped main(): a traceback for the user")
+
+
+def _ctrl_c() -> None:
+    import signal
+
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(5)  # the KeyboardInterrupt lands here, long before the sleep ends
+
+
+def test_ctrl_c_before_the_search_exits_130_with_one_line_and_no_traceback(
+    tmp_path, capsys, monkeypatch, ctrl_c_raises
+):
+    # Ctrl-C while the data factory loads (or torch imports): a KeyboardInterrupt traceback, exit code 1.
+    (tmp_path / "slow_data.py").write_text(
+        "import os, signal, time\ndef data():\n    os.kill(os.getpid(), signal.SIGINT)\n    time.sleep(5)\n",
+        encoding="utf-8",
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    path = write(tmp_path, TINY.replace("examples.digits.model:datasets", "slow_data:data"))
+    out = tmp_path / "out"
+    code = _main_under_ctrl_c(["run", str(path), "--output-dir", str(out), "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    assert "Interrupted before the search started: no trial ran" in err
+    assert f"hpsearch run {path} --output-dir {out} --no-progress" in err
+    assert not (out / "search.json").exists()
+
+
+def test_ctrl_c_while_the_report_is_written_says_the_results_are_saved(
+    tmp_path, capsys, monkeypatch, ctrl_c_raises
+):
+    # Ctrl-C after the last trial, while report.html is drawn (seconds, for a large search): a plotly traceback.
+    import hpsearch.report
+
+    monkeypatch.setattr(hpsearch.report, "write_html", lambda *args, **kwargs: _ctrl_c())
+    out = tmp_path / "out"
+    # The random backend: Optuna's log handler may hold the stderr of an earlier test's capsys, long closed.
+    code = _main_under_ctrl_c(
+        ["run", str(write(tmp_path, TINY)), "--output-dir", str(out), "--no-progress", "--backend", "random"]
+    )
+    err = capsys.readouterr().err
+    assert code == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    assert f"Interrupted after the search ended: its results are saved in {out}" in err
+    assert f"hpsearch report {out}" in err
+    assert len(SearchResult.load(out).records) == 2
+
+
+def test_ctrl_c_in_report_exits_130_without_a_traceback(tmp_path, capsys, monkeypatch, ctrl_c_raises):
+    import hpsearch.report
+
+    search = synthetic(tmp_path / "search")
+    monkeypatch.setattr(hpsearch.report, "write_html", lambda *args, **kwargs: _ctrl_c())
+    code = _main_under_ctrl_c(["report", str(search)])
+    err = capsys.readouterr().err
+    assert code == 130, err
+    assert "Traceback" not in err and err.strip() == "hpsearch: interrupted (Ctrl-C)."
