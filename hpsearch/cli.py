@@ -71,9 +71,17 @@ def _prepare_store(config: SweepConfig, resume: bool, fresh: bool = False) -> st
     """
     backend_cls = get_backend(config.backend)
     out = Path(config.output_dir)
+    fix = "choose a folder that can be written (output_dir in the sweep file, or --output-dir)."
+    if out.exists() and not out.is_dir():
+        raise config.error(f"output_dir {str(out)!r} is a file, not a folder; {fix}", "output_dir")
     created = backend_cls.can_resume and not out.exists()
     if created:
-        out.mkdir(parents=True)  # a store in the output folder needs the folder
+        try:
+            out.mkdir(parents=True)  # a store in the output folder needs the folder
+        except OSError as error:
+            raise config.error(
+                f"output_dir {str(out)!r} cannot be created ({error.strerror or error}); {fix}", "output_dir"
+            ) from None
     try:
         found = backend_cls.existing_run(config.backend_options)
     except SearchConfigError as error:
@@ -318,7 +326,10 @@ def _load_run_config(args: argparse.Namespace) -> SweepConfig:
     if args.warm_start:
         # --warm-start DIR: the earlier searches' folders, relative to the current directory.
         overrides.append(
-            "backend_options.warm_start=" + json.dumps([os.path.abspath(d) for d in args.warm_start])
+            (
+                "backend_options.warm_start=" + json.dumps([os.path.abspath(d) for d in args.warm_start]),
+                "--warm-start",
+            )
         )
     if args.n_trials is not None:
         overrides.append((f"n_trials={args.n_trials}", "--n-trials"))

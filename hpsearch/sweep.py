@@ -434,6 +434,7 @@ def _output_dir(sweep: _SweepKeys, lines: Lines, config_dir: Path, override: str
         )
     chosen, key = (top, ("output_dir",)) if top is not None else (nested, ("training_args", "output_dir"))
     if override is not None:
+        lines.overridden[("output_dir",)] = "--output-dir"  # an error about it names the flag, not a line
         return os.path.abspath(override)  # a command-line path is relative to the current directory
     if chosen is None:
         return str((config_dir / "output").resolve())

@@ -819,3 +819,36 @@ def test_ctrl_c_in_report_exits_130_without_a_traceback(tmp_path, capsys, monkey
     err = capsys.readouterr().err
     assert code == 130, err
     assert "Traceback" not in err and err.strip() == "hpsearch: interrupted (Ctrl-C)."
+
+
+# ---------------------------------------------------------------------------------------------- output folder flags
+@pytest.mark.parametrize("where", ["file", "flag"])
+@pytest.mark.parametrize("backend", ["optuna", "random"])
+def test_an_output_dir_that_cannot_be_made_is_a_config_error_naming_it(tmp_path, capsys, where, backend):
+    # A folder under a file cannot be made: `hpsearch run` showed mkdir's FileNotFoundError traceback, exit code 1.
+    (tmp_path / "a-file").write_text("x", encoding="utf-8")
+    bad = tmp_path / "a-file" / "out"
+    if where == "file":
+        path = write(tmp_path, TINY + f"output_dir: {bad}\n")
+        err = run_error(capsys, path, "--backend", backend, "--no-progress")
+        assert f"sweep.yaml:{line_of(path, 'output_dir:')}: output_dir: " in err
+    else:
+        err = run_error(
+            capsys, write(tmp_path, TINY), "--output-dir", str(bad), "--backend", backend, "--no-progress"
+        )
+        assert err.rstrip().endswith("(set by --output-dir)"), err
+    assert f"output_dir {str(bad)!r} cannot be created" in err
+    assert "output_dir in the sweep file, or --output-dir" in err
+
+
+def test_an_output_dir_that_is_a_file_is_refused_naming_the_flag(tmp_path, capsys):
+    target = tmp_path / "results.txt"
+    target.write_text("mine", encoding="utf-8")
+    err = run_error(capsys, write(tmp_path, TINY), "--output-dir", str(target), "--no-progress")
+    assert f"output_dir {str(target)!r} is a file, not a folder" in err and "(set by --output-dir)" in err
+    assert target.read_text(encoding="utf-8") == "mine"
+
+
+def test_a_warm_start_folder_that_is_no_search_names_the_flag_that_gave_it(tmp_path, capsys):
+    err = run_error(capsys, write(tmp_path, TINY), "--warm-start", str(tmp_path / "missing"), "--no-progress")
+    assert "is not a search" in err and "(set by --warm-start)" in err and "--set" not in err
