@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from ._files import RESULT_FILES, SEARCH_FILE
+from ._files import EVENTS_FILE, RESULT_FILES, SEARCH_FILE
 from ._interrupt import Interrupt
 from ._option_flags import add_option_flags, option_flag_overrides
 from ._sweep_trainer import build_trainer
@@ -447,6 +447,7 @@ def report(args: argparse.Namespace) -> int:
     _check_report_options(args)
     results = []
     for folder in args.dirs:
+        _check_saved_search(folder)
         try:
             results.append(SearchResult.load(folder))
         except (FileNotFoundError, ValueError) as error:
@@ -478,6 +479,25 @@ def report(args: argparse.Namespace) -> int:
         ) from None
     print(f"Report: {os.path.abspath(path)}")
     return EXIT_OK
+
+
+def _check_saved_search(folder: str) -> None:
+    """Refuse a folder that holds no saved search, saying what it is instead: missing, a file (a sweep file, often),
+    a search that has not finished a trial yet (the dashboard shows it live), or no search at all."""
+    path = Path(folder)
+    if (path / SEARCH_FILE).is_file():
+        return
+    where = "pass the output folder of a search (the one `hpsearch run` printed after Results:)."
+    if not path.exists():
+        raise ConfigError(f"{folder!r} does not exist; {where}")
+    if not path.is_dir():
+        raise ConfigError(f"{folder!r} is a file, not a search's output folder; {where}")
+    if (path / EVENTS_FILE).is_file():
+        raise ConfigError(
+            f"{folder!r} holds a search that has not finished a trial yet ({EVENTS_FILE}, no {SEARCH_FILE} so far); "
+            f"run this again once one has, or watch it live: {shlex.join(['hpsearch', 'dashboard', folder])}"
+        )
+    raise ConfigError(f"{folder!r} holds no {SEARCH_FILE}, so it is not a search's output folder; {where}")
 
 
 def _check_report_options(args: argparse.Namespace) -> None:

@@ -852,3 +852,35 @@ def test_an_output_dir_that_is_a_file_is_refused_naming_the_flag(tmp_path, capsy
 def test_a_warm_start_folder_that_is_no_search_names_the_flag_that_gave_it(tmp_path, capsys):
     err = run_error(capsys, write(tmp_path, TINY), "--warm-start", str(tmp_path / "missing"), "--no-progress")
     assert "is not a search" in err and "(set by --warm-start)" in err and "--set" not in err
+
+
+# ---------------------------------------------------------------------------------------------- report of no search
+@pytest.mark.parametrize(
+    "make, expected",
+    [
+        (lambda tmp: tmp / "missing", "does not exist"),
+        (lambda tmp: tmp, "holds no search.json, so it is not a search's output folder"),
+        (
+            lambda tmp: write(tmp, TINY),
+            "is a file, not a search's output folder",
+        ),  # the sweep file, not its output
+    ],
+)
+def test_report_of_what_is_no_search_says_what_it_is_in_the_commands_terms(tmp_path, capsys, make, expected):
+    # Every case said "... does not exist. Point load() at the output_dir of a search": the Python API's words.
+    folder = make(tmp_path)
+    assert main(["report", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"hpsearch: error: {str(folder)!r} {expected}"), err
+    assert "load()" not in err and "Traceback" not in err
+    assert "the one `hpsearch run` printed after Results:" in err
+
+
+def test_report_of_a_search_with_no_finished_trial_yet_points_at_the_dashboard(tmp_path, capsys):
+    # A search started a moment ago: its folder has events.jsonl (the first trial's start), no search.json yet.
+    folder = tmp_path / "out"
+    folder.mkdir()
+    (folder / "events.jsonl").write_text('{"event": "trial_start"}\n', encoding="utf-8")
+    assert main(["report", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert "has not finished a trial yet" in err and f"hpsearch dashboard {folder}" in err
