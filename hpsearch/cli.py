@@ -24,6 +24,7 @@ import sys
 import time
 import traceback
 from collections.abc import Sequence
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -206,15 +207,32 @@ def _quiet_trainer_bars(trainer: Any, show_trial_bars: bool) -> None:
         trainer.add_callback(TrialProgressCallback())
 
 
+def _aware(moment: datetime) -> datetime:
+    """A record's time as an aware UTC datetime (records written without a zone are UTC)."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+
+
 def _print_summary(result: Any, started: float, report: str | None, out: Any) -> None:
     from .report._format import fmt_duration
-    from .warmstart import own_counts
+    from .warmstart import is_warm, own_counts
 
     counts, warm = own_counts(result)
     detail = ", ".join(f"{n} {state.lower()}" for state, n in counts.items() if n) or "none finished"
-    elapsed = fmt_duration(time.monotonic() - started)
+    seconds = time.monotonic() - started
+    elapsed = fmt_duration(seconds)
     told = f", plus {warm} earlier trial(s) told by warm start (not trained)" if warm else ""
-    print(f"Trials: {sum(counts.values())} ({detail}){told} in {elapsed} with {result.backend}.", file=out)
+    total = sum(counts.values())
+    # A resumed sweep's trials that an earlier run started (and finished, or was killed in): this run's time is not
+    # theirs, so the line says how many ran now.
+    began = datetime.now(timezone.utc) - timedelta(seconds=seconds)
+    earlier = sum(
+        1 for r in result.records if not is_warm(r) and r.started is not None and _aware(r.started) < began
+    )
+    if earlier:
+        timing = f"with {result.backend}: {total - earlier} run now in {elapsed}, {earlier} in an earlier run"
+        print(f"Trials: {total} ({detail}){told} {timing}.", file=out)
+    else:
+        print(f"Trials: {total} ({detail}){told} in {elapsed} with {result.backend}.", file=out)
     best = result.best_trials
     if not best:
         print("No trial completed.", file=out)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -884,3 +885,31 @@ def test_report_of_a_search_with_no_finished_trial_yet_points_at_the_dashboard(t
     assert main(["report", str(folder)]) == 2
     err = capsys.readouterr().err
     assert "has not finished a trial yet" in err and f"hpsearch dashboard {folder}" in err
+
+
+# ---------------------------------------------------------------------------------------------- summary numbers
+def test_a_resumed_sweeps_summary_says_how_many_trials_ran_now(tmp_path, capsys):
+    # "Trials: 3 (3 complete) in 2.1s": the time of this run, which trained only 2 of the 3 (and, resumed once more,
+    # none of them).
+    path = write(
+        tmp_path,
+        TINY.replace(
+            "backend: optuna\nbackend_options:\n  sampler: {name: TPESampler, seed: 0}\n",
+            "backend: random\nbackend_options: {seed: 3}\n",
+        ),
+    )
+    common = ["run", str(path), "--output-dir", str(tmp_path / "out"), "--no-progress"]
+    assert main([*common, "--n-trials", "1"]) == 0
+    assert re.search(
+        r"^Trials: 1 \(1 complete\) in \S+ with random\.$", capsys.readouterr().out, re.MULTILINE
+    )
+    assert main([*common, "--n-trials", "3", "--resume"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(
+        r"^Trials: 3 \(3 complete\) with random: 2 run now in \S+, 1 in an earlier run\.$", out, re.MULTILINE
+    ), out
+    assert main([*common, "--n-trials", "3", "--resume"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(
+        r"^Trials: 3 \(3 complete\) with random: 0 run now in \S+, 3 in an earlier run\.$", out, re.M
+    )
