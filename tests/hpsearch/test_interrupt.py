@@ -186,4 +186,6 @@ def test_ctrl_c_with_trial_workers_stops_the_running_trials_instead_of_waiting_f
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     saved = SearchResult.load(tmp_path / "out")
     assert saved.records == []  # neither interrupted trial is counted: both train again on --resume
-    assert err.strip().splitlines()[-1].startswith(f"Interrupted: 0 of {N_TRIALS} trials finished"), err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith(f"Interrupted: 0 of {N_TRIALS} trials finished"), err
+    assert "any trial that was running (with trial_workers, several) is not counted and trains again" in last
