@@ -913,3 +913,32 @@ def test_a_resumed_sweeps_summary_says_how_many_trials_ran_now(tmp_path, capsys)
     assert re.search(
         r"^Trials: 3 \(3 complete\) with random: 0 run now in \S+, 3 in an earlier run\.$", out, re.M
     )
+
+
+# ---------------------------------------------------------------------------------------------- imports
+@pytest.mark.parametrize("layout", ["module", "package"])
+def test_a_module_beside_the_sweep_file_but_not_importable_here_says_where_to_run_from(
+    tmp_path, capsys, layout
+):
+    # Paths in a sweep file are relative to its folder, imports to the current directory: a user's model.py next to
+    # the file, run from elsewhere, got only "not importable from the current directory".
+    project = tmp_path / "project"
+    project.mkdir()
+    name = f"beside_{layout}_model"
+    source = "from examples.digits.model import model_init, datasets, compute_metrics\n"
+    if layout == "module":
+        (project / f"{name}.py").write_text(source, encoding="utf-8")
+    else:
+        (project / name).mkdir()
+        (project / name / "__init__.py").write_text(source, encoding="utf-8")
+    path = write(project, TINY.replace("examples.digits.model:", f"{name}:"))
+    err = run_error(capsys, path)
+    assert f"sweep.yaml:1: model: cannot import '{name}:model_init'" in err
+    assert (
+        f"'{name}' is beside the sweep file, in {project}: run from there (cd {project} && hpsearch run sweep.yaml)."
+        in err
+    )
+    # Elsewhere it is only "not importable": no folder is named that does not hold it.
+    (project / "elsewhere").mkdir()
+    err = run_error(capsys, write(project / "elsewhere", TINY.replace("examples.digits.model:", f"{name}:")))
+    assert "is not importable from the current directory" in err and "beside the sweep file" not in err
