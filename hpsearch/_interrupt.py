@@ -98,8 +98,8 @@ def summary(result: Any, n_trials: int, output_dir: str, command: str, can_resum
         f"{counts['PRUNED']} pruned, {counts['FAIL']} failed), saved in {output_dir}"
     )
     if not can_resume:
-        return f"{head}; this backend cannot resume, so the trial that was running is lost; start over with: {command}"
+        return f"{head}; this backend cannot resume, so any trial that was running is lost; start over with: {command}"
     return (
-        f"{head}; the trial that was running is not counted and trains again, with the {left} trial(s) still to "
-        f"run, when you continue with: {command}"
+        f"{head}; any trial that was running (with trial_workers, several) is not counted and trains again, with the "
+        f"{left} trial(s) still to run, when you continue with: {command}"
     )

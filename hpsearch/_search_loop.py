@@ -148,6 +148,7 @@ class _Loop:
                 iter(self.next_trial, None),
                 lambda trial: (trial, self.run(trial)),
                 lambda finished: self.tell(*finished),
+                interrupt=self.executor.interrupt,
             )
             if self.intensify is None or not self.intensify.queue or self.session.stop_reason is not None:
                 return

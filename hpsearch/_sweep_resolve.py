@@ -40,10 +40,12 @@ OUTPUT_DIR_TOKEN = "{output_dir}"
 class Problem(Exception):
     """A value of the sweep file that cannot be used: the message (with the fix) and the keys it is about."""
 
-    def __init__(self, message: str, *keys: Any) -> None:
+    def __init__(self, message: str, *keys: Any, missing_module: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.keys = keys
+        #: The top-level module an import path named that is not importable (where it is the one named).
+        self.missing_module = missing_module
 
 
 def import_path(value: str, *keys: Any) -> Callable[..., Any]:
@@ -65,9 +67,12 @@ def import_object(value: str, *keys: Any) -> Any:
             f"module {missing!r} is not importable from the current directory ({os.getcwd()}) nor installed; "
             "check the spelling, run from the folder that contains the package, or install it"
         )
-        if missing != module_name and not module_name.startswith(f"{missing}."):
+        named = missing == module_name or module_name.startswith(f"{missing}.")
+        if not named:
             hint = f"importing {module_name!r} failed because {missing!r} is missing; install it"
-        raise Problem(f"cannot import {value!r}: {hint}.", *keys) from None
+        raise Problem(
+            f"cannot import {value!r}: {hint}.", *keys, missing_module=missing if named else None
+        ) from None
     except (
         Exception,
         SystemExit,

@@ -18,15 +18,17 @@ import json
 import logging
 import math
 import os
+import shlex
 import shutil
 import sys
 import time
 import traceback
 from collections.abc import Sequence
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, NoReturn
 
-from ._files import RESULT_FILES, SEARCH_FILE
+from ._files import EVENTS_FILE, RESULT_FILES, SEARCH_FILE
 from ._interrupt import Interrupt
 from ._option_flags import add_option_flags, option_flag_overrides
 from ._sweep_trainer import build_trainer
@@ -70,9 +72,17 @@ def _prepare_store(config: SweepConfig, resume: bool, fresh: bool = False) -> st
     """
     backend_cls = get_backend(config.backend)
     out = Path(config.output_dir)
+    fix = "choose a folder that can be written (output_dir in the sweep file, or --output-dir)."
+    if out.exists() and not out.is_dir():
+        raise config.error(f"output_dir {str(out)!r} is a file, not a folder; {fix}", "output_dir")
     created = backend_cls.can_resume and not out.exists()
     if created:
-        out.mkdir(parents=True)  # a store in the output folder needs the folder
+        try:
+            out.mkdir(parents=True)  # a store in the output folder needs the folder
+        except OSError as error:
+            raise config.error(
+                f"output_dir {str(out)!r} cannot be created ({error.strerror or error}); {fix}", "output_dir"
+            ) from None
     try:
         found = backend_cls.existing_run(config.backend_options)
     except SearchConfigError as error:
@@ -197,15 +207,32 @@ def _quiet_trainer_bars(trainer: Any, show_trial_bars: bool) -> None:
         trainer.add_callback(TrialProgressCallback())
 
 
+def _aware(moment: datetime) -> datetime:
+    """A record's time as an aware UTC datetime (records written without a zone are UTC)."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+
+
 def _print_summary(result: Any, started: float, report: str | None, out: Any) -> None:
     from .report._format import fmt_duration
-    from .warmstart import own_counts
+    from .warmstart import is_warm, own_counts
 
     counts, warm = own_counts(result)
     detail = ", ".join(f"{n} {state.lower()}" for state, n in counts.items() if n) or "none finished"
-    elapsed = fmt_duration(time.monotonic() - started)
+    seconds = time.monotonic() - started
+    elapsed = fmt_duration(seconds)
     told = f", plus {warm} earlier trial(s) told by warm start (not trained)" if warm else ""
-    print(f"Trials: {sum(counts.values())} ({detail}){told} in {elapsed} with {result.backend}.", file=out)
+    total = sum(counts.values())
+    # A resumed sweep's trials that an earlier run started (and finished, or was killed in): this run's time is not
+    # theirs, so the line says how many ran now.
+    began = datetime.now(timezone.utc) - timedelta(seconds=seconds)
+    earlier = sum(
+        1 for r in result.records if not is_warm(r) and r.started is not None and _aware(r.started) < began
+    )
+    if earlier:
+        timing = f"with {result.backend}: {total - earlier} run now in {elapsed}, {earlier} in an earlier run"
+        print(f"Trials: {total} ({detail}){told} {timing}.", file=out)
+    else:
+        print(f"Trials: {total} ({detail}){told} in {elapsed} with {result.backend}.", file=out)
     best = result.best_trials
     if not best:
         print("No trial completed.", file=out)
@@ -224,8 +251,55 @@ def _print_summary(result: Any, started: float, report: str | None, out: Any) ->
 
 
 def run(args: argparse.Namespace) -> int:
-    """``hpsearch run``: the whole sweep, then report.html; returns the exit code."""
+    """``hpsearch run``: the whole sweep, then report.html; returns the exit code.
+
+    Ctrl-C is answered with exit code 130 and one line in every phase: before the search (imports, the data factory,
+    building the trainer: no trial ran), during it (`Interrupt`: what finished and the command that continues) and
+    after it (the results are saved; the report is what was cut short)."""
     config = _load_run_config(args)
+    try:
+        prepared = _prepare_run(config, args)
+    except KeyboardInterrupt:
+        print(
+            f"\nInterrupted before the search started: no trial ran. Run the same command again to start it: "
+            f"{shlex.join(['hpsearch', *getattr(args, 'argv', ['run', str(config.path)])])}",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
+    if prepared is None:
+        return EXIT_FAILED
+    trainer, interactive, started = prepared
+    interrupt = Interrupt()
+    result, failure = _search(config, trainer, interrupt, interactive)
+    if interrupt.interrupted:
+        print(
+            f"\n{interrupt.summary(config, getattr(args, 'argv', ['run', str(config.path)]))}",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
+    try:
+        if result is None:
+            result = _load_if_any(config.output_dir)
+        report = _write_report(result, config.output_dir) if result is not None else None
+        if result is not None:
+            _print_summary(result, started, report, sys.stdout)
+    except KeyboardInterrupt:
+        print(
+            f"\nInterrupted after the search ended: its results are saved in {config.output_dir}; write its report "
+            f"with: {shlex.join(['hpsearch', 'report', config.output_dir])}",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
+    if failure is not None:
+        print(f"hpsearch: the search failed: {_shorten(str(failure))}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def _prepare_run(config: SweepConfig, args: argparse.Namespace) -> tuple[Any, bool, float] | None:
+    """What comes before the search: threads, an earlier run (--resume, --fresh), the datasets and the trainer;
+    returns (the trainer, whether bars are shown, the start time), or None when the user's data factory or trainer
+    factory raised (its traceback printed)."""
     started = time.monotonic()
     from trainer import TrainingArguments
 
@@ -240,11 +314,11 @@ def run(args: argparse.Namespace) -> int:
         print(note, file=sys.stderr)
     datasets = _datasets(config)
     if datasets is None:
-        return EXIT_FAILED
+        return None
     training_args = TrainingArguments(output_dir=config.output_dir, **config.training_args)
     trainer = build_trainer(config, training_args, *datasets)
     if trainer is None:
-        return EXIT_FAILED
+        return None
     interactive = is_interactive() if args.progress is None else args.progress
     _quiet_trainer_bars(trainer, interactive and not training_args.disable_tqdm)
     if interactive:
@@ -255,23 +329,7 @@ def run(args: argparse.Namespace) -> int:
         f"Sweep {config.path}: {config.n_trials} trials with {config.backend}, results in {config.output_dir}",
         file=sys.stderr,
     )
-    interrupt = Interrupt()
-    result, failure = _search(config, trainer, interrupt, interactive)
-    if interrupt.interrupted:
-        print(
-            f"\n{interrupt.summary(config, getattr(args, 'argv', ['run', str(config.path)]))}",
-            file=sys.stderr,
-        )
-        return EXIT_INTERRUPTED
-    if result is None:
-        result = _load_if_any(config.output_dir)
-    report = _write_report(result, config.output_dir) if result is not None else None
-    if result is not None:
-        _print_summary(result, started, report, sys.stdout)
-    if failure is not None:
-        print(f"hpsearch: the search failed: {_shorten(str(failure))}", file=sys.stderr)
-        return EXIT_FAILED
-    return EXIT_OK
+    return trainer, interactive, started
 
 
 def _load_run_config(args: argparse.Namespace) -> SweepConfig:
@@ -286,7 +344,10 @@ def _load_run_config(args: argparse.Namespace) -> SweepConfig:
     if args.warm_start:
         # --warm-start DIR: the earlier searches' folders, relative to the current directory.
         overrides.append(
-            "backend_options.warm_start=" + json.dumps([os.path.abspath(d) for d in args.warm_start])
+            (
+                "backend_options.warm_start=" + json.dumps([os.path.abspath(d) for d in args.warm_start]),
+                "--warm-start",
+            )
         )
     if args.n_trials is not None:
         overrides.append((f"n_trials={args.n_trials}", "--n-trials"))
@@ -404,6 +465,7 @@ def report(args: argparse.Namespace) -> int:
     _check_report_options(args)
     results = []
     for folder in args.dirs:
+        _check_saved_search(folder)
         try:
             results.append(SearchResult.load(folder))
         except (FileNotFoundError, ValueError) as error:
@@ -435,6 +497,25 @@ def report(args: argparse.Namespace) -> int:
         ) from None
     print(f"Report: {os.path.abspath(path)}")
     return EXIT_OK
+
+
+def _check_saved_search(folder: str) -> None:
+    """Refuse a folder that holds no saved search, saying what it is instead: missing, a file (a sweep file, often),
+    a search that has not finished a trial yet (the dashboard shows it live), or no search at all."""
+    path = Path(folder)
+    if (path / SEARCH_FILE).is_file():
+        return
+    where = "pass the output folder of a search (the one `hpsearch run` printed after Results:)."
+    if not path.exists():
+        raise ConfigError(f"{folder!r} does not exist; {where}")
+    if not path.is_dir():
+        raise ConfigError(f"{folder!r} is a file, not a search's output folder; {where}")
+    if (path / EVENTS_FILE).is_file():
+        raise ConfigError(
+            f"{folder!r} holds a search that has not finished a trial yet ({EVENTS_FILE}, no {SEARCH_FILE} so far); "
+            f"run this again once one has, or watch it live: {shlex.join(['hpsearch', 'dashboard', folder])}"
+        )
+    raise ConfigError(f"{folder!r} holds no {SEARCH_FILE}, so it is not a search's output folder; {where}")
 
 
 def _check_report_options(args: argparse.Namespace) -> None:
@@ -610,6 +691,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (SearchConfigError, BackendNotAvailable) as error:  # SearchConfigError includes ConfigError
         print(f"hpsearch: error: {_shorten(str(error))}", file=sys.stderr)
         return EXIT_CONFIG
+    except KeyboardInterrupt:
+        # Ctrl-C where no phase of the command says more (`run` does; the files it writes are written atomically).
+        print("\nhpsearch: interrupted (Ctrl-C).", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # The reader of the output went away (`hpsearch report ... --markdown | head`): stop quietly, and keep the
         # interpreter's own flush at exit from failing on the same closed pipe.

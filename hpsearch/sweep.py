@@ -28,12 +28,14 @@ expansion, no recursive aliases and no duplicate keys (`hpsearch._yaml`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import logging
 import os
+import shlex
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -51,6 +53,7 @@ from pydantic import (
 from . import _yaml
 from ._sweep_errors import ConfigError, Lines, combine, located, show, unknown_key, validate
 from ._sweep_resolve import (
+    Problem,
     build_object,
     build_space,
     check_training_args,
@@ -434,6 +437,7 @@ def _output_dir(sweep: _SweepKeys, lines: Lines, config_dir: Path, override: str
         )
     chosen, key = (top, ("output_dir",)) if top is not None else (nested, ("training_args", "output_dir"))
     if override is not None:
+        lines.overridden[("output_dir",)] = "--output-dir"  # an error about it names the flag, not a line
         return os.path.abspath(override)  # a command-line path is relative to the current directory
     if chosen is None:
         return str((config_dir / "output").resolve())
@@ -654,12 +658,33 @@ def load_sweep(
     return config
 
 
+@contextlib.contextmanager
+def _beside_the_file(config_path: Path) -> Iterator[None]:
+    """An import path whose module is not importable but lies beside the sweep file: say so, and where to run from
+    (imports resolve against the current directory, as with ``python -m``; paths in the file against its folder)."""
+    try:
+        yield
+    except Problem as problem:
+        folder = config_path.parent.resolve()
+        name = problem.missing_module
+        if name is None or folder == Path.cwd().resolve():
+            raise
+        top = name.split(".")[0]
+        if not ((folder / f"{top}.py").is_file() or (folder / top / "__init__.py").is_file()):
+            raise
+        command = f"cd {shlex.quote(str(folder))} && hpsearch run {shlex.quote(config_path.name)}"
+        raise Problem(
+            f"{problem.message[:-1]}; {top!r} is beside the sweep file, in {folder}: run from there ({command}).",
+            *problem.keys,
+        ) from None
+
+
 def _resolved(
     sweep: _SweepKeys, lines: Lines, config_path: Path, backend_cls: type[SearchBackend], out_dir: str
 ) -> SweepConfig:
     """The checked keys resolved: the code they name imported, the space and the training arguments built (the
     backend options are added by `_backend_options`)."""
-    with located(lines):
+    with located(lines), _beside_the_file(config_path):
         return SweepConfig(
             path=config_path,
             lines=lines,

@@ -169,9 +169,9 @@ class Trial(Mapping[str, Any]):
 
     @property
     def params(self) -> dict[str, Any]:
-        """A copy of the parameters as a plain dict."""
+        """A copy of the parameters as a dict (while `unread_while` runs, one that notes the names read from it)."""
         if self._read is not None:
-            self._read.update(self._params)
+            return _ReadNotingDict(self._params, self._read)
         return dict(self._params)
 
     def __getitem__(self, name: str) -> Any:
@@ -190,7 +190,8 @@ class Trial(Mapping[str, Any]):
         return iter(self._params)
 
     def unread_while(self, call: Callable[[], Any]) -> tuple[Any, list[str]]:
-        """``call()``'s result and the parameters it did not read (by key, iteration or ``params``)."""
+        """``call()``'s result and the parameters it did not read (by key or iteration, of the trial or of its
+        ``params``: ``trial.params.get("hidden")`` reads ``hidden`` only, ``Model(**trial.params)`` reads all)."""
         before, self._read = list(self._params), set()
         try:
             return call(), [name for name in before if name not in self._read]
@@ -232,6 +233,59 @@ class Trial(Mapping[str, Any]):
         return (
             f"Trial(id={self.id!r}, number={self.number}, backend={self.backend!r}, params={self._params!r})"
         )
+
+
+class _ReadNotingDict(dict):  # type: ignore[type-arg]
+    """`Trial.params` while model_init runs: a plain copy of the parameters that adds to ``read`` each name looked up
+    (``[name]``, ``get``, ``pop``, ``setdefault``) and every name when it is iterated or copied whole (``**params``,
+    ``dict(params)``, ``items()``), so a misspelt parameter that model_init never asks for is found."""
+
+    def __init__(self, params: Mapping[str, Any], read: set[str]) -> None:
+        super().__init__(params)
+        self._read = read
+
+    def _all(self) -> None:
+        self._read.update(super().keys())
+
+    def __getitem__(self, name: Any) -> Any:
+        self._read.add(name)
+        return super().__getitem__(name)
+
+    def get(self, name: Any, default: Any = None) -> Any:
+        self._read.add(name)
+        return super().get(name, default)
+
+    def pop(self, name: Any, *default: Any) -> Any:
+        self._read.add(name)
+        return super().pop(name, *default)
+
+    def setdefault(self, name: Any, default: Any = None) -> Any:
+        self._read.add(name)
+        return super().setdefault(name, default)
+
+    def __iter__(self) -> Iterator[Any]:
+        self._all()
+        return super().__iter__()
+
+    def keys(self) -> Any:
+        self._all()
+        return super().keys()
+
+    def values(self) -> Any:
+        self._all()
+        return super().values()
+
+    def items(self) -> Any:
+        self._all()
+        return super().items()
+
+    def copy(self) -> dict[str, Any]:
+        self._all()
+        return dict(super().items())
+
+    def __reduce__(self) -> Any:  # pickled or deep-copied: a plain dict of every value
+        self._all()
+        return (dict, (dict(super().items()),))
 
 
 # ---------------------------------------------------------------------------------------------- JSON helpers

@@ -37,6 +37,11 @@ class Executor:
     def close(self) -> None:
         """Release what the executor holds (worker processes); called once the search is over."""
 
+    def interrupt(self) -> None:
+        """Ctrl-C reached the search: end the trials running elsewhere now, each raising KeyboardInterrupt from its
+        `run` (it is abandoned: not recorded, trained again by a resumed search). A trial that runs in a thread of
+        this process stops on its own KeyboardInterrupt, or runs to its end."""
+
     def __enter__(self) -> Executor:
         return self
 
@@ -63,6 +68,9 @@ class _Workers(Executor):
 
     def close(self) -> None:
         self.pool.close()
+
+    def interrupt(self) -> None:
+        self.pool.interrupt()
 
 
 def make_executor(settings: TrialSettings, trial_workers: int | None, max_trials: int | None) -> Executor:

@@ -31,12 +31,14 @@ def run_each(
     keep: Callable[[R], None],
     stopped: Callable[[], bool] = lambda: False,
     before: Callable[[Trial], None] | None = None,
+    interrupt: Callable[[], None] | None = None,
 ) -> None:
     """``run(trial)`` for each of ``trials``, at most ``slots`` at once; ``keep(result)`` for each result, in the
     calling thread. The next trial is drawn from ``trials`` only when a slot is free. An error (from ``keep``, from
     drawing a trial, a failed ``run``, or Ctrl-C while waiting) starts no more trials: the running ones finish and
     are kept, then the first error is raised. No trial starts once ``stopped()``; ``before(trial)`` is called in the
-    caller's thread just before a trial starts."""
+    caller's thread just before a trial starts. On Ctrl-C, ``interrupt()`` (when given) ends the running trials
+    instead: each raises KeyboardInterrupt from its ``run``, so nothing waits for them to finish."""
     if slots == 1:
         for trial in trials:
             if stopped():
@@ -78,6 +80,8 @@ def run_each(
                         break
         except BaseException as error:  # drawing the next trial failed, or Ctrl-C while waiting
             errors.append(error)
+        if interrupt is not None and any(isinstance(error, KeyboardInterrupt) for error in errors):
+            interrupt()
         for future in concurrent.futures.as_completed(running):
             take(future)
     if errors:

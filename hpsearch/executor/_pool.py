@@ -134,6 +134,7 @@ class WorkerPool:
         self._ledger = DeviceLedger()
         self._shares = DeviceShares()  # what each trial on a shared GPU is charged (cost.device_s)
         self._closed = False
+        self._interrupted: set[Worker] = set()  # busy workers Ctrl-C stopped: their trials are abandoned
         self._failed: BaseException | None = None  # why the spawner could not start a worker
         self._requests: queue.Queue[int | None] = queue.Queue()
         self._spawner = threading.Thread(target=self._spawn_loop, name="hpsearch-spawner", daemon=True)
@@ -258,6 +259,11 @@ class WorkerPool:
                 self._shares.enter(worker.device, worker, time.monotonic())
         try:
             record, healthy = drive(worker, self.settings, trial, reporter, self._measured, args)
+            with self._lock:
+                interrupted = worker in self._interrupted
+            if interrupted:  # Ctrl-C stopped its worker: not a failed trial, one that trains again
+                record = None
+                raise KeyboardInterrupt
             worker.trials += 1
             record.extra.update(worker.where or {})
             if worker.device is not None:
@@ -301,6 +307,17 @@ class WorkerPool:
         worker.stop() if worker.process.is_alive() else worker.kill()
         if replace and not closed:
             self._requests.put(worker.slot)
+
+    def interrupt(self) -> None:
+        """Ctrl-C: end the trials running now (their workers ignore SIGINT, so that a trial is never cut in two by
+        it): each busy worker is terminated, and its trial raises KeyboardInterrupt where it waits (`_attempt`)."""
+        with self._lock:
+            self._closed = True  # no worker is started in the place of these
+            busy = [worker for worker in self._live if worker not in self._idle]
+            self._interrupted.update(busy)
+        for worker in busy:
+            if worker.process.is_alive():
+                worker.process.terminate()
 
     def close(self) -> None:
         """Stop every worker (killing those that do not stop) and the spawner."""

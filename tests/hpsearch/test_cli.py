@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import subprocess
 import sys
 import textwrap
+import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -740,3 +742,203 @@ def test_a_search_error_is_located_by_the_argument_it_names_not_by_its_wording(t
     # It survives the pipe to a worker process and back.
     again = pickle.loads(pickle.dumps(SearchConfigError("x", about=("hp_space", "hidden"))))
     assert again.about == ("hp_space", "hidden") and str(again) == "x"
+
+
+# ---------------------------------------------------------------------------------------------- Ctrl-C
+@pytest.fixture
+def ctrl_c_raises():
+    """SIGINT raises KeyboardInterrupt here, as in a terminal, whatever this process inherited (pytest-xdist may start
+    its workers with SIGINT ignored)."""
+    import signal
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def _main_under_ctrl_c(argv: list[str]) -> int:
+    """main(argv), failing the test (not stopping the session) when a KeyboardInterrupt escapes it."""
+    try:
+        return main(argv)
+    except KeyboardInterrupt:
+        pytest.fail("KeyboardInterrupt escaped main(): a traceback for the user")
+
+
+def _ctrl_c() -> None:
+    import signal
+
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(5)  # the KeyboardInterrupt lands here, long before the sleep ends
+
+
+def test_ctrl_c_before_the_search_exits_130_with_one_line_and_no_traceback(
+    tmp_path, capsys, monkeypatch, ctrl_c_raises
+):
+    # Ctrl-C while the data factory loads (or torch imports): a KeyboardInterrupt traceback, exit code 1.
+    (tmp_path / "slow_data.py").write_text(
+        "import os, signal, time\ndef data():\n    os.kill(os.getpid(), signal.SIGINT)\n    time.sleep(5)\n",
+        encoding="utf-8",
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    path = write(tmp_path, TINY.replace("examples.digits.model:datasets", "slow_data:data"))
+    out = tmp_path / "out"
+    code = _main_under_ctrl_c(["run", str(path), "--output-dir", str(out), "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    assert "Interrupted before the search started: no trial ran" in err
+    assert f"hpsearch run {path} --output-dir {out} --no-progress" in err
+    assert not (out / "search.json").exists()
+
+
+def test_ctrl_c_while_the_report_is_written_says_the_results_are_saved(
+    tmp_path, capsys, monkeypatch, ctrl_c_raises
+):
+    # Ctrl-C after the last trial, while report.html is drawn (seconds, for a large search): a plotly traceback.
+    import hpsearch.report
+
+    monkeypatch.setattr(hpsearch.report, "write_html", lambda *args, **kwargs: _ctrl_c())
+    out = tmp_path / "out"
+    # The random backend: Optuna's log handler may hold the stderr of an earlier test's capsys, long closed.
+    code = _main_under_ctrl_c(
+        ["run", str(write(tmp_path, TINY)), "--output-dir", str(out), "--no-progress", "--backend", "random"]
+    )
+    err = capsys.readouterr().err
+    assert code == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    assert f"Interrupted after the search ended: its results are saved in {out}" in err
+    assert f"hpsearch report {out}" in err
+    assert len(SearchResult.load(out).records) == 2
+
+
+def test_ctrl_c_in_report_exits_130_without_a_traceback(tmp_path, capsys, monkeypatch, ctrl_c_raises):
+    import hpsearch.report
+
+    search = synthetic(tmp_path / "search")
+    monkeypatch.setattr(hpsearch.report, "write_html", lambda *args, **kwargs: _ctrl_c())
+    code = _main_under_ctrl_c(["report", str(search)])
+    err = capsys.readouterr().err
+    assert code == 130, err
+    assert "Traceback" not in err and err.strip() == "hpsearch: interrupted (Ctrl-C)."
+
+
+# ---------------------------------------------------------------------------------------------- output folder flags
+@pytest.mark.parametrize("where", ["file", "flag"])
+@pytest.mark.parametrize("backend", ["optuna", "random"])
+def test_an_output_dir_that_cannot_be_made_is_a_config_error_naming_it(tmp_path, capsys, where, backend):
+    # A folder under a file cannot be made: `hpsearch run` showed mkdir's FileNotFoundError traceback, exit code 1.
+    (tmp_path / "a-file").write_text("x", encoding="utf-8")
+    bad = tmp_path / "a-file" / "out"
+    if where == "file":
+        path = write(tmp_path, TINY + f"output_dir: {bad}\n")
+        err = run_error(capsys, path, "--backend", backend, "--no-progress")
+        assert f"sweep.yaml:{line_of(path, 'output_dir:')}: output_dir: " in err
+    else:
+        err = run_error(
+            capsys, write(tmp_path, TINY), "--output-dir", str(bad), "--backend", backend, "--no-progress"
+        )
+        assert err.rstrip().endswith("(set by --output-dir)"), err
+    assert f"output_dir {str(bad)!r} cannot be created" in err
+    assert "output_dir in the sweep file, or --output-dir" in err
+
+
+def test_an_output_dir_that_is_a_file_is_refused_naming_the_flag(tmp_path, capsys):
+    target = tmp_path / "results.txt"
+    target.write_text("mine", encoding="utf-8")
+    err = run_error(capsys, write(tmp_path, TINY), "--output-dir", str(target), "--no-progress")
+    assert f"output_dir {str(target)!r} is a file, not a folder" in err and "(set by --output-dir)" in err
+    assert target.read_text(encoding="utf-8") == "mine"
+
+
+def test_a_warm_start_folder_that_is_no_search_names_the_flag_that_gave_it(tmp_path, capsys):
+    err = run_error(capsys, write(tmp_path, TINY), "--warm-start", str(tmp_path / "missing"), "--no-progress")
+    assert "is not a search" in err and "(set by --warm-start)" in err and "--set" not in err
+
+
+# ---------------------------------------------------------------------------------------------- report of no search
+@pytest.mark.parametrize(
+    "make, expected",
+    [
+        (lambda tmp: tmp / "missing", "does not exist"),
+        (lambda tmp: tmp, "holds no search.json, so it is not a search's output folder"),
+        (
+            lambda tmp: write(tmp, TINY),
+            "is a file, not a search's output folder",
+        ),  # the sweep file, not its output
+    ],
+)
+def test_report_of_what_is_no_search_says_what_it_is_in_the_commands_terms(tmp_path, capsys, make, expected):
+    # Every case said "... does not exist. Point load() at the output_dir of a search": the Python API's words.
+    folder = make(tmp_path)
+    assert main(["report", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"hpsearch: error: {str(folder)!r} {expected}"), err
+    assert "load()" not in err and "Traceback" not in err
+    assert "the one `hpsearch run` printed after Results:" in err
+
+
+def test_report_of_a_search_with_no_finished_trial_yet_points_at_the_dashboard(tmp_path, capsys):
+    # A search started a moment ago: its folder has events.jsonl (the first trial's start), no search.json yet.
+    folder = tmp_path / "out"
+    folder.mkdir()
+    (folder / "events.jsonl").write_text('{"event": "trial_start"}\n', encoding="utf-8")
+    assert main(["report", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert "has not finished a trial yet" in err and f"hpsearch dashboard {folder}" in err
+
+
+# ---------------------------------------------------------------------------------------------- summary numbers
+def test_a_resumed_sweeps_summary_says_how_many_trials_ran_now(tmp_path, capsys):
+    # "Trials: 3 (3 complete) in 2.1s": the time of this run, which trained only 2 of the 3 (and, resumed once more,
+    # none of them).
+    path = write(
+        tmp_path,
+        TINY.replace(
+            "backend: optuna\nbackend_options:\n  sampler: {name: TPESampler, seed: 0}\n",
+            "backend: random\nbackend_options: {seed: 3}\n",
+        ),
+    )
+    common = ["run", str(path), "--output-dir", str(tmp_path / "out"), "--no-progress"]
+    assert main([*common, "--n-trials", "1"]) == 0
+    assert re.search(
+        r"^Trials: 1 \(1 complete\) in \S+ with random\.$", capsys.readouterr().out, re.MULTILINE
+    )
+    assert main([*common, "--n-trials", "3", "--resume"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(
+        r"^Trials: 3 \(3 complete\) with random: 2 run now in \S+, 1 in an earlier run\.$", out, re.MULTILINE
+    ), out
+    assert main([*common, "--n-trials", "3", "--resume"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(
+        r"^Trials: 3 \(3 complete\) with random: 0 run now in \S+, 3 in an earlier run\.$", out, re.M
+    )
+
+
+# ---------------------------------------------------------------------------------------------- imports
+@pytest.mark.parametrize("layout", ["module", "package"])
+def test_a_module_beside_the_sweep_file_but_not_importable_here_says_where_to_run_from(
+    tmp_path, capsys, layout
+):
+    # Paths in a sweep file are relative to its folder, imports to the current directory: a user's model.py next to
+    # the file, run from elsewhere, got only "not importable from the current directory".
+    project = tmp_path / "project"
+    project.mkdir()
+    name = f"beside_{layout}_model"
+    source = "from examples.digits.model import model_init, datasets, compute_metrics\n"
+    if layout == "module":
+        (project / f"{name}.py").write_text(source, encoding="utf-8")
+    else:
+        (project / name).mkdir()
+        (project / name / "__init__.py").write_text(source, encoding="utf-8")
+    path = write(project, TINY.replace("examples.digits.model:", f"{name}:"))
+    err = run_error(capsys, path)
+    assert f"sweep.yaml:1: model: cannot import '{name}:model_init'" in err
+    assert (
+        f"'{name}' is beside the sweep file, in {project}: run from there (cd {project} && hpsearch run sweep.yaml)."
+        in err
+    )
+    # Elsewhere it is only "not importable": no folder is named that does not hold it.
+    (project / "elsewhere").mkdir()
+    err = run_error(capsys, write(project / "elsewhere", TINY.replace("examples.digits.model:", f"{name}:")))
+    assert "is not importable from the current directory" in err and "beside the sweep file" not in err

@@ -136,3 +136,56 @@ def test_ctrl_c_in_python_returns_the_best_and_names_the_call_that_continues(tmp
     assert code == 0, err
     assert "Search interrupted: returning the best of the " in err
     assert "the same call with resume=True continues it (the running trial trains again)" in err, err
+
+
+def test_ctrl_c_with_trial_workers_stops_the_running_trials_instead_of_waiting_for_them(tmp_path):
+    # The workers ignore SIGINT; the driver waited for both running trials to train to their end (an hour-long trial:
+    # an hour), with its log silenced, then counted them, and its line said the running trial "trains again".
+    sweep = {
+        **SWEEP,
+        "training_args": {**SWEEP["training_args"], "max_steps": 10**7, "eval_steps": 20},  # hours per trial
+        "backend": "random",
+        "backend_options": {"seed": 0, "trial_workers": 2},
+    }
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(sweep))
+    events = tmp_path / "out" / "events.jsonl"
+    process = subprocess.Popen(
+        _command(["hpsearch", "run", str(path), "--no-progress"]),
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        deadline = time.monotonic() + 240
+        # Both trials are training: each has reported an evaluation from its worker.
+        while (
+            not events.is_file()
+            or len(
+                {
+                    line.split('"trial_id":', 1)[1].split(",", 1)[0]
+                    for line in events.read_text().splitlines()
+                    if '"evaluation"' in line
+                }
+            )
+            < 2
+        ):
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=120)  # a hang guard: waiting for the trials would take hours
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    saved = SearchResult.load(tmp_path / "out")
+    assert saved.records == []  # neither interrupted trial is counted: both train again on --resume
+    last = err.strip().splitlines()[-1]
+    assert last.startswith(f"Interrupted: 0 of {N_TRIALS} trials finished"), err
+    assert "any trial that was running (with trial_workers, several) is not counted and trains again" in last

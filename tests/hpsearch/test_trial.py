@@ -339,3 +339,30 @@ def test_an_option_declares_its_bounds_choices_and_example():
     ):
         with pytest.raises(SearchConfigError, match=message):
             option.check(value)
+
+
+@pytest.mark.parametrize(
+    "model_init, unread",
+    [
+        # The example's own idiom: a misspelt parameter (hiden) was never noticed, as `params` counted as reading all.
+        (lambda t: t.params.get("hidden", 64), ["hiden", "dropout"]),
+        (lambda t: (t.params["dropout"], t.params.pop("hidden")), ["hiden"]),
+        (lambda t: t.params.setdefault("layers", 1), ["hidden", "hiden", "dropout"]),
+        (lambda t: t.get("hidden", 64), ["hiden", "dropout"]),
+        # Whole-dict uses read every parameter.
+        (lambda t: dict(**t.params), []),
+        (lambda t: {**t.params}, []),
+        (lambda t: dict(t.params), []),
+        (lambda t: [v for _, v in t.params.items()], []),
+        (lambda t: list(t.params), []),
+        (lambda t: t.params.copy(), []),
+        (lambda t: __import__("copy").deepcopy(t.params), []),
+        (lambda t: {}.update(t.params), []),
+    ],
+)
+def test_unread_while_sees_which_names_model_init_reads_through_params(model_init, unread):
+    trial = Trial("0", 0, {"hidden": 8, "hiden": 16, "dropout": 0.1}, "random")
+    _, found = trial.unread_while(lambda: model_init(trial))
+    assert found == unread
+    # Outside a model_init call, params is a plain dict that notes nothing.
+    assert type(trial.params) is dict and trial.params == {"hidden": 8, "hiden": 16, "dropout": 0.1}
