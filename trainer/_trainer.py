@@ -79,10 +79,17 @@ def _model_init_arity(model_init: Callable[..., Any] | None) -> int:
     takes_any = [
         p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
     ]
+    name = getattr(model_init, "__name__", model_init)
     if len(required) > 1:
         raise ValueError(
-            f"model_init must take zero arguments or one (the trial), but {getattr(model_init, '__name__', model_init)} "
+            f"model_init must take zero arguments or one (the trial), but {name} "
             f"requires {len(required)}; give the extra parameters defaults."
+        )
+    keyword_only = [p.name for p in params if p.kind is p.KEYWORD_ONLY and p.default is p.empty]
+    if keyword_only:  # the trial is passed by position, as transformers passes it
+        raise ValueError(
+            f"model_init's parameter {keyword_only[0]!r} is keyword-only and has no default, but the trial is passed "
+            f"by position; declare it positional (def model_init({keyword_only[0]}): ...) or give it a default."
         )
     return 1 if takes_any else 0
 
@@ -206,7 +213,6 @@ class Trainer(TrainerHelpers, PrivateHooks):
         """The caller's functions and processor (already checked against each other by `_checked_arguments`)."""
         self.processing_class = processing_class
         self.compute_loss_func = compute_loss_func
-        self._model_init_arity = _model_init_arity(model_init)
         self.model_init = model_init
         self.compute_metrics = compute_metrics
         self.preprocess_logits_for_metrics = preprocess_logits_for_metrics
@@ -309,6 +315,17 @@ class Trainer(TrainerHelpers, PrivateHooks):
             enable_full_determinism(self.args.seed)
         else:
             set_seed(self.args.seed)
+
+    @property
+    def model_init(self) -> Callable[..., nn.Module] | None:
+        """The function that builds each run's model (zero arguments, or one: the trial); None with ``model``.
+        Assigning one checks its parameters again, so a model_init set after construction is called as declared."""
+        return self._model_init
+
+    @model_init.setter
+    def model_init(self, model_init: Callable[..., nn.Module] | None) -> None:
+        self._model_init_arity = _model_init_arity(model_init)
+        self._model_init = model_init
 
     def call_model_init(self, trial: Any = None) -> nn.Module:
         if self.model_init is None:
