@@ -2,7 +2,7 @@
 
 A space's parameters are either `TrainingArguments` fields (replaced in the trial's arguments, with their values
 coerced to the field's type) or read by ``model_init(trial)``. Both portable spaces (checked before any trial)
-and native ones (checked on the values they give) go through `check_param_names`.
+and native ones (checked on the values they give) go through `check_param_names` and `check_argument_values`.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ __all__ = [
     "argument_fields",
     "argument_types",
     "build_trial_args",
+    "check_argument_values",
     "check_param_names",
     "check_space_against_trainer",
 ]
@@ -160,19 +161,32 @@ def check_space_against_trainer(space: SearchSpace, trainer: Trainer, processes:
                     f"the domain above 0 (e.g. {type(domain).__name__}(1, ...)), or set max_steps.",
                     about=("hp_space", name),
                 )
-        for value in _domain_probes(domain):
-            try:
-                build_trial_args(trainer.args, {name: value}, trainer.args.output_dir, "probe")
-            except (ValueError, TypeError) as error:
-                raise SearchConfigError(
-                    f"hp_space parameter {name!r} can take {value!r}, which TrainingArguments rejects: {error}",
-                    about=("hp_space", name),
-                ) from error
-            if name in _NEEDS_PROCESSES and value and processes < 2:
-                raise SearchConfigError(
-                    f"hp_space parameter {name!r} can take {value!r}, but {name}={value!r} needs a trial trained by "
-                    "several processes (`accelerate launch`/torchrun, or an engine's workers_per_trial) and this search "
-                    f"trains each trial in one process, so every such trial would fail; remove {value!r} from the "
-                    "domain, or launch the search that way.",
-                    about=("hp_space", name),
-                )
+        check_argument_values(name, _domain_probes(domain), trainer, processes)
+
+
+def check_argument_values(
+    name: str, values: Iterable[Any], trainer: Trainer, processes: int | None = None
+) -> None:
+    """Every one of ``values`` that parameter ``name`` can take must be a value its `TrainingArguments` field takes
+    (and usable by a trial of ``processes`` processes); a name that is no argument is not checked here."""
+    from ._dist import world_size
+
+    if name not in argument_types(type(trainer.args)):
+        return
+    processes = world_size() if processes is None else processes
+    for value in values:
+        try:
+            build_trial_args(trainer.args, {name: value}, trainer.args.output_dir, "probe")
+        except (ValueError, TypeError) as error:
+            raise SearchConfigError(
+                f"hp_space parameter {name!r} can take {value!r}, which TrainingArguments rejects: {error}",
+                about=("hp_space", name),
+            ) from error
+        if name in _NEEDS_PROCESSES and value and processes < 2:
+            raise SearchConfigError(
+                f"hp_space parameter {name!r} can take {value!r}, but {name}={value!r} needs a trial trained by "
+                "several processes (`accelerate launch`/torchrun, or an engine's workers_per_trial) and this search "
+                f"trains each trial in one process, so every such trial would fail; remove {value!r} from the "
+                "domain, or launch the search that way.",
+                about=("hp_space", name),
+            )

@@ -660,6 +660,17 @@ CASES: list[tuple[str, Callable[[Env], Any], tuple[str, ...]]] = [
         ("returned spaces domains for ['learning_rate']", "Float", "pass the dict itself as hp_space"),
     ),
     (
+        "optuna-native-value-rejected-by-args",
+        lambda e: e.search(
+            hp_space=lambda t: {"learning_rate": t.suggest_categorical("learning_rate", [1e-3, "fast"])}
+        ),
+        (
+            "hp_space parameter 'learning_rate' can take 'fast'",
+            "TrainingArguments rejects",
+            "pass an int or a float",
+        ),
+    ),
+    (
         "sigopt-native-no-bounds",
         lambda e: e.search(backend="sigopt", hp_space=[{"name": "learning_rate", "type": "double"}]),
         ("'learning_rate'", "got None", "'bounds': {'min'"),
