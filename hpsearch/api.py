@@ -54,7 +54,7 @@ HPSearchBackend = _BackendName("HPSearchBackend", {name.upper(): name for name i
 
 
 def _directions(direction: Any) -> list[str]:
-    values = [direction] if isinstance(direction, str) else direction
+    values = [direction] if isinstance(direction, str | enum.Enum) else direction
     if not isinstance(values, list | tuple) or not values:
         raise SearchConfigError(
             f"direction={direction!r} must be 'minimize', 'maximize' or a non-empty list of them.",
@@ -62,7 +62,11 @@ def _directions(direction: Any) -> list[str]:
         )
     out = []
     for value in values:
-        text = str(getattr(value, "value", value)).lower() if isinstance(value, str | enum.Enum) else None
+        if isinstance(
+            value, enum.Enum
+        ):  # a str enum by its value; optuna's StudyDirection (an int enum) by its name
+            value = value.value if isinstance(value.value, str) else value.name
+        text = value.lower() if isinstance(value, str) else None
         aliases = {"min": "minimize", "max": "maximize", "minimize": "minimize", "maximize": "maximize"}
         if text not in aliases:
             raise SearchConfigError(

@@ -575,6 +575,24 @@ def test_a_native_space_is_checked_on_the_values_it_returns_not_on_the_bounds_it
     assert best.hyperparameters["num_train_epochs"] in (1, 2)
 
 
+def test_optunas_own_study_direction_is_a_direction(tmp_path):
+    """transformers hands direction to optuna.create_study, which takes optuna's StudyDirection too."""
+    best = make_trainer(tmp_path, num_train_epochs=1).hyperparameter_search(
+        hp_space={"learning_rate": spaces.Float(1e-3, 1e-2)},
+        n_trials=1,
+        backend="optuna",
+        compute_objective="eval_loss",
+        direction=optuna.study.StudyDirection.MAXIMIZE,
+    )
+    assert best.run_summary.directions == ["maximize"]
+    with pytest.raises(SearchConfigError, match=r"direction=.*NOT_SET.*is not 'minimize' or 'maximize'"):
+        make_trainer(tmp_path).hyperparameter_search(
+            hp_space={"learning_rate": spaces.Float(1e-3, 1e-2)},
+            backend="optuna",
+            direction=optuna.study.StudyDirection.NOT_SET,
+        )
+
+
 def test_default_compute_objective_follows_the_seed(caplog):
     assert hpsearch.default_compute_objective({"eval_loss": 0.5, "epoch": 1.0, "eval_runtime": 3.0}) == 0.5
     assert hpsearch.default_compute_objective(
