@@ -251,6 +251,32 @@ def _check_trainer(trainer: Any) -> None:
         raise SearchConfigError(
             "hyperparameter_search needs a train_dataset: every trial trains a model; pass Trainer(train_dataset=...)."
         )
+    for name, dataset in _sized_datasets(trainer):
+        try:
+            empty = len(dataset) == 0
+        except TypeError:  # a dataset that does not know its length (a stream)
+            continue
+        if empty:
+            argument = name.partition("[")[0]
+            article = "an" if argument[0] in "aeiou" else "a"
+            raise SearchConfigError(
+                f"{name}={dataset!r:.80} has no examples, so no trial "
+                f"could {'train' if argument == 'train_dataset' else 'be evaluated'}; pass {article} {argument} "
+                "with at least one example (Trainer(...) or trainer." + argument + " = ...).",
+                about=argument,
+            )
+
+
+def _sized_datasets(trainer: Trainer) -> list[tuple[str, Any]]:
+    """(name, dataset) of the trainer's datasets that know their length: the train dataset, the eval dataset, and
+    each dataset of a dict of eval datasets (an empty dict is itself one)."""
+    named: list[tuple[str, Any]] = [("train_dataset", trainer.train_dataset)]
+    evaluation = trainer.eval_dataset
+    if isinstance(evaluation, Mapping) and evaluation:
+        named += [(f"eval_dataset[{key!r}]", dataset) for key, dataset in evaluation.items()]
+    else:
+        named.append(("eval_dataset", evaluation))
+    return [(name, dataset) for name, dataset in named if hasattr(dataset, "__len__")]
 
 
 def _check_arguments(

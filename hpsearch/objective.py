@@ -47,8 +47,12 @@ def default_compute_objective(metrics: Mapping[str, float]) -> float:
     others = _summable(metrics)
     if not others:
         if "eval_loss" not in metrics:
-            raise ValueError(
-                f"No metric to optimize among {sorted(metrics)}; pass compute_objective (a metric name or a callable)."
+            # An evaluation returns the same kinds of metrics in every trial: no trial has one to optimize.
+            raise SearchConfigError(
+                f"No metric to optimize among {sorted(metrics)} (no eval_loss: the evaluation batches carry no labels, "
+                "and no compute_metrics result); pass compute_objective (a metric name or a callable), or labels "
+                "in the eval_dataset (label_names) or Trainer(compute_metrics=...).",
+                about="compute_objective",
             )
         return float(metrics["eval_loss"])
     if len(others) > 1 and not _warned_sum.is_set():

@@ -186,6 +186,14 @@ def _without_train(trainer: Trainer) -> Trainer:
     return trainer
 
 
+def _with_datasets(trainer: Trainer, train: Any = None, evaluation: Any = None) -> Trainer:
+    if train is not None:
+        trainer.train_dataset = train
+    if evaluation is not None:
+        trainer.eval_dataset = evaluation
+    return trainer
+
+
 def _second_search_in_same_folder(env: Env, earlier_backend: str = "random", **kwargs: Any) -> None:
     """An earlier search's results in output_dir (written here, not by a search: the check must see them without
     any trial of this test running) are not replaced by a second search that does not continue it."""
@@ -525,6 +533,28 @@ CASES: list[tuple[str, Callable[[Env], Any], tuple[str, ...]]] = [
         "no-train-dataset",
         lambda e: e.search(_without_train(e.trainer())),
         ("train_dataset", "trains a model", "Trainer(train_dataset=...)"),
+    ),
+    (
+        "empty-train-dataset",
+        lambda e: e.search(_with_datasets(e.trainer(), train=[])),
+        ("train_dataset", "has no examples", "pass a train_dataset with at least one example"),
+    ),
+    (
+        "empty-eval-dataset",
+        lambda e: e.search(_with_datasets(e.trainer(), evaluation=[])),
+        ("eval_dataset", "has no examples", "pass an eval_dataset with at least one example"),
+    ),
+    (
+        "empty-eval-dataset-in-dict",
+        lambda e: e.search(
+            _with_datasets(e.trainer(), evaluation={"valid": digits_datasets()[1], "test": []})
+        ),
+        ("eval_dataset['test']", "has no examples", "pass an eval_dataset with at least one example"),
+    ),
+    (
+        "empty-eval-dataset-dict",
+        lambda e: e.search(_with_datasets(e.trainer(), evaluation={})),
+        ("eval_dataset={}", "has no examples", "pass an eval_dataset with at least one example"),
     ),
     (
         "directions-for-one-metric",

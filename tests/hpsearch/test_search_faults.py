@@ -25,6 +25,7 @@ from pathlib import Path
 
 import optuna
 import pytest
+import torch
 
 import hpsearch
 import spaces
@@ -500,6 +501,39 @@ def test_directions_that_do_not_match_the_objective_values_stop_the_search_at_on
             compute_objective=lambda metrics: metrics["eval_loss"],
         )
     assert caught.value.about == ("direction",)
+    assert len(built) == 1  # one trial, not max_failed_trials of them
+
+
+class _Unlabelled(torch.utils.data.Dataset):
+    """The digits evaluation split without its labels: the model returns no loss, so there is no eval_loss."""
+
+    def __init__(self) -> None:
+        self.data = digits_datasets()[1]
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __getitem__(self, i: int) -> dict:
+        return {"x": self.data[i]["x"]}
+
+
+def test_a_default_objective_with_no_metric_to_optimize_stops_the_search_at_once(tmp_path):
+    """No eval_loss and no other metric (no labels in the evaluation, no compute_metrics): the default objective has
+    nothing to optimize in any trial."""
+    built: list[int] = []
+
+    def model_init(trial):
+        built.append(1)
+        return DigitsMLP(hidden=16)
+
+    trainer = _trainer(tmp_path / "out", model_init)
+    trainer.eval_dataset, trainer.compute_metrics = _Unlabelled(), None
+    built.clear()
+    with pytest.raises(
+        SearchConfigError, match=r"No metric to optimize among \['epoch', 'eval_runtime'"
+    ) as caught:
+        hpsearch.hyperparameter_search(trainer, hp_space=SPACE, n_trials=5, backend="random")
+    assert caught.value.about == ("compute_objective",)
     assert len(built) == 1  # one trial, not max_failed_trials of them
 
 
