@@ -13,6 +13,7 @@ import inspect
 import logging
 import os
 import warnings
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, cast
@@ -56,6 +57,9 @@ __all__ = ["Trainer"]
 logger = logging.getLogger(__name__)
 # Whether a module is in training mode, read without a Python frame per module (see training_step).
 _TRAINING = attrgetter("training")
+
+#: The models a run built by ``model_init`` has trained (in this process): one returned again is not fresh.
+_TRAINED_MODELS: weakref.WeakSet[nn.Module] = weakref.WeakSet()
 
 
 class _SetupError(ValueError, RuntimeError):
@@ -489,6 +493,14 @@ class Trainer(TrainerHelpers, PrivateHooks):
             # A fresh model, optimizer and scheduler for every run: nothing leaks from a previous trial.
             with _fsdp.model_loading(self.args):
                 self.model = self.call_model_init(trial)
+            if self.model in _TRAINED_MODELS:
+                raise ValueError(
+                    f"model_init returned the model object an earlier run trained ({type(self.model).__name__} at "
+                    f"{id(self.model):#x}), so this run would start from its trained weights, not from a fresh model; "
+                    "build the model inside model_init (e.g. `def model_init(trial): return MyModel()`, or "
+                    "copy.deepcopy a template there)."
+                )
+            _TRAINED_MODELS.add(self.model)
             self.model_wrapped = self.model
             self.optimizer, self.lr_scheduler = None, None
         if self.args.fsdp:

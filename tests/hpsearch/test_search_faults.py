@@ -537,6 +537,23 @@ def test_a_default_objective_with_no_metric_to_optimize_stops_the_search_at_once
     assert len(built) == 1  # one trial, not max_failed_trials of them
 
 
+def test_a_model_init_returning_one_model_object_for_every_trial_fails_the_later_trials(tmp_path):
+    """A model built once outside model_init and returned by it: the second trial would start from the weights the
+    first trained and its objective would not be its own, so it fails naming the cause; the first one stands."""
+    shared = DigitsMLP(hidden=16)
+    best = hpsearch.hyperparameter_search(
+        _trainer(tmp_path / "out", lambda trial: shared),
+        hp_space={"learning_rate": spaces.Float(1e-3, 1e-1, log=True)},
+        n_trials=2,
+        backend="random",
+        compute_objective="eval_loss",
+    )
+    records = best.run_summary.records
+    assert [r.state for r in records] == [TrialState.COMPLETE, TrialState.FAIL]
+    assert "model_init returned the model object an earlier run trained" in records[1].error
+    assert best.run_id == records[0].trial_id
+
+
 def test_a_compute_objective_reading_a_missing_metric_fails_naming_the_metrics_there_are(tmp_path):
     """A callable objective that reads a metric the evaluation lacks (no compute_metrics gives it): each trial is
     recorded FAIL with the metrics that exist, and the search goes on to its next trial."""

@@ -234,6 +234,18 @@ def test_model_init_set_after_construction_is_called_as_it_is_declared(make_args
         trainer.model_init = "DictModel"
 
 
+def test_a_model_init_returning_a_model_an_earlier_run_trained_is_refused(make_args):
+    """Every train() with model_init starts from a fresh model: one returning the same object again would start from
+    the weights the earlier run trained, silently."""
+    shared = DictModel()
+    trainer = Trainer(model_init=lambda: shared, args=make_args(max_steps=2), train_dataset=ToyDataset(8))
+    trainer.train()  # the object built at construction has not trained yet: the first run takes it
+    with pytest.raises(
+        ValueError, match=r"model_init returned the model object an earlier run trained.*inside model_init"
+    ):
+        trainer.train()
+
+
 def test_model_init_and_optimizers_is_an_error(make_args):
     model = DictModel()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
