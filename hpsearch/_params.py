@@ -27,6 +27,7 @@ __all__ = [
     "check_argument_values",
     "check_param_names",
     "check_space_against_trainer",
+    "domain_values",
 ]
 
 # Arguments the search sets per trial itself: a space may not choose them.
@@ -110,7 +111,8 @@ def build_trial_args(
     return base.replace(**overrides)  # re-checks only what changed where that is enough
 
 
-def _domain_probes(domain: Any) -> list[Any]:
+def domain_values(domain: Any) -> list[Any]:
+    """The values a domain is checked with: a number's bounds, every choice, a fixed value."""
     from spaces import Categorical, Fixed, Float, Int
 
     if isinstance(domain, Float | Int):
@@ -152,7 +154,7 @@ def check_space_against_trainer(space: SearchSpace, trainer: Trainer, processes:
             )
         if name in _POSITIVE and not (name == "num_train_epochs" and trainer.args.max_steps > 0):
             low = min(
-                (v for v in _domain_probes(domain) if isinstance(v, int | float) and not isinstance(v, bool)),
+                (v for v in domain_values(domain) if isinstance(v, int | float) and not isinstance(v, bool)),
                 default=None,
             )
             if low is not None and low <= 0:
@@ -161,7 +163,7 @@ def check_space_against_trainer(space: SearchSpace, trainer: Trainer, processes:
                     f"the domain above 0 (e.g. {type(domain).__name__}(1, ...)), or set max_steps.",
                     about=("hp_space", name),
                 )
-        check_argument_values(name, _domain_probes(domain), trainer, processes)
+        check_argument_values(name, domain_values(domain), trainer, processes)
 
 
 def check_argument_values(

@@ -460,6 +460,11 @@ CASES: list[tuple[str, Callable[[Env], Any], tuple[str, ...]]] = [
         ("n_jobs=2", "gradient_accumulation_steps=2", "use n_jobs=1"),
     ),
     (
+        "optuna-n-jobs-accumulation-in-space",
+        lambda e: e.search(hp_space={**LR, "gradient_accumulation_steps": spaces.Int(1, 4)}, n_jobs=2),
+        ("n_jobs=2", "gradient_accumulation_steps=4", "hp_space", "use n_jobs=1"),
+    ),
+    (
         "optuna-timeout",
         lambda e: e.search(timeout=-5),
         ("timeout=-5", "must be a finite number > 0", "seconds", "pass e.g. timeout=3600"),
