@@ -62,9 +62,8 @@ def _directions(direction: Any) -> list[str]:
         )
     out = []
     for value in values:
-        if isinstance(
-            value, enum.Enum
-        ):  # a str enum by its value; optuna's StudyDirection (an int enum) by its name
+        # A str enum by its value; an engine's own direction enum (an int enum) by its name.
+        if isinstance(value, enum.Enum):
             value = value.value if isinstance(value.value, str) else value.name
         text = value.lower() if isinstance(value, str) else None
         aliases = {"min": "minimize", "max": "maximize", "minimize": "minimize", "maximize": "maximize"}
