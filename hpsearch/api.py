@@ -298,8 +298,8 @@ def _check_arguments(
         raise SearchConfigError(
             f"hp_name must be a callable taking the trial and returning a name, got {hp_name!r}."
         )
-    _check_takes_one("hp_name", hp_name, "the trial")
-    _check_takes_one("compute_objective", compute_objective, "the metrics dict")
+    _check_takes("hp_name", hp_name, "the trial")
+    _check_takes("compute_objective", compute_objective, "the metrics dict")
     _check_dashboard(dashboard, dashboard_port)
     if len(directions) > 1 and not callable(compute_objective):
         raise SearchConfigError(
@@ -432,6 +432,8 @@ def _hooks(on_trial_end: Any) -> list[TrialEndHook]:
         raise SearchConfigError(
             f"on_trial_end must be a callable (session, record) or a list of them, got {on_trial_end!r}."
         )
+    for hook in hooks:  # a hook that cannot take them would only log an error after every trial
+        _check_takes("on_trial_end", hook, "the session, the trial's record", count=2)
     return list(hooks)
 
 
@@ -525,8 +527,9 @@ def _check_warm_start_options(common: dict[str, Any], given: list[str]) -> None:
         )
 
 
-def _check_takes_one(name: str, function: Any, what: str) -> None:
-    """A callable the search calls with one argument must accept one (found now, not after a trial trained)."""
+def _check_takes(name: str, function: Any, what: str, count: int = 1) -> None:
+    """A callable the search calls with ``count`` positional arguments must accept them (found now, not after a
+    trial trained)."""
     if not callable(function) or isinstance(function, type):
         return
     try:
@@ -534,11 +537,12 @@ def _check_takes_one(name: str, function: Any, what: str) -> None:
     except (TypeError, ValueError):  # a builtin or C callable without a signature: it is called as is
         return
     try:
-        signature.bind(object())
+        signature.bind(*[object()] * count)
     except TypeError as error:
+        words = {1: ("one argument", "one parameter"), 2: ("two arguments", "two parameters")}[count]
         raise SearchConfigError(
-            f"{name}={getattr(function, '__qualname__', function)!r} cannot be called with one argument ({what}): "
-            f"{error}; give it exactly one parameter.",
+            f"{name}={getattr(function, '__qualname__', function)!r} cannot be called with {words[0]} ({what}): "
+            f"{error}; give it exactly {words[1]}.",
             about=name,
         ) from None
 

@@ -596,6 +596,15 @@ CASES: list[tuple[str, Callable[[Env], Any], tuple[str, ...]]] = [
         ("on_trial_end", "'print'", "a callable (session, record)"),
     ),
     (
+        "on-trial-end-arity",
+        lambda e: e.search(on_trial_end=[lambda session, record: None, lambda record: None]),
+        (
+            "on_trial_end=",
+            "cannot be called with two arguments (the session, the trial's record)",
+            "give it exactly two parameters",
+        ),
+    ),
+    (
         "dashboard-port-alone",
         lambda e: e.search(dashboard_port=8765),
         ("dashboard_port=8765", "dashboard=False", "pass dashboard=True"),
