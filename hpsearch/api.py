@@ -6,6 +6,7 @@ adapter declares its options, default space and version.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import inspect
 import logging
@@ -250,6 +251,16 @@ def _check_trainer(trainer: Any) -> None:
         raise SearchConfigError(
             "hyperparameter_search needs a train_dataset: every trial trains a model; pass Trainer(train_dataset=...)."
         )
+    try:
+        # Validated whole once: the fields of a trainer's arguments can be set after they were built (transformers
+        # allows it), and a trial's copy re-checks only the fields it changes.
+        dataclasses.replace(trainer.args)
+    except (ValueError, TypeError) as error:
+        raise SearchConfigError(
+            f"trainer.args (its TrainingArguments, as they are now: a field set after they were built is checked "
+            f"here) are not valid: {error}",
+            about="args",
+        ) from None
     for name, dataset in _sized_datasets(trainer):
         try:
             empty = len(dataset) == 0

@@ -186,6 +186,13 @@ def _without_train(trainer: Trainer) -> Trainer:
     return trainer
 
 
+def _set_args(trainer: Trainer, **values: Any) -> Trainer:
+    """Arguments set on the trainer's TrainingArguments after they were built (and validated)."""
+    for name, value in values.items():
+        setattr(trainer.args, name, value)
+    return trainer
+
+
 def _with_datasets(trainer: Trainer, train: Any = None, evaluation: Any = None) -> Trainer:
     if train is not None:
         trainer.train_dataset = train
@@ -560,6 +567,16 @@ CASES: list[tuple[str, Callable[[Env], Any], tuple[str, ...]]] = [
         "empty-eval-dataset-dict",
         lambda e: e.search(_with_datasets(e.trainer(), evaluation={})),
         ("eval_dataset={}", "has no examples", "pass an eval_dataset with at least one example"),
+    ),
+    (
+        "args-set-after-construction",
+        lambda e: e.search(_set_args(e.trainer(), per_device_train_batch_size=0)),
+        ("trainer.args", "per_device_train_batch_size must be a positive integer, got 0", "pass 1 or more"),
+    ),
+    (
+        "args-set-after-construction-not-blamed-on-the-space",
+        lambda e: e.search(_set_args(e.trainer(), learning_rate=-1.0), hp_space={"seed": spaces.Int(1, 3)}),
+        ("trainer.args", "learning_rate must be >= 0.0, got -1.0", "pass 0.0 or more"),
     ),
     (
         "directions-for-one-metric",
