@@ -264,7 +264,7 @@ def _check_trainer(trainer: Any) -> None:
     for name, dataset in _sized_datasets(trainer):
         try:
             empty = len(dataset) == 0
-        except TypeError:  # a dataset that does not know its length (a stream)
+        except (TypeError, NotImplementedError):  # a dataset that does not know its length (a stream)
             continue
         if empty:
             argument = name.partition("[")[0]
