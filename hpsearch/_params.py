@@ -25,6 +25,7 @@ __all__ = [
     "argument_types",
     "build_trial_args",
     "check_argument_values",
+    "check_epochs_not_ignored",
     "check_param_names",
     "check_space_against_trainer",
     "domain_values",
@@ -96,6 +97,19 @@ def check_param_names(names: Iterable[Any], trainer: Trainer) -> None:
                 f"nothing would use it; give model_init a `trial` parameter and read trial[{name!r}], or remove it.",
                 about=("hp_space", name),
             )
+
+
+def check_epochs_not_ignored(names: Iterable[Any], trainer: Trainer) -> None:
+    """A space that searches num_train_epochs needs the trainer's max_steps unset (or searched too): max_steps
+    decides how long a trial trains, and the searched epochs would change nothing."""
+    names = set(names)
+    if "num_train_epochs" in names and "max_steps" not in names and trainer.args.max_steps > 0:
+        raise SearchConfigError(
+            f"hp_space searches num_train_epochs, but max_steps={trainer.args.max_steps} decides how long every "
+            "trial trains (num_train_epochs is then ignored, as in transformers); set max_steps=-1 to search the "
+            "epochs, or remove num_train_epochs from hp_space.",
+            about=("hp_space", "num_train_epochs"),
+        )
 
 
 def build_trial_args(

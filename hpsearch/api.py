@@ -22,7 +22,7 @@ from spaces import Fixed
 
 from ._best import BestRun, best_runs
 from ._cost import start_energy, wants_energy
-from ._params import check_space_against_trainer
+from ._params import check_epochs_not_ignored, check_space_against_trainer
 from .backends import backend_names, resolve_backend
 from .backends.base import installed_version
 from .errors import SearchConfigError
@@ -372,12 +372,7 @@ def _settings(
 def _check_space(space: SearchSpace, hp_space: Any, trainer: Trainer, adapter: SearchBackend) -> None:
     """A portable space every trial can train with (the default space, ``hp_space=None``, is not checked here)."""
     if hp_space is not None:
-        if "num_train_epochs" in space and "max_steps" not in space and trainer.args.max_steps > 0:
-            raise SearchConfigError(
-                f"hp_space searches num_train_epochs, but max_steps={trainer.args.max_steps} decides how long every "
-                "trial trains (num_train_epochs is then ignored, as in transformers); set max_steps=-1 to search the "
-                "epochs, or remove num_train_epochs from hp_space."
-            )
+        check_epochs_not_ignored(space, trainer)
         if all(isinstance(space[name], Fixed) for name in space):
             raise SearchConfigError(
                 f"hp_space has no parameter to search: every one is fixed ({', '.join(space)}), so every trial would "

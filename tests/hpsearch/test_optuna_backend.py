@@ -551,6 +551,15 @@ def test_native_space_values_that_training_arguments_reject_are_refused_before_a
             r"hp_space parameter 'lr_scheduler_type' can take 'zig', which TrainingArguments rejects",
         ),
     ]
+    spaces_and_refusals.append(
+        (
+            lambda trial: {"num_train_epochs": trial.suggest_int("num_train_epochs", 1, 3)},
+            r"hp_space searches num_train_epochs, but max_steps=5 decides how long every trial trains",
+        )
+    )
+    trainer.args = trainer.args.replace(
+        max_steps=5
+    )  # the last space searches epochs that max_steps would ignore
     for hp_space, refusal in spaces_and_refusals:
         with pytest.raises(SearchConfigError, match=refusal) as caught:
             trainer.hyperparameter_search(hp_space=hp_space, n_trials=2, backend="optuna")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..._params import check_argument_values, check_param_names
+from ..._params import check_argument_values, check_epochs_not_ignored, check_param_names
 from ...errors import SearchConfigError
 from ...trial import Trial
 
@@ -154,6 +154,7 @@ def probe_native_space(native_space: Any, directions: list[Any], trainer: Traine
             f"hp_space(trial) raised {type(error).__name__}: {error} when called with an Optuna trial; "
             "hp_space must only call trial.suggest_* and return a dict of the values."
         ) from error
+    check_epochs_not_ignored(params, trainer)
     for name, value in params.items():
         check_argument_values(name, _values_to_check(probe.distributions.get(name), value), trainer)
 
