@@ -277,7 +277,10 @@ class OptunaBackend(SearchBackend):
         space, native_space = super().resolve_space(hp_space)
         if space is None:
             probe_native_space(
-                native_space, _study_directions(self.settings.directions), self.settings.trainer
+                native_space,
+                _study_directions(self.settings.directions),
+                self.settings.trainer,
+                default=native_space == self.default_space,
             )
         return space, native_space
 

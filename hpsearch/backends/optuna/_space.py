@@ -133,9 +133,12 @@ def native_space_spec(distributions: Mapping[str, Any]) -> dict[str, dict[str, A
     return spec
 
 
-def probe_native_space(native_space: Any, directions: list[Any], trainer: Trainer) -> None:
+def probe_native_space(
+    native_space: Any, directions: list[Any], trainer: Trainer, default: bool = False
+) -> None:
     """Call a native ``hp_space(trial)`` once on a throw-away trial, so a broken one fails before any storage or
-    folder is created (it only suggests values; nothing is trained)."""
+    folder is created (it only suggests values; nothing is trained). The backend's own ``default`` space is not
+    held to the user's choices (its epochs beside max_steps), as the portable default is not."""
     import optuna
 
     verbosity = optuna.logging.get_verbosity()
@@ -154,7 +157,8 @@ def probe_native_space(native_space: Any, directions: list[Any], trainer: Traine
             f"hp_space(trial) raised {type(error).__name__}: {error} when called with an Optuna trial; "
             "hp_space must only call trial.suggest_* and return a dict of the values."
         ) from error
-    check_epochs_not_ignored(params, trainer)
+    if not default:
+        check_epochs_not_ignored(params, trainer)
     for name, value in params.items():
         check_argument_values(name, _values_to_check(probe.distributions.get(name), value), trainer)
 
