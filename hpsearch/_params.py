@@ -2,7 +2,7 @@
 
 A space's parameters are either `TrainingArguments` fields (replaced in the trial's arguments, with their values
 coerced to the field's type) or read by ``model_init(trial)``. Both portable spaces (checked before any trial)
-and native ones (checked on the values they give) go through `check_param_names`.
+and native ones (checked on the values they give) go through `check_param_names` and `check_argument_values`.
 """
 
 from __future__ import annotations
@@ -24,8 +24,11 @@ __all__ = [
     "argument_fields",
     "argument_types",
     "build_trial_args",
+    "check_argument_values",
+    "check_epochs_not_ignored",
     "check_param_names",
     "check_space_against_trainer",
+    "domain_values",
 ]
 
 # Arguments the search sets per trial itself: a space may not choose them.
@@ -96,6 +99,19 @@ def check_param_names(names: Iterable[Any], trainer: Trainer) -> None:
             )
 
 
+def check_epochs_not_ignored(names: Iterable[Any], trainer: Trainer) -> None:
+    """A space that searches num_train_epochs needs the trainer's max_steps unset (or searched too): max_steps
+    decides how long a trial trains, and the searched epochs would change nothing."""
+    names = set(names)
+    if "num_train_epochs" in names and "max_steps" not in names and trainer.args.max_steps > 0:
+        raise SearchConfigError(
+            f"hp_space searches num_train_epochs, but max_steps={trainer.args.max_steps} decides how long every "
+            "trial trains (num_train_epochs is then ignored, as in transformers); set max_steps=-1 to search the "
+            "epochs, or remove num_train_epochs from hp_space.",
+            about=("hp_space", "num_train_epochs"),
+        )
+
+
 def build_trial_args(
     base: TrainingArguments, params: Mapping[str, Any], output_dir: str, run_name: str
 ) -> TrainingArguments:
@@ -109,7 +125,8 @@ def build_trial_args(
     return base.replace(**overrides)  # re-checks only what changed where that is enough
 
 
-def _domain_probes(domain: Any) -> list[Any]:
+def domain_values(domain: Any) -> list[Any]:
+    """The values a domain is checked with: a number's bounds, every choice, a fixed value."""
     from spaces import Categorical, Fixed, Float, Int
 
     if isinstance(domain, Float | Int):
@@ -151,7 +168,7 @@ def check_space_against_trainer(space: SearchSpace, trainer: Trainer, processes:
             )
         if name in _POSITIVE and not (name == "num_train_epochs" and trainer.args.max_steps > 0):
             low = min(
-                (v for v in _domain_probes(domain) if isinstance(v, int | float) and not isinstance(v, bool)),
+                (v for v in domain_values(domain) if isinstance(v, int | float) and not isinstance(v, bool)),
                 default=None,
             )
             if low is not None and low <= 0:
@@ -160,19 +177,32 @@ def check_space_against_trainer(space: SearchSpace, trainer: Trainer, processes:
                     f"the domain above 0 (e.g. {type(domain).__name__}(1, ...)), or set max_steps.",
                     about=("hp_space", name),
                 )
-        for value in _domain_probes(domain):
-            try:
-                build_trial_args(trainer.args, {name: value}, trainer.args.output_dir, "probe")
-            except (ValueError, TypeError) as error:
-                raise SearchConfigError(
-                    f"hp_space parameter {name!r} can take {value!r}, which TrainingArguments rejects: {error}",
-                    about=("hp_space", name),
-                ) from error
-            if name in _NEEDS_PROCESSES and value and processes < 2:
-                raise SearchConfigError(
-                    f"hp_space parameter {name!r} can take {value!r}, but {name}={value!r} needs a trial trained by "
-                    "several processes (`accelerate launch`/torchrun, or an engine's workers_per_trial) and this search "
-                    f"trains each trial in one process, so every such trial would fail; remove {value!r} from the "
-                    "domain, or launch the search that way.",
-                    about=("hp_space", name),
-                )
+        check_argument_values(name, domain_values(domain), trainer, processes)
+
+
+def check_argument_values(
+    name: str, values: Iterable[Any], trainer: Trainer, processes: int | None = None
+) -> None:
+    """Every one of ``values`` that parameter ``name`` can take must be a value its `TrainingArguments` field takes
+    (and usable by a trial of ``processes`` processes); a name that is no argument is not checked here."""
+    from ._dist import world_size
+
+    if name not in argument_types(type(trainer.args)):
+        return
+    processes = world_size() if processes is None else processes
+    for value in values:
+        try:
+            build_trial_args(trainer.args, {name: value}, trainer.args.output_dir, "probe")
+        except (ValueError, TypeError) as error:
+            raise SearchConfigError(
+                f"hp_space parameter {name!r} can take {value!r}, which TrainingArguments rejects: {error}",
+                about=("hp_space", name),
+            ) from error
+        if name in _NEEDS_PROCESSES and value and processes < 2:
+            raise SearchConfigError(
+                f"hp_space parameter {name!r} can take {value!r}, but {name}={value!r} needs a trial trained by "
+                "several processes (`accelerate launch`/torchrun, or an engine's workers_per_trial) and this search "
+                f"trains each trial in one process, so every such trial would fail; remove {value!r} from the "
+                "domain, or launch the search that way.",
+                about=("hp_space", name),
+            )

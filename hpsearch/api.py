@@ -6,6 +6,7 @@ adapter declares its options, default space and version.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import inspect
 import logging
@@ -21,7 +22,7 @@ from spaces import Fixed
 
 from ._best import BestRun, best_runs
 from ._cost import start_energy, wants_energy
-from ._params import check_space_against_trainer
+from ._params import check_epochs_not_ignored, check_space_against_trainer
 from .backends import backend_names, resolve_backend
 from .backends.base import installed_version
 from .errors import SearchConfigError
@@ -54,7 +55,7 @@ HPSearchBackend = _BackendName("HPSearchBackend", {name.upper(): name for name i
 
 
 def _directions(direction: Any) -> list[str]:
-    values = [direction] if isinstance(direction, str) else direction
+    values = [direction] if isinstance(direction, str | enum.Enum) else direction
     if not isinstance(values, list | tuple) or not values:
         raise SearchConfigError(
             f"direction={direction!r} must be 'minimize', 'maximize' or a non-empty list of them.",
@@ -62,7 +63,10 @@ def _directions(direction: Any) -> list[str]:
         )
     out = []
     for value in values:
-        text = str(getattr(value, "value", value)).lower() if isinstance(value, str | enum.Enum) else None
+        # A str enum by its value; an engine's own direction enum (an int enum) by its name.
+        if isinstance(value, enum.Enum):
+            value = value.value if isinstance(value.value, str) else value.name
+        text = value.lower() if isinstance(value, str) else None
         aliases = {"min": "minimize", "max": "maximize", "minimize": "minimize", "maximize": "maximize"}
         if text not in aliases:
             raise SearchConfigError(
@@ -248,6 +252,42 @@ def _check_trainer(trainer: Any) -> None:
         raise SearchConfigError(
             "hyperparameter_search needs a train_dataset: every trial trains a model; pass Trainer(train_dataset=...)."
         )
+    try:
+        # Validated whole once: the fields of a trainer's arguments can be set after they were built (transformers
+        # allows it), and a trial's copy re-checks only the fields it changes.
+        dataclasses.replace(trainer.args)
+    except (ValueError, TypeError) as error:
+        raise SearchConfigError(
+            f"trainer.args (its TrainingArguments, as they are now: a field set after they were built is checked "
+            f"here) are not valid: {error}",
+            about="args",
+        ) from None
+    for name, dataset in _sized_datasets(trainer):
+        try:
+            empty = len(dataset) == 0
+        except (TypeError, NotImplementedError):  # a dataset that does not know its length (a stream)
+            continue
+        if empty:
+            argument = name.partition("[")[0]
+            article = "an" if argument[0] in "aeiou" else "a"
+            raise SearchConfigError(
+                f"{name}={dataset!r:.80} has no examples, so no trial "
+                f"could {'train' if argument == 'train_dataset' else 'be evaluated'}; pass {article} {argument} "
+                "with at least one example (Trainer(...) or trainer." + argument + " = ...).",
+                about=argument,
+            )
+
+
+def _sized_datasets(trainer: Trainer) -> list[tuple[str, Any]]:
+    """(name, dataset) of the trainer's datasets that know their length: the train dataset, the eval dataset, and
+    each dataset of a dict of eval datasets (an empty dict is itself one)."""
+    named: list[tuple[str, Any]] = [("train_dataset", trainer.train_dataset)]
+    evaluation = trainer.eval_dataset
+    if isinstance(evaluation, Mapping) and evaluation:
+        named += [(f"eval_dataset[{key!r}]", dataset) for key, dataset in evaluation.items()]
+    else:
+        named.append(("eval_dataset", evaluation))
+    return [(name, dataset) for name, dataset in named if hasattr(dataset, "__len__")]
 
 
 def _check_arguments(
@@ -270,8 +310,8 @@ def _check_arguments(
         raise SearchConfigError(
             f"hp_name must be a callable taking the trial and returning a name, got {hp_name!r}."
         )
-    _check_takes_one("hp_name", hp_name, "the trial")
-    _check_takes_one("compute_objective", compute_objective, "the metrics dict")
+    _check_takes("hp_name", hp_name, "the trial")
+    _check_takes("compute_objective", compute_objective, "the metrics dict")
     _check_dashboard(dashboard, dashboard_port)
     if len(directions) > 1 and not callable(compute_objective):
         raise SearchConfigError(
@@ -333,12 +373,7 @@ def _settings(
 def _check_space(space: SearchSpace, hp_space: Any, trainer: Trainer, adapter: SearchBackend) -> None:
     """A portable space every trial can train with (the default space, ``hp_space=None``, is not checked here)."""
     if hp_space is not None:
-        if "num_train_epochs" in space and "max_steps" not in space and trainer.args.max_steps > 0:
-            raise SearchConfigError(
-                f"hp_space searches num_train_epochs, but max_steps={trainer.args.max_steps} decides how long every "
-                "trial trains (num_train_epochs is then ignored, as in transformers); set max_steps=-1 to search the "
-                "epochs, or remove num_train_epochs from hp_space."
-            )
+        check_epochs_not_ignored(space, trainer)
         if all(isinstance(space[name], Fixed) for name in space):
             raise SearchConfigError(
                 f"hp_space has no parameter to search: every one is fixed ({', '.join(space)}), so every trial would "
@@ -410,6 +445,8 @@ def _hooks(on_trial_end: Any) -> list[TrialEndHook]:
         raise SearchConfigError(
             f"on_trial_end must be a callable (session, record) or a list of them, got {on_trial_end!r}."
         )
+    for hook in hooks:  # a hook that cannot take them would only log an error after every trial
+        _check_takes("on_trial_end", hook, "the session, the trial's record", count=2)
     return list(hooks)
 
 
@@ -503,8 +540,9 @@ def _check_warm_start_options(common: dict[str, Any], given: list[str]) -> None:
         )
 
 
-def _check_takes_one(name: str, function: Any, what: str) -> None:
-    """A callable the search calls with one argument must accept one (found now, not after a trial trained)."""
+def _check_takes(name: str, function: Any, what: str, count: int = 1) -> None:
+    """A callable the search calls with ``count`` positional arguments must accept them (found now, not after a
+    trial trained)."""
     if not callable(function) or isinstance(function, type):
         return
     try:
@@ -512,11 +550,12 @@ def _check_takes_one(name: str, function: Any, what: str) -> None:
     except (TypeError, ValueError):  # a builtin or C callable without a signature: it is called as is
         return
     try:
-        signature.bind(object())
+        signature.bind(*[object()] * count)
     except TypeError as error:
+        words = {1: ("one argument", "one parameter"), 2: ("two arguments", "two parameters")}[count]
         raise SearchConfigError(
-            f"{name}={getattr(function, '__qualname__', function)!r} cannot be called with one argument ({what}): "
-            f"{error}; give it exactly one parameter.",
+            f"{name}={getattr(function, '__qualname__', function)!r} cannot be called with {words[0]} ({what}): "
+            f"{error}; give it exactly {words[1]}.",
             about=name,
         ) from None
 

@@ -6,6 +6,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from trainer import TrainerCallback
@@ -55,16 +56,30 @@ class ReportingCallback(TrainerCallback):
         self.training = False
         self.checkpoints: dict[int, str] = {}
         self._pending: Evaluation | None = None
+        self.datasets_per_evaluation = 1
+        self._parts: dict[str, Any] = {}
+        self._parts_seen = 0
+
+    def evaluates(self, eval_dataset: Any) -> None:
+        """Read the trial's ``eval_dataset``: a dict of N datasets is evaluated one dataset at a time (N
+        ``on_evaluate`` events, each with that dataset's metrics, as transformers fires them), and the N make one
+        evaluation whose objective is computed over all their metrics (as transformers hands them to its search)."""
+        self.datasets_per_evaluation = (
+            len(eval_dataset) if isinstance(eval_dataset, Mapping) and eval_dataset else 1
+        )
 
     def on_train_begin(self, args, state, control, **kwargs):
         self.training = True
 
     def on_evaluate(self, args, state, control, metrics=None, **kwargs):
+        metrics = self._whole_evaluation(metrics or {})
+        if metrics is None:
+            return  # more datasets of this evaluation to come
         evaluation = Evaluation(
             step=state.global_step,
             epoch=state.epoch,
-            objective=self.settings.objective_of(metrics or {}),
-            metrics=_plain_metrics(metrics or {}),
+            objective=self.settings.objective_of(metrics),
+            metrics=_plain_metrics(metrics),
         )
         self.record.intermediates.append(evaluation)
         _events.evaluated(self.settings.output_dir, self.record.trial_id, evaluation)
@@ -90,6 +105,17 @@ class ReportingCallback(TrainerCallback):
             pending, self._pending = self._pending, None
             self._report(pending, None, control)
         self.training = False
+
+    def _whole_evaluation(self, metrics: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The metrics of one whole evaluation, once its last dataset's arrive; None before."""
+        if self.datasets_per_evaluation == 1:
+            return dict(metrics)
+        self._parts.update(metrics)
+        self._parts_seen += 1
+        if self._parts_seen < self.datasets_per_evaluation:
+            return None
+        whole, self._parts, self._parts_seen = self._parts, {}, 0
+        return whole
 
     def _report(self, evaluation: Evaluation, checkpoint: str | None, control) -> None:
         prune = False

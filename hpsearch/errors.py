@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-__all__ = ["BackendNotAvailable", "HPSearchError", "SearchConfigError", "TooManyFailedTrials", "TrialFailed"]
+__all__ = [
+    "BackendNotAvailable",
+    "HPSearchError",
+    "MissingMetric",
+    "SearchConfigError",
+    "TooManyFailedTrials",
+    "TrialFailed",
+]
 
 
 class HPSearchError(Exception):
@@ -28,6 +35,14 @@ class BackendNotAvailable(HPSearchError, ImportError):
 
 class TrialFailed(HPSearchError):
     """A trial failed (it raised, or its objective was NaN/inf): it is recorded FAIL and the search goes on."""
+
+
+class MissingMetric(TrialFailed, KeyError):
+    """compute_objective read a metric the evaluation did not return: a `KeyError`, as the user's function raised,
+    whose message names the metrics there are (printed as it is, not quoted as a key)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
 
 
 class TooManyFailedTrials(HPSearchError, RuntimeError):

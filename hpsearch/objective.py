@@ -8,9 +8,9 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .errors import SearchConfigError
+from .errors import MissingMetric, SearchConfigError
 
-__all__ = ["default_compute_objective", "resolve_compute_objective", "to_objective"]
+__all__ = ["default_compute_objective", "objective_from_metrics", "resolve_compute_objective", "to_objective"]
 
 logger = logging.getLogger(__name__)
 
@@ -47,8 +47,12 @@ def default_compute_objective(metrics: Mapping[str, float]) -> float:
     others = _summable(metrics)
     if not others:
         if "eval_loss" not in metrics:
-            raise ValueError(
-                f"No metric to optimize among {sorted(metrics)}; pass compute_objective (a metric name or a callable)."
+            # An evaluation returns the same kinds of metrics in every trial: no trial has one to optimize.
+            raise SearchConfigError(
+                f"No metric to optimize among {sorted(metrics)} (no eval_loss: the evaluation batches carry no labels, "
+                "and no compute_metrics result); pass compute_objective (a metric name or a callable), or labels "
+                "in the eval_dataset (label_names) or Trainer(compute_metrics=...).",
+                about="compute_objective",
             )
         return float(metrics["eval_loss"])
     if len(others) > 1 and not _warned_sum.is_set():
@@ -108,6 +112,27 @@ def resolve_compute_objective(compute_objective: Any) -> tuple[Callable[[Mapping
     )
 
 
+def objective_from_metrics(
+    compute_objective: Callable[[dict[str, Any]], Any], metrics: Mapping[str, Any], n_objectives: int
+) -> float | list[float]:
+    """``compute_objective`` on one evaluation's metrics, its value checked (`to_objective`). A `KeyError` for a name
+    the metrics lack (a misspelt metric, or one no ``compute_metrics`` returns) fails the trial naming the metrics
+    there are: the function may read other mappings too, so the search goes on."""
+    metrics = dict(metrics)
+    try:
+        value = compute_objective(metrics)
+    except KeyError as error:
+        missing = error.args[0] if len(error.args) == 1 else None
+        if not isinstance(missing, str) or missing in metrics:
+            raise
+        raise MissingMetric(
+            f"compute_objective raised KeyError({missing!r}), a name that is not among this evaluation's metrics "
+            f"{sorted(metrics)}; read one of those, or have compute_metrics (Trainer(compute_metrics=...)) return "
+            f"{missing!r}."
+        ) from error
+    return to_objective(value, n_objectives)
+
+
 def to_objective(value: Any, n_objectives: int) -> float | list[float]:
     """Check and normalise what compute_objective returned: a finite float, or one per direction."""
     if getattr(value, "ndim", 0) >= 1 and callable(getattr(value, "tolist", None)):
@@ -116,18 +141,22 @@ def to_objective(value: Any, n_objectives: int) -> float | list[float]:
         if isinstance(value, Sequence) and not isinstance(value, str | bytes) and len(value) == 1:
             value = value[0]
         elif isinstance(value, Sequence) and not isinstance(value, str | bytes):
-            raise ValueError(
+            raise SearchConfigError(
                 f"compute_objective returned {len(value)} values {value!r}, but direction has 1 entry: return one "
-                f"number, or pass direction with one entry per value (e.g. {['minimize'] * len(value)})."
+                f"number, or pass direction with one entry per value (e.g. {['minimize'] * len(value)}).",
+                about="direction",
             )
         number = _as_float(value)
         if not math.isfinite(number):
             raise ValueError(f"the objective is {number} (not finite)")
         return number
     if not isinstance(value, Sequence) or isinstance(value, str | bytes) or len(value) != n_objectives:
-        raise ValueError(
+        # Whatever the trial: the directions and the function disagree on the number of objectives, so the search
+        # stops (a SearchConfigError) rather than train every trial to this point.
+        raise SearchConfigError(
             f"compute_objective returned {value!r}, but direction has {n_objectives} entries: return a "
-            f"sequence of {n_objectives} numbers."
+            f"sequence of {n_objectives} numbers, or pass one direction per value it returns.",
+            about="direction",
         )
     numbers = [_as_float(v) for v in value]
     if not all(math.isfinite(v) for v in numbers):

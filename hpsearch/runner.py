@@ -343,6 +343,7 @@ class _TrialRun:
             trainer = self.trainer = settings.trainer.for_trial(
                 args, callbacks=[*callbacks, self.callback, *timed]
             )
+            self.callback.evaluates(trainer.eval_dataset)
             _note_unread_params(trainer, trial, record)
             trainer.train(resume_from_checkpoint=resume_from_checkpoint, trial=trial)
             record.params = trial.params  # including values suggested inside model_init

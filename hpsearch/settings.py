@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._files import RESULT_FILES
 from .errors import SearchConfigError
-from .objective import to_objective
+from .objective import objective_from_metrics
 from .options import COMMON_OPTIONS, OBJECTIVE_SCOPES, Option, check_common_options
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ class TrialSettings:
         return len(self.directions)
 
     def objective_of(self, metrics: Mapping[str, float]) -> float | list[float]:
-        return to_objective(self.compute_objective(dict(metrics)), self.n_objectives)
+        return objective_from_metrics(self.compute_objective, metrics, self.n_objectives)
 
     def trial_name(self, trial: Trial) -> str:
         """The trial's folder and record name: ``run-<id>``, or what ``hp_name(trial)`` returns."""

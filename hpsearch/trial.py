@@ -211,6 +211,12 @@ class Trial(Mapping[str, Any]):
         hook = self.__dict__.get("_suggest_hook")
         if attr.startswith("suggest_") and (native is not None or hook is not None):
             return self._recording_suggest(attr)
+        if native is None and attr.startswith("suggest_"):
+            raise AttributeError(
+                f"Trial has no attribute {attr!r}: there is no native {self.backend} trial to ask, so model_init "
+                f"cannot call trial.{attr}(...) on backend={self.backend!r}; search the parameter in hp_space and read "
+                "it as trial[name] in model_init, or run with the backend whose trial API it is."
+            )
         if native is None:
             raise AttributeError(
                 f"Trial has no attribute {attr!r} (and no native {self.backend} trial to ask)."

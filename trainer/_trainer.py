@@ -13,6 +13,7 @@ import inspect
 import logging
 import os
 import warnings
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, cast
@@ -57,6 +58,9 @@ logger = logging.getLogger(__name__)
 # Whether a module is in training mode, read without a Python frame per module (see training_step).
 _TRAINING = attrgetter("training")
 
+#: The models a run built by ``model_init`` has trained (in this process): one returned again is not fresh.
+_TRAINED_MODELS: weakref.WeakSet[nn.Module] = weakref.WeakSet()
+
 
 class _SetupError(ValueError, RuntimeError):
     """Arguments that cannot build a Trainer: a ValueError, and the RuntimeError transformers raises there."""
@@ -79,10 +83,17 @@ def _model_init_arity(model_init: Callable[..., Any] | None) -> int:
     takes_any = [
         p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
     ]
+    name = getattr(model_init, "__name__", model_init)
     if len(required) > 1:
         raise ValueError(
-            f"model_init must take zero arguments or one (the trial), but {getattr(model_init, '__name__', model_init)} "
+            f"model_init must take zero arguments or one (the trial), but {name} "
             f"requires {len(required)}; give the extra parameters defaults."
+        )
+    keyword_only = [p.name for p in params if p.kind is p.KEYWORD_ONLY and p.default is p.empty]
+    if keyword_only:  # the trial is passed by position, as transformers passes it
+        raise ValueError(
+            f"model_init's parameter {keyword_only[0]!r} is keyword-only and has no default, but the trial is passed "
+            f"by position; declare it positional (def model_init({keyword_only[0]}): ...) or give it a default."
         )
     return 1 if takes_any else 0
 
@@ -206,7 +217,6 @@ class Trainer(TrainerHelpers, PrivateHooks):
         """The caller's functions and processor (already checked against each other by `_checked_arguments`)."""
         self.processing_class = processing_class
         self.compute_loss_func = compute_loss_func
-        self._model_init_arity = _model_init_arity(model_init)
         self.model_init = model_init
         self.compute_metrics = compute_metrics
         self.preprocess_logits_for_metrics = preprocess_logits_for_metrics
@@ -309,6 +319,17 @@ class Trainer(TrainerHelpers, PrivateHooks):
             enable_full_determinism(self.args.seed)
         else:
             set_seed(self.args.seed)
+
+    @property
+    def model_init(self) -> Callable[..., nn.Module] | None:
+        """The function that builds each run's model (zero arguments, or one: the trial); None with ``model``.
+        Assigning one checks its parameters again, so a model_init set after construction is called as declared."""
+        return self._model_init
+
+    @model_init.setter
+    def model_init(self, model_init: Callable[..., nn.Module] | None) -> None:
+        self._model_init_arity = _model_init_arity(model_init)
+        self._model_init = model_init
 
     def call_model_init(self, trial: Any = None) -> nn.Module:
         if self.model_init is None:
@@ -472,6 +493,14 @@ class Trainer(TrainerHelpers, PrivateHooks):
             # A fresh model, optimizer and scheduler for every run: nothing leaks from a previous trial.
             with _fsdp.model_loading(self.args):
                 self.model = self.call_model_init(trial)
+            if self.model in _TRAINED_MODELS:
+                raise ValueError(
+                    f"model_init returned the model object an earlier run trained ({type(self.model).__name__} at "
+                    f"{id(self.model):#x}), so this run would start from its trained weights, not from a fresh model; "
+                    "build the model inside model_init (e.g. `def model_init(trial): return MyModel()`, or "
+                    "copy.deepcopy a template there)."
+                )
+            _TRAINED_MODELS.add(self.model)
             self.model_wrapped = self.model
             self.optimizer, self.lr_scheduler = None, None
         if self.args.fsdp:

@@ -89,7 +89,10 @@ def _culprit(settings: TrialSettings) -> tuple[str, BaseException] | None:
     fields: dict[str, Any] = {name: getattr(settings, name) for name in settings.__dataclass_fields__}
     trainer = fields.pop("trainer")
     named = [(f"{name} ({value!r:.60})", value) for name, value in fields.items()]
-    named += [(f"trainer.{name} ({value!r:.60})", value) for name, value in vars(trainer).items()]
+    named += [
+        (f"trainer.{_public_name(trainer, name)} ({value!r:.60})", value)
+        for name, value in vars(trainer).items()
+    ]
     args = getattr(trainer, "args", None)
     if args is not None:
         named += [(f"trainer.args.{name} ({value!r:.60})", value) for name, value in vars(args).items()]
@@ -100,3 +103,9 @@ def _culprit(settings: TrialSettings) -> tuple[str, BaseException] | None:
             if not label.startswith("trainer.args ("):
                 return label, error
     return None
+
+
+def _public_name(trainer: Any, name: str) -> str:
+    """The name a user knows an attribute by: ``model_init`` for the ``_model_init`` its property keeps."""
+    public = name.lstrip("_")
+    return public if public != name and isinstance(getattr(type(trainer), public, None), property) else name

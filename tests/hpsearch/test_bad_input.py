@@ -186,6 +186,21 @@ def _without_train(trainer: Trainer) -> Trainer:
     return trainer
 
 
+def _set_args(trainer: Trainer, **values: Any) -> Trainer:
+    """Arguments set on the trainer's TrainingArguments after they were built (and validated)."""
+    for name, value in values.items():
+        setattr(trainer.args, name, value)
+    return trainer
+
+
+def _with_datasets(trainer: Trainer, train: Any = None, evaluation: Any = None) -> Trainer:
+    if train is not None:
+        trainer.train_dataset = train
+    if evaluation is not None:
+        trainer.eval_dataset = evaluation
+    return trainer
+
+
 def _second_search_in_same_folder(env: Env, earlier_backend: str = "random", **kwargs: Any) -> None:
     """An earlier search's results in output_dir (written here, not by a search: the check must see them without
     any trial of this test running) are not replaced by a second search that does not continue it."""
@@ -452,6 +467,11 @@ CASES: list[tuple[str, Callable[[Env], Any], tuple[str, ...]]] = [
         ("n_jobs=2", "gradient_accumulation_steps=2", "use n_jobs=1"),
     ),
     (
+        "optuna-n-jobs-accumulation-in-space",
+        lambda e: e.search(hp_space={**LR, "gradient_accumulation_steps": spaces.Int(1, 4)}, n_jobs=2),
+        ("n_jobs=2", "gradient_accumulation_steps=4", "hp_space", "use n_jobs=1"),
+    ),
+    (
         "optuna-timeout",
         lambda e: e.search(timeout=-5),
         ("timeout=-5", "must be a finite number > 0", "seconds", "pass e.g. timeout=3600"),
@@ -527,6 +547,38 @@ CASES: list[tuple[str, Callable[[Env], Any], tuple[str, ...]]] = [
         ("train_dataset", "trains a model", "Trainer(train_dataset=...)"),
     ),
     (
+        "empty-train-dataset",
+        lambda e: e.search(_with_datasets(e.trainer(), train=[])),
+        ("train_dataset", "has no examples", "pass a train_dataset with at least one example"),
+    ),
+    (
+        "empty-eval-dataset",
+        lambda e: e.search(_with_datasets(e.trainer(), evaluation=[])),
+        ("eval_dataset", "has no examples", "pass an eval_dataset with at least one example"),
+    ),
+    (
+        "empty-eval-dataset-in-dict",
+        lambda e: e.search(
+            _with_datasets(e.trainer(), evaluation={"valid": digits_datasets()[1], "test": []})
+        ),
+        ("eval_dataset['test']", "has no examples", "pass an eval_dataset with at least one example"),
+    ),
+    (
+        "empty-eval-dataset-dict",
+        lambda e: e.search(_with_datasets(e.trainer(), evaluation={})),
+        ("eval_dataset={}", "has no examples", "pass an eval_dataset with at least one example"),
+    ),
+    (
+        "args-set-after-construction",
+        lambda e: e.search(_set_args(e.trainer(), per_device_train_batch_size=0)),
+        ("trainer.args", "per_device_train_batch_size must be a positive integer, got 0", "pass 1 or more"),
+    ),
+    (
+        "args-set-after-construction-not-blamed-on-the-space",
+        lambda e: e.search(_set_args(e.trainer(), learning_rate=-1.0), hp_space={"seed": spaces.Int(1, 3)}),
+        ("trainer.args", "learning_rate must be >= 0.0, got -1.0", "pass 0.0 or more"),
+    ),
+    (
         "directions-for-one-metric",
         lambda e: e.search(direction=["maximize", "minimize"], compute_objective="eval_loss"),
         (
@@ -559,6 +611,15 @@ CASES: list[tuple[str, Callable[[Env], Any], tuple[str, ...]]] = [
         "on-trial-end-type",
         lambda e: e.search(on_trial_end="print"),
         ("on_trial_end", "'print'", "a callable (session, record)"),
+    ),
+    (
+        "on-trial-end-arity",
+        lambda e: e.search(on_trial_end=[lambda session, record: None, lambda record: None]),
+        (
+            "on_trial_end=",
+            "cannot be called with two arguments (the session, the trial's record)",
+            "give it exactly two parameters",
+        ),
     ),
     (
         "dashboard-port-alone",
@@ -658,6 +719,17 @@ CASES: list[tuple[str, Callable[[Env], Any], tuple[str, ...]]] = [
         "optuna-native-returns-domains",
         lambda e: e.search(hp_space=lambda trial: {"learning_rate": spaces.Float(0.1, 1.0)}),
         ("returned spaces domains for ['learning_rate']", "Float", "pass the dict itself as hp_space"),
+    ),
+    (
+        "optuna-native-value-rejected-by-args",
+        lambda e: e.search(
+            hp_space=lambda t: {"learning_rate": t.suggest_categorical("learning_rate", [1e-3, "fast"])}
+        ),
+        (
+            "hp_space parameter 'learning_rate' can take 'fast'",
+            "TrainingArguments rejects",
+            "pass an int or a float",
+        ),
     ),
     (
         "sigopt-native-no-bounds",

@@ -523,6 +523,85 @@ def test_native_space_returning_non_dict_is_refused(tmp_path):
         trainer.hyperparameter_search(hp_space=lambda trial: [1, 2], n_trials=2, backend="optuna")
 
 
+def test_native_space_values_that_training_arguments_reject_are_refused_before_any_trial(tmp_path):
+    """A native hp_space is checked like a portable one: the values its probe returns (and the choices of a
+    categorical it returns as drawn) must be valid arguments, or no trial starts."""
+    built = []
+
+    def model_init(trial):
+        built.append(trial)
+        return DigitsMLP()
+
+    trainer = make_trainer(tmp_path, model_init=model_init, num_train_epochs=1)
+    built.clear()
+    spaces_and_refusals = [
+        (
+            lambda trial: {"learning_rate": trial.suggest_categorical("learning_rate", [1e-3, "fast"])},
+            r"hp_space parameter 'learning_rate' can take 'fast', which TrainingArguments rejects: .*pass an int",
+        ),
+        (
+            lambda trial: {"warmup_ratio": trial.suggest_float("warmup_ratio", 2.0, 3.0)},
+            r"hp_space parameter 'warmup_ratio' can take 2\.\d*, which TrainingArguments rejects",
+        ),
+        (
+            lambda trial: {
+                "learning_rate": trial.suggest_float("learning_rate", 1e-3, 1e-2),
+                "lr_scheduler_type": "zig",
+            },
+            r"hp_space parameter 'lr_scheduler_type' can take 'zig', which TrainingArguments rejects",
+        ),
+    ]
+    spaces_and_refusals.append(
+        (
+            lambda trial: {"num_train_epochs": trial.suggest_int("num_train_epochs", 1, 3)},
+            r"hp_space searches num_train_epochs, but max_steps=5 decides how long every trial trains",
+        )
+    )
+    trainer.args = trainer.args.replace(
+        max_steps=5
+    )  # the last space searches epochs that max_steps would ignore
+    for hp_space, refusal in spaces_and_refusals:
+        with pytest.raises(SearchConfigError, match=refusal) as caught:
+            trainer.hyperparameter_search(hp_space=hp_space, n_trials=2, backend="optuna")
+        assert caught.value.about[0] == "hp_space"
+    assert built == [] and not os.path.exists(trainer.args.output_dir)
+
+
+def test_a_native_space_is_checked_on_the_values_it_returns_not_on_the_bounds_it_suggests(tmp_path):
+    """A value computed from a suggestion (10 ** exponent; epochs + 1) is checked as returned: the bounds of the
+    suggestion (-4 as a learning rate, 0 epochs) are not the argument's values."""
+
+    def hp_space(trial):
+        return {
+            "learning_rate": 10 ** trial.suggest_float("learning_rate", -3.0, -2.0),
+            "num_train_epochs": trial.suggest_int("num_train_epochs", 0, 1) + 1,
+        }
+
+    best = make_trainer(tmp_path, max_steps=-1).hyperparameter_search(
+        hp_space=hp_space, n_trials=1, backend="optuna", compute_objective="eval_loss"
+    )
+    assert 1e-3 <= best.hyperparameters["learning_rate"] <= 1e-2
+    assert best.hyperparameters["num_train_epochs"] in (1, 2)
+
+
+def test_optunas_own_study_direction_is_a_direction(tmp_path):
+    """transformers hands direction to optuna.create_study, which takes optuna's StudyDirection too."""
+    best = make_trainer(tmp_path, num_train_epochs=1).hyperparameter_search(
+        hp_space={"learning_rate": spaces.Float(1e-3, 1e-2)},
+        n_trials=1,
+        backend="optuna",
+        compute_objective="eval_loss",
+        direction=optuna.study.StudyDirection.MAXIMIZE,
+    )
+    assert best.run_summary.directions == ["maximize"]
+    with pytest.raises(SearchConfigError, match=r"direction=.*NOT_SET.*is not 'minimize' or 'maximize'"):
+        make_trainer(tmp_path).hyperparameter_search(
+            hp_space={"learning_rate": spaces.Float(1e-3, 1e-2)},
+            backend="optuna",
+            direction=optuna.study.StudyDirection.NOT_SET,
+        )
+
+
 def test_default_compute_objective_follows_the_seed(caplog):
     assert hpsearch.default_compute_objective({"eval_loss": 0.5, "epoch": 1.0, "eval_runtime": 3.0}) == 0.5
     assert hpsearch.default_compute_objective(

@@ -103,6 +103,34 @@ def test_a_nan_objective_fails_the_trial(make_trainer, make_settings):
     assert "not finite" in record.error and record.objective is None
 
 
+@pytest.mark.parametrize("evaluated", ["during training", "at the end"])
+def test_an_evaluation_of_a_dict_of_eval_datasets_is_one_objective_over_all_their_metrics(
+    evaluated, make_trainer, make_settings
+):
+    """A dict eval_dataset is evaluated dataset by dataset (one on_evaluate each, as in transformers), and the search
+    sees one evaluation of their merged metrics, as transformers hands them to its search: an objective may name any
+    dataset's metric, and the backend gets one report per evaluation."""
+    from torch.utils.data import Subset
+
+    trainer = make_trainer(**({} if evaluated == "during training" else {"eval_strategy": "no"}))
+    evaluation = trainer.eval_dataset
+    trainer.eval_dataset = {"full": evaluation, "half": Subset(evaluation, range(len(evaluation) // 2))}
+    settings = make_settings(trainer, "eval_full_accuracy")
+    reporter = _trials.RecordingReporter()
+    record = run_trial(settings, random_trial({"learning_rate": 0.02, "hidden": 8}), reporter)
+    assert record.state is TrialState.COMPLETE, record.error
+    steps = [2, 4, 6] if evaluated == "during training" else [6]
+    assert [e.step for e in record.intermediates] == steps
+    # One report per evaluation during training (an evaluation after training is no intermediate report).
+    assert [r["step"] for r in reporter.reports] == (steps if evaluated == "during training" else [])
+    for evaluation in record.intermediates:
+        assert {"eval_full_accuracy", "eval_half_accuracy", "eval_full_loss", "eval_half_loss"} <= set(
+            evaluation.metrics
+        )
+        assert evaluation.objective == evaluation.metrics["eval_full_accuracy"]
+    assert record.objective == record.intermediates[-1].objective
+
+
 def test_the_reporter_prunes_the_trial(make_trainer, make_settings):
     settings = make_settings(make_trainer())
     reporter = _trials.RecordingReporter(prune_at=4)

@@ -7,7 +7,9 @@
 - ``sys.exit()`` or ``KeyboardInterrupt`` inside a trial run in a thread: that trial fails, the search goes on;
 - ``trial_timeout`` stops a threaded trial stuck before its first step;
 - a database server that accepts the connection and never answers: a clear error, not a hang;
-- a metric name no evaluation produces stops the search at the first evaluation, not after N failed trials;
+- a metric name no evaluation produces stops the search at the first evaluation, not after N failed trials, and so
+  do directions that do not match the number of values compute_objective returns; a callable objective reading a
+  missing metric fails its trial naming the metrics there are;
 - ``hp_space`` / ``hp_name`` that raise on a later trial: that trial fails, the search goes on.
 """
 
@@ -23,6 +25,7 @@ from pathlib import Path
 
 import optuna
 import pytest
+import torch
 
 import hpsearch
 import spaces
@@ -476,6 +479,98 @@ def test_a_metric_no_evaluation_produces_stops_the_search_at_once(tmp_path):
             max_failed_trials=3,
         )
     assert len(built) == 1  # one trial, not max_failed_trials of them
+
+
+def test_directions_that_do_not_match_the_objective_values_stop_the_search_at_once(tmp_path):
+    """direction names two objectives, compute_objective returns one number: no trial can satisfy that."""
+    built: list[int] = []
+
+    def model_init(trial):
+        built.append(1)
+        return DigitsMLP(hidden=16)
+
+    trainer = _trainer(tmp_path / "out", model_init)
+    built.clear()
+    with pytest.raises(SearchConfigError, match=r"returned \d+\.\d+, but direction has 2 entries") as caught:
+        hpsearch.hyperparameter_search(
+            trainer,
+            hp_space=SPACE,
+            n_trials=5,
+            backend="random",
+            direction=["minimize", "maximize"],
+            compute_objective=lambda metrics: metrics["eval_loss"],
+        )
+    assert caught.value.about == ("direction",)
+    assert len(built) == 1  # one trial, not max_failed_trials of them
+
+
+class _Unlabelled(torch.utils.data.Dataset):
+    """The digits evaluation split without its labels: the model returns no loss, so there is no eval_loss."""
+
+    def __init__(self) -> None:
+        self.data = digits_datasets()[1]
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __getitem__(self, i: int) -> dict:
+        return {"x": self.data[i]["x"]}
+
+
+def test_a_default_objective_with_no_metric_to_optimize_stops_the_search_at_once(tmp_path):
+    """No eval_loss and no other metric (no labels in the evaluation, no compute_metrics): the default objective has
+    nothing to optimize in any trial."""
+    built: list[int] = []
+
+    def model_init(trial):
+        built.append(1)
+        return DigitsMLP(hidden=16)
+
+    trainer = _trainer(tmp_path / "out", model_init)
+    trainer.eval_dataset, trainer.compute_metrics = _Unlabelled(), None
+    built.clear()
+    with pytest.raises(
+        SearchConfigError, match=r"No metric to optimize among \['epoch', 'eval_runtime'"
+    ) as caught:
+        hpsearch.hyperparameter_search(trainer, hp_space=SPACE, n_trials=5, backend="random")
+    assert caught.value.about == ("compute_objective",)
+    assert len(built) == 1  # one trial, not max_failed_trials of them
+
+
+def test_a_model_init_returning_one_model_object_for_every_trial_fails_the_later_trials(tmp_path):
+    """A model built once outside model_init and returned by it: the second trial would start from the weights the
+    first trained and its objective would not be its own, so it fails naming the cause; the first one stands."""
+    shared = DigitsMLP(hidden=16)
+    best = hpsearch.hyperparameter_search(
+        _trainer(tmp_path / "out", lambda trial: shared),
+        hp_space={"learning_rate": spaces.Float(1e-3, 1e-1, log=True)},
+        n_trials=2,
+        backend="random",
+        compute_objective="eval_loss",
+    )
+    records = best.run_summary.records
+    assert [r.state for r in records] == [TrialState.COMPLETE, TrialState.FAIL]
+    assert "model_init returned the model object an earlier run trained" in records[1].error
+    assert best.run_id == records[0].trial_id
+
+
+def test_a_compute_objective_reading_a_missing_metric_fails_naming_the_metrics_there_are(tmp_path):
+    """A callable objective that reads a metric the evaluation lacks (no compute_metrics gives it): each trial is
+    recorded FAIL with the metrics that exist, and the search goes on to its next trial."""
+    out = tmp_path / "out"
+    with pytest.raises(hpsearch.HPSearchError, match="No trial completed"):
+        hpsearch.hyperparameter_search(
+            _trainer(out),
+            hp_space=SPACE,
+            n_trials=2,
+            backend="random",
+            compute_objective=lambda metrics: metrics["eval_f1"],
+        )
+    records = SearchResult.load(out).records
+    assert [r.state for r in records] == [TrialState.FAIL, TrialState.FAIL]
+    for record in records:
+        assert "KeyError" in record.error and "'eval_f1'" in record.error
+        assert "['epoch', 'eval_accuracy', 'eval_loss'" in record.error, record.error
 
 
 @pytest.mark.parametrize("backend", ["optuna", "random"])

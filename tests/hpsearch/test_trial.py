@@ -71,6 +71,12 @@ def test_other_attributes_are_the_native_trials():
 def test_without_a_native_trial_an_unknown_attribute_says_so():
     with pytest.raises(AttributeError, match="no native random trial"):
         Trial("0", 0, {}, "random").user_attrs  # noqa: B018
+    # A model_init written for an engine's trial API (trial.suggest_int inside it): the fix is in the message.
+    with pytest.raises(
+        AttributeError, match=r"no native random trial.*search the parameter in hp_space.*trial\[name\]"
+    ):
+        Trial("0", 0, {}, "random").suggest_int("layers", 1, 3)
+    assert not hasattr(Trial("0", 0, {}, "random"), "suggest_int")  # still an AttributeError: hasattr answers
 
 
 def test_a_suggested_parameter_joins_the_mapping():

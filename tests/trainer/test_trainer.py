@@ -202,6 +202,50 @@ def test_model_init_with_two_required_arguments_is_rejected(make_args):
         Trainer(model_init=lambda a, b: DictModel(), args=make_args())
 
 
+def test_model_init_with_a_required_keyword_only_trial_is_rejected(make_args):
+    def model_init(*, trial):
+        return DictModel()
+
+    with pytest.raises(ValueError, match=r"model_init.*'trial' is keyword-only.*def model_init\(trial\)"):
+        Trainer(model_init=model_init, args=make_args())
+
+
+def test_model_init_set_after_construction_is_called_as_it_is_declared(make_args):
+    """transformers reads model_init's parameters at each call: a model_init assigned later is called right."""
+    seen = []
+
+    def init_with_trial(trial):
+        seen.append(trial)
+        return DictModel()
+
+    trainer = Trainer(model_init=DictModel, args=make_args(max_steps=2), train_dataset=ToyDataset(8))
+    trainer.model_init = init_with_trial
+    assert trainer.model_init is init_with_trial and trainer.model_init_takes_trial
+    trial = types.SimpleNamespace(params={}, name="trial-1")
+    trainer.train(trial=trial)
+    assert seen == [trial]
+
+    trainer.model_init = DictModel  # and back to one that takes nothing
+    assert not trainer.model_init_takes_trial
+    trainer.train(trial=trial)
+    with pytest.raises(ValueError, match="model_init must take zero arguments or one"):
+        trainer.model_init = lambda a, b: DictModel()
+    with pytest.raises(TypeError, match="model_init must be callable"):
+        trainer.model_init = "DictModel"
+
+
+def test_a_model_init_returning_a_model_an_earlier_run_trained_is_refused(make_args):
+    """Every train() with model_init starts from a fresh model: one returning the same object again would start from
+    the weights the earlier run trained, silently."""
+    shared = DictModel()
+    trainer = Trainer(model_init=lambda: shared, args=make_args(max_steps=2), train_dataset=ToyDataset(8))
+    trainer.train()  # the object built at construction has not trained yet: the first run takes it
+    with pytest.raises(
+        ValueError, match=r"model_init returned the model object an earlier run trained.*inside model_init"
+    ):
+        trainer.train()
+
+
 def test_model_init_and_optimizers_is_an_error(make_args):
     model = DictModel()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)

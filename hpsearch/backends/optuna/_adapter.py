@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from ... import _interrupt
+from ..._params import domain_values
 from ..._search_loop import NotStarted
 from ...errors import SearchConfigError
 from ...options import Code, Option
@@ -237,11 +238,22 @@ class OptunaBackend(SearchBackend):
         if isinstance(storage, str):
             _storage.check_storage_url(storage, self.settings.output_dir)
         n_jobs = kw.get("n_jobs", 1)
-        if n_jobs != 1 and args.gradient_accumulation_steps > 1:
+        space, steps = self.settings.space, args.gradient_accumulation_steps
+        if (
+            space is not None and "gradient_accumulation_steps" in space
+        ):  # the most a trial of the space takes
+            values = domain_values(space["gradient_accumulation_steps"])
+            steps = max([steps, *(v for v in values if isinstance(v, int) and not isinstance(v, bool))])
+        if n_jobs != 1 and steps > 1:
+            where = (
+                " (a value of hp_space['gradient_accumulation_steps'])"
+                if steps != args.gradient_accumulation_steps
+                else ""
+            )
             raise SearchConfigError(
                 f"n_jobs={n_jobs} runs trials in threads, and accelerate keeps gradient-accumulation state per "
                 f"process, so concurrent trials would corrupt each other with gradient_accumulation_steps="
-                f"{args.gradient_accumulation_steps}; use n_jobs=1, or run several worker processes on one storage.",
+                f"{steps}{where}; use n_jobs=1, or run several worker processes on one storage.",
                 about="n_jobs",
             )
 
@@ -265,7 +277,10 @@ class OptunaBackend(SearchBackend):
         space, native_space = super().resolve_space(hp_space)
         if space is None:
             probe_native_space(
-                native_space, _study_directions(self.settings.directions), self.settings.trainer
+                native_space,
+                _study_directions(self.settings.directions),
+                self.settings.trainer,
+                default=native_space == self.default_space,
             )
         return space, native_space
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..._params import check_param_names
+from ..._params import check_argument_values, check_epochs_not_ignored, check_param_names
 from ...errors import SearchConfigError
 from ...trial import Trial
 
@@ -133,9 +133,12 @@ def native_space_spec(distributions: Mapping[str, Any]) -> dict[str, dict[str, A
     return spec
 
 
-def probe_native_space(native_space: Any, directions: list[Any], trainer: Trainer) -> None:
+def probe_native_space(
+    native_space: Any, directions: list[Any], trainer: Trainer, default: bool = False
+) -> None:
     """Call a native ``hp_space(trial)`` once on a throw-away trial, so a broken one fails before any storage or
-    folder is created (it only suggests values; nothing is trained)."""
+    folder is created (it only suggests values; nothing is trained). The backend's own ``default`` space is not
+    held to the user's choices (its epochs beside max_steps), as the portable default is not."""
     import optuna
 
     verbosity = optuna.logging.get_verbosity()
@@ -146,7 +149,7 @@ def probe_native_space(native_space: Any, directions: list[Any], trainer: Traine
         optuna.logging.set_verbosity(verbosity)
     trial = Trial("probe", 0, {}, "optuna", native=probe)
     try:
-        native_params(trial, native_space, trainer)
+        params = native_params(trial, native_space, trainer)
     except SearchConfigError:
         raise
     except Exception as error:
@@ -154,3 +157,24 @@ def probe_native_space(native_space: Any, directions: list[Any], trainer: Traine
             f"hp_space(trial) raised {type(error).__name__}: {error} when called with an Optuna trial; "
             "hp_space must only call trial.suggest_* and return a dict of the values."
         ) from error
+    if not default:
+        check_epochs_not_ignored(params, trainer)
+    for name, value in params.items():
+        check_argument_values(name, _values_to_check(probe.distributions.get(name), value), trainer)
+
+
+def _values_to_check(distribution: Any, value: Any) -> list[Any]:
+    """The values a native parameter is checked with: the one the probe returned, and every choice of the categorical
+    it was drawn from when returned as drawn. A number's bounds are not checked: the value returned may be computed
+    from the suggestion (``10 ** trial.suggest_float("lr", -5, -2)``), so the bounds need not be values of it."""
+    from optuna.distributions import CategoricalDistribution
+
+    if isinstance(distribution, CategoricalDistribution) and any(
+        _same(value, c) for c in distribution.choices
+    ):
+        return [value, *(c for c in distribution.choices if not _same(value, c))]
+    return [value]
+
+
+def _same(a: Any, b: Any) -> bool:
+    return type(a) is type(b) and a == b
