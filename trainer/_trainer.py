@@ -493,13 +493,18 @@ class Trainer(TrainerHelpers, PrivateHooks):
             # A fresh model, optimizer and scheduler for every run: nothing leaks from a previous trial.
             with _fsdp.model_loading(self.args):
                 self.model = self.call_model_init(trial)
-            if self.model in _TRAINED_MODELS:
-                raise ValueError(
+            if self.model in _TRAINED_MODELS and not resume_from_checkpoint:
+                reused = (
                     f"model_init returned the model object an earlier run trained ({type(self.model).__name__} at "
-                    f"{id(self.model):#x}), so this run would start from its trained weights, not from a fresh model; "
+                    f"{id(self.model):#x}), so this run starts from its trained weights, not from a fresh model; "
                     "build the model inside model_init (e.g. `def model_init(trial): return MyModel()`, or "
                     "copy.deepcopy a template there)."
                 )
+                if trial is not None:  # a search: the trial's objective would not be its own
+                    raise ValueError(reused)
+                warnings.warn(
+                    reused, UserWarning, stacklevel=3
+                )  # train() again: transformers continues, as here
             _TRAINED_MODELS.add(self.model)
             self.model_wrapped = self.model
             self.optimizer, self.lr_scheduler = None, None
