@@ -152,6 +152,10 @@ def _identity(path: Path) -> tuple[int, int] | None:
     return stat.st_ino, stat.st_size
 
 
+#: (path, size, torn bytes) of the journals whose torn last line this process has warned about.
+_TOLD_TORN: set[tuple[str, int, int]] = set()
+
+
 def read_journal(folder: Path, reference: Any) -> list[dict[str, Any]]:
     """The lines of ``folder``'s journal newer than the snapshot whose ``"journal"`` entry is ``reference`` (see the
     module docstring for the rule), each a dict with ``record`` and ``meta``; [] when there is none to apply.
@@ -185,7 +189,10 @@ def read_journal(folder: Path, reference: Any) -> list[dict[str, Any]]:
         entry = _entry(path, number, line)
         if entry["seq"] > after:
             out.append(entry)
-    if torn:
+    # Once per torn file in a process: a resume reads the results several times.
+    told = (os.path.abspath(path), len(raw), len(torn))
+    if torn and told not in _TOLD_TORN:
+        _TOLD_TORN.add(told)
         logger.warning(
             "%s: its last line (line %d, %d bytes) is incomplete, cut short by a kill while it was written; "
             "skipping it (that trial is not in the results; a resumed search runs it again).",

@@ -39,6 +39,15 @@ def test_torn_last_line_is_skipped_with_a_warning_naming_the_file(tmp_path, capl
     assert [r.trial_id for r in loaded.records] == [r.trial_id for r in result.records[:3]]  # the 4th is torn
     assert loaded.records == result.records[:3]
     assert f"{os.fspath(path)}: its last line (line 4" in caplog.text and "incomplete" in caplog.text
+    # Read again in this process (a resume reads the results several times): said once; torn elsewhere: said again.
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        assert SearchResult.load(tmp_path).records == result.records[:3]
+    assert "incomplete" not in caplog.text
+    path.write_bytes(whole[: len(whole) - 20])
+    with caplog.at_level(logging.WARNING):
+        SearchResult.load(tmp_path)
+    assert caplog.text.count("incomplete") == 1
 
     # A bad line before the last is no kill's doing: an error naming the file and the line, nothing dropped silently.
     lines = whole.decode().splitlines(keepends=True)
