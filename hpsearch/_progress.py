@@ -71,7 +71,8 @@ def trial_line(session: SearchSession, record: TrialRecord) -> None:
         else _format_value(objective)
     )
     warm = f" +{tally.warm} warm" if tally.warm else ""  # told, not trained: not among the n_trials
-    text = f"[{finished}/{session.result.planned_trials or session.n_trials}{warm}] {record.name} {record.state.value} objective {shown} | "
+    planned = result.planned_trials or session.n_trials  # a grid may run n_trials x its combinations
+    text = f"[{finished}/{planned}{warm}] {record.name} {record.state.value} objective {shown} | "
     text += SweepProgress.best_text(result, tally)
     if record.error and record.state.value == "FAIL":
         text += f" | {record.error.splitlines()[-1][:200]}"
