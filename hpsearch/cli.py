@@ -257,12 +257,15 @@ def run(args: argparse.Namespace) -> int:
     building the trainer: no trial ran), during it (`Interrupt`: what finished and the command that continues) and
     after it (the results are saved; the report is what was cut short)."""
     config = _load_run_config(args)
+    argv = getattr(
+        args, "argv", ["run", str(config.path)]
+    )  # the command as typed, to say how to run it again
     try:
         prepared = _prepare_run(config, args)
     except KeyboardInterrupt:
         print(
             f"\nInterrupted before the search started: no trial ran. Run the same command again to start it: "
-            f"{shlex.join(['hpsearch', *getattr(args, 'argv', ['run', str(config.path)])])}",
+            f"{shlex.join(['hpsearch', *argv])}",
             file=sys.stderr,
         )
         return EXIT_INTERRUPTED
@@ -273,7 +276,7 @@ def run(args: argparse.Namespace) -> int:
     result, failure = _search(config, trainer, interrupt, interactive)
     if interrupt.interrupted:
         print(
-            f"\n{interrupt.summary(config, getattr(args, 'argv', ['run', str(config.path)]))}",
+            f"\n{interrupt.summary(config, argv)}",
             file=sys.stderr,
         )
         return EXIT_INTERRUPTED

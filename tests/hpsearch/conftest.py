@@ -44,6 +44,17 @@ def tiny_space():
     return SearchSpace({"learning_rate": Float(1e-3, 1e-1, log=True), "hidden": Categorical([8, 16])})
 
 
+@pytest.fixture
+def sigint_raises():
+    """SIGINT raising KeyboardInterrupt, as in a user's Python process or a terminal, whatever this one inherited (a
+    pytest-xdist worker runs with SIGINT ignored)."""
+    import signal
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 @pytest.fixture(scope="session")
 def _shared_ray_cluster():
     """The session's one Ray cluster (started on first use, stopped at the end); tests use `ray_cluster`."""

@@ -745,17 +745,6 @@ def test_a_search_error_is_located_by_the_argument_it_names_not_by_its_wording(t
 
 
 # ---------------------------------------------------------------------------------------------- Ctrl-C
-@pytest.fixture
-def ctrl_c_raises():
-    """SIGINT raises KeyboardInterrupt here, as in a terminal, whatever this process inherited (pytest-xdist may start
-    its workers with SIGINT ignored)."""
-    import signal
-
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    yield
-    signal.signal(signal.SIGINT, previous)
-
-
 def _main_under_ctrl_c(argv: list[str]) -> int:
     """main(argv), failing the test (not stopping the session) when a KeyboardInterrupt escapes it."""
     try:
@@ -772,7 +761,7 @@ def _ctrl_c() -> None:
 
 
 def test_ctrl_c_before_the_search_exits_130_with_one_line_and_no_traceback(
-    tmp_path, capsys, monkeypatch, ctrl_c_raises
+    tmp_path, capsys, monkeypatch, sigint_raises
 ):
     # Ctrl-C while the data factory loads (or torch imports): a KeyboardInterrupt traceback, exit code 1.
     (tmp_path / "slow_data.py").write_text(
@@ -792,7 +781,7 @@ def test_ctrl_c_before_the_search_exits_130_with_one_line_and_no_traceback(
 
 
 def test_ctrl_c_while_the_report_is_written_says_the_results_are_saved(
-    tmp_path, capsys, monkeypatch, ctrl_c_raises
+    tmp_path, capsys, monkeypatch, sigint_raises
 ):
     # Ctrl-C after the last trial, while report.html is drawn (seconds, for a large search): a plotly traceback.
     import hpsearch.report
@@ -811,7 +800,7 @@ def test_ctrl_c_while_the_report_is_written_says_the_results_are_saved(
     assert len(SearchResult.load(out).records) == 2
 
 
-def test_ctrl_c_in_report_exits_130_without_a_traceback(tmp_path, capsys, monkeypatch, ctrl_c_raises):
+def test_ctrl_c_in_report_exits_130_without_a_traceback(tmp_path, capsys, monkeypatch, sigint_raises):
     import hpsearch.report
 
     search = synthetic(tmp_path / "search")

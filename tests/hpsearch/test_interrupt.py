@@ -162,17 +162,7 @@ def test_ctrl_c_with_trial_workers_stops_the_running_trials_instead_of_waiting_f
     try:
         deadline = time.monotonic() + 240
         # Both trials are training: each has reported an evaluation from its worker.
-        while (
-            not events.is_file()
-            or len(
-                {
-                    line.split('"trial_id":', 1)[1].split(",", 1)[0]
-                    for line in events.read_text().splitlines()
-                    if '"evaluation"' in line
-                }
-            )
-            < 2
-        ):
+        while len(_trials_evaluated(events)) < 2:
             assert process.poll() is None, process.communicate()
             assert time.monotonic() < deadline
             time.sleep(0.2)
@@ -189,3 +179,14 @@ def test_ctrl_c_with_trial_workers_stops_the_running_trials_instead_of_waiting_f
     last = err.strip().splitlines()[-1]
     assert last.startswith(f"Interrupted: 0 of {N_TRIALS} trials finished"), err
     assert "any trial that was running (with trial_workers, several) is not counted and trains again" in last
+
+
+def _trials_evaluated(events: Path) -> set[str]:
+    """The ids of the trials with an evaluation in the search's event feed (none before it exists)."""
+    if not events.is_file():
+        return set()
+    return {
+        line.split('"trial_id":', 1)[1].split(",", 1)[0]
+        for line in events.read_text().splitlines()
+        if '"evaluation"' in line
+    }

@@ -747,15 +747,6 @@ class _CtrlCWhileAsking(optuna.samplers.RandomSampler):
             os.kill(os.getpid(), signal.SIGINT)
 
 
-@pytest.fixture
-def sigint_raises():
-    """SIGINT raising KeyboardInterrupt, as in a user's Python process, whatever this one inherited (a pytest-xdist
-    worker runs with SIGINT ignored)."""
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    yield
-    signal.signal(signal.SIGINT, previous)
-
-
 def test_ctrl_c_inside_the_engines_ask_leaves_no_running_trial_and_queues_it_again(tmp_path, sigint_raises):
     """The interrupt is held until the asked trial is the adapter's, then handled as anywhere else: the trial is
     failed in the study with its parameters queued again, and the saved results hold no RUNNING record."""

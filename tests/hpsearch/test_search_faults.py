@@ -460,15 +460,22 @@ def test_a_database_that_never_answers_is_an_error_not_a_hang(tmp_path, monkeypa
     assert not (tmp_path / "out").exists()
 
 
-def test_a_metric_no_evaluation_produces_stops_the_search_at_once(tmp_path):
+def _counting_trainer(out: Path) -> tuple[Trainer, list[int]]:
+    """A trainer whose model_init notes each model it builds in the returned list (emptied of the one the Trainer
+    builds when constructed): a search stopped at once built one."""
     built: list[int] = []
 
     def model_init(trial):
         built.append(1)
         return DigitsMLP(hidden=16)
 
-    trainer = _trainer(tmp_path / "out", model_init)
+    trainer = _trainer(out, model_init)
     built.clear()
+    return trainer, built
+
+
+def test_a_metric_no_evaluation_produces_stops_the_search_at_once(tmp_path):
+    trainer, built = _counting_trainer(tmp_path / "out")
     with pytest.raises(SearchConfigError, match=r"eval_f1.*not among the evaluation metrics"):
         hpsearch.hyperparameter_search(
             trainer,
@@ -483,14 +490,7 @@ def test_a_metric_no_evaluation_produces_stops_the_search_at_once(tmp_path):
 
 def test_directions_that_do_not_match_the_objective_values_stop_the_search_at_once(tmp_path):
     """direction names two objectives, compute_objective returns one number: no trial can satisfy that."""
-    built: list[int] = []
-
-    def model_init(trial):
-        built.append(1)
-        return DigitsMLP(hidden=16)
-
-    trainer = _trainer(tmp_path / "out", model_init)
-    built.clear()
+    trainer, built = _counting_trainer(tmp_path / "out")
     with pytest.raises(SearchConfigError, match=r"returned \d+\.\d+, but direction has 2 entries") as caught:
         hpsearch.hyperparameter_search(
             trainer,
@@ -520,15 +520,8 @@ class _Unlabelled(torch.utils.data.Dataset):
 def test_a_default_objective_with_no_metric_to_optimize_stops_the_search_at_once(tmp_path):
     """No eval_loss and no other metric (no labels in the evaluation, no compute_metrics): the default objective has
     nothing to optimize in any trial."""
-    built: list[int] = []
-
-    def model_init(trial):
-        built.append(1)
-        return DigitsMLP(hidden=16)
-
-    trainer = _trainer(tmp_path / "out", model_init)
+    trainer, built = _counting_trainer(tmp_path / "out")
     trainer.eval_dataset, trainer.compute_metrics = _Unlabelled(), None
-    built.clear()
     with pytest.raises(
         SearchConfigError, match=r"No metric to optimize among \['epoch', 'eval_runtime'"
     ) as caught:
